@@ -1,0 +1,134 @@
+"""The ``betty`` command. Every user error is one line on stderr and a non-zero exit.
+
+Only the standard library is imported at start-up, so ``betty dev-cluster up`` works on a
+machine where Betty's heavier dependencies are not installed yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence
+
+from ._version import __version__
+from .errors import BettyError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the fix, not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``betty`` command line."""
+    parser = _Parser(prog="betty", description="Betty: an assistant for researchers on Slurm clusters.")
+    parser.add_argument("--version", action="version", version=f"betty {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+    commands.add_parser("version", help="print Betty's version")
+    _add_dev_cluster(commands)
+    return parser
+
+
+def _add_dev_cluster(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    dev = commands.add_parser(
+        "dev-cluster",
+        help="a real one-node Slurm cluster with an sshd on 127.0.0.1, for tests and the demo",
+        description="Run a real one-node Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, "
+        "slurmd) and an OpenSSH server on 127.0.0.1 from Debian packages.",
+    )
+    actions = dev.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    actions.required = True
+    state_dir = argparse.ArgumentParser(add_help=False)
+    state_dir.add_argument(
+        "--state-dir", type=Path, default=None,
+        help="where every generated file lives (default: $BETTY_DEV_CLUSTER_DIR or ~/.local/share/betty/dev-cluster)",
+    )
+    up = actions.add_parser("up", parents=[state_dir], help="start the cluster (a no-op when it already runs)")
+    up.add_argument("--port-base", type=int, default=None,
+                    help="first of five consecutive ports: slurmctld, slurmd, slurmdbd, MariaDB, sshd (default 16817)")
+    up.add_argument("--no-install", action="store_true", help="never install missing Debian packages")
+    down = actions.add_parser("down", parents=[state_dir], help="stop exactly what `up` started")
+    down.add_argument("--purge", action="store_true", help="also delete the state directory (jobs, accounting, keys)")
+    status = actions.add_parser("status", parents=[state_dir], help="say what is running (exit 1 when not up)")
+    status.add_argument("--json", action="store_true", help="one JSON object for scripts")
+    env = actions.add_parser("env", parents=[state_dir], help="print the variables a shell or test needs")
+    env.add_argument("--json", action="store_true", help="one JSON object for scripts")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``betty`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "version":
+            print(f"betty {__version__}")
+            return 0
+        return _dev_cluster(args)
+    except BettyError as error:
+        print(f"betty: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("betty: interrupted", file=sys.stderr)
+        return 130
+
+
+def _dev_cluster(args: argparse.Namespace) -> int:
+    from .devcluster import DevCluster
+
+    cluster = DevCluster(args.state_dir, port_base=getattr(args, "port_base", None))
+    if args.action == "up":
+        changed = cluster.up(install=not args.no_install)
+        if not changed:
+            print("dev cluster is already up", file=sys.stderr)
+        _print_env(cluster, as_json=False)
+        return 0
+    if args.action == "down":
+        stopped = cluster.down(purge=args.purge)
+        print(f"stopped: {', '.join(stopped)}" if stopped else "dev cluster was not running", file=sys.stderr)
+        return 0
+    if args.action == "status":
+        return _print_status(cluster, args.json)
+    _print_env(cluster, as_json=args.json)
+    return 0
+
+
+def _print_status(cluster: "DevCluster", as_json: bool) -> int:  # type: ignore[name-defined]  # noqa: F821
+    services = cluster.status()
+    up = all(service.running for service in services)
+    node = cluster.node_state()
+    if as_json:
+        print(json.dumps({
+            "up": up,
+            "node_state": node,
+            "services": {s.name: {"running": s.running, "pid": s.pid, "port": s.port} for s in services},
+            "layout": cluster.layout.as_dict(),
+        }, indent=2))
+    else:
+        for service in services:
+            state = f"running (pid {service.pid})" if service.running else "stopped"
+            port = f"port {service.port}" if service.port else ""
+            print(f"{service.name:<10} {state:<22} {port}")
+        print(f"node       {node or 'unknown'}")
+        print(f"state dir  {cluster.layout.root}")
+    return 0 if up else 1
+
+
+def _print_env(cluster: "DevCluster", as_json: bool) -> None:  # type: ignore[name-defined]  # noqa: F821
+    env = cluster.layout.env()
+    if as_json:
+        print(json.dumps(env, indent=2))
+        return
+    for name, value in env.items():
+        print(f"export {name}={shlex.quote(value)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The Debian packages the dev cluster needs, found by their programs, installed when root."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from ..errors import MissingPackagesError
+
+# program -> the Debian package that ships it
+PROGRAMS = {
+    "munged": "munge",
+    "mariadbd": "mariadb-server",
+    "mariadb-install-db": "mariadb-server",
+    "mariadb": "mariadb-client",
+    "slurmdbd": "slurmdbd",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sbatch": "slurm-client",
+    "sacctmgr": "slurm-client",
+    "sshd": "openssh-server",
+    "ssh": "openssh-client",
+    "ssh-keygen": "openssh-client",
+}
+
+# Daemons live in sbin, which a normal user's PATH often lacks.
+_SBIN = ("/usr/sbin", "/sbin")
+
+
+def search_path() -> str:
+    """PATH plus the sbin directories where Debian installs daemons."""
+    parts = os.environ.get("PATH", "").split(os.pathsep)
+    return os.pathsep.join([p for p in parts if p] + [d for d in _SBIN if d not in parts])
+
+
+def find_program(name: str) -> str | None:
+    """Absolute path of ``name``, or None."""
+    return shutil.which(name, path=search_path())
+
+
+def missing_packages() -> list[str]:
+    """Debian packages whose programs are not found, sorted and without repeats."""
+    return sorted({package for program, package in PROGRAMS.items() if find_program(program) is None})
+
+
+def ensure_packages(install: bool = True) -> list[str]:
+    """Install missing packages when root (returns what was installed); otherwise explain.
+
+    Raises :class:`MissingPackagesError` naming the exact ``apt-get install`` line to run.
+    """
+    missing = missing_packages()
+    if not missing:
+        return []
+    if not install:
+        raise MissingPackagesError(missing, "the dev cluster needs Debian packages that are not installed")
+    if os.geteuid() != 0:
+        raise MissingPackagesError(
+            missing, "the dev cluster needs Debian packages that are not installed, and installing them needs root"
+        )
+    if shutil.which("apt-get") is None:
+        raise MissingPackagesError(missing, "the dev cluster needs Debian packages and this machine has no apt-get")
+    print(f"Installing Debian packages: {' '.join(missing)}", file=sys.stderr, flush=True)
+    _apt_install(missing)
+    still = missing_packages()
+    if still:
+        raise MissingPackagesError(still, "apt-get finished but these packages' programs are still missing")
+    return missing
+
+
+def _apt_install(packages: list[str]) -> None:
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
+    if subprocess.run(command, env=env, stdout=sys.stderr).returncode == 0:
+        return
+    # A fresh machine often has no package lists yet: update once and try again.
+    subprocess.run(["apt-get", "update", "-q"], env=env, stdout=sys.stderr, check=False)
+    if subprocess.run(command, env=env, stdout=sys.stderr).returncode != 0:
+        raise MissingPackagesError(packages, "apt-get could not install the dev cluster's packages")

@@ -1,0 +1,1 @@
+"""Betty's notebook face: the ``%betty`` magics and the widgets they render."""

@@ -1,0 +1,1 @@
+"""Betty's Jupyter server extension: REST and WebSocket handlers under ``/betty/api/``."""
