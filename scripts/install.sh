@@ -1,0 +1,33 @@
+# Sourced by scripts/demo.sh and scripts/test.sh: installs what Betty needs on Debian,
+# builds Betty into .venv and brings the dev cluster up. Safe to run again.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+extras="${1:-}"
+debian_packages=()
+command -v python3 >/dev/null || debian_packages+=(python3)
+python3 -c 'import ensurepip, venv' 2>/dev/null || debian_packages+=(python3-venv)
+command -v node >/dev/null || debian_packages+=(nodejs)
+command -v npm >/dev/null || debian_packages+=(npm)
+command -v git >/dev/null || debian_packages+=(git)
+if ((${#debian_packages[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "betty: install these Debian packages first: sudo apt-get install -y ${debian_packages[*]}" >&2
+    exit 1
+  fi
+  echo "Installing Debian packages: ${debian_packages[*]}" >&2
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${debian_packages[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "Creating .venv" >&2
+  python3 -m venv .venv
+fi
+echo "Installing Betty into .venv (builds the JupyterLab extension on first install)" >&2
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+
+# Installs Slurm, munge, MariaDB and OpenSSH from Debian when they are missing (needs root).
+.venv/bin/betty dev-cluster up >/dev/null
+eval "$(.venv/bin/betty dev-cluster env)"
