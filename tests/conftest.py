@@ -1,0 +1,58 @@
+"""Shared fixtures: a clean environment for every test and the real dev cluster, once per session."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+REPO = Path(__file__).resolve().parents[1]
+BETTY = [sys.executable, "-m", "betty_jupyter.cli"]
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the person's Slurm allocation and API keys out of every test."""
+    for name in list(os.environ):
+        if name.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SACCT_")) or name.endswith("_API_KEY"):
+            monkeypatch.delenv(name, raising=False)
+
+
+def run_betty(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run the ``betty`` command line as a person would, capturing its output."""
+    return subprocess.run(
+        [*BETTY, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO, stdin=subprocess.DEVNULL
+    )
+
+
+@pytest.fixture(scope="session")
+def dev_cluster() -> dict[str, str]:
+    """Bring the dev cluster up (a no-op when it already runs) and return its environment."""
+    up = run_betty("dev-cluster", "up", timeout=600)
+    assert up.returncode == 0, f"betty dev-cluster up failed: {up.stderr}"
+    env = run_betty("dev-cluster", "env", "--json")
+    assert env.returncode == 0, env.stderr
+    return json.loads(env.stdout)
+
+
+@pytest.fixture
+def cluster_env(dev_cluster: dict[str, str]) -> dict[str, str]:
+    """A process environment that reaches the dev cluster (and nothing of the person's Slurm)."""
+    return {**os.environ, **dev_cluster}
+
+
+def ssh(cluster: dict[str, str], command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` on the dev cluster with plain OpenSSH through the ``betty-dev`` alias."""
+    ssh_program = shutil.which("ssh")
+    assert ssh_program, "openssh-client is not installed"
+    return subprocess.run(
+        [ssh_program, "-F", cluster["BETTY_DEV_SSH_CONFIG"], cluster["BETTY_DEV_SSH_HOST"], command],
+        capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+    )

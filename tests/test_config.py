@@ -1,0 +1,28 @@
+"""Cluster profiles in traitlets config are checked when they are set."""
+
+from __future__ import annotations
+
+import pytest
+from traitlets import TraitError
+
+from betty_jupyter.config import BettyConfig
+
+
+def test_first_profile_is_the_default_when_none_is_named():
+    config = BettyConfig(clusters=[{"name": "a", "transport": "local"}, {"name": "b", "transport": "ssh"}])
+    assert config.cluster_names == ["a", "b"]
+    assert config.active_cluster == "a"
+
+
+@pytest.mark.parametrize(
+    ("profiles", "message"),
+    [
+        ([{"transport": "ssh"}], "needs a `name`"),
+        ([{"name": "a; rm -rf ~", "transport": "ssh"}], "needs a `name`"),
+        ([{"name": "a", "transport": "telnet"}], "needs `transport`"),
+        ([{"name": "a", "transport": "ssh"}, {"name": "a", "transport": "local"}], "defined twice"),
+    ],
+)
+def test_bad_profiles_are_refused_with_the_reason(profiles, message):
+    with pytest.raises(TraitError, match=message):
+        BettyConfig(clusters=profiles)

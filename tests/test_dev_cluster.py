@@ -1,0 +1,188 @@
+"""The dev cluster is a real Slurm: jobs run over SSH, accounting records them, GPUs are scheduled."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_betty, ssh
+
+pytestmark = pytest.mark.cluster
+
+
+def wait_for_accounting(cluster_env: dict[str, str], job_id: str, timeout: float = 120) -> dict[str, str]:
+    """Poll ``sacct`` until accounting holds the whole record of the ended job.
+
+    slurmctld reports to slurmdbd asynchronously, so a job's row can show its end state a
+    moment before its other fields (partition, TRES) are filled in.
+    """
+    fields = ["JobID", "State", "Partition", "AllocTRES", "ExitCode"]
+    deadline = time.monotonic() + timeout
+    row: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        result = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", ",".join(fields)],
+            capture_output=True, text=True, env=cluster_env, timeout=30,
+        )
+        assert result.returncode == 0, result.stderr
+        lines = result.stdout.strip().splitlines()
+        if lines:
+            row = dict(zip(fields, lines[0].split("|")))
+            ended = row["State"] not in ("PENDING", "RUNNING", "COMPLETING", "CONFIGURING")
+            if ended and row["Partition"]:
+                return row
+        time.sleep(0.5)
+    pytest.fail(f"job {job_id} did not finish within {timeout} s (last seen: {row})")
+
+
+def submit_over_ssh(dev_cluster: dict[str, str], options: str) -> str:
+    result = ssh(dev_cluster, f"sbatch --parsable {options}")
+    assert result.returncode == 0, result.stderr
+    job_id = result.stdout.strip().split(";")[0]
+    assert job_id.isdigit(), result.stdout
+    return job_id
+
+
+def test_a_job_submitted_over_ssh_completes_in_accounting(dev_cluster, cluster_env):
+    job_id = submit_over_ssh(dev_cluster, "-J 'betty smoke' --wrap 'echo hello; sleep 1'")
+    row = wait_for_accounting(cluster_env, job_id)
+    assert row["State"] == "COMPLETED"
+    assert row["Partition"] == "cpu"
+    assert row["ExitCode"] == "0:0"
+
+
+def test_a_failing_job_is_recorded_as_failed(dev_cluster, cluster_env):
+    job_id = submit_over_ssh(dev_cluster, "--wrap 'exit 3'")
+    row = wait_for_accounting(cluster_env, job_id)
+    assert row["State"] == "FAILED"
+    assert row["ExitCode"] == "3:0"
+
+
+def test_a_gpu_job_lands_on_the_gpu_partition_with_its_gpu_type(dev_cluster, cluster_env):
+    job_id = submit_over_ssh(dev_cluster, "-p gpu --gres=gpu:h100:1 --wrap 'sleep 1'")
+    row = wait_for_accounting(cluster_env, job_id)
+    assert row["State"] == "COMPLETED"
+    assert row["Partition"] == "gpu", row
+    assert "gres/gpu:h100=1" in row["AllocTRES"].split(",")
+
+
+def test_more_gpus_than_the_node_has_are_refused(dev_cluster):
+    result = ssh(dev_cluster, "sbatch -p gpu --gres=gpu:h100:3 --wrap true")
+    assert result.returncode != 0
+    assert "Requested node configuration is not available" in result.stderr
+
+
+def test_partitions_offer_both_gpu_types(dev_cluster, cluster_env):
+    result = subprocess.run(
+        ["sinfo", "-h", "-o", "%P|%G|%a"], capture_output=True, text=True, env=cluster_env, timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("|")[0]: line.split("|") for line in result.stdout.split()}
+    assert set(rows) == {"cpu*", "gpu"}
+    assert rows["gpu"][1] == "gpu:a100:4,gpu:h100:2"
+    assert rows["gpu"][2] == "up"
+
+
+def test_up_twice_is_harmless(dev_cluster):
+    before = json.loads(run_betty("dev-cluster", "status", "--json").stdout)
+    again = run_betty("dev-cluster", "up")
+    assert again.returncode == 0
+    assert "already up" in again.stderr
+    after = json.loads(run_betty("dev-cluster", "status", "--json").stdout)
+    assert after["up"] is True
+    assert after["services"] == before["services"]
+
+
+def test_status_reports_every_service_running(dev_cluster):
+    status = run_betty("dev-cluster", "status")
+    assert status.returncode == 0
+    for service in ("munge", "mariadb", "slurmdbd", "slurmctld", "slurmd", "sshd"):
+        assert f"{service:<10} running (pid" in status.stdout
+    assert "node       idle" in status.stdout or "node       mixed" in status.stdout
+
+
+def test_env_prints_what_a_shell_needs(dev_cluster):
+    env = run_betty("dev-cluster", "env")
+    assert env.returncode == 0
+    assert f"export SLURM_CONF={dev_cluster['SLURM_CONF']}" in env.stdout.splitlines()
+    assert "export BETTY_DEV_SSH_HOST=betty-dev" in env.stdout.splitlines()
+
+
+def test_sshd_refuses_a_key_it_was_not_given(dev_cluster, tmp_path):
+    stranger = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
+    real_key = f"{dev_cluster['BETTY_DEV_CLUSTER_DIR']}/ssh/id_ed25519"
+    config_text = Path(dev_cluster["BETTY_DEV_SSH_CONFIG"]).read_text()
+    assert real_key in config_text
+    config = tmp_path / "config"
+    config.write_text(config_text.replace(real_key, str(stranger)))
+    refused = subprocess.run(
+        ["ssh", "-F", str(config), "betty-dev", "true"],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+    )
+    assert refused.returncode == 255
+    assert "Permission denied (publickey)" in refused.stderr
+
+
+def test_ssh_refuses_a_host_whose_key_is_not_known(dev_cluster, tmp_path):
+    config = tmp_path / "config"
+    known_hosts = f"{dev_cluster['BETTY_DEV_CLUSTER_DIR']}/ssh/known_hosts"
+    (tmp_path / "empty_known_hosts").write_text("")
+    config.write_text(
+        Path(dev_cluster["BETTY_DEV_SSH_CONFIG"]).read_text().replace(known_hosts, str(tmp_path / "empty_known_hosts"))
+    )
+    refused = subprocess.run(
+        ["ssh", "-F", str(config), "betty-dev", "true"],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+    )
+    assert refused.returncode == 255
+    assert "Host key verification failed" in refused.stderr
+
+
+def test_a_port_already_taken_is_refused_before_anything_starts(dev_cluster, tmp_path):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        state_dir = tmp_path / "second"
+        # The taken port is the sshd port (base + 4) of a second cluster.
+        result = run_betty("dev-cluster", "up", "--state-dir", str(state_dir), "--port-base", str(port - 4))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"betty: error: port {port} (for sshd) is already in use by another program; "
+        "stop that program or pick other ports with `betty dev-cluster up --port-base N`"
+    ]
+    assert not state_dir.exists()
+
+
+def test_changing_ports_of_a_running_cluster_is_refused(dev_cluster):
+    result = run_betty("dev-cluster", "up", "--port-base", "30000")
+    assert result.returncode == 1
+    assert "run `betty dev-cluster down` before changing --port-base" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["dev-cluster", "restart"], "invalid choice: 'restart'"),
+        (["dev-cluster"], "the following arguments are required: ACTION"),
+        (["dev-cluster", "up", "--port-base", "twelve"], "invalid int value: 'twelve'"),
+        (["launch-rockets"], "invalid choice: 'launch-rockets'"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(args, expected):
+    result = run_betty(*args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0]
+
+
+def test_a_port_base_out_of_range_is_refused(tmp_path):
+    result = run_betty("dev-cluster", "up", "--state-dir", str(tmp_path / "x"), "--port-base", "80")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "betty: error: --port-base 80 is out of range; pick a number from 1024 to 65530"
