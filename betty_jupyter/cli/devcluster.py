@@ -1,8 +1,4 @@
-"""The ``betty`` command. Every user error is one line on stderr and a non-zero exit.
-
-Only the standard library is imported at start-up, so ``betty dev-cluster up`` works on a
-machine where Betty's heavier dependencies are not installed yet.
-"""
+"""``betty dev-cluster up|down|status|env``: the one-node Slurm cluster on this machine."""
 
 from __future__ import annotations
 
@@ -11,41 +7,24 @@ import json
 import shlex
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING
 
-from ._version import __version__
-from .errors import BettyError
-
-EXIT_USAGE = 2
+if TYPE_CHECKING:
+    from ..devcluster import DevCluster
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the fix, not a usage dump."""
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``betty dev-cluster`` and its actions."""
+    from . import Parser
 
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``betty`` command line."""
-    parser = _Parser(prog="betty", description="Betty: an assistant for researchers on Slurm clusters.")
-    parser.add_argument("--version", action="version", version=f"betty {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    commands.required = True
-    commands.add_parser("version", help="print Betty's version")
-    _add_dev_cluster(commands)
-    return parser
-
-
-def _add_dev_cluster(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     dev = commands.add_parser(
         "dev-cluster",
         help="a real one-node Slurm cluster with an sshd on 127.0.0.1, for tests and the demo",
         description="Run a real one-node Slurm cluster (munge, MariaDB, slurmdbd, slurmctld, "
         "slurmd) and an OpenSSH server on 127.0.0.1 from Debian packages.",
     )
-    actions = dev.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    dev.set_defaults(run=run)
+    actions = dev.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
     state_dir = argparse.ArgumentParser(add_help=False)
     state_dir.add_argument(
@@ -64,24 +43,9 @@ def _add_dev_cluster(commands: argparse._SubParsersAction) -> None:  # type: ign
     env.add_argument("--json", action="store_true", help="one JSON object for scripts")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``betty`` console script."""
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "version":
-            print(f"betty {__version__}")
-            return 0
-        return _dev_cluster(args)
-    except BettyError as error:
-        print(f"betty: error: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("betty: interrupted", file=sys.stderr)
-        return 130
-
-
-def _dev_cluster(args: argparse.Namespace) -> int:
-    from .devcluster import DevCluster
+def run(args: argparse.Namespace) -> int:
+    """Carry out one ``betty dev-cluster`` action."""
+    from ..devcluster import DevCluster
 
     cluster = DevCluster(args.state_dir, port_base=getattr(args, "port_base", None))
     if args.action == "up":
@@ -100,7 +64,7 @@ def _dev_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_status(cluster: "DevCluster", as_json: bool) -> int:  # type: ignore[name-defined]  # noqa: F821
+def _print_status(cluster: DevCluster, as_json: bool) -> int:
     services = cluster.status()
     up = all(service.running for service in services)
     node = cluster.node_state()
@@ -121,7 +85,7 @@ def _print_status(cluster: "DevCluster", as_json: bool) -> int:  # type: ignore[
     return 0 if up else 1
 
 
-def _print_env(cluster: "DevCluster", as_json: bool) -> None:  # type: ignore[name-defined]  # noqa: F821
+def _print_env(cluster: DevCluster, as_json: bool) -> None:
     env = cluster.layout.env()
     if as_json:
         print(json.dumps(env, indent=2))
@@ -130,5 +94,3 @@ def _print_env(cluster: "DevCluster", as_json: bool) -> None:  # type: ignore[na
         print(f"export {name}={shlex.quote(value)}")
 
 
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,55 @@
+"""The ``betty`` command. Every user error is one line on stderr and a non-zero exit.
+
+Only the standard library is imported at start-up, so ``betty dev-cluster up`` works on a
+machine where Betty's heavier dependencies are not installed yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn, Sequence
+
+from .._version import __version__
+from ..errors import BettyError
+from . import devcluster
+
+EXIT_USAGE = 2
+# Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them.
+_COMMAND_MODULES = (devcluster,)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the fix, not a usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``betty`` command line."""
+    parser = Parser(prog="betty", description="Betty: an assistant for researchers on Slurm clusters.")
+    parser.add_argument("--version", action="version", version=f"betty {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    commands.required = True
+    commands.add_parser("version", help="print Betty's version")
+    for module in _COMMAND_MODULES:
+        module.add_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``betty`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "version":
+            print(f"betty {__version__}")
+            return 0
+        return args.run(args)
+    except BettyError as error:
+        print(f"betty: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("betty: interrupted", file=sys.stderr)
+        return 130
