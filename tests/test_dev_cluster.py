@@ -186,3 +186,40 @@ def test_a_port_base_out_of_range_is_refused(tmp_path):
     result = run_betty("dev-cluster", "up", "--state-dir", str(tmp_path / "x"), "--port-base", "80")
     assert result.returncode == 1
     assert result.stderr.strip() == "betty: error: --port-base 80 is out of range; pick a number from 1024 to 65530"
+
+
+def test_down_stops_exactly_what_up_started(dev_cluster, cluster_env, tmp_path):
+    session_before = json.loads(run_betty("dev-cluster", "status", "--json").stdout)["services"]
+    state_dir = tmp_path / "second"
+    base = 26817
+    try:
+        up = run_betty("dev-cluster", "up", "--state-dir", str(state_dir), "--port-base", str(base))
+        assert up.returncode == 0, up.stderr
+        second = json.loads(run_betty("dev-cluster", "status", "--state-dir", str(state_dir), "--json").stdout)
+        assert second["up"] is True
+        pids = [service["pid"] for service in second["services"].values()]
+        job = subprocess.run(
+            ["sbatch", "--parsable", "--wrap", "true"], capture_output=True, text=True, timeout=30,
+            env={**cluster_env, "SLURM_CONF": str(state_dir / "etc" / "slurm.conf")}, cwd=tmp_path,
+        )
+        assert job.returncode == 0, job.stderr
+    finally:
+        down = run_betty("dev-cluster", "down", "--state-dir", str(state_dir))
+    assert down.returncode == 0
+    assert down.stderr.strip() == "stopped: sshd, slurmd, slurmctld, slurmdbd, mariadb, munge"
+    for pid in pids:
+        assert not Path(f"/proc/{pid}/exe").exists() or not Path(f"/proc/{pid}/cmdline").read_bytes()
+    for port in range(base, base + 5):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, f"port {port} still open"
+    after = run_betty("dev-cluster", "status", "--state-dir", str(state_dir))
+    assert after.returncode == 1 and "stopped" in after.stdout
+    # The session's cluster was not touched.
+    session_after = json.loads(run_betty("dev-cluster", "status", "--json").stdout)["services"]
+    assert session_after == session_before
+
+
+def test_down_when_nothing_runs_says_so(tmp_path):
+    result = run_betty("dev-cluster", "down", "--state-dir", str(tmp_path / "never"))
+    assert result.returncode == 0
+    assert result.stderr.strip() == "dev cluster was not running"
