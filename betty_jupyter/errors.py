@@ -4,6 +4,13 @@
 
     BettyError                  anything Betty raises on purpose; str(error) is the one line a person sees
     ├── ConfigError             Betty's configuration is missing or wrong
+    ├── TransportError          a command could not be carried to the cluster or back
+    │   ├── HostKeyError            the cluster's host key is unknown or does not match
+    │   └── CommandTimeout          a command ran past its time limit
+    ├── PolicyError             a command is not on the read-only allowlist
+    ├── SlurmError              Slurm refused or failed a request
+    │   └── SubmissionUnknownError  a submission's outcome could not be established
+    ├── ScriptError             a batch script is malformed or asks for what the cluster lacks
     ├── DevClusterError         the local development cluster could not be brought up or down
     │   ├── MissingPackagesError    Debian packages it needs are not installed (and cannot be)
     │   └── PortInUseError          a port it wants is held by another program
@@ -22,6 +29,46 @@ class BettyError(Exception):
 
 class ConfigError(BettyError):
     """Betty's configuration is missing, malformed or contradicts itself."""
+
+
+class TransportError(BettyError):
+    """A command could not be carried to the cluster or its answer back (link down, auth failed)."""
+
+
+class HostKeyError(TransportError):
+    """The cluster's SSH host key is unknown (or changed); the person must confirm its fingerprint."""
+
+    def __init__(self, host: str, key_type: str, fingerprint: str, known_hosts: str, changed: bool = False) -> None:
+        self.host = host
+        self.key_type = key_type
+        self.fingerprint = fingerprint
+        self.known_hosts = known_hosts
+        self.changed = changed
+        what = "presented a DIFFERENT host key than the one recorded" if changed else "has an unknown host key"
+        super().__init__(
+            f"{host} {what} ({key_type} {fingerprint}); if you trust this fingerprint, add it with "
+            f"`betty cluster trust` (it is written to {known_hosts})"
+        )
+
+
+class CommandTimeout(TransportError):
+    """A command ran past its time limit and was stopped."""
+
+
+class PolicyError(BettyError):
+    """A command is not on the read-only allowlist; the message says which rule refused it."""
+
+
+class SlurmError(BettyError):
+    """Slurm refused or failed a request (the message carries Slurm's own words)."""
+
+
+class SubmissionUnknownError(SlurmError):
+    """The link dropped during ``sbatch`` and the submission could not be found or ruled out."""
+
+
+class ScriptError(BettyError):
+    """A batch script is malformed or asks for resources the cluster does not offer."""
 
 
 class UsageError(BettyError):
