@@ -1,0 +1,130 @@
+"""A persistent shell on the cluster that runs one command after another over one SSH channel.
+
+Opening an SSH channel per command costs a round trip or more on every call; a shell kept
+open costs one write and one read. Each command is framed with a fresh random token:
+
+    <command> </dev/null; rc=$?; printf '\\n<token>\\n' >&2; printf '\\n<token> %d\\n' "$rc"
+
+stderr's end mark is written first. SSH keeps a channel's data in order, so once stdout's
+end mark has arrived, stderr's has too. A timed-out shell is closed, never reused: whatever
+it was doing cannot leak into the next command's output.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import uuid
+from typing import Any, Callable, Sequence
+
+from ..errors import CommandTimeout, TransportError
+from .transport import unset_slurm_output_variables
+
+_CHUNK = 65536
+_POLL = 0.05
+
+
+class ShellClosed(TransportError):
+    """The shell's channel ended (the link dropped or the remote side went away)."""
+
+
+class RemoteShell:
+    """One long-lived ``/bin/sh`` on the cluster, driven through a paramiko channel."""
+
+    def __init__(self, channel: Any) -> None:
+        self._channel = channel
+        self._channel.settimeout(_POLL)
+        self.last_used = time.monotonic()
+        self.on_sent: Callable[[], None] | None = None  # tests use this to break the link mid-command
+
+    @classmethod
+    def start(cls, paramiko_transport: Any, login_shell: bool, timeout: float) -> "RemoteShell":
+        """Open a session channel, start the shell and wait until it answers."""
+        try:
+            channel = paramiko_transport.open_session(timeout=timeout)
+            channel.exec_command("exec /bin/sh -l" if login_shell else "exec /bin/sh")
+        except Exception as exc:  # paramiko raises SSHException, EOFError, socket errors
+            raise ShellClosed(f"could not open a shell on the cluster: {exc}") from exc
+        shell = cls(channel)
+        # A login profile may print banners: read past them to a first token.
+        shell._call(f"{unset_slurm_output_variables()}; cd", timeout)
+        return shell
+
+    @property
+    def alive(self) -> bool:
+        """Whether the channel is still open (not a liveness proof: links can be half-open)."""
+        return not self._channel.closed and not self._channel.exit_status_ready()
+
+    def run(self, argv: Sequence[str], timeout: float) -> tuple[str, str, int]:
+        """Run ``argv`` (quoted with ``shlex.join``); returns stdout, stderr and the exit code."""
+        return self._call(shlex.join(argv), timeout)
+
+    def _call(self, command_line: str, timeout: float) -> tuple[str, str, int]:
+        token = f"BETTY-{uuid.uuid4().hex}"
+        script = (
+            f"{command_line} </dev/null; __betty_rc=$?; "
+            f"printf '\\n%s\\n' '{token}' >&2; printf '\\n%s %d\\n' '{token}' \"$__betty_rc\"\n"
+        )
+        try:
+            self._channel.sendall(script.encode())
+        except Exception as exc:
+            self.close()
+            raise ShellClosed(f"the link to the cluster dropped: {exc}") from exc
+        if self.on_sent is not None:
+            self.on_sent()
+        stdout, stderr, code = self._read_until(token, time.monotonic() + timeout)
+        self.last_used = time.monotonic()
+        return stdout, stderr, code
+
+    def _read_until(self, token: str, deadline: float) -> tuple[str, str, int]:
+        out, err = bytearray(), bytearray()
+        end = f"\n{token} ".encode()
+        while True:
+            self._drain_stderr(err)
+            position = out.find(end)
+            finished = position >= 0 and out.find(b"\n", position + len(end)) >= 0
+            # sshd forwards stdout and stderr from two pipes, so stderr's mark may lag a little.
+            if finished and f"\n{token}\n".encode() in err:
+                code = int(out[position + len(end):].split(b"\n", 1)[0])
+                return _text(out[:position]), _text(_before_mark(err, token)), code
+            if time.monotonic() >= deadline:
+                self.close()
+                raise CommandTimeout("the command did not finish in time and its shell was closed")
+            if finished:
+                time.sleep(0.001)
+            else:
+                self._receive(out)
+
+    def _receive(self, out: bytearray) -> None:
+        try:
+            data = self._channel.recv(_CHUNK)
+        except TimeoutError:
+            return
+        except OSError as exc:  # socket.timeout is TimeoutError on 3.10+; others are real faults
+            self.close()
+            raise ShellClosed(f"the link to the cluster dropped: {exc}") from exc
+        if not data:
+            self.close()
+            raise ShellClosed("the link to the cluster dropped (the shell's channel closed)")
+        out.extend(data)
+
+    def _drain_stderr(self, err: bytearray) -> None:
+        while self._channel.recv_stderr_ready():
+            err.extend(self._channel.recv_stderr(_CHUNK))
+
+    def close(self) -> None:
+        """Close the channel; closing twice is fine."""
+        try:
+            self._channel.close()
+        except Exception:  # closing a dead channel can raise anything paramiko-shaped
+            pass
+
+
+def _before_mark(err: bytearray, token: str) -> bytes:
+    mark = f"\n{token}\n".encode()
+    position = err.rfind(mark)
+    return bytes(err[:position]) if position >= 0 else bytes(err)
+
+
+def _text(data: bytes | bytearray) -> str:
+    return bytes(data).decode("utf-8", errors="replace")

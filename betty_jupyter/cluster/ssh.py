@@ -1,0 +1,351 @@
+"""``SSHTransport``: commands over one reused paramiko connection per cluster profile.
+
+* The ssh config file decides where to go (Host alias, HostName, User, Port, IdentityFile,
+  ProxyJump, UserKnownHostsFile, GSSAPIAuthentication).
+* Host keys are checked against known_hosts; an unknown or changed key raises
+  :class:`HostKeyError` carrying the fingerprint, and only :func:`trust_host_key` adds one.
+* Commands run in a small pool of persistent remote shells (see ``remote_shell``).
+* A dropped link is reconnected; idempotent reads are retried once, writes never.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+import posixpath
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from ..errors import CommandTimeout, ConfigError, HostKeyError, TransportError
+from .remote_shell import RemoteShell, ShellClosed
+from .transport import CommandResult
+
+
+@dataclass(frozen=True)
+class SSHTarget:
+    """Where and how to log in, as an ssh config file resolves a host alias."""
+
+    alias: str
+    hostname: str
+    port: int = 22
+    user: str | None = None
+    identity_files: tuple[str, ...] = ()
+    known_hosts: str = field(default_factory=lambda: os.path.expanduser("~/.ssh/known_hosts"))
+    proxy_jump: str | None = None
+    gss_auth: bool = False
+    config_path: str | None = None
+
+    @classmethod
+    def from_ssh_config(cls, alias: str, config_path: str | None = None, user: str | None = None,
+                        gss_auth: bool | None = None) -> "SSHTarget":
+        """Resolve ``alias`` through ``config_path`` (default ``~/.ssh/config`` when it exists)."""
+        import paramiko
+
+        path = config_path or os.path.expanduser("~/.ssh/config")
+        config = paramiko.SSHConfig.from_path(path) if os.path.exists(path) else paramiko.SSHConfig()
+        if config_path and not os.path.exists(config_path):
+            raise TransportError(f"ssh config file {config_path} does not exist; check the cluster profile")
+        entry = config.lookup(alias)
+        known = (entry.get("userknownhostsfile") or "~/.ssh/known_hosts").split()[0]
+        return cls(
+            alias=alias,
+            hostname=entry.get("hostname", alias),
+            port=int(entry.get("port", 22)),
+            user=user or entry.get("user"),
+            identity_files=tuple(os.path.expanduser(p) for p in entry.get("identityfile", [])),
+            known_hosts=os.path.expanduser(known),
+            proxy_jump=entry.get("proxyjump"),
+            gss_auth=gss_auth if gss_auth is not None else entry.get("gssapiauthentication") == "yes",
+            config_path=path if os.path.exists(path) else None,
+        )
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The name this host has in known_hosts (``[host]:port`` off port 22)."""
+        return self.hostname if self.port == 22 else f"[{self.hostname}]:{self.port}"
+
+
+def fingerprint(key: Any) -> str:
+    """OpenSSH's SHA256 fingerprint of a paramiko key (``SHA256:…``)."""
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+class _PresentedKey(Exception):
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+
+def _refusing_policy(target: SSHTarget, capture: bool = False) -> Any:
+    import paramiko
+
+    class RefuseUnknownHost(paramiko.MissingHostKeyPolicy):
+        """Never add a key silently: raise with its fingerprint so a person can decide."""
+
+        def missing_host_key(self, client: Any, hostname: str, key: Any) -> None:
+            if capture:
+                raise _PresentedKey(key)
+            raise HostKeyError(hostname, key.get_name(), fingerprint(key), target.known_hosts)
+
+    return RefuseUnknownHost()
+
+
+class SSHTransport:
+    """Runs commands on a cluster over SSH through a pool of persistent shells."""
+
+    def __init__(self, target: SSHTarget, pool_size: int = 4, connect_timeout: float = 15.0,
+                 login_shell: bool = True, probe_after: float = 30.0) -> None:
+        self.target = target
+        self.connect_timeout = connect_timeout
+        self.login_shell = login_shell
+        self.probe_after = probe_after
+        self._slots = threading.BoundedSemaphore(pool_size)
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._jumps: list[Any] = []
+        self._idle: list[RemoteShell] = []
+        self.connections_opened = 0
+
+    # ----- the Transport interface -------------------------------------------------------
+    async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
+        """Run ``argv`` in a pooled shell; a read is retried once on a fresh link if the link drops."""
+        return await asyncio.to_thread(self.run_blocking, tuple(argv), timeout, idempotent)
+
+    async def put(self, data: bytes, remote_path: str) -> None:
+        """Upload ``data`` over SFTP: parents created, written to a temp name, renamed into place."""
+        await asyncio.to_thread(self._put_blocking, data, remote_path)
+
+    async def close(self) -> None:
+        """Close every shell and the connection; closing twice is fine."""
+        await asyncio.to_thread(self.close_blocking)
+
+    async def __aenter__(self) -> "SSHTransport":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ----- blocking core (runs in worker threads) ---------------------------------------
+    def run_blocking(self, argv: tuple[str, ...], timeout: float = 60.0, idempotent: bool = True) -> CommandResult:
+        """The blocking body of :meth:`run`, for callers that already own a thread."""
+        with self._slots:
+            began = time.perf_counter()
+            try:
+                stdout, stderr, code = self._run_in_shell(argv, timeout)
+            except ShellClosed as dropped:
+                self._drop_connection()
+                if not idempotent:
+                    raise TransportError(
+                        f"the link to {self.target.alias} dropped while `{argv[0]}` ran; its outcome is unknown"
+                    ) from dropped
+                stdout, stderr, code = self._run_in_shell(argv, timeout)
+            except CommandTimeout as late:
+                raise CommandTimeout(
+                    f"`{argv[0]}` did not finish within {timeout:g} s on {self.target.alias}; it was stopped"
+                ) from late
+            return CommandResult(argv, stdout, stderr, code, (time.perf_counter() - began) * 1000)
+
+    def _run_in_shell(self, argv: tuple[str, ...], timeout: float) -> tuple[str, str, int]:
+        shell = self._checkout(timeout)
+        result = shell.run(argv, timeout)
+        with self._lock:
+            self._idle.append(shell)
+        return result
+
+    def _checkout(self, timeout: float) -> RemoteShell:
+        """An idle shell that answers, or a new one (reconnecting when the link is gone)."""
+        while True:
+            with self._lock:
+                shell = self._idle.pop() if self._idle else None
+            if shell is None:
+                return self._new_shell(timeout)
+            if not shell.alive:
+                shell.close()
+                continue
+            if time.monotonic() - shell.last_used > self.probe_after and not self._answers(shell):
+                self._drop_connection()
+                continue
+            return shell
+
+    def _answers(self, shell: RemoteShell) -> bool:
+        """A timed real probe: ``Transport.is_active()`` stays true on half-open links."""
+        try:
+            shell.run(("true",), timeout=min(5.0, self.connect_timeout))
+        except TransportError:
+            return False
+        return True
+
+    def _new_shell(self, timeout: float) -> RemoteShell:
+        for attempt in (1, 2):
+            client = self._connected()
+            try:
+                return RemoteShell.start(client.get_transport(), self.login_shell, min(timeout, self.connect_timeout))
+            except ShellClosed:
+                self._drop_connection()
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _connected(self) -> Any:
+        with self._lock:
+            transport = self._client.get_transport() if self._client else None
+            if transport is None or not transport.is_active():
+                self._close_client()
+                self._client = self._open_client(self.target)
+                self.connections_opened += 1
+            return self._client
+
+    def _open_client(self, target: SSHTarget) -> Any:
+        import paramiko
+
+        sock = None
+        if target.proxy_jump:
+            jump_alias = target.proxy_jump.split(",")[-1].strip()
+            jump = self._open_client(SSHTarget.from_ssh_config(jump_alias, target.config_path))
+            self._jumps.append(jump)
+            sock = jump.get_transport().open_channel("direct-tcpip", (target.hostname, target.port), ("127.0.0.1", 0))
+        client = paramiko.SSHClient()
+        if os.path.exists(target.known_hosts):
+            client.load_host_keys(target.known_hosts)
+        client.set_missing_host_key_policy(_refusing_policy(target))
+        with _translated_errors(target):
+            client.connect(
+                target.hostname, port=target.port, username=target.user,
+                key_filename=list(target.identity_files) or None, allow_agent=True,
+                look_for_keys=not target.identity_files, timeout=self.connect_timeout,
+                banner_timeout=self.connect_timeout, auth_timeout=self.connect_timeout, sock=sock,
+                **_gss_options(target),
+            )
+        client.get_transport().set_keepalive(30)
+        return client
+
+    def _drop_connection(self) -> None:
+        with self._lock:
+            for shell in self._idle:
+                shell.close()
+            self._idle.clear()
+            self._close_client()
+
+    def _close_client(self) -> None:
+        for client in [self._client, *reversed(self._jumps)]:
+            if client is not None:
+                client.close()
+        self._client = None
+        self._jumps.clear()
+
+    def close_blocking(self) -> None:
+        """Close every shell and the connection."""
+        self._drop_connection()
+
+    def _put_blocking(self, data: bytes, remote_path: str) -> None:
+        for attempt in (1, 2):
+            try:
+                self._sftp_write(data, remote_path)
+                return
+            except (OSError, EOFError) as exc:
+                self._drop_connection()
+                if attempt == 2:
+                    raise TransportError(f"cannot write {remote_path} on {self.target.alias}: {exc}") from exc
+
+    def _sftp_write(self, data: bytes, remote_path: str) -> None:
+        path = remote_path[2:] if remote_path.startswith("~/") else remote_path
+        with self._connected().open_sftp() as sftp:
+            _makedirs(sftp, posixpath.dirname(path))
+            temp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.betty-tmp")
+            with sftp.open(temp, "wb") as handle:
+                handle.write(data)
+            sftp.posix_rename(temp, path)
+
+
+def _gss_options(target: SSHTarget) -> dict[str, bool]:
+    """GSSAPI (Kerberos) options, where the installed paramiko still offers them."""
+    if not target.gss_auth:
+        return {}
+    import inspect
+
+    import paramiko
+
+    if "gss_auth" not in inspect.signature(paramiko.SSHClient.connect).parameters:
+        raise ConfigError(
+            f"{target.alias} asks for GSSAPI/Kerberos, which paramiko {paramiko.__version__} dropped; "
+            "install `paramiko[gssapi]<5` in Betty's environment, or log in with a key"
+        )
+    return {"gss_auth": True, "gss_kex": True}
+
+
+def _makedirs(sftp: Any, directory: str) -> None:
+    if directory in ("", "/", "."):
+        return
+    try:
+        sftp.stat(directory)
+    except FileNotFoundError:
+        _makedirs(sftp, posixpath.dirname(directory))
+        sftp.mkdir(directory)
+
+
+class _translated_errors:
+    """Translate paramiko's and socket's exceptions into Betty's, once, at the boundary."""
+
+    def __init__(self, target: SSHTarget) -> None:
+        self.target = target
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, (TransportError, _PresentedKey)):
+            return False
+        import paramiko
+
+        where = f"{self.target.hostname}:{self.target.port}"
+        if isinstance(exc, paramiko.BadHostKeyException):
+            raise HostKeyError(self.target.known_hosts_name, exc.key.get_name(), fingerprint(exc.key),
+                               self.target.known_hosts, changed=True) from exc
+        if isinstance(exc, paramiko.AuthenticationException):
+            raise TransportError(
+                f"{where} refused to log in {self.target.user or 'you'} ({exc}); check IdentityFile in your ssh config"
+            ) from exc
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            raise TransportError(f"{where} did not answer within the connect timeout; is the host reachable?") from exc
+        if isinstance(exc, (OSError, paramiko.SSHException, EOFError)):
+            raise TransportError(f"cannot reach {where} ({exc}); is sshd running and the host reachable?") from exc
+        return False
+
+
+def presented_host_key(target: SSHTarget, timeout: float = 15.0) -> tuple[str, str, Any]:
+    """The key the host presents now: (key type, fingerprint, key), without logging in."""
+    import paramiko
+
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(_refusing_policy(target, capture=True))
+    try:
+        with _translated_errors(target):
+            client.connect(target.hostname, port=target.port, username=target.user or "betty",
+                           timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
+                           allow_agent=False, look_for_keys=False, password="")
+    except _PresentedKey as presented:
+        return presented.key.get_name(), fingerprint(presented.key), presented.key
+    except TransportError:
+        raise
+    finally:
+        client.close()
+    raise TransportError(f"{target.alias} is already trusted; nothing to add")
+
+
+def trust_host_key(target: SSHTarget, confirmed_fingerprint: str) -> str:
+    """Add the host's key to known_hosts after a person confirmed ``confirmed_fingerprint``.
+
+    Refuses when the key the host presents now has another fingerprint.
+    """
+    key_type, presented, key = presented_host_key(target)
+    if presented != confirmed_fingerprint:
+        raise HostKeyError(target.known_hosts_name, key_type, presented, target.known_hosts, changed=True)
+    os.makedirs(os.path.dirname(target.known_hosts) or ".", exist_ok=True)
+    with open(target.known_hosts, "a") as known:
+        known.write(f"{target.known_hosts_name} {key.get_name()} {key.get_base64()}\n")
+    return presented
