@@ -48,9 +48,11 @@ class LocalTransport:
             duration_ms=(time.perf_counter() - began) * 1000,
         )
 
-    async def put(self, data: bytes, remote_path: str) -> None:
-        """Write ``data`` to ``remote_path`` atomically."""
-        await asyncio.to_thread(_write_atomically, Path(os.path.expanduser(remote_path)), data)
+    async def put(self, data: bytes, remote_path: str) -> str:
+        """Write ``data`` to ``remote_path`` atomically; returns the absolute path."""
+        path = Path(os.path.expanduser(remote_path)).absolute()
+        await asyncio.to_thread(_write_atomically, path, data)
+        return str(path)
 
     async def close(self) -> None:
         """Nothing to release."""

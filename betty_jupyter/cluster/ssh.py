@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import CommandTimeout, ConfigError, HostKeyError, TransportError
 from .remote_shell import RemoteShell, ShellClosed
@@ -110,15 +110,18 @@ class SSHTransport:
         self._jumps: list[Any] = []
         self._idle: list[RemoteShell] = []
         self.connections_opened = 0
+        # Called in the worker thread right after a command was written to the link;
+        # fault-injection tests break the link here to test exactly-once submission.
+        self.after_send: Callable[[], None] | None = None
 
     # ----- the Transport interface -------------------------------------------------------
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
         """Run ``argv`` in a pooled shell; a read is retried once on a fresh link if the link drops."""
         return await asyncio.to_thread(self.run_blocking, tuple(argv), timeout, idempotent)
 
-    async def put(self, data: bytes, remote_path: str) -> None:
-        """Upload ``data`` over SFTP: parents created, written to a temp name, renamed into place."""
-        await asyncio.to_thread(self._put_blocking, data, remote_path)
+    async def put(self, data: bytes, remote_path: str) -> str:
+        """Upload ``data`` over SFTP (parents created, temp name renamed into place); returns the path."""
+        return await asyncio.to_thread(self._put_blocking, data, remote_path)
 
     async def close(self) -> None:
         """Close every shell and the connection; closing twice is fine."""
@@ -152,6 +155,7 @@ class SSHTransport:
 
     def _run_in_shell(self, argv: tuple[str, ...], timeout: float) -> tuple[str, str, int]:
         shell = self._checkout(timeout)
+        shell.on_sent = self.after_send
         result = shell.run(argv, timeout)
         with self._lock:
             self._idle.append(shell)
@@ -242,24 +246,26 @@ class SSHTransport:
         """Close every shell and the connection."""
         self._drop_connection()
 
-    def _put_blocking(self, data: bytes, remote_path: str) -> None:
+    def _put_blocking(self, data: bytes, remote_path: str) -> str:
         for attempt in (1, 2):
             try:
-                self._sftp_write(data, remote_path)
-                return
+                return self._sftp_write(data, remote_path)
             except (OSError, EOFError) as exc:
                 self._drop_connection()
                 if attempt == 2:
                     raise TransportError(f"cannot write {remote_path} on {self.target.alias}: {exc}") from exc
+        raise AssertionError("unreachable")
 
-    def _sftp_write(self, data: bytes, remote_path: str) -> None:
-        path = remote_path[2:] if remote_path.startswith("~/") else remote_path
+    def _sftp_write(self, data: bytes, remote_path: str) -> str:
         with self._connected().open_sftp() as sftp:
+            home = sftp.normalize(".")
+            path = posixpath.join(home, remote_path[2:]) if remote_path.startswith("~/") else remote_path
             _makedirs(sftp, posixpath.dirname(path))
             temp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.betty-tmp")
             with sftp.open(temp, "wb") as handle:
                 handle.write(data)
             sftp.posix_rename(temp, path)
+        return path
 
 
 def _gss_options(target: SSHTarget) -> dict[str, bool]:

@@ -46,8 +46,11 @@ class Transport(Protocol):
         """
         ...
 
-    async def put(self, data: bytes, remote_path: str) -> None:
-        """Write ``data`` to ``remote_path`` on the cluster (parents created, replaced atomically)."""
+    async def put(self, data: bytes, remote_path: str) -> str:
+        """Write ``data`` to ``remote_path`` (``~/`` is the cluster home); returns the absolute path.
+
+        Parents are created and the file is replaced atomically.
+        """
         ...
 
     async def close(self) -> None:

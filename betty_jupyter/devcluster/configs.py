@@ -70,6 +70,8 @@ AccountingStoragePort={layout.slurmdbd_port}
 # Connections to slurmdbd take their munge socket from here, not from AuthInfo.
 AccountingStoragePass={layout.munge_socket}
 AccountingStorageTRES={tres}
+# Keep --comment in accounting: exactly-once submission looks its token up there.
+AccountingStoreFlags=job_comment
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=task=2
 JobAcctGatherParams=OverMemoryKill

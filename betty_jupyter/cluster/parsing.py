@@ -1,0 +1,216 @@
+"""Pure parsers: the text Slurm prints (fields split by ``\\x1f``) into typed DataFrames.
+
+Formats are pinned by the command builders in ``slurm.py``; each ``*_FIELDS`` tuple here is
+the one source of the field order for both sides. Conversions are vectorised, so 100k rows
+of ``sacct`` parse at about the speed of a plain ``pandas.read_csv``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import TYPE_CHECKING, Sequence
+
+from .jobs import JobState
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SEPARATOR = "\x1f"
+
+# squeue --format codes, in column order: (code, column name)
+SQUEUE_FIELDS: tuple[tuple[str, str], ...] = (
+    ("%i", "job_id"), ("%F", "array_job_id"), ("%K", "array_task_id"), ("%j", "name"), ("%u", "user"),
+    ("%a", "account"), ("%P", "partition"), ("%T", "state"), ("%r", "reason"), ("%M", "elapsed"),
+    ("%l", "time_limit"), ("%D", "nodes"), ("%C", "cpus"), ("%m", "memory"), ("%b", "tres_per_node"),
+    ("%N", "nodelist"), ("%V", "submitted"), ("%S", "started"), ("%k", "comment"),
+)
+
+# sacct --format fields, in column order: (field, column name)
+SACCT_FIELDS: tuple[tuple[str, str], ...] = (
+    ("JobID", "job_id"), ("JobIDRaw", "job_id_raw"), ("JobName", "name"), ("User", "user"),
+    ("Account", "account"), ("Partition", "partition"), ("State", "state"), ("ExitCode", "exit_code"),
+    ("Submit", "submitted"), ("Start", "started"), ("End", "ended"), ("Elapsed", "elapsed"),
+    ("Timelimit", "time_limit"), ("NNodes", "nodes"), ("NCPUS", "cpus"), ("ReqMem", "memory"),
+    ("MaxRSS", "max_rss"), ("AllocTRES", "alloc_tres"), ("NodeList", "nodelist"), ("Comment", "comment"),
+    ("WorkDir", "work_dir"),
+)
+
+# sinfo --format codes: one row per partition and node configuration
+SINFO_FIELDS: tuple[tuple[str, str], ...] = (
+    ("%P", "partition"), ("%a", "availability"), ("%F", "nodes_by_state"), ("%C", "cpus_by_state"),
+    ("%m", "memory"), ("%G", "gres"), ("%l", "time_limit"), ("%D", "nodes"),
+)
+
+_NO_TIME = ("", "None", "Unknown", "N/A", "NONE", "INVALID", "UNLIMITED", "infinite", "Partition_Limit", "NOT_SET")
+_UNITS = {"": 1024**2, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+_STATE_CATEGORIES = [state.value for state in JobState]
+
+
+def format_string(fields: Sequence[tuple[str, str]]) -> str:
+    """The ``--format``/``--Format`` argument for ``fields``, joined by the unit separator."""
+    return SEPARATOR.join(code for code, _ in fields)
+
+
+def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
+    """Split ``text`` into string columns named after ``fields`` (no type conversion)."""
+    import pandas as pd
+
+    names = [name for _, name in fields]
+    if not text.strip():
+        return pd.DataFrame({name: pd.Series(dtype=str) for name in names})
+    return pd.read_csv(
+        io.StringIO(text), sep=SEPARATOR, header=None, names=names, dtype=str, keep_default_na=False,
+        quoting=csv.QUOTE_NONE, engine="c", index_col=False,
+    )
+
+
+def durations(values: "pd.Series") -> "pd.Series":
+    """``[D-][HH:]MM:SS[.mmm]`` → Timedelta; ``UNLIMITED``, ``INVALID`` and blanks → NaT."""
+    import pandas as pd
+
+    parts = values.str.extract(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+    numbers = parts.apply(pd.to_numeric, errors="coerce")
+    seconds = numbers[0].fillna(0) * 86400 + numbers[1].fillna(0) * 3600 + numbers[2] * 60 + numbers[3]
+    days_only = values.str.extract(r"^(\d+)-(\d+)$").apply(pd.to_numeric, errors="coerce")
+    seconds = seconds.fillna(days_only[0] * 86400 + days_only[1] * 3600)
+    return pd.to_timedelta(seconds, unit="s")
+
+
+def timestamps(values: "pd.Series") -> "pd.Series":
+    """``2026-11-22T00:55:14`` → Timestamp; ``Unknown``/``None``/``N/A`` → NaT."""
+    import pandas as pd
+
+    return pd.to_datetime(values.where(~values.isin(_NO_TIME)), format="%Y-%m-%dT%H:%M:%S", errors="coerce")
+
+
+def memory_bytes(values: "pd.Series") -> "pd.Series":
+    """``4000M``, ``12.5G``, ``1234K``, ``4000Mn``/``4000Mc`` (old per-node/per-CPU suffix) → bytes."""
+    import pandas as pd
+
+    parts = values.str.extract(r"^(\d+(?:\.\d+)?)([KMGTP]?)[nc]?$")
+    factor = parts[1].map(_UNITS)
+    result = (pd.to_numeric(parts[0], errors="coerce") * factor).round()
+    return result.astype("Int64")
+
+
+def integers(values: "pd.Series") -> "pd.Series":
+    """Digits → nullable integers; anything else → <NA>."""
+    import pandas as pd
+
+    return pd.to_numeric(values, errors="coerce").astype("Int64")
+
+
+def states(values: "pd.Series") -> "pd.Series":
+    """``CANCELLED by 1000`` → ``CANCELLED``, as a categorical of :class:`JobState` values."""
+    import pandas as pd
+
+    first = values.str.split(" ", n=1).str[0].str.rstrip("+")
+    known = first.where(first.isin(_STATE_CATEGORIES), "UNKNOWN")
+    return pd.Categorical(known, categories=_STATE_CATEGORIES)
+
+
+def gpus_from_tres(values: "pd.Series") -> tuple["pd.Series", "pd.Series"]:
+    """GPU count and type from a TRES string (``gres/gpu:h100=1,gres/gpu=1``, ``gres/gpu:a100:2``…)."""
+    count = values.str.extract(r"gres/gpu(?::[^=,:]+)?[=:](\d+)(?:,|$)")[0]
+    kind = values.str.extract(r"gres/gpu:([^=,:]+)[=:]\d+")[0]
+    return integers(count).fillna(0), kind
+
+
+def parse_queue(text: str) -> "pd.DataFrame":
+    """``squeue`` output (format :data:`SQUEUE_FIELDS`) → typed DataFrame."""
+    frame = read_table(text, SQUEUE_FIELDS)
+    frame["state"] = states(frame["state"])
+    frame["elapsed"] = durations(frame["elapsed"])
+    frame["time_limit"] = durations(frame["time_limit"])
+    frame["nodes"] = integers(frame["nodes"])
+    frame["cpus"] = integers(frame["cpus"])
+    frame["memory_bytes"] = memory_bytes(frame.pop("memory"))
+    frame["gpus"], frame["gpu_type"] = gpus_from_tres(frame["tres_per_node"].str.replace("gres:", "gres/", regex=False))
+    frame["submitted"] = timestamps(frame["submitted"])
+    frame["started"] = timestamps(frame["started"])
+    for column in ("array_job_id", "array_task_id", "reason", "comment", "nodelist"):
+        frame[column] = frame[column].replace({"N/A": "", "(null)": "", "None": ""})
+    return frame
+
+
+def parse_history(text: str) -> "pd.DataFrame":
+    """``sacct`` output (format :data:`SACCT_FIELDS`, steps included) → one typed row per job.
+
+    Steps (``123.batch``, ``123.0``) are folded into their job: the job keeps its own row and
+    takes the largest MaxRSS any of its steps reached.
+    """
+    frame = read_table(text, SACCT_FIELDS)
+    step = frame["job_id"].str.contains(".", regex=False)
+    peak = memory_bytes(frame["max_rss"]).groupby(frame["job_id"].str.split(".", n=1).str[0]).max()
+    jobs = frame[~step].copy()
+    jobs["max_rss_bytes"] = jobs["job_id"].map(peak).astype("Int64")
+    jobs["state"] = states(jobs["state"])
+    jobs["elapsed"] = durations(jobs["elapsed"])
+    jobs["time_limit"] = durations(jobs["time_limit"])
+    for column in ("submitted", "started", "ended"):
+        jobs[column] = timestamps(jobs[column])
+    jobs["nodes"] = integers(jobs["nodes"])
+    jobs["cpus"] = integers(jobs["cpus"])
+    jobs["memory_bytes"] = memory_bytes(jobs.pop("memory"))
+    jobs["gpus"], jobs["gpu_type"] = gpus_from_tres(jobs["alloc_tres"])
+    jobs = jobs.drop(columns=["max_rss"])
+    return jobs.reset_index(drop=True)
+
+
+def parse_partitions(text: str) -> "pd.DataFrame":
+    """``sinfo`` output (format :data:`SINFO_FIELDS`) → one row per partition.
+
+    Columns: partition, default, availability, nodes, nodes_idle, cpus, cpus_idle,
+    memory_bytes (smallest node), gpus (total), gpu_types ({type: GPUs per node}), time_limit.
+    """
+    import pandas as pd
+
+    rows = read_table(text, SINFO_FIELDS)
+    partitions: dict[str, dict[str, object]] = {}
+    for row in rows.itertuples(index=False):
+        _merge_partition_row(partitions, row)
+    frame = pd.DataFrame(list(partitions.values()))
+    if frame.empty:
+        return pd.DataFrame(columns=["partition", "default", "availability", "nodes", "nodes_idle", "cpus",
+                                     "cpus_idle", "memory_bytes", "gpus", "gpu_types", "time_limit"])
+    frame["time_limit"] = durations(frame["time_limit"].astype(str))
+    frame["memory_bytes"] = frame["memory_bytes"].astype("Int64")
+    return frame
+
+
+def _merge_partition_row(partitions: dict[str, dict[str, object]], row: object) -> None:
+    name = str(getattr(row, "partition"))
+    default = name.endswith("*")
+    name = name.rstrip("*")
+    _, idle, _, total = (int(n) for n in str(getattr(row, "nodes_by_state")).split("/"))
+    _, cpus_idle, _, cpus = (int(n) for n in str(getattr(row, "cpus_by_state")).split("/"))
+    memory = int(str(getattr(row, "memory")).rstrip("+")) * 1024**2
+    gpu_types = gres_gpus(str(getattr(row, "gres")))
+    entry = partitions.setdefault(name, {
+        "partition": name, "default": default, "availability": getattr(row, "availability"), "nodes": 0,
+        "nodes_idle": 0, "cpus": 0, "cpus_idle": 0, "memory_bytes": memory, "gpus": 0, "gpu_types": {},
+        "time_limit": getattr(row, "time_limit"),
+    })
+    entry["nodes"] = int(entry["nodes"]) + total  # type: ignore[call-overload]
+    entry["nodes_idle"] = int(entry["nodes_idle"]) + idle  # type: ignore[call-overload]
+    entry["cpus"] = int(entry["cpus"]) + cpus  # type: ignore[call-overload]
+    entry["cpus_idle"] = int(entry["cpus_idle"]) + cpus_idle  # type: ignore[call-overload]
+    entry["memory_bytes"] = min(int(entry["memory_bytes"]), memory)  # type: ignore[call-overload]
+    entry["gpus"] = int(entry["gpus"]) + total * sum(gpu_types.values())  # type: ignore[call-overload]
+    types: dict[str, int] = entry["gpu_types"]  # type: ignore[assignment]
+    for kind, count in gpu_types.items():
+        types[kind] = max(types.get(kind, 0), count)
+
+
+def gres_gpus(gres: str) -> dict[str, int]:
+    """``gpu:a100:4,gpu:h100:2(S:0)`` → ``{"a100": 4, "h100": 2}``; an untyped ``gpu:2`` → ``{"gpu": 2}``."""
+    found: dict[str, int] = {}
+    for item in gres.split(","):
+        parts = item.split("(", 1)[0].split(":")
+        if parts[0] != "gpu" or len(parts) < 2:
+            continue
+        kind, count = (parts[1], parts[2]) if len(parts) >= 3 else ("gpu", parts[1])
+        if count.isdigit():
+            found[kind] = found.get(kind, 0) + int(count)
+    return found

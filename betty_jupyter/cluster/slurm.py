@@ -1,0 +1,223 @@
+"""``SlurmClient``: typed Slurm operations on top of any :class:`Transport`.
+
+Command builders pin every output format (a person's ``SQUEUE_FORMAT`` cannot break them),
+the parsers in ``parsing.py`` turn the text into DataFrames, and job ids are validated
+before they reach a command line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from ..errors import SlurmError, SubmissionUnknownError, TransportError
+from . import parsing
+from .jobs import Job, JobState, job_id, parse_sbatch_output
+from .transport import CommandResult, Transport
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TOKEN_PREFIX = "betty:"
+_ACCOUNTING_OFF = ("accounting storage is disabled", "Slurm accounting storage is disabled")
+
+
+class SlurmClient:
+    """Queue, partitions, history, submit, cancel and logs of one cluster."""
+
+    def __init__(self, transport: Transport, work_dir: str = "~/.betty", timeout: float = 60.0) -> None:
+        self.transport = transport
+        self.work_dir = work_dir.rstrip("/")
+        self.timeout = timeout
+        self.lookup_attempts = 6
+        self.lookup_interval = 1.0
+
+    async def _run(self, argv: Sequence[str], *, idempotent: bool = True, check: bool = True) -> CommandResult:
+        result = await self.transport.run(argv, self.timeout, idempotent=idempotent)
+        if check and not result.ok:
+            raise SlurmError(_first_error(result))
+        return result
+
+    # ----- reading ------------------------------------------------------------------------
+    async def queue(self, user: str | None = None, states: Iterable[str] | None = None,
+                    partition: str | None = None) -> "pd.DataFrame":
+        """Jobs in the queue (all users unless ``user``), one row per job or pending array."""
+        argv = ["squeue", "--noheader", "--format", parsing.format_string(parsing.SQUEUE_FIELDS)]
+        if user:
+            argv += ["--user", _plain(user, "user")]
+        if states:
+            argv += ["--states", ",".join(JobState.parse(s).value for s in states)]
+        if partition:
+            argv += ["--partition", _plain(partition, "partition")]
+        return parsing.parse_queue((await self._run(argv)).stdout)
+
+    async def partitions(self) -> "pd.DataFrame":
+        """Partitions with state, nodes and CPUs (total and idle), memory, GPU types and time limit."""
+        argv = ["sinfo", "--noheader", "--format", parsing.format_string(parsing.SINFO_FIELDS)]
+        return parsing.parse_partitions((await self._run(argv)).stdout)
+
+    async def history(self, job_ids: Iterable[object] | None = None, since: str | datetime | None = None,
+                      all_users: bool = False) -> "pd.DataFrame":
+        """Finished and running jobs from accounting; from the queue when accounting is off."""
+        argv = ["sacct", "--parsable2", "--noheader", f"--delimiter={parsing.SEPARATOR}",
+                "--format", ",".join(field for field, _ in parsing.SACCT_FIELDS)]
+        ids = [job_id(i) for i in job_ids] if job_ids is not None else None
+        if ids:
+            argv += ["--jobs", ",".join(ids)]
+        if since is not None:
+            argv += ["--starttime", since.strftime("%Y-%m-%dT%H:%M:%S") if isinstance(since, datetime) else _plain(str(since), "since")]
+        if all_users:
+            argv.append("--allusers")
+        result = await self._run(argv, check=False)
+        if not result.ok and any(text in result.stderr for text in _ACCOUNTING_OFF):
+            return await self._history_from_queue(ids)
+        if not result.ok:
+            raise SlurmError(_first_error(result))
+        return parsing.parse_history(result.stdout)
+
+    async def _history_from_queue(self, ids: list[str] | None) -> "pd.DataFrame":
+        """Accounting is disabled: the queue still knows recent jobs (for ``MinJobAge``)."""
+        argv = ["squeue", "--noheader", "--states=all", "--format", parsing.format_string(parsing.SQUEUE_FIELDS)]
+        if ids:
+            argv += ["--jobs", ",".join(ids)]
+        return parsing.parse_queue((await self._run(argv, check=False)).stdout)
+
+    async def job(self, value: object) -> Job:
+        """One job by id, from accounting, completed by the controller's record when it has one."""
+        ident = job_id(value)
+        queued = await self._history_from_queue([ident])
+        live = queued[queued["job_id"] == ident]
+        # The controller is the authority while a job is active; accounting lags a little.
+        if live.empty or JobState.parse(str(live.iloc[0]["state"])).finished:
+            history = await self.history([ident])
+            recorded = history[history["job_id"] == ident]
+            live = recorded if not recorded.empty else live
+        if live.empty:
+            raise SlurmError(f"job {ident} is not known to the cluster (not in the queue nor in accounting)")
+        return _job_from_row(live.iloc[0], await self._output_paths(ident))
+
+    async def _output_paths(self, ident: str) -> dict[str, str]:
+        """StdOut/StdErr/WorkDir as the controller recorded them (known until MinJobAge passes)."""
+        result = await self._run(["scontrol", "show", "job", ident], check=False)
+        paths = {}
+        for key in ("StdOut", "StdErr", "WorkDir"):
+            match = re.search(rf"\b{key}=(.*?)(?=\s+\w+=|\s*$)", result.stdout, re.MULTILINE)
+            if match:
+                paths[key] = match.group(1).strip()
+        return paths
+
+    async def tail(self, value: object, stream: str = "out", lines: int = 50) -> str:
+        """The last ``lines`` lines the job wrote to its stdout (``out``) or stderr (``err``)."""
+        if stream not in ("out", "err"):
+            raise SlurmError(f"stream must be 'out' or 'err', not {stream!r}")
+        if not 1 <= lines <= 100_000:
+            raise SlurmError(f"lines must be between 1 and 100000, not {lines}")
+        job = await self.job(value)
+        path = job.stdout_path if stream == "out" else job.stderr_path
+        if not path:
+            raise SlurmError(
+                f"job {job.job_id}'s {stream} file is no longer recorded by the controller; "
+                "look in its work directory " + (job.work_dir or "")
+            )
+        result = await self._run(["tail", "-n", str(lines), "--", path], check=False)
+        if not result.ok:
+            raise SlurmError(f"cannot read {path}: {_first_error(result)}")
+        return result.stdout
+
+    # ----- changing ------------------------------------------------------------------------
+    async def submit(self, script: str, extra_args: Sequence[str] = (), script_name: str | None = None) -> str:
+        """Submit ``script`` exactly once and return its job id.
+
+        The script is uploaded under the work dir, and ``sbatch`` carries a fresh token in
+        ``--comment``. If the link drops while ``sbatch`` runs, the token is looked up in the
+        queue and in accounting before anything is ever submitted again.
+        """
+        token = uuid.uuid4().hex
+        name = script_name or f"{token}.sbatch"
+        remote_path = f"{self.work_dir}/scripts/{name}"
+        uploaded = await self.transport.put(script.encode(), remote_path)
+        argv = ["sbatch", "--parsable", f"--comment={TOKEN_PREFIX}{token}", *extra_args, uploaded]
+        try:
+            result = await self._run(argv, idempotent=False, check=False)
+        except TransportError as dropped:
+            return await self._recover_submission(token, dropped)
+        if not result.ok:
+            raise SlurmError(_first_error(result))
+        return parse_sbatch_output(result.stdout)
+
+    async def _recover_submission(self, token: str, dropped: TransportError) -> str:
+        for attempt in range(self.lookup_attempts):
+            found = await self.find_submission(token)
+            if found:
+                return found
+            await asyncio.sleep(self.lookup_interval)
+        raise SubmissionUnknownError(
+            f"the link dropped during sbatch and no job carries token {TOKEN_PREFIX}{token}, so it was most "
+            "likely not submitted; check `betty jobs` and submit again"
+        ) from dropped
+
+    async def find_submission(self, token: str) -> str | None:
+        """The job id whose comment carries ``token``, in the queue or in accounting."""
+        comment = f"{TOKEN_PREFIX}{token}"
+        queue = await self._run(["squeue", "--noheader", "--format", f"%A{parsing.SEPARATOR}%k"], check=False)
+        for line in queue.stdout.splitlines():
+            ident, _, text = line.partition(parsing.SEPARATOR)
+            if text.strip() == comment:
+                return ident.strip()
+        history = await self._run(
+            ["sacct", "--parsable2", "--noheader", "--allocations", f"--delimiter={parsing.SEPARATOR}",
+             "--starttime", "now-2days", "--format", "JobIDRaw,Comment"], check=False)
+        for line in history.stdout.splitlines():
+            ident, _, text = line.partition(parsing.SEPARATOR)
+            if text.strip() == comment:
+                return ident.strip()
+        return None
+
+    async def cancel(self, value: object) -> None:
+        """Cancel a job (or one array task)."""
+        ident = job_id(value)
+        result = await self._run(["scancel", ident], idempotent=False, check=False)
+        if not result.ok or "error" in result.stderr.lower():
+            raise SlurmError(_first_error(result))
+
+
+def _job_from_row(row: "pd.Series", paths: dict[str, str]) -> Job:
+    import pandas as pd
+
+    def value(name: str) -> object:
+        item = row.get(name)
+        return None if item is None or (not isinstance(item, str) and pd.isna(item)) or item == "" else item
+
+    return Job(
+        job_id=str(row["job_id"]), name=str(row["name"]), user=str(row["user"]), partition=str(row["partition"]),
+        state=JobState.parse(str(row["state"])), exit_code=value("exit_code"),  # type: ignore[arg-type]
+        reason=value("reason"),  # type: ignore[arg-type]
+        submitted=_py(value("submitted")), started=_py(value("started")), ended=_py(value("ended")),
+        elapsed=_py(value("elapsed")), time_limit=_py(value("time_limit")),
+        nodes=int(row["nodes"]) if value("nodes") is not None else None, nodelist=value("nodelist"),  # type: ignore[arg-type]
+        gpus=int(row["gpus"]) if value("gpus") is not None else 0, gpu_type=value("gpu_type"),  # type: ignore[arg-type]
+        max_rss_bytes=int(row["max_rss_bytes"]) if value("max_rss_bytes") is not None else None,
+        comment=value("comment"), work_dir=paths.get("WorkDir") or value("work_dir"),  # type: ignore[arg-type]
+        stdout_path=paths.get("StdOut"), stderr_path=paths.get("StdErr"),
+    )
+
+
+def _py(item: object) -> object:
+    """pandas scalars → datetime/timedelta."""
+    to_py = getattr(item, "to_pytimedelta", None) or getattr(item, "to_pydatetime", None)
+    return to_py() if to_py else item
+
+
+def _plain(value: str, what: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_.,:+/@-]+$", value):
+        raise SlurmError(f"{what} {value[:40]!r} has characters Slurm names never use")
+    return value
+
+
+def _first_error(result: CommandResult) -> str:
+    lines = [line.strip() for line in (result.stderr or result.stdout).splitlines() if line.strip()]
+    message = lines[0] if lines else f"exit code {result.exit_code}"
+    return f"{result.argv[0]}: {message.removeprefix(result.argv[0] + ': ')}"
