@@ -1,18 +1,26 @@
 """Betty's configuration, shared by every host (server extension, magics, CLI).
 
-It is ordinary traitlets configuration, so it can live in ``jupyter_server_config.py``/``.json``
-or be passed on the command line (``--BettyConfig.default_cluster=betty-dev``).
+It is ordinary traitlets configuration under the ``BettyConfig`` section, read from
+Jupyter's config directories (``jupyter_server_config.json`` and
+``jupyter_server_config.d/*.json``), from the server's own config when Betty runs inside
+Jupyter, and last from the file named by ``$BETTY_CONFIG``. Cluster profiles from all of
+them are merged by name (a later file's profile replaces an earlier one of that name).
 """
 
 from __future__ import annotations
 
-import re
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 from traitlets import Dict, List, TraitError, Unicode, validate
-from traitlets.config import Configurable
+from traitlets.config import Config, Configurable
 
-_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+from .cluster.profiles import ClusterProfile
+from .errors import ConfigError
+
+USER_CLUSTERS_FILE = "betty_clusters.json"
 
 
 class BettyConfig(Configurable):
@@ -22,8 +30,9 @@ class BettyConfig(Configurable):
         Dict(),
         default_value=[],
         help=(
-            "Cluster profiles: dicts with at least `name` and `transport` ('ssh' or 'local'); "
-            "ssh profiles name a `host` alias from an ssh config file."
+            "Cluster profiles: dicts with `name`, `transport` ('ssh' or 'local'), and for ssh a `host` "
+            "alias from an ssh config file; optional `user`, `ssh_config`, `readable_roots`, `work_dir`, "
+            "`extra_commands`, `gss_auth`, `env`."
         ),
     ).tag(config=True)
 
@@ -37,15 +46,14 @@ class BettyConfig(Configurable):
     def _check_clusters(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
         profiles: list[dict[str, Any]] = proposal["value"]
         seen: set[str] = set()
-        for profile in profiles:
-            name = profile.get("name")
-            if not isinstance(name, str) or not _CLUSTER_NAME.match(name):
-                raise TraitError(f"cluster profile {profile!r} needs a `name` of letters, digits, . _ -")
-            if name in seen:
-                raise TraitError(f"cluster profile {name!r} is defined twice")
-            if profile.get("transport") not in ("ssh", "local"):
-                raise TraitError(f"cluster profile {name!r} needs `transport` 'ssh' or 'local'")
-            seen.add(name)
+        for data in profiles:
+            try:
+                profile = ClusterProfile.from_dict(data)
+            except ConfigError as error:
+                raise TraitError(str(error)) from error
+            if profile.name in seen:
+                raise TraitError(f"cluster profile {profile.name!r} is defined twice")
+            seen.add(profile.name)
         return profiles
 
     @property
@@ -60,3 +68,77 @@ class BettyConfig(Configurable):
             return self.default_cluster
         names = self.cluster_names
         return names[0] if names else None
+
+    def profile(self, name: str | None = None) -> ClusterProfile:
+        """The profile called ``name`` (default: :attr:`active_cluster`)."""
+        wanted = name or self.active_cluster
+        if wanted is None:
+            raise ConfigError("no cluster is configured; add one with `betty cluster add NAME --host ALIAS`")
+        for data in self.clusters:
+            if data["name"] == wanted:
+                return ClusterProfile.from_dict(data)
+        raise ConfigError(f"no cluster called {wanted!r}; configured: {', '.join(self.cluster_names) or 'none'}")
+
+
+def config_files() -> list[Path]:
+    """Every JSON file Betty reads, in the order it reads them."""
+    from jupyter_core.paths import jupyter_config_path
+
+    files: list[Path] = []
+    for directory in reversed(jupyter_config_path()):  # system first, the user's own last
+        base = Path(directory)
+        files.append(base / "jupyter_server_config.json")
+        files.extend(sorted((base / "jupyter_server_config.d").glob("*.json")))
+    explicit = os.environ.get("BETTY_CONFIG")
+    if explicit:
+        files.append(Path(explicit))
+    return [path for path in files if path.is_file()]
+
+
+def load_config(server_config: Config | None = None) -> BettyConfig:
+    """Betty's configuration from Jupyter's config files, the server's config and ``$BETTY_CONFIG``."""
+    sections = [_betty_section(path) for path in config_files()]
+    if server_config is not None and "BettyConfig" in server_config:
+        sections.insert(len(sections) - (1 if os.environ.get("BETTY_CONFIG") else 0),
+                        dict(server_config["BettyConfig"]))
+    merged: dict[str, dict[str, Any]] = {}
+    default: str | None = None
+    for section in sections:
+        for profile in section.get("clusters", []):
+            merged[profile.get("name")] = profile
+        default = section.get("default_cluster", default)
+    try:
+        return BettyConfig(clusters=list(merged.values()), default_cluster=default)
+    except TraitError as error:
+        raise ConfigError(str(error)) from error
+
+
+def _betty_section(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read Betty's configuration from {path}: {exc}") from exc
+    section = data.get("BettyConfig", {}) if isinstance(data, dict) else {}
+    return section if isinstance(section, dict) else {}
+
+
+def user_clusters_file() -> Path:
+    """Where ``betty cluster add`` keeps the person's own cluster profiles."""
+    from jupyter_core.paths import jupyter_config_dir
+
+    return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_CLUSTERS_FILE
+
+
+def save_user_cluster(profile: ClusterProfile, make_default: bool = False) -> Path:
+    """Add or replace ``profile`` in :func:`user_clusters_file`; other profiles stay as they are."""
+    path = user_clusters_file()
+    section = _betty_section(path) if path.exists() else {}
+    profiles = [p for p in section.get("clusters", []) if p.get("name") != profile.name]
+    section["clusters"] = [*profiles, profile.to_dict()]
+    if make_default:
+        section["default_cluster"] = profile.name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(json.dumps({"BettyConfig": section}, indent=2) + "\n")
+    os.replace(temp, path)
+    return path

@@ -5,4 +5,4 @@ source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
 root_flag=()
 [ "$(id -u)" -eq 0 ] && root_flag=(--allow-root)
 exec .venv/bin/jupyter lab "${root_flag[@]}" --no-browser --ip=127.0.0.1 \
-  --config="$BETTY_DEV_JUPYTER_CONFIG" --ServerApp.root_dir="$PWD" notebooks/00-welcome.ipynb "$@"
+  --ServerApp.root_dir="$PWD" notebooks/00-welcome.ipynb "$@"

@@ -18,11 +18,14 @@ BETTY = [sys.executable, "-m", "betty_jupyter.cli"]
 
 
 @pytest.fixture(autouse=True)
-def clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the person's Slurm allocation and API keys out of every test."""
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep the person's Slurm allocation, API keys and Jupyter/Betty config out of every test."""
     for name in list(os.environ):
         if name.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SACCT_")) or name.endswith("_API_KEY"):
             monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("BETTY_CONFIG", raising=False)
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path_factory.mktemp("jupyter-config")))
 
 
 def run_betty(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from betty_jupyter.config import BettyConfig
 
 
 def test_first_profile_is_the_default_when_none_is_named():
-    config = BettyConfig(clusters=[{"name": "a", "transport": "local"}, {"name": "b", "transport": "ssh"}])
+    config = BettyConfig(clusters=[{"name": "a", "transport": "local"}, {"name": "b", "transport": "ssh", "host": "b"}])
     assert config.cluster_names == ["a", "b"]
     assert config.active_cluster == "a"
 
@@ -20,7 +20,11 @@ def test_first_profile_is_the_default_when_none_is_named():
         ([{"transport": "ssh"}], "needs a `name`"),
         ([{"name": "a; rm -rf ~", "transport": "ssh"}], "needs a `name`"),
         ([{"name": "a", "transport": "telnet"}], "needs `transport`"),
-        ([{"name": "a", "transport": "ssh"}, {"name": "a", "transport": "local"}], "defined twice"),
+        ([{"name": "a", "transport": "ssh", "host": "x"}, {"name": "a", "transport": "local"}], "defined twice"),
+        ([{"name": "a", "transport": "ssh"}], "needs a `host`"),
+        ([{"name": "a", "transport": "local", "readable_roots": "/data"}], "must be a list of absolute paths"),
+        ([{"name": "a", "transport": "local", "readable_roots": ["data"]}], "must be a list of absolute paths"),
+        ([{"name": "a", "transport": "local", "colour": "red"}], "unknown fields: colour"),
     ],
 )
 def test_bad_profiles_are_refused_with_the_reason(profiles, message):

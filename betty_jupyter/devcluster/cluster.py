@@ -124,7 +124,9 @@ class DevCluster:
         self._make_keys()
         for device in configs.gpu_device_names():
             (layout.gpu_devices / device).touch()
-        _write(layout.slurm_conf, configs.slurm_conf(layout))
+        memory_cgroup = configs.memory_cgroup_available()
+        _write(layout.slurm_conf, configs.slurm_conf(layout, memory_cgroup))
+        _write(layout.etc / "cgroup.conf", configs.cgroup_conf())
         _write(layout.etc / "gres.conf", configs.gres_conf(layout))
         _write(layout.etc / "plugstack.conf", "# No SPANK plugins on the dev cluster.\n")
         _write(layout.etc / "slurmdbd.conf", configs.slurmdbd_conf(layout, self._db_password()), mode=0o600)

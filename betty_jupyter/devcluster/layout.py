@@ -119,7 +119,7 @@ class DevClusterLayout:
 
     @property
     def jupyter_config(self) -> Path:
-        """A Jupyter server config file that points Betty at this cluster."""
+        """Betty's config for this cluster (export it as ``BETTY_CONFIG``)."""
         return self.root / "jupyter" / "jupyter_server_config.json"
 
     def env(self) -> dict[str, str]:
@@ -129,7 +129,7 @@ class DevClusterLayout:
             "BETTY_DEV_CLUSTER_DIR": str(self.root),
             "BETTY_DEV_SSH_CONFIG": str(self.ssh_config),
             "BETTY_DEV_SSH_HOST": SSH_ALIAS,
-            "BETTY_DEV_JUPYTER_CONFIG": str(self.jupyter_config),
+            "BETTY_CONFIG": str(self.jupyter_config),
         }
 
     def save(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from jupyter_server.extension.application import ExtensionApp
 
 from .._version import __version__
-from ..config import BettyConfig
+from ..config import BettyConfig, load_config
 from . import handlers
 
 
@@ -21,7 +21,7 @@ class BettyApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         """Build the configuration every handler shares."""
-        betty_config = BettyConfig(parent=self)
+        betty_config = load_config(self.config)
         self.settings["betty_config"] = betty_config
         self.log.info(
             "Betty %s ready; clusters: %s", __version__, ", ".join(betty_config.cluster_names) or "none"

@@ -1,0 +1,291 @@
+"""``betty cluster|run|jobs|partitions|history|submit|cancel|logs``: a cluster from the terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..cluster.profiles import ClusterProfile
+    from ..config import BettyConfig
+
+JOB_COLUMNS = ["job_id", "name", "user", "partition", "state", "elapsed", "time_limit", "nodes", "gpus", "reason"]
+HISTORY_COLUMNS = ["job_id", "name", "partition", "state", "exit_code", "started", "elapsed", "gpus", "max_rss_bytes"]
+PARTITION_COLUMNS = ["partition", "default", "availability", "nodes", "nodes_idle", "cpus", "cpus_idle", "gpus", "time_limit"]
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the cluster commands."""
+    from . import Parser
+
+    which = Parser(add_help=False)
+    which.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
+    as_json = Parser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print JSON for scripts")
+    _add_cluster_admin(commands, which, as_json)
+
+    run = commands.add_parser("run", parents=[which], help="run one allowlisted read-only command on a cluster",
+                              description="Run a read-only command from the allowlist, e.g. `betty run -- squeue --me`.")
+    run.add_argument("words", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command and its arguments")
+    run.set_defaults(run=_run_command)
+
+    jobs = commands.add_parser("jobs", parents=[which, as_json], help="the queue")
+    jobs.add_argument("--me", action="store_true", help="only your own jobs")
+    jobs.add_argument("--user", help="only this user's jobs")
+    jobs.add_argument("--state", action="append", help="only jobs in this state (repeatable)")
+    jobs.add_argument("--partition", help="only this partition")
+    jobs.set_defaults(run=_jobs)
+
+    partitions = commands.add_parser("partitions", parents=[which, as_json], help="partitions, nodes and GPUs")
+    partitions.set_defaults(run=_partitions)
+
+    history = commands.add_parser("history", parents=[which, as_json], help="finished and running jobs from accounting")
+    history.add_argument("job_ids", nargs="*", metavar="JOBID")
+    history.add_argument("--since", help="start of the window, e.g. 2026-11-01 or now-7days (default: today)")
+    history.add_argument("--all-users", action="store_true", help="everyone's jobs (where Slurm allows it)")
+    history.set_defaults(run=_history)
+
+    submit = commands.add_parser("submit", parents=[which, as_json], help="submit a batch script (after checking it)")
+    submit.add_argument("script", type=Path, metavar="FILE")
+    submit.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    submit.set_defaults(run=_submit)
+
+    cancel = commands.add_parser("cancel", parents=[which], help="cancel a job")
+    cancel.add_argument("job_id", metavar="JOBID")
+    cancel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    cancel.set_defaults(run=_cancel)
+
+    logs = commands.add_parser("logs", parents=[which], help="the end of a job's output")
+    logs.add_argument("job_id", metavar="JOBID")
+    logs.add_argument("--err", action="store_true", help="stderr instead of stdout")
+    logs.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
+    logs.set_defaults(run=_logs)
+
+
+def _add_cluster_admin(commands: argparse._SubParsersAction, which: argparse.ArgumentParser,  # type: ignore[type-arg]
+                       as_json: argparse.ArgumentParser) -> None:
+    from . import Parser
+
+    cluster = commands.add_parser("cluster", help="configured clusters: list, add, test, trust")
+    actions = cluster.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions.required = True
+    actions.add_parser("list", parents=[as_json], help="the configured clusters").set_defaults(run=_cluster_list)
+    add = actions.add_parser("add", help="add (or replace) a cluster profile in your Jupyter config")
+    add.add_argument("name")
+    add.add_argument("--host", help="ssh host alias (from your ssh config)")
+    add.add_argument("--local", action="store_true", help="Jupyter runs on the cluster: no SSH")
+    add.add_argument("--ssh-config", help="ssh config file (default ~/.ssh/config)")
+    add.add_argument("--user", help="login name, when the ssh config does not say")
+    add.add_argument("--readable-root", action="append", default=[], help="a directory `betty run` may read (repeatable)")
+    add.add_argument("--work-dir", default="~/.betty", help="where Betty keeps scripts on the cluster")
+    add.add_argument("--gss-auth", action="store_true", help="log in with Kerberos (GSSAPI)")
+    add.add_argument("--default", action="store_true", help="make it the default cluster")
+    add.set_defaults(run=_cluster_add)
+    test = actions.add_parser("test", parents=[which], help="connect, run Slurm's commands, report latency")
+    test.set_defaults(run=_cluster_test)
+    trust = actions.add_parser("trust", parents=[which], help="record a cluster's SSH host key after you check it")
+    trust.add_argument("--fingerprint", help="the SHA256:… fingerprint you confirmed with your admins")
+    trust.set_defaults(run=_cluster_trust)
+
+
+# ----- helpers -------------------------------------------------------------------------------
+def _config() -> "BettyConfig":
+    from ..config import load_config
+
+    return load_config()
+
+
+def _with_client(args: argparse.Namespace, work: Callable[[Any, "ClusterProfile"], int]) -> int:
+    """Open the profile's transport, hand a blocking SlurmClient to ``work``, always close."""
+    from ..cluster.slurm import SlurmClient
+    from ..cluster.sync import Blocking, run_sync
+
+    profile = _config().profile(args.cluster)
+    transport = profile.open_transport()
+    try:
+        return work(Blocking(SlurmClient(transport, work_dir=profile.work_dir)), profile)
+    finally:
+        run_sync(transport.close())
+
+
+def _confirm(question: str, assume_yes: bool) -> None:
+    if assume_yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{question.rstrip('?')} needs a confirmation; pass --yes when running without a terminal")
+    answer = input(f"{question} [y/N] ").strip().lower()
+    if answer not in ("y", "yes"):
+        raise UsageError("nothing was done")
+
+
+# ----- commands ------------------------------------------------------------------------------
+def _cluster_list(args: argparse.Namespace) -> int:
+    config = _config()
+    if args.json:
+        print(json.dumps({"default": config.active_cluster, "clusters": config.clusters}, indent=2))
+        return 0
+    if not config.clusters:
+        print("no cluster is configured; add one with `betty cluster add NAME --host ALIAS`")
+        return 0
+    for data in config.clusters:
+        marker = "*" if data["name"] == config.active_cluster else " "
+        where = data.get("host") or "this machine"
+        print(f"{marker} {data['name']:<16} {data['transport']:<6} {where}")
+    return 0
+
+
+def _cluster_add(args: argparse.Namespace) -> int:
+    from ..cluster.profiles import ClusterProfile
+    from ..config import save_user_cluster
+
+    if args.local == bool(args.host):
+        raise UsageError("give either --host ALIAS (over SSH) or --local (Jupyter runs on the cluster)")
+    profile = ClusterProfile.from_dict({
+        "name": args.name, "transport": "local" if args.local else "ssh", "host": args.host, "user": args.user,
+        "ssh_config": args.ssh_config, "readable_roots": args.readable_root, "work_dir": args.work_dir,
+        "gss_auth": args.gss_auth,
+    })
+    path = save_user_cluster(profile, make_default=args.default)
+    print(f"added cluster {profile.name!r} to {path}; check it with `betty cluster test --cluster {profile.name}`")
+    return 0
+
+
+def _cluster_test(args: argparse.Namespace) -> int:
+    import time
+
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        began = time.perf_counter()
+        partitions = client.partitions()
+        first = time.perf_counter() - began
+        began = time.perf_counter()
+        client.queue()
+        warm = time.perf_counter() - began
+        names = ", ".join(partitions["partition"])
+        print(f"{profile.name}: OK — partitions {names}; first command {first * 1000:.0f} ms, warm {warm * 1000:.0f} ms")
+        return 0
+
+    return _with_client(args, work)
+
+
+def _cluster_trust(args: argparse.Namespace) -> int:
+    from ..cluster.ssh import presented_host_key, trust_host_key
+
+    target = _config().profile(args.cluster).ssh_target()
+    fingerprint = args.fingerprint
+    if not fingerprint:
+        key_type, presented, _ = presented_host_key(target)
+        print(f"{target.known_hosts_name} presents {key_type} {presented}")
+        _confirm("Is this the fingerprint your cluster's admins publish?", assume_yes=False)
+        fingerprint = presented
+    trust_host_key(target, fingerprint)
+    print(f"trusted {target.known_hosts_name} ({fingerprint}) in {target.known_hosts}")
+    return 0
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    words = args.words[1:] if args.words[:1] == ["--"] else args.words
+    if not words:
+        raise UsageError("give the command after --, e.g. `betty run -- squeue --me`")
+
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        from ..cluster.commands import run_allowed
+
+        from ..cluster.sync import run_sync
+
+        result = run_sync(run_allowed(client.target.transport, profile.policy(), words))
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        return result.exit_code
+
+    return _with_client(args, work)
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from .output import print_table
+
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        user = args.user or (_whoami(client) if args.me else None)
+        frame = client.queue(user=user, states=args.state, partition=args.partition)
+        print_table(frame, JOB_COLUMNS, args.json, "no jobs in the queue")
+        return 0
+
+    return _with_client(args, work)
+
+
+def _whoami(client: Any) -> str:
+    from ..cluster.sync import run_sync
+
+    result = run_sync(client.target.transport.run(["id", "-un"]))
+    return str(result.stdout.strip())
+
+
+def _partitions(args: argparse.Namespace) -> int:
+    from .output import print_table
+
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        frame = client.partitions()
+        if not args.json:
+            frame = frame.assign(gpus=frame["gpu_types"].map(lambda t: ",".join(f"{k}:{v}" for k, v in t.items()) or "-"))
+        print_table(frame, PARTITION_COLUMNS, args.json, "the cluster reports no partitions")
+        return 0
+
+    return _with_client(args, work)
+
+
+def _history(args: argparse.Namespace) -> int:
+    from .output import print_table
+
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        frame = client.history(args.job_ids or None, since=args.since, all_users=args.all_users)
+        print_table(frame, HISTORY_COLUMNS, args.json, "no jobs in that window")
+        return 0
+
+    return _with_client(args, work)
+
+
+def _submit(args: argparse.Namespace) -> int:
+    try:
+        text = args.script.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {args.script}: {exc}") from exc
+
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        from ..cluster.commands import checked_script, default_partition, request_summary
+
+        partitions = client.partitions()
+        script = checked_script(text, partitions)
+        summary = request_summary(script, default_partition(partitions))
+        _confirm(f"Submit {args.script} to {profile.name} ({summary})?", args.yes)
+        ident = client.submit(text, script_name=None)
+        print(json.dumps({"job_id": ident, "cluster": profile.name}) if args.json else f"submitted job {ident} to {profile.name}")
+        return 0
+
+    return _with_client(args, work)
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    from ..cluster.jobs import job_id
+
+    ident = job_id(args.job_id)
+
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        job = client.job(ident)
+        _confirm(f"Cancel job {ident} ({job.name}, {job.state.value}) on {profile.name}?", args.yes)
+        client.cancel(ident)
+        print(f"cancelled job {ident}")
+        return 0
+
+    return _with_client(args, work)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    def work(client: Any, profile: "ClusterProfile") -> int:
+        sys.stdout.write(client.tail(args.job_id, "err" if args.err else "out", args.lines))
+        return 0
+
+    return _with_client(args, work)

@@ -1,0 +1,104 @@
+"""``ClusterProfile``: how Betty reaches one cluster, as plain data checked once."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from .policy import CommandPolicy
+    from .transport import Transport
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_KEYS = {"name", "transport", "host", "user", "ssh_config", "readable_roots", "work_dir",
+         "extra_commands", "gss_auth", "env", "pool_size"}
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """One cluster: its transport, where to log in, what may be read, where Betty writes."""
+
+    name: str
+    transport: str = "ssh"
+    host: str | None = None
+    user: str | None = None
+    ssh_config: str | None = None
+    readable_roots: tuple[str, ...] = ()
+    work_dir: str = "~/.betty"
+    extra_commands: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    gss_auth: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+    pool_size: int = 4
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ClusterProfile":
+        """Check a profile from configuration; a mistake is a :class:`ConfigError` naming the field."""
+        name = data.get("name")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigError(f"cluster profile {dict(data)!r} needs a `name` of letters, digits, . _ -")
+        unknown = set(data) - _KEYS
+        if unknown:
+            raise ConfigError(f"cluster profile {name!r} has unknown fields: {', '.join(sorted(unknown))}")
+        transport = data.get("transport", "ssh")
+        if transport not in ("ssh", "local"):
+            raise ConfigError(f"cluster profile {name!r} needs `transport` 'ssh' or 'local', not {transport!r}")
+        if transport == "ssh" and not data.get("host"):
+            raise ConfigError(f"cluster profile {name!r} uses ssh and needs a `host` (an alias from your ssh config)")
+        roots = data.get("readable_roots", ())
+        if isinstance(roots, str) or not all(isinstance(r, str) and r.startswith("/") for r in roots):
+            raise ConfigError(f"cluster profile {name!r}: `readable_roots` must be a list of absolute paths")
+        extras = {str(k): tuple(v) for k, v in dict(data.get("extra_commands", {})).items()}
+        return cls(
+            name=name, transport=transport, host=data.get("host"), user=data.get("user"),
+            ssh_config=data.get("ssh_config"), readable_roots=tuple(roots),
+            work_dir=str(data.get("work_dir", "~/.betty")), extra_commands=extras,
+            gss_auth=bool(data.get("gss_auth", False)), env=dict(data.get("env", {})),
+            pool_size=int(data.get("pool_size", 4)),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The profile as configuration (only fields that differ from the defaults)."""
+        data: dict[str, Any] = {"name": self.name, "transport": self.transport}
+        for key in ("host", "user", "ssh_config"):
+            if getattr(self, key):
+                data[key] = getattr(self, key)
+        if self.readable_roots:
+            data["readable_roots"] = list(self.readable_roots)
+        if self.work_dir != "~/.betty":
+            data["work_dir"] = self.work_dir
+        if self.extra_commands:
+            data["extra_commands"] = {k: list(v) for k, v in self.extra_commands.items()}
+        if self.gss_auth:
+            data["gss_auth"] = True
+        if self.env:
+            data["env"] = dict(self.env)
+        return data
+
+    def open_transport(self) -> "Transport":
+        """A transport for this cluster (it connects lazily, on the first command)."""
+        if self.transport == "local":
+            from .local import LocalTransport
+
+            return LocalTransport(env=dict(self.env))
+        from .ssh import SSHTransport
+
+        return SSHTransport(self.ssh_target(), pool_size=self.pool_size)
+
+    def ssh_target(self) -> Any:
+        """The resolved SSH target (ssh profiles only)."""
+        from .ssh import SSHTarget
+
+        if self.transport != "ssh":
+            raise ConfigError(f"cluster {self.name!r} runs locally; it has no SSH host")
+        config_path = os.path.expanduser(self.ssh_config) if self.ssh_config else None
+        return SSHTarget.from_ssh_config(str(self.host), config_path, user=self.user, gss_auth=self.gss_auth or None)
+
+    def policy(self, home: str | None = None) -> "CommandPolicy":
+        """The read-only allowlist for this cluster."""
+        from .policy import CommandPolicy
+
+        return CommandPolicy(readable_roots=self.readable_roots, home=home, extra_commands=self.extra_commands)
