@@ -59,3 +59,59 @@ def ssh(cluster: dict[str, str], command: str, timeout: float = 60) -> subproces
         [ssh_program, "-F", cluster["BETTY_DEV_SSH_CONFIG"], cluster["BETTY_DEV_SSH_HOST"], command],
         capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )
+
+
+@pytest.fixture
+def ssh_profile(dev_cluster: dict[str, str], tmp_path: Path):
+    """A cluster profile reaching the dev cluster over SSH, reading only under a test directory."""
+    from betty_jupyter.cluster.profiles import ClusterProfile
+
+    return ClusterProfile(
+        name="betty-dev", transport="ssh", host=dev_cluster["BETTY_DEV_SSH_HOST"],
+        ssh_config=dev_cluster["BETTY_DEV_SSH_CONFIG"], readable_roots=(str(tmp_path),),
+        work_dir=str(tmp_path / "betty-work"),
+    )
+
+
+@pytest.fixture
+def local_profile(dev_cluster: dict[str, str], tmp_path: Path):
+    """A cluster profile reaching the dev cluster with local subprocesses (as on Open OnDemand)."""
+    from betty_jupyter.cluster.profiles import ClusterProfile
+
+    return ClusterProfile(
+        name="betty-dev-local", transport="local", env={"SLURM_CONF": dev_cluster["SLURM_CONF"]},
+        readable_roots=(str(tmp_path),), work_dir=str(tmp_path / "betty-work"),
+    )
+
+
+@pytest.fixture(params=["local", "ssh"])
+def profile(request: pytest.FixtureRequest):
+    """Each test that takes it runs through both transports."""
+    return request.getfixturevalue(f"{request.param}_profile")
+
+
+@pytest.fixture
+def slurm(profile):
+    """A blocking SlurmClient on ``profile``'s transport, closed after the test."""
+    from betty_jupyter.cluster.slurm import SlurmClient
+    from betty_jupyter.cluster.sync import Blocking, run_sync
+
+    transport = profile.open_transport()
+    client = SlurmClient(transport, work_dir=profile.work_dir)
+    client.lookup_interval = 0.5
+    yield Blocking(client)
+    run_sync(transport.close())
+
+
+def wait_for_job(slurm, job_id: str, until=lambda job: job.state.finished, timeout: float = 180):
+    """Poll ``slurm.job`` until ``until(job)``; fails the test after ``timeout`` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    job = slurm.job(job_id)
+    while not until(job):
+        if time.monotonic() > deadline:
+            pytest.fail(f"job {job_id} did not get there within {timeout} s; last seen {job.state.value}")
+        time.sleep(0.5)
+        job = slurm.job(job_id)
+    return job

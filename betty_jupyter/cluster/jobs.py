@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from ..errors import SlurmError, UsageError
 
-_JOB_ID = re.compile(r"^\d+(_\d+)?$")
+_JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")  # ASCII only: \d would accept "１２３"
 
 
 def job_id(value: object) -> str:

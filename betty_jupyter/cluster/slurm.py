@@ -90,14 +90,18 @@ class SlurmClient:
         ident = job_id(value)
         queued = await self._history_from_queue([ident])
         live = queued[queued["job_id"] == ident]
-        # The controller is the authority while a job is active; accounting lags a little.
+        record: dict[str, object] = {}
         if live.empty or JobState.parse(str(live.iloc[0]["state"])).finished:
             history = await self.history([ident])
             recorded = history[history["job_id"] == ident]
-            live = recorded if not recorded.empty else live
-        if live.empty:
+            record = recorded.iloc[0].to_dict() if not recorded.empty else {}
+        # While the controller keeps a job its record is complete and current; accounting
+        # lags a little, so it only adds what the queue lacks (exit code, end, peak memory).
+        if not live.empty:
+            record.update({k: v for k, v in live.iloc[0].to_dict().items() if not _missing(v)})
+        if not record:
             raise SlurmError(f"job {ident} is not known to the cluster (not in the queue nor in accounting)")
-        return _job_from_row(live.iloc[0], await self._output_paths(ident))
+        return _job_from_row(record, await self._output_paths(ident))
 
     async def _output_paths(self, ident: str) -> dict[str, str]:
         """StdOut/StdErr/WorkDir as the controller recorded them (known until MinJobAge passes)."""
@@ -184,12 +188,16 @@ class SlurmClient:
             raise SlurmError(_first_error(result))
 
 
-def _job_from_row(row: "pd.Series", paths: dict[str, str]) -> Job:
+def _missing(item: object) -> bool:
     import pandas as pd
 
+    return item is None or item == "" or (not isinstance(item, str) and bool(pd.isna(item)))
+
+
+def _job_from_row(row: dict[str, object], paths: dict[str, str]) -> Job:
     def value(name: str) -> object:
         item = row.get(name)
-        return None if item is None or (not isinstance(item, str) and pd.isna(item)) or item == "" else item
+        return None if _missing(item) else item
 
     return Job(
         job_id=str(row["job_id"]), name=str(row["name"]), user=str(row["user"]), partition=str(row["partition"]),
@@ -197,12 +205,16 @@ def _job_from_row(row: "pd.Series", paths: dict[str, str]) -> Job:
         reason=value("reason"),  # type: ignore[arg-type]
         submitted=_py(value("submitted")), started=_py(value("started")), ended=_py(value("ended")),
         elapsed=_py(value("elapsed")), time_limit=_py(value("time_limit")),
-        nodes=int(row["nodes"]) if value("nodes") is not None else None, nodelist=value("nodelist"),  # type: ignore[arg-type]
-        gpus=int(row["gpus"]) if value("gpus") is not None else 0, gpu_type=value("gpu_type"),  # type: ignore[arg-type]
-        max_rss_bytes=int(row["max_rss_bytes"]) if value("max_rss_bytes") is not None else None,
+        nodes=_int(value("nodes")), nodelist=value("nodelist"),  # type: ignore[arg-type]
+        gpus=_int(value("gpus")) or 0, gpu_type=value("gpu_type"),  # type: ignore[arg-type]
+        max_rss_bytes=_int(value("max_rss_bytes")),
         comment=value("comment"), work_dir=paths.get("WorkDir") or value("work_dir"),  # type: ignore[arg-type]
         stdout_path=paths.get("StdOut"), stderr_path=paths.get("StdErr"),
     )
+
+
+def _int(item: object) -> int | None:
+    return None if item is None else int(item)  # type: ignore[call-overload]
 
 
 def _py(item: object) -> object:
