@@ -14,6 +14,7 @@
     ├── DevClusterError         the local development cluster could not be brought up or down
     │   ├── MissingPackagesError    Debian packages it needs are not installed (and cannot be)
     │   └── PortInUseError          a port it wants is held by another program
+    ├── GpuEstimateError        a GPU memory estimate was asked for an unknown model or an impossible setup
     └── UsageError              a command was called with arguments it does not take
 
 Foreign exceptions (``subprocess``, ``OSError``, …) are translated into these once, at the
@@ -73,6 +74,10 @@ class ScriptError(BettyError):
 
 class UsageError(BettyError):
     """A command or magic was called with arguments it does not take."""
+
+
+class GpuEstimateError(BettyError):
+    """A GPU memory estimate names an unknown model, a malformed config or an impossible setup."""
 
 
 class DevClusterError(BettyError):

@@ -1,0 +1,125 @@
+"""Framework profiles: what each training or serving stack keeps in GPU memory.
+
+The same model and settings need different memory under different stacks, because each
+stack makes its own choices: whether RMSNorm keeps a float32 copy of its input, whether
+the loss upcasts logits to float32, whether LoRA adapters are float32, whether the
+quantized matmul saves its input. A profile records those choices, each one a fact about
+the stack's code (named in ``docs/gpu.md``), not a fudge factor fitted to measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import GpuEstimateError
+
+
+@dataclass(frozen=True)
+class FrameworkProfile:
+    """The memory-relevant choices one stack makes. See ``docs/gpu.md`` for each default."""
+
+    name: str
+    summary: str
+    default_precision: str
+    adapter_fp32: bool  # LoRA adapters (and their optimizer) in float32 over a half-precision base
+    norm_upcast: bool  # eager RMSNorm keeps a float32 copy of its input for backward
+    expands_kv_heads: bool  # K and V are repeated to every query head before attention
+    quantized_linear_saves_input: bool  # the 4/8-bit matmul keeps its input even for a frozen weight
+    quantizes_output_layer: bool  # the output layer is quantized along with the transformer layers
+    loss_fp32: bool  # cross-entropy upcasts the logits to float32
+    logits_kept: bool  # the logits stay referenced through the backward pass
+    loss_chunked: bool  # the loss is always computed in chunks of tokens
+    fused_optimizer: bool  # the AdamW step needs no full-size temporary
+    prefill_logits_all_tokens: bool  # generation computes logits for every prompt token
+    cuda_context_gib: float  # CUDA context, kernels, cuBLAS workspace: memory no tensor owns
+    allocator_slack: float  # caching allocator: reserved memory above the allocated peak
+    memory_utilization: float = 1.0  # share of the card the stack lets itself use
+    batched_tokens: int | None = None  # tokens the stack pushes through at once when serving
+    training: bool = True
+    inference: bool = True
+
+
+PROFILES: dict[str, FrameworkProfile] = {
+    profile.name: profile
+    for profile in (
+        FrameworkProfile(
+            name="hf",
+            summary="Hugging Face transformers + peft + bitsandbytes, Trainer with torch AMP and AdamW (foreach)",
+            default_precision="bf16-mixed",
+            adapter_fp32=True,
+            norm_upcast=True,
+            expands_kv_heads=True,
+            quantized_linear_saves_input=True,
+            quantizes_output_layer=False,
+            loss_fp32=True,
+            logits_kept=False,
+            loss_chunked=False,
+            fused_optimizer=False,
+            prefill_logits_all_tokens=False,
+            cuda_context_gib=0.5,
+            allocator_slack=0.10,
+        ),
+        FrameworkProfile(
+            name="torchtune",
+            summary="torchtune recipes: whole model in bf16, fused AdamW, torchao NF4 for QLoRA",
+            default_precision="bf16",
+            adapter_fp32=False,
+            norm_upcast=True,
+            expands_kv_heads=True,
+            quantized_linear_saves_input=False,
+            quantizes_output_layer=False,
+            loss_fp32=True,
+            logits_kept=False,
+            loss_chunked=False,
+            fused_optimizer=True,
+            prefill_logits_all_tokens=True,
+            cuda_context_gib=0.5,
+            allocator_slack=0.10,
+        ),
+        FrameworkProfile(
+            name="litgpt",
+            summary="LitGPT with Lightning Fabric: bf16-true, chunked bf16 loss, bitsandbytes quantizes every Linear",
+            default_precision="bf16",
+            adapter_fp32=False,
+            norm_upcast=True,
+            expands_kv_heads=True,
+            quantized_linear_saves_input=True,
+            quantizes_output_layer=True,
+            loss_fp32=False,
+            logits_kept=True,
+            loss_chunked=True,
+            fused_optimizer=False,
+            prefill_logits_all_tokens=True,
+            cuda_context_gib=0.5,
+            allocator_slack=0.10,
+        ),
+        FrameworkProfile(
+            name="vllm",
+            summary="vLLM serving: paged KV cache, native GQA kernels, 90% of the card by default",
+            default_precision="bf16",
+            adapter_fp32=False,
+            norm_upcast=False,
+            expands_kv_heads=False,
+            quantized_linear_saves_input=False,
+            quantizes_output_layer=False,
+            loss_fp32=False,
+            logits_kept=False,
+            loss_chunked=False,
+            fused_optimizer=True,
+            prefill_logits_all_tokens=False,
+            cuda_context_gib=0.5,
+            allocator_slack=0.0,
+            memory_utilization=0.9,
+            batched_tokens=2048,
+            training=False,
+        ),
+    )
+}
+
+
+def framework_profile(name: str) -> FrameworkProfile:
+    """The profile called ``name``; an error listing the known ones otherwise."""
+    profile = PROFILES.get(name.strip().lower())
+    if profile is None:
+        raise GpuEstimateError(f"unknown --framework {name!r}; choose one of {', '.join(PROFILES)}")
+    return profile
