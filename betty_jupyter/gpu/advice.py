@@ -101,9 +101,11 @@ class Advice:
                       for c in self.changes]
         elif not self.fits_somewhere:
             lines.append("no change Betty knows makes it fit on these GPUs")
-        if self.limits_on:
-            lines.append(f"on {self.limits_on}: largest micro-batch {self.largest_batch or 'none'}, "
-                         f"longest sequence {self.longest_seq or 'none'} tokens")
+        if self.largest_batch:
+            lines.append(f"on {self.limits_on}: largest micro-batch {self.largest_batch}, "
+                         f"longest sequence {self.longest_seq} tokens")
+        elif self.limits_on:
+            lines.append(f"on {self.limits_on}: not even one sequence of 1 token fits this way")
         return "\n".join(lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -148,8 +150,7 @@ def advise(model: Architecture | str, request: EstimateRequest, targets: list[Ta
     changes: tuple[Change, ...] = ()
     if not any(p.fits for p in placements):
         changes = tuple(_changes_that_fit(model, request, targets))
-    limit_gpu = limits_on or _roomiest_fit(placements) or max((t.gpu for t in targets), key=lambda g: g.memory_mib)
-    limit_request = _request_for(placements, limit_gpu) or request
+    limit_gpu, limit_request = _limits_setting(request, placements, changes, targets, limits_on)
     return Advice(
         estimate=asked,
         placements=placements,
@@ -164,13 +165,16 @@ def _placement_order(placement: Placement) -> tuple[bool, int, float]:
     return (not placement.fits, placement.estimate.request.gpus, placement.target.gpu.memory_mib)
 
 
-def _roomiest_fit(placements: tuple[Placement, ...]) -> GpuType | None:
-    fitting = [p for p in placements if p.fits]
-    return fitting[0].target.gpu if fitting else None
-
-
-def _request_for(placements: tuple[Placement, ...], gpu: GpuType) -> EstimateRequest | None:
-    return next((p.estimate.request for p in placements if p.fits and p.target.gpu == gpu), None)
+def _limits_setting(request: EstimateRequest, placements: tuple[Placement, ...], changes: tuple[Change, ...],
+                    targets: list[Target], limits_on: GpuType | None) -> tuple[GpuType, EstimateRequest]:
+    """Which GPU and which version of the job the largest batch and context are reported for."""
+    fitting = [p for p in placements if p.fits and (limits_on is None or p.target.gpu == limits_on)]
+    if fitting:
+        return fitting[0].target.gpu, fitting[0].estimate.request
+    if changes:
+        target = next(t for t in targets if t.label == changes[0].fits_on[0])
+        return limits_on or target.gpu, changes[0].request
+    return limits_on or max((t.gpu for t in targets), key=lambda gpu: gpu.memory_mib), request
 
 
 def _place(model: Architecture | str, request: EstimateRequest, asked: Estimate, target: Target) -> Placement:
