@@ -134,7 +134,7 @@ def loss_bytes(layout: Layout) -> float:
     profile = request.profile
     loss_dtype = 4 if profile.loss_fp32 else dtype
     saved = dtype if request.compiled else loss_dtype
-    transient = 2 * loss_dtype
+    transient: float = 2 * loss_dtype
     if request.chunked_loss or profile.loss_chunked:
         transient /= LOSS_CHUNKS
     kept = dtype if profile.logits_kept else 0

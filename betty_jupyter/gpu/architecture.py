@@ -197,7 +197,7 @@ class Architecture:
         """
         per_layer = 2 * self.kv_dim * dtype_bytes
         full_layers = self.layers - self.sliding_window_layers
-        window_layers = self.sliding_window_layers
+        window_layers: float = self.sliding_window_layers
         if context and self.sliding_window and context > self.sliding_window:
             window_layers *= self.sliding_window / context
         cross = self.layers if self.kind == "encoder-decoder" else 0  # T5 caches encoder keys too
@@ -282,7 +282,7 @@ def _window_layers(config: dict[str, Any], model_type: str, layers: int) -> int:
     if model_type in ("gemma2",):
         return layers // 2  # Gemma 2 alternates local and global attention
     if model_type.startswith("qwen2"):
-        return max(0, layers - _field(config, "max_window_layers", default=layers))
+        return max(0, layers - int(_field(config, "max_window_layers", default=layers)))
     return layers
 
 

@@ -251,39 +251,50 @@ def _adafactor_bytes(layout: Layout, trainable: int) -> float:
 
 
 def _model_states(layout: Layout) -> _States:
-    arch, request = layout.arch, layout.request
-    n = request.gpus
-    stage = {"zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}.get(request.sharding, 0)
+    """Weights, gradients and optimizer states of one GPU, after paging, sharding and offload."""
+    request = layout.request
     weight, grad, state, master = _per_param_bytes(layout)
     states = _States()
+    trainable = _trainable_params(layout)
     if request.adapters:
-        trainable = arch.lora_params(request.lora_rank, request.lora_targets)
         frozen, states.quantization = frozen_weight_bytes(layout)
-        weights = frozen + weight * trainable
+        states.weights = frozen + weight * trainable
     else:
-        trainable = arch.params()
-        weights = weight * trainable
-    optimizer = _optimizer_bytes(layout, trainable, state) + master * trainable
-    gradients = grad * trainable
-    if request.optimizer.startswith("paged"):
-        states.cpu += optimizer
-        states.notes.append(
-            f"paged optimizer states ({optimizer / GIB:.2f} GiB) live in unified memory and move to CPU RAM "
-            "when the GPU fills up, so they are not counted in the peak"
-        )
-        optimizer = 0.0
+        states.weights = weight * trainable
+    states.gradients = grad * trainable
+    states.optimizer = _optimizer_bytes(layout, trainable, state) + master * trainable
     states.step_temporary = _step_temporary(layout, trainable, state)
-    if stage == 3:
-        weights = weights / n + _gathered_bytes(layout)
-        states.quantization /= n
-    if stage >= 2:
-        gradients /= n
-    if stage >= 1:
-        optimizer /= n
-        states.step_temporary /= n
-    states.weights, states.gradients, states.optimizer = weights, gradients, optimizer
+    if request.optimizer.startswith("paged"):
+        states.cpu += states.optimizer
+        states.notes.append(
+            f"paged optimizer states ({states.optimizer / GIB:.2f} GiB) live in unified memory and move to CPU "
+            "RAM when the GPU fills up, so they are not counted in the peak"
+        )
+        states.optimizer = 0.0
+    _shard(layout, states)
     _offload(layout, states)
     return states
+
+
+def _trainable_params(layout: Layout) -> int:
+    request = layout.request
+    if request.adapters:
+        return layout.arch.lora_params(request.lora_rank, request.lora_targets)
+    return layout.arch.params()
+
+
+def _shard(layout: Layout, states: _States) -> None:
+    """ZeRO stage 1 splits optimizer states, stage 2 gradients too, stage 3 (and FSDP) the weights as well."""
+    n = layout.request.gpus
+    stage = {"zero1": 1, "zero2": 2, "zero3": 3, "fsdp": 3}.get(layout.request.sharding, 0)
+    if stage == 3:
+        states.weights = states.weights / n + _gathered_bytes(layout)
+        states.quantization /= n
+    if stage >= 2:
+        states.gradients /= n
+    if stage >= 1:
+        states.optimizer /= n
+        states.step_temporary /= n
 
 
 def _step_temporary(layout: Layout, trainable: int, state: float) -> float:
@@ -343,9 +354,7 @@ def _finish(layout: Layout, parts: dict[str, float], moment: str, cpu: float, no
     slack = allocated * profile.allocator_slack
     breakdown = {name: parts.get(name, 0.0) / GIB for name in ITEMS}
     breakdown["runtime"] = profile.cuda_context_gib + slack / GIB
-    trainable = 0
-    if request.training:
-        trainable = arch.lora_params(request.lora_rank, request.lora_targets) if request.adapters else arch.params()
+    trainable = _trainable_params(layout) if request.training else 0
     return Estimate(model=arch.name, request=request, params=arch.params(), trainable_params=trainable,
                     breakdown=breakdown, peak_moment=moment, cpu_gib=cpu / GIB, slack_gib=slack / GIB,
                     notes=tuple(notes))

@@ -90,14 +90,14 @@ def parse_gres(gres: str) -> dict[str, int]:
     are ignored; an untyped ``gpu:4`` is counted under the type ``gpu``.
     """
     counts: dict[str, int] = {}
-    for part in re.split(r",(?![^(]*\))", gres.strip()):
-        part = re.sub(r"\(.*\)$", "", part.strip())
-        fields = part.split(":")
-        if not part or fields[0] != "gpu":
+    for raw in re.split(r",(?![^(]*\))", gres.strip()):
+        resource = re.sub(r"\(.*\)$", "", raw.strip())
+        fields = resource.split(":")
+        if not resource or fields[0] != "gpu":
             continue
         kind, count = (fields[1], fields[2]) if len(fields) >= 3 else ("gpu", fields[-1])
         if not count.isdigit():
-            raise GpuEstimateError(f"cannot read GPU count in GRES {part!r}; expected e.g. gpu:a100:4")
+            raise GpuEstimateError(f"cannot read GPU count in GRES {resource!r}; expected e.g. gpu:a100:4")
         counts[kind] = counts.get(kind, 0) + int(count)
     return counts
 

@@ -40,7 +40,7 @@ def breakdown_chart(estimates: Estimate | Sequence[Estimate], gpus: Sequence[Gpu
         if not any(heights):
             continue
         axes.bar(names, heights, bottom=bottoms, color=COLORS[part], label=LABELS.get(part, part), gid=part)
-        bottoms = [b + h for b, h in zip(bottoms, heights)]
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     for gpu in gpus:
         axes.axhline(gpu.memory_gib, linestyle="--", color="black", linewidth=1)
         axes.annotate(f"{gpu.name} ({gpu.memory_gib:.0f} GiB)", (0, gpu.memory_gib), xycoords=("axes fraction", "data"),

@@ -127,7 +127,7 @@ class EstimateRequest:
             raise GpuEstimateError(
                 f"--lora-targets {','.join(unknown)} unknown; use {ALL_LINEAR} or some of {','.join(LORA_MODULES)}"
             )
-        self.profile  # noqa: B018 - raises for an unknown framework
+        framework_profile(self.framework)  # an unknown framework is refused here
 
     def _check_sizes(self) -> None:
         for option, value in (
