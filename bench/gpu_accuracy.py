@@ -89,10 +89,25 @@ def compare(rows: list[dict[str, str]]) -> tuple[list[Comparison], list[dict[str
             continue
         args = parser.parse_args(["--model", row["betty_model"], *shlex.split(row["betty_args"])])
         result = estimate(resolve_model(args.model), request_from(args))
-        setting = f"{row['method']} {row['precision']} b{row['batch']} s{row['seq']}".replace(" packed", "")
+        setting = describe(result)
         done.append(Comparison(row["id"], row["betty_model"], setting, float(row["peak_gib"]),
                                predicted_gib(result, row["measure"]), accelerate_gib(result), row["source"]))
     return done, skipped
+
+
+def describe(result: Estimate) -> str:
+    """A short description of the run: method, precision, batch × length and the switches that matter."""
+    request = result.request
+    words = [request.method, request.resolved_precision]
+    if request.training:
+        words.append(request.optimizer)
+    words.append(f"{request.batch_size}x{request.seq_len}")
+    switches = {"ckpt": request.grad_ckpt == "full", "compile": request.compiled, "chunked": request.chunked_loss,
+                "opt-in-bwd": request.optimizer_in_backward, "act-offload": request.activation_offload,
+                "eager": request.attention == "eager", "no-dq": request.method != "full" and not request.double_quant
+                and request.resolved_precision == "nf4"}
+    words += [name for name, on in switches.items() if on]
+    return f"{request.framework}: " + " ".join(words)
 
 
 def summary(comparisons: list[Comparison]) -> dict[str, float]:
@@ -110,10 +125,10 @@ def summary(comparisons: list[Comparison]) -> dict[str, float]:
 
 def render(comparisons: list[Comparison], skipped: list[dict[str, str]]) -> str:
     """The comparison as a text table with the summary under it."""
-    lines = [f"{'id':>4}  {'model':<14} {'setting':<42} {'measured':>8} {'Betty':>7} {'err':>6} "
+    lines = [f"{'id':>4}  {'model':<14} {'setting':<62} {'measured':>8} {'Betty':>7} {'err':>6} "
              f"{'accel.':>7} {'err':>6}"]
     for c in comparisons:
-        lines.append(f"{c.row_id:>4}  {c.model:<14} {c.setting[:42]:<42} {c.measured_gib:>8.2f} {c.betty_gib:>7.2f} "
+        lines.append(f"{c.row_id:>4}  {c.model:<14} {c.setting:<62} {c.measured_gib:>8.2f} {c.betty_gib:>7.2f} "
                      f"{c.betty_error:>+6.0%} {c.accelerate_gib:>7.2f} {c.accelerate_error:>+6.0%}")
     stats = summary(comparisons)
     lines.append(f"GiB per GPU, {stats['rows']} rows. Absolute error: Betty median {stats['betty_median']:.1%}, "
@@ -123,14 +138,25 @@ def render(comparisons: list[Comparison], skipped: list[dict[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def render_markdown(comparisons: list[Comparison]) -> str:
+    """The comparison as the Markdown table ``docs/gpu.md`` shows."""
+    lines = ["| id | model | setting | measured | Betty | error | accelerate | error |", "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {c.row_id} | {c.model} | {c.setting} | {c.measured_gib:.2f} | {c.betty_gib:.2f} | "
+              f"{c.betty_error:+.0%} | {c.accelerate_gib:.2f} | {c.accelerate_error:+.0%} |" for c in comparisons]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the accuracy table (or JSON with ``--json``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--markdown", action="store_true", help="print the Markdown table of docs/gpu.md")
     parser.add_argument("--data", type=Path, default=DATA, help="the measurements CSV")
     args = parser.parse_args(argv)
     comparisons, skipped = compare(load_rows(args.data))
-    if args.json:
+    if args.markdown:
+        print(render_markdown(comparisons))
+    elif args.json:
         print(json.dumps({"summary": summary(comparisons), "rows": [vars(c) for c in comparisons],
                           "skipped": [row["id"] for row in skipped]}, indent=2))
     else:
