@@ -7,6 +7,7 @@ machine where Betty's heavier dependencies are not installed yet.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import NoReturn, Sequence
 
@@ -53,3 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("betty: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `betty jobs | head`: the reader left; say nothing more and exit as a pipe would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141

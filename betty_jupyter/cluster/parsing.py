@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from .jobs import JobState
 
@@ -65,16 +65,39 @@ def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
     )
 
 
-def durations(values: "pd.Series") -> "pd.Series":
-    """``[D-][HH:]MM:SS[.mmm]`` → Timedelta; ``UNLIMITED``, ``INVALID`` and blanks → NaT."""
+def _by_unique(values: "pd.Series", convert: Callable[[str], Any], dtype: str) -> "pd.Series":
+    """Apply ``convert`` once per distinct value: Slurm columns repeat a lot, and plain Python
+    on the distinct values beats regular expressions over every row."""
     import pandas as pd
 
-    parts = values.str.extract(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
-    numbers = parts.apply(pd.to_numeric, errors="coerce")
-    seconds = numbers[0].fillna(0) * 86400 + numbers[1].fillna(0) * 3600 + numbers[2] * 60 + numbers[3]
-    days_only = values.str.extract(r"^(\d+)-(\d+)$").apply(pd.to_numeric, errors="coerce")
-    seconds = seconds.fillna(days_only[0] * 86400 + days_only[1] * 3600)
-    return pd.to_timedelta(seconds, unit="s")
+    codes, uniques = pd.factorize(values)
+    converted = pd.array([convert(item) for item in uniques], dtype=dtype)
+    return pd.Series(converted.take(codes, allow_fill=True), index=values.index)
+
+
+def duration_seconds(text: str) -> float | None:
+    """``[D-][HH:]MM:SS[.mmm]`` or ``D-HH`` → seconds; ``UNLIMITED``, ``INVALID``, blanks → None."""
+    days, _, clock = text.rpartition("-")
+    if days and not days.isdigit():
+        return None
+    parts = clock.split(":")
+    try:
+        numbers = [float(part) for part in parts]
+    except ValueError:
+        return None
+    if days and len(parts) == 1:  # "1-02" is days-hours
+        numbers = [numbers[0], 0.0, 0.0]
+    if not 2 <= len(numbers) <= 3:
+        return None
+    hours, minutes, seconds = ([0.0] * (3 - len(numbers)) + numbers)
+    return (int(days or 0) * 24 + hours) * 3600 + minutes * 60 + seconds
+
+
+def durations(values: "pd.Series") -> "pd.Series":
+    """Slurm durations → Timedelta; ``UNLIMITED``, ``INVALID`` and blanks → NaT."""
+    import pandas as pd
+
+    return pd.to_timedelta(_by_unique(values, duration_seconds, "Float64").astype("float64"), unit="s")
 
 
 def timestamps(values: "pd.Series") -> "pd.Series":
@@ -84,14 +107,22 @@ def timestamps(values: "pd.Series") -> "pd.Series":
     return pd.to_datetime(values.where(~values.isin(_NO_TIME)), format="%Y-%m-%dT%H:%M:%S", errors="coerce")
 
 
-def memory_bytes(values: "pd.Series") -> "pd.Series":
-    """``4000M``, ``12.5G``, ``1234K``, ``4000Mn``/``4000Mc`` (old per-node/per-CPU suffix) → bytes."""
-    import pandas as pd
+def size_bytes(text: str) -> int | None:
+    """``4000M``, ``12.5G``, ``1234K``, ``4000Mn``/``4000Mc`` (old per-node/per-CPU suffix) → bytes.
 
-    parts = values.str.extract(r"^(\d+(?:\.\d+)?)([KMGTP]?)[nc]?$")
-    factor = parts[1].map(_UNITS)
-    result = (pd.to_numeric(parts[0], errors="coerce") * factor).round()
-    return result.astype("Int64")
+    A bare number is MB, as Slurm reads ``--mem``.
+    """
+    text = text.rstrip("nc")
+    unit = text[-1:] if text[-1:] in _UNITS and text[-1:] else ""
+    try:
+        return round(float(text[: len(text) - len(unit)]) * _UNITS[unit])
+    except ValueError:
+        return None
+
+
+def memory_bytes(values: "pd.Series") -> "pd.Series":
+    """Memory sizes as Slurm prints them → bytes (nullable integers)."""
+    return _by_unique(values, size_bytes, "Int64")
 
 
 def integers(values: "pd.Series") -> "pd.Series":
@@ -101,20 +132,39 @@ def integers(values: "pd.Series") -> "pd.Series":
     return pd.to_numeric(values, errors="coerce").astype("Int64")
 
 
-def states(values: "pd.Series") -> "pd.Series":
-    """``CANCELLED by 1000`` → ``CANCELLED``, as a categorical of :class:`JobState` values."""
+def state_name(text: str) -> str:
+    """``CANCELLED by 1000`` → ``CANCELLED``; anything unknown → ``UNKNOWN``."""
+    return JobState.parse(text).value
+
+
+def states(values: "pd.Series") -> "pd.Categorical":
+    """Job states as a categorical of :class:`JobState` values."""
     import pandas as pd
 
-    first = values.str.split(" ", n=1).str[0].str.rstrip("+")
-    known = first.where(first.isin(_STATE_CATEGORIES), "UNKNOWN")
-    return pd.Categorical(known, categories=_STATE_CATEGORIES)
+    return pd.Categorical(_by_unique(values, state_name, "object"), categories=_STATE_CATEGORIES)
+
+
+def tres_gpus(tres: str) -> tuple[int, str | None]:
+    """GPU count and type from a TRES string (``gres/gpu:h100=1,gres/gpu=1``, ``gres/gpu:a100:2``…)."""
+    count, kind = 0, None
+    for item in tres.replace("gres:", "gres/").split(","):
+        if not item.startswith("gres/gpu"):
+            continue
+        name, _, number = item.replace("=", ":").rpartition(":")
+        if not number.isdigit():
+            continue
+        if name == "gres/gpu":
+            count = int(number)
+        elif name.startswith("gres/gpu:"):
+            kind = name.split(":", 1)[1]
+            count = count or int(number)
+    return count, kind
 
 
 def gpus_from_tres(values: "pd.Series") -> tuple["pd.Series", "pd.Series"]:
-    """GPU count and type from a TRES string (``gres/gpu:h100=1,gres/gpu=1``, ``gres/gpu:a100:2``…)."""
-    count = values.str.extract(r"gres/gpu(?::[^=,:]+)?[=:](\d+)(?:,|$)")[0]
-    kind = values.str.extract(r"gres/gpu:([^=,:]+)[=:]\d+")[0]
-    return integers(count).fillna(0), kind
+    """GPU counts (0 when none) and types (None when untyped) for a column of TRES strings."""
+    pairs = _by_unique(values, tres_gpus, "object")
+    return pairs.map(lambda pair: pair[0]).astype("Int64"), pairs.map(lambda pair: pair[1])
 
 
 def parse_queue(text: str) -> "pd.DataFrame":
@@ -126,7 +176,7 @@ def parse_queue(text: str) -> "pd.DataFrame":
     frame["nodes"] = integers(frame["nodes"])
     frame["cpus"] = integers(frame["cpus"])
     frame["memory_bytes"] = memory_bytes(frame.pop("memory"))
-    frame["gpus"], frame["gpu_type"] = gpus_from_tres(frame["tres_per_node"].str.replace("gres:", "gres/", regex=False))
+    frame["gpus"], frame["gpu_type"] = gpus_from_tres(frame["tres_per_node"])
     frame["submitted"] = timestamps(frame["submitted"])
     frame["started"] = timestamps(frame["started"])
     for column in ("array_job_id", "array_task_id", "reason", "comment", "nodelist"):
@@ -142,9 +192,12 @@ def parse_history(text: str) -> "pd.DataFrame":
     """
     frame = read_table(text, SACCT_FIELDS)
     step = frame["job_id"].str.contains(".", regex=False)
-    peak = memory_bytes(frame["max_rss"]).groupby(frame["job_id"].str.split(".", n=1).str[0]).max()
+    # sacct prints each job's steps right after it: number the jobs, and steps take their number.
+    owner = (~step).cumsum()
+    measured = step & (frame["max_rss"] != "")
+    peak = memory_bytes(frame.loc[measured, "max_rss"]).groupby(owner[measured]).max()
     jobs = frame[~step].copy()
-    jobs["max_rss_bytes"] = jobs["job_id"].map(peak).astype("Int64")
+    jobs["max_rss_bytes"] = owner[~step].map(peak).astype("Int64")
     jobs["state"] = states(jobs["state"])
     jobs["elapsed"] = durations(jobs["elapsed"])
     jobs["time_limit"] = durations(jobs["time_limit"])
