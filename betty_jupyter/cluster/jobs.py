@@ -15,7 +15,7 @@ _JOB_ID = re.compile(r"^[0-9]+(_[0-9]+)?$")  # ASCII only: \d would accept "ï¼‘ï
 def job_id(value: object) -> str:
     """A job id a command line may carry (``123`` or ``123_4``); anything else is refused."""
     text = str(value).strip()
-    if not _JOB_ID.match(text):
+    if not _JOB_ID.fullmatch(text):
         raise UsageError(f"{str(value)[:40]!r} is not a Slurm job id; use digits, or 123_4 for an array task")
     return text
 
