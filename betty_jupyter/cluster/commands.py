@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from ..errors import PolicyError
+from .policy import CommandPolicy
 from .transport import CommandResult, Transport
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .policy import CommandPolicy
     from .sbatch import PartitionOffer, SbatchScript
 
 
-async def run_allowed(transport: Transport, policy: "CommandPolicy", command: str | Sequence[str],
+async def run_allowed(transport: Transport, policy: CommandPolicy, command: str | Sequence[str],
                       timeout: float = 60.0) -> CommandResult:
     """Run ``command`` only if the policy allows it, file paths checked after resolving symlinks.
 
@@ -23,8 +23,11 @@ async def run_allowed(transport: Transport, policy: "CommandPolicy", command: st
     """
     allowed = policy.check(command)
     if allowed.paths:
-        resolved = await resolve_paths(transport, allowed.paths)
-        policy.check_resolved(allowed, resolved)
+        roots = policy.readable_roots
+        resolved = await resolve_paths(transport, [*allowed.paths, *roots])
+        # Compare real paths with real roots: a root may itself be a link (/home → /gpfs/home).
+        real_roots = CommandPolicy([resolved[root] for root in roots], policy.home, policy.extra_commands)
+        real_roots.check_resolved(allowed, resolved)
     return await transport.run(list(allowed.argv), timeout)
 
 

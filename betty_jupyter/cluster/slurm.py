@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from ..errors import SlurmError, SubmissionUnknownError, TransportError
+from ..errors import SlurmError, SubmissionUnknownError, TransportError, UsageError
 from . import parsing
 from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .transport import CommandResult, Transport
@@ -76,7 +76,27 @@ class SlurmClient:
             return await self._history_from_queue(ids)
         if not result.ok:
             raise SlurmError(_first_error(result))
-        return parsing.parse_history(result.stdout)
+        return await self._complete_from_queue(parsing.parse_history(result.stdout))
+
+    async def _complete_from_queue(self, history: "pd.DataFrame") -> "pd.DataFrame":
+        """Fill rows accounting has not caught up with from the controller's record.
+
+        slurmdbd learns of a job a moment after slurmctld; until then its row is a stub
+        (no partition, name ``allocation``). While the controller still knows the job, its
+        record is the right one to show.
+        """
+        stubs = history["partition"] == ""
+        if not stubs.any():
+            return history
+        live = await self._history_from_queue([str(i) for i in history.loc[stubs, "job_id"] if _is_job_id(i)])
+        live = live.set_index("job_id")
+        columns = [c for c in live.columns if c in history.columns and c != "job_id"]
+        for index in history.index[stubs]:
+            ident = history.at[index, "job_id"]
+            if ident in live.index:
+                for column in columns:
+                    history.at[index, column] = live.at[ident, column]
+        return history
 
     async def _history_from_queue(self, ids: list[str] | None) -> "pd.DataFrame":
         """Accounting is disabled: the queue still knows recent jobs (for ``MinJobAge``)."""
@@ -186,6 +206,14 @@ class SlurmClient:
         result = await self._run(["scancel", ident], idempotent=False, check=False)
         if not result.ok or "error" in result.stderr.lower():
             raise SlurmError(_first_error(result))
+
+
+def _is_job_id(text: str) -> bool:
+    try:
+        job_id(text)
+    except UsageError:
+        return False
+    return True
 
 
 def _missing(item: object) -> bool:

@@ -1,0 +1,154 @@
+"""The `betty` cluster commands, run as a person runs them, against the dev cluster over SSH."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import run_betty
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def betty_env(dev_cluster, tmp_path) -> dict[str, str]:
+    """An environment whose only cluster is the dev cluster over SSH, readable under tmp_path."""
+    config = tmp_path / "betty.json"
+    profile = {"name": "devssh", "transport": "ssh", "host": dev_cluster["BETTY_DEV_SSH_HOST"],
+               "ssh_config": dev_cluster["BETTY_DEV_SSH_CONFIG"], "readable_roots": [str(tmp_path / "data")],
+               "work_dir": str(tmp_path / "work")}
+    config.write_text(json.dumps({"BettyConfig": {"clusters": [profile]}}))
+    (tmp_path / "data").mkdir()
+    return {**os.environ, "BETTY_CONFIG": str(config), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter")}
+
+
+def betty(env, *args):
+    return run_betty(*args, env=env)
+
+
+def one_error_line(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("betty: error: ") or lines[0].startswith("betty")
+    return lines[0]
+
+
+def test_cluster_list_and_test(betty_env):
+    listed = betty(betty_env, "cluster", "list")
+    assert listed.stdout.split() == ["*", "devssh", "ssh", "betty-dev"]
+    tested = betty(betty_env, "cluster", "test")
+    assert tested.returncode == 0 and tested.stdout.startswith("devssh: OK — partitions cpu, gpu;")
+
+
+def test_cluster_add_writes_the_users_config_and_refuses_half_profiles(betty_env, tmp_path):
+    added = betty(betty_env, "cluster", "add", "ood", "--local", "--readable-root", "/scratch", "--default")
+    assert added.returncode == 0, added.stderr
+    saved = json.loads((tmp_path / "jupyter" / "jupyter_server_config.d" / "betty_clusters.json").read_text())
+    assert saved["BettyConfig"]["clusters"] == [{"name": "ood", "transport": "local", "readable_roots": ["/scratch"]}]
+    listed = betty(betty_env, "cluster", "list", "--json")
+    assert {c["name"] for c in json.loads(listed.stdout)["clusters"]} == {"ood", "devssh"}
+    assert "give either --host ALIAS" in one_error_line(betty(betty_env, "cluster", "add", "x"))
+    assert "needs a `name`" in one_error_line(betty(betty_env, "cluster", "add", "bad name", "--local"))
+
+
+def test_partitions_as_a_table_and_as_json(betty_env):
+    table = betty(betty_env, "partitions")
+    assert table.stdout.splitlines()[1].split()[:3] == ["cpu", "True", "up"]
+    assert "a100:4,h100:2" in table.stdout
+    rows = json.loads(betty(betty_env, "partitions", "--json").stdout)
+    assert [row["partition"] for row in rows] == ["cpu", "gpu"] and rows[1]["gpu_types"] == {"a100": 4, "h100": 2}
+
+
+def test_submit_jobs_logs_history_cancel(betty_env, tmp_path):
+    script = tmp_path / "train.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --job-name=cli-run\n#SBATCH --chdir={tmp_path}\necho step 1 loss=0.5\nsleep 60\n")
+    submitted = betty(betty_env, "submit", str(script), "--yes", "--json")
+    assert submitted.returncode == 0, submitted.stderr
+    ident = json.loads(submitted.stdout)["job_id"]
+    jobs = json.loads(betty(betty_env, "jobs", "--json").stdout)
+    assert any(job["job_id"] == ident and job["name"] == "cli-run" for job in jobs)
+    deadline = time.monotonic() + 60
+    while "loss=0.5" not in (logs := betty(betty_env, "logs", ident)).stdout:
+        assert time.monotonic() < deadline, logs.stderr
+        time.sleep(0.5)
+    cancelled = betty(betty_env, "cancel", ident, "--yes")
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"cancelled job {ident}"
+    history = json.loads(betty(betty_env, "history", ident, "--json").stdout)
+    assert history[0]["job_id"] == ident and history[0]["name"] == "cli-run"
+
+
+def test_submit_refuses_a_script_the_cluster_cannot_run_and_submits_nothing(betty_env, tmp_path):
+    script = tmp_path / "bad.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --partition=gpux\n#SBATCH --time=1h\necho never\n")
+    line = one_error_line(betty(betty_env, "submit", str(script), "--yes"))
+    assert "line 2: partition 'gpux' does not exist" in line and "line 3: time '1h'" in line
+    assert not (tmp_path / "work").exists()
+
+
+def test_submit_without_a_terminal_asks_for_yes(betty_env, tmp_path):
+    script = tmp_path / "ok.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH -p gpu --gres=gpu:h100:1\ntrue\n")
+    line = one_error_line(betty(betty_env, "submit", str(script)))
+    assert "(partition gpu, 1 GPU (h100), partition's time limit) needs a confirmation; pass --yes" in line
+
+
+def test_run_allows_reads_and_refuses_everything_else(betty_env, tmp_path):
+    (tmp_path / "data" / "notes.txt").write_text("hello\n")
+    assert betty(betty_env, "run", "--", "cat", str(tmp_path / "data" / "notes.txt")).stdout == "hello\n"
+    assert betty(betty_env, "run", "--", "squeue", "--me").returncode == 0
+    (tmp_path / "data" / "escape").symlink_to("/etc/passwd")
+    for words, reason in [
+        (["squeue; rm -rf ~"], "';' is a shell metacharacter"),
+        (["cat", "/etc/passwd"], "outside the readable roots"),
+        (["cat", str(tmp_path / "data" / "escape")], "outside the readable roots"),
+        (["scontrol", "update", "JobId=1", "Priority=1"], "scontrol update"),
+        (["rm", "-rf", str(tmp_path / "data")], "rm"),
+    ]:
+        assert reason in one_error_line(betty(betty_env, "run", "--", *words))
+    assert (tmp_path / "data" / "notes.txt").exists()
+
+
+def test_run_reads_under_a_root_that_is_itself_a_link(dev_cluster, tmp_path):
+    real = tmp_path / "gpfs" / "home"
+    real.mkdir(parents=True)
+    (real / "results.csv").write_text("loss\n0.5\n")
+    (tmp_path / "home").symlink_to(real)
+    config = tmp_path / "betty.json"
+    config.write_text(json.dumps({"BettyConfig": {"clusters": [{
+        "name": "linked", "transport": "local", "env": {"SLURM_CONF": dev_cluster["SLURM_CONF"]},
+        "readable_roots": [str(tmp_path / "home")]}]}}))
+    env = {**os.environ, "BETTY_CONFIG": str(config)}
+    assert betty(env, "run", "--", "head", "-n", "1", str(tmp_path / "home" / "results.csv")).stdout == "loss\n"
+    assert "outside the readable roots" in one_error_line(betty(env, "run", "--", "cat", str(tmp_path / "gpfs" / "x")))
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["cancel", "1;reboot", "--yes"], "'1;reboot' is not a Slurm job id"),
+        (["logs", "999999"], "job 999999 is not known to the cluster"),
+        (["jobs", "--cluster", "nope"], "no cluster called 'nope'; configured: devssh"),
+        (["submit", "/no/such/file.sbatch", "--yes"], "cannot read /no/such/file.sbatch"),
+        (["run"], "give the command after --"),
+    ],
+)
+def test_bad_input_is_one_line(betty_env, args, expected):
+    assert expected in one_error_line(betty(betty_env, *args))
+
+
+def test_no_cluster_configured_says_how_to_add_one(tmp_path):
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path)}
+    env.pop("BETTY_CONFIG", None)
+    line = one_error_line(run_betty("jobs", env=env))
+    assert "no cluster is configured; add one with `betty cluster add NAME --host ALIAS`" in line
+
+
+def test_an_unreadable_config_file_is_one_line(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    line = one_error_line(run_betty("cluster", "list", env={**os.environ, "BETTY_CONFIG": str(broken)}))
+    assert f"cannot read Betty's configuration from {broken}" in line
