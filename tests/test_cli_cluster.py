@@ -152,3 +152,12 @@ def test_an_unreadable_config_file_is_one_line(tmp_path):
     broken.write_text("{not json")
     line = one_error_line(run_betty("cluster", "list", env={**os.environ, "BETTY_CONFIG": str(broken)}))
     assert f"cannot read Betty's configuration from {broken}" in line
+
+
+def test_gpu_advice_reads_the_clusters_partitions(betty_env):
+    result = betty(betty_env, "gpu", "advise", "--model", "llama-3.2-1b", "--method", "lora", "--batch-size", "1",
+                   "--seq-len", "1024", "--cluster", "--json")
+    assert result.returncode == 0, result.stderr
+    advice = json.loads(result.stdout)
+    targets = {placement["target"] for placement in advice["placements"]}
+    assert {"gpu/A100-40GB", "gpu/H100-80GB"} <= targets and advice["fits_somewhere"]

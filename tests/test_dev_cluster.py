@@ -104,6 +104,7 @@ def test_status_reports_every_service_running(dev_cluster):
     for service in ("munge", "mariadb", "slurmdbd", "slurmctld", "slurmd", "sshd"):
         assert f"{service:<10} running (pid" in status.stdout
     assert "node       idle" in status.stdout or "node       mixed" in status.stdout
+    assert "memory     cgroup" in status.stdout or "memory     polling" in status.stdout
 
 
 def test_env_prints_what_a_shell_needs(dev_cluster):

@@ -13,7 +13,7 @@ from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport, trust_host_key
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.errors import CommandTimeout, HostKeyError, TransportError
 from conftest import run_betty
-from sshd_faults import client_port, kill_connection
+from sshd_faults import client_port, kill_connection, sshd_pids_for
 
 pytestmark = pytest.mark.cluster
 
@@ -251,3 +251,27 @@ def test_sshd_stopped_entirely_is_a_clear_error_not_a_hang(ssh, dev_cluster):
         restored = run_betty("dev-cluster", "up")
         assert restored.returncode == 0, restored.stderr
     assert ssh.run_blocking(("echo", "back")).stdout == "back\n"
+
+
+def test_a_half_open_link_is_found_by_a_timed_probe_and_replaced(target, dev_cluster):
+    """A stopped sshd keeps the TCP link open but answers nothing: only a real probe notices."""
+    import os
+    import signal
+
+    transport = SSHTransport(target, connect_timeout=2.0, probe_after=0.0)
+    try:
+        transport.run_blocking(("true",))
+        frozen = sshd_pids_for(dev_cluster_port(dev_cluster), client_port(transport))
+        assert frozen
+        for pid in frozen:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            assert transport._client.get_transport().is_active()  # paramiko still believes in the link
+            assert transport.run_blocking(("echo", "fresh link")).stdout == "fresh link\n"
+            assert transport.connections_opened == 2
+        finally:
+            for pid in frozen:
+                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGCONT)
+    finally:
+        transport.close_blocking()

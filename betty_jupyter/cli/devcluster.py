@@ -72,6 +72,7 @@ def _print_status(cluster: DevCluster, as_json: bool) -> int:
         print(json.dumps({
             "up": up,
             "node_state": node,
+            "memory_enforcement": cluster.memory_enforcement(),
             "services": {s.name: {"running": s.running, "pid": s.pid, "port": s.port} for s in services},
             "layout": cluster.layout.as_dict(),
         }, indent=2))
@@ -81,6 +82,7 @@ def _print_status(cluster: DevCluster, as_json: bool) -> int:
             port = f"port {service.port}" if service.port else ""
             print(f"{service.name:<10} {state:<22} {port}")
         print(f"node       {node or 'unknown'}")
+        print(f"memory     {cluster.memory_enforcement()}")
         print(f"state dir  {cluster.layout.root}")
     return 0 if up else 1
 

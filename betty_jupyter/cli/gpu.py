@@ -38,6 +38,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     advise = actions.add_parser("advise", parents=[job], help="where it fits, and what to change when it does not")
     advise.add_argument("--partitions", nargs="+", metavar="NAME=GRES", default=[],
                         help="partitions as name=gres, e.g. gpu=gpu:a100:4,gpu:h100:2 (as sinfo prints GRES)")
+    advise.add_argument("--cluster", metavar="NAME", nargs="?", const="", default=None,
+                        help="read the partitions from a configured cluster (no NAME: the default cluster)")
     advise.add_argument("--gpu-types", nargs="+", metavar="TYPE[=GIB]", default=[],
                         help="GPU types to consider, e.g. a100-80gb h100 mygpu=48")
     advise.add_argument("--gpu", metavar="TYPE", help="report the largest batch and context on this GPU type")
@@ -164,8 +166,25 @@ def _advise(args: argparse.Namespace) -> int:
 
     arch = resolve_model(args.model)
     partitions = [parse_partition(text) for text in args.partitions]
+    if args.cluster is not None:
+        partitions += _cluster_partitions(args.cluster or None)
     types = [parse_gpu_type(text) for text in args.gpu_types]
     limits_on = gpu_type(args.gpu) if args.gpu else None
     advice = advise(arch, request_from(args), targets_from(partitions, types), limits_on)
     print(json.dumps(advice.as_dict(), indent=2) if args.json else advice.summary())
     return 0
+
+
+def _cluster_partitions(cluster: str | None) -> list[Any]:
+    """The GPU partitions of a configured cluster, read with ``sinfo`` through its transport."""
+    from ..cluster.slurm import SlurmClient
+    from ..cluster.sync import run_sync
+    from ..config import load_config
+    from ..gpu.hardware import Partition
+
+    transport = load_config().profile(cluster).open_transport()
+    try:
+        frame = run_sync(SlurmClient(transport).partitions())
+    finally:
+        run_sync(transport.close())
+    return [Partition(str(row.partition), dict(row.gpu_types)) for row in frame.itertuples() if row.gpu_types]

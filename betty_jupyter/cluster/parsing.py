@@ -11,6 +11,8 @@ import csv
 import io
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ..errors import SlurmError
+from ..gres import gpu_counts
 from .jobs import JobState
 
 if TYPE_CHECKING:
@@ -258,12 +260,7 @@ def _merge_partition_row(partitions: dict[str, dict[str, object]], row: object) 
 
 def gres_gpus(gres: str) -> dict[str, int]:
     """``gpu:a100:4,gpu:h100:2(S:0)`` → ``{"a100": 4, "h100": 2}``; an untyped ``gpu:2`` → ``{"gpu": 2}``."""
-    found: dict[str, int] = {}
-    for item in gres.split(","):
-        parts = item.split("(", 1)[0].split(":")
-        if parts[0] != "gpu" or len(parts) < 2:
-            continue
-        kind, count = (parts[1], parts[2]) if len(parts) >= 3 else ("gpu", parts[1])
-        if count.isdigit():
-            found[kind] = found.get(kind, 0) + int(count)
-    return found
+    try:
+        return gpu_counts(gres)
+    except ValueError as error:
+        raise SlurmError(f"sinfo printed GRES this version of Betty cannot read: {error}") from error

@@ -80,6 +80,14 @@ class DevCluster:
         state = result.stdout.strip().splitlines()
         return state[0].rstrip("*~#!%$@^-") if result.returncode == 0 and state else None
 
+    def memory_enforcement(self) -> str:
+        """How ``--mem`` is enforced, as the config in force says: ``cgroup`` or ``polling``."""
+        try:
+            conf = self.layout.slurm_conf.read_text()
+        except OSError:
+            return "unknown"
+        return "cgroup" if "TaskPlugin=task/cgroup" in conf else "polling"
+
     # ----- bringing it up ---------------------------------------------------------------
     def up(self, install: bool = True) -> bool:
         """Start whatever is not running; returns False when everything already was."""

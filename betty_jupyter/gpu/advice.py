@@ -102,7 +102,8 @@ class Advice:
         elif not self.fits_somewhere:
             lines.append("no change Betty knows makes it fit on these GPUs")
         if self.largest_batch:
-            lines.append(f"on {self.limits_on}: largest micro-batch {self.largest_batch}, "
+            setting = "as asked" if self.fits_somewhere or not self.changes else "with the first change"
+            lines.append(f"on {self.limits_on} ({setting}): largest micro-batch {self.largest_batch}, "
                          f"longest sequence {self.longest_seq} tokens")
         elif self.limits_on:
             lines.append(f"on {self.limits_on}: not even one sequence of 1 token fits this way")

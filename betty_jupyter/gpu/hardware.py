@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import GpuEstimateError
+from ..gres import gpu_counts
 
 
 @dataclass(frozen=True)
@@ -84,22 +85,11 @@ class Partition:
 
 
 def parse_gres(gres: str) -> dict[str, int]:
-    """GPU counts per type from a Slurm GRES string such as ``gpu:a100:4,gpu:h100:2``.
-
-    Socket bindings (``gpu:a100:4(S:0-1)``), other resources (``shard:8``) and ``(null)``
-    are ignored; an untyped ``gpu:4`` is counted under the type ``gpu``.
-    """
-    counts: dict[str, int] = {}
-    for raw in re.split(r",(?![^(]*\))", gres.strip()):
-        resource = re.sub(r"\(.*\)$", "", raw.strip())
-        fields = resource.split(":")
-        if not resource or fields[0] != "gpu":
-            continue
-        kind, count = (fields[1], fields[2]) if len(fields) >= 3 else ("gpu", fields[-1])
-        if not count.isdigit():
-            raise GpuEstimateError(f"cannot read GPU count in GRES {resource!r}; expected e.g. gpu:a100:4")
-        counts[kind] = counts.get(kind, 0) + int(count)
-    return counts
+    """GPU counts per type from a Slurm GRES string such as ``gpu:a100:4,gpu:h100:2``."""
+    try:
+        return gpu_counts(gres)
+    except ValueError as error:
+        raise GpuEstimateError(str(error)) from error
 
 
 def parse_partition(text: str) -> Partition:
