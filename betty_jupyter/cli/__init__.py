@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "version":
             print(f"betty {__version__}")
             return 0
-        return args.run(args)
+        return int(args.run(args))
     except BettyError as error:
         print(f"betty: error: {error}", file=sys.stderr)
         return 1

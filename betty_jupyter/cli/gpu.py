@@ -187,4 +187,4 @@ def _cluster_partitions(cluster: str | None) -> list[Any]:
         frame = run_sync(SlurmClient(transport).partitions())
     finally:
         run_sync(transport.close())
-    return [Partition(str(row.partition), dict(row.gpu_types)) for row in frame.itertuples() if row.gpu_types]
+    return [Partition(str(row["partition"]), dict(row["gpu_types"])) for row in frame.to_dict("records") if row["gpu_types"]]

@@ -47,10 +47,10 @@ def partition_offers(partitions: "pd.DataFrame") -> list["PartitionOffer"]:
     from .sbatch import PartitionOffer
 
     offers = []
-    for row in partitions.itertuples(index=False):
-        limit = row.time_limit
+    for row in partitions.to_dict("records"):
+        limit = row["time_limit"]
         minutes = None if pd.isna(limit) else int(limit.total_seconds() // 60)
-        offers.append(PartitionOffer(name=str(row.partition), gpus=dict(row.gpu_types), max_time_minutes=minutes))
+        offers.append(PartitionOffer(name=str(row["partition"]), gpus=dict(row["gpu_types"]), max_time_minutes=minutes))
     return offers
 
 

@@ -73,8 +73,8 @@ def _by_unique(values: "pd.Series", convert: Callable[[str], Any], dtype: str) -
     import pandas as pd
 
     codes, uniques = pd.factorize(values)
-    converted = pd.array([convert(item) for item in uniques], dtype=dtype)
-    return pd.Series(converted.take(codes, allow_fill=True), index=values.index)
+    converted = pd.Series([convert(item) for item in uniques], dtype=dtype)
+    return pd.Series(converted.array.take(codes, allow_fill=True), index=values.index)
 
 
 def duration_seconds(text: str) -> float | None:

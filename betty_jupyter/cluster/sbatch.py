@@ -388,7 +388,7 @@ def _read_directive_line(index: int, line: str) -> list[tuple[Directive, _Place]
 
 def _words(line: str, start: int) -> list[_Word]:
     """Split a directive line as sbatch's ``get_argument`` does; stop at a comment."""
-    words = []
+    words: list[_Word] = []
     position = start
     while True:
         word, position = _next_word(line, position)

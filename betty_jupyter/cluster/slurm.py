@@ -11,7 +11,7 @@ import asyncio
 import re
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import SlurmError, SubmissionUnknownError, TransportError, UsageError
 from . import parsing
@@ -88,14 +88,14 @@ class SlurmClient:
         stubs = history["partition"] == ""
         if not stubs.any():
             return history
-        live = await self._history_from_queue([str(i) for i in history.loc[stubs, "job_id"] if _is_job_id(i)])
-        live = live.set_index("job_id")
-        columns = [c for c in live.columns if c in history.columns and c != "job_id"]
+        queued = await self._history_from_queue([str(i) for i in history.loc[stubs, "job_id"] if _is_job_id(i)])
+        live = {str(row["job_id"]): row for row in queued.to_dict("records")}
+        columns = [c for c in queued.columns if c in history.columns and c != "job_id"]
         for index in history.index[stubs]:
-            ident = history.at[index, "job_id"]
-            if ident in live.index:
+            row = live.get(str(history.at[index, "job_id"]))
+            if row is not None:
                 for column in columns:
-                    history.at[index, column] = live.at[ident, column]
+                    history.loc[index, column] = row[column]
         return history
 
     async def _history_from_queue(self, ids: list[str] | None) -> "pd.DataFrame":
@@ -110,15 +110,15 @@ class SlurmClient:
         ident = job_id(value)
         queued = await self._history_from_queue([ident])
         live = queued[queued["job_id"] == ident]
-        record: dict[str, object] = {}
+        record: dict[str, Any] = {}
         if live.empty or JobState.parse(str(live.iloc[0]["state"])).finished:
             history = await self.history([ident])
             recorded = history[history["job_id"] == ident]
-            record = recorded.iloc[0].to_dict() if not recorded.empty else {}
+            record = {str(k): v for k, v in recorded.iloc[0].items()} if not recorded.empty else {}
         # While the controller keeps a job its record is complete and current; accounting
         # lags a little, so it only adds what the queue lacks (exit code, end, peak memory).
         if not live.empty:
-            record.update({k: v for k, v in live.iloc[0].to_dict().items() if not _missing(v)})
+            record.update({str(k): v for k, v in live.iloc[0].items() if not _missing(v)})
         if not record:
             raise SlurmError(f"job {ident} is not known to the cluster (not in the queue nor in accounting)")
         return _job_from_row(record, await self._output_paths(ident))
@@ -216,36 +216,37 @@ def _is_job_id(text: str) -> bool:
     return True
 
 
-def _missing(item: object) -> bool:
+def _missing(item: Any) -> bool:
     import pandas as pd
 
-    return item is None or item == "" or (not isinstance(item, str) and bool(pd.isna(item)))
+    if isinstance(item, str):
+        return item == ""
+    return item is None or bool(pd.isna(item))
 
 
-def _job_from_row(row: dict[str, object], paths: dict[str, str]) -> Job:
-    def value(name: str) -> object:
+def _job_from_row(row: Mapping[str, Any], paths: dict[str, str]) -> Job:
+    def value(name: str) -> Any:
         item = row.get(name)
         return None if _missing(item) else item
 
     return Job(
         job_id=str(row["job_id"]), name=str(row["name"]), user=str(row["user"]), partition=str(row["partition"]),
-        state=JobState.parse(str(row["state"])), exit_code=value("exit_code"),  # type: ignore[arg-type]
-        reason=value("reason"),  # type: ignore[arg-type]
+        state=JobState.parse(str(row["state"])), exit_code=value("exit_code"), reason=value("reason"),
         submitted=_py(value("submitted")), started=_py(value("started")), ended=_py(value("ended")),
         elapsed=_py(value("elapsed")), time_limit=_py(value("time_limit")),
-        nodes=_int(value("nodes")), nodelist=value("nodelist"),  # type: ignore[arg-type]
-        gpus=_int(value("gpus")) or 0, gpu_type=value("gpu_type"),  # type: ignore[arg-type]
+        nodes=_int(value("nodes")), nodelist=value("nodelist"),
+        gpus=_int(value("gpus")) or 0, gpu_type=value("gpu_type"),
         max_rss_bytes=_int(value("max_rss_bytes")),
-        comment=value("comment"), work_dir=paths.get("WorkDir") or value("work_dir"),  # type: ignore[arg-type]
+        comment=value("comment"), work_dir=paths.get("WorkDir") or value("work_dir"),
         stdout_path=paths.get("StdOut"), stderr_path=paths.get("StdErr"),
     )
 
 
-def _int(item: object) -> int | None:
-    return None if item is None else int(item)  # type: ignore[call-overload]
+def _int(item: Any) -> int | None:
+    return None if item is None else int(item)
 
 
-def _py(item: object) -> object:
+def _py(item: Any) -> Any:
     """pandas scalars → datetime/timedelta."""
     to_py = getattr(item, "to_pytimedelta", None) or getattr(item, "to_pydatetime", None)
     return to_py() if to_py else item

@@ -217,15 +217,18 @@ class SSHTransport:
         if os.path.exists(target.known_hosts):
             client.load_host_keys(target.known_hosts)
         client.set_missing_host_key_policy(_refusing_policy(target))
+        options: dict[str, Any] = {
+            "port": target.port, "username": target.user, "allow_agent": True,
+            "key_filename": list(target.identity_files) or None,  # paramiko takes a list too
+            "look_for_keys": not target.identity_files, "timeout": self.connect_timeout,
+            "banner_timeout": self.connect_timeout, "auth_timeout": self.connect_timeout, "sock": sock,
+            **_gss_options(target),
+        }
         with _translated_errors(target):
-            client.connect(
-                target.hostname, port=target.port, username=target.user,
-                key_filename=list(target.identity_files) or None, allow_agent=True,
-                look_for_keys=not target.identity_files, timeout=self.connect_timeout,
-                banner_timeout=self.connect_timeout, auth_timeout=self.connect_timeout, sock=sock,
-                **_gss_options(target),
-            )
-        client.get_transport().set_keepalive(30)
+            client.connect(target.hostname, **options)
+        transport = client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(30)
         return client
 
     def _drop_connection(self) -> None:
@@ -303,9 +306,9 @@ class _translated_errors:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> bool:
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> None:
         if exc is None or isinstance(exc, (TransportError, _PresentedKey)):
-            return False
+            return
         import paramiko
 
         where = f"{self.target.hostname}:{self.target.port}"
@@ -320,7 +323,6 @@ class _translated_errors:
             raise TransportError(f"{where} did not answer within the connect timeout; is the host reachable?") from exc
         if isinstance(exc, (OSError, paramiko.SSHException, EOFError)):
             raise TransportError(f"cannot reach {where} ({exc}); is sshd running and the host reachable?") from exc
-        return False
 
 
 def presented_host_key(target: SSHTarget, timeout: float = 15.0) -> tuple[str, str, Any]:

@@ -154,7 +154,7 @@ class DevClusterLayout:
                 raise DevClusterError(
                     f"{settings_file} is unreadable ({exc}); remove it or run `betty dev-cluster down --purge`"
                 ) from exc
-        base = port_base if port_base is not None else int(recorded.get("port_base", DEFAULT_PORT_BASE))  # type: ignore[arg-type]
+        base = port_base if port_base is not None else int(str(recorded.get("port_base", DEFAULT_PORT_BASE)))
         if not 1024 <= base <= 65530:
             raise DevClusterError(f"--port-base {base} is out of range; pick a number from 1024 to 65530")
         return cls(
