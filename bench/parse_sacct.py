@@ -16,14 +16,15 @@ import io
 import random
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd  # noqa: E402
 
 from betty_jupyter.cluster import parsing  # noqa: E402
+from timing import best_of  # noqa: E402
 
 STATES = ["COMPLETED", "FAILED", "CANCELLED by 1000", "TIMEOUT", "OUT_OF_MEMORY", "RUNNING", "PENDING", "NODE_FAIL"]
 
@@ -57,15 +58,6 @@ def sacct_text(rows: int, seed: int = 7) -> str:
             step_fields[16] = f"{rng.randint(1000, 90000000)}K"
             lines.append(parsing.SEPARATOR.join(step_fields))
     return "\n".join(lines[:rows]) + "\n"
-
-
-def best_of(call, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return min(times)
 
 
 def main() -> None:

@@ -18,23 +18,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from betty_jupyter.cluster import parsing  # noqa: E402
+from timing import best_of  # noqa: E402
 from betty_jupyter.cluster.local import LocalTransport  # noqa: E402
 from betty_jupyter.cluster.slurm import SlurmClient  # noqa: E402
 from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport  # noqa: E402
 from betty_jupyter.cluster.sync import run_sync  # noqa: E402
 
 NAME = "betty-bench-held"
-
-
-def best_of(call, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - began)
-    return min(times)
 
 
 def main() -> None:

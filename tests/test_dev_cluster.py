@@ -114,33 +114,31 @@ def test_env_prints_what_a_shell_needs(dev_cluster):
     assert "export BETTY_DEV_SSH_HOST=betty-dev" in env.stdout.splitlines()
 
 
+def ssh_with_config_changed(dev_cluster, tmp_path, old: str, new: str) -> subprocess.CompletedProcess[str]:
+    """Run `true` over SSH with a copy of the generated ssh config in which ``old`` became ``new``."""
+    config_text = Path(dev_cluster["BETTY_DEV_SSH_CONFIG"]).read_text()
+    assert old in config_text
+    config = tmp_path / "config"
+    config.write_text(config_text.replace(old, new))
+    return subprocess.run(
+        ["ssh", "-F", str(config), "betty-dev", "true"],
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+    )
+
+
 def test_sshd_refuses_a_key_it_was_not_given(dev_cluster, tmp_path):
     stranger = tmp_path / "stranger"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
     real_key = f"{dev_cluster['BETTY_DEV_CLUSTER_DIR']}/ssh/id_ed25519"
-    config_text = Path(dev_cluster["BETTY_DEV_SSH_CONFIG"]).read_text()
-    assert real_key in config_text
-    config = tmp_path / "config"
-    config.write_text(config_text.replace(real_key, str(stranger)))
-    refused = subprocess.run(
-        ["ssh", "-F", str(config), "betty-dev", "true"],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-    )
+    refused = ssh_with_config_changed(dev_cluster, tmp_path, real_key, str(stranger))
     assert refused.returncode == 255
     assert "Permission denied (publickey)" in refused.stderr
 
 
 def test_ssh_refuses_a_host_whose_key_is_not_known(dev_cluster, tmp_path):
-    config = tmp_path / "config"
     known_hosts = f"{dev_cluster['BETTY_DEV_CLUSTER_DIR']}/ssh/known_hosts"
     (tmp_path / "empty_known_hosts").write_text("")
-    config.write_text(
-        Path(dev_cluster["BETTY_DEV_SSH_CONFIG"]).read_text().replace(known_hosts, str(tmp_path / "empty_known_hosts"))
-    )
-    refused = subprocess.run(
-        ["ssh", "-F", str(config), "betty-dev", "true"],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
-    )
+    refused = ssh_with_config_changed(dev_cluster, tmp_path, known_hosts, str(tmp_path / "empty_known_hosts"))
     assert refused.returncode == 255
     assert "Host key verification failed" in refused.stderr
 

@@ -19,40 +19,22 @@ from typing import TypeVar
 
 from betty_jupyter.errors import ScriptError
 
-_MAGIC = "#SBATCH"
-_SPACE = " \t\n\v\f\r"  # C isspace(), which sbatch uses
-_UNSAFE_IN_VALUE = frozenset(_SPACE + "\"'\\#")
-
-# sbatch's long options (Slurm's src/common/slurm_opt.c), by whether they take a value.
-_TAKES_VALUE = frozenset(
-    "account acctg-freq array batch bbf autocomplete begin bb cluster-constraint chdir clusters cluster comment "
-    "constraint container container-id runtime context core-spec cores-per-socket cpu-freq cpus-per-gpu "
-    "cpus-per-task deadline delay-boot dependency distribution error exclude export export-file extra "
-    "extra-node-info gid gpu-bind tres-bind gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task "
-    "tres-per-task gres gres-flags hint input job-name kill-on-invalid-dep licenses mail-type mail-user "
-    "mcs-label mem mem-bind mem-per-cpu mem-per-gpu mem-update mincpus network nodefile nodelist nodes ntasks "
-    "ntasks-per-core ntasks-per-node ntasks-per-socket ntasks-per-tres ntasks-per-gpu open-mode output "
-    "partition prefer priority profile qos reservation resources segment signal sockets-per-node switches "
-    "tasks-per-node thread-spec threads-per-core time time-min tmp uid wait-all-nodes wckey wrap".split()
+from .sbatch_words import (
+    LONG_OPTIONS,
+    MAGIC,
+    SHORT_OPTIONS,
+    SPACE,
+    TAKES_VALUE,
+    Directive,
+    Malformed,
+    Place,
+    read_directive_line,
+    render_option,
+    splice,
+    split_words,
 )
-_OPTIONAL_VALUE = frozenset("exclusive oom-kill-step nice no-kill propagate requeue resv-ports".split())
-_NO_VALUE = frozenset(
-    "consolidate-segments contiguous external get-user-env help hold ignore-pbs no-requeue overcommit "
-    "oversubscribe parsable quiet reboot spread-job spread-segments stepmgr test-only use-min-nodes usage "
-    "verbose version wait".split()
-)
-LONG_OPTIONS = _TAKES_VALUE | _OPTIONAL_VALUE | _NO_VALUE
-"""Every long option sbatch knows, without the leading dashes."""
 
-SHORT_OPTIONS: Mapping[str, str] = {
-    "A": "account", "a": "array", "b": "begin", "D": "chdir", "M": "clusters", "C": "constraint",
-    "S": "core-spec", "c": "cpus-per-task", "d": "dependency", "m": "distribution", "e": "error",
-    "x": "exclude", "B": "extra-node-info", "G": "gpus", "h": "help", "H": "hold", "i": "input",
-    "J": "job-name", "L": "licenses", "k": "no-kill", "F": "nodefile", "w": "nodelist", "N": "nodes",
-    "n": "ntasks", "o": "output", "O": "overcommit", "s": "oversubscribe", "p": "partition", "q": "qos",
-    "Q": "quiet", "t": "time", "v": "verbose", "V": "version", "W": "wait",
-}  # fmt: skip
-"""sbatch's one-letter options and the long option each stands for."""
+__all__ = ["LONG_OPTIONS", "SHORT_OPTIONS", "Directive", "PartitionOffer", "SbatchScript", "format_minutes"]
 
 MEMORY_OPTIONS = ("mem", "mem-per-cpu", "mem-per-gpu")
 _TIME = re.compile(r"^(\d+)(?:-(\d+))?(?::(\d+))?(?::(\d+))?$")
@@ -63,41 +45,12 @@ _T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
-class Directive:
-    """One option from an ``#SBATCH`` line: where it is, its long name, its value (None for a flag)."""
-
-    line: int
-    option: str
-    value: str | None
-
-
-@dataclass(frozen=True)
 class PartitionOffer:
     """What one partition offers, as plain data the caller builds from ``sinfo``."""
 
     name: str
     gpus: Mapping[str, int]
     max_time_minutes: int | None = None
-
-
-@dataclass(frozen=True)
-class _Place:
-    """Where a directive's words sit: 0-based line index and the span within that line."""
-
-    index: int
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
-class _Word:
-    text: str
-    start: int
-    end: int
-
-
-class _Malformed(ValueError):
-    """A value or a line sbatch would not accept; the message lacks only the line number."""
 
 
 class SbatchScript:
@@ -196,7 +149,7 @@ class SbatchScript:
     def _checked(directive: Directive, read: Callable[[Directive], _T]) -> _T:
         try:
             return read(directive)
-        except _Malformed as exc:
+        except Malformed as exc:
             raise ScriptError(f"line {directive.line}: {exc}") from None
 
     # -- edits -------------------------------------------------------------------------------
@@ -205,14 +158,14 @@ class SbatchScript:
         _check_new_value(option, value)
         if value is None:
             return self._remove(option)
-        return self._set(option, None if value == "" and option not in _TAKES_VALUE else value)
+        return self._set(option, None if value == "" and option not in TAKES_VALUE else value)
 
     def _set(self, option: str, value: str | None) -> SbatchScript:
         lines = self._text.split("\n")
         if any(directive.option == option for directive in self.directives):
             lines = self._rewrite(lines, option, value, remove=False)
         else:
-            lines.insert(self._found.last_directive_line + 1, f"{_MAGIC} {_render(option, value)}")
+            lines.insert(self._found.last_directive_line + 1, f"{MAGIC} {render_option(option, value)}")
         return SbatchScript.parse("\n".join(lines))
 
     def _remove(self, option: str) -> SbatchScript:
@@ -227,12 +180,12 @@ class SbatchScript:
             if not any(directive.option == option for directive in group):
                 continue
             words = [
-                _render(directive.option, value if directive.option == option else directive.value)
+                render_option(directive.option, value if directive.option == option else directive.value)
                 for directive in group
                 if not (remove and directive.option == option)
             ]
-            lines[place.index] = _splice(lines[place.index], place, " ".join(words))
-            if not _words(lines[place.index], len(_MAGIC)):
+            lines[place.index] = splice(lines[place.index], place, " ".join(words))
+            if not split_words(lines[place.index], len(MAGIC)):
                 emptied.add(place.index)
         return [line for index, line in enumerate(lines) if index not in emptied]
 
@@ -311,7 +264,7 @@ class _Found:
     """What reading a script's lines found: directives with their places and misplaced ``#SBATCH`` lines."""
 
     directives: tuple[Directive, ...]
-    places: tuple[_Place, ...]
+    places: tuple[Place, ...]
     first_command: int | None  # 0-based line index
     last_directive_line: int  # 0-based index of the last #SBATCH line before the first command (0: the shebang)
     late: tuple[int, ...]  # 1-based lines of #SBATCH after the first command
@@ -320,28 +273,28 @@ class _Found:
     @classmethod
     def read(cls, lines: list[str]) -> _Found:
         """Read the ``#SBATCH`` lines sbatch reads, noting the ones it would ignore."""
-        found: list[tuple[Directive, _Place]] = []
+        found: list[tuple[Directive, Place]] = []
         late: list[int] = []
         indented: list[int] = []
         first_command: int | None = None
         last_directive_line = 0
         for index, line in enumerate(lines):
             if first_command is not None:
-                late += [index + 1] if line.startswith(_MAGIC) else []
-            elif line.startswith(_MAGIC):
-                found += _read_directive_line(index, line)
+                late += [index + 1] if line.startswith(MAGIC) else []
+            elif line.startswith(MAGIC):
+                found += read_directive_line(index, line)
                 last_directive_line = index
             elif _is_command(line):
                 first_command = index
-            elif line.lstrip(_SPACE).startswith(_MAGIC):
+            elif line.lstrip(SPACE).startswith(MAGIC):
                 indented.append(index + 1)
         directives = tuple(directive for directive, _ in found)
         places = tuple(place for _, place in found)
         return cls(directives, places, first_command, last_directive_line, tuple(late), tuple(indented))
 
-    def groups(self) -> list[tuple[_Place, list[Directive]]]:
+    def groups(self) -> list[tuple[Place, list[Directive]]]:
         """Directives grouped by the words they came from (``-Hk`` holds two), in script order."""
-        grouped: dict[_Place, list[Directive]] = {}
+        grouped: dict[Place, list[Directive]] = {}
         for directive, place in zip(self.directives, self.places):
             grouped.setdefault(place, []).append(directive)
         return list(grouped.items())
@@ -366,145 +319,8 @@ def _line_of(text: str, needle: str) -> int:
 
 
 def _is_command(line: str) -> bool:
-    stripped = line.lstrip(_SPACE)
+    stripped = line.lstrip(SPACE)
     return bool(stripped) and not stripped.startswith("#")
-
-
-def _read_directive_line(index: int, line: str) -> list[tuple[Directive, _Place]]:
-    """The directives on one ``#SBATCH`` line, each with the span of the words it came from."""
-    try:
-        words = _words(line, len(_MAGIC))
-        found = []
-        position = 0
-        while position < len(words):
-            options, last = _read_option(words, position)
-            place = _Place(index, words[position].start, words[last].end)
-            found += [(Directive(index + 1, option, value), place) for option, value in options]
-            position = last + 1
-        return found
-    except _Malformed as exc:
-        raise ScriptError(f"line {index + 1}: {exc}") from None
-
-
-def _words(line: str, start: int) -> list[_Word]:
-    """Split a directive line as sbatch's ``get_argument`` does; stop at a comment."""
-    words: list[_Word] = []
-    position = start
-    while True:
-        word, position = _next_word(line, position)
-        if word is None:
-            return words
-        words.append(word)
-
-
-def _next_word(line: str, position: int) -> tuple[_Word | None, int]:
-    while position < len(line) and line[position] in _SPACE:
-        position += 1
-    if line.startswith(":", position):
-        raise _Malformed("a word starts with ':', which sbatch refuses; remove it or quote the whole value")
-    begin, chars, quote, escaped = position, [], "", False
-    while position < len(line) and (quote or line[position] not in _SPACE):
-        char = line[position]
-        position += 1
-        if escaped:
-            escaped = False
-        elif char == "\\":
-            if line[position : position + 1] == " ":
-                chars.append(" ")
-                position += 1
-            else:
-                escaped = True
-            continue
-        elif quote and char == quote:
-            quote = ""
-            continue
-        elif not quote and char in "\"'":
-            quote = char
-            continue
-        elif not quote and char == "#":
-            position -= 1
-            break
-        chars.append(char)
-    if quote:
-        raise _Malformed(f"unmatched {quote} quote; close it or escape it with a backslash")
-    return (_Word("".join(chars), begin, position) if chars else None), position
-
-
-def _read_option(words: list[_Word], position: int) -> tuple[list[tuple[str, str | None]], int]:
-    """Read the option at ``position`` (getopt's way); return what it set and the last word it used."""
-    text = words[position].text
-    if text.lower() in ("hetjob", "packjob"):
-        raise _Malformed("heterogeneous jobs (hetjob) are not supported here; submit them with sbatch yourself")
-    if text == "--":
-        raise _Malformed("'--' ends sbatch's options, so nothing after it is read; remove it")
-    if not text.startswith("-") or text == "-" or text.startswith("--="):
-        raise _Malformed(f"{text!r} is not an option; #SBATCH lines carry options such as --time=01:00:00")
-    if text.startswith("--"):
-        return _read_long(words, position)
-    return _read_short(words, position)
-
-
-def _read_long(words: list[_Word], position: int) -> tuple[list[tuple[str, str | None]], int]:
-    name, equals, value = words[position].text[2:].partition("=")
-    option = _long_name(name)
-    following = words[position + 1].text if position + 1 < len(words) else None
-    if equals:
-        if option in _NO_VALUE:
-            raise _Malformed(f"--{option} takes no value; write it without '='")
-        return [(option, value)], position
-    if option in _TAKES_VALUE:
-        if following is None:
-            raise _Malformed(f"--{option} needs a value on the same line, e.g. --{option}=VALUE")
-        return [(option, following)], position + 1
-    if option not in LONG_OPTIONS and following is not None and not following.startswith("-"):
-        return [(option, following)], position + 1  # an option this table does not know, with its value
-    return [(option, None)], position
-
-
-def _long_name(name: str) -> str:
-    """The long option ``name`` stands for: itself, or the one option it abbreviates (as getopt allows)."""
-    if name in LONG_OPTIONS:
-        return name
-    matches = sorted(option for option in LONG_OPTIONS if option.startswith(name))
-    if len(matches) > 1:
-        raise _Malformed(f"--{name} is ambiguous ({', '.join(matches)}); write the option in full")
-    return matches[0] if matches else name
-
-
-def _read_short(words: list[_Word], position: int) -> tuple[list[tuple[str, str | None]], int]:
-    text = words[position].text
-    found: list[tuple[str, str | None]] = []
-    for index, letter in enumerate(text[1:], start=2):
-        option = SHORT_OPTIONS.get(letter)
-        if option is None:
-            raise _Malformed(f"sbatch has no option -{letter}")
-        rest = text[index:]
-        if option in _TAKES_VALUE:
-            if rest:
-                return [*found, (option, rest)], position
-            if position + 1 >= len(words):
-                raise _Malformed(f"-{letter} needs a value on the same line, e.g. -{letter} VALUE")
-            return [*found, (option, words[position + 1].text)], position + 1
-        if option in _OPTIONAL_VALUE:
-            return [*found, (option, rest or None)], position
-        found.append((option, None))
-    return found, position
-
-
-def _render(option: str, value: str | None) -> str:
-    """One directive as words sbatch reads back to exactly ``option`` and ``value``."""
-    if value is None:
-        return f"--{option}"
-    if value and not _UNSAFE_IN_VALUE.intersection(value):
-        return f"--{option}={value}"
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
-    return f'--{option}="{escaped}"'
-
-
-def _splice(line: str, place: _Place, words: str) -> str:
-    if words:
-        return line[: place.start] + words + line[place.end :]
-    return line[: place.start].rstrip(_SPACE) + line[place.end :]
 
 
 def _check_new_value(option: str, value: str | None) -> None:
@@ -521,7 +337,7 @@ def _time_minutes(directive: Directive) -> int | None:
         return None
     match = _TIME.match(value)
     if not match:
-        raise _Malformed(f"time {value!r} is not a Slurm time; use e.g. 01:00:00 or 1-00:00:00")
+        raise Malformed(f"time {value!r} is not a Slurm time; use e.g. 01:00:00 or 1-00:00:00")
     seconds = _time_seconds(value, [int(part) if part else 0 for part in match.groups()], "-" in value)
     return math.ceil(seconds / 60) or None
 
@@ -540,7 +356,7 @@ def _memory_bytes(directive: Directive) -> int:
     value = directive.value or ""
     match = _MEMORY.match(value)
     if not match:
-        raise _Malformed(
+        raise Malformed(
             f"memory {value!r} is not a Slurm size; write a whole number with an optional unit K, M, G or T "
             "(megabytes by default), e.g. 16G"
         )
@@ -552,7 +368,7 @@ def _malformed(directive: Directive, read: Callable[[Directive], object]) -> str
     """Why ``read`` cannot read ``directive``, or None when it can."""
     try:
         read(directive)
-    except _Malformed as exc:
+    except Malformed as exc:
         return str(exc)
     return None
 
@@ -578,7 +394,7 @@ def _gpu_item(item: str, directive: Directive) -> tuple[str | None, int] | None:
         return None
     if len(rest) > 2 or any(not part for part in rest) or (len(rest) == 2 and not rest[1].isdigit()):
         form, example = ("gpu[:type][:count]", "gpu:a100:2") if directive.option == "gres" else ("[type:]count", "a100:2")
-        raise _Malformed(f"GPU request {directive.value!r} is not {form}; write e.g. --{directive.option}={example}")
+        raise Malformed(f"GPU request {directive.value!r} is not {form}; write e.g. --{directive.option}={example}")
     if not rest:
         return None, 1
     if len(rest) == 1:
