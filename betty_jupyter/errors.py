@@ -15,6 +15,7 @@
     │   ├── MissingPackagesError    Debian packages it needs are not installed (and cannot be)
     │   └── PortInUseError          a port it wants is held by another program
     ├── GpuEstimateError        a GPU memory estimate was asked for an unknown model or an impossible setup
+    ├── WikiError               a wiki page name, page or write was refused (the message names the rule)
     └── UsageError              a command was called with arguments it does not take
 
 Foreign exceptions (``subprocess``, ``OSError``, …) are translated into these once, at the
@@ -78,6 +79,10 @@ class UsageError(BettyError):
 
 class GpuEstimateError(BettyError):
     """A GPU memory estimate names an unknown model, a malformed config or an impossible setup."""
+
+
+class WikiError(BettyError):
+    """A wiki page name, page or write was refused; the message names the rule that refused it."""
 
 
 class DevClusterError(BettyError):
