@@ -16,6 +16,7 @@
     │   └── PortInUseError          a port it wants is held by another program
     ├── GpuEstimateError        a GPU memory estimate was asked for an unknown model or an impossible setup
     ├── WikiError               a wiki page name, page or write was refused (the message names the rule)
+    ├── ExperimentError         an experiment record could not be written or found
     └── UsageError              a command was called with arguments it does not take
 
 Foreign exceptions (``subprocess``, ``OSError``, …) are translated into these once, at the
@@ -108,3 +109,7 @@ class PortInUseError(DevClusterError):
             f"port {port} (for {service}) is already in use by another program; "
             "stop that program or pick other ports with `betty dev-cluster up --port-base N`"
         )
+
+
+class ExperimentError(BettyError):
+    """An experiment record could not be written, found or repaired (the message names the job)."""
