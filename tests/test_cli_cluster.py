@@ -66,8 +66,9 @@ def test_partitions_as_a_table_and_as_json(betty_env):
 def test_submit_jobs_logs_history_cancel(betty_env, tmp_path):
     script = tmp_path / "train.sbatch"
     script.write_text(f"#!/bin/bash\n#SBATCH --job-name=cli-run\n#SBATCH --chdir={tmp_path}\necho step 1 loss=0.5\nsleep 60\n")
-    submitted = betty(betty_env, "submit", str(script), "--yes", "--json")
+    submitted = betty(betty_env, "submit", str(script), "--yes", "--json", "--dir", str(tmp_path))
     assert submitted.returncode == 0, submitted.stderr
+    assert "not recorded" in submitted.stderr and json.loads(submitted.stdout)["page"] is None
     ident = json.loads(submitted.stdout)["job_id"]
     jobs = json.loads(betty(betty_env, "jobs", "--json").stdout)
     assert any(job["job_id"] == ident and job["name"] == "cli-run" for job in jobs)

@@ -53,6 +53,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     submit = commands.add_parser("submit", parents=[which, as_json], help="submit a batch script (after checking it)")
     submit.add_argument("script", type=Path, metavar="FILE")
     submit.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    submit.add_argument("--goal", default="", help="what the run is for (goes into the experiment's page)")
+    submit.add_argument("--slug", help="the experiment's name (default: the script's --job-name)")
+    submit.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
+    submit.add_argument("--no-record", action="store_true", help="submit without writing an experiment record")
     submit.set_defaults(run=_submit)
 
     cancel = commands.add_parser("cancel", parents=[which], help="cancel a job")
@@ -261,11 +265,37 @@ def _submit(args: argparse.Namespace) -> int:
         script = checked_script(text, partitions)
         summary = request_summary(script, default_partition(partitions))
         _confirm(f"Submit {args.script} to {profile.name} ({summary})?", args.yes)
-        ident = client.submit(text, script_name=None)
-        print(json.dumps({"job_id": ident, "cluster": profile.name}) if args.json else f"submitted job {ident} to {profile.name}")
+        record = _record_in(args)
+        if record is None:
+            ident, where = client.submit(text), None
+        else:
+            from ..experiments.record import submit_experiment
+            from ..cluster.sync import run_sync
+
+            experiment = run_sync(submit_experiment(client.target, record, profile.name, text,
+                                                    goal=args.goal, name=args.slug))
+            ident, where = experiment.job_id, experiment.page
+        if args.json:
+            print(json.dumps({"job_id": ident, "cluster": profile.name, "page": where}))
+        else:
+            print(f"submitted job {ident} to {profile.name}" + (f"; recorded in wiki/{where}" if where else ""))
         return 0
 
     return _with_client(args, work)
+
+
+def _record_in(args: argparse.Namespace) -> Any:
+    """The workspace that records this submission, or None (``--no-record``, or no wiki here)."""
+    from ..experiments.workspace import Workspace
+
+    if args.no_record:
+        return None
+    workspace = Workspace.at(args.dir)
+    if not workspace.wiki.is_dir():
+        print(f"note: not recorded — {workspace.root} has no wiki/ (run `betty init` there to keep records)",
+              file=sys.stderr)
+        return None
+    return workspace
 
 
 def _cancel(args: argparse.Namespace) -> int:

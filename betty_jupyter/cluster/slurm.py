@@ -123,6 +123,21 @@ class SlurmClient:
             raise SlurmError(f"job {ident} is not known to the cluster (not in the queue nor in accounting)")
         return _job_from_row(record, await self._output_paths(ident))
 
+    async def snapshot(self, job_ids: Iterable[object]) -> dict[str, Job]:
+        """Each job's record now, for many jobs at once: one ``sacct`` call for all of them.
+
+        The queue is asked (once) only for jobs accounting does not know yet.
+        """
+        ids = [job_id(i) for i in job_ids]
+        if not ids:
+            return {}
+        rows = {str(row["job_id"]): row for row in (await self.history(ids)).to_dict("records")}
+        missing = [i for i in ids if i not in rows]
+        if missing:
+            queued = await self._history_from_queue(missing)
+            rows.update({str(row["job_id"]): row for row in queued.to_dict("records")})
+        return {i: _job_from_row({str(k): v for k, v in rows[i].items()}, {}) for i in ids if i in rows}
+
     async def _output_paths(self, ident: str) -> dict[str, str]:
         """StdOut/StdErr/WorkDir as the controller recorded them (known until MinJobAge passes)."""
         result = await self._run(["scontrol", "show", "job", ident], check=False)

@@ -1,0 +1,111 @@
+"""``betty experiments list|show|repair`` and ``betty watch``: the records every submission leaves."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..experiments.workspace import Workspace
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``betty experiments`` and ``betty watch``."""
+    from . import Parser
+
+    where = Parser(add_help=False)
+    where.add_argument("--dir", type=Path, default=Path("."), help="the project directory (default: here)")
+    experiments = commands.add_parser("experiments", help="the experiments recorded in this project")
+    actions = experiments.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions.required = True
+    listing = actions.add_parser("list", parents=[where], help="every recorded experiment and its last known state")
+    listing.add_argument("--json", action="store_true", help="print JSON for scripts")
+    listing.set_defaults(run=_list)
+    show = actions.add_parser("show", parents=[where], help="one experiment's record (by slug or job id)")
+    show.add_argument("experiment", metavar="SLUG|JOBID")
+    show.add_argument("--json", action="store_true", help="print JSON for scripts")
+    show.set_defaults(run=_show)
+    repair = actions.add_parser("repair", parents=[where], help="rebuild missing pages and notebooks from the ledger")
+    repair.set_defaults(run=_repair)
+
+    watch = commands.add_parser("watch", parents=[where], help="keep experiment pages current as jobs run (foreground)")
+    watch.add_argument("--once", action="store_true", help="check once and exit")
+    watch.add_argument("--interval", type=float, default=5.0, help="shortest seconds between checks (default 5)")
+    watch.set_defaults(run=_watch)
+
+
+def _workspace(args: argparse.Namespace) -> "Workspace":
+    from ..experiments.workspace import Workspace
+
+    workspace = Workspace.at(args.dir)
+    if not workspace.ledger_path.exists():
+        raise UsageError(f"no experiments are recorded in {workspace.root}; submit with `betty submit` there first")
+    return workspace
+
+
+def _list(args: argparse.Namespace) -> int:
+    from ..experiments.ledger import Ledger
+
+    tracked = Ledger(_workspace(args).ledger_path).all()
+    if args.json:
+        print(json.dumps([{"slug": t.experiment.slug, "job_id": t.experiment.job_id, "cluster": t.experiment.cluster,
+                           "state": t.state, "page": t.experiment.page, "notebook": t.experiment.notebook}
+                          for t in tracked], indent=2))
+        return 0
+    for t in tracked:
+        print(f"{t.experiment.slug:<40} job {t.experiment.job_id:<8} {t.experiment.cluster:<12} {t.state}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from ..experiments.ledger import Ledger
+
+    tracked = Ledger(_workspace(args).ledger_path).get(args.experiment)
+    if tracked is None:
+        raise UsageError(f"no experiment {args.experiment!r} here; see `betty experiments list`")
+    record = {**asdict(tracked.experiment), "state": tracked.state, "page": tracked.experiment.page,
+              "notebook": tracked.experiment.notebook}
+    if args.json:
+        print(json.dumps(record, indent=2))
+        return 0
+    for key in ("slug", "job_id", "cluster", "state", "submitted", "partition", "goal", "page", "notebook", "script_path"):
+        print(f"{key:<12} {record[key] if record[key] is not None else ''}")
+    return 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from ..experiments.record import repair
+
+    repaired = repair(_workspace(args))
+    for job, files in repaired.items():
+        print(f"job {job}: wrote {', '.join(files)}")
+    if not repaired:
+        print("every recorded experiment has its page and notebook")
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from ..experiments.watcher import watcher_for_config
+
+    watcher, close = watcher_for_config(_workspace(args), min_interval=args.interval)
+    watcher.subscribe(lambda update: print(
+        f"{update.experiment.slug}: job {update.experiment.job_id} {update.previous} → {update.state}", flush=True))
+    try:
+        if args.once:
+            asyncio.run(watcher.tick())
+        else:
+            print(f"watching experiments in {watcher.workspace.root} (Ctrl-C to stop)", file=sys.stderr)
+            asyncio.run(watcher.run(asyncio.Event()))
+    finally:
+        watcher.ledger.release(watcher.owner)
+        close()
+    return 0

@@ -1,0 +1,140 @@
+"""What an experiment's page and notebook say: pure functions from the record and the job."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .ledger import Experiment
+
+if TYPE_CHECKING:
+    from ..cluster.jobs import Job
+
+STATUS_TAG = "betty-status"
+FAILED_STATES = {"FAILED", "OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+
+
+def page_frontmatter(experiment: Experiment) -> dict[str, Any]:
+    """The page's YAML frontmatter."""
+    return {
+        "name": experiment.slug,
+        "description": experiment.goal.splitlines()[0][:200] if experiment.goal else f"Slurm job {experiment.job_id}",
+        "type": "experiment",
+        "job_id": experiment.job_id,
+        "cluster": experiment.cluster,
+        "partition": experiment.partition,
+        "submitted": experiment.submitted,
+        "script": experiment.script_path,
+        "notebook": experiment.notebook,
+        "status": "PENDING",
+    }
+
+
+def page_body(experiment: Experiment, auto: str) -> str:
+    """The page: the person's Goal and Lessons around Betty's marked Status and Runtime."""
+    from ..wiki import AUTO_END, AUTO_START
+
+    goal = experiment.goal or "_What is this run for? Betty never changes this section._"
+    return (
+        f"# {experiment.slug}\n\n## Goal\n\n{goal}\n\n{AUTO_START}\n{auto}\n{AUTO_END}\n\n"
+        f"## Script\n\nSubmitted as `{experiment.script_path}`:\n\n```bash\n{experiment.script.rstrip()}\n```\n\n"
+        f"Notebook: [{experiment.slug}.ipynb](../../{experiment.notebook})\n\n"
+        "## Lessons\n\n_What did this run teach you? Betty never changes this section._\n"
+    )
+
+
+def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail: str | None = None) -> str:
+    """Status and Runtime, as Betty's watcher keeps them (the only text it rewrites)."""
+    now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    lines = ["## Status", "", f"**{state}**" + _status_details(job), "", f"_Updated {now} by Betty's job watcher._", ""]
+    lines += ["## Runtime", "", "| job | cluster | partition | submitted | started | ended | GPUs |",
+              "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
+    if log_tail and state in FAILED_STATES:
+        lines += ["", "### Last lines of the log", "", "```text", log_tail.rstrip(), "```"]
+    return "\n".join(lines)
+
+
+def status_text(experiment: Experiment, job: "Job | None", state: str) -> str:
+    """One line for the notebook's status cell."""
+    return f"job {experiment.job_id} on {experiment.cluster}: {state}{_status_details(job)}"
+
+
+def _status_details(job: "Job | None") -> str:
+    if job is None:
+        return ""
+    parts = []
+    if job.exit_code:
+        parts.append(f"exit code {job.exit_code}")
+    if job.elapsed is not None:
+        parts.append(f"elapsed {_clock(job.elapsed.total_seconds())}")
+    if job.nodelist:
+        parts.append(f"node {job.nodelist}")
+    if job.max_rss_bytes:
+        parts.append(f"peak memory {job.max_rss_bytes / 2**20:.0f} MiB")
+    if job.reason and job.state.value == "PENDING":
+        parts.append(f"waiting: {job.reason}")
+    return (" · " + " · ".join(parts)) if parts else ""
+
+
+def _runtime_row(experiment: Experiment, job: "Job | None") -> str:
+    def when(value: datetime | None) -> str:
+        return value.strftime("%Y-%m-%d %H:%M:%S") if value else "—"
+
+    gpus = f"{job.gpus} × {job.gpu_type or 'gpu'}" if job and job.gpus else "—"
+    partition = (job.partition if job else None) or experiment.partition or "—"
+    return (f"| {experiment.job_id} | {experiment.cluster} | {partition} | {experiment.submitted} | "
+            f"{when(job.started if job else None)} | {when(job.ended if job else None)} | {gpus} |")
+
+
+def _clock(seconds: float) -> str:
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return (f"{days}-" if days else "") + f"{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def notebook(experiment: Experiment) -> Any:
+    """The experiment notebook (nbformat v4): goal, script, record, live status, log, analysis."""
+    import nbformat.v4 as nbf
+
+    job, cluster = json.dumps(experiment.job_id), json.dumps(experiment.cluster)
+    status = nbf.new_code_cell(
+        f"from betty_jupyter.experiments.live import status\n\nstatus({job}, cluster={cluster})",
+        metadata={"tags": [STATUS_TAG]},
+    )
+    cells = [
+        nbf.new_markdown_cell(f"# {experiment.slug}\n\n{experiment.goal or '_No goal written yet._'}\n\n"
+                              f"Wiki page: [{experiment.page}](../../wiki/{experiment.page})"),
+        nbf.new_markdown_cell(f"## The script\n\n```bash\n{experiment.script.rstrip()}\n```"),
+        nbf.new_markdown_cell(_record_table(experiment)),
+        nbf.new_markdown_cell("## Live status\n\nRun the next cell for the job's state now; Betty's watcher "
+                              "also writes the latest state into its output."),
+        status,
+        nbf.new_code_cell(f"from betty_jupyter.experiments.live import log_tail\n\n"
+                          f"print(log_tail({job}, cluster={cluster}, lines=40))"),
+        nbf.new_markdown_cell("## Analysis\n\nEvery `name=value` the job printed (e.g. `step=10 loss=0.42`), "
+                              "one column per name, one row per line that had any."),
+        nbf.new_code_cell(
+            f"from betty_jupyter.experiments.live import metrics\n\nnumbers = metrics({job}, cluster={cluster})\n"
+            "if numbers.empty:\n    print('the job has printed no name=value numbers yet')\n"
+            "else:\n    numbers.plot(subplots=True, figsize=(8, 2 * len(numbers.columns)))\nnumbers"
+        ),
+    ]
+    book = nbf.new_notebook(cells=cells)
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    book.metadata["betty"] = {"job_id": experiment.job_id, "cluster": experiment.cluster, "page": experiment.page}
+    return book
+
+
+def _record_table(experiment: Experiment) -> str:
+    rows = [("job id", experiment.job_id), ("cluster", experiment.cluster),
+            ("partition", experiment.partition or "default"), ("submitted", experiment.submitted),
+            ("script", f"`{experiment.script_path}`")]
+    rows += [(name.replace("_", " "), str(value)) for name, value in experiment.resources.items()]
+    table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+    text = f"## Submission\n\n| | |\n|---|---|\n{table}"
+    if experiment.gpu_estimate:
+        peak = experiment.gpu_estimate.get("peak_gib")
+        text += f"\n\nGPU memory estimate: **{peak:.1f} GiB per GPU**" if isinstance(peak, (int, float)) else ""
+    return text

@@ -1,0 +1,164 @@
+"""The ledger: recorded experiments and the watcher's leases, in SQLite under ``.betty/``.
+
+It holds everything needed to rebuild an experiment's page and notebook, so a record whose
+files could not be written after ``sbatch`` succeeded can be repaired, and a watcher that
+died can be taken over: each unfinished job has an owner and a lease that the owner's
+heartbeat extends; a lease that ran out may be claimed by the next watcher.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS experiments (
+    slug TEXT PRIMARY KEY,
+    cluster TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    record TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'PENDING',
+    finished INTEGER NOT NULL DEFAULT 0,
+    owner TEXT,
+    lease_until REAL NOT NULL DEFAULT 0,
+    updated REAL NOT NULL,
+    UNIQUE (cluster, job_id)
+)
+"""
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One submission as recorded: enough to rebuild its page and notebook."""
+
+    slug: str
+    job_id: str
+    cluster: str
+    submitted: str
+    goal: str
+    script: str
+    script_path: str
+    partition: str | None = None
+    resources: dict[str, Any] = field(default_factory=dict)
+    gpu_estimate: dict[str, Any] | None = None
+
+    @property
+    def page(self) -> str:
+        """The wiki page's name."""
+        return f"experiments/{self.slug}.md"
+
+    @property
+    def notebook(self) -> str:
+        """The notebook's path, relative to the workspace root."""
+        return f"notebooks/experiments/{self.slug}.ipynb"
+
+
+@dataclass(frozen=True)
+class Tracked:
+    """An experiment with the state the watcher last recorded for it."""
+
+    experiment: Experiment
+    state: str
+    finished: bool
+
+
+class Ledger:
+    """SQLite access; every call opens its own connection, so processes can share the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.execute(_SCHEMA)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            yield db
+        finally:
+            db.close()
+
+    def add(self, experiment: Experiment) -> None:
+        """Record a new experiment (its job not yet watched by anyone)."""
+        with self._connect() as db:
+            db.execute(
+                "INSERT INTO experiments (slug, cluster, job_id, record, updated) VALUES (?, ?, ?, ?, ?)",
+                (experiment.slug, experiment.cluster, experiment.job_id, json.dumps(asdict(experiment)), time.time()),
+            )
+
+    def slugs(self) -> set[str]:
+        """Every recorded slug."""
+        with self._connect() as db:
+            return {row[0] for row in db.execute("SELECT slug FROM experiments")}
+
+    def all(self) -> list[Tracked]:
+        """Every experiment, oldest first."""
+        with self._connect() as db:
+            rows = db.execute("SELECT record, state, finished FROM experiments ORDER BY rowid").fetchall()
+        return [_tracked(row) for row in rows]
+
+    def get(self, slug_or_job: str) -> Tracked | None:
+        """The experiment with this slug, or whose job id this is."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT record, state, finished FROM experiments WHERE slug = ? OR job_id = ? ORDER BY rowid DESC",
+                (slug_or_job, slug_or_job),
+            ).fetchone()
+        return _tracked(row) if row else None
+
+    def claim(self, owner: str, lease_seconds: float) -> list[Tracked]:
+        """Take the lease of every unfinished job that is free, expired, or already ours."""
+        now = time.time()
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(
+                "UPDATE experiments SET owner = ?, lease_until = ? "
+                "WHERE finished = 0 AND (owner IS NULL OR owner = ? OR lease_until < ?)",
+                (owner, now + lease_seconds, owner, now),
+            )
+            rows = db.execute(
+                "SELECT record, state, finished FROM experiments WHERE finished = 0 AND owner = ? ORDER BY rowid",
+                (owner,),
+            ).fetchall()
+            db.execute("COMMIT")
+        return [_tracked(row) for row in rows]
+
+    def holds(self, slug: str, owner: str) -> bool:
+        """Whether ``owner`` holds a live lease on the experiment."""
+        with self._connect() as db:
+            row = db.execute("SELECT 1 FROM experiments WHERE slug = ? AND owner = ? AND lease_until >= ?",
+                             (slug, owner, time.time())).fetchone()
+        return row is not None
+
+    def reopen(self, slug: str) -> None:
+        """Have the watcher look at this experiment again (after its files were rebuilt)."""
+        with self._connect() as db:
+            db.execute("UPDATE experiments SET state = 'REBUILT', finished = 0 WHERE slug = ?", (slug,))
+
+    def set_state(self, slug: str, owner: str, state: str, finished: bool) -> bool:
+        """Record a new state, only while ``owner`` holds the lease; False if it was lost."""
+        with self._connect() as db:
+            cursor = db.execute(
+                "UPDATE experiments SET state = ?, finished = ?, updated = ? "
+                "WHERE slug = ? AND owner = ? AND lease_until >= ?",
+                (state, int(finished), time.time(), slug, owner, time.time()),
+            )
+            return cursor.rowcount == 1
+
+    def release(self, owner: str) -> None:
+        """Give up every lease ``owner`` holds (a clean stop)."""
+        with self._connect() as db:
+            db.execute("UPDATE experiments SET owner = NULL, lease_until = 0 WHERE owner = ?", (owner,))
+
+
+def _tracked(row: tuple[str, str, int]) -> Tracked:
+    record = json.loads(row[0])
+    return Tracked(Experiment(**record), state=row[1], finished=bool(row[2]))

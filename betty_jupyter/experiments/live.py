@@ -1,0 +1,51 @@
+"""Calls an experiment notebook makes: the job's state, its log, its numbers — on the configured cluster."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from .metrics import parse_metrics
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..cluster.jobs import Job
+
+T = TypeVar("T")
+
+
+def _with_cluster(cluster: str | None, work: Callable[[Any], T]) -> T:
+    from ..cluster.slurm import SlurmClient
+    from ..cluster.sync import Blocking, run_sync
+    from ..config import load_config
+
+    profile = load_config().profile(cluster)
+    transport = profile.open_transport()
+    try:
+        return work(Blocking(SlurmClient(transport, work_dir=profile.work_dir)))
+    finally:
+        run_sync(transport.close())
+
+
+def status(job_id: str, cluster: str | None = None) -> "Job":
+    """Print and return the job's state now."""
+    job: Job = _with_cluster(cluster, lambda slurm: slurm.job(job_id))
+    details = [f"exit code {job.exit_code}"] if job.exit_code else []
+    if job.elapsed is not None:
+        details.append(f"elapsed {job.elapsed}")
+    if job.reason and not job.state.finished:
+        details.append(f"reason {job.reason}")
+    print(f"job {job.job_id} ({job.name}) on {cluster or 'the default cluster'}: {job.state.value}"
+          + (f" — {', '.join(details)}" if details else ""))
+    return job
+
+
+def log_tail(job_id: str, cluster: str | None = None, lines: int = 40, stream: str = "out") -> str:
+    """The last ``lines`` lines of the job's output (``stream='err'`` for stderr)."""
+    text: str = _with_cluster(cluster, lambda slurm: slurm.tail(job_id, stream, lines))
+    return text
+
+
+def metrics(job_id: str, cluster: str | None = None, lines: int = 100_000) -> "pd.DataFrame":
+    """Every ``name=value`` number the job printed, as a DataFrame."""
+    return parse_metrics(log_tail(job_id, cluster=cluster, lines=lines))

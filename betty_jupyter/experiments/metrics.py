@@ -1,0 +1,23 @@
+"""Numbers a job printed (``step=10 loss=0.42``) as a table, for the experiment notebook."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_PAIR = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.])")
+
+
+def parse_metrics(text: str) -> "pd.DataFrame":
+    """One row per line that holds ``name=value`` (or ``name: value``) numbers, one column per name."""
+    import pandas as pd
+
+    rows = []
+    for line in text.splitlines():
+        found = {name: float(value) for name, value in _PAIR.findall(line)}
+        if found:
+            rows.append(found)
+    return pd.DataFrame(rows)

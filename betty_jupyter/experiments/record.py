@@ -1,0 +1,135 @@
+"""Recording a submission: the ledger entry first, then the wiki page, the notebook, one log line.
+
+If ``sbatch`` fails nothing is written. If a file cannot be written after ``sbatch``
+succeeded, the error names the job, the ledger still holds everything, the watcher still
+tracks the job, and :func:`repair` writes what is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from datetime import date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..errors import BettyError, ExperimentError
+from . import content
+from .ledger import Experiment, Ledger
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from ..cluster.slurm import SlurmClient
+    from ..wiki import WikiStore
+
+_MAX_SLUG = 48
+
+
+def slugify(text: str) -> str:
+    """``Fine-tune Llama 3 (LoRA)`` → ``fine-tune-llama-3-lora``; ASCII letters, digits and dashes only."""
+    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    slug = re.sub(r"[^a-z0-9]+", "-", folded.lower()).strip("-")
+    return slug[:_MAX_SLUG].rstrip("-") or "job"
+
+
+def new_slug(workspace: Workspace, ledger: Ledger, name: str, day: date | None = None) -> str:
+    """``YYYY-MM-DD-<slug>``, with ``-2``, ``-3``… when that day already has one of that name."""
+    base = f"{(day or date.today()):%Y-%m-%d}-{slugify(name)}"
+    taken = ledger.slugs()
+    for number in range(1, 10_000):
+        slug = base if number == 1 else f"{base}-{number}"
+        if slug not in taken and not (workspace.wiki / workspace.page_name(slug)).exists() \
+                and not workspace.notebook_path(slug).exists():
+            return slug
+    raise ExperimentError(f"too many experiments called {base!r}; pick another --slug")
+
+
+async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: str, *,
+                            goal: str = "", name: str | None = None, extra_args: Sequence[str] = (),
+                            gpu_estimate: dict[str, Any] | None = None) -> Experiment:
+    """Submit ``script`` exactly once and record it; nothing is written when sbatch fails."""
+    from ..cluster.sbatch import SbatchScript
+
+    parsed = SbatchScript.parse(script)
+    ledger = Ledger(workspace.ledger_path)
+    slug = new_slug(workspace, ledger, name or parsed.get("job-name") or "job")
+    job_id = await slurm.submit(script, extra_args, script_name=f"{slug}.sbatch")
+    experiment = Experiment(
+        slug=slug, job_id=job_id, cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
+        goal=goal, script=script, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
+        partition=parsed.get("partition"), resources=_resources(parsed), gpu_estimate=gpu_estimate,
+    )
+    return record_submission(workspace, experiment, ledger)
+
+
+def _resources(script: Any) -> dict[str, Any]:
+    asked = {"time_minutes": script.time_minutes(), "memory_bytes": script.memory_bytes()}
+    gpus = script.gpu_request()
+    if gpus:
+        asked["gpus"] = f"{gpus[1]} × {gpus[0] or 'gpu'}"
+    for option in ("nodes", "ntasks", "cpus-per-task"):
+        if script.get(option):
+            asked[option.replace("-", "_")] = script.get(option)
+    return {name: value for name, value in asked.items() if value is not None}
+
+
+def record_submission(workspace: Workspace, experiment: Experiment, ledger: Ledger | None = None) -> Experiment:
+    """Put ``experiment`` in the ledger, then write its page, notebook, log and index lines."""
+    (ledger or Ledger(workspace.ledger_path)).add(experiment)
+    try:
+        write_record(workspace, experiment)
+    except (BettyError, OSError, ValueError) as exc:
+        raise ExperimentError(
+            f"job {experiment.job_id} was submitted, but its record could not be written ({exc}); "
+            "the watcher still tracks it: run `betty experiments repair`"
+        ) from exc
+    return experiment
+
+
+def write_record(workspace: Workspace, experiment: Experiment) -> list[str]:
+    """Write whichever of the page and the notebook is missing; returns what was written."""
+    from ..wiki import WikiStore
+
+    store = WikiStore(workspace.wiki)
+    written = []
+    if not store.exists(experiment.page):
+        auto = content.auto_region(experiment, None, "PENDING")
+        store.create(experiment.page, content.page_frontmatter(experiment), content.page_body(experiment, auto))
+        store.log(f"submitted job {experiment.job_id} on {experiment.cluster}: {experiment.page}")
+        _index(store, experiment)
+        written.append(experiment.page)
+    notebook = workspace.root / experiment.notebook
+    if not notebook.exists():
+        write_notebook(notebook, content.notebook(experiment))
+        written.append(experiment.notebook)
+    return written
+
+
+def _index(store: "WikiStore", experiment: Experiment) -> None:
+    if f"({experiment.page})" not in store.read("index.md").text:
+        summary = experiment.goal.splitlines()[0] if experiment.goal else f"job {experiment.job_id}"
+        store.add_to_index("Experiments", f"- [{experiment.slug}]({experiment.page}) — {summary}")
+
+
+def write_notebook(path: Path, book: Any) -> None:
+    """Write a notebook atomically (temp file in the same directory, then rename)."""
+    import nbformat
+
+    nbformat.validate(book)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.betty-tmp")
+    temp.write_text(nbformat.writes(book))
+    os.replace(temp, path)
+
+
+def repair(workspace: Workspace) -> dict[str, list[str]]:
+    """Rebuild every missing page and notebook from the ledger; returns job id → files written."""
+    ledger = Ledger(workspace.ledger_path)
+    repaired = {}
+    for tracked in ledger.all():
+        written = write_record(workspace, tracked.experiment)
+        if written:
+            repaired[tracked.experiment.job_id] = written
+            ledger.reopen(tracked.experiment.slug)  # the rebuilt files say PENDING until the watcher looks
+    return repaired

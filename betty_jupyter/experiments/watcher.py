@@ -1,0 +1,178 @@
+"""``JobWatcher``: keeps every recorded experiment's page and notebook current as its job runs.
+
+One batched ``sacct`` per cluster per tick for all the jobs it holds, an interval that
+backs off from seconds to minutes while nothing changes (and further when Slurm errs),
+leases with heartbeats in the ledger so a restarted or second watcher takes over exactly
+the jobs a dead one held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..errors import BettyError, WikiError
+from . import content
+from .ledger import Experiment, Ledger, Tracked
+from .record import write_notebook
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from ..cluster.jobs import Job
+    from ..cluster.slurm import SlurmClient
+
+
+@dataclass(frozen=True)
+class JobUpdate:
+    """A watched job changed state (what subscribers receive)."""
+
+    experiment: Experiment
+    previous: str
+    state: str
+    job: "Job"
+
+
+class JobWatcher:
+    """Watches the unfinished experiments of one workspace."""
+
+    def __init__(self, workspace: Workspace, client_for: Callable[[str], "SlurmClient"], *,
+                 lease_seconds: float = 60.0, min_interval: float = 5.0, max_interval: float = 300.0) -> None:
+        self.workspace = workspace
+        self.ledger = Ledger(workspace.ledger_path)
+        self.client_for = client_for
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.lease_seconds = lease_seconds
+        self.min_interval = min_interval
+        self.max_interval = max_interval
+        self.interval = min_interval
+        self.subscribers: list[Callable[[JobUpdate], None]] = []
+
+    def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
+        """Call ``callback`` with every :class:`JobUpdate`."""
+        self.subscribers.append(callback)
+
+    async def tick(self) -> list[JobUpdate]:
+        """Claim the free jobs, ask each cluster once, apply what changed; adjusts the interval."""
+        held = self.ledger.claim(self.owner, self.lease_seconds)
+        by_cluster: dict[str, list[Tracked]] = defaultdict(list)
+        for tracked in held:
+            by_cluster[tracked.experiment.cluster].append(tracked)
+        updates: list[JobUpdate] = []
+        troubled = False
+        for cluster, tracked_jobs in by_cluster.items():
+            try:
+                updates += await self._check_cluster(self.client_for(cluster), tracked_jobs)
+            except BettyError:
+                troubled = True  # the link or Slurm erred: try again later, more slowly
+        self._adjust_interval(changed=bool(updates), troubled=troubled)
+        return updates
+
+    def _adjust_interval(self, changed: bool, troubled: bool) -> None:
+        if troubled:
+            self.interval = min(self.max_interval * 4, self.interval * 4)
+        elif changed:
+            self.interval = self.min_interval
+        else:
+            self.interval = min(self.max_interval, self.interval * 2)
+
+    async def _check_cluster(self, slurm: "SlurmClient", tracked_jobs: list[Tracked]) -> list[JobUpdate]:
+        jobs = await slurm.snapshot([t.experiment.job_id for t in tracked_jobs])
+        updates = []
+        for tracked in tracked_jobs:
+            job = jobs.get(tracked.experiment.job_id)
+            if job is None or job.state.value == tracked.state:
+                continue
+            log = await self._log_tail(slurm, job) if job.state.value in content.FAILED_STATES else None
+            if self._apply(tracked, job, log):
+                updates.append(JobUpdate(tracked.experiment, tracked.state, job.state.value, job))
+        for update in updates:
+            for callback in self.subscribers:
+                callback(update)
+        return updates
+
+    async def _log_tail(self, slurm: "SlurmClient", job: "Job") -> str | None:
+        for stream in ("err", "out"):
+            try:
+                text = await slurm.tail(job.job_id, stream, 20)
+            except BettyError:
+                continue
+            if text.strip():
+                return text
+        return None
+
+    def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> bool:
+        """Write the page's auto region and the notebook's status, then record the state (lease permitting)."""
+        experiment, state = tracked.experiment, job.state.value
+        if not self.ledger.holds(experiment.slug, self.owner):
+            return False
+        self._write_page(experiment, job, state, log)
+        self._write_status_cell(experiment, job, state)
+        return self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished)
+
+    def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> None:
+        from ..wiki import WikiStore
+
+        store = WikiStore(self.workspace.wiki)
+        try:
+            store.update_auto(experiment.page, content.auto_region(experiment, job, state, log), {"status": state})
+        except WikiError:
+            if store.exists(experiment.page):
+                raise
+            # The record was never written (see `betty experiments repair`); the ledger keeps the state.
+
+    def _write_status_cell(self, experiment: Experiment, job: "Job", state: str) -> None:
+        import nbformat
+
+        path = self.workspace.root / experiment.notebook
+        if not path.exists():
+            return
+        book = nbformat.read(path, as_version=4)
+        for cell in book.cells:
+            if content.STATUS_TAG in cell.get("metadata", {}).get("tags", []):
+                text = content.status_text(experiment, job, state) + "\n"
+                cell["outputs"] = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+        write_notebook(Path(path), book)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Tick until ``stop`` is set, renewing leases between ticks; releases them at the end."""
+        try:
+            while not stop.is_set():
+                await self.tick()
+                deadline = time.monotonic() + self.interval
+                while not stop.is_set() and time.monotonic() < deadline:
+                    wait = min(self.lease_seconds / 3, deadline - time.monotonic())
+                    try:
+                        await asyncio.wait_for(stop.wait(), timeout=max(wait, 0.01))
+                    except asyncio.TimeoutError:
+                        self.ledger.claim(self.owner, self.lease_seconds)  # the heartbeat
+        finally:
+            self.ledger.release(self.owner)
+
+
+def watcher_for_config(workspace: Workspace, **options: Any) -> tuple[JobWatcher, Callable[[], None]]:
+    """A watcher whose clusters come from Betty's configuration, and a function closing their links."""
+    from ..cluster.slurm import SlurmClient
+    from ..cluster.sync import run_sync
+    from ..config import load_config
+
+    config = load_config()
+    clients: dict[str, SlurmClient] = {}
+
+    def client_for(cluster: str) -> SlurmClient:
+        if cluster not in clients:
+            profile = config.profile(cluster)
+            clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
+        return clients[cluster]
+
+    def close() -> None:
+        for client in clients.values():
+            run_sync(client.transport.close())
+
+    return JobWatcher(workspace, client_for, **options), close
