@@ -36,6 +36,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     watch = commands.add_parser("watch", parents=[where], help="keep experiment pages current as jobs run (foreground)")
     watch.add_argument("--once", action="store_true", help="check once and exit")
     watch.add_argument("--interval", type=float, default=5.0, help="shortest seconds between checks (default 5)")
+    watch.add_argument("--lease", type=float, default=60.0,
+                       help="seconds a job stays this watcher's after its last heartbeat (default 60)")
     watch.set_defaults(run=_watch)
 
 
@@ -96,7 +98,7 @@ def _watch(args: argparse.Namespace) -> int:
 
     from ..experiments.watcher import watcher_for_config
 
-    watcher, close = watcher_for_config(_workspace(args), min_interval=args.interval)
+    watcher, close = watcher_for_config(_workspace(args), min_interval=args.interval, lease_seconds=args.lease)
     watcher.subscribe(lambda update: print(
         f"{update.experiment.slug}: job {update.experiment.job_id} {update.previous} → {update.state}", flush=True))
     try:

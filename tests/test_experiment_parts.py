@@ -1,0 +1,101 @@
+"""Pieces of the experiment record that need no cluster: names, numbers, pages, the watcher's pace."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import date
+
+import pytest
+
+from betty_jupyter.errors import TransportError
+from betty_jupyter.experiments import content
+from betty_jupyter.experiments.ledger import Experiment, Ledger
+from betty_jupyter.experiments.metrics import parse_metrics
+from betty_jupyter.experiments.record import new_slug, slugify
+from betty_jupyter.experiments.watcher import JobWatcher
+from betty_jupyter.experiments.workspace import Workspace
+
+
+def experiment(slug: str = "2026-11-22-lora", job_id: str = "42") -> Experiment:
+    return Experiment(slug=slug, job_id=job_id, cluster="betty-dev", submitted="2026-11-22T10:00:00",
+                      goal="Fine-tune Llama 3 8B with LoRA", script="#!/bin/bash\necho hi\n",
+                      script_path="/home/u/.betty/scripts/2026-11-22-lora.sbatch", partition="gpu",
+                      resources={"gpus": "1 × h100"})
+
+
+@pytest.mark.parametrize(
+    ("text", "slug"),
+    [("Fine-tune Llama 3 (LoRA)", "fine-tune-llama-3-lora"), ("Ünïcödé run", "unicode-run"), ("Ø-test", "test"),
+     ("../../etc/passwd", "etc-passwd"), ("", "job"), ("💥", "job"), ("a" * 100, "a" * 48)],
+)
+def test_slugs_are_plain_and_safe(text, slug):
+    assert slugify(text) == slug
+
+
+def test_a_second_experiment_of_the_same_name_that_day_gets_a_number(tmp_path):
+    workspace = Workspace.at(tmp_path)
+    ledger = Ledger(workspace.ledger_path)
+    day = date(2026, 11, 22)
+    first = new_slug(workspace, ledger, "lora", day)
+    ledger.add(experiment(slug=first))
+    (workspace.notebooks).mkdir(parents=True)
+    workspace.notebook_path(f"{first}-2").write_text("{}")  # a stray notebook also counts as taken
+    assert first == "2026-11-22-lora"
+    assert new_slug(workspace, ledger, "lora", day) == "2026-11-22-lora-3"
+
+
+def test_numbers_the_job_printed_become_columns():
+    frame = parse_metrics("step=1 loss=0.5 lr=3e-4\nloading data\nstep=2 loss=0.25 acc: 0.9\nhost=node01 version=2.1.0\n")
+    assert list(frame.columns) == ["step", "loss", "lr", "acc"]
+    assert frame["loss"].tolist() == [0.5, 0.25] and frame["lr"].iloc[0] == pytest.approx(3e-4)
+
+
+def test_the_notebook_is_valid_and_its_cells_name_the_job():
+    import nbformat
+
+    book = content.notebook(experiment())
+    nbformat.validate(book)
+    sources = "\n".join(cell.source for cell in book.cells)
+    assert 'status("42", cluster="betty-dev")' in sources and "echo hi" in sources
+    tagged = [cell for cell in book.cells if content.STATUS_TAG in cell.metadata.get("tags", [])]
+    assert len(tagged) == 1 and tagged[0].cell_type == "code"
+
+
+def test_the_auto_region_shows_the_log_only_for_failures():
+    failed = content.auto_region(experiment(), None, "FAILED", log_tail="Traceback: boom")
+    done = content.auto_region(experiment(), None, "COMPLETED", log_tail="all good")
+    assert "**FAILED**" in failed and "Traceback: boom" in failed
+    assert "**COMPLETED**" in done and "all good" not in done
+    assert failed.startswith("## Status") and "## Runtime" in failed
+
+
+def test_the_watcher_backs_off_when_nothing_changes_and_more_on_errors(tmp_path):
+    workspace = Workspace.at(tmp_path)
+    Ledger(workspace.ledger_path).add(experiment())
+
+    def broken(cluster: str):
+        raise TransportError("the link is down")
+
+    watcher = JobWatcher(workspace, broken, min_interval=2.0, max_interval=60.0)
+    asyncio.run(watcher.tick())
+    assert watcher.interval == 8.0  # an error: four times slower
+    watcher._adjust_interval(changed=False, troubled=False)
+    assert watcher.interval == 16.0
+    watcher._adjust_interval(changed=True, troubled=False)
+    assert watcher.interval == 2.0
+    for _ in range(10):
+        watcher._adjust_interval(changed=False, troubled=False)
+    assert watcher.interval == 60.0
+
+
+def test_leases_go_to_one_watcher_until_they_expire(tmp_path):
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add(experiment())
+    assert [t.experiment.job_id for t in ledger.claim("first", lease_seconds=60)] == ["42"]
+    assert ledger.claim("second", lease_seconds=60) == []
+    assert not ledger.set_state("2026-11-22-lora", "second", "RUNNING", False)
+    assert ledger.set_state("2026-11-22-lora", "first", "RUNNING", False)
+    ledger.claim("first", lease_seconds=-1)  # its heartbeat stopped long ago
+    assert [t.state for t in ledger.claim("second", lease_seconds=60)] == ["RUNNING"]
+    ledger.set_state("2026-11-22-lora", "second", "COMPLETED", True)
+    assert ledger.claim("third", lease_seconds=60) == []  # finished jobs are nobody's
