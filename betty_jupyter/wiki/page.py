@@ -1,0 +1,116 @@
+"""A wiki page: YAML frontmatter between ``---`` lines, then markdown.
+
+Text is kept exactly as stored: a page read and written back without changes is the same
+bytes, line endings and YAML comments included. The frontmatter is rendered anew only when
+its values change.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import yaml
+
+from ..errors import WikiError
+from .regions import find_region
+
+MAX_FRONTMATTER_CHARS = 64 * 1024
+_FRONTMATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML where dates stay text: ``submitted: 2026-11-22T10:31`` reads back as written."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML that writes date-like text plainly, matching :class:`_Loader`."""
+
+
+for _cls in (_Loader, _Dumper):
+    _cls.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page: its name (relative to the wiki's root), frontmatter and markdown body."""
+
+    name: str
+    frontmatter: dict[str, Any]
+    body: str
+    source: str | None = field(default=None, repr=False, compare=False)
+    """The whole file as stored, when the page was read or written; None for a page built in code."""
+
+    @property
+    def text(self) -> str:
+        """The whole file as stored (or as it would be stored)."""
+        if self.source is not None:
+            return self.source
+        return render_frontmatter(self.frontmatter) + self.body
+
+    @property
+    def head(self) -> str:
+        """The frontmatter block as stored, ``---`` lines included ('' when the page has none)."""
+        return self.text[: len(self.text) - len(self.body)]
+
+    @property
+    def auto(self) -> str | None:
+        """What lies between the auto markers (Betty's region), or None when the page has none."""
+        region = find_region(self.body, self.name)
+        return None if region is None else self.body[region.start:region.end]
+
+
+def parse_page(name: str, text: str) -> Page:
+    """Split stored text into a :class:`Page`; malformed frontmatter is a WikiError naming the line."""
+    match = _FRONTMATTER.match(text)
+    if match is None:
+        return Page(name, {}, text, source=text)
+    block = match.group(1)
+    if len(block) > MAX_FRONTMATTER_CHARS:
+        raise WikiError(f"{name}: the frontmatter is longer than {MAX_FRONTMATTER_CHARS} characters; "
+                        "move the long part into the page's body")
+    try:
+        data = yaml.load(block, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise WikiError(f"{name}: the frontmatter is not valid YAML ({_yaml_problem(exc)}); fix it in an editor") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise WikiError(f"{name}: the frontmatter must be 'key: value' lines, not a {type(data).__name__}")
+    return Page(name, data, text[match.end():], source=text)
+
+
+def parse_page_leniently(name: str, text: str) -> Page:
+    """As :func:`parse_page`, but a page whose frontmatter does not parse keeps its whole text as body."""
+    try:
+        return parse_page(name, text)
+    except WikiError:
+        return Page(name, {}, text, source=text)
+
+
+def render_frontmatter(frontmatter: Mapping[str, Any]) -> str:
+    """The ``---`` block for ``frontmatter``, keys in the given order."""
+    try:
+        dumped = yaml.dump(dict(frontmatter), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+                           default_flow_style=False, width=1000)
+    except yaml.YAMLError as exc:
+        raise WikiError(f"frontmatter values must be text, numbers, true/false, lists or mappings ({exc})") from exc
+    return f"---\n{dumped}---\n"
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    # Line numbers of the file, not of the block: the block starts on the file's second line.
+    return f"line {mark.line + 2}: {problem}" if mark is not None else str(problem)
+
+
+def compose(page: Page, frontmatter: Mapping[str, Any], body: str) -> str:
+    """The text of ``page`` with new frontmatter and body; the stored block is kept when the values did not change."""
+    head = page.head if dict(frontmatter) == page.frontmatter else render_frontmatter(frontmatter)
+    return head + body
