@@ -30,7 +30,8 @@ def check_page_name(name: object) -> str:
     """Return ``name`` unchanged when it is an acceptable page name; raise WikiError naming the rule."""
     name = check_folder_name(name, what="page name")
     if not name.endswith(".md"):
-        raise _refused(name, "page name", "does not end in '.md' (pages are markdown files, e.g. 'notes.md')")
+        hint = f"; did you mean {name + '.md'!r}?" if len(name) <= 60 else ""
+        raise _refused(name, "page name", f"does not end in '.md' (pages are markdown files){hint}")
     return name
 
 
@@ -112,6 +113,8 @@ def resolve_inside(root: Path, name: str, what: str = "page name") -> tuple[Path
     real = Path(os.path.realpath(root.joinpath(*name.split("/"))))
     if real == root or not real.is_relative_to(root):
         raise _refused(name, what, "leads outside the wiki through a symbolic link")
+    if real.is_symlink():
+        raise _refused(name, what, "is a loop of symbolic links")
     real_name = real.relative_to(root).as_posix()
     if real_name != name:
         check = check_page_name if what == "page name" else check_folder_name
