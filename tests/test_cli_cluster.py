@@ -162,3 +162,25 @@ def test_gpu_advice_reads_the_clusters_partitions(betty_env):
     advice = json.loads(result.stdout)
     targets = {placement["target"] for placement in advice["placements"]}
     assert {"gpu/A100-40GB", "gpu/H100-80GB"} <= targets and advice["fits_somewhere"]
+
+
+def test_submit_in_a_project_records_the_experiment_and_watch_keeps_it_current(betty_env, tmp_path):
+    project = tmp_path / "project"
+    assert betty(betty_env, "init", str(project)).returncode == 0
+    (project / "wiki" / "index.md").unlink()  # a person removed the index: recording brings it back
+    script = tmp_path / "short.sbatch"
+    script.write_text(f"#!/bin/bash\n#SBATCH --job-name=recorded\n#SBATCH --chdir={tmp_path}\necho loss=0.1\n")
+    submitted = betty(betty_env, "submit", str(script), "--yes", "--json", "--dir", str(project),
+                      "--goal", "\nCheck the record")
+    assert submitted.returncode == 0, submitted.stderr
+    answer = json.loads(submitted.stdout)
+    assert (project / "wiki" / answer["page"]).exists() and "recorded" in answer["page"]
+    listed = json.loads(betty(betty_env, "experiments", "list", "--dir", str(project), "--json").stdout)
+    assert [(e["job_id"], e["state"]) for e in listed] == [(answer["job_id"], "PENDING")]
+    deadline = time.monotonic() + 60
+    while "COMPLETED" not in (watched := betty(betty_env, "watch", "--once", "--dir", str(project))).stdout:
+        assert time.monotonic() < deadline, watched.stdout + watched.stderr
+        time.sleep(1)
+    shown = betty(betty_env, "experiments", "show", answer["job_id"], "--dir", str(project))
+    assert "state        COMPLETED" in shown.stdout and "goal         Check the record" in shown.stdout
+    assert "experiments list" in one_error_line(betty(betty_env, "experiments", "show", "nope", "--dir", str(project)))

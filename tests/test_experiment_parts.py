@@ -99,3 +99,11 @@ def test_leases_go_to_one_watcher_until_they_expire(tmp_path):
     assert [t.state for t in ledger.claim("second", lease_seconds=60)] == ["RUNNING"]
     ledger.set_state("2026-11-22-lora", "second", "COMPLETED", True)
     assert ledger.claim("third", lease_seconds=60) == []  # finished jobs are nobody's
+
+
+def test_a_goal_that_starts_blank_still_describes_the_page():
+    from dataclasses import replace
+
+    assert content.page_frontmatter(replace(experiment(), goal="\n\n  Sweep the learning rate\nmore"))["description"] == \
+        "Sweep the learning rate"
+    assert content.page_frontmatter(replace(experiment(), goal=""))["description"] == "Slurm job 42"

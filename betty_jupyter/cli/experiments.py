@@ -78,7 +78,8 @@ def _show(args: argparse.Namespace) -> int:
         print(json.dumps(record, indent=2))
         return 0
     for key in ("slug", "job_id", "cluster", "state", "submitted", "partition", "goal", "page", "notebook", "script_path"):
-        print(f"{key:<12} {record[key] if record[key] is not None else ''}")
+        value = "" if record[key] is None else str(record[key]).strip().replace("\n", "\n" + " " * 13)
+        print(f"{key:<12} {value}")
     return 0
 
 

@@ -19,7 +19,7 @@ def page_frontmatter(experiment: Experiment) -> dict[str, Any]:
     """The page's YAML frontmatter."""
     return {
         "name": experiment.slug,
-        "description": experiment.goal.splitlines()[0][:200] if experiment.goal else f"Slurm job {experiment.job_id}",
+        "description": first_line(experiment.goal)[:200] or f"Slurm job {experiment.job_id}",
         "type": "experiment",
         "job_id": experiment.job_id,
         "cluster": experiment.cluster,
@@ -29,6 +29,11 @@ def page_frontmatter(experiment: Experiment) -> dict[str, Any]:
         "notebook": experiment.notebook,
         "status": "PENDING",
     }
+
+
+def first_line(text: str) -> str:
+    """The first line of ``text`` that is not blank, stripped ("" when none)."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def page_body(experiment: Experiment, auto: str) -> str:

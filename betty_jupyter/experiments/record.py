@@ -107,8 +107,9 @@ def write_record(workspace: Workspace, experiment: Experiment) -> list[str]:
 
 
 def _index(store: "WikiStore", experiment: Experiment) -> None:
-    if f"({experiment.page})" not in store.read("index.md").text:
-        summary = experiment.goal.splitlines()[0] if experiment.goal else f"job {experiment.job_id}"
+    listed = store.exists("index.md") and f"({experiment.page})" in store.read("index.md").text
+    if not listed:
+        summary = content.first_line(experiment.goal) or f"job {experiment.job_id}"
         store.add_to_index("Experiments", f"- [{experiment.slug}]({experiment.page}) — {summary}")
 
 
