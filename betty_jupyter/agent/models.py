@@ -1,0 +1,35 @@
+"""Small models every part of the agent shares: a tool's preview, its outcome, tiers."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Tier(IntEnum):
+    """How much a tool may do without a person: 0 never asks, 1 asks once per session, 2 always asks."""
+
+    AUTO = 0
+    ONCE_PER_SESSION = 1
+    ALWAYS_ASK = 2
+
+
+class Preview(BaseModel):
+    """The dry run a person approves: exactly what would run or be written."""
+
+    kind: Literal["command", "script", "diff", "text"]
+    title: str
+    text: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolOutcome(BaseModel):
+    """What a tool did: a full output for the action log, a condensed one for the model."""
+
+    ok: bool = True
+    summary: str
+    full: str = ""
+    data: Any = None
+    artifacts: list[str] = Field(default_factory=list)
