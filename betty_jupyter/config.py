@@ -42,6 +42,20 @@ class BettyConfig(Configurable):
         help="Name of the cluster used when none is given; the first profile when unset.",
     ).tag(config=True)
 
+    llm = Dict(
+        default_value={},
+        help=(
+            "The chat model: `base_url` (any OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp), "
+            "`model`, `api_key_env` (the variable holding the key; default OPENAI_API_KEY), optional "
+            "`summary_model`, `max_iterations`, `max_tokens`, `timeout`, `max_retries`."
+        ),
+    ).tag(config=True)
+
+    rules = Dict(
+        default_value={},
+        help="Approval rules: lists `deny`, `ask`, `allow` of `tool` or `tool(arg=glob)` patterns.",
+    ).tag(config=True)
+
     @validate("clusters")
     def _check_clusters(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
         profiles: list[dict[str, Any]] = proposal["value"]
@@ -103,12 +117,16 @@ def load_config(server_config: Config | None = None) -> BettyConfig:
                         dict(server_config["BettyConfig"]))
     merged: dict[str, dict[str, Any]] = {}
     default: str | None = None
+    llm: dict[str, Any] = {}
+    rules: dict[str, Any] = {}
     for section in sections:
         for profile in section.get("clusters", []):
             merged[profile.get("name")] = profile
         default = section.get("default_cluster", default)
+        llm.update(section.get("llm", {}))
+        rules.update(section.get("rules", {}))
     try:
-        return BettyConfig(clusters=list(merged.values()), default_cluster=default)
+        return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=llm, rules=rules)
     except TraitError as error:
         raise ConfigError(str(error)) from error
 

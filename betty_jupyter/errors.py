@@ -17,6 +17,7 @@
     ├── GpuEstimateError        a GPU memory estimate was asked for an unknown model or an impossible setup
     ├── WikiError               a wiki page name, page or write was refused (the message names the rule)
     ├── ExperimentError         an experiment record could not be written or found
+    ├── ModelError              the chat model could not be reached, or refused the request
     └── UsageError              a command was called with arguments it does not take
 
 Foreign exceptions (``subprocess``, ``OSError``, …) are translated into these once, at the
@@ -113,3 +114,11 @@ class PortInUseError(DevClusterError):
 
 class ExperimentError(BettyError):
     """An experiment record could not be written, found or repaired (the message names the job)."""
+
+
+class ModelError(BettyError):
+    """The chat model could not be reached after retries, or refused the request (the message says which)."""
+
+    def __init__(self, message: str, retryable: bool = False) -> None:
+        self.retryable = retryable
+        super().__init__(message)
