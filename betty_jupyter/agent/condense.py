@@ -1,0 +1,89 @@
+"""Tool outputs condensed before they enter the model's context; the full output goes to the action log.
+
+A 10,000-row queue becomes counts by state and partition plus every job of the person
+asking; a long log becomes its head, its tail and the lines in between that look like
+errors. Tokens are estimated as characters / 4.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .models import ToolOutcome
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MAX_CHARS = 6000
+TABLE_ROWS = 40
+_ERRORS = re.compile(r"error|traceback|exception|killed|oom|out of memory|exceeded|cancelled|fatal|nan\b|segmentation",
+                     re.IGNORECASE)
+
+
+def estimate_tokens(text: str) -> int:
+    """A model-independent token estimate: characters / 4."""
+    return (len(text) + 3) // 4
+
+
+def condense(outcome: ToolOutcome, user: str | None = None) -> str:
+    """What the model sees of ``outcome``."""
+    import pandas as pd
+
+    if not outcome.ok:
+        return f"error: {outcome.summary}"
+    if isinstance(outcome.data, pd.DataFrame):
+        return f"{outcome.summary}\n{condense_table(outcome.data, user)}"
+    if outcome.full and outcome.full != outcome.summary:
+        return _clip(f"{outcome.summary}\n{condense_log(outcome.full)}")
+    return _clip(outcome.summary)
+
+
+def condense_table(frame: "pd.DataFrame", user: str | None = None) -> str:
+    """A small table as it is; a large job table as counts plus the asking person's own jobs."""
+    if len(frame) <= TABLE_ROWS:
+        return _clip(_rows(frame))
+    parts = [f"{len(frame)} rows."]
+    for column in ("state", "partition", "user"):
+        if column in frame.columns:
+            counts = frame[column].astype(str).value_counts()
+            shown = ", ".join(f"{name}: {count}" for name, count in counts.head(12).items())
+            more = f" (+{len(counts) - 12} more)" if len(counts) > 12 else ""
+            parts.append(f"by {column}: {shown}{more}")
+    if user and "user" in frame.columns:
+        mine = frame[frame["user"].astype(str) == user]
+        parts.append(f"all {len(mine)} jobs of {user}:")
+        parts.append(_rows(mine) if not mine.empty else "(none)")
+    return "\n".join(parts)
+
+
+def _rows(frame: "pd.DataFrame") -> str:
+    columns = [c for c in ("job_id", "name", "user", "partition", "state", "elapsed", "reason", "exit_code", "gpus")
+               if c in frame.columns] or list(frame.columns)
+    lines = [" | ".join(columns)]
+    for row in frame[columns].astype(str).itertuples(index=False):
+        lines.append(" | ".join(value for value in row))
+    return "\n".join(lines)
+
+
+def condense_log(text: str, head: int = 20, tail: int = 40, max_error_lines: int = 30) -> str:
+    """Head and tail of a long text, with the error-looking lines from the middle kept in order."""
+    lines = text.splitlines()
+    if len(lines) <= head + tail:
+        return _clip(text)
+    middle = lines[head:-tail]
+    errors: list[str] = []
+    for line in middle:
+        if _ERRORS.search(line) and line not in errors:
+            errors.append(line)
+    kept = errors[:max_error_lines]
+    omitted = len(middle) - len(kept)
+    block = [*lines[:head], f"… {omitted} lines omitted; {len(kept)} error-looking lines kept …", *kept, *lines[-tail:]]
+    return _clip("\n".join(block))
+
+
+def _clip(text: str, limit: int = MAX_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}\n… {len(text) - 2 * keep} characters omitted …\n{text[-keep:]}"

@@ -1,0 +1,54 @@
+"""What enters the model's context: big outputs condensed, the asking person's jobs kept whole."""
+
+from __future__ import annotations
+
+import random
+
+from betty_jupyter.agent.condense import condense, condense_log, estimate_tokens
+from betty_jupyter.agent.models import ToolOutcome
+from betty_jupyter.cluster import parsing
+
+STATES = ["PENDING", "RUNNING", "COMPLETING", "PENDING", "RUNNING"]
+
+
+def queue_text(jobs: int, mine: set[int]) -> str:
+    rng = random.Random(3)
+    lines = []
+    for number in range(jobs):
+        user = "alice" if number in mine else f"user{rng.randint(1, 300)}"
+        fields = [str(10_000 + number), "", "", f"train-{number} | sweep", user, "proj", rng.choice(["gpu", "cpu", "debug"]),
+                  rng.choice(STATES), "Priority", "1:00:00", "2-00:00:00", "1", "8", "32G", "gres/gpu:a100:2",
+                  "", "2026-11-20T09:00:00", "N/A", ""]
+        lines.append(parsing.SEPARATOR.join(fields))
+    return "\n".join(lines) + "\n"
+
+
+def test_a_10000_job_queue_fits_in_2000_tokens_and_keeps_every_job_of_the_person():
+    mine = {17, 4_200, 9_999, 123, 5_555, 777, 8_001}
+    frame = parsing.parse_queue(queue_text(10_000, mine))
+    text = condense(ToolOutcome(summary="10000 jobs in the queue", data=frame), user="alice")
+    assert estimate_tokens(text) < 2_000
+    for number in mine:
+        assert f"{10_000 + number} | train-{number} | sweep | alice" in text
+    assert "10000 rows." in text and "by state: " in text and "by partition: " in text
+    assert text.count("| alice |") == len(mine)
+
+
+def test_a_small_table_is_shown_whole():
+    frame = parsing.parse_queue(queue_text(5, set()))
+    text = condense(ToolOutcome(summary="5 jobs", data=frame))
+    assert all(f"train-{n} | sweep" in text for n in range(5))
+
+
+def test_a_long_log_keeps_head_tail_and_the_error_lines():
+    lines = [f"step={i} loss=0.{i % 97:02d}" for i in range(5_000)]
+    lines[2_500] = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    lines[3_000] = "Traceback (most recent call last):"
+    text = condense_log("\n".join(lines))
+    assert "step=0 loss=0.00" in text and "step=4999" in text
+    assert "RuntimeError: CUDA out of memory" in text and "Traceback (most recent call last):" in text
+    assert "step=2499 " not in text and estimate_tokens(text) < 2_000
+
+
+def test_a_failed_outcome_is_one_error_line():
+    assert condense(ToolOutcome(ok=False, summary="job 5 is not known")) == "error: job 5 is not known"
