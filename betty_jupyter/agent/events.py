@@ -1,0 +1,393 @@
+"""The agent's events: the one wire protocol for the side panel, magics, the CLI and automations.
+
+Every event is ``{type, session_id, seq, ts, payload}``; ``type`` names the payload model::
+
+    message_delta     MessageDelta       a piece of the assistant's reply as it streams
+    message           Message            a whole message (assistant or user)
+    plan              Plan               the steps the agent means to take
+    tool_call         ToolCallInfo       the agent asked for a tool
+    approval_request  ApprovalRequest    a person must approve a call (with its preview)
+    approval_resolved ApprovalResolved   how that approval ended
+    tool_result       ToolResultInfo     what a tool did
+    error             ErrorInfo          something failed (retryable or not)
+    replanning        Replanning         the agent changes course, and why
+    job_update        JobUpdateInfo      a watched Slurm job changed state
+    budget            Budget             iterations and tokens spent so far
+    done              Done               the turn ended, and why
+
+``seq`` counts 1, 2, 3… per session and ``ts`` is a unix time in seconds. A front-end that
+reconnects asks :meth:`EventStream.since` for what it missed. The JSON schema of the whole
+protocol is committed beside this file (``events.schema.json``) for the TypeScript side;
+regenerate it with ``python -m betty_jupyter.agent.events > betty_jupyter/agent/events.schema.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from typing import Annotated, Any, Callable, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidatorFunctionWrapHandler, model_validator
+
+from .models import Preview
+
+log = logging.getLogger(__name__)
+
+Decision = Literal["approved", "approved_for_session", "edited", "denied", "timed_out", "cancelled"]
+_TIER = Field(ge=0, le=2, description="0 never asks, 1 asks once per session, 2 always asks")
+
+
+class Payload(BaseModel):
+    """Base of every payload: unknown fields are refused, so a misspelt field fails where it is made."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, json_schema_serialization_defaults_required=True)
+
+
+class MessageDelta(Payload):
+    """A piece of the assistant's reply, sent as the model streams it."""
+
+    text: str
+
+
+class Message(Payload):
+    """A whole message: the assistant's reply once complete, or what the person wrote."""
+
+    role: Literal["assistant", "user"]
+    text: str
+
+
+class Plan(Payload):
+    """The steps the agent means to take, in order."""
+
+    steps: list[str]
+
+
+class ToolCallInfo(Payload):
+    """The agent asked for a tool with these arguments (before any approval)."""
+
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    tier: int = _TIER
+
+
+class ApprovalRequest(Payload):
+    """A person must approve (or edit, or deny) a call; ``preview`` shows exactly what would happen."""
+
+    approval_id: str
+    call_id: str
+    tool: str
+    tier: int = _TIER
+    args: dict[str, Any]
+    preview: Preview
+    reason: str
+
+
+class ApprovalResolved(Payload):
+    """How an approval ended; ``args`` holds the edited arguments when ``decision`` is ``edited``."""
+
+    approval_id: str
+    call_id: str
+    decision: Decision
+    approver: str | None = None
+    args: dict[str, Any] | None = None
+
+
+class ToolResultInfo(Payload):
+    """What a tool did: a one-line summary; the full output is in the action log at ``output_ref``."""
+
+    call_id: str
+    tool: str
+    ok: bool
+    summary: str
+    duration_ms: float = Field(ge=0)
+    output_ref: str | None = None
+    artifacts: list[str] = Field(default_factory=list)
+
+
+class ErrorInfo(Payload):
+    """Something failed; ``message`` is one line for a person, ``code`` a stable name for programs."""
+
+    message: str
+    code: str
+    retryable: bool = False
+
+
+class Replanning(Payload):
+    """The agent changes course (after a denial, a failed tool, new facts)."""
+
+    reason: str
+
+
+class JobUpdateInfo(Payload):
+    """A watched Slurm job moved from ``previous`` to ``state``; links to its wiki page and notebook."""
+
+    job_id: str
+    cluster: str
+    state: str
+    previous: str
+    page: str | None = None
+    notebook: str | None = None
+
+
+class Budget(Payload):
+    """What the session has spent of its circuit breaker's allowance."""
+
+    iterations: int = Field(ge=0)
+    max_iterations: int = Field(ge=0)
+    tokens: int = Field(ge=0)
+    max_tokens: int = Field(ge=0)
+
+
+class Done(Payload):
+    """The turn ended: finished, stopped by a denial, the circuit breaker, an error, or a person."""
+
+    reason: Literal["finished", "denied", "breaker", "error", "stopped"]
+
+
+class Event(Payload):
+    """One event: ``{type, session_id, seq, ts, payload}``.
+
+    ``Event.model_validate(data)`` (or :func:`parse_event`) returns the subclass for ``type``,
+    e.g. :class:`MessageEvent`; ``Event`` itself is never built directly.
+    """
+
+    type: str
+    session_id: str
+    seq: int = Field(ge=1)
+    ts: float
+    payload: Payload
+
+    def __init__(self, **data: Any) -> None:
+        if type(self) is Event:
+            raise TypeError("Event is the base of the event types: use EventStream.emit or parse_event")
+        super().__init__(**data)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _by_type(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # Validating as the base class picks the event class from `type` (a tagged union).
+        if cls is Event:
+            return _EVENTS.validate_python(data)
+        return handler(data)
+
+
+class MessageDeltaEvent(Event):
+    """``message_delta``: a piece of the assistant's reply."""
+
+    type: Literal["message_delta"] = "message_delta"
+    payload: MessageDelta
+
+
+class MessageEvent(Event):
+    """``message``: a whole message."""
+
+    type: Literal["message"] = "message"
+    payload: Message
+
+
+class PlanEvent(Event):
+    """``plan``: the agent's plan."""
+
+    type: Literal["plan"] = "plan"
+    payload: Plan
+
+
+class ToolCallEvent(Event):
+    """``tool_call``: the agent asked for a tool."""
+
+    type: Literal["tool_call"] = "tool_call"
+    payload: ToolCallInfo
+
+
+class ApprovalRequestEvent(Event):
+    """``approval_request``: a person must decide."""
+
+    type: Literal["approval_request"] = "approval_request"
+    payload: ApprovalRequest
+
+
+class ApprovalResolvedEvent(Event):
+    """``approval_resolved``: the decision."""
+
+    type: Literal["approval_resolved"] = "approval_resolved"
+    payload: ApprovalResolved
+
+
+class ToolResultEvent(Event):
+    """``tool_result``: what a tool did."""
+
+    type: Literal["tool_result"] = "tool_result"
+    payload: ToolResultInfo
+
+
+class ErrorEvent(Event):
+    """``error``: something failed."""
+
+    type: Literal["error"] = "error"
+    payload: ErrorInfo
+
+
+class ReplanningEvent(Event):
+    """``replanning``: the agent changes course."""
+
+    type: Literal["replanning"] = "replanning"
+    payload: Replanning
+
+
+class JobUpdateEvent(Event):
+    """``job_update``: a watched job changed state."""
+
+    type: Literal["job_update"] = "job_update"
+    payload: JobUpdateInfo
+
+
+class BudgetEvent(Event):
+    """``budget``: what the session has spent."""
+
+    type: Literal["budget"] = "budget"
+    payload: Budget
+
+
+class DoneEvent(Event):
+    """``done``: the turn ended."""
+
+    type: Literal["done"] = "done"
+    payload: Done
+
+
+AnyEvent = Annotated[
+    Union[MessageDeltaEvent, MessageEvent, PlanEvent, ToolCallEvent, ApprovalRequestEvent, ApprovalResolvedEvent,
+          ToolResultEvent, ErrorEvent, ReplanningEvent, JobUpdateEvent, BudgetEvent, DoneEvent],
+    Field(discriminator="type"),
+]
+"""Every event class, tagged by ``type``: narrow with ``if event.type == "tool_call": …``."""
+
+_EVENTS: TypeAdapter[AnyEvent] = TypeAdapter(AnyEvent)
+
+PAYLOADS: dict[str, type[Payload]] = {
+    cls.model_fields["type"].default: cls.model_fields["payload"].annotation  # type: ignore[misc]
+    for cls in Event.__subclasses__()
+}
+"""The payload model of each event type, in the order of the protocol."""
+
+EVENT_TYPES: tuple[str, ...] = tuple(PAYLOADS)
+"""The event types, in the order of the protocol."""
+
+
+def parse_event(data: dict[str, Any] | str | bytes) -> Event:
+    """An event from its JSON (text) or its dict; a :class:`pydantic.ValidationError` names what is wrong."""
+    if isinstance(data, (str, bytes)):
+        return _EVENTS.validate_json(data)
+    return _EVENTS.validate_python(data)
+
+
+Subscriber = Callable[[Event], None]
+
+
+class EventStream:
+    """The events of one session: numbered, kept for reconnecting front-ends, sent to subscribers.
+
+    Thread-safe: :meth:`emit` may be called from any thread. Subscribers are called in the
+    emitting thread, one event at a time and in ``seq`` order, so they should be quick (hand the
+    event to an event loop) and must not emit themselves. A subscriber that raises is logged
+    and the others still get the event.
+    """
+
+    def __init__(self, session_id: str, max_events: int = 10_000) -> None:
+        if max_events < 1:
+            raise ValueError("max_events must be at least 1")
+        self.session_id = session_id
+        self.max_events = max_events
+        self._events: deque[Event] = deque(maxlen=max_events)
+        self._subscribers: list[Subscriber] = []
+        self._seq = 0
+        self._lock = threading.RLock()
+
+    @property
+    def last_seq(self) -> int:
+        """The ``seq`` of the newest event (0 before the first)."""
+        with self._lock:
+            return self._seq
+
+    def emit(self, type: str, payload: BaseModel) -> Event:
+        """Number ``payload`` as the next event of type ``type``, keep it and send it to every subscriber.
+
+        A payload of the wrong model for ``type`` (or an unknown type) is a ValidationError,
+        and uses no number.
+        """
+        with self._lock:
+            event = _EVENTS.validate_python({"type": type, "session_id": self.session_id, "seq": self._seq + 1,
+                                             "ts": time.time(), "payload": payload})
+            self._seq = event.seq
+            self._events.append(event)
+            for subscriber in list(self._subscribers):
+                _deliver(subscriber, event)
+            return event
+
+    def subscribe(self, callback: Subscriber, after: int | None = None) -> Callable[[], None]:
+        """Send every new event to ``callback``; returns the function that stops it (safe to call twice).
+
+        With ``after``, the kept events after that ``seq`` are sent first, with no gap or repeat
+        between them and the new ones (a reconnecting front-end passes the last ``seq`` it saw).
+        """
+        with self._lock:
+            if after is not None:
+                for event in self._since(after):
+                    _deliver(callback, event)
+            self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def since(self, seq: int) -> list[Event]:
+        """The kept events numbered after ``seq``, oldest first.
+
+        Only the newest ``max_events`` are kept: when the first returned ``seq`` is above
+        ``seq + 1``, older events were dropped.
+        """
+        with self._lock:
+            return self._since(seq)
+
+    def _since(self, seq: int) -> list[Event]:
+        if not self._events:
+            return []
+        first = self._events[0].seq
+        start = max(0, seq - first + 1)
+        return [self._events[i] for i in range(start, len(self._events))]
+
+
+def _deliver(subscriber: Subscriber, event: Event) -> None:
+    try:
+        subscriber(event)
+    except Exception:
+        # One broken front-end must not stop the agent or starve the other subscribers.
+        log.exception("an event subscriber failed on %s #%d", event.type, event.seq)
+
+
+def events_json_schema() -> dict[str, Any]:
+    """The JSON schema of every event (as sent), a ``oneOf`` tagged by ``type``."""
+    schema = _EVENTS.json_schema(mode="serialization")
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "BettyEvent",
+        "description": "One event of Betty's agent: {type, session_id, seq, ts, payload}. "
+                       "Generated by `python -m betty_jupyter.agent.events`; do not edit.",
+        **schema,
+    }
+
+
+def schema_text() -> str:
+    """The committed form of :func:`events_json_schema`: indented JSON ending in a newline."""
+    return json.dumps(events_json_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+if __name__ == "__main__":
+    print(schema_text(), end="")
