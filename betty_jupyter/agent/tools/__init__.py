@@ -1,0 +1,24 @@
+"""Every action the agent can take, as a small :class:`Tool` with a preview (see ``docs/agent-tools.md``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
+from .cluster import ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun, JobLogs
+from .gpu import GpuAdvise, GpuEstimate
+from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
+from .notes import Scratchpad
+from .wiki import WikiRead, WikiSearch, WikiWrite
+
+ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
+    ClusterRun, ClusterQueue, ClusterPartitions, ClusterHistory, ClusterSubmit, ClusterStatus, ClusterCancel,
+    JobLogs, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad,
+)
+"""Every tool class, in the order the system prompt lists them."""
+
+__all__ = [
+    "ALL_TOOLS", "ClusterCancel", "ClusterHistory", "ClusterPartitions", "ClusterQueue", "ClusterRun",
+    "ClusterStatus", "ClusterSubmit", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad", "Tool",
+    "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
+]

@@ -1,0 +1,211 @@
+"""The one base every tool stands on: parse arguments, preview, run, and turn failures into outcomes.
+
+A tool is a small class: a ``name``, a ``description`` for the model, a pydantic ``Args``
+model (its JSON schema is what the model sees), a ``tier`` (how much it may do without a
+person), a :meth:`Tool.preview` that has no side effect at all, and a :meth:`Tool.run`.
+:meth:`Tool.execute` is the template method the loop calls: it parses when needed, runs,
+and turns every expected failure into a ``ToolOutcome(ok=False)`` with one line for the
+person and the model, so a tool never raises for a mistake the model can correct.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Mapping, TypeVar, cast
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from ...errors import BettyError, UsageError
+from ..models import Preview, Tier, ToolOutcome
+
+if TYPE_CHECKING:
+    from ...cluster.policy import CommandPolicy
+    from ...cluster.profiles import ClusterProfile
+    from ...cluster.slurm import SlurmClient
+    from ...experiments.workspace import Workspace
+
+A = TypeVar("A", bound=BaseModel)
+SUMMARY_LINES = 40
+SUMMARY_CHARS = 4000
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_TIER_WORDS = {Tier.AUTO: "never asks", Tier.ONCE_PER_SESSION: "asks once per session", Tier.ALWAYS_ASK: "always asks"}
+
+
+class ToolError(BettyError):
+    """A tool call was refused or failed; ``str(error)`` is one line for the person and the model.
+
+    ``details`` holds one line per problem (one per argument for malformed arguments).
+    """
+
+    def __init__(self, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or [message]
+
+
+@dataclass
+class ToolContext:
+    """What every tool may use; the host builds one per session."""
+
+    profile: "ClusterProfile"
+    slurm: "SlurmClient"
+    workspace: "Workspace"
+    session_id: str
+    scratchpad: Path
+
+    @classmethod
+    def open(cls, profile: "ClusterProfile", workspace: "Workspace", session_id: str) -> "ToolContext":
+        """A context on ``profile``'s cluster (its link opens lazily) for session ``session_id``."""
+        from ...cluster.slurm import SlurmClient
+
+        if not _SESSION_ID.match(session_id):
+            raise ToolError(f"session id {session_id[:40]!r} must be letters, digits, . _ - (it names a file)")
+        slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
+        scratchpad = workspace.state / "scratchpads" / f"{session_id}.md"
+        return cls(profile=profile, slurm=slurm, workspace=workspace, session_id=session_id, scratchpad=scratchpad)
+
+    def policy(self) -> "CommandPolicy":
+        """The read-only allowlist of the session's cluster."""
+        return self.profile.policy()
+
+    async def close(self) -> None:
+        """Close the link to the cluster (closing twice is fine)."""
+        await self.slurm.transport.close()
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's arguments: unknown fields are refused, so a misspelt one is named."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def _checked_job_id(value: object) -> str:
+    from ...cluster.jobs import job_id
+
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError("a Slurm job id is text such as '123' or '123_4'")
+    try:
+        return job_id(value)
+    except UsageError as error:
+        raise ValueError(str(error)) from None
+
+
+JobId = Annotated[str, BeforeValidator(_checked_job_id)]
+"""A job id a command line may carry (``123``, ``123_4``), checked by the cluster layer."""
+
+
+class Tool(Generic[A]):
+    """Base of every tool; subclasses set the class variables and write :meth:`preview` and :meth:`run`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+    tier: ClassVar[Tier]
+
+    def tier_for(self, args: A) -> Tier:
+        """The tier of this call; the class tier unless the target decides (``wiki_write``)."""
+        return self.tier
+
+    def tier_text(self) -> str:
+        """The tier as the system prompt lists it."""
+        return f"tier {int(self.tier)}, {_TIER_WORDS[self.tier]}"
+
+    def parse(self, raw: Mapping[str, Any] | str | BaseModel | None) -> A:
+        """Validate raw JSON arguments; ToolError naming each bad field, one line each."""
+        if isinstance(raw, self.Args):
+            return cast(A, raw)
+        data = _decode(self.name, raw)
+        try:
+            return cast(A, self.Args.model_validate(data))
+        except ValidationError as error:
+            problems = validation_problems(error)
+            raise ToolError(f"{self.name}: invalid arguments — {'; '.join(problems)}", problems) from None
+
+    async def preview(self, ctx: ToolContext, args: A) -> Preview:
+        """The dry run a person approves: exactly what would run or be written; no side effect."""
+        raise NotImplementedError
+
+    async def run(self, ctx: ToolContext, args: A) -> ToolOutcome:
+        """Do it; ``summary`` is what the model sees, ``full`` goes to the action log."""
+        raise NotImplementedError
+
+    def schema(self) -> dict[str, Any]:
+        """This tool as an OpenAI ``tools=[…]`` entry."""
+        parameters = self.Args.model_json_schema()
+        parameters.pop("title", None)
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description, "parameters": parameters}}
+
+    async def dry_run(self, ctx: ToolContext, args: A | Mapping[str, Any] | str) -> Preview:
+        """Parse (when needed) and preview; any expected failure becomes a :class:`ToolError`."""
+        parsed = self.parse(args)
+        try:
+            return await self.preview(ctx, parsed)
+        except ToolError:
+            raise
+        except BettyError as error:
+            raise ToolError(f"{self.name}: {error}") from error
+
+    async def execute(self, ctx: ToolContext, args: A | Mapping[str, Any] | str) -> ToolOutcome:
+        """Parse (when needed) and run; expected failures come back as ``ToolOutcome(ok=False)``, never raised."""
+        try:
+            return await self.run(ctx, self.parse(args))
+        except ToolError as error:
+            return failure(str(error), "\n".join(error.details))
+        except BettyError as error:
+            return failure(f"{self.name}: {error}")
+        except ValidationError as error:
+            problems = validation_problems(error)
+            return failure(f"{self.name}: {'; '.join(problems)}", "\n".join(problems))
+
+
+def failure(summary: str, full: str = "") -> ToolOutcome:
+    """An outcome for a call that did not do what was asked."""
+    return ToolOutcome(ok=False, summary=summary, full=full or summary)
+
+
+def validation_problems(error: ValidationError) -> list[str]:
+    """One line per bad field: ``lines: Input should be less than or equal to 2000``."""
+    problems = []
+    for item in error.errors():
+        where = ".".join(str(part) for part in item["loc"]) or "arguments"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "is not an argument of this tool"
+        elif item["type"] == "missing":
+            message = "is required"
+        problems.append(f"{where}: {message}")
+    return problems
+
+
+def _decode(tool: str, raw: Mapping[str, Any] | str | BaseModel | None) -> Any:
+    if raw is None:
+        return {}
+    if isinstance(raw, BaseModel):
+        return raw.model_dump()
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            raw = json.loads(raw)
+        except ValueError as error:
+            raise ToolError(f"{tool}: the arguments are not valid JSON ({error}); send one JSON object") from None
+    if not isinstance(raw, Mapping):
+        raise ToolError(f"{tool}: the arguments must be one JSON object, not {type(raw).__name__}")
+    return dict(raw)
+
+
+def clip(text: str, lines: int = SUMMARY_LINES, chars: int = SUMMARY_CHARS, keep: str = "head") -> str:
+    """``text`` cut to what the model should see (the first or the last lines), saying what was left out."""
+    rows = text.splitlines()
+    kept = rows[:lines] if keep == "head" else rows[-lines:]
+    shown = "\n".join(kept)
+    cut = len(shown) > chars
+    if cut:
+        shown = shown[:chars] if keep == "head" else shown[-chars:]
+    if len(kept) == len(rows) and not cut:
+        return shown
+    note = f"[… cut to {len(shown.splitlines())} of {len(rows)} lines; the action log has the whole output]"
+    return f"{shown}\n{note}" if keep == "head" else f"{note}\n{shown}"

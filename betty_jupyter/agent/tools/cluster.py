@@ -1,0 +1,206 @@
+"""Tools that read the cluster: an allowlisted command, the queue, partitions, accounting, a job's log."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from ...errors import PolicyError
+from ..models import Preview, Tier, ToolOutcome
+from .base import JobId, Tool, ToolArgs, ToolContext, ToolError, clip
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TABLE_ROWS = 20
+QUEUE_COLUMNS = ["job_id", "name", "user", "partition", "state", "reason", "elapsed", "time_limit", "gpus", "nodelist"]
+HISTORY_COLUMNS = ["job_id", "name", "user", "partition", "state", "exit_code", "elapsed", "max_rss_bytes", "gpus"]
+PARTITION_COLUMNS = ["partition", "default", "availability", "nodes", "nodes_idle", "cpus", "cpus_idle",
+                     "gpu_types", "time_limit"]
+
+
+def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_ROWS) -> str:
+    """The chosen columns of ``frame`` as aligned text; the first ``rows`` rows (all when None)."""
+    shown = frame[[c for c in columns if c in frame.columns]]
+    if rows is not None:
+        shown = shown.head(rows)
+    if shown.empty:
+        return "(none)"
+    text = shown.to_string(index=False)
+    left = len(frame) - len(shown)
+    return text + (f"\n[… {left} more row(s); the action log has them all]" if left > 0 else "")
+
+
+def counts_by_state(frame: "pd.DataFrame") -> str:
+    """``3 jobs: 2 RUNNING, 1 PENDING``."""
+    if frame.empty:
+        return "0 jobs"
+    counts = frame["state"].astype(str).value_counts()
+    return f"{len(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
+
+
+def _command(*words: str | None) -> str:
+    return shlex.join(word for word in words if word)
+
+
+class RunArgs(ToolArgs):
+    """One read-only command."""
+
+    command: str = Field(min_length=1, max_length=2000,
+                         description="one plain read-only command, e.g. 'squeue --me' or 'sinfo -s'; no shell")
+
+
+class ClusterRun(Tool[RunArgs]):
+    """Run one command from the read-only allowlist."""
+
+    name = "cluster_run"
+    description = ("Run one read-only command on the cluster (squeue, sinfo, sacct, scontrol show, sprio, sshare, "
+                   "seff, and ls/cat/head/tail/wc/du/df under the readable roots). No shell: no pipes, ';' or '$'.")
+    Args = RunArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: RunArgs) -> Preview:
+        """The exact command line that would run, or the allowlist's refusal."""
+        try:
+            allowed = ctx.policy().check(args.command)
+        except PolicyError as refusal:
+            return Preview(kind="text", title=f"refused on {ctx.profile.name}", text=str(refusal),
+                           details={"refused": True, "cluster": ctx.profile.name})
+        details = {"cluster": ctx.profile.name, "argv": list(allowed.argv), "refused": False}
+        if allowed.paths:
+            details["paths_checked"] = list(allowed.paths)
+        return Preview(kind="command", title=f"run on {ctx.profile.name}", text=allowed.command_line, details=details)
+
+    async def run(self, ctx: ToolContext, args: RunArgs) -> ToolOutcome:
+        """Run it through :func:`run_allowed`: the policy refuses before the transport sees anything."""
+        from ...cluster.commands import run_allowed
+
+        result = await run_allowed(ctx.slurm.transport, ctx.policy(), args.command)
+        full = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr.strip() else "")
+        if not result.ok:
+            first = next((line for line in (result.stderr or result.stdout).splitlines() if line.strip()), "")
+            return ToolOutcome(ok=False, summary=f"{shlex.join(result.argv)} exited {result.exit_code}: {first}",
+                               full=full)
+        return ToolOutcome(summary=clip(result.stdout) or "(no output)", full=full,
+                           data={"argv": list(result.argv), "exit_code": result.exit_code})
+
+
+class QueueArgs(ToolArgs):
+    """Filters for the queue."""
+
+    user: str | None = Field(None, description="only this user's jobs")
+    states: list[str] | None = Field(None, description="only these states, e.g. ['PENDING', 'RUNNING']")
+    partition: str | None = Field(None, description="only this partition")
+
+
+class ClusterQueue(Tool[QueueArgs]):
+    """The jobs in the queue."""
+
+    name = "cluster_queue"
+    description = "List jobs in the Slurm queue (squeue), optionally of one user, in some states or one partition."
+    Args = QueueArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: QueueArgs) -> Preview:
+        """The squeue call (its output format is pinned by Betty)."""
+        states = ",".join(args.states) if args.states else None
+        text = _command("squeue", "--user" if args.user else None, args.user, "--states" if states else None,
+                        states, "--partition" if args.partition else None, args.partition)
+        return Preview(kind="command", title=f"read the queue on {ctx.profile.name}",
+                       text=f"{text}  (Betty's pinned --format)")
+
+    async def run(self, ctx: ToolContext, args: QueueArgs) -> ToolOutcome:
+        """The queue as a DataFrame in ``data``; counts and the first rows for the model."""
+        frame = await ctx.slurm.queue(user=args.user, states=args.states, partition=args.partition)
+        summary = f"{counts_by_state(frame)}\n{table(frame, QUEUE_COLUMNS)}"
+        return ToolOutcome(summary=summary, full=table(frame, QUEUE_COLUMNS, rows=None), data=frame)
+
+
+class NoArgs(ToolArgs):
+    """This tool takes no arguments."""
+
+
+class ClusterPartitions(Tool[NoArgs]):
+    """The cluster's partitions."""
+
+    name = "cluster_partitions"
+    description = "List the cluster's partitions (sinfo): nodes and CPUs idle/total, memory, GPU types, time limit."
+    Args = NoArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: NoArgs) -> Preview:
+        """The sinfo call."""
+        return Preview(kind="command", title=f"read the partitions of {ctx.profile.name}",
+                       text="sinfo  (Betty's pinned --format)")
+
+    async def run(self, ctx: ToolContext, args: NoArgs) -> ToolOutcome:
+        """The partitions as a DataFrame in ``data``."""
+        frame = await ctx.slurm.partitions()
+        text = table(frame, PARTITION_COLUMNS, rows=None)
+        return ToolOutcome(summary=clip(f"{len(frame)} partition(s)\n{text}"), full=text, data=frame)
+
+
+class HistoryArgs(ToolArgs):
+    """Which jobs to read from accounting."""
+
+    job_ids: list[JobId] | None = Field(None, max_length=200, description="these jobs only")
+    since: str | None = Field(None, description="jobs started since, e.g. '2026-11-20' or 'now-2days'")
+    all_users: bool = Field(False, description="every user's jobs, not only yours")
+
+
+class ClusterHistory(Tool[HistoryArgs]):
+    """Finished and running jobs from accounting."""
+
+    name = "cluster_history"
+    description = "Read jobs from Slurm accounting (sacct): state, exit code, elapsed time, peak memory, GPUs."
+    Args = HistoryArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: HistoryArgs) -> Preview:
+        """The sacct call."""
+        ids = ",".join(args.job_ids) if args.job_ids else None
+        text = _command("sacct", "--jobs" if ids else None, ids, "--starttime" if args.since else None, args.since,
+                        "--allusers" if args.all_users else None)
+        return Preview(kind="command", title=f"read accounting on {ctx.profile.name}",
+                       text=f"{text}  (Betty's pinned --format)")
+
+    async def run(self, ctx: ToolContext, args: HistoryArgs) -> ToolOutcome:
+        """The jobs as a DataFrame in ``data``."""
+        frame = await ctx.slurm.history(args.job_ids, since=args.since, all_users=args.all_users)
+        summary = f"{counts_by_state(frame)}\n{table(frame, HISTORY_COLUMNS)}"
+        return ToolOutcome(summary=summary, full=table(frame, HISTORY_COLUMNS, rows=None), data=frame)
+
+
+class LogArgs(ToolArgs):
+    """Which log to read."""
+
+    job_id: JobId
+    stream: Literal["out", "err"] = Field("out", description="'out' for stdout, 'err' for stderr")
+    lines: int = Field(50, ge=1, le=2000, description="how many lines from the end")
+
+
+class JobLogs(Tool[LogArgs]):
+    """The end of a job's output."""
+
+    name = "job_logs"
+    description = "Read the last lines a job wrote to its stdout ('out') or stderr ('err')."
+    Args = LogArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: LogArgs) -> Preview:
+        """The tail command on the file the controller recorded for the job."""
+        job = await ctx.slurm.job(args.job_id)
+        path = job.stdout_path if args.stream == "out" else job.stderr_path
+        if not path:
+            raise ToolError(f"job {job.job_id}'s {args.stream} file is no longer recorded by the controller")
+        return Preview(kind="command", title=f"read the end of job {job.job_id}'s std{args.stream}",
+                       text=shlex.join(["tail", "-n", str(args.lines), "--", path]),
+                       details={"job_id": job.job_id, "name": job.name, "state": job.state.value})
+
+    async def run(self, ctx: ToolContext, args: LogArgs) -> ToolOutcome:
+        """The lines, the last ones kept when they are too many for the model."""
+        text = await ctx.slurm.tail(args.job_id, args.stream, args.lines)
+        shown = clip(text, lines=args.lines, keep="tail") if text.strip() else f"(job {args.job_id} wrote nothing yet)"
+        return ToolOutcome(summary=shown, full=text)

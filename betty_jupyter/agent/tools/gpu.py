@@ -1,0 +1,168 @@
+"""GPU memory tools: the estimate for one job, and advice on where it fits (``betty gpu estimate|advise``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from ...gpu.request import (Attention, Checkpointing, KvDtype, Method, Offload, Optimizer, Precision, Sharding,
+                            lora_targets)
+from ..models import Preview, Tier, ToolOutcome
+from .base import Tool, ToolArgs, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from ...gpu import Architecture, Estimate, EstimateRequest, Partition
+
+
+class JobShape(ToolArgs):
+    """The options of ``betty gpu estimate``, spelt as arguments."""
+
+    model: str = Field(min_length=1, max_length=300, description=(
+        "a catalog name such as 'Llama-3.1-8B' or 'Qwen2.5-7B', or the path of a config.json inside the project"))
+    method: Method = Field(description="inference, or fine-tuning: full, lora, qlora")
+    precision: Precision | None = Field(None, description="default: the framework's (hf: bf16-mixed)")
+    optimizer: Optimizer = "adamw"
+    batch_size: int = Field(1, ge=1, description="micro-batch per GPU")
+    seq_len: int = Field(2048, ge=1, description="tokens per sequence; for inference the whole context")
+    grad_ckpt: Checkpointing = Field("none", description="activation checkpointing")
+    gpus: int = Field(1, ge=1)
+    sharding: Sharding = "none"
+    offload: Offload = Field("none", description="CPU offload of the optimizer or of parameters")
+    lora_rank: int = Field(16, ge=1)
+    lora_targets: str = Field("q_proj,v_proj", description="comma-separated modules, or all-linear")
+    framework: str = Field("hf", description="hf, vllm, torchtune or litgpt")
+    kv_dtype: KvDtype = "auto"
+    grad_accum: int = Field(1, ge=1)
+    double_quant: bool = True
+    compiled: bool = Field(False, description="torch.compile")
+    chunked_loss: bool = False
+    activation_offload: bool = False
+    optimizer_in_backward: bool = False
+    attention: Attention = "flash"
+
+    def request(self) -> "EstimateRequest":
+        """The checked :class:`EstimateRequest` these options describe."""
+        from ...gpu import EstimateRequest
+
+        return EstimateRequest(
+            method=self.method, precision=self.precision, optimizer=self.optimizer, batch_size=self.batch_size,
+            seq_len=self.seq_len, grad_ckpt=self.grad_ckpt, gpus=self.gpus, sharding=self.sharding,
+            offload=self.offload, lora_rank=self.lora_rank, lora_targets=lora_targets(self.lora_targets),
+            framework=self.framework, kv_dtype=self.kv_dtype, grad_accum=self.grad_accum,
+            double_quant=self.double_quant, compiled=self.compiled, chunked_loss=self.chunked_loss,
+            activation_offload=self.activation_offload, optimizer_in_backward=self.optimizer_in_backward,
+            attention=self.attention,
+        ).checked()
+
+    def described(self) -> str:
+        """``Llama-3.1-8B, lora, batch 4 × 4096 tokens, 1 GPU``."""
+        sharding = f", {self.sharding}" if self.sharding != "none" else ""
+        return (f"{self.model}, {self.method}, batch {self.batch_size} × {self.seq_len} tokens, "
+                f"{self.gpus} GPU{'s' if self.gpus > 1 else ''}{sharding}")
+
+
+def model_architecture(ctx: ToolContext, model: str) -> "Architecture":
+    """A catalog model, or a ``config.json`` that lies inside the project (nothing else is read)."""
+    from ...gpu import find_model, load_config
+
+    if not model.endswith(".json"):
+        return find_model(model).architecture
+    root = ctx.workspace.root.resolve()
+    path = (root / model).resolve()
+    if not path.is_relative_to(root):
+        raise ToolError(f"gpu: {model!r} is outside the project; give a config.json inside {root}")
+    return load_config(path)
+
+
+def estimate_summary(result: "Estimate") -> str:
+    """Peak per GPU and the largest parts, in one line."""
+    parts = sorted(result.breakdown.items(), key=lambda item: -item[1])
+    shown = ", ".join(f"{name.replace('_', ' ')} {value:.1f}" for name, value in parts if value >= 0.05)
+    return f"{result.model}: {result.peak_gib:.1f} GiB per GPU at the {result.peak_moment} ({shown} GiB)"
+
+
+class EstimateArgs(JobShape):
+    """One job, and optionally a GPU type to check it against."""
+
+    gpu: str | None = Field(None, description="say whether it fits on this GPU type, e.g. a100-80gb")
+
+
+class GpuEstimate(Tool[EstimateArgs]):
+    """Peak GPU memory per GPU for one job."""
+
+    name = "gpu_estimate"
+    description = ("Estimate peak memory per GPU for inference or fine-tuning (full, LoRA, QLoRA) of a model, as a "
+                   "breakdown in GiB (weights, gradients, optimizer, activations, KV cache, runtime).")
+    Args = EstimateArgs
+    tier = Tier.AUTO
+
+    async def preview(self, ctx: ToolContext, args: EstimateArgs) -> Preview:
+        """What is estimated (a computation on this machine; nothing is run anywhere)."""
+        return Preview(kind="text", title="estimate GPU memory", text=f"estimate {args.described()}")
+
+    async def run(self, ctx: ToolContext, args: EstimateArgs) -> ToolOutcome:
+        """The estimate; ``data`` is its JSON form (what ``cluster_submit`` takes as ``gpu_estimate``)."""
+        from ...gpu import estimate, gpu_type
+
+        result = estimate(model_architecture(ctx, args.model), args.request())
+        gpu = gpu_type(args.gpu) if args.gpu else None
+        data = result.as_dict(gpu)
+        lines = [estimate_summary(result)]
+        if gpu is not None:
+            room = result.headroom_gib(gpu)
+            lines.append(f"on {gpu.name}: " + (f"fits, {room:.1f} GiB to spare" if room >= 0
+                                               else f"does not fit, {-room:.1f} GiB short"))
+        lines += [f"note: {note}" for note in result.notes]
+        return ToolOutcome(summary="\n".join(lines), full="\n".join(lines), data=data)
+
+
+class AdviseArgs(JobShape):
+    """One job and the GPUs to place it on (default: the session cluster's partitions)."""
+
+    partitions: list[str] | None = Field(None, description=(
+        "partitions as name=gres, e.g. 'gpu=gpu:a100:4,gpu:h100:2'; default: read from the session's cluster"))
+    gpu_types: list[str] | None = Field(None, description="GPU types to consider, e.g. ['a100-80gb', 'mygpu=48']")
+    gpu: str | None = Field(None, description="report the largest batch and context on this GPU type")
+
+
+class GpuAdvise(Tool[AdviseArgs]):
+    """Where a job fits, and what to change when it fits nowhere."""
+
+    name = "gpu_advise"
+    description = ("Say on which partitions and GPU types a job fits (default: the session cluster's partitions), "
+                   "and the cheapest changes that make it fit when it does not.")
+    Args = AdviseArgs
+    tier = Tier.AUTO
+
+    async def preview(self, ctx: ToolContext, args: AdviseArgs) -> Preview:
+        """What is advised on, and where the partitions come from."""
+        where = (", ".join(args.partitions) if args.partitions else
+                 ", ".join(args.gpu_types) if args.gpu_types else f"the partitions of {ctx.profile.name} (sinfo)")
+        return Preview(kind="text", title="advise on GPUs", text=f"advise on {args.described()} over {where}")
+
+    async def run(self, ctx: ToolContext, args: AdviseArgs) -> ToolOutcome:
+        """The advice; ``data`` is its JSON form."""
+        from ...gpu import advise, gpu_type, parse_partition, targets_from
+        from ...gpu.hardware import parse_gpu_type
+
+        partitions = [parse_partition(text) for text in args.partitions or []]
+        types = [parse_gpu_type(text) for text in args.gpu_types or []]
+        if not partitions and not types:
+            partitions = await cluster_partitions(ctx)
+            if not partitions:
+                raise ToolError(f"gpu_advise: {ctx.profile.name} has no GPU partitions; give partitions or gpu_types")
+        limits_on = gpu_type(args.gpu) if args.gpu else None
+        advice = advise(model_architecture(ctx, args.model), args.request(), targets_from(partitions, types), limits_on)
+        text = advice.summary()
+        return ToolOutcome(summary=text, full=text, data=advice.as_dict())
+
+
+async def cluster_partitions(ctx: ToolContext) -> list["Partition"]:
+    """The session cluster's GPU partitions as plain data for the GPU layer."""
+    from ...gpu import Partition
+
+    frame = await ctx.slurm.partitions()
+    return [Partition(str(row["partition"]), dict(row["gpu_types"])) for row in frame.to_dict("records")
+            if row["gpu_types"]]
+

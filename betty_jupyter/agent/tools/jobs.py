@@ -1,0 +1,222 @@
+"""Tools that change or follow jobs: submit (recorded as an experiment), status, cancel."""
+
+from __future__ import annotations
+
+import shlex
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from ...errors import BettyError
+from ...experiments.ledger import Ledger
+from ..models import Preview, Tier, ToolOutcome
+from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
+
+if TYPE_CHECKING:
+    from ...cluster.jobs import Job
+    from ...cluster.sbatch import SbatchScript
+    from ...cluster.slurm import SlurmClient
+    from ...experiments.ledger import Experiment
+    from ...experiments.workspace import Workspace
+
+MAX_SCRIPT_CHARS = 100_000
+LOG_LINES_ON_FAILURE = 20
+
+
+class SubmitArgs(ToolArgs):
+    """A batch script and why it runs."""
+
+    script: str = Field(min_length=1, max_length=MAX_SCRIPT_CHARS,
+                        description="the whole batch script, '#!/bin/bash' and '#SBATCH' lines first")
+    goal: str = Field(min_length=1, max_length=4000, description="what this run is for, in the researcher's words")
+    name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: job name)")
+    gpu_estimate: dict[str, Any] | None = Field(
+        None, description="the gpu_estimate result for this job (its peak_gib is shown and recorded)")
+
+
+class ClusterSubmit(Tool[SubmitArgs]):
+    """Submit a batch script once and record it as an experiment (wiki page + notebook)."""
+
+    name = "cluster_submit"
+    description = ("Submit a batch script with sbatch, exactly once, and record it as an experiment: a wiki page "
+                   "and a notebook. The script is checked against the cluster's partitions first.")
+    Args = SubmitArgs
+    tier = Tier.ALWAYS_ASK
+
+    async def preview(self, ctx: ToolContext, args: SubmitArgs) -> Preview:
+        """The script exactly as uploaded, what it asks for, where it goes and the sbatch command."""
+        from ...cluster.commands import default_partition, request_summary
+
+        partitions = await ctx.slurm.partitions()
+        script = _checked(args.script, partitions)
+        slug = planned_slug(ctx.workspace, args.name or script.get("job-name") or "job")
+        remote = f"{ctx.slurm.work_dir}/scripts/{slug}.sbatch"
+        command = shlex.join(["sbatch", "--parsable", "--comment=betty:<fresh token>", remote])
+        resources = request_summary(script, default_partition(partitions))
+        details: dict[str, Any] = {
+            "cluster": ctx.profile.name, "resources": resources, "script_path": remote, "command": command,
+            "page": f"wiki/experiments/{slug}.md", "notebook": f"notebooks/experiments/{slug}.ipynb",
+            "goal": args.goal,
+        }
+        if args.gpu_estimate is not None:
+            details["gpu_estimate"] = args.gpu_estimate
+            details["gpu_memory"] = estimate_line(args.gpu_estimate)
+        return Preview(kind="script", title=f"submit {slug} to {ctx.profile.name}: {resources}",
+                       text=args.script, details=details)
+
+    async def run(self, ctx: ToolContext, args: SubmitArgs) -> ToolOutcome:
+        """Check the script again, submit it once, write the page, notebook and log line."""
+        from ...experiments.record import submit_experiment
+
+        _checked(args.script, await ctx.slurm.partitions())
+        experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, args.script,
+                                             goal=args.goal, name=args.name, gpu_estimate=args.gpu_estimate)
+        page = f"wiki/{experiment.page}"
+        summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}; "
+                   f"page {page}, notebook {experiment.notebook}")
+        return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
+                           data=experiment, artifacts=[page, experiment.notebook])
+
+
+def _checked(text: str, partitions: Any) -> "SbatchScript":
+    from ...cluster.commands import checked_script
+
+    return checked_script(text, partitions)
+
+
+def estimate_line(gpu_estimate: dict[str, Any]) -> str:
+    """``GPU memory estimate: 21.3 GiB per GPU (Llama-3.1-8B, lora)`` from an estimate's dict."""
+    peak = gpu_estimate.get("peak_gib")
+    if not isinstance(peak, (int, float)) or isinstance(peak, bool):
+        return "GPU memory estimate given (no peak_gib in it)"
+    about = ", ".join(str(gpu_estimate[k]) for k in ("model", "method") if gpu_estimate.get(k))
+    return f"GPU memory estimate: {peak:.1f} GiB per GPU" + (f" ({about})" if about else "")
+
+
+def planned_slug(workspace: "Workspace", name: str) -> str:
+    """The slug :func:`submit_experiment` will choose for ``name`` today, found without writing anything."""
+    from ...experiments.record import new_slug
+
+    ledger = Ledger(workspace.ledger_path) if workspace.ledger_path.exists() else _NoLedger()
+    return new_slug(workspace, ledger, name, date.today())
+
+
+class _NoLedger(Ledger):
+    """Stands in for a ledger not created yet (creating it would be a side effect of a preview)."""
+
+    def __init__(self) -> None:  # no file: nothing is recorded yet
+        pass
+
+    def slugs(self) -> set[str]:
+        """No slug is taken."""
+        return set()
+
+
+class JobArgs(ToolArgs):
+    """One job."""
+
+    job_id: JobId
+
+
+class ClusterStatus(Tool[JobArgs]):
+    """A job's state now; its experiment page is brought up to date when Betty recorded it."""
+
+    name = "cluster_status"
+    description = ("Read one job's state now (state, exit code, elapsed, node, reason it waits). When the job was "
+                   "submitted through Betty, its experiment page's Status and Runtime are updated too.")
+    Args = JobArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: JobArgs) -> Preview:
+        """What is read, and which page would be updated."""
+        experiment = recorded_experiment(ctx.workspace, ctx.profile.name, args.job_id)
+        page = f"; update wiki/{experiment.page} (Status and Runtime only)" if experiment else ""
+        return Preview(kind="text", title=f"read job {args.job_id}'s state",
+                       text=f"read job {args.job_id} on {ctx.profile.name} (squeue, sacct, scontrol show job){page}",
+                       details={"page": f"wiki/{experiment.page}" if experiment else None})
+
+    async def run(self, ctx: ToolContext, args: JobArgs) -> ToolOutcome:
+        """The job's record in ``data``; the page's auto region rewritten when it is recorded."""
+        job = await ctx.slurm.job(args.job_id)
+        line = job_line(job)
+        experiment = recorded_experiment(ctx.workspace, ctx.profile.name, job.job_id)
+        artifacts = []
+        if experiment is not None:
+            await refresh_experiment_page(ctx.slurm, ctx.workspace, experiment, job)
+            line += f"; page wiki/{experiment.page} updated"
+            artifacts.append(f"wiki/{experiment.page}")
+        return ToolOutcome(summary=line, full=line, data=job, artifacts=artifacts)
+
+
+def job_line(job: "Job") -> str:
+    """``job 12 (train) RUNNING · partition gpu · elapsed 0:01:02 · node n1``."""
+    parts = [f"job {job.job_id} ({job.name}) {job.state.value}", f"partition {job.partition or '?'}"]
+    if job.exit_code and job.state.finished:
+        parts.append(f"exit code {job.exit_code}")
+    if job.elapsed is not None:
+        parts.append(f"elapsed {job.elapsed}")
+    if job.nodelist:
+        parts.append(f"node {job.nodelist}")
+    if job.reason and not job.state.finished and job.reason != "None":
+        parts.append(f"waiting: {job.reason}")
+    if job.gpus:
+        parts.append(f"{job.gpus} GPU(s) {job.gpu_type or ''}".rstrip())
+    return " · ".join(parts)
+
+
+def recorded_experiment(workspace: "Workspace", cluster: str, job: str) -> "Experiment | None":
+    """The experiment Betty recorded for ``job`` on ``cluster``, read without creating the ledger."""
+    if not workspace.ledger_path.exists():
+        return None
+    found = [t.experiment for t in Ledger(workspace.ledger_path).all()
+             if t.experiment.job_id == job and t.experiment.cluster == cluster]
+    return found[-1] if found else None
+
+
+async def refresh_experiment_page(slurm: "SlurmClient", workspace: "Workspace", experiment: "Experiment",
+                                  job: "Job") -> None:
+    """Rewrite the page's Status and Runtime (between the markers) and its ``status`` field, as the watcher does."""
+    from ...experiments import content
+    from ...wiki import WikiStore
+
+    state = job.state.value
+    log = await _failure_log(slurm, job) if state in content.FAILED_STATES else None
+    WikiStore(workspace.wiki).update_auto(experiment.page, content.auto_region(experiment, job, state, log),
+                                          {"status": state})
+
+
+async def _failure_log(slurm: "SlurmClient", job: "Job") -> str | None:
+    for stream in ("err", "out"):
+        try:
+            text = await slurm.tail(job.job_id, stream, LOG_LINES_ON_FAILURE)
+        except BettyError:
+            continue
+        if text.strip():
+            return text
+    return None
+
+
+class ClusterCancel(Tool[JobArgs]):
+    """Cancel a job."""
+
+    name = "cluster_cancel"
+    description = "Cancel one job (scancel). The person sees the job's name and state before approving."
+    Args = JobArgs
+    tier = Tier.ALWAYS_ASK
+
+    async def preview(self, ctx: ToolContext, args: JobArgs) -> Preview:
+        """The job's name and state and the scancel command; a finished job is refused."""
+        job = await ctx.slurm.job(args.job_id)
+        if job.state.finished:
+            raise ToolError(f"job {job.job_id} ({job.name}) already ended ({job.state.value}); nothing to cancel")
+        return Preview(kind="command", title=f"cancel job {job.job_id} ({job.name}, {job.state.value})",
+                       text=shlex.join(["scancel", job.job_id]),
+                       details={"job_id": job.job_id, "name": job.name, "state": job.state.value, "user": job.user,
+                                "partition": job.partition, "cluster": ctx.profile.name})
+
+    async def run(self, ctx: ToolContext, args: JobArgs) -> ToolOutcome:
+        """scancel, once."""
+        await ctx.slurm.cancel(args.job_id)
+        summary = f"cancelled job {args.job_id} on {ctx.profile.name}"
+        return ToolOutcome(summary=summary, full=summary)
