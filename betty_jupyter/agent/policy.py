@@ -1,0 +1,207 @@
+"""Who decides whether a tool call runs: this code, from the mode, the tool's tier and the person's rules.
+
+The model never decides. For each call :meth:`ApprovalPolicy.decide` returns one of
+``run``, ``ask`` (a person approves the preview first), ``propose`` (the preview is returned
+as a proposal, nothing runs) or ``deny``:
+
+=========  ==================  ==============================  ==========
+mode       tier 0              tier 1                          tier 2
+=========  ==================  ==============================  ==========
+off        deny                deny                            deny
+propose    run                 propose                         propose
+confirm    run                 ask, then run for the session   ask
+auto       run                 run                             ask
+=========  ==================  ==============================  ==========
+
+The person's rules are three ordered lists of patterns, ``tool`` or ``tool(arg=glob)``
+(``fnmatch`` on the argument's text; the tool name may be a glob too), checked deny → ask →
+allow: a ``deny`` match always refuses; an ``ask`` match makes a tier 0 or 1 call ask every
+time (in ``propose`` mode: propose); an ``allow`` match lets a tier 1 call run without asking.
+No rule lowers tier 2: it always asks, whatever the mode or the rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Iterable, Literal, Mapping, Sequence, cast, get_args
+
+from pydantic import BaseModel
+
+from ..errors import ConfigError
+from .models import Tier
+
+Mode = Literal["off", "propose", "confirm", "auto"]
+Action = Literal["run", "ask", "deny", "propose"]
+MODES: tuple[str, ...] = get_args(Mode)
+RULE_LISTS = ("deny", "ask", "allow")
+GRANTING = ("approved", "approved_for_session", "edited")
+"""Resolutions that let later tier 1 calls of the same tool run in the session."""
+
+_RULE = re.compile(r"^\s*([A-Za-z0-9_*?\[\]-]+)\s*(?:\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*\))?\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What happens to one call, and why (one line a person reads in the action log)."""
+
+    action: Action
+    reason: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``tool`` or ``tool(arg=glob)``."""
+
+    tool: str
+    arg: str | None = None
+    pattern: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> "Rule":
+        """A rule from its text; ConfigError saying the expected shape."""
+        match = _RULE.match(text) if isinstance(text, str) else None
+        if match is None:
+            raise ConfigError(f"rule {text!r} is not 'tool' or 'tool(argument=pattern)', e.g. "
+                              "'cluster_run(command=squeue*)'")
+        tool, arg, pattern = match.groups()
+        return cls(tool, arg, pattern)
+
+    def matches(self, tool: str, args: Mapping[str, Any]) -> bool:
+        """Whether this rule covers a call of ``tool`` with ``args``."""
+        if not fnmatchcase(tool, self.tool):
+            return False
+        if self.arg is None:
+            return True
+        value = args.get(self.arg)
+        return value is not None and fnmatchcase(_text(value), self.pattern or "")
+
+    def __str__(self) -> str:
+        return self.tool if self.arg is None else f"{self.tool}({self.arg}={self.pattern})"
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The person's ordered ``deny``, ``ask`` and ``allow`` lists."""
+
+    deny: tuple[Rule, ...] = ()
+    ask: tuple[Rule, ...] = ()
+    allow: tuple[Rule, ...] = ()
+
+    @classmethod
+    def from_config(cls, data: Mapping[str, Sequence[str]] | None) -> "Rules":
+        """Rules from plain configuration ``{"deny": [...], "ask": [...], "allow": [...]}``."""
+        if not data:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ConfigError("rules must be a mapping with the lists deny, ask and allow")
+        unknown = set(data) - set(RULE_LISTS)
+        if unknown:
+            raise ConfigError(f"rules have unknown lists {', '.join(sorted(unknown))}; use deny, ask and allow")
+        lists = {}
+        for name in RULE_LISTS:
+            items = data.get(name) or []
+            if isinstance(items, str):
+                raise ConfigError(f"rules.{name} must be a list of patterns, not one string")
+            lists[name] = tuple(Rule.parse(item) for item in items)
+        return cls(**lists)
+
+    @staticmethod
+    def first(rules: Iterable[Rule], tool: str, args: Mapping[str, Any]) -> Rule | None:
+        """The first rule of ``rules`` that covers the call."""
+        return next((rule for rule in rules if rule.matches(tool, args)), None)
+
+
+@dataclass
+class SessionGrants:
+    """Tier 1 tools a person approved in this session: later calls of those tools run without asking."""
+
+    tools: set[str] = field(default_factory=set)
+
+    def granted(self, tool: str) -> bool:
+        """Whether ``tool`` was approved in this session."""
+        return tool in self.tools
+
+    def grant(self, tool: str) -> None:
+        """Let later tier 1 calls of ``tool`` run without asking (tier 2 ignores grants)."""
+        self.tools.add(tool)
+
+    def remember(self, tool: str, tier: Tier | int, decision: str) -> None:
+        """Record a resolution: any approval of a tier 1 call grants its tool for the session; tier 2 never."""
+        if tier == Tier.ONCE_PER_SESSION and decision in GRANTING:
+            self.grant(tool)
+
+    def revoke(self, tool: str | None = None) -> None:
+        """Forget one tool's grant, or all of them."""
+        if tool is None:
+            self.tools.clear()
+        else:
+            self.tools.discard(tool)
+
+
+class ApprovalPolicy:
+    """The decision for each call, from the mode, the tier, the rules and the session's grants."""
+
+    def __init__(self, mode: str = "confirm", rules: Rules | Mapping[str, Sequence[str]] | None = None) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        self.mode = cast(Mode, mode)
+        self.rules = rules if isinstance(rules, Rules) else Rules.from_config(rules)
+
+    def decide(self, tool: str, args: Mapping[str, Any] | BaseModel | None, tier: Tier | int,
+               session: SessionGrants) -> Decision:
+        """Run, ask, propose or deny this call of ``tool`` (``tier`` from ``Tool.tier_for(args)``)."""
+        values = _values(args)
+        tier = Tier(tier)
+        if self.mode == "off":
+            return Decision("deny", "Betty's agent is off; switch the mode to propose, confirm or auto")
+        denied = Rules.first(self.rules.deny, tool, values)
+        if denied:
+            return Decision("deny", f"refused by your rule deny {denied}")
+        ask = self._asks(tool, values, tier, session)
+        if self.mode == "propose":
+            if ask is None and tier == Tier.AUTO:
+                return Decision("run", "tier 0: runs without asking")
+            return Decision("propose", "propose mode: nothing above tier 0 runs; here is what would be done")
+        if ask is not None:
+            return Decision("ask", ask)
+        return Decision("run", self._runs_because(tool, values, tier, session))
+
+    def _asks(self, tool: str, values: Mapping[str, Any], tier: Tier, session: SessionGrants) -> str | None:
+        """Why a person must approve this call, or None when it may run."""
+        asked = Rules.first(self.rules.ask, tool, values)
+        if asked:
+            return f"your rule ask {asked} asks every time"
+        if tier == Tier.ALWAYS_ASK:
+            return "tier 2: always asks, in every mode"
+        if tier == Tier.AUTO or self.mode == "auto" or Rules.first(self.rules.allow, tool, values):
+            return None
+        if session.granted(tool):
+            return None
+        return f"tier 1: asks once per session ({tool} not approved yet in this session)"
+
+    def _runs_because(self, tool: str, values: Mapping[str, Any], tier: Tier, session: SessionGrants) -> str:
+        if tier == Tier.AUTO:
+            return "tier 0: runs without asking"
+        if self.mode == "auto":
+            return "auto mode: tier 1 runs without asking"
+        allowed = Rules.first(self.rules.allow, tool, values)
+        if allowed:
+            return f"allowed by your rule allow {allowed}"
+        return f"tier 1: {tool} was approved earlier in this session"
+
+
+def _values(args: Mapping[str, Any] | BaseModel | None) -> Mapping[str, Any]:
+    if args is None:
+        return {}
+    if isinstance(args, BaseModel):
+        return args.model_dump()
+    return args
