@@ -1,0 +1,349 @@
+"""The action log: one JSON line per tool call, append-only, one file per day.
+
+::
+
+    <workspace>/.betty/actions/2024-05-01.jsonl      one ActionRecord per line, oldest first
+    <workspace>/.betty/actions/outputs/<call>.txt    a call's full output, named by output_ref
+    <workspace>/.betty/actions/.lock                 held while a line or an output is written
+
+- The day is the local date of the record's ``ts``; lines are only ever appended, never
+  rewritten, under a ``filelock`` shared by every process, each append reaching the disk.
+- A line torn by a crash (or edited by hand into nonsense) is skipped when reading and
+  counted in :attr:`ActionLog.skipped`; the next append starts on a fresh line.
+- Secrets are never written: the value of any argument whose key looks like a secret
+  (``api_key``, ``password``, ``token``, ``secret``, …) becomes ``"[redacted]"``, and those
+  values are also blanked wherever they appear in the preview, summary and full output.
+- :func:`replay` re-runs only previews (never actions) and says which changed since.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Literal
+
+from filelock import FileLock, Timeout
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import BettyError
+from ..wiki.files import append_durably, sync_directory
+from .models import Preview
+
+log = logging.getLogger(__name__)
+
+ActionDecision = Literal["approved", "approved_for_session", "edited", "denied", "timed_out", "cancelled",
+                         "auto", "refused"]
+REDACTED = "[redacted]"
+ACTIONS_DIR = Path(".betty") / "actions"
+LOCK_TIMEOUT = 30.0
+MIN_BLANKED = 4
+
+_SECRET_WORDS = {"password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "credential",
+                 "credentials", "authorization", "cookie"}
+_SECRET_PAIRS = {("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key")}
+_DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+class ActionLogError(BettyError):
+    """The action log could not be written or read (the message names the file)."""
+
+
+class ActionRecord(BaseModel):
+    """One tool call as it happened: what was asked, who decided, what came of it.
+
+    ``ok`` is None when the tool did not run (denied, refused, timed out); ``output_ref`` is
+    the workspace-relative path of the full output, when one was kept.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    ts: float = Field(default_factory=time.time, ge=0, le=253402300799)  # up to the last second of 9999
+    session_id: str
+    call_id: str
+    tool: str
+    tier: int = Field(ge=0, le=2)
+    args: dict[str, Any] = Field(default_factory=dict)
+    preview: Preview | None = None
+    decision: ActionDecision
+    approver: str | None = None
+    ok: bool | None = None
+    summary: str = ""
+    output_ref: str | None = None
+    duration_ms: float = Field(default=0.0, ge=0)
+    artifacts: list[str] = Field(default_factory=list)
+
+    @property
+    def day(self) -> date:
+        """The local date the record belongs to (its file)."""
+        return datetime.fromtimestamp(self.ts).date()
+
+
+class ActionLog:
+    """The action log of the workspace at ``workspace_root``; safe to share between processes."""
+
+    def __init__(self, workspace_root: str | Path) -> None:
+        self.workspace_root = Path(workspace_root).expanduser().absolute()
+        self.directory = self.workspace_root / ACTIONS_DIR
+        self.outputs = self.directory / "outputs"
+        self.skipped: list[str] = []
+        """Where the last :meth:`read` found unreadable lines (``file:line: why``)."""
+
+    def record(self, record: ActionRecord, full_output: str | None = None) -> ActionRecord:
+        """Append ``record`` (secrets redacted; ``full_output`` stored beside it) and return what was written."""
+        secrets = secret_values(record.args)
+        record = record.model_copy(update={
+            "args": redact(record.args),
+            "summary": blank(record.summary, secrets),
+            "preview": _blank_preview(record.preview, secrets),
+        })
+        line = record.model_dump_json() + "\n"
+        with self._locked():
+            if full_output is not None:
+                record = record.model_copy(update={"output_ref": self._store_output(record.call_id,
+                                                                                    blank(full_output, secrets))})
+                line = record.model_dump_json() + "\n"
+            self._append(self.day_file(record.day), line)
+        return record
+
+    def read(self, day: date | None = None, session_id: str | None = None) -> list[ActionRecord]:
+        """The records of ``day`` (every day when None), of one session when given, oldest day first."""
+        self.skipped = []
+        files = [self.day_file(day)] if day is not None else [self.day_file(d) for d in self.days()]
+        records: list[ActionRecord] = []
+        for path in files:
+            records.extend(r for r in self._read_file(path) if session_id is None or r.session_id == session_id)
+        if self.skipped:
+            log.warning("skipped %d unreadable line(s) of the action log in %s: %s", len(self.skipped),
+                        self.directory, ", ".join(self.skipped[:5]) + (" …" if len(self.skipped) > 5 else ""))
+        return records
+
+    def days(self) -> list[date]:
+        """The days that have a log file, oldest first."""
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for path in self.directory.iterdir():
+            match = _DAY_FILE.fullmatch(path.name)
+            if match:
+                try:
+                    found.append(date.fromisoformat(match.group(1)))
+                except ValueError:
+                    continue
+        return sorted(found)
+
+    def day_file(self, day: date) -> Path:
+        """The log file of ``day``."""
+        return self.directory / f"{day.isoformat()}.jsonl"
+
+    def output(self, record: ActionRecord) -> str | None:
+        """The full output kept for ``record``, or None when none was kept (or it is gone)."""
+        if record.output_ref is None:
+            return None
+        path = (self.workspace_root / record.output_ref).resolve()
+        if not path.is_relative_to(self.outputs.resolve()):
+            return None  # a hand-edited line must not make us read outside the log
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError:
+            return None
+
+    def _read_file(self, path: Path) -> Iterable[ActionRecord]:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ActionLogError(f"cannot read the action log {path}: {exc.strerror or exc}") from exc
+        records = []
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            if not raw.strip():
+                continue
+            try:
+                records.append(ActionRecord.model_validate_json(raw))
+            except ValidationError as exc:
+                why = "not JSON" if any(e["type"] == "json_invalid" for e in exc.errors()) else "not an action record"
+                self.skipped.append(f"{path.name}:{number}: {why}")
+        return records
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ActionLogError(f"cannot create the action log folder {self.directory}: "
+                                 f"{exc.strerror or exc}") from exc
+        lock = FileLock(self.directory / ".lock", timeout=LOCK_TIMEOUT, poll_interval=0.005)
+        try:
+            lock.acquire()
+        except Timeout:
+            raise ActionLogError(f"the action log in {self.directory} is held by another process for more than "
+                                 f"{LOCK_TIMEOUT:g} s; try again in a moment") from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _append(self, path: Path, line: str) -> None:
+        try:
+            created = not path.exists()
+            path.touch(exist_ok=True)
+            append_durably(path, line)
+            if created:
+                sync_directory(path.parent)
+        except OSError as exc:
+            raise ActionLogError(f"cannot append to the action log {path}: {exc.strerror or exc}") from exc
+
+    def _store_output(self, call_id: str, text: str) -> str:
+        """Write ``text`` to a new file under outputs/ (never over an earlier one); its workspace-relative path."""
+        stem = call_id if _SAFE_NAME.fullmatch(call_id) else "call"
+        try:
+            self.outputs.mkdir(parents=True, exist_ok=True)
+            for attempt in range(1, 10_000):
+                path = self.outputs / (f"{stem}.txt" if attempt == 1 else f"{stem}-{attempt}.txt")
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+                except FileExistsError:
+                    continue
+                with os.fdopen(fd, "wb") as file:
+                    file.write(text.encode("utf-8"))
+                    file.flush()
+                    os.fsync(file.fileno())
+                return path.relative_to(self.workspace_root).as_posix()
+        except OSError as exc:
+            raise ActionLogError(f"cannot store the output of {call_id!r} under {self.outputs}: "
+                                 f"{exc.strerror or exc}") from exc
+        raise ActionLogError(f"too many outputs named {stem} under {self.outputs}; move old ones away")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether an argument named ``key`` holds a secret (``api_key``, ``hfToken``, ``DB_PASSWORD``…)."""
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower()
+    parts = [part for part in re.split(r"[^a-z0-9]+", words) if part]
+    return any(part in _SECRET_WORDS for part in parts) or any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:]))
+
+
+def redact(value: Any) -> Any:
+    """``value`` with every secret-looking key's value replaced by ``"[redacted]"``, at any depth."""
+    if isinstance(value, dict):
+        return {key: REDACTED if is_secret_key(str(key)) else redact(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact(item) for item in value]
+    return value
+
+
+def secret_values(value: Any) -> list[str]:
+    """The secret strings in ``value`` (under secret-looking keys), longest first."""
+    found: set[str] = set()
+
+    def walk(item: Any, secret: bool) -> None:
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                walk(inner, secret or is_secret_key(str(key)))
+        elif isinstance(item, (list, tuple)):
+            for inner in item:
+                walk(inner, secret)
+        elif secret and item is not None and not isinstance(item, bool) and str(item):
+            found.add(str(item))
+
+    walk(value, False)
+    return sorted(found, key=len, reverse=True)
+
+
+def blank(text: str, secrets: list[str]) -> str:
+    """``text`` with each of ``secrets`` replaced by ``"[redacted]"``.
+
+    Values shorter than ``MIN_BLANKED`` characters are left in free text (they are still
+    redacted in the arguments): blanking every ``1`` or ``a`` would ruin the log and hide nothing.
+    """
+    for secret in secrets:
+        if len(secret) >= MIN_BLANKED:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def _blank_preview(preview: Preview | None, secrets: list[str]) -> Preview | None:
+    if preview is None:
+        return None
+    return preview.model_copy(update={"title": blank(preview.title, secrets), "text": blank(preview.text, secrets),
+                                      "details": _blank_values(redact(preview.details), secrets)})
+
+
+def _blank_values(value: Any, secrets: list[str]) -> Any:
+    if isinstance(value, str):
+        return blank(value, secrets)
+    if isinstance(value, dict):
+        return {key: _blank_values(item, secrets) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_blank_values(item, secrets) for item in value]
+    return value
+
+
+ReplayStatus = Literal["same", "changed", "not recorded", "failed"]
+
+
+@dataclass(frozen=True)
+class ReplayLine:
+    """One record replayed: its preview then and now.
+
+    ``status`` is ``same``, ``changed`` (``diff`` says how), ``not recorded`` (no preview was
+    logged; ``current`` is today's) or ``failed`` (``diff`` holds why the preview could not be made).
+    """
+
+    record: ActionRecord
+    status: ReplayStatus
+    diff: str = ""
+    current: Preview | None = None
+
+
+PreviewFunction = Callable[[str, dict[str, Any]], Preview]
+
+
+def replay(records: Iterable[ActionRecord], preview: PreviewFunction, max_diff_lines: int = 20) -> list[ReplayLine]:
+    """Make each record's preview again with ``preview(tool, args)`` (a dry run) and compare it with the logged one.
+
+    Nothing is run: ``preview`` must only build previews. A preview that raises is reported as
+    ``failed`` with its one-line reason, and the replay goes on.
+    """
+    lines = []
+    for record in records:
+        try:
+            current = Preview.model_validate(preview(record.tool, dict(record.args)))
+        except Exception as exc:  # a tool's own preview code: report it, keep replaying the rest
+            lines.append(ReplayLine(record, "failed", f"{type(exc).__name__}: {_one_line(str(exc))}"))
+            continue
+        if record.preview is None:
+            lines.append(ReplayLine(record, "not recorded", "", current))
+        elif current == record.preview:
+            lines.append(ReplayLine(record, "same", "", current))
+        else:
+            lines.append(ReplayLine(record, "changed", preview_diff(record.preview, current, max_diff_lines), current))
+    return lines
+
+
+def preview_diff(before: Preview, after: Preview, max_lines: int = 20) -> str:
+    """A short diff between two previews: changed kind, title and details, then the text as a unified diff."""
+    lines = [f"{name}: {getattr(before, name)!r} → {getattr(after, name)!r}"
+             for name in ("kind", "title") if getattr(before, name) != getattr(after, name)]
+    for key in sorted(set(before.details) | set(after.details)):
+        if before.details.get(key) != after.details.get(key):
+            lines.append(f"details.{key}: {before.details.get(key)!r} → {after.details.get(key)!r}")
+    if before.text != after.text:
+        text_diff = difflib.unified_diff(before.text.splitlines(), after.text.splitlines(), "recorded", "now",
+                                         n=1, lineterm="")
+        lines.extend(text_diff)
+    if len(lines) > max_lines:
+        lines = lines[:max_lines] + [f"… ({len(lines) - max_lines} more lines)"]
+    return "\n".join(lines)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
