@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...errors import PolicyError
 from ..models import Preview, Tier, ToolOutcome
@@ -93,6 +93,17 @@ class QueueArgs(ToolArgs):
     user: str | None = Field(None, description="only this user's jobs")
     states: list[str] | None = Field(None, description="only these states, e.g. ['PENDING', 'RUNNING']")
     partition: str | None = Field(None, description="only this partition")
+
+    @field_validator("states")
+    @classmethod
+    def _known_states(cls, states: list[str] | None) -> list[str] | None:
+        from ...cluster.jobs import JobState
+
+        for state in states or []:
+            if JobState.parse(state) is JobState.UNKNOWN:
+                known = ", ".join(s.value for s in JobState if s is not JobState.UNKNOWN)
+                raise ValueError(f"{state[:30]!r} is not a Slurm job state; use one of {known}")
+        return states
 
 
 class ClusterQueue(Tool[QueueArgs]):

@@ -1,0 +1,222 @@
+"""Agent tools against the real dev cluster over SSH: previews change nothing, runs do exactly what was shown."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from betty_jupyter.agent.tools import (ClusterCancel, ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun,
+                                       ClusterStatus, ClusterSubmit, GpuAdvise, JobLogs, ToolContext, ToolError)
+from betty_jupyter.cluster.sync import run_sync
+from betty_jupyter.experiments.ledger import Ledger
+from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.wiki import AUTO_END, AUTO_START, WikiStore, init_workspace
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def ctx(ssh_profile, tmp_path: Path):
+    init_workspace(tmp_path / "project")
+    context = ToolContext.open(ssh_profile, Workspace.at(tmp_path / "project"), "test-session")
+    context.slurm.lookup_interval = 0.5
+    yield context
+    run_sync(context.close())
+
+
+@pytest.fixture
+def calls(ctx, monkeypatch) -> list[list[str]]:
+    """Every argv and upload the session's real transport is asked for."""
+    transport, seen = ctx.slurm.transport, []
+    run, put = transport.run, transport.put
+
+    async def recording_run(argv, *args, **kwargs):
+        seen.append(list(argv))
+        return await run(argv, *args, **kwargs)
+
+    async def recording_put(data, remote_path):
+        seen.append(["<put>", remote_path])
+        return await put(data, remote_path)
+
+    monkeypatch.setattr(transport, "run", recording_run)
+    monkeypatch.setattr(transport, "put", recording_put)
+    return seen
+
+
+def dry_run(tool, ctx, args):
+    return run_sync(tool.dry_run(ctx, args))
+
+
+def execute(tool, ctx, args):
+    return run_sync(tool.execute(ctx, args))
+
+
+def files_under(*roots: Path) -> list[str]:
+    return sorted(str(p) for root in roots if root.exists() for p in root.rglob("*"))
+
+
+def script(ctx, name: str, body: str, extra: str = "") -> str:
+    return f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --chdir={ctx.workspace.root}\n{extra}{body}\n"
+
+
+def jobs_named(ctx, name: str) -> list[str]:
+    queue = run_sync(ctx.slurm.queue())
+    history = run_sync(ctx.slurm.history(since="now-1hours"))
+    return sorted({str(i) for i in queue.loc[queue["name"] == name, "job_id"]}
+                  | {str(i) for i in history.loc[history["name"] == name, "job_id"]})
+
+
+def wait_until_finished(ctx, job_id: str, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    job = run_sync(ctx.slurm.job(job_id))
+    while not job.state.finished:
+        assert time.monotonic() < deadline, f"job {job_id} still {job.state.value}"
+        time.sleep(0.5)
+        job = run_sync(ctx.slurm.job(job_id))
+    return job
+
+
+def test_cluster_run_shows_and_runs_exactly_the_allowed_command(ctx, calls) -> None:
+    shown = dry_run(ClusterRun(), ctx, {"command": "sinfo --noheader -o %P"})
+    assert shown.kind == "command" and shown.text == "sinfo --noheader -o %P" and calls == []
+    outcome = execute(ClusterRun(), ctx, {"command": "sinfo --noheader -o %P"})
+    assert outcome.ok and "gpu" in outcome.summary
+    assert calls == [["sinfo", "--noheader", "-o", "%P"]]
+
+
+@pytest.mark.parametrize("command", ["squeue; rm -rf ~", "rm -rf ~", "squeue $(id)", "cat /etc/shadow",
+                                     "scancel 1", "sbatch x.sh", "squeue\nrm -rf ~"])
+def test_cluster_run_refuses_before_the_transport_is_called(ctx, calls, command) -> None:
+    shown = dry_run(ClusterRun(), ctx, {"command": command})
+    assert shown.details["refused"] is True and shown.text.startswith("refused: ")
+    outcome = execute(ClusterRun(), ctx, {"command": command})
+    assert not outcome.ok and "refused" in outcome.summary and "\n" not in outcome.summary
+    assert calls == []
+
+
+def test_cluster_run_reads_files_only_under_the_roots_after_resolving_links(ctx, calls, tmp_path) -> None:
+    (tmp_path / "train.log").write_text("step=1 loss=0.5\n")
+    (tmp_path / "escape").symlink_to("/etc")
+    outcome = execute(ClusterRun(), ctx, {"command": f"cat {tmp_path}/train.log"})
+    assert outcome.ok and outcome.summary == "step=1 loss=0.5"
+    assert calls[-1] == ["cat", f"{tmp_path}/train.log"]
+    calls.clear()
+    refused = execute(ClusterRun(), ctx, {"command": f"cat {tmp_path}/escape/hostname"})
+    assert not refused.ok and "outside the readable roots" in refused.summary
+    assert [argv[0] for argv in calls] == ["realpath"]  # Betty's own check; cat never ran
+
+
+def test_queue_partitions_and_history_return_dataframes(ctx) -> None:
+    import pandas as pd
+
+    partitions = execute(ClusterPartitions(), ctx, {})
+    assert partitions.ok and isinstance(partitions.data, pd.DataFrame)
+    assert set(partitions.data["partition"]) == {"cpu", "gpu"} and "2 partition(s)" in partitions.summary
+    queue = execute(ClusterQueue(), ctx, {"states": ["RUNNING", "PENDING"]})
+    assert queue.ok and isinstance(queue.data, pd.DataFrame) and "job" in queue.summary
+    assert dry_run(ClusterQueue(), ctx, {"user": "alice", "states": ["PENDING"]}).text.startswith(
+        "squeue --user alice --states PENDING")
+    history = execute(ClusterHistory(), ctx, {"since": "now-1hours"})
+    assert history.ok and isinstance(history.data, pd.DataFrame)
+    bad = execute(ClusterQueue(), ctx, {"states": ["R", "SLEEPING"]})
+    assert not bad.ok and "states: 'SLEEPING' is not a Slurm job state" in bad.summary
+
+
+def test_submit_preview_shows_everything_and_changes_nothing(ctx, calls, ssh_profile) -> None:
+    name = f"preview-{uuid.uuid4().hex[:6]}"
+    text = script(ctx, name, "echo hi", "#SBATCH -p gpu\n#SBATCH --gres=gpu:a100:1\n#SBATCH --time=5\n")
+    work = Path(ssh_profile.work_dir)
+    before = files_under(ctx.workspace.root, work)
+    shown = dry_run(ClusterSubmit(), ctx, {"script": text, "goal": "see the preview", "name": "LoRA run",
+                                           "gpu_estimate": {"peak_gib": 21.34, "model": "Llama-3.1-8B"}})
+    assert shown.kind == "script" and shown.text == text
+    slug = f"{time.strftime('%Y-%m-%d')}-lora-run"
+    assert shown.details["resources"] == "partition gpu, 1 GPU (a100), time 5 min"
+    assert shown.details["script_path"] == f"{work}/scripts/{slug}.sbatch"
+    assert shown.details["command"] == f"sbatch --parsable '--comment=betty:<fresh token>' {work}/scripts/{slug}.sbatch"
+    assert shown.details["gpu_memory"] == "GPU memory estimate: 21.3 GiB per GPU (Llama-3.1-8B)"
+    assert shown.details["page"] == f"wiki/experiments/{slug}.md"
+    assert files_under(ctx.workspace.root, work) == before and not ctx.workspace.ledger_path.exists()
+    assert [argv[0] for argv in calls] == ["sinfo"]
+    assert jobs_named(ctx, name) == []
+
+
+@pytest.mark.parametrize("extra, words", [
+    ("#SBATCH -p bigmem\n", "bigmem"),
+    ("#SBATCH -p gpu\n#SBATCH --gres=gpu:h100:9\n", "h100"),
+    ("#SBATCH --time=forever\n", "time"),
+])
+def test_a_script_that_cannot_run_is_refused_at_preview(ctx, calls, extra, words) -> None:
+    text = script(ctx, "never", "true", extra)
+    with pytest.raises(ToolError, match=words):
+        dry_run(ClusterSubmit(), ctx, {"script": text, "goal": "nope"})
+    outcome = execute(ClusterSubmit(), ctx, {"script": text, "goal": "nope"})
+    assert not outcome.ok
+    assert not any(argv[0] in ("sbatch", "<put>") for argv in calls)
+
+
+def test_submit_status_and_logs(ctx) -> None:
+    import nbformat
+
+    name = f"agent-{uuid.uuid4().hex[:6]}"
+    text = script(ctx, name, "echo step=1 loss=0.5; echo oops >&2; echo step=2 loss=0.25")
+    outcome = execute(ClusterSubmit(), ctx, {"script": text, "goal": "Check the agent's submit"})
+    assert outcome.ok, outcome.summary
+    experiment = outcome.data
+    assert jobs_named(ctx, name) == [experiment.job_id]
+    assert len(Ledger(ctx.workspace.ledger_path).all()) == 1
+    page = ctx.workspace.wiki / experiment.page
+    assert page.is_file() and (ctx.workspace.root / experiment.notebook).is_file()
+    assert outcome.artifacts == [f"wiki/{experiment.page}", experiment.notebook]
+    nbformat.validate(nbformat.read(ctx.workspace.root / experiment.notebook, as_version=4))
+
+    wait_until_finished(ctx, experiment.job_id)
+    shown = dry_run(ClusterStatus(), ctx, {"job_id": experiment.job_id})
+    assert f"update wiki/{experiment.page}" in shown.text
+    status = execute(ClusterStatus(), ctx, {"job_id": experiment.job_id})
+    assert status.ok and "COMPLETED" in status.summary and "page" in status.summary
+    region = page.read_text().split(AUTO_START, 1)[1].split(AUTO_END, 1)[0]
+    assert "**COMPLETED**" in region and "Check the agent's submit" in page.read_text()
+    assert WikiStore(ctx.workspace.wiki).read(experiment.page).frontmatter["status"] == "COMPLETED"
+
+    logs = dry_run(JobLogs(), ctx, {"job_id": experiment.job_id, "lines": 1})
+    assert logs.text.startswith("tail -n 1 -- ") and logs.text.endswith(f"slurm-{experiment.job_id}.out")
+    assert execute(JobLogs(), ctx, {"job_id": experiment.job_id, "lines": 1}).summary == "step=2 loss=0.25"
+    assert execute(JobLogs(), ctx, {"job_id": experiment.job_id, "stream": "err"}).ok
+    history = execute(ClusterHistory(), ctx, {"job_ids": [experiment.job_id]})
+    assert list(history.data["job_id"]) == [experiment.job_id]
+
+
+def test_status_of_a_job_betty_did_not_record_reads_only(ctx) -> None:
+    job_id = run_sync(ctx.slurm.submit(script(ctx, "by-hand", "true")))
+    outcome = execute(ClusterStatus(), ctx, {"job_id": job_id})
+    assert outcome.ok and "page" not in outcome.summary and outcome.data.job_id == job_id
+    assert not ctx.workspace.ledger_path.exists()
+    unknown = execute(ClusterStatus(), ctx, {"job_id": "999999"})
+    assert not unknown.ok and "not known" in unknown.summary
+
+
+def test_cancel_shows_the_job_then_cancels_it(ctx, calls) -> None:
+    name = f"cancel-{uuid.uuid4().hex[:6]}"
+    submitted = execute(ClusterSubmit(), ctx, {"script": script(ctx, name, "sleep 120"), "goal": "to be cancelled"})
+    job_id = submitted.data.job_id
+    calls.clear()
+    shown = dry_run(ClusterCancel(), ctx, {"job_id": job_id})
+    assert shown.text == f"scancel {job_id}" and shown.details["name"] == name
+    assert shown.details["state"] in ("PENDING", "RUNNING", "CONFIGURING")
+    assert not any(argv[0] == "scancel" for argv in calls)
+    assert execute(ClusterCancel(), ctx, {"job_id": job_id}).ok
+    assert [argv for argv in calls if argv[0] == "scancel"] == [["scancel", job_id]]
+    assert wait_until_finished(ctx, job_id).state.value == "CANCELLED"
+    with pytest.raises(ToolError, match="already ended"):
+        dry_run(ClusterCancel(), ctx, {"job_id": job_id})
+
+
+def test_gpu_advise_reads_the_session_clusters_partitions(ctx) -> None:
+    outcome = execute(GpuAdvise(), ctx, {"model": "Llama-3.1-8B", "method": "inference"})
+    assert outcome.ok and "gpu/A100-40GB" in outcome.summary and "gpu/H100-80GB" in outcome.summary
+    shown = dry_run(GpuAdvise(), ctx, {"model": "Llama-3.1-8B", "method": "inference"})
+    assert "the partitions of betty-dev" in shown.text
