@@ -217,7 +217,7 @@ class Args(BaseModel):
 
 
 class SubmitTool:
-    """A tool shaped like Betty's: a name, an argument model and a preview (run must never be called)."""
+    """A tool shaped like Betty's (``dry_run`` and ``execute`` are async and take a context); never run here."""
 
     name = "submit_job"
 
@@ -230,9 +230,18 @@ class SubmitTool:
         return Preview(kind="command", title=f"Submit {parsed.script}",
                        text=f"sbatch --partition={parsed.partition} {parsed.script}\n#SBATCH -t {self.walltime}")
 
-    def run(self, args: dict[str, Any]) -> None:
+    async def dry_run(self, ctx: Any, args: dict[str, Any]) -> Preview:
+        from betty_jupyter.agent.tools.base import ToolContext
+
+        assert isinstance(ctx, ToolContext) and ctx.session_id == "replay"
+        return self.preview(args)
+
+    async def run(self, ctx: Any, args: dict[str, Any]) -> None:
         self.runs += 1
         raise AssertionError("replay must never run a tool")
+
+    async def execute(self, ctx: Any, args: dict[str, Any]) -> None:
+        await self.run(ctx, args)
 
 
 class Registry:
@@ -252,7 +261,7 @@ def test_replay_says_same_changed_not_recorded_and_failed() -> None:
     registry = Registry(tool)
     records = [make("a"), make("b", args={"script": "train.sh", "partition": "gpu"}),
                make("c", preview=None), make("d", tool="gone"), make("e", args={"nope": 1})]
-    lines = replay(records, lambda name, args: registry.get(name).preview(args))
+    lines = replay(records, lambda name, args: registry.get(name).preview(args))  # the protocol replay needs
     assert [line.status for line in lines] == ["same", "changed", "not recorded", "failed", "failed"]
     assert lines[1].diff.splitlines() == ["--- recorded", "+++ now", "@@ -1,2 +1,2 @@",
                                           "-sbatch --partition=debug train.sh",
@@ -382,7 +391,15 @@ NO_REGISTRY = textwrap.dedent("""
 """)
 
 
-def test_log_replay_compares_previews_through_the_cli(workspace: Path) -> None:
+@pytest.fixture
+def local_cluster(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A configured cluster reached by local commands (replay opens no link: previews here need none)."""
+    config = tmp_path_factory.mktemp("config") / "betty.json"
+    config.write_text(json.dumps({"BettyConfig": {"clusters": [{"name": "here", "transport": "local"}]}}))
+    monkeypatch.setenv("BETTY_CONFIG", str(config))
+
+
+def test_log_replay_compares_previews_through_the_cli(workspace: Path, local_cluster: None) -> None:
     same = subprocess.run([sys.executable, "-c", FAKE_REGISTRY, "10", "log", "replay", "--dir", str(workspace)],
                           capture_output=True, text=True, timeout=120, cwd=REPO)
     assert same.returncode == 0, same.stderr
@@ -398,11 +415,19 @@ def test_log_replay_compares_previews_through_the_cli(workspace: Path) -> None:
     assert "    -#SBATCH -t 10" in changed.stdout and "    +#SBATCH -t 30" in changed.stdout
 
 
-def test_log_replay_without_a_registry_says_so_in_one_line(workspace: Path) -> None:
+def test_log_replay_without_a_registry_says_so_in_one_line(workspace: Path, local_cluster: None) -> None:
     result = subprocess.run([sys.executable, "-c", NO_REGISTRY, "log", "replay", "--dir", str(workspace)],
                             capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 1
     assert result.stderr.startswith("betty: error: cannot replay: Betty's tool registry is not available")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_log_replay_without_a_cluster_says_so_in_one_line(workspace: Path) -> None:
+    result = subprocess.run([sys.executable, "-c", FAKE_REGISTRY, "10", "log", "replay", "--dir", str(workspace)],
+                            capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 1
+    assert result.stderr.startswith("betty: error: no cluster is configured")
     assert len(result.stderr.strip().splitlines()) == 1
 
 

@@ -1,8 +1,9 @@
 """``betty log show|export|replay``: the action log of a workspace (``.betty/actions/``).
 
 ``show --json`` prints an array of action records; ``export`` prints them as JSON lines, the
-same fields as the log itself. ``replay`` makes each logged preview again (a dry run: no tool
-runs) and says whether it is the same today.
+same fields as the log itself. ``replay`` makes each logged preview again with Betty's tools
+on the configured cluster (``--cluster``; a dry run: no tool runs) and says whether it is the
+same today.
 """
 
 from __future__ import annotations
@@ -11,14 +12,16 @@ import argparse
 import json
 import re
 import sys
+from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..agent.actions import ActionLog, ActionRecord, PreviewFunction
+    from ..agent.models import Preview
 
 _SUMMARY_WIDTH = 80
 
@@ -44,6 +47,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     export.set_defaults(run=_export)
     replay = actions.add_parser("replay", parents=[common],
                                 help="make each logged preview again (runs nothing) and say what changed")
+    replay.add_argument("--cluster", metavar="NAME", help="the cluster the tools preview on (default: the default one)")
     replay.set_defaults(run=_replay)
 
 
@@ -115,7 +119,8 @@ def _replay(args: argparse.Namespace) -> int:
     if not records:
         print(_nothing(args, log))
         return 0
-    lines = replay(records, _registry_preview())
+    with _tool_previews(args) as preview:
+        lines = replay(records, preview)
     counts: dict[str, int] = {}
     for line in lines:
         counts[line.status] = counts.get(line.status, 0) + 1
@@ -128,20 +133,33 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _registry_preview() -> "PreviewFunction":
-    """``preview(tool, args)`` from Betty's tool registry, built only here so the log needs no tools."""
+@contextmanager
+def _tool_previews(args: argparse.Namespace) -> Iterator["PreviewFunction"]:
+    """``preview(tool, args)`` with Betty's own tools on the configured cluster: dry runs only, never ``run``."""
+    import asyncio
+
     from ..agent.actions import ActionLogError
+    from ..config import load_config
+    from ..experiments.workspace import Workspace
 
     try:
         from ..agent.registry import default_registry
+        from ..agent.tools.base import ToolContext
     except ImportError as exc:
         raise ActionLogError(f"cannot replay: Betty's tool registry is not available here ({exc})") from exc
-    registry: Any = default_registry() if callable(default_registry) else default_registry
+    profile = load_config().profile(args.cluster)
+    registry = default_registry()
+    context = ToolContext.open(profile, Workspace.at(args.dir), "replay")
+    loop = asyncio.new_event_loop()
 
-    def preview(tool: str, args: dict[str, Any]) -> Any:
-        return registry.get(tool).preview(args)
+    def preview(tool: str, tool_args: dict[str, Any]) -> "Preview":
+        return loop.run_until_complete(registry.get(tool).dry_run(context, tool_args))
 
-    return preview
+    try:
+        yield preview
+    finally:
+        loop.run_until_complete(context.close())
+        loop.close()
 
 
 def _when(ts: float, records: list["ActionRecord"]) -> str:
