@@ -77,7 +77,8 @@ def test_a_union_narrows_by_type() -> None:
     event = parse_event({"type": "tool_call", "session_id": "s", "seq": 1, "ts": 1.0,
                          "payload": {"call_id": "c", "tool": "t", "args": {}, "tier": 0}})
     assert event.type == "tool_call"
-    assert isinstance(event.payload, ToolCallInfo) and event.payload.call_id == "c"
+    assert event.payload.call_id == "c", "mypy narrows the payload by the type"
+    assert isinstance(event.payload, ToolCallInfo)
 
 
 def test_seq_counts_from_one_per_session_and_ts_is_unix_time() -> None:
@@ -234,7 +235,7 @@ def test_event_itself_is_not_built_directly() -> None:
 def test_events_are_frozen() -> None:
     event = EventStream("s").emit("done", Done(reason="finished"))
     with pytest.raises(ValidationError):
-        event.seq = 7  # type: ignore[misc]
+        event.seq = 7
 
 
 def test_the_committed_schema_is_up_to_date() -> None:

@@ -16,8 +16,8 @@ from llm_server import (
 )
 
 KEY = "sk-test-not-a-secret"
-USER = [{"role": "user", "content": "hello"}]
-TOOLS = [{"type": "function", "function": {"name": "queue", "description": "jobs in the queue",
+USER: list[Any] = [{"role": "user", "content": "hello"}]
+TOOLS: list[Any] = [{"type": "function", "function": {"name": "queue", "description": "jobs in the queue",
                                             "parameters": {"type": "object", "properties": {"user": {"type": "string"}}}}}]
 
 
@@ -27,13 +27,13 @@ def client(llm: ScriptedLLM, **options: Any) -> openai.OpenAI:
 
 def ask(llm: ScriptedLLM, **options: Any) -> Any:
     with client(llm, **options) as chat:
-        return chat.chat.completions.create(model="m", messages=USER, tools=TOOLS)  # type: ignore[arg-type]
+        return chat.chat.completions.create(model="m", messages=USER, tools=TOOLS)
 
 
 def stream(llm: ScriptedLLM, include_usage: bool = False) -> list[Any]:
     with client(llm) as chat:
         extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if include_usage else {}
-        return list(chat.chat.completions.create(model="m", messages=USER, tools=TOOLS,  # type: ignore[arg-type]
+        return list(chat.chat.completions.create(model="m", messages=USER, tools=TOOLS,
                                                  stream=True, **extra))
 
 
@@ -151,7 +151,7 @@ def test_a_stalled_stream_times_the_client_out() -> None:
     with ScriptedLLM([stall(30)]) as llm:
         started = time.monotonic()
         with client(llm, timeout=0.5) as chat:
-            replies = chat.chat.completions.create(model="m", messages=USER, stream=True)  # type: ignore[arg-type]
+            replies = chat.chat.completions.create(model="m", messages=USER, stream=True)
             first = next(iter(replies))
             assert first.choices[0].delta.role == "assistant"
             with pytest.raises((httpx.ReadTimeout, openai.APITimeoutError)):
@@ -183,7 +183,7 @@ def test_respond_answers_from_what_the_client_sent() -> None:
         messages = [*USER, first.model_dump(exclude_none=True),
                     {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": "3 jobs"}]
         with client(llm) as chat:
-            second = chat.chat.completions.create(model="m", messages=messages)  # type: ignore[arg-type]
+            second = chat.chat.completions.create(model="m", messages=messages)
         assert second.choices[0].message.content == "the tool said 3 jobs"
         with pytest.raises(openai.InternalServerError, match="respond\\(\\) raised AssertionError"):
             ask(llm, max_retries=2)
@@ -226,8 +226,8 @@ def test_the_models_list() -> None:
 def test_the_async_client_streams_and_retries() -> None:
     async def run(llm: ScriptedLLM) -> tuple[str, dict[int, dict[str, str]]]:
         async with openai.AsyncOpenAI(base_url=llm.base_url, api_key=KEY, max_retries=2) as chat:
-            whole = await chat.chat.completions.create(model="m", messages=USER)  # type: ignore[arg-type]
-            replies = await chat.chat.completions.create(model="m", messages=USER, stream=True)  # type: ignore[arg-type]
+            whole = await chat.chat.completions.create(model="m", messages=USER)
+            replies = await chat.chat.completions.create(model="m", messages=USER, stream=True)
             chunks = [chunk async for chunk in replies]
         return whole.choices[0].message.content or "", reassemble(chunks)
 

@@ -278,7 +278,7 @@ EVENT_TYPES: tuple[str, ...] = tuple(PAYLOADS)
 """The event types, in the order of the protocol."""
 
 
-def parse_event(data: dict[str, Any] | str | bytes) -> Event:
+def parse_event(data: dict[str, Any] | str | bytes) -> AnyEvent:
     """An event from its JSON (text) or its dict; a :class:`pydantic.ValidationError` names what is wrong."""
     if isinstance(data, (str, bytes)):
         return _EVENTS.validate_json(data)
