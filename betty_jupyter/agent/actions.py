@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import difflib
-import json
 import logging
 import os
 import re
@@ -40,7 +39,7 @@ from .models import Preview
 log = logging.getLogger(__name__)
 
 ActionDecision = Literal["approved", "approved_for_session", "edited", "denied", "timed_out", "cancelled",
-                         "auto", "refused"]
+                         "auto", "refused", "proposed"]
 REDACTED = "[redacted]"
 ACTIONS_DIR = Path(".betty") / "actions"
 LOCK_TIMEOUT = 30.0

@@ -22,6 +22,7 @@ from ..errors import BettyError, WikiError
 from . import content
 from .ledger import Experiment, Ledger, Tracked
 from .record import write_notebook
+from .refresh import failure_log, write_page
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -89,23 +90,13 @@ class JobWatcher:
             job = jobs.get(tracked.experiment.job_id)
             if job is None or job.state.value == tracked.state:
                 continue
-            log = await self._log_tail(slurm, job) if job.state.value in content.FAILED_STATES else None
+            log = await failure_log(slurm, job) if job.state.value in content.FAILED_STATES else None
             if self._apply(tracked, job, log):
                 updates.append(JobUpdate(tracked.experiment, tracked.state, job.state.value, job))
         for update in updates:
             for callback in self.subscribers:
                 callback(update)
         return updates
-
-    async def _log_tail(self, slurm: "SlurmClient", job: "Job") -> str | None:
-        for stream in ("err", "out"):
-            try:
-                text = await slurm.tail(job.job_id, stream, 20)
-            except BettyError:
-                continue
-            if text.strip():
-                return text
-        return None
 
     def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> bool:
         """Write the page's auto region and the notebook's status, then record the state (lease permitting)."""
@@ -117,13 +108,10 @@ class JobWatcher:
         return self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished)
 
     def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> None:
-        from ..wiki import WikiStore
-
-        store = WikiStore(self.workspace.wiki)
         try:
-            store.update_auto(experiment.page, content.auto_region(experiment, job, state, log), {"status": state})
+            write_page(self.workspace, experiment, job, log)
         except WikiError:
-            if store.exists(experiment.page):
+            if (self.workspace.wiki / experiment.page).exists():
                 raise
             # The record was never written (see `betty experiments repair`); the ledger keeps the state.
 

@@ -8,20 +8,18 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ...errors import BettyError
 from ...experiments.ledger import Ledger
+from ...experiments.refresh import refresh_page
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 
 if TYPE_CHECKING:
     from ...cluster.jobs import Job
     from ...cluster.sbatch import SbatchScript
-    from ...cluster.slurm import SlurmClient
     from ...experiments.ledger import Experiment
     from ...experiments.workspace import Workspace
 
 MAX_SCRIPT_CHARS = 100_000
-LOG_LINES_ON_FAILURE = 20
 
 
 class SubmitArgs(ToolArgs):
@@ -143,7 +141,7 @@ class ClusterStatus(Tool[JobArgs]):
         experiment = recorded_experiment(ctx.workspace, ctx.profile.name, job.job_id)
         artifacts = []
         if experiment is not None:
-            await refresh_experiment_page(ctx.slurm, ctx.workspace, experiment, job)
+            await refresh_page(ctx.slurm, ctx.workspace, experiment, job)
             line += f"; page wiki/{experiment.page} updated"
             artifacts.append(f"wiki/{experiment.page}")
         return ToolOutcome(summary=line, full=line, data=job, artifacts=artifacts)
@@ -172,29 +170,6 @@ def recorded_experiment(workspace: "Workspace", cluster: str, job: str) -> "Expe
     found = [t.experiment for t in Ledger(workspace.ledger_path).all()
              if t.experiment.job_id == job and t.experiment.cluster == cluster]
     return found[-1] if found else None
-
-
-async def refresh_experiment_page(slurm: "SlurmClient", workspace: "Workspace", experiment: "Experiment",
-                                  job: "Job") -> None:
-    """Rewrite the page's Status and Runtime (between the markers) and its ``status`` field, as the watcher does."""
-    from ...experiments import content
-    from ...wiki import WikiStore
-
-    state = job.state.value
-    log = await _failure_log(slurm, job) if state in content.FAILED_STATES else None
-    WikiStore(workspace.wiki).update_auto(experiment.page, content.auto_region(experiment, job, state, log),
-                                          {"status": state})
-
-
-async def _failure_log(slurm: "SlurmClient", job: "Job") -> str | None:
-    for stream in ("err", "out"):
-        try:
-            text = await slurm.tail(job.job_id, stream, LOG_LINES_ON_FAILURE)
-        except BettyError:
-            continue
-        if text.strip():
-            return text
-    return None
 
 
 class ClusterCancel(Tool[JobArgs]):

@@ -1,0 +1,159 @@
+"""The chat model: any OpenAI-compatible server (OpenAI, vLLM, Ollama, llama.cpp) through the `openai` client.
+
+Streaming replies are reassembled here (text deltas as they come, tool calls from their
+pieces); retries with exponential backoff on 429, 5xx, time-outs and dropped connections
+are Betty's own, so a reply cut off mid-stream is retried too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..errors import ConfigError, ModelError
+from .condense import estimate_tokens
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where the model is and how patiently to talk to it. The key is never printed."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str = field(default="not-needed", repr=False)
+    summary_model: str | None = None
+    timeout: float = 120.0
+    max_retries: int = 3
+    retry_base: float = 0.5
+    stream_usage: bool = True
+
+    @classmethod
+    def from_config(cls, llm: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> "LLMSettings":
+        """From ``BettyConfig.llm``; the key comes from the variable ``api_key_env`` names (or BETTY_LLM_API_KEY)."""
+        env = os.environ if environ is None else environ
+        if not llm.get("model"):
+            raise ConfigError(
+                "Betty's chat needs a model: set BettyConfig.llm = {\"base_url\": …, \"model\": …} "
+                "(OpenAI, a vLLM server, Ollama at http://localhost:11434/v1, or a llama.cpp server)"
+            )
+        key = env.get(str(llm.get("api_key_env", "OPENAI_API_KEY"))) or env.get("BETTY_LLM_API_KEY")
+        if not key and not llm.get("base_url"):
+            raise ConfigError("set OPENAI_API_KEY (or llm.api_key_env) to use OpenAI, or give llm.base_url for a local server")
+        known = {"summary_model", "timeout", "max_retries", "retry_base", "stream_usage"}
+        extra = {name: llm[name] for name in known if name in llm}
+        return cls(model=str(llm["model"]), base_url=llm.get("base_url"), api_key=key or "not-needed", **extra)
+
+
+@dataclass
+class ToolCallRequest:
+    """One tool call as the model asked for it (arguments still raw JSON text)."""
+
+    call_id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Reply:
+    """The model's answer: text, tool calls, and the tokens it cost."""
+
+    text: str
+    tool_calls: list[ToolCallRequest]
+    tokens: int
+
+
+class ChatModel:
+    """Chat completions with tools, streamed, retried."""
+
+    def __init__(self, settings: LLMSettings) -> None:
+        import openai
+
+        self.settings = settings
+        self._client = openai.AsyncOpenAI(api_key=settings.api_key, base_url=settings.base_url,
+                                          timeout=settings.timeout, max_retries=0)
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                       on_delta: Callable[[str], None], on_retry: Callable[[str], None]) -> Reply:
+        """One reply; ``on_delta`` gets text as it streams, ``on_retry`` is told before a retry."""
+        for attempt in range(self.settings.max_retries + 1):
+            try:
+                return await self._stream(messages, tools, on_delta)
+            except ModelError as error:
+                if not error.retryable or attempt == self.settings.max_retries:
+                    raise
+                on_retry(str(error))
+                await asyncio.sleep(self.settings.retry_base * 2**attempt)
+        raise AssertionError("unreachable")
+
+    async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                      on_delta: Callable[[str], None]) -> Reply:
+        options: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True}
+        if tools:
+            options["tools"] = tools
+        if self.settings.stream_usage:
+            options["stream_options"] = {"include_usage": True}
+        text: list[str] = []
+        calls: dict[int, ToolCallRequest] = {}
+        usage = 0
+        with _translated():
+            stream = await self._client.chat.completions.create(**options)
+            async for chunk in stream:
+                if chunk.usage is not None:
+                    usage = chunk.usage.total_tokens
+                for choice in chunk.choices:
+                    _take(choice.delta, text, calls, on_delta)
+        answer = "".join(text)
+        tokens = usage or estimate_tokens(str(messages)) + estimate_tokens(answer + str([c.arguments for c in calls.values()]))
+        return Reply(answer, [calls[index] for index in sorted(calls)], tokens)
+
+    async def summarise(self, text: str) -> str:
+        """A short summary of earlier turns (by the summary model when one is set)."""
+        with _translated():
+            reply = await self._client.chat.completions.create(
+                model=self.settings.summary_model or self.settings.model,
+                messages=[{"role": "system", "content": "Summarise this conversation for your own later use. "
+                           "Keep every job id, path, number and decision exactly; drop chatter."},
+                          {"role": "user", "content": text}],
+            )
+        return reply.choices[0].message.content or ""
+
+
+def _take(delta: Any, text: list[str], calls: dict[int, ToolCallRequest], on_delta: Callable[[str], None]) -> None:
+    if delta.content:
+        text.append(delta.content)
+        on_delta(delta.content)
+    for piece in delta.tool_calls or []:
+        call = calls.setdefault(piece.index, ToolCallRequest(call_id="", name="", arguments=""))
+        if piece.id:
+            call.call_id = piece.id
+        if piece.function is not None:
+            call.name += piece.function.name or ""
+            call.arguments += piece.function.arguments or ""
+
+
+class _translated:
+    """openai's exceptions → ModelError, once, at the boundary (retryable or not)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> None:
+        import openai
+
+        if exc is None or isinstance(exc, ModelError):
+            return
+        if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+            raise ModelError(f"the model did not answer in time or the connection dropped ({type(exc).__name__})",
+                             retryable=True) from exc
+        if isinstance(exc, openai.APIStatusError):
+            retryable = exc.status_code == 429 or exc.status_code >= 500
+            raise ModelError(f"the model's server answered {exc.status_code}: {_first_line(exc.message)}",
+                             retryable=retryable) from exc
+        if isinstance(exc, openai.OpenAIError):
+            raise ModelError(f"the model's answer could not be read: {_first_line(str(exc))}") from exc
+
+
+def _first_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[0][:300]

@@ -1,0 +1,254 @@
+"""``AgentSession``: the tool-calling loop every face shares (side panel, ``%betty ask``, ``betty ask``).
+
+The model proposes; code decides. Each tool call is parsed against its argument model
+(a malformed call goes back to the model as an error, never a crash), decided by the
+policy, previewed and approved when it must be, run, logged in full, and condensed before
+it enters the context. Breakers on iterations and tokens stop a session cleanly and leave
+it resumable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BettyError, ModelError
+from . import events as ev
+from .condense import condense, estimate_tokens
+from .models import ToolOutcome
+
+if TYPE_CHECKING:
+    from .actions import ActionDecision, ActionLog
+    from .approvals import ApprovalBroker
+    from .llm import ChatModel, ToolCallRequest
+    from .models import Preview
+    from .policy import ApprovalPolicy, SessionGrants
+    from .registry import ToolRegistry
+    from .tools.base import Tool, ToolContext
+
+
+@dataclass
+class Approval:
+    """How a call came to run (or not): the decision, who made it, what they saw."""
+
+    decision: "ActionDecision"
+    approver: str | None = None
+    preview: "Preview | None" = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Circuit breakers and the context budget of one session."""
+
+    max_iterations: int = 12
+    max_tokens: int = 400_000
+    history_chars: int = 60_000
+    keep_recent: int = 8
+
+
+class AgentSession:
+    """One conversation: its messages, grants, budget, and the parts it works with."""
+
+    def __init__(self, *, session_id: str, model: "ChatModel", registry: "ToolRegistry", context: "ToolContext",
+                 policy: "ApprovalPolicy", grants: "SessionGrants", broker: "ApprovalBroker", stream: ev.EventStream,
+                 actions: "ActionLog", system_prompt: str, user: str | None = None, limits: Limits = Limits(),
+                 messages: list[dict[str, Any]] | None = None) -> None:
+        self.session_id = session_id
+        self.model, self.registry, self.context = model, registry, context
+        self.policy, self.grants, self.broker = policy, grants, broker
+        self.stream, self.actions, self.user, self.limits = stream, actions, user, limits
+        self.messages = messages or [{"role": "system", "content": system_prompt}]
+        self.tokens = 0
+
+    # ----- the loop --------------------------------------------------------------------------
+    async def ask(self, prompt: str) -> str:
+        """Answer ``prompt``, calling tools as the model asks and the policy allows; returns the done reason."""
+        self.messages.append({"role": "user", "content": prompt})
+        self.stream.emit("message", ev.Message(role="user", text=prompt))
+        for iteration in range(1, self.limits.max_iterations + 1):
+            if self.tokens >= self.limits.max_tokens:
+                return self._stop("token_limit", f"this session used its {self.limits.max_tokens} tokens; "
+                                  "start a new session or raise llm.max_tokens")
+            await self._compact()
+            try:
+                reply = await self.model.complete(self.messages, self.registry.schemas(), self._delta, self._retrying)
+            except ModelError as error:
+                self.stream.emit("error", ev.ErrorInfo(message=str(error), code="model", retryable=error.retryable))
+                self.stream.emit("done", ev.Done(reason="error"))
+                return "error"
+            self.tokens += reply.tokens
+            self.stream.emit("budget", ev.Budget(iterations=iteration, max_iterations=self.limits.max_iterations,
+                                                 tokens=self.tokens, max_tokens=self.limits.max_tokens))
+            self._remember_reply(reply.text, reply.tool_calls)
+            if not reply.tool_calls:
+                self.stream.emit("done", ev.Done(reason="finished"))
+                return "finished"
+            answers = await asyncio.gather(*(self._call(call) for call in reply.tool_calls))
+            self.messages.extend({"role": "tool", "tool_call_id": call.call_id, "content": answer}
+                                 for call, answer in zip(reply.tool_calls, answers))
+        return self._stop("iteration_limit", f"stopped after {self.limits.max_iterations} model turns without an "
+                          "answer; ask again to continue")
+
+    def _stop(self, code: str, message: str) -> str:
+        self.stream.emit("error", ev.ErrorInfo(message=message, code=code, retryable=False))
+        self.stream.emit("done", ev.Done(reason="breaker"))
+        return "breaker"
+
+    def _delta(self, text: str) -> None:
+        self.stream.emit("message_delta", ev.MessageDelta(text=text))
+
+    def _retrying(self, reason: str) -> None:
+        self.stream.emit("replanning", ev.Replanning(reason=f"asking the model again: {reason}"))
+
+    def _remember_reply(self, text: str, calls: "list[ToolCallRequest]") -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": text or None}
+        for call in calls:
+            call.call_id = call.call_id or f"call_{uuid.uuid4().hex[:12]}"
+        if calls:
+            message["tool_calls"] = [{"id": c.call_id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+        self.messages.append(message)
+        if text:
+            self.stream.emit("message", ev.Message(role="assistant", text=text))
+
+    # ----- one tool call ---------------------------------------------------------------------
+    async def _call(self, call: "ToolCallRequest") -> str:
+        """Everything about one call; returns what the model is told."""
+        began = time.perf_counter()
+        try:
+            tool = self.registry.get(call.name)
+            args = tool.parse(call.arguments)
+        except BettyError as error:
+            return self._refused(call, None, f"{error}", began)
+        tier = int(tool.tier_for(args))
+        self.stream.emit("tool_call", ev.ToolCallInfo(call_id=call.call_id, tool=tool.name,
+                                                      args=args.model_dump(mode="json"), tier=tier))
+        decision = self.policy.decide(tool.name, args.model_dump(mode="json"), tier, self.grants)
+        if decision.action == "deny":
+            return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
+        if decision.action == "propose":
+            return await self._propose(call, tool, args, tier, began)
+        approval = Approval("auto")
+        if decision.action == "ask":
+            asked = await self._approval(call, tool, args, tier, decision.reason)
+            if isinstance(asked, str):
+                return asked
+            args, approval = asked
+        outcome = await tool.execute(self.context, args)
+        self._log(call, tool, tier, args, approval, outcome, began)
+        return condense(outcome, self.user)
+
+    async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
+                        reason: str) -> tuple[Any, "Approval"] | str:
+        """Preview, ask, wait: the (possibly edited) args and the decision, or what to tell the model instead."""
+        from .approvals import revalidated
+
+        try:
+            preview = await tool.preview(self.context, args)
+        except BettyError as error:
+            return self._refused(call, tool, f"the preview failed: {error}", time.perf_counter(), tier)
+        request = ev.ApprovalRequest(approval_id=f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
+                                     tool=tool.name, tier=tier, args=args.model_dump(mode="json"),
+                                     preview=preview, reason=reason)
+        self.stream.emit("approval_request", request)
+        resolution = await self.broker.request(request, session_id=self.session_id)
+        self.stream.emit("approval_resolved", ev.ApprovalResolved(
+            approval_id=request.approval_id, call_id=call.call_id, decision=resolution.decision,
+            approver=resolution.approver, args=resolution.args))
+        approval = Approval(resolution.decision, resolution.approver, preview)
+        if resolution.decision not in ("approved", "approved_for_session", "edited"):
+            self._log(call, tool, tier, args, approval, None, time.perf_counter())
+            return (f"The person did not approve this call ({resolution.decision}), so it did not run. "
+                    "Do not retry it unless they ask.")
+        if resolution.decision == "edited" and resolution.args is not None:
+            args, approval.preview = await revalidated(tool, self.context, resolution.args)
+        self.grants.grant(tool.name)  # tier 1 asks once per session per tool; tier 2 ignores grants
+        return args, approval
+
+    async def _propose(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int, began: float) -> str:
+        try:
+            preview = await tool.preview(self.context, args)
+        except BettyError as error:
+            return self._refused(call, tool, f"the preview failed: {error}", began, tier)
+        outcome = ToolOutcome(ok=True, summary=f"proposed, not run (Betty is in propose mode):\n{preview.text}")
+        self._log(call, tool, tier, args, Approval("proposed", None, preview), outcome, began)
+        return outcome.summary
+
+    def _refused(self, call: "ToolCallRequest", tool: "Tool[Any] | None", message: str, began: float,
+                 tier: int = 0) -> str:
+        outcome = ToolOutcome(ok=False, summary=message)
+        self._record(call, call.name, tier, _raw_args(call.arguments), Approval("refused"), outcome, began)
+        return f"error: {message}"
+
+    def _log(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: "Approval",
+             outcome: ToolOutcome | None, began: float) -> None:
+        self._record(call, tool.name, tier, args.model_dump(mode="json"), approval, outcome, began)
+
+    def _record(self, call: "ToolCallRequest", tool: str, tier: int, args: dict[str, Any], approval: "Approval",
+                outcome: ToolOutcome | None, began: float) -> None:
+        """The action log first (full output beside it), then the ``tool_result`` event pointing at it."""
+        from .actions import ActionRecord
+
+        duration = _ms(began)
+        record = self.actions.record(ActionRecord(
+            ts=time.time(), session_id=self.session_id, call_id=call.call_id, tool=tool, tier=tier, args=args,
+            preview=approval.preview, decision=approval.decision, approver=approval.approver,
+            ok=None if outcome is None else outcome.ok,
+            summary="" if outcome is None else outcome.summary, output_ref=None, duration_ms=duration,
+            artifacts=[] if outcome is None else outcome.artifacts,
+        ), full_output=outcome.full if outcome and outcome.full else None)
+        if outcome is not None:
+            self.stream.emit("tool_result", ev.ToolResultInfo(
+                call_id=call.call_id, tool=tool, ok=outcome.ok, summary=outcome.summary, duration_ms=duration,
+                output_ref=record.output_ref, artifacts=outcome.artifacts))
+
+    # ----- the context budget ------------------------------------------------------------------
+    async def _compact(self) -> None:
+        """When history outgrows its budget, summarise older turns; the scratchpad stays exact."""
+        size = sum(len(json.dumps(m, default=str)) for m in self.messages)
+        if size <= self.limits.history_chars:
+            return
+        cut = self._turn_boundary()
+        if cut is None:
+            return
+        older = self.messages[1:cut]
+        try:
+            summary = await self.model.summarise(json.dumps(older, default=str)[: self.limits.history_chars])
+        except ModelError:
+            return  # keep the full history; the token breaker still bounds the session
+        pinned = _read(self.context.scratchpad)
+        note = f"Summary of the earlier conversation:\n{summary}"
+        if pinned:
+            note += f"\n\nPinned notes (exact, from the scratchpad):\n{pinned}"
+        self.messages[1:cut] = [{"role": "user", "content": note}]
+        self.tokens += estimate_tokens(note)
+
+    def _turn_boundary(self) -> int | None:
+        """Where older turns end: at a user message, so no tool call is split from its answer."""
+        users = [i for i, m in enumerate(self.messages) if m["role"] == "user" and i > 1]
+        keep_from = len(self.messages) - self.limits.keep_recent
+        candidates = [i for i in users if i <= keep_from]
+        return candidates[-1] if candidates else None
+
+
+def _ms(began: float) -> float:
+    return round((time.perf_counter() - began) * 1000, 3)
+
+
+def _raw_args(arguments: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return {"_raw": arguments[:2000]}
+    return parsed if isinstance(parsed, dict) else {"_raw": arguments[:2000]}
+
+
+def _read(path: Any) -> str:
+    try:
+        return str(path.read_text()).strip()
+    except OSError:
+        return ""

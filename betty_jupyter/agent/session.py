@@ -1,0 +1,98 @@
+"""Building an agent session from configuration (the one composition root every host uses), and keeping it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import BettyError, UsageError
+from . import events as ev
+from .loop import AgentSession, Limits
+
+if TYPE_CHECKING:
+    from ..config import BettyConfig
+    from ..experiments.workspace import Workspace
+    from .approvals import ApprovalBroker
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def new_session_id() -> str:
+    """A fresh session id."""
+    return f"s-{uuid.uuid4().hex[:12]}"
+
+
+def sessions_dir(workspace: "Workspace") -> Path:
+    """Where sessions are kept so ``--session ID`` can resume them."""
+    return workspace.state / "sessions"
+
+
+async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster: str | None = None,
+                       mode: str = "confirm", session_id: str | None = None, broker: "ApprovalBroker | None" = None,
+                       stream: ev.EventStream | None = None) -> AgentSession:
+    """Everything a session needs, from Betty's configuration; resumes ``session_id`` when it was kept."""
+    from ..cluster.slurm import SlurmClient
+    from .actions import ActionLog
+    from .approvals import ApprovalBroker
+    from .llm import ChatModel, LLMSettings
+    from .policy import ApprovalPolicy, SessionGrants
+    from .prompt import persona_text, system_prompt
+    from .registry import default_registry
+    from .tools.base import ToolContext
+
+    ident = session_id or new_session_id()
+    if not _SESSION_ID.match(ident):
+        raise UsageError(f"{ident[:40]!r} is not a session id (letters, digits, - and _)")
+    settings = LLMSettings.from_config(config.llm)
+    profile = config.profile(cluster)
+    slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
+    scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
+    context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
+    registry = default_registry()
+    partitions, user = await _cluster_facts(slurm)
+    prompt = system_prompt(persona_text(workspace.wiki), registry, profile.policy(), profile.name, partitions)
+    kept = _load(workspace, ident)
+    messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
+    limits = Limits(max_iterations=int(config.llm.get("max_iterations", 12)),
+                    max_tokens=int(config.llm.get("max_tokens", 400_000)))
+    return AgentSession(
+        session_id=ident, model=ChatModel(settings), registry=registry, context=context,
+        policy=ApprovalPolicy(mode, config.rules), grants=SessionGrants(), broker=broker or ApprovalBroker(),
+        stream=stream or ev.EventStream(ident), actions=ActionLog(workspace.root), system_prompt=prompt,
+        user=user, limits=limits, messages=messages,
+    )
+
+
+async def _cluster_facts(slurm: Any) -> tuple[Any, str | None]:
+    """The partitions and the login name, when the cluster answers (the prompt says 'unknown' otherwise)."""
+    try:
+        partitions = await slurm.partitions()
+        who = await slurm.transport.run(["id", "-un"])
+    except BettyError:
+        return None, None
+    return partitions, who.stdout.strip() or None
+
+
+def save(session: AgentSession, workspace: "Workspace") -> Path:
+    """Keep the session's messages so it can be resumed."""
+    path = sessions_dir(workspace) / f"{session.session_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(json.dumps({"messages": session.messages, "tokens": session.tokens}, default=str))
+    os.replace(temp, path)
+    return path
+
+
+def _load(workspace: "Workspace", session_id: str) -> list[dict[str, Any]]:
+    path = sessions_dir(workspace) / f"{session_id}.json"
+    if not path.exists():
+        return []
+    try:
+        messages: list[dict[str, Any]] = json.loads(path.read_text())["messages"]
+    except (OSError, ValueError, KeyError) as exc:
+        raise UsageError(f"session {session_id} cannot be resumed: {path} is unreadable ({exc})") from exc
+    return messages

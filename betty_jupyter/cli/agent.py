@@ -1,0 +1,106 @@
+"""``betty ask``: Betty's agent in a terminal or a script.
+
+On a terminal, approvals are asked interactively. With ``--json`` every event is one JSON
+line on stdout and nothing is asked: ``--approve`` decides (never / tier1 / all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..agent.approvals import ApprovalBroker
+    from ..agent.events import Event
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``betty ask``."""
+    ask = commands.add_parser("ask", help="ask Betty's agent (it acts through tools, with your approval)")
+    ask.add_argument("prompt", metavar="PROMPT")
+    ask.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
+    ask.add_argument("--mode", choices=["off", "propose", "confirm", "auto"], default="confirm",
+                     help="confirm: ask for tier 1 once and tier 2 always (default); auto: ask only for tier 2; "
+                     "propose: show previews, run nothing above tier 0; off: no tools")
+    ask.add_argument("--approve", choices=["ask", "never", "tier1", "all"], default=None,
+                     help="how approvals are answered: ask on the terminal (default there), never, "
+                     "tier1 (approve tier 1, deny tier 2), all (approve everything, tier 2 included)")
+    ask.add_argument("--session", metavar="ID", help="continue this session (its id is printed at the end)")
+    ask.add_argument("--json", action="store_true", help="one JSON event per line on stdout; no prompts")
+    ask.add_argument("--dir", type=Path, default=Path("."), help="the project directory (default: here)")
+    ask.add_argument("--timeout", type=float, default=600.0, help="seconds an approval may wait (default 600)")
+    ask.set_defaults(run=_ask)
+
+
+def _ask(args: argparse.Namespace) -> int:
+    approve = args.approve or ("never" if args.json or not sys.stdin.isatty() else "ask")
+    if approve == "ask" and (args.json or not sys.stdin.isatty()):
+        raise UsageError("--approve ask needs a terminal; use --approve never|tier1|all in scripts")
+    return asyncio.run(_conversation(args, approve))
+
+
+async def _conversation(args: argparse.Namespace, approve: str) -> int:
+    from ..agent.approvals import ApprovalBroker
+    from ..agent.session import open_session, save
+    from ..config import load_config
+    from ..experiments.workspace import Workspace
+
+    workspace = Workspace.at(args.dir)
+    broker = ApprovalBroker(timeout=args.timeout)
+    session = await open_session(workspace, load_config(), cluster=args.cluster, mode=args.mode,
+                                 session_id=args.session, broker=broker)
+    pending: set[asyncio.Task[None]] = set()
+
+    def on_event(event: "Event") -> None:
+        _show(event, args.json)
+        if event.type == "approval_request":
+            task = asyncio.get_running_loop().create_task(_answer(broker, event, approve))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+    session.stream.subscribe(on_event)
+    try:
+        reason = await session.ask(args.prompt)
+    finally:
+        save(session, workspace)
+        await session.context.slurm.transport.close()
+    if not args.json:
+        print(f"\n(session {session.session_id}; continue it with --session {session.session_id})", file=sys.stderr)
+    return 0 if reason == "finished" else 1
+
+
+async def _answer(broker: "ApprovalBroker", event: "Event", approve: str) -> None:
+    request: Any = event.payload
+    if approve == "ask":
+        answer = await asyncio.to_thread(input, "Approve? [y]es / [s]ession / [N]o: ")
+        decision = {"y": "approved", "yes": "approved", "s": "approved_for_session"}.get(answer.strip().lower(), "denied")
+    elif approve == "all" or (approve == "tier1" and request.tier <= 1):
+        decision = "approved"
+    else:
+        decision = "denied"
+    broker.respond(request.approval_id, decision, approver=f"betty ask --approve {approve}")
+
+
+def _show(event: "Event", as_json: bool) -> None:
+    if as_json:
+        print(event.model_dump_json(), flush=True)
+        return
+    payload: Any = event.payload
+    if event.type == "message_delta":
+        sys.stdout.write(payload.text)
+        sys.stdout.flush()
+    elif event.type == "tool_call":
+        print(f"\n→ {payload.tool} {payload.args}", flush=True)
+    elif event.type == "tool_result":
+        print(f"  {'✓' if payload.ok else '✗'} {payload.summary.splitlines()[0] if payload.summary else ''}", flush=True)
+    elif event.type == "approval_request":
+        print(f"\n── {payload.tool} (tier {payload.tier}) needs your approval: {payload.reason}\n"
+              f"{payload.preview.title}\n{payload.preview.text}\n──", flush=True)
+    elif event.type in ("error", "replanning"):
+        print(f"\n[{event.type}] {getattr(payload, 'message', None) or getattr(payload, 'reason', '')}",
+              file=sys.stderr, flush=True)

@@ -1,0 +1,288 @@
+"""The agent loop with the real `openai` client over real HTTP (a scripted model) and the real dev cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from betty_jupyter.agent.actions import ActionLog
+from betty_jupyter.agent.approvals import ApprovalBroker
+from betty_jupyter.agent.session import open_session
+from betty_jupyter.config import BettyConfig
+from betty_jupyter.experiments.ledger import Ledger
+from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.wiki import WikiStore
+from conftest import REPO, run_betty
+from llm_server import ScriptedLLM, call, fail, malformed_args, respond, say
+
+pytestmark = pytest.mark.cluster
+
+TRAIN = """#!/bin/bash
+#SBATCH --job-name=llama3-lora
+#SBATCH --partition=gpu
+#SBATCH --gres=gpu:h100:1
+#SBATCH --time=00:10:00
+#SBATCH --mem=1G
+echo "step=1 loss=1.9"; sleep 2; echo "step=2 loss=1.2"
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path) -> Workspace:
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    return Workspace.at(tmp_path / "project")
+
+
+def config_for(llm: ScriptedLLM, ssh_profile, **limits: Any) -> BettyConfig:
+    profile = {**ssh_profile.to_dict(), "name": "betty-dev"}
+    return BettyConfig(clusters=[profile], llm={"base_url": llm.base_url, "model": "scripted", "retry_base": 0.01,
+                                                "max_retries": 3, **limits})
+
+
+class Person:
+    """Answers approval requests as the test says, and remembers what it was shown."""
+
+    def __init__(self, broker: ApprovalBroker, answer: str | None = "approved") -> None:
+        self.broker, self.answer, self.shown = broker, answer, []
+
+    def __call__(self, event: Any) -> None:
+        if event.type == "approval_request":
+            self.shown.append(event.payload)
+            if self.answer is not None:
+                asyncio.get_running_loop().call_soon(self.broker.respond, event.payload.approval_id, self.answer, "tester")
+
+
+async def converse(workspace, config, prompt: str, mode: str = "confirm", answer: str | None = "approved"):
+    broker = ApprovalBroker(timeout=60)
+    session = await open_session(workspace, config, mode=mode, broker=broker)
+    person = Person(broker, answer)
+    events: list[Any] = []
+    session.stream.subscribe(events.append)
+    session.stream.subscribe(person)
+    try:
+        reason = await session.ask(prompt)
+    finally:
+        await session.context.slurm.transport.close()
+    return session, events, person, reason
+
+
+def last_tool_message(request: dict[str, Any]) -> str:
+    return [m for m in request["messages"] if m["role"] == "tool"][-1]["content"]
+
+
+def test_the_dogfood_journey(llm_for_journey, ssh_profile, workspace):
+    llm, submitted = llm_for_journey
+    session, events, person, reason = asyncio.run(converse(
+        workspace, config_for(llm, ssh_profile), "help me fine-tune Llama 3 8B with LoRA on 500 examples"))
+    assert reason == "finished", [e.type for e in events]
+    job_id = submitted["job_id"]
+    kinds = [e.type for e in events if e.type not in ("message_delta", "budget")]
+    # the prompt, then the partitions read (tier 1: asked once in confirm mode)
+    assert kinds[:5] == ["message", "tool_call", "approval_request", "approval_resolved", "tool_result"]
+    calls = [e.payload.tool for e in events if e.type == "tool_call"]
+    assert calls[:3] == ["cluster_partitions", "gpu_estimate", "cluster_submit"] and set(calls[3:]) == {"cluster_status"}
+    submit_at = kinds.index("approval_request")
+    assert kinds[submit_at - 1] == "tool_call" and kinds[submit_at + 1:submit_at + 3] == ["approval_resolved", "tool_result"]
+    assert kinds[-2:] == ["message", "done"] and events[-1].payload.reason == "finished"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    # tier 1 tools ask once per session, the tier 2 submission always
+    assert [(p.tool, p.tier) for p in person.shown] == [("cluster_partitions", 1), ("cluster_submit", 2),
+                                                       ("cluster_status", 1)]
+    assert TRAIN.strip() in person.shown[1].preview.text
+    tracked = Ledger(workspace.ledger_path).all()
+    assert [t.experiment.job_id for t in tracked] == [job_id]  # exactly once
+    page = WikiStore(workspace.wiki).read(tracked[0].experiment.page)
+    assert page.frontmatter["status"] == "COMPLETED" and "**COMPLETED**" in page.text
+    assert (workspace.root / tracked[0].experiment.notebook).exists()
+    records = ActionLog(workspace.root).read(session_id=session.session_id)
+    assert [r.tool for r in records] == calls
+    submit = [r for r in records if r.tool == "cluster_submit"][0]
+    assert submit.decision == "approved" and submit.approver == "tester" and submit.ok
+    assert submit.preview is not None and TRAIN.strip() in submit.preview.text
+    assert [r.decision for r in records if r.tool == "gpu_estimate"] == ["auto"]
+    assert [r.decision for r in records if r.tool == "cluster_status"][1:] == ["auto"] * (calls.count("cluster_status") - 1)
+
+
+@pytest.fixture
+def llm_for_journey():
+    submitted: dict[str, str] = {}
+
+    def after_submit(request: dict[str, Any]):
+        found = re.search(r"job (\d+)", last_tool_message(request))
+        assert found, last_tool_message(request)
+        submitted["job_id"] = found.group(1)
+        return call("cluster_status", {"job_id": found.group(1)})
+
+    def poll(request: dict[str, Any]):
+        if "COMPLETED" in last_tool_message(request):
+            return say(f"Job {submitted['job_id']} finished; its page and notebook are up to date.")
+        time.sleep(1)
+        return call("cluster_status", {"job_id": submitted["job_id"]})
+
+    steps = [
+        call("cluster_partitions", {}),
+        call("gpu_estimate", {"model": "llama-3-8b", "method": "lora", "batch_size": 4, "seq_len": 512, "gpu": "h100"}),
+        call("cluster_submit", {"script": TRAIN, "goal": "LoRA on 500 examples", "name": "llama3-lora"}),
+        respond(after_submit),
+        *[respond(poll) for _ in range(40)],
+    ]
+    with ScriptedLLM(steps) as llm:
+        yield llm, submitted
+
+
+def test_a_denied_approval_runs_nothing_and_the_model_is_told(ssh_profile, workspace):
+    with ScriptedLLM([call("cluster_submit", {"script": TRAIN, "goal": "x"}), respond(lambda r: say("ok"))]) as llm:
+        _, events, person, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "submit it",
+                                                         answer="denied"))
+        told = last_tool_message(llm.requests[-1])
+    assert reason == "finished" and len(person.shown) == 1
+    assert "did not approve" in told
+    assert Ledger(workspace.ledger_path).all() == [] if workspace.ledger_path.exists() else True
+    assert not [e for e in events if e.type == "tool_result"]
+
+
+def test_a_disconnected_approver_means_denied(ssh_profile, workspace):
+    async def scenario(llm):
+        broker = ApprovalBroker(timeout=60)
+        session = await open_session(workspace, config_for(llm, ssh_profile), broker=broker)
+        session.stream.subscribe(lambda e: e.type == "approval_request" and asyncio.get_running_loop().call_soon(
+            broker.cancel_all, "the panel disconnected", session.session_id))
+        events: list[Any] = []
+        session.stream.subscribe(events.append)
+        await session.ask("submit it")
+        await session.context.slurm.transport.close()
+        return events
+
+    with ScriptedLLM([call("cluster_submit", {"script": TRAIN, "goal": "x"}), respond(lambda r: say("not run"))]) as llm:
+        events = asyncio.run(scenario(llm))
+        assert "did not approve this call (cancelled)" in last_tool_message(llm.requests[-1])
+    resolved = [e.payload for e in events if e.type == "approval_resolved"]
+    assert [r.decision for r in resolved] == ["cancelled"]
+
+
+def test_auto_mode_still_asks_before_submitting(ssh_profile, workspace):
+    steps = [call("cluster_queue", {}), call("cluster_submit", {"script": TRAIN, "goal": "x"}), respond(lambda r: say("ok"))]
+    with ScriptedLLM(steps) as llm:
+        _, events, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "go", mode="auto",
+                                                    answer="denied"))
+    assert [p.tool for p in person.shown] == ["cluster_submit"]  # the queue read (tier 1) did not ask in auto
+    assert [e.payload.tool for e in events if e.type == "tool_result"] == ["cluster_queue"]
+
+
+def test_a_hostile_command_is_refused_before_the_transport_sees_it(ssh_profile, workspace):
+    async def scenario(llm):
+        session = await open_session(workspace, config_for(llm, ssh_profile), mode="auto")
+        seen: list[Any] = []
+        real = session.context.slurm.transport.run
+
+        async def spy(argv, timeout=60.0, *, idempotent=True):
+            seen.append(tuple(argv))
+            return await real(argv, timeout, idempotent=idempotent)
+
+        session.context.slurm.transport.run = spy  # type: ignore[method-assign]
+        await session.ask("clean up")
+        await session.context.slurm.transport.close()
+        return seen
+
+    with ScriptedLLM([call("cluster_run", {"command": "squeue; rm -rf ~"}), respond(lambda r: say("refused"))]) as llm:
+        seen = asyncio.run(scenario(llm))
+        told = last_tool_message(llm.requests[-1])
+    assert seen == []
+    assert "';' is a shell metacharacter" in told
+
+
+def test_429_twice_then_success(ssh_profile, workspace):
+    with ScriptedLLM([fail(429, times=2), say("hello")]) as llm:
+        _, events, _, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "hi"))
+        assert len(llm.requests) == 3
+    assert reason == "finished"
+    assert [e.type for e in events].count("replanning") == 2
+    assert [e.payload.text for e in events if e.type == "message" and e.payload.role == "assistant"] == ["hello"]
+
+
+def test_a_server_error_forever_ends_in_one_clean_error(ssh_profile, workspace):
+    with ScriptedLLM([fail(500, times=None)]) as llm:
+        _, events, _, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "hi"))
+        assert len(llm.requests) == 4  # the first try and 3 retries
+    errors = [e.payload for e in events if e.type == "error"]
+    assert reason == "error" and len(errors) == 1 and errors[0].code == "model" and "500" in errors[0].message
+    assert events[-1].type == "done" and events[-1].payload.reason == "error"
+
+
+def test_the_iteration_breaker_trips_and_the_session_can_go_on(ssh_profile, workspace):
+    steps = [call("scratchpad", {"action": "read"}) for _ in range(3)] + [say("back again")]
+    with ScriptedLLM(steps) as llm:
+        config = config_for(llm, ssh_profile, max_iterations=3)
+
+        async def scenario():
+            session = await open_session(workspace, config, mode="auto")
+            events: list[Any] = []
+            session.stream.subscribe(events.append)
+            first = await session.ask("loop")
+            second = await session.ask("try again")
+            await session.context.slurm.transport.close()
+            return first, second, events
+
+        first, second, events = asyncio.run(scenario())
+    assert first == "breaker" and second == "finished"
+    assert [e.payload.code for e in events if e.type == "error"] == ["iteration_limit"]
+
+
+def test_malformed_arguments_go_back_to_the_model_which_recovers(ssh_profile, workspace):
+    steps = [malformed_args("gpu_estimate", '{"model": "llama-3-8b", "method": '),
+             call("gpu_estimate", {"model": "llama-3-8b", "method": "sideways"}),
+             call("no_such_tool", {}),
+             call("gpu_estimate", {"model": "llama-3-8b", "method": "inference"}),
+             respond(lambda r: say("It needs about 16 GiB."))]
+    with ScriptedLLM(steps) as llm:
+        _, events, _, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "size it"))
+        told = [last_tool_message(r) for r in llm.requests[1:]]
+    assert reason == "finished"
+    assert told[0].startswith("error:") and "json" in told[0].lower()
+    assert told[1].startswith("error:") and "method" in told[1]
+    assert told[2].startswith("error:") and "no_such_tool" in told[2]
+    assert "GiB" in told[3] and not told[3].startswith("error:")
+
+
+def test_propose_mode_shows_the_preview_and_runs_nothing(ssh_profile, workspace):
+    with ScriptedLLM([call("cluster_submit", {"script": TRAIN, "goal": "x"}), respond(lambda r: say("proposed"))]) as llm:
+        _, _, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "go", mode="propose"))
+        told = last_tool_message(llm.requests[-1])
+    assert person.shown == [] and "proposed, not run" in told and "#SBATCH --job-name=llama3-lora" in told
+    assert not workspace.ledger_path.exists() or Ledger(workspace.ledger_path).all() == []
+
+
+def test_betty_ask_in_a_script_prints_one_event_per_line(ssh_profile, workspace, tmp_path):
+    with ScriptedLLM([call("cluster_partitions", {}), say("There are two partitions.")]) as llm:
+        config = tmp_path / "betty.json"
+        profile = {**ssh_profile.to_dict(), "name": "betty-dev"}
+        config.write_text(json.dumps({"BettyConfig": {"clusters": [profile],
+                                                      "llm": {"base_url": llm.base_url, "model": "scripted"}}}))
+        result = subprocess.run(
+            [sys.executable, "-m", "betty_jupyter.cli", "ask",
+             "which partitions?", "--json", "--approve", "tier1", "--dir", str(workspace.root)],
+            capture_output=True, text=True, timeout=120, cwd=REPO,
+            env={**os.environ, "BETTY_CONFIG": str(config)}, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["type"] for e in events if e["type"] not in ("message_delta", "budget")] == [
+        "message", "tool_call", "approval_request", "approval_resolved", "tool_result", "message", "done"]
+    assert events[-1]["payload"]["reason"] == "finished"
+
+
+def test_a_stalled_stream_is_cut_off_and_asked_again(ssh_profile, workspace):
+    from llm_server import stall
+
+    with ScriptedLLM([stall(5), say("after the stall")]) as llm:
+        _, events, _, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile, timeout=1.0), "hi"))
+    assert reason == "finished"
+    assert [e.type for e in events].count("replanning") == 1
+    assert [e.payload.text for e in events if e.type == "message" and e.payload.role == "assistant"] == ["after the stall"]
