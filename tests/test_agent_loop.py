@@ -286,3 +286,47 @@ def test_a_stalled_stream_is_cut_off_and_asked_again(ssh_profile, workspace):
     assert reason == "finished"
     assert [e.type for e in events].count("replanning") == 1
     assert [e.payload.text for e in events if e.type == "message" and e.payload.role == "assistant"] == ["after the stall"]
+
+
+def test_a_long_history_is_summarised_and_the_scratchpad_stays_exact(ssh_profile, workspace):
+    from betty_jupyter.agent.loop import Limits
+
+    steps = [say("A" * 4000), say("second answer"), say("SUMMARY: the person trains Llama; job 4242 failed"),
+             say("third answer")]
+    with ScriptedLLM(steps) as llm:
+        async def scenario():
+            session = await open_session(workspace, config_for(llm, ssh_profile))
+            session.limits = Limits(history_chars=len(session.messages[0]["content"]) + 3000, keep_recent=2)
+            await session.ask("first question")
+            await session.ask("second question")
+            session.context.scratchpad.parent.mkdir(parents=True, exist_ok=True)
+            session.context.scratchpad.write_text("job 4242 at /scratch/alice/run7")
+            await session.ask("third question")
+            await session.context.slurm.transport.close()
+            return session
+
+        session = asyncio.run(scenario())
+        summary_request, final_request = llm.requests[2], llm.requests[3]
+    assert "first question" in json.dumps(summary_request["messages"]) and not summary_request.get("stream")
+    note = session.messages[1]["content"]
+    assert note.startswith("Summary of the earlier conversation:\nSUMMARY: the person trains Llama; job 4242 failed")
+    assert "Pinned notes (exact, from the scratchpad):\njob 4242 at /scratch/alice/run7" in note
+    sent = json.dumps(final_request["messages"])
+    assert "A" * 4000 not in sent and "SUMMARY: the person trains Llama" in sent and "third question" in sent
+
+
+def test_the_token_breaker_stops_a_session_cleanly(ssh_profile, workspace):
+    with ScriptedLLM([say("a fairly long first answer " * 20), say("never sent")]) as llm:
+        async def scenario():
+            session = await open_session(workspace, config_for(llm, ssh_profile, max_tokens=50))
+            events: list[Any] = []
+            session.stream.subscribe(events.append)
+            first = await session.ask("one")
+            second = await session.ask("two")
+            await session.context.slurm.transport.close()
+            return first, second, events
+
+        first, second, events = asyncio.run(scenario())
+        assert len(llm.requests) == 1
+    assert (first, second) == ("finished", "breaker")
+    assert [e.payload.code for e in events if e.type == "error"] == ["token_limit"]

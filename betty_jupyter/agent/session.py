@@ -57,8 +57,10 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster
     prompt = system_prompt(persona_text(workspace.wiki), registry, profile.policy(), profile.name, partitions)
     kept = _load(workspace, ident)
     messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
-    limits = Limits(max_iterations=int(config.llm.get("max_iterations", 12)),
-                    max_tokens=int(config.llm.get("max_tokens", 400_000)))
+    defaults = Limits()
+    limits = Limits(max_iterations=int(config.llm.get("max_iterations", defaults.max_iterations)),
+                    max_tokens=int(config.llm.get("max_tokens", defaults.max_tokens)),
+                    history_chars=int(config.llm.get("history_chars", defaults.history_chars)))
     return AgentSession(
         session_id=ident, model=ChatModel(settings), registry=registry, context=context,
         policy=ApprovalPolicy(mode, config.rules), grants=SessionGrants(), broker=broker or ApprovalBroker(),
