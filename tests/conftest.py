@@ -115,3 +115,15 @@ def wait_for_job(slurm, job_id: str, until=lambda job: job.state.finished, timeo
         time.sleep(0.5)
         job = slurm.job(job_id)
     return job
+
+
+def betty_in_process(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run ``betty`` in this process; (exit code, stdout, stderr)."""
+    from betty_jupyter.cli import main
+
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err

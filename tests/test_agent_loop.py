@@ -12,6 +12,8 @@ import time
 from typing import Any
 
 import pytest
+from conftest import REPO, run_betty
+from llm_server import ScriptedLLM, call, fail, malformed_args, respond, say
 
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
@@ -20,8 +22,6 @@ from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import WikiStore
-from conftest import REPO, run_betty
-from llm_server import ScriptedLLM, call, fail, malformed_args, respond, say
 
 pytestmark = pytest.mark.cluster
 
@@ -72,6 +72,17 @@ async def converse(workspace, config, prompt: str, mode: str = "confirm", answer
     finally:
         await session.context.slurm.transport.close()
     return session, events, person, reason
+
+
+async def ask_twice(workspace, config, first: str, second: str, mode: str = "confirm"):
+    """Two questions in one session; (first reason, second reason, events)."""
+    session = await open_session(workspace, config, mode=mode)
+    events: list[Any] = []
+    session.stream.subscribe(events.append)
+    try:
+        return await session.ask(first), await session.ask(second), events
+    finally:
+        await session.context.slurm.transport.close()
 
 
 def last_tool_message(request: dict[str, Any]) -> str:
@@ -220,18 +231,8 @@ def test_a_server_error_forever_ends_in_one_clean_error(ssh_profile, workspace):
 def test_the_iteration_breaker_trips_and_the_session_can_go_on(ssh_profile, workspace):
     steps = [call("scratchpad", {"action": "read"}) for _ in range(3)] + [say("back again")]
     with ScriptedLLM(steps) as llm:
-        config = config_for(llm, ssh_profile, max_iterations=3)
-
-        async def scenario():
-            session = await open_session(workspace, config, mode="auto")
-            events: list[Any] = []
-            session.stream.subscribe(events.append)
-            first = await session.ask("loop")
-            second = await session.ask("try again")
-            await session.context.slurm.transport.close()
-            return first, second, events
-
-        first, second, events = asyncio.run(scenario())
+        first, second, events = asyncio.run(ask_twice(
+            workspace, config_for(llm, ssh_profile, max_iterations=3), "loop", "try again", mode="auto"))
     assert first == "breaker" and second == "finished"
     assert [e.payload.code for e in events if e.type == "error"] == ["iteration_limit"]
 
@@ -317,16 +318,7 @@ def test_a_long_history_is_summarised_and_the_scratchpad_stays_exact(ssh_profile
 
 def test_the_token_breaker_stops_a_session_cleanly(ssh_profile, workspace):
     with ScriptedLLM([say("a fairly long first answer " * 20), say("never sent")]) as llm:
-        async def scenario():
-            session = await open_session(workspace, config_for(llm, ssh_profile, max_tokens=50))
-            events: list[Any] = []
-            session.stream.subscribe(events.append)
-            first = await session.ask("one")
-            second = await session.ask("two")
-            await session.context.slurm.transport.close()
-            return first, second, events
-
-        first, second, events = asyncio.run(scenario())
+        first, second, events = asyncio.run(ask_twice(workspace, config_for(llm, ssh_profile, max_tokens=50), "one", "two"))
         assert len(llm.requests) == 1
     assert (first, second) == ("finished", "breaker")
     assert [e.payload.code for e in events if e.type == "error"] == ["token_limit"]

@@ -6,21 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import betty_in_process, run_betty
 
-from betty_jupyter.cli import main
 from betty_jupyter.gpu import estimate, gpu_type
-
-from conftest import run_betty
 
 
 def betty(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """Run ``betty`` in this process; (exit code, stdout, stderr)."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return betty_in_process(capsys, *argv)
 
 
 def test_estimate_json_has_the_fields_scripts_read(capsys: pytest.CaptureFixture[str]) -> None:

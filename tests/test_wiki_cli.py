@@ -6,12 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import REPO, betty_in_process, run_betty
 
-from betty_jupyter.cli import main
 from betty_jupyter.wiki import AUTO_START, PAGE_TYPES, WikiStore, lint, parse_page
 from betty_jupyter.wiki.seed import SEED_LOCATIONS, seed_dir, seed_pages
-
-from conftest import REPO, run_betty
 
 SEED_PAGES = ["SCHEMA.md", "clusters/dev-cluster.md", "experiments/TEMPLATE.md", "index.md", "log.md",
               "personas/betty.md"]
@@ -19,12 +17,7 @@ SEED_PAGES = ["SCHEMA.md", "clusters/dev-cluster.md", "experiments/TEMPLATE.md",
 
 def betty(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """Run ``betty`` in this process; (exit code, stdout, stderr)."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = int(exit_.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
+    return betty_in_process(capsys, *argv)
 
 
 @pytest.fixture
