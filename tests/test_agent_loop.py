@@ -322,3 +322,18 @@ def test_the_token_breaker_stops_a_session_cleanly(ssh_profile, workspace):
         assert len(llm.requests) == 1
     assert (first, second) == ("finished", "breaker")
     assert [e.payload.code for e in events if e.type == "error"] == ["token_limit"]
+
+
+def test_parallel_tool_calls_all_run_and_all_answers_go_back(ssh_profile, workspace):
+    from llm_server import calls
+
+    both = calls([("gpu_estimate", {"model": "llama-3-8b", "method": "inference"}),
+                  ("scratchpad", {"action": "append", "text": "sized llama-3-8b"})])
+    with ScriptedLLM([both, respond(lambda r: say("done"))]) as llm:
+        _, events, _, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "size it and note it"))
+        answers = [m for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+        asked = [c["id"] for c in llm.requests[-1]["messages"][-3]["tool_calls"]]
+    assert reason == "finished"
+    assert [a["tool_call_id"] for a in answers] == asked and len(asked) == 2
+    assert "GiB" in answers[0]["content"] and not answers[1]["content"].startswith("error:")
+    assert sorted(e.payload.tool for e in events if e.type == "tool_result") == ["gpu_estimate", "scratchpad"]
