@@ -337,3 +337,39 @@ def test_parallel_tool_calls_all_run_and_all_answers_go_back(ssh_profile, worksp
     assert [a["tool_call_id"] for a in answers] == asked and len(asked) == 2
     assert "GiB" in answers[0]["content"] and not answers[1]["content"].startswith("error:")
     assert sorted(e.payload.tool for e in events if e.type == "tool_result") == ["gpu_estimate", "scratchpad"]
+
+
+def test_betty_ask_on_a_terminal_asks_and_takes_the_answer(ssh_profile, workspace, tmp_path):
+    import pty
+    import select
+
+    with ScriptedLLM([call("cluster_partitions", {}), say("Two partitions: cpu and gpu.")]) as llm:
+        config = tmp_path / "betty.json"
+        profile = {**ssh_profile.to_dict(), "name": "betty-dev"}
+        config.write_text(json.dumps({"BettyConfig": {"clusters": [profile],
+                                                      "llm": {"base_url": llm.base_url, "model": "scripted"}}}))
+        controller, terminal = pty.openpty()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "betty_jupyter.cli", "ask", "which partitions?", "--dir", str(workspace.root)],
+            stdin=terminal, stdout=terminal, stderr=terminal, cwd=REPO,
+            env={**os.environ, "BETTY_CONFIG": str(config)})
+        os.close(terminal)
+        screen = b""
+        answered = False
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([controller], [], [], 0.2)
+            if ready:
+                try:
+                    screen += os.read(controller, 4096)
+                except OSError:
+                    break
+            if not answered and b"Approve? [y]es / [s]ession / [N]o:" in screen:
+                os.write(controller, b"y\n")
+                answered = True
+        process.wait(timeout=30)
+        os.close(controller)
+    text = screen.decode(errors="replace")
+    assert process.returncode == 0, text
+    assert "cluster_partitions (tier 1) needs your approval" in text and "Two partitions: cpu and gpu." in text
+    assert "✓" in text
