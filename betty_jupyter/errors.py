@@ -18,6 +18,9 @@
     ├── WikiError               a wiki page name, page or write was refused (the message names the rule)
     ├── ExperimentError         an experiment record could not be written or found
     ├── ModelError              the chat model could not be reached, or refused the request
+    ├── ToolError               an agent tool call was refused or failed
+    ├── ApprovalError           an answer to an approval request was refused
+    ├── ActionLogError          the action log could not be written or read
     └── UsageError              a command was called with arguments it does not take
 
 Foreign exceptions (``subprocess``, ``OSError``, …) are translated into these once, at the
@@ -122,3 +125,22 @@ class ModelError(BettyError):
     def __init__(self, message: str, retryable: bool = False) -> None:
         self.retryable = retryable
         super().__init__(message)
+
+
+class ToolError(BettyError):
+    """A tool call was refused or failed; ``str(error)`` is one line for the person and the model.
+
+    ``details`` holds one line per problem (one per argument for malformed arguments).
+    """
+
+    def __init__(self, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or [message]
+
+
+class ApprovalError(BettyError):
+    """An answer to an approval was refused: unknown id, answered already, or malformed."""
+
+
+class ActionLogError(BettyError):
+    """The action log could not be written or read (the message names the file)."""

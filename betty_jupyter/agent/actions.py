@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Literal
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import BettyError
+from ..errors import ActionLogError as ActionLogError  # defined with the others, importable here too
 from ..wiki.files import append_durably, sync_directory
 from .models import Preview
 
@@ -52,8 +52,7 @@ _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
-class ActionLogError(BettyError):
-    """The action log could not be written or read (the message names the file)."""
+
 
 
 class ActionRecord(BaseModel):

@@ -19,7 +19,7 @@ from typing import Any, Literal, Mapping, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
 
-from ..errors import BettyError
+from ..errors import ApprovalError as ApprovalError  # defined with the others, importable here too
 from .models import Preview
 from .tools.base import Tool, ToolContext, ToolError
 
@@ -31,8 +31,7 @@ _REMEMBERED = 1000  # answered ids kept to tell "answered twice" from "unknown"
 A = TypeVar("A", bound=BaseModel)
 
 
-class ApprovalError(BettyError):
-    """An answer to an approval was refused: unknown id, answered already, or malformed."""
+
 
 
 class ApprovalInfo(Protocol):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Mapping, Ty
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from ...errors import BettyError, UsageError
+from ...errors import ToolError as ToolError  # defined with the others, importable here too
 from ..models import Preview, Tier, ToolOutcome
 
 if TYPE_CHECKING:
@@ -32,17 +33,6 @@ SUMMARY_LINES = 40
 SUMMARY_CHARS = 4000
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TIER_WORDS = {Tier.AUTO: "never asks", Tier.ONCE_PER_SESSION: "asks once per session", Tier.ALWAYS_ASK: "always asks"}
-
-
-class ToolError(BettyError):
-    """A tool call was refused or failed; ``str(error)`` is one line for the person and the model.
-
-    ``details`` holds one line per problem (one per argument for malformed arguments).
-    """
-
-    def __init__(self, message: str, details: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.details = details or [message]
 
 
 @dataclass
