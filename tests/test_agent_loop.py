@@ -373,3 +373,37 @@ def test_betty_ask_on_a_terminal_asks_and_takes_the_answer(ssh_profile, workspac
     assert process.returncode == 0, text
     assert "cluster_partitions (tier 1) needs your approval" in text and "Two partitions: cpu and gpu." in text
     assert "✓" in text
+
+
+def test_a_kept_session_resumes_with_its_history_and_its_token_budget(ssh_profile, workspace):
+    from betty_jupyter.agent.session import save
+
+    with ScriptedLLM([say("the queue is quiet"), say("still quiet")]) as llm:
+        config = config_for(llm, ssh_profile)
+
+        async def scenario():
+            first = await open_session(workspace, config, session_id="s-resume-1")
+            await first.ask("how is the queue?")
+            save(first, workspace)
+            await first.context.slurm.transport.close()
+            second = await open_session(workspace, config, session_id="s-resume-1")
+            await second.ask("and now?")
+            await second.context.slurm.transport.close()
+            return first, second
+
+        first, second = asyncio.run(scenario())
+        resumed_request = json.dumps(llm.requests[1]["messages"])
+    assert "how is the queue?" in resumed_request and "the queue is quiet" in resumed_request
+    assert second.tokens > first.tokens > 0
+
+
+def test_a_damaged_kept_session_is_one_clear_error(ssh_profile, workspace):
+    from betty_jupyter.errors import UsageError
+
+    kept = workspace.state / "sessions" / "s-broken.json"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    kept.write_text("{not json")
+    with ScriptedLLM([]) as llm, pytest.raises(UsageError, match="session s-broken cannot be resumed"):
+        asyncio.run(open_session(workspace, config_for(llm, ssh_profile), session_id="s-broken"))
+    with ScriptedLLM([]) as llm, pytest.raises(UsageError, match="is not a session id"):
+        asyncio.run(open_session(workspace, config_for(llm, ssh_profile), session_id="../../etc"))

@@ -47,6 +47,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster
     ident = session_id or new_session_id()
     if not _SESSION_ID.match(ident):
         raise UsageError(f"{ident[:40]!r} is not a session id (letters, digits, - and _)")
+    kept, tokens = _load(workspace, ident)  # before any connection opens: a damaged file leaks nothing
     settings = LLMSettings.from_config(config.llm)
     profile = config.profile(cluster)
     slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
@@ -55,18 +56,19 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster
     registry = default_registry()
     partitions, user = await _cluster_facts(slurm)
     prompt = system_prompt(persona_text(workspace.wiki), registry, profile.policy(), profile.name, partitions)
-    kept = _load(workspace, ident)
     messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
     defaults = Limits()
     limits = Limits(max_iterations=int(config.llm.get("max_iterations", defaults.max_iterations)),
                     max_tokens=int(config.llm.get("max_tokens", defaults.max_tokens)),
                     history_chars=int(config.llm.get("history_chars", defaults.history_chars)))
-    return AgentSession(
+    session = AgentSession(
         session_id=ident, model=ChatModel(settings), registry=registry, context=context,
         policy=ApprovalPolicy(mode, config.rules), grants=SessionGrants(), broker=broker or ApprovalBroker(),
         stream=stream or ev.EventStream(ident), actions=ActionLog(workspace.root), system_prompt=prompt,
         user=user, limits=limits, messages=messages,
     )
+    session.tokens = tokens  # the token budget is per session, across resumes
+    return session
 
 
 async def _cluster_facts(slurm: Any) -> tuple[Any, str | None]:
@@ -89,12 +91,15 @@ def save(session: AgentSession, workspace: "Workspace") -> Path:
     return path
 
 
-def _load(workspace: "Workspace", session_id: str) -> list[dict[str, Any]]:
+def _load(workspace: "Workspace", session_id: str) -> tuple[list[dict[str, Any]], int]:
+    """A kept session's messages and the tokens it used (nothing when it was never kept)."""
     path = sessions_dir(workspace) / f"{session_id}.json"
     if not path.exists():
-        return []
+        return [], 0
     try:
-        messages: list[dict[str, Any]] = json.loads(path.read_text())["messages"]
-    except (OSError, ValueError, KeyError) as exc:
+        kept = json.loads(path.read_text())
+        messages: list[dict[str, Any]] = kept["messages"]
+        tokens = int(kept.get("tokens", 0))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"session {session_id} cannot be resumed: {path} is unreadable ({exc})") from exc
-    return messages
+    return messages, tokens
