@@ -218,6 +218,30 @@ def test_down_stops_exactly_what_up_started(dev_cluster, cluster_env, tmp_path):
     assert session_after == session_before
 
 
+def test_a_cluster_whose_daemons_were_killed_comes_back_up(dev_cluster, cluster_env, tmp_path):
+    import os
+    import signal
+
+    state_dir = tmp_path / "killed"
+    args = ("--state-dir", str(state_dir))
+    try:
+        assert run_betty("dev-cluster", "up", *args, "--port-base", "27817").returncode == 0
+        before = json.loads(run_betty("dev-cluster", "status", *args, "--json").stdout)["services"]
+        for service in before.values():
+            os.kill(service["pid"], signal.SIGKILL)  # a reboot, or the session that started them ended
+        time.sleep(0.5)
+        assert run_betty("dev-cluster", "status", *args).returncode == 1
+        again = run_betty("dev-cluster", "up", *args)
+        assert again.returncode == 0, again.stderr
+        after = json.loads(run_betty("dev-cluster", "status", *args, "--json").stdout)
+        assert after["up"] and all(after["services"][n]["pid"] != before[n]["pid"] for n in before)
+        job = subprocess.run(["sbatch", "--parsable", "--wrap", "true", f"--chdir={tmp_path}"], capture_output=True,
+                             text=True, env={**cluster_env, "SLURM_CONF": str(state_dir / "etc" / "slurm.conf")})
+        assert job.returncode == 0, job.stderr
+    finally:
+        run_betty("dev-cluster", "down", *args)
+
+
 def test_down_when_nothing_runs_says_so(tmp_path):
     result = run_betty("dev-cluster", "down", "--state-dir", str(tmp_path / "never"))
     assert result.returncode == 0

@@ -200,6 +200,9 @@ class DevCluster:
 
     def _start(self, name: str) -> None:
         began = time.monotonic()
+        if name == "munge":
+            # A munged that was killed leaves its socket behind; readiness waits for a fresh one.
+            self.layout.munge_socket.unlink(missing_ok=True)
         if name == "mariadb":
             self._init_database()
         self.processes.start(self._daemon(name), START_TIMEOUT)
