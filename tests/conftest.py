@@ -127,3 +127,20 @@ def betty_in_process(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[in
         code = int(exit_.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
+
+
+@pytest.fixture
+def offline_context(tmp_path: Path):
+    """An agent tool context in a fresh project whose cluster is never reached (transports open lazily)."""
+    import asyncio
+
+    from betty_jupyter.agent.tools import ToolContext
+    from betty_jupyter.cluster.profiles import ClusterProfile
+    from betty_jupyter.experiments.workspace import Workspace
+    from betty_jupyter.wiki import init_workspace
+
+    init_workspace(tmp_path / "project")
+    context = ToolContext.open(ClusterProfile(name="nowhere", transport="local"), Workspace.at(tmp_path / "project"),
+                               "s-1")
+    yield context
+    asyncio.run(context.close())

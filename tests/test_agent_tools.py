@@ -14,7 +14,7 @@ from betty_jupyter.agent.registry import ToolRegistry, default_registry
 from betty_jupyter.agent.tools import ClusterRun, JobLogs, Scratchpad, ToolContext, ToolError, WikiWrite
 from betty_jupyter.cluster.profiles import ClusterProfile
 from betty_jupyter.experiments.workspace import Workspace
-from betty_jupyter.wiki import AUTO_END, AUTO_START, WikiStore, init_workspace
+from betty_jupyter.wiki import AUTO_END, AUTO_START, WikiStore
 
 NOTE = {"name": "Checkpoints", "description": "How we checkpoint long runs.", "type": "howto"}
 EXPERIMENT_BODY = (f"# run\n\n## Goal\n\nmine\n\n{AUTO_START}\n## Status\n\nPENDING\n{AUTO_END}\n\n"
@@ -22,13 +22,8 @@ EXPERIMENT_BODY = (f"# run\n\n## Goal\n\nmine\n\n{AUTO_START}\n## Status\n\nPEND
 
 
 @pytest.fixture
-def ctx(tmp_path: Path):
-    """A session context whose cluster is never reached (its transport opens lazily)."""
-    init_workspace(tmp_path / "project")
-    context = ToolContext.open(ClusterProfile(name="nowhere", transport="local"), Workspace.at(tmp_path / "project"),
-                               "s-1")
-    yield context
-    asyncio.run(context.close())
+def ctx(offline_context):
+    return offline_context
 
 
 def files_under(root: Path) -> dict[str, bytes]:

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from betty_jupyter.agent.approvals import ApprovalBroker, ApprovalError, Resolution, revalidated
 from betty_jupyter.agent.models import Tier
-from betty_jupyter.agent.tools import ToolContext, ToolError, WikiWrite
-from betty_jupyter.cluster.profiles import ClusterProfile
-from betty_jupyter.experiments.workspace import Workspace
-from betty_jupyter.wiki import init_workspace
+from betty_jupyter.agent.tools import ToolError, WikiWrite
 
 
 @dataclass(frozen=True)
@@ -125,12 +121,8 @@ def test_a_waiter_that_goes_away_closes_its_request() -> None:
 
 
 @pytest.fixture
-def ctx(tmp_path: Path):
-    init_workspace(tmp_path / "project")
-    context = ToolContext.open(ClusterProfile(name="nowhere", transport="local"), Workspace.at(tmp_path / "project"),
-                               "s")
-    yield context
-    asyncio.run(context.close())
+def ctx(offline_context):
+    return offline_context
 
 
 def test_edited_arguments_are_validated_and_previewed_again(ctx) -> None:
