@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import BettyError, ModelError
 from . import events as ev
@@ -41,6 +41,14 @@ class Approval:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """How one call ended: what it did, and what the model is told about it."""
+
+    outcome: ToolOutcome
+    told: str
+
+
+@dataclass(frozen=True)
 class Limits:
     """Circuit breakers and the context budget of one session."""
 
@@ -53,20 +61,26 @@ class Limits:
 class AgentSession:
     """One conversation: its messages, grants, budget, and the parts it works with."""
 
-    def __init__(self, *, session_id: str, model: "ChatModel", registry: "ToolRegistry", context: "ToolContext",
+    def __init__(self, *, session_id: str, model: "ChatModel | None", registry: "ToolRegistry", context: "ToolContext",
                  policy: "ApprovalPolicy", grants: "SessionGrants", broker: "ApprovalBroker", stream: ev.EventStream,
                  actions: "ActionLog", system_prompt: str, user: str | None = None, limits: Limits = Limits(),
-                 messages: list[dict[str, Any]] | None = None) -> None:
+                 messages: list[dict[str, Any]] | None = None, no_model_reason: str = "") -> None:
         self.session_id = session_id
         self.model, self.registry, self.context = model, registry, context
         self.policy, self.grants, self.broker = policy, grants, broker
         self.stream, self.actions, self.user, self.limits = stream, actions, user, limits
         self.messages = messages or [{"role": "system", "content": system_prompt}]
         self.tokens = 0
+        self.no_model_reason = no_model_reason or "no chat model is configured"
 
     # ----- the loop --------------------------------------------------------------------------
     async def ask(self, prompt: str) -> str:
         """Answer ``prompt``, calling tools as the model asks and the policy allows; returns the done reason."""
+        if self.model is None:
+            self.stream.emit("message", ev.Message(role="user", text=prompt))
+            self.stream.emit("error", ev.ErrorInfo(message=self.no_model_reason, code="no_model"))
+            self.stream.emit("done", ev.Done(reason="error"))
+            return "error"
         self.messages.append({"role": "user", "content": prompt})
         self.stream.emit("message", ev.Message(role="user", text=prompt))
         for iteration in range(1, self.limits.max_iterations + 1):
@@ -88,7 +102,7 @@ class AgentSession:
                 self.stream.emit("done", ev.Done(reason="finished"))
                 return "finished"
             answers = await asyncio.gather(*(self._call(call) for call in reply.tool_calls))
-            self.messages.extend({"role": "tool", "tool_call_id": call.call_id, "content": answer}
+            self.messages.extend({"role": "tool", "tool_call_id": call.call_id, "content": answer.told}
                                  for call, answer in zip(reply.tool_calls, answers))
         return self._stop("iteration_limit", f"stopped after {self.limits.max_iterations} model turns without an "
                           "answer; ask again to continue")
@@ -116,8 +130,21 @@ class AgentSession:
             self.stream.emit("message", ev.Message(role="assistant", text=text))
 
     # ----- one tool call ---------------------------------------------------------------------
-    async def _call(self, call: "ToolCallRequest") -> str:
-        """Everything about one call; returns what the model is told."""
+    async def run_tool(self, tool: str, args: Mapping[str, Any], person: str) -> ToolOutcome:
+        """A call a person typed (a magic, a panel button): the same policy, approvals and action log.
+
+        ``person`` names who asked and where (it is the approver of calls that need no card).
+        Tier 2 still waits for an approval of its exact preview; refusals come back as
+        ``ToolOutcome(ok=False)``.
+        """
+        from .llm import ToolCallRequest
+
+        call = ToolCallRequest(call_id=f"call_{uuid.uuid4().hex[:12]}", name=tool,
+                               arguments=json.dumps(dict(args), default=str))
+        return (await self._call(call, person)).outcome
+
+    async def _call(self, call: "ToolCallRequest", person: str | None = None) -> Answer:
+        """Everything about one call: what it did, and what the model is told."""
         began = time.perf_counter()
         try:
             tool = self.registry.get(call.name)
@@ -127,24 +154,26 @@ class AgentSession:
         tier = int(tool.tier_for(args))
         self.stream.emit("tool_call", ev.ToolCallInfo(call_id=call.call_id, tool=tool.name,
                                                       args=args.model_dump(mode="json"), tier=tier))
-        decision = self.policy.decide(tool.name, args.model_dump(mode="json"), tier, self.grants)
+        values = args.model_dump(mode="json")
+        decision = (self.policy.decide(tool.name, values, tier, self.grants) if person is None
+                    else self.policy.decide_for_person(tool.name, values, tier))
         if decision.action == "deny":
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
         if decision.action == "propose":
             return await self._propose(call, tool, args, tier, began)
-        approval = Approval("auto")
+        approval = Approval("auto") if person is None else Approval("approved", person)
         if decision.action == "ask":
             asked = await self._approval(call, tool, args, tier, decision.reason)
-            if isinstance(asked, str):
+            if isinstance(asked, Answer):
                 return asked
             args, approval = asked
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
-        return condense(outcome, self.user)
+        return Answer(outcome, condense(outcome, self.user))
 
     async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
-                        reason: str) -> tuple[Any, "Approval"] | str:
-        """Preview, ask, wait: the (possibly edited) args and the decision, or what to tell the model instead."""
+                        reason: str) -> tuple[Any, "Approval"] | Answer:
+        """Preview, ask, wait: the (possibly edited) args and the decision, or the outcome when it does not run."""
         from .approvals import revalidated
 
         try:
@@ -162,27 +191,33 @@ class AgentSession:
         approval = Approval(resolution.decision, resolution.approver, preview)
         if resolution.decision not in ("approved", "approved_for_session", "edited"):
             self._log(call, tool, tier, args, approval, None, time.perf_counter())
-            return (f"The person did not approve this call ({resolution.decision}), so it did not run. "
-                    "Do not retry it unless they ask.")
+            outcome = ToolOutcome(ok=False, summary=f"not run: {resolution.decision}"
+                                  + (f" ({resolution.reason})" if resolution.reason else ""))
+            return Answer(outcome, f"The person did not approve this call ({resolution.decision}), "
+                          "so it did not run. Do not retry it unless they ask.")
         if resolution.decision == "edited" and resolution.args is not None:
-            args, approval.preview = await revalidated(tool, self.context, resolution.args)
+            try:
+                args, approval.preview = await revalidated(tool, self.context, resolution.args)
+            except BettyError as error:
+                return self._refused(call, tool, str(error), time.perf_counter(), tier)
         self.grants.grant(tool.name)  # tier 1 asks once per session per tool; tier 2 ignores grants
         return args, approval
 
-    async def _propose(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int, began: float) -> str:
+    async def _propose(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
+                       began: float) -> Answer:
         try:
             preview = await tool.preview(self.context, args)
         except BettyError as error:
             return self._refused(call, tool, f"the preview failed: {error}", began, tier)
         outcome = ToolOutcome(ok=True, summary=f"proposed, not run (Betty is in propose mode):\n{preview.text}")
         self._log(call, tool, tier, args, Approval("proposed", None, preview), outcome, began)
-        return outcome.summary
+        return Answer(outcome, outcome.summary)
 
     def _refused(self, call: "ToolCallRequest", tool: "Tool[Any] | None", message: str, began: float,
-                 tier: int = 0) -> str:
+                 tier: int = 0) -> Answer:
         outcome = ToolOutcome(ok=False, summary=message)
         self._record(call, call.name, tier, _raw_args(call.arguments), Approval("refused"), outcome, began)
-        return f"error: {message}"
+        return Answer(outcome, f"error: {message}")
 
     def _log(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: "Approval",
              outcome: ToolOutcome | None, began: float) -> None:
@@ -216,6 +251,8 @@ class AgentSession:
         if cut is None:
             return
         older = self.messages[1:cut]
+        if self.model is None:
+            return
         try:
             summary = await self.model.summarise(json.dumps(older, default=str)[: self.limits.history_chars])
         except ModelError:

@@ -18,6 +18,9 @@ The person's rules are three ordered lists of patterns, ``tool`` or ``tool(arg=g
 allow: a ``deny`` match always refuses; an ``ask`` match makes a tier 0 or 1 call ask every
 time (in ``propose`` mode: propose); an ``allow`` match lets a tier 1 call run without asking.
 No rule lowers tier 2: it always asks, whatever the mode or the rules.
+
+A call a person makes themselves (:meth:`ApprovalPolicy.decide_for_person`: a magic, a panel
+button) ignores the mode: tier 0 and 1 run, tier 2 asks, the person's deny and ask rules apply.
 """
 
 from __future__ import annotations
@@ -174,6 +177,23 @@ class ApprovalPolicy:
         if ask is not None:
             return Decision("ask", ask)
         return Decision("run", self._runs_because(tool, values, tier, session))
+
+    def decide_for_person(self, tool: str, args: Mapping[str, Any] | BaseModel | None, tier: Tier | int) -> Decision:
+        """A call a person typed themselves (a magic, a panel button): the mode is the agent's, not theirs.
+
+        Their ``deny`` rules still refuse and their ``ask`` rules still ask; tier 2 always shows
+        its preview for approval; anything else runs, the person being its approver.
+        """
+        values = _values(args)
+        denied = Rules.first(self.rules.deny, tool, values)
+        if denied:
+            return Decision("deny", f"refused by your rule deny {denied}")
+        asked = Rules.first(self.rules.ask, tool, values)
+        if asked:
+            return Decision("ask", f"your rule ask {asked} asks every time")
+        if Tier(tier) == Tier.ALWAYS_ASK:
+            return Decision("ask", "tier 2: always asks, even when you typed it")
+        return Decision("run", "you asked for it")
 
     def _asks(self, tool: str, values: Mapping[str, Any], tier: Tier, session: SessionGrants) -> str | None:
         """Why a person must approve this call, or None when it may run."""

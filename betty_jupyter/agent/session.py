@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BettyError, UsageError
+from ..errors import BettyError, ConfigError, UsageError
 from . import events as ev
 from .loop import AgentSession, Limits
 
@@ -33,8 +33,13 @@ def sessions_dir(workspace: "Workspace") -> Path:
 
 async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster: str | None = None,
                        mode: str = "confirm", session_id: str | None = None, broker: "ApprovalBroker | None" = None,
-                       stream: ev.EventStream | None = None) -> AgentSession:
-    """Everything a session needs, from Betty's configuration; resumes ``session_id`` when it was kept."""
+                       stream: ev.EventStream | None = None, require_model: bool = True) -> AgentSession:
+    """Everything a session needs, from Betty's configuration; resumes ``session_id`` when it was kept.
+
+    Without a configured chat model this raises ConfigError, unless ``require_model`` is
+    False: then the session still runs a person's tool calls, and asking it explains how to
+    configure a model.
+    """
     from ..cluster.slurm import SlurmClient
     from .actions import ActionLog
     from .approvals import ApprovalBroker
@@ -48,7 +53,13 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster
     if not _SESSION_ID.match(ident):
         raise UsageError(f"{ident[:40]!r} is not a session id (letters, digits, - and _)")
     kept, tokens = _load(workspace, ident)  # before any connection opens: a damaged file leaks nothing
-    settings = LLMSettings.from_config(config.llm)
+    try:
+        model: ChatModel | None = ChatModel(LLMSettings.from_config(config.llm))
+        no_model = ""
+    except ConfigError as error:
+        if require_model:
+            raise
+        model, no_model = None, str(error)
     profile = config.profile(cluster)
     slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
@@ -62,7 +73,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster
                     max_tokens=int(config.llm.get("max_tokens", defaults.max_tokens)),
                     history_chars=int(config.llm.get("history_chars", defaults.history_chars)))
     session = AgentSession(
-        session_id=ident, model=ChatModel(settings), registry=registry, context=context,
+        session_id=ident, model=model, no_model_reason=no_model, registry=registry, context=context,
         policy=ApprovalPolicy(mode, config.rules), grants=SessionGrants(), broker=broker or ApprovalBroker(),
         stream=stream or ev.EventStream(ident), actions=ActionLog(workspace.root), system_prompt=prompt,
         user=user, limits=limits, messages=messages,

@@ -1,0 +1,244 @@
+"""``Assistant``: one researcher's Betty in one process, whichever face they use.
+
+The server extension owns one for the side panel (and for notebooks whose kernel runs
+under that server); a notebook whose server has no Betty extension owns one in its kernel.
+Either way the same object holds the sessions, the approval broker, the job watcher and the
+action log, so a magic, a panel button and the agent go through the same tools, policy and
+log. All of its coroutines run on one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..errors import ApprovalError, UsageError
+from . import events as ev
+from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
+
+if TYPE_CHECKING:
+    from ..config import BettyConfig
+    from ..experiments.watcher import JobUpdate, JobWatcher
+    from ..experiments.workspace import Workspace
+    from .actions import ActionLog, ActionRecord
+    from .approvals import Resolution
+    from .loop import AgentSession
+    from .models import ToolOutcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """What a front-end lists about a session."""
+
+    session_id: str
+    cluster: str
+    mode: str
+    busy: bool
+    last_seq: int
+    has_model: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return dict(self.__dict__)
+
+
+class Assistant:
+    """Every session, approval and watched job of one workspace in this process."""
+
+    def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = "confirm",
+                 approval_timeout: float = DEFAULT_TIMEOUT) -> None:
+        from .actions import ActionLog
+        from .policy import ApprovalPolicy
+
+        ApprovalPolicy(mode, config.rules)  # a bad mode or bad rules fail here, not at the first call
+        self.workspace, self.config, self.mode = workspace, config, mode
+        self.broker = ApprovalBroker(timeout=approval_timeout)
+        self.actions: ActionLog = ActionLog(workspace.root)
+        self._sessions: dict[str, AgentSession] = {}
+        self._opening: dict[str, asyncio.Lock] = {}
+        self._asking: dict[str, asyncio.Task[str]] = {}
+        self._watcher: JobWatcher | None = None
+        self._watching: asyncio.Task[None] | None = None
+        self._stop_watching = asyncio.Event()
+
+    # ----- clusters and sessions ----------------------------------------------------------------
+    def clusters(self) -> list[dict[str, Any]]:
+        """The configured clusters (name, how they are reached, which is the default)."""
+        default = self.config.active_cluster
+        return [{"name": p.name, "transport": p.transport, "host": p.host or "", "default": p.name == default}
+                for p in (self.config.profile(c["name"]) for c in self.config.clusters)]
+
+    async def session(self, session_id: str | None = None, *, cluster: str | None = None,
+                      mode: str | None = None) -> "AgentSession":
+        """The open session ``session_id``, or a new (or resumed) one on ``cluster`` in ``mode``."""
+        from .session import new_session_id, open_session
+
+        ident = session_id or new_session_id()
+        lock = self._opening.setdefault(ident, asyncio.Lock())
+        async with lock:
+            known = self._sessions.get(ident)
+            if known is not None:
+                if cluster and known.context.profile.name != self.config.profile(cluster).name:
+                    raise UsageError(f"session {ident} works on {known.context.profile.name}, not {cluster}; "
+                                     "start a new session for another cluster")
+                if mode:
+                    self.set_mode(ident, mode)
+                return known
+            opened = await open_session(self.workspace, self.config, cluster=cluster, mode=mode or self.mode,
+                                        session_id=ident, broker=self.broker, require_model=False)
+            opened.actions = self.actions
+            self._sessions[ident] = opened
+            return opened
+
+    async def desk(self, cluster: str | None = None) -> "AgentSession":
+        """The session for a person's own clicks on ``cluster`` outside any chat (the panel's Jobs tab)."""
+        name = self.config.profile(cluster).name
+        return await self.session("desk-" + re.sub(r"[^A-Za-z0-9_-]", "_", name)[:50], cluster=name)
+
+    def opened(self, session_id: str) -> "AgentSession":
+        """An open session; UsageError naming it when there is none."""
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise UsageError(f"no open session {session_id[:40]!r}") from None
+
+    def sessions(self) -> list[SessionInfo]:
+        """The open sessions, oldest first."""
+        return [SessionInfo(s.session_id, s.context.profile.name, s.policy.mode, self.busy(s.session_id),
+                            s.stream.last_seq, s.model is not None) for s in self._sessions.values()]
+
+    def set_mode(self, session_id: str, mode: str) -> None:
+        """Switch one session's agent between off, propose, confirm and auto (its grants are kept)."""
+        from .policy import ApprovalPolicy
+
+        self.opened(session_id).policy = ApprovalPolicy(mode, self.config.rules)
+
+    # ----- what a person asks -------------------------------------------------------------------
+    def busy(self, session_id: str) -> bool:
+        """Whether the agent is answering in this session now."""
+        task = self._asking.get(session_id)
+        return task is not None and not task.done()
+
+    def ask(self, session_id: str, prompt: str) -> "asyncio.Task[str]":
+        """Start the agent on ``prompt``; its events stream on the session, the task gives the done reason."""
+        session = self.opened(session_id)
+        if self.busy(session_id):
+            raise UsageError(f"session {session_id} is still answering; stop it or wait for it to finish")
+        if not prompt.strip():
+            raise UsageError("ask Betty something: the prompt is empty")
+        task = asyncio.get_running_loop().create_task(self._answer(session, prompt))
+        self._asking[session_id] = task
+        return task
+
+    async def _answer(self, session: "AgentSession", prompt: str) -> str:
+        from .session import save
+
+        try:
+            return await session.ask(prompt)
+        except asyncio.CancelledError:
+            self.broker.cancel_all("the person stopped Betty", session.session_id)
+            session.stream.emit("done", ev.Done(reason="stopped"))
+            return "stopped"
+        finally:
+            save(session, self.workspace)
+
+    def stop(self, session_id: str) -> bool:
+        """Stop the agent's answer in this session (its open approvals are cancelled); False when idle."""
+        task = self._asking.get(session_id)
+        if task is None or task.done():
+            return False
+        task.cancel()
+        return True
+
+    async def call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str) -> "ToolOutcome":
+        """A tool call a person made (magic, panel button): same policy, approvals and log as the agent's."""
+        return await self.opened(session_id).run_tool(tool, args, person)
+
+    # ----- approvals ----------------------------------------------------------------------------
+    def pending(self, session_id: str | None = None) -> list[ev.ApprovalRequest]:
+        """Approvals waiting for a person (of one session, when given), oldest first."""
+        return [request for request in self.broker.pending(session_id) if isinstance(request, ev.ApprovalRequest)]
+
+    def respond(self, approval_id: str, decision: str, approver: str,
+                args: Mapping[str, Any] | None = None) -> "Resolution":
+        """A person's answer to an approval; ApprovalError when it is unknown or already answered."""
+        if not approver.strip():
+            raise ApprovalError("an answer names who gave it")
+        return self.broker.respond(approval_id, decision, approver, args)
+
+    def disconnected(self, session_id: str, reason: str = "the front-end went away") -> list[str]:
+        """A front-end left: its session's open approvals are denied (cancelled), failing closed."""
+        return self.broker.cancel_all(reason, session_id)
+
+    def history(self, session_id: str | None = None, limit: int = 200) -> list["ActionRecord"]:
+        """The newest action-log records (of one session, when given), oldest first."""
+        records: list[ActionRecord] = []
+        for day in reversed(self.actions.days()):
+            records = self.actions.read(day, session_id) + records
+            if len(records) >= limit:
+                break
+        return records[-limit:]
+
+    # ----- the job watcher ----------------------------------------------------------------------
+    def watch(self, **options: Any) -> "JobWatcher":
+        """Start the job watcher on this loop (once); its updates reach every open session as ``job_update``."""
+        from ..cluster.slurm import SlurmClient
+        from ..experiments.watcher import JobWatcher
+
+        if self._watcher is None:
+            clients: dict[str, SlurmClient] = {}
+
+            def client_for(cluster: str) -> SlurmClient:
+                if cluster not in clients:
+                    profile = self.config.profile(cluster)
+                    clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
+                return clients[cluster]
+
+            self._clients = clients
+            self._watcher = JobWatcher(self.workspace, client_for, **options)
+            self._watcher.subscribe(self._announce)
+            self._stop_watching.clear()
+            self._watching = asyncio.get_running_loop().create_task(self._watch(self._watcher))
+        return self._watcher
+
+    async def _watch(self, watcher: "JobWatcher") -> None:
+        try:
+            await watcher.run(self._stop_watching)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("Betty's job watcher stopped")
+
+    def _announce(self, update: "JobUpdate") -> None:
+        info = ev.JobUpdateInfo(job_id=update.experiment.job_id, cluster=update.experiment.cluster,
+                                state=update.state, previous=update.previous,
+                                page=f"wiki/{update.experiment.page}", notebook=update.experiment.notebook)
+        for session in self._sessions.values():
+            session.stream.emit("job_update", info)
+
+    async def close(self) -> None:
+        """Stop everything: answers, approvals (cancelled), the watcher, the links to clusters."""
+        from .session import save
+
+        for session_id in list(self._asking):
+            self.stop(session_id)
+        self.broker.cancel_all("Betty is shutting down")
+        asking = [t for t in self._asking.values() if not t.done()]
+        if asking:
+            await asyncio.gather(*asking, return_exceptions=True)
+        if self._watching is not None:
+            self._stop_watching.set()
+            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(self._watching, timeout=10)
+            for client in getattr(self, "_clients", {}).values():
+                await client.transport.close()
+        for session in self._sessions.values():
+            save(session, self.workspace)
+            await session.context.close()
+        self._sessions.clear()
