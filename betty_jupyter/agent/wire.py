@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import datetime, timedelta
 from io import StringIO
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from .models import ToolOutcome
 
@@ -59,6 +59,8 @@ def data_from_json(data: Mapping[str, Any] | None) -> Any:
     if data is None:
         return None
     kind, value = data.get("kind"), data.get("value")
+    if kind in ("experiment", "job") and not isinstance(value, dict):
+        raise ValueError(f"a {kind} is sent as a JSON object, not {type(value).__name__}")
     if kind == "frame":
         import pandas as pd
 
@@ -66,11 +68,11 @@ def data_from_json(data: Mapping[str, Any] | None) -> Any:
     if kind == "experiment":
         from ..experiments.ledger import Experiment
 
-        return Experiment(**value)
+        return Experiment(**cast(dict[str, Any], value))
     if kind == "job":
         from ..cluster.jobs import Job, JobState
 
-        fields = dict(value)
+        fields = dict(cast(dict[str, Any], value))
         fields["state"] = JobState.parse(fields["state"])
         for field in dataclasses.fields(Job):
             item = fields.get(field.name)
