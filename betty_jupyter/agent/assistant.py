@@ -156,9 +156,15 @@ class Assistant:
         task.cancel()
         return True
 
-    async def call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str) -> "ToolOutcome":
-        """A tool call a person made (magic, panel button): same policy, approvals and log as the agent's."""
-        return await self.opened(session_id).run_tool(tool, args, person)
+    async def call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str,
+                   call_id: str | None = None) -> "ToolOutcome":
+        """A tool call a person made (magic, panel button): same policy, approvals and log as the agent's.
+
+        ``call_id`` (letters, digits, _ and -) names the call in its events, so the caller can follow it.
+        """
+        if call_id is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", call_id):
+            raise UsageError(f"{call_id[:40]!r} is not a call id (letters, digits, - and _)")
+        return await self.opened(session_id).run_tool(tool, args, person, call_id)
 
     # ----- approvals ----------------------------------------------------------------------------
     def pending(self, session_id: str | None = None) -> list[ev.ApprovalRequest]:

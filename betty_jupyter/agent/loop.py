@@ -130,16 +130,18 @@ class AgentSession:
             self.stream.emit("message", ev.Message(role="assistant", text=text))
 
     # ----- one tool call ---------------------------------------------------------------------
-    async def run_tool(self, tool: str, args: Mapping[str, Any], person: str) -> ToolOutcome:
+    async def run_tool(self, tool: str, args: Mapping[str, Any], person: str,
+                       call_id: str | None = None) -> ToolOutcome:
         """A call a person typed (a magic, a panel button): the same policy, approvals and action log.
 
-        ``person`` names who asked and where (it is the approver of calls that need no card).
+        ``person`` names who asked and where (it is the approver of calls that need no card);
+        ``call_id`` lets the caller follow the call's events (default: a fresh one).
         Tier 2 still waits for an approval of its exact preview; refusals come back as
         ``ToolOutcome(ok=False)``.
         """
         from .llm import ToolCallRequest
 
-        call = ToolCallRequest(call_id=f"call_{uuid.uuid4().hex[:12]}", name=tool,
+        call = ToolCallRequest(call_id=call_id or f"call_{uuid.uuid4().hex[:12]}", name=tool,
                                arguments=json.dumps(dict(args), default=str))
         return (await self._call(call, person)).outcome
 
