@@ -26,10 +26,12 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext betty_jupyter``: register the ``%betty`` magics."""
+    """``%load_ext betty_jupyter``: register the ``%betty`` magics and how Betty's results show."""
+    from .notebook.display import register
     from .notebook.magics import BettyMagics
 
     ipython.register_magics(BettyMagics)
+    register(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

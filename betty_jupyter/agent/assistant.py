@@ -42,6 +42,7 @@ class SessionInfo:
     busy: bool
     last_seq: int
     has_model: bool
+    user: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -111,7 +112,7 @@ class Assistant:
     def sessions(self) -> list[SessionInfo]:
         """The open sessions, oldest first."""
         return [SessionInfo(s.session_id, s.context.profile.name, s.policy.mode, self.busy(s.session_id),
-                            s.stream.last_seq, s.model is not None) for s in self._sessions.values()]
+                            s.stream.last_seq, s.model is not None, s.user) for s in self._sessions.values()]
 
     def set_mode(self, session_id: str, mode: str) -> None:
         """Switch one session's agent between off, propose, confirm and auto (its grants are kept)."""
@@ -177,6 +178,10 @@ class Assistant:
         if not approver.strip():
             raise ApprovalError("an answer names who gave it")
         return self.broker.respond(approval_id, decision, approver, args)
+
+    def answered(self, approval_id: str) -> "Resolution | None":
+        """How an answered approval ended; None while it is open or when it is unknown."""
+        return self.broker.answered(approval_id)
 
     def disconnected(self, session_id: str, reason: str = "the front-end went away") -> list[str]:
         """A front-end left: its session's open approvals are denied (cancelled), failing closed."""

@@ -27,10 +27,14 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def submit(awaitable: Awaitable[T]) -> "Future[T]":
+    """Start ``awaitable`` on Betty's background loop; returns at once with its future."""
+    return asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), _background_loop())
+
+
 def run_sync(awaitable: Awaitable[T], timeout: float | None = None) -> T:
     """Run ``awaitable`` on Betty's background loop and wait for its result."""
-    future: Future[T] = asyncio.run_coroutine_threadsafe(_as_coroutine(awaitable), _background_loop())
-    return future.result(timeout)
+    return submit(awaitable).result(timeout)
 
 
 async def _as_coroutine(awaitable: Awaitable[T]) -> T:

@@ -1,52 +1,470 @@
-"""The ``%betty`` line magic. A user error prints one line, never a traceback."""
+"""``%betty`` and ``%%betty``: Betty in a notebook. A user error prints one line, never a traceback.
+
+Each command returns the object a researcher computes with — ``_`` holds the DataFrame,
+the Job, the Estimate, the pending call — and shows it as a widget. Nothing waits for a
+person inside a cell: a call that needs an approval returns at once with its card.
+"""
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
-from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import Markdown, display
 
 from .._version import __version__
-from ..errors import BettyError, UsageError
+from ..errors import BettyError, ToolError, UsageError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..agent.models import ToolOutcome
+    from .session import Call, NotebookBetty
 
 _HELP = """\
-%betty COMMAND — Betty, an assistant for your Slurm cluster.
+%betty COMMAND [OPTIONS] — Betty, an assistant for your Slurm cluster. `%betty COMMAND --help` explains one.
 
-Commands:
-  version   print Betty's version
-  help      print this help
+  clusters                      the configured clusters (* marks the one in use)
+  use NAME                      work on another cluster from now on
+  squeue [--me] [--partition P] [--state S]   the queue, as a live table
+  sinfo                         the partitions: nodes, CPUs, GPUs, limits
+  sacct [JOBID…] [--since WHEN] [--all-users]  jobs from accounting
+  status JOBID                  one job, kept current until it ends
+  logs JOBID [--err] [--lines N] [--follow]   the end of a job's output
+  cancel JOBID                  cancel a job (after your approval)
+  gpu [estimate] --model M --method X …      GPU memory per GPU (options of `betty gpu estimate`)
+  gpu calculator                sliders for model, method, batch, sequence, GPUs
+  %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
+  ask PROMPT  /  %%betty ask    ask Betty's agent; tool calls and approval cards appear inline
+  wiki [search Q | show PAGE]   the project's wiki
+  mode [off|propose|confirm|auto]   what Betty's agent may do without asking
+  log [--limit N]               this notebook's actions (the action log)
+  where                         where Betty runs: the server's extension or this kernel
+  version                       Betty's version
 """
+
+
+class _HelpShown(Exception):
+    """``--help`` printed the help; the command stops quietly."""
+
+
+class MagicParser(argparse.ArgumentParser):
+    """argparse for a magic: a mistake is one :class:`UsageError` line, ``--help`` prints and stops."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            print(message, end="")
+        raise _HelpShown()
+
+
+def _parser(name: str, description: str) -> MagicParser:
+    return MagicParser(prog=f"%betty {name}", description=description, add_help=True)
+
+
+def _job_id(text: str) -> str:
+    from ..cluster.jobs import job_id
+
+    try:
+        return job_id(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 @magics_class
 class BettyMagics(Magics):
-    """``%betty …`` in a notebook: parse, call the core, render."""
+    """``%betty …`` and ``%%betty …`` in a notebook: parse, call Betty, show the result."""
 
-    @line_magic
-    def betty(self, line: str) -> object:
+    _betty: "NotebookBetty | None" = None
+
+    @line_cell_magic
+    def betty(self, line: str, cell: str | None = None) -> object:
         """Run one ``%betty`` command; returns its result so it flows into ``_``."""
         try:
             words = shlex.split(line)
             command, args = (words[0], words[1:]) if words else ("help", [])
-            handler = self._commands().get(command)
-            if handler is None:
+            entry = self._commands().get(command)
+            if entry is None:
                 raise UsageError(f"unknown %betty command {command!r}; try `%betty help`")
-            return handler(args)
+            build, run = entry
+            parsed = build().parse_args(args)
+            return run(parsed, cell)
+        except _HelpShown:
+            return None
         except (BettyError, ValueError) as error:
             print(f"betty: {error}", file=sys.stderr)
             return None
 
-    def _commands(self) -> dict[str, Callable[[list[str]], object]]:
-        return {"version": self._version, "help": self._help}
+    # ----- the connection ----------------------------------------------------------------------
+    @property
+    def connection(self) -> "NotebookBetty":
+        """This notebook's Betty, connected on first use (the server's extension, or this kernel)."""
+        if self._betty is None:
+            from .backend import connect
+            from .session import NotebookBetty
+
+            BettyMagics._betty = NotebookBetty(connect())
+        assert self._betty is not None
+        return self._betty
+
+    def _run(self, tool: str, args: dict[str, Any], label: str,
+             extra: "Callable[[ToolOutcome], list[Any]] | None" = None) -> "ToolOutcome | Call":
+        """Call ``tool`` as the person; the outcome once done, or the pending call when it waits for approval."""
+        from .display import shown_as
+        from .widgets.calls import CallView
+        from .widgets.progress import waiting
+
+        betty = self.connection
+        call = betty.start(tool, {k: v for k, v in args.items() if v is not None})
+        if not call.settle(waiting(label)):
+            return shown_as(call, CallView(call, betty.respond, extra))
+        outcome: ToolOutcome = call.future.result()
+        if not outcome.ok:
+            raise ToolError(outcome.summary.strip().splitlines()[0] if outcome.summary.strip() else "failed")
+        return outcome
+
+    def _read(self, tool: str, args: dict[str, Any], label: str) -> Any:
+        """A read's data (it waits for a person only when a rule says so: then the pending call)."""
+        from .session import Call
+
+        result = self._run(tool, args, label)
+        return result if isinstance(result, Call) else result.data
+
+    def _where(self) -> str:
+        return self.connection.cluster or "the default cluster"
+
+    # ----- the commands ------------------------------------------------------------------------
+    def _commands(self) -> dict[str, tuple[Callable[[], MagicParser], Callable[[argparse.Namespace, str | None], Any]]]:
+        return {
+            "help": (lambda: _parser("help", "Betty's commands"), self._help),
+            "version": (lambda: _parser("version", "Betty's version"), self._version),
+            "where": (lambda: _parser("where", "where Betty runs for this notebook"), self._where_cmd),
+            "clusters": (lambda: _parser("clusters", "the configured clusters"), self._clusters),
+            "use": (self._use_parser, self._use),
+            "squeue": (self._squeue_parser, self._squeue),
+            "sinfo": (lambda: _parser("sinfo", "the partitions of the cluster in use"), self._sinfo),
+            "sacct": (self._sacct_parser, self._sacct),
+            "status": (self._status_parser, self._status),
+            "logs": (self._logs_parser, self._logs),
+            "cancel": (self._cancel_parser, self._cancel),
+            "gpu": (self._gpu_parser, self._gpu),
+            "submit": (self._submit_parser, self._submit),
+            "ask": (self._ask_parser, self._ask),
+            "wiki": (self._wiki_parser, self._wiki),
+            "mode": (self._mode_parser, self._mode),
+            "log": (self._log_parser, self._log),
+        }
 
     @staticmethod
-    def _version(args: list[str]) -> str:
-        if args:
-            raise UsageError("`%betty version` takes no arguments")
+    def _help(args: argparse.Namespace, cell: str | None) -> None:
+        print(_HELP, end="")
+
+    @staticmethod
+    def _version(args: argparse.Namespace, cell: str | None) -> str:
         return f"Betty {__version__}"
 
+    def _where_cmd(self, args: argparse.Namespace, cell: str | None) -> str:
+        return f"Betty runs in {self.connection.backend.where}"
+
+    def _clusters(self, args: argparse.Namespace, cell: str | None) -> "pd.DataFrame":
+        import pandas as pd
+
+        betty = self.connection
+        rows = betty.backend.clusters()
+        frame = pd.DataFrame(rows, columns=["name", "transport", "host", "default"])
+        in_use = betty.cluster or next((r["name"] for r in rows if r.get("default")), None)
+        frame["in_use"] = frame["name"] == in_use
+        return frame
+
     @staticmethod
-    def _help(args: list[str]) -> None:
-        print(_HELP, end="")
+    def _use_parser() -> MagicParser:
+        parser = _parser("use", "work on another configured cluster from now on (see `%betty clusters`)")
+        parser.add_argument("name", metavar="NAME")
+        return parser
+
+    def _use(self, args: argparse.Namespace, cell: str | None) -> str:
+        name = self.connection.use(args.name)
+        print(f"Betty works on {name} now.")
+        return name
+
+    @staticmethod
+    def _squeue_parser() -> MagicParser:
+        parser = _parser("squeue", "the jobs in the queue, as a live table (cancel buttons on your own jobs)")
+        parser.add_argument("--me", action="store_true", help="only your jobs")
+        parser.add_argument("--partition", metavar="P", help="only this partition")
+        parser.add_argument("--state", metavar="S", action="append", help="only jobs in this state (repeatable)")
+        return parser
+
+    def _squeue(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ..agent.tools.cluster import QUEUE_COLUMNS
+
+        me = self.connection.user() if args.me else None
+        if args.me and not me:
+            raise UsageError("Betty could not learn your login name on this cluster, so --me cannot filter")
+        query = {"user": me, "states": [s.upper() for s in args.state] if args.state else None,
+                 "partition": args.partition}
+        return self._job_table("cluster_queue", query, f"queue on {self._where()}", QUEUE_COLUMNS)
+
+    def _job_table(self, tool: str, query: dict[str, Any], title: str, columns: list[str]) -> Any:
+        from .display import job_frame
+        from .session import Call
+        from .widgets.jobs import JobTable
+
+        frame = self._read(tool, query, f"reading the {title}")
+        if isinstance(frame, Call):
+            return frame
+
+        def fetch() -> "pd.DataFrame":
+            outcome = self.connection.start(tool, {k: v for k, v in query.items() if v is not None})
+            result = outcome.future.result()
+            if not result.ok:
+                raise ToolError(result.summary)
+            frame: pd.DataFrame = result.data
+            return frame
+
+        table = JobTable(title, frame, columns, fetch, mine=self.connection.user(), cancel=self._cancel_view)
+        return job_frame(frame, table)
+
+    def _cancel_view(self, job_id: str) -> Any:
+        from .widgets.calls import CallView
+
+        betty = self.connection
+        return CallView(betty.start("cluster_cancel", {"job_id": job_id}), betty.respond)
+
+    def _sinfo(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
+
+    @staticmethod
+    def _sacct_parser() -> MagicParser:
+        parser = _parser("sacct", "jobs from Slurm accounting: state, exit code, elapsed, peak memory")
+        parser.add_argument("job_ids", nargs="*", metavar="JOBID", type=_job_id)
+        parser.add_argument("--since", metavar="WHEN", help="jobs started since, e.g. 2026-11-20 or now-2days")
+        parser.add_argument("--all-users", action="store_true", help="every user's jobs, not only yours")
+        return parser
+
+    def _sacct(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ..agent.tools.cluster import HISTORY_COLUMNS
+
+        query = {"job_ids": args.job_ids or None, "since": args.since, "all_users": args.all_users or None}
+        return self._job_table("cluster_history", query, f"history on {self._where()}", HISTORY_COLUMNS)
+
+    @staticmethod
+    def _status_parser() -> MagicParser:
+        parser = _parser("status", "one job's state, kept current until it ends")
+        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
+        return parser
+
+    def _status(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return self._live(args.job_id, with_log=True)
+
+    def _live(self, job_id: str, with_log: bool, stream: str = "out", lines: int = 20) -> Any:
+        from .display import shown_as
+        from .session import Call
+
+        job = self._read("cluster_status", {"job_id": job_id}, f"reading job {job_id}")
+        if isinstance(job, Call):
+            return job
+        return shown_as(job, self._live_view(job, with_log, stream, lines))
+
+    def _live_view(self, job: Any, with_log: bool = True, stream: str = "out", lines: int = 20) -> Any:
+        """A :class:`LiveJob` for ``job``, woken by the watcher's updates and re-reading it until it ends."""
+        from .widgets.live import LiveJob
+
+        betty = self.connection
+
+        def read_job(ident: str) -> Any:
+            return self._quiet("cluster_status", {"job_id": ident}).data
+
+        def read_log(ident: str) -> str:
+            return str(self._quiet("job_logs", {"job_id": ident, "stream": stream, "lines": lines}).summary)
+
+        view = LiveJob(job, read_job, read_log if with_log else None)
+        stop = betty.follow(view.on_event)
+        view.on_close(lambda _: stop())
+        return view
+
+    def _quiet(self, tool: str, args: dict[str, Any]) -> "ToolOutcome":
+        """A call from a widget's thread: waits for the outcome; ToolFailed when it did not do it."""
+        outcome = self.connection.start(tool, args).future.result()
+        if not outcome.ok:
+            raise ToolError(outcome.summary.strip().splitlines()[0])
+        return outcome
+
+    @staticmethod
+    def _logs_parser() -> MagicParser:
+        parser = _parser("logs", "the last lines a job wrote")
+        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
+        parser.add_argument("--err", action="store_true", help="stderr instead of stdout")
+        parser.add_argument("--lines", type=int, default=50, metavar="N", help="how many lines (default 50)")
+        parser.add_argument("--follow", action="store_true", help="keep showing the end of the log until the job ends")
+        return parser
+
+    def _logs(self, args: argparse.Namespace, cell: str | None) -> Any:
+        stream = "err" if args.err else "out"
+        if not 1 <= args.lines <= 2000:
+            raise UsageError("%betty logs: --lines must be between 1 and 2000")
+        if args.follow:
+            return self._live(args.job_id, with_log=True, stream=stream, lines=args.lines)
+        outcome = self._run("job_logs", {"job_id": args.job_id, "stream": stream, "lines": args.lines},
+                            f"reading job {args.job_id}'s std{stream}")
+        from .session import Call
+
+        if isinstance(outcome, Call):
+            return outcome
+        print(outcome.summary)
+        return None
+
+    @staticmethod
+    def _cancel_parser() -> MagicParser:
+        parser = _parser("cancel", "cancel a job; Betty shows the job and the scancel command for your approval")
+        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
+        return parser
+
+    def _cancel(self, args: argparse.Namespace, cell: str | None) -> Any:
+        return self._run("cluster_cancel", {"job_id": args.job_id}, f"looking up job {args.job_id}")
+
+    @staticmethod
+    def _gpu_parser() -> MagicParser:
+        from ..cli.gpu import job_options
+
+        parser = MagicParser(prog="%betty gpu", parents=[job_options()], add_help=True,
+                             description="GPU memory per GPU for one job (the options of `betty gpu estimate`); "
+                             "`%betty gpu calculator` opens sliders instead")
+        parser.add_argument("action", nargs="?", choices=["estimate", "calculator"], default="estimate")
+        parser.add_argument("--gpu", metavar="TYPE", help="say whether it fits on this GPU type (e.g. a100-80gb)")
+        for action in parser._actions:
+            if action.dest in ("model", "method"):
+                action.required = False
+        return parser
+
+    def _gpu(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ..cli.gpu import request_from
+        from ..gpu import estimate, gpu_type
+        from .display import shown_as
+        from .widgets.gpu import GpuCalculator
+
+        if args.action == "calculator":
+            shape = {"batch_size": args.batch_size, "seq_len": args.seq_len, "gpus": args.gpus}
+            return GpuCalculator(model=args.model or "Llama-3.1-8B", method=args.method or "lora", **shape)
+        if not args.model or not args.method:
+            raise UsageError("%betty gpu: --model and --method are needed (or `%betty gpu calculator`)")
+        result = estimate(args.model, request_from(args))
+        if args.gpu:
+            import ipywidgets as widgets
+
+            from ..gpu.report import render_estimate
+            from .widgets.gpu import chart_png
+            from .widgets.html import pre
+
+            gpu = gpu_type(args.gpu)
+            view = widgets.VBox([widgets.HTML(pre(render_estimate(result, gpu))),
+                                 widgets.Image(value=chart_png(result, [gpu]), format="png")])
+            return shown_as(result, view)
+        return result
+
+    @staticmethod
+    def _submit_parser() -> MagicParser:
+        parser = _parser("submit", "%%betty submit: the cell is the batch script; Betty shows it for your "
+                         "approval, submits it once and records it as an experiment (wiki page + notebook)")
+        parser.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
+        parser.add_argument("--goal", metavar="TEXT", help="what this run is for (recorded on its wiki page)")
+        return parser
+
+    def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
+        if cell is None or not cell.strip():
+            raise UsageError("%%betty submit takes the batch script as the cell's body (use the cell magic %%betty)")
+        goal = args.goal or "submitted from a notebook"
+        def follow_job(outcome: "ToolOutcome") -> list[Any]:
+            return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
+
+        return self._run("cluster_submit", {"script": cell, "goal": goal, "name": args.slug},
+                         f"checking the script against {self._where()}", follow_job)
+
+    @staticmethod
+    def _ask_parser() -> MagicParser:
+        parser = _parser("ask", "ask Betty's agent (`%%betty ask` takes the cell as the question)")
+        parser.add_argument("prompt", nargs="*", metavar="PROMPT")
+        return parser
+
+    def _ask(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .widgets.chat import ChatStream
+
+        prompt = " ".join(args.prompt) + (("\n" + cell) if cell else "")
+        if not prompt.strip():
+            raise UsageError("%betty ask: ask something, e.g. `%betty ask which partition has free GPUs?`")
+        betty = self.connection
+        session = betty.session_id()
+        chat = ChatStream(prompt.strip(), betty.respond, lambda: betty.backend.stop(session))
+        stop = betty.follow(chat.on_event)
+
+        def until_done(event: Any) -> None:
+            if event.type == "done":
+                stop()
+
+        betty.follow(until_done)
+        betty.backend.ask(session, prompt.strip())
+        return chat
+
+    @staticmethod
+    def _wiki_parser() -> MagicParser:
+        parser = _parser("wiki", "the project's wiki: the index, a search, or one page")
+        parser.add_argument("action", nargs="?", choices=["search", "show"], default=None)
+        parser.add_argument("words", nargs="*", metavar="Q|PAGE")
+        return parser
+
+    def _wiki(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .session import Call
+
+        if args.action == "search":
+            if not args.words:
+                raise UsageError("%betty wiki search: give words to look for")
+            found = self._run("wiki_search", {"query": " ".join(args.words)}, "searching the wiki")
+            if isinstance(found, Call):
+                return found
+            print(found.summary)
+            return found.data
+        page = " ".join(args.words) if args.action == "show" else "index.md"
+        if args.action == "show" and not args.words:
+            raise UsageError("%betty wiki show: name the page, e.g. `%betty wiki show clusters/dev-cluster.md`")
+        data = self._read("wiki_read", {"page": page}, f"reading wiki/{page}")
+        if isinstance(data, dict):
+            display(Markdown(str(data.get("body", ""))))
+            return None
+        return data
+
+    @staticmethod
+    def _mode_parser() -> MagicParser:
+        parser = _parser("mode", "what Betty's agent may do without asking: off (no tools), propose (previews only), "
+                         "confirm (asks for tier 1 once, tier 2 always), auto (asks only for tier 2)")
+        parser.add_argument("mode", nargs="?", choices=["off", "propose", "confirm", "auto"])
+        return parser
+
+    def _mode(self, args: argparse.Namespace, cell: str | None) -> str:
+        betty = self.connection
+        if args.mode:
+            betty.set_mode(args.mode)
+        return betty.mode
+
+    @staticmethod
+    def _log_parser() -> MagicParser:
+        parser = _parser("log", "the actions of this notebook's Betty (from the action log), newest last")
+        parser.add_argument("--limit", type=int, default=50, metavar="N", help="how many (default 50)")
+        parser.add_argument("--all", action="store_true", help="every session's actions, not only this notebook's")
+        return parser
+
+    def _log(self, args: argparse.Namespace, cell: str | None) -> "pd.DataFrame":
+        import pandas as pd
+
+        betty = self.connection
+        session = None if args.all else betty.session_id()
+        records = betty.backend.actions(session, max(1, args.limit))
+        rows = [{"time": pd.Timestamp(r.ts, unit="s"), "tool": r.tool, "tier": r.tier, "decision": r.decision,
+                 "approver": r.approver, "ok": r.ok, "summary": (r.summary.splitlines() or [""])[0][:120],
+                 "session": r.session_id} for r in records]
+        return pd.DataFrame(rows, columns=["time", "tool", "tier", "decision", "approver", "ok", "summary", "session"])
+

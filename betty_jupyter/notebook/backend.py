@@ -1,0 +1,315 @@
+"""Where a notebook's Betty runs: in the Jupyter server's extension, or in this kernel.
+
+:func:`connect` looks for the Betty extension of the Jupyter server that started this
+kernel (its ``jpserver-<pid>.json`` in Jupyter's runtime directory, matched by the
+kernel's parent process, or ``$BETTY_SERVER_URL`` + ``$BETTY_SERVER_TOKEN``). When it
+answers, the magics use it: the same sessions, approvals, watcher and action log as the
+side panel (:class:`ServerBackend`). Otherwise the core runs here (:class:`LocalBackend`).
+Both offer the same calls, so the magics and widgets never know which one they hold.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+
+from ..errors import ApprovalError, BettyError, TransportError, UsageError
+
+if TYPE_CHECKING:
+    from ..agent.actions import ActionRecord
+    from ..agent.assistant import Assistant
+    from ..agent.events import Event
+    from ..agent.models import ToolOutcome
+    from ..config import BettyConfig
+
+Listener = Callable[["Event"], None]
+POLL_SECONDS = 25
+_TIMEOUT = 30.0
+
+
+class Backend(Protocol):
+    """What the magics and widgets need from Betty's core, wherever it runs."""
+
+    where: str
+    person: str
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """The configured clusters: ``{name, transport, host, default}``."""
+        ...
+
+    def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
+        """Open (or resume) a session; its ``{session_id, cluster, mode, busy, last_seq, has_model}``."""
+        ...
+
+    def set_mode(self, session_id: str, mode: str) -> None:
+        """Switch the session's agent mode."""
+        ...
+
+    def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> "Future[ToolOutcome]":
+        """Start a person's tool call; the future resolves once it ran, was refused or was denied."""
+        ...
+
+    def ask(self, session_id: str, prompt: str) -> None:
+        """Start the agent on ``prompt``; its events arrive through :meth:`subscribe`."""
+        ...
+
+    def stop(self, session_id: str) -> bool:
+        """Stop the agent's answer."""
+        ...
+
+    def subscribe(self, session_id: str, listener: Listener, after: int) -> Callable[[], None]:
+        """Send the session's events after ``after`` to ``listener`` (from another thread); returns unsubscribe."""
+        ...
+
+    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
+        """Answer an approval as this person."""
+        ...
+
+    def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
+        """The newest action-log records, oldest first."""
+        ...
+
+
+def connect(workspace_dir: Path | None = None, parent_pid: int | None = None) -> Backend:
+    """The Betty extension of this kernel's Jupyter server when it answers, else the core in this kernel."""
+    found = find_server(parent_pid)
+    if found is not None:
+        return ServerBackend(*found)
+    return LocalBackend(find_workspace(workspace_dir or Path.cwd()))
+
+
+def find_server(parent_pid: int | None = None) -> tuple[str, str] | None:
+    """``(base_url, token)`` of the Betty server extension of the server that started this kernel, if any."""
+    url = os.environ.get("BETTY_SERVER_URL")
+    if url:
+        return url, os.environ.get("BETTY_SERVER_TOKEN", "")
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    pid = parent_pid if parent_pid is not None else os.getppid()
+    for path in sorted(Path(jupyter_runtime_dir()).glob("jpserver-*.json")):
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if info.get("pid") == pid and _has_betty(str(info.get("url", "")), str(info.get("token", ""))):
+            return str(info["url"]), str(info.get("token", ""))
+    return None
+
+
+def _has_betty(url: str, token: str) -> bool:
+    try:
+        return bool(_http("GET", url, token, "health", timeout=5.0).get("status") == "ok")
+    except BettyError:
+        return False
+
+
+def find_workspace(start: Path) -> Path:
+    """The project directory holding ``start``: the nearest one with a ``wiki/`` or ``.betty/``, else ``start``."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if (folder / "wiki" / "index.md").exists() or (folder / ".betty").is_dir():
+            return folder
+    return start
+
+
+class LocalBackend:
+    """Betty's core in this kernel: one :class:`Assistant` on Betty's background event loop."""
+
+    def __init__(self, workspace_dir: Path, config: "BettyConfig | None" = None, watch: bool = True) -> None:
+        from ..agent.assistant import Assistant
+        from ..cluster.sync import run_sync
+        from ..config import load_config
+        from ..experiments.workspace import Workspace
+
+        self.workspace = Workspace.at(workspace_dir)
+        self.where = f"this kernel (project {self.workspace.root})"
+        self.person = f"{getpass.getuser()} (notebook)"
+        self.assistant: Assistant = Assistant(self.workspace, config or load_config())
+        if watch:
+            run_sync(_call_soon(self.assistant.watch))
+
+    def _run(self, work: Any, timeout: float | None = None) -> Any:
+        from ..cluster.sync import run_sync
+
+        return run_sync(work, timeout)
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """The configured clusters."""
+        return self.assistant.clusters()
+
+    def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
+        """Open or resume a session in this kernel."""
+        session = self._run(self.assistant.session(session_id, cluster=cluster, mode=mode))
+        return next(s.as_dict() for s in self.assistant.sessions() if s.session_id == session.session_id)
+
+    def set_mode(self, session_id: str, mode: str) -> None:
+        """Switch the session's agent mode."""
+        self.assistant.set_mode(session_id, mode)
+
+    def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> "Future[ToolOutcome]":
+        """Start a person's tool call on the background loop."""
+        from ..cluster.sync import submit
+
+        return submit(self.assistant.call(session_id, tool, args, self.person, call_id))
+
+    def ask(self, session_id: str, prompt: str) -> None:
+        """Start the agent."""
+        self._run(_call_soon(lambda: self.assistant.ask(session_id, prompt)))
+
+    def stop(self, session_id: str) -> bool:
+        """Stop the agent's answer."""
+        return bool(self._run(_call_soon(lambda: self.assistant.stop(session_id))))
+
+    def subscribe(self, session_id: str, listener: Listener, after: int) -> Callable[[], None]:
+        """Events straight from the session's stream."""
+        return self.assistant.opened(session_id).stream.subscribe(listener, after=after)
+
+    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
+        """Answer on the loop that owns the approval."""
+        self._run(_call_soon(lambda: self.assistant.respond(approval_id, decision, self.person, args)))
+
+    def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
+        """From the workspace's action log."""
+        return self.assistant.history(session_id, limit)
+
+    def close(self) -> None:
+        """Stop the watcher and close the links."""
+        self._run(self.assistant.close(), timeout=30)
+
+
+async def _call_soon(work: Callable[[], Any]) -> Any:
+    """Run a plain function on the background loop (what touches the loop's objects must)."""
+    return work()
+
+
+class ServerBackend:
+    """The Betty extension of the Jupyter server, over its REST API (docs/server-api.md)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self._token = url.rstrip("/") + "/", token
+        self.where = f"the Jupyter server's Betty extension at {self.url}"
+        self.person = f"{getpass.getuser()} (notebook)"
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="betty-server")
+
+    def _call(self, method: str, route: str, body: Any = None, timeout: float = _TIMEOUT,
+              **query: Any) -> dict[str, Any]:
+        return _http(method, self.url, self._token, route, body, timeout, query)
+
+    def clusters(self) -> list[dict[str, Any]]:
+        """GET clusters."""
+        clusters: list[dict[str, Any]] = self._call("GET", "clusters")["clusters"]
+        return clusters
+
+    def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
+        """POST sessions."""
+        return self._call("POST", "sessions", {"session_id": session_id, "cluster": cluster, "mode": mode})
+
+    def set_mode(self, session_id: str, mode: str) -> None:
+        """PUT sessions/{id}/mode."""
+        self._call("PUT", f"sessions/{_quote(session_id)}/mode", {"mode": mode})
+
+    def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> "Future[ToolOutcome]":
+        """POST sessions/{id}/tools/{tool}, waiting for the outcome in a worker thread."""
+        from ..agent.wire import outcome_from_json
+
+        def call() -> "ToolOutcome":
+            answer = self._call("POST", f"sessions/{_quote(session_id)}/tools/{_quote(tool)}",
+                                {"args": dict(args), "wait": True, "call_id": call_id}, timeout=3600)
+            return outcome_from_json(answer)
+
+        return self._pool.submit(call)
+
+    def ask(self, session_id: str, prompt: str) -> None:
+        """POST sessions/{id}/ask."""
+        self._call("POST", f"sessions/{_quote(session_id)}/ask", {"prompt": prompt})
+
+    def stop(self, session_id: str) -> bool:
+        """POST sessions/{id}/stop."""
+        return bool(self._call("POST", f"sessions/{_quote(session_id)}/stop", {}).get("stopped"))
+
+    def subscribe(self, session_id: str, listener: Listener, after: int) -> Callable[[], None]:
+        """Long-polls GET sessions/{id}/events in a thread, handing each event to ``listener``."""
+        from ..agent.events import parse_event
+
+        stop = threading.Event()
+
+        def poll() -> None:
+            seq = after
+            while not stop.is_set():
+                try:
+                    answer = self._call("GET", f"sessions/{_quote(session_id)}/events", timeout=POLL_SECONDS + 10,
+                                        after=seq, wait=POLL_SECONDS)
+                except BettyError:
+                    stop.wait(2.0)  # the server restarts or the link drops: try again shortly
+                    continue
+                for data in answer.get("events", []):
+                    event = parse_event(data)
+                    if event.seq > seq and not stop.is_set():
+                        seq = event.seq
+                        listener(event)
+
+        threading.Thread(target=poll, name=f"betty-events-{session_id}", daemon=True).start()
+        return stop.set
+
+    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
+        """POST approvals/{id}."""
+        body: dict[str, Any] = {"decision": decision}
+        if args is not None:
+            body["args"] = dict(args)
+        self._call("POST", f"approvals/{_quote(approval_id)}", body)
+
+    def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
+        """GET actions."""
+        from ..agent.actions import ActionRecord
+
+        query: dict[str, Any] = {"limit": limit}
+        if session_id:
+            query["session"] = session_id
+        return [ActionRecord.model_validate(item) for item in self._call("GET", "actions", **query)["actions"]]
+
+
+def _quote(part: str) -> str:
+    return urllib.parse.quote(part, safe="")
+
+
+def _http(method: str, base: str, token: str, route: str, body: Any = None, timeout: float = _TIMEOUT,
+          query: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One JSON request to ``base`` + ``betty/api/`` + ``route``; Betty's errors for the error answers."""
+    url = base.rstrip("/") + "/betty/api/" + route
+    if query:
+        url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            text = answer.read()
+    except urllib.error.HTTPError as error:
+        raise _error(error.code, error.read()) from None
+    except (urllib.error.URLError, OSError) as error:
+        raise TransportError(f"Betty's server at {base} does not answer ({error})") from None
+    parsed = json.loads(text) if text else {}
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def _error(status: int, body: bytes) -> BettyError:
+    try:
+        message = str(json.loads(body).get("error") or json.loads(body).get("message") or "")
+    except (ValueError, AttributeError):
+        message = ""
+    message = message or f"Betty's server answered {status}"
+    if status == 409:
+        return ApprovalError(message)
+    if status >= 500:
+        return TransportError(message)
+    return UsageError(message)

@@ -1,0 +1,101 @@
+"""How Betty's results show in a notebook, while ``_`` keeps the plain object.
+
+A magic returns the object a researcher computes with (a DataFrame, a Job, an Estimate, a
+pending call); IPython then shows it through the formatters registered here: a job table,
+a live job, the GPU breakdown chart, an approval card.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+from IPython.display import display
+
+if TYPE_CHECKING:
+    import ipywidgets as widgets
+    from IPython.core.interactiveshell import InteractiveShell
+
+T = TypeVar("T")
+_views: dict[int, "widgets.Widget"] = {}
+_lock = threading.Lock()
+
+
+def shown_as(value: T, view: "widgets.Widget") -> T:
+    """Show ``value`` as ``view`` the next time IPython displays it (the magic's own result)."""
+    with _lock:
+        _views[id(value)] = view
+    return value
+
+
+def _take(value: Any) -> "widgets.Widget | None":
+    with _lock:
+        return _views.pop(id(value), None)
+
+
+def job_frame(frame: Any, view: "widgets.Widget") -> Any:
+    """``frame`` as a DataFrame that shows as ``view`` (operations on it give plain DataFrames)."""
+    import pandas as pd
+
+    class JobFrame(pd.DataFrame):
+        """A DataFrame of jobs, shown as Betty's live job table."""
+
+        _metadata = ["betty_view"]
+        betty_view: "widgets.Widget"
+
+        @property
+        def _constructor(self) -> Callable[..., pd.DataFrame]:
+            return pd.DataFrame
+
+        def _ipython_display_(self) -> None:
+            display(self.betty_view)
+
+    result = JobFrame(frame)
+    result.betty_view = view
+    return result
+
+
+def register(shell: "InteractiveShell") -> None:
+    """Show Jobs, Estimates and pending calls the Betty way in ``shell``."""
+    from ..cluster.jobs import Job
+    from ..gpu import Estimate
+    from .session import Call
+
+    formatter = shell.display_formatter.ipython_display_formatter  # type: ignore[union-attr]
+    formatter.for_type(Job, _show_job)
+    formatter.for_type(Estimate, _show_estimate)
+    formatter.for_type(Call, _show_call)
+
+
+def _show_job(job: Any) -> None:
+    from .widgets.live import LiveJob
+
+    view = _take(job)
+    display(view if view is not None else LiveJob(job, _no_reader, None, follow=False))
+
+
+def _no_reader(job_id: str) -> Any:
+    raise RuntimeError("a job shown without Betty's connection is not followed")
+
+
+def _show_estimate(result: Any) -> None:
+    import ipywidgets as widgets
+
+    from .widgets.gpu import chart_png
+    from .widgets.html import pre
+
+    view = _take(result)
+    if view is None:
+        from ..gpu.report import render_estimate
+
+        view = widgets.VBox([widgets.HTML(pre(render_estimate(result))),
+                             widgets.Image(value=chart_png(result, []), format="png")])
+    display(view)
+
+
+def _show_call(call: Any) -> None:
+    view = _take(call)
+    if view is not None:
+        display(view)
+    else:
+        print(repr(call))

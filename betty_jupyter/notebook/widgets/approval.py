@@ -1,0 +1,123 @@
+"""The approval card: what would happen, exactly, and the person's answer.
+
+It never blocks the kernel: the buttons answer through the backend, and the card turns
+into a one-line record of the decision once the approval is resolved (here, in the side
+panel, or by a timeout).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import ipywidgets as widgets
+
+from ...errors import BettyError
+from .html import details_table, escaped, highlighted, pre
+
+if TYPE_CHECKING:
+    from ...agent.events import ApprovalRequest, Event
+
+Respond = Callable[[str, str, "Mapping[str, Any] | None"], None]
+_TIER_WORDS = {0: "tier 0", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
+_DECISION_WORDS = {"approved": "✓ approved", "approved_for_session": "✓ approved for this session",
+                   "edited": "✎ approved with edits", "denied": "✗ denied", "timed_out": "⌛ expired (no answer)",
+                   "cancelled": "✗ cancelled"}
+
+
+def preview_html(request: "ApprovalRequest") -> str:
+    """The preview as HTML: a command, a highlighted script, a coloured diff, or text."""
+    preview = request.preview
+    if preview.kind == "script":
+        body = highlighted(preview.text, "bash")
+    elif preview.kind == "diff":
+        body = highlighted(preview.text, "diff")
+    else:
+        body = pre(preview.text)
+    return f"<div class='betty-preview betty-preview-{preview.kind}'><b>{escaped(preview.title)}</b>{body}</div>"
+
+
+class ApprovalCard(widgets.VBox):
+    """One approval: tool, tier, reason, the exact preview, and Approve / for session / Deny / Edit."""
+
+    def __init__(self, request: "ApprovalRequest", respond: Respond) -> None:
+        self.request, self._respond = request, respond
+        self.decision: str | None = None
+        header = widgets.HTML(
+            f"<b>{escaped(request.tool)}</b> <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
+            f"<br><i>{escaped(request.reason)}</i>")
+        preview = widgets.HTML(preview_html(request) + details_table(request.preview.details))
+        self.approve = self._button("Approve", "success", "approved", "betty-approve")
+        self.approve_session = self._button("Approve for session", "info", "approved_for_session",
+                                            "betty-approve-session")
+        if request.tier >= 2:
+            self.approve_session.disabled = True
+            self.approve_session.tooltip = "tier 2 asks every time: there is nothing to approve for the session"
+        self.deny = self._button("Deny", "danger", "denied", "betty-deny")
+        self.edit = widgets.Button(description="Edit", icon="pencil")
+        self.edit.add_class("betty-edit")
+        self.edit.on_click(lambda _: self._open_editor())
+        self.editor = widgets.Textarea(value=json.dumps(request.args, indent=2),
+                                       layout=widgets.Layout(width="100%", height="12em"))
+        self.editor.add_class("betty-editor")
+        self.send_edit = widgets.Button(description="Approve edited", button_style="warning")
+        self.send_edit.add_class("betty-send-edit")
+        self.send_edit.on_click(lambda _: self._send_edited())
+        self.editing = widgets.VBox([self.editor, self.send_edit], layout=widgets.Layout(display="none"))
+        self.problem = widgets.HTML("")
+        self.problem.add_class("betty-problem")
+        self.buttons = widgets.HBox([self.approve, self.approve_session, self.deny, self.edit])
+        super().__init__([header, preview, self.buttons, self.editing, self.problem],
+                         layout=widgets.Layout(border="1px solid #b58900", padding="6px", margin="4px 0"))
+        self.add_class("betty-approval")
+
+    def _button(self, label: str, style: str, decision: str, css: str) -> widgets.Button:
+        button = widgets.Button(description=label, button_style=style)
+        button.add_class(css)
+        button.on_click(lambda _: self._answer(decision, None))
+        return button
+
+    def _open_editor(self) -> None:
+        self.editing.layout.display = "flex"
+
+    def _send_edited(self) -> None:
+        try:
+            args = json.loads(self.editor.value)
+        except ValueError as error:
+            self.problem.value = f"<span style='color:#c62828'>the edited arguments are not JSON: {escaped(str(error))}</span>"
+            return
+        if not isinstance(args, dict):
+            self.problem.value = "<span style='color:#c62828'>the edited arguments must be one JSON object</span>"
+            return
+        self._answer("edited", args)
+
+    def _answer(self, decision: str, args: Mapping[str, Any] | None) -> None:
+        if self.decision is not None:
+            return
+        for button in (self.approve, self.approve_session, self.deny, self.edit, self.send_edit):
+            button.disabled = True
+        try:
+            self._respond(self.request.approval_id, decision, args)
+        except BettyError as error:
+            self.problem.value = f"<span style='color:#c62828'>{escaped(str(error))}</span>"
+            for button in (self.approve, self.deny, self.edit, self.send_edit):
+                button.disabled = False
+            self.approve_session.disabled = self.request.tier >= 2
+            return
+
+    def on_event(self, event: "Event") -> None:
+        """Collapse into a record when this approval is resolved (wherever it was answered)."""
+        payload: Any = event.payload
+        if event.type == "approval_resolved" and payload.approval_id == self.request.approval_id:
+            self.resolved(payload.decision, payload.approver)
+
+    def resolved(self, decision: str, approver: str | None) -> None:
+        """Turn into a compact record of the decision."""
+        if self.decision is not None:
+            return
+        self.decision = decision
+        by = f" by {approver}" if approver else ""
+        line = (f"<span class='betty-decision betty-decision-{escaped(decision)}'>{_DECISION_WORDS.get(decision, decision)}"
+                f"{escaped(by)}</span> — <b>{escaped(self.request.tool)}</b>: {escaped(self.request.preview.title)}")
+        self.children = [widgets.HTML(line)]
+        self.layout.border = "1px solid #ddd"

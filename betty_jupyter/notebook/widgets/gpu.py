@@ -1,0 +1,106 @@
+"""The GPU calculator: pick a model and a job shape, see the memory breakdown and the advice change live.
+
+Estimates are computed here, in the kernel (nothing runs on the cluster), with the same
+functions as ``betty gpu estimate`` and the agent's ``gpu_estimate`` tool.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any, Sequence
+
+import ipywidgets as widgets
+
+from ...errors import BettyError
+from .html import escaped, pre
+
+if TYPE_CHECKING:
+    from ...gpu import Estimate, Partition
+    from ...gpu.request import EstimateRequest
+
+SEQ_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
+BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
+DEFAULT_GPUS = ("A100-40GB", "A100-80GB", "H100-80GB", "L40S", "RTX4090")
+
+
+def chart_png(result: "Estimate", gpus: Sequence[Any]) -> bytes:
+    """The stacked-bar breakdown as PNG bytes (for an Image widget, safe from any thread)."""
+    from ...gpu.plots import breakdown_chart
+
+    figure = breakdown_chart(result, gpus)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=80)
+    return buffer.getvalue()
+
+
+class GpuCalculator(widgets.VBox):
+    """Controls for one job's shape; ``estimate`` and ``advice`` hold the current results."""
+
+    def __init__(self, model: str = "Llama-3.1-8B", method: str = "lora", partitions: "Sequence[Partition]" = (),
+                 **shape: Any) -> None:
+        from ...gpu import catalog
+        from ...gpu.request import CHECKPOINTING, METHODS, PRECISIONS, SHARDING
+
+        self.partitions = list(partitions)
+        self.estimate: Estimate | None = None
+        self.advice: Any = None
+        style = {"description_width": "90px"}
+        models = [entry.name for entry in catalog()]
+        self.model = widgets.Dropdown(options=models if model in models else [model, *models], value=model,
+                                      description="model", style=style)
+        self.method = widgets.Dropdown(options=list(METHODS), value=method, description="method", style=style)
+        self.precision = widgets.Dropdown(options=[("framework default", None), *[(p, p) for p in PRECISIONS]],
+                                          value=shape.get("precision"), description="precision", style=style)
+        self.batch = widgets.SelectionSlider(options=list(BATCHES), value=shape.get("batch_size", 1),
+                                             description="batch", style=style)
+        self.seq_len = widgets.SelectionSlider(options=list(SEQ_LENGTHS), value=shape.get("seq_len", 2048),
+                                               description="sequence", style=style)
+        self.gpus = widgets.IntSlider(value=shape.get("gpus", 1), min=1, max=16, description="GPUs", style=style)
+        self.sharding = widgets.Dropdown(options=list(SHARDING), value=shape.get("sharding", "none"),
+                                         description="sharding", style=style)
+        self.grad_ckpt = widgets.Dropdown(options=list(CHECKPOINTING),
+                                          value=shape.get("grad_ckpt", "none"), description="checkpointing",
+                                          style=style)
+        self.chart = widgets.Image(format="png", layout=widgets.Layout(max_width="640px"))
+        self.chart.add_class("betty-gpu-chart")
+        self.summary = widgets.HTML("")
+        self.summary.add_class("betty-gpu-summary")
+        self.advice_box = widgets.HTML("")
+        self.advice_box.add_class("betty-gpu-advice")
+        controls = [self.model, self.method, self.precision, self.batch, self.seq_len, self.gpus, self.sharding,
+                    self.grad_ckpt]
+        for control in controls:
+            control.observe(lambda _: self.update(), "value")
+        super().__init__([widgets.HBox([widgets.VBox(controls[:4]), widgets.VBox(controls[4:])]),
+                          self.summary, self.chart, self.advice_box])
+        self.add_class("betty-gpu-calculator")
+        self.update()
+
+    def request(self) -> "EstimateRequest":
+        """The job shape the controls describe."""
+        from ...gpu.request import EstimateRequest
+
+        return EstimateRequest(method=self.method.value, precision=self.precision.value,
+                               batch_size=int(self.batch.value), seq_len=int(self.seq_len.value),
+                               gpus=int(self.gpus.value), grad_ckpt=self.grad_ckpt.value,
+                               sharding=self.sharding.value).checked()
+
+    def update(self) -> None:
+        """Estimate again and redraw the chart and the advice."""
+        from ...gpu import GPU_TYPES, advise, estimate, targets_from
+
+        try:
+            request = self.request()
+            self.estimate = estimate(self.model.value, request)
+            types = [gpu for gpu in GPU_TYPES if gpu.name in DEFAULT_GPUS]
+            self.advice = advise(self.model.value, request, targets_from(self.partitions, [] if self.partitions
+                                                                         else types))
+        except (BettyError, ValueError) as error:
+            self.summary.value = f"<span style='color:#c62828'>{escaped(str(error))}</span>"
+            return
+        result = self.estimate
+        self.summary.value = (f"<b>{result.peak_gib:.1f} GiB per GPU</b> at peak — "
+                              + ", ".join(f"{k} {v:.1f}" for k, v in result.breakdown.items() if v)
+                              + "".join(f"<br><small>note: {escaped(n)}</small>" for n in result.notes))
+        self.chart.value = chart_png(result, [t for t in GPU_TYPES if t.name in ("A100-40GB", "H100-80GB")])
+        self.advice_box.value = pre(self.advice.summary(), "betty-advice")

@@ -1,0 +1,103 @@
+"""Live job status: state, elapsed time and the log's tail, kept current until the job ends."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Callable
+
+import ipywidgets as widgets
+
+from ...errors import BettyError
+from .html import escaped, pre, state_badge
+
+if TYPE_CHECKING:
+    from ...agent.events import Event
+    from ...cluster.jobs import Job
+
+ReadJob = Callable[[str], "Job"]
+ReadLog = Callable[[str], str]
+POLL_SECONDS = 10.0
+
+
+def _clock(seconds: float) -> str:
+    return str(timedelta(seconds=int(max(seconds, 0))))
+
+
+class LiveJob(widgets.VBox):
+    """One job, followed: re-read on each ``job_update`` for it and every ``interval`` seconds until it ends."""
+
+    def __init__(self, job: "Job", read_job: ReadJob, read_log: ReadLog | None, interval: float = POLL_SECONDS,
+                 follow: bool = True) -> None:
+        self.job, self._read_job, self._read_log = job, read_job, read_log
+        self.interval = interval
+        self.head = widgets.HTML("")
+        self.head.add_class("betty-live-head")
+        self.log = widgets.HTML("")
+        self.log.add_class("betty-live-log")
+        super().__init__([self.head, self.log], layout=widgets.Layout(border="1px solid #ddd", padding="4px"))
+        self.add_class("betty-live-job")
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._show()
+        if follow and not job.state.finished:
+            threading.Thread(target=self._follow, name=f"betty-live-{job.job_id}", daemon=True).start()
+        elif read_log is not None:
+            self._read_tail()
+
+    @property
+    def following(self) -> bool:
+        """Whether it still re-reads the job."""
+        return not self._stop.is_set() and not self.job.state.finished
+
+    def on_event(self, event: "Event") -> None:
+        """A ``job_update`` for this job wakes the widget up at once."""
+        if event.type == "job_update" and getattr(event.payload, "job_id", None) == self.job.job_id:
+            self._wake.set()
+
+    def _follow(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.job = self._read_job(self.job.job_id)
+            except BettyError as error:
+                self.head.value += f"<br><small style='color:#c62828'>{escaped(str(error))}</small>"
+            self._show()
+            self._read_tail()
+            if self.job.state.finished:
+                return
+            self._wake.wait(self.interval)
+            self._wake.clear()
+
+    def _read_tail(self) -> None:
+        if self._read_log is None:
+            return
+        try:
+            text = self._read_log(self.job.job_id)
+        except BettyError as error:
+            text = f"(log not readable: {error})"
+        self.log.value = pre(text or "(nothing written yet)", "betty-log-tail")
+
+    def _show(self) -> None:
+        job = self.job
+        elapsed = job.elapsed.total_seconds() if job.elapsed is not None else None
+        if elapsed is None and job.started is not None:
+            now = datetime.now(job.started.tzinfo)
+            elapsed = (now - job.started).total_seconds()
+        parts = [f"<b>job {escaped(job.job_id)}</b> ({escaped(job.name)})", state_badge(job.state.value)]
+        if elapsed is not None:
+            parts.append(f"elapsed {_clock(elapsed)}")
+        if job.partition:
+            parts.append(f"partition {escaped(job.partition)}")
+        if job.reason and not job.state.finished and job.reason != "None":
+            parts.append(f"waiting: {escaped(job.reason)}")
+        if job.state.finished and job.exit_code:
+            parts.append(f"exit {escaped(job.exit_code)}")
+        if not job.state.finished:
+            parts.append("<small>(live)</small>")
+        self.head.value = " · ".join(parts)
+
+    def close(self) -> None:
+        """Stop following, then close."""
+        self._stop.set()
+        self._wake.set()
+        super().close()
