@@ -284,8 +284,7 @@ class BettyMagics(Magics):
             return str(self._quiet("job_logs", {"job_id": ident, "stream": stream, "lines": lines}).summary)
 
         view = LiveJob(job, read_job, read_log if with_log else None)
-        stop = betty.follow(view.on_event)
-        view.on_close(lambda _: stop())
+        view.unfollow = betty.follow(view.on_event)
         return view
 
     def _quiet(self, tool: str, args: dict[str, Any]) -> "ToolOutcome":

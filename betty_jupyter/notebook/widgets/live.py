@@ -33,10 +33,12 @@ class LiveJob(widgets.VBox):
         self.interval = interval
         self.head = widgets.HTML("")
         self.head.add_class("betty-live-head")
-        self.log = widgets.HTML("")
-        self.log.add_class("betty-live-log")
-        super().__init__([self.head, self.log], layout=widgets.Layout(border="1px solid #ddd", padding="4px"))
+        self.tail = widgets.HTML("")
+        self.tail.add_class("betty-live-log")
+        super().__init__([self.head, self.tail], layout=widgets.Layout(border="1px solid #ddd", padding="4px"))
         self.add_class("betty-live-job")
+        self.unfollow: Callable[[], None] = lambda: None
+        """Stops the events this widget follows (set by whoever subscribed it)."""
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._show()
@@ -64,6 +66,7 @@ class LiveJob(widgets.VBox):
             self._show()
             self._read_tail()
             if self.job.state.finished:
+                self.unfollow()
                 return
             self._wake.wait(self.interval)
             self._wake.clear()
@@ -71,11 +74,14 @@ class LiveJob(widgets.VBox):
     def _read_tail(self) -> None:
         if self._read_log is None:
             return
+        if self.job.state.value == "PENDING":
+            self.tail.value = pre("(no log yet: the job has not started)", "betty-log-tail")
+            return
         try:
             text = self._read_log(self.job.job_id)
         except BettyError as error:
             text = f"(log not readable: {error})"
-        self.log.value = pre(text or "(nothing written yet)", "betty-log-tail")
+        self.tail.value = pre(text or "(nothing written yet)", "betty-log-tail")
 
     def _show(self) -> None:
         job = self.job
@@ -93,11 +99,12 @@ class LiveJob(widgets.VBox):
         if job.state.finished and job.exit_code:
             parts.append(f"exit {escaped(job.exit_code)}")
         if not job.state.finished:
-            parts.append("<small>(live)</small>")
+            parts.append("<small class='betty-following'>following…</small>")
         self.head.value = " · ".join(parts)
 
     def close(self) -> None:
         """Stop following, then close."""
         self._stop.set()
         self._wake.set()
+        self.unfollow()
         super().close()

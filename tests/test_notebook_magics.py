@@ -1,0 +1,269 @@
+"""Every ``%betty`` command in a real kernel against the dev cluster, approval cards driven through their comms."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import run_betty
+from kernel_driver import Kernel
+from llm_server import ScriptedLLM, call, say
+
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --time=00:05:00
+#SBATCH --mem=100M
+echo started; sleep {seconds}; echo finished
+"""
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
+    """A project made by ``betty init``, with the dev cluster and the scripted model configured."""
+    root = tmp_path_factory.mktemp("notebook-project")
+    made = run_betty("init", str(root))
+    assert made.returncode == 0, made.stderr
+    cluster = json.loads(Path(dev_cluster["BETTY_CONFIG"]).read_text())["BettyConfig"]
+    config = root / "betty.json"
+    config.write_text(json.dumps({"BettyConfig": {**cluster, "llm": {
+        "base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 1}}}))
+    import os
+
+    env = {**os.environ, **dev_cluster, "BETTY_CONFIG": str(config)}
+    return {"root": root, "env": env}
+
+
+@pytest.fixture(scope="module")
+def kernel(project: dict[str, Any]) -> Iterator[Kernel]:
+    driver = Kernel(project["root"], project["env"])
+    try:
+        loaded = driver.run("%load_ext betty_jupyter")
+        assert loaded.status == "ok" and not loaded.stderr, loaded.stderr
+        yield driver
+    finally:
+        driver.close()
+
+
+def one_error_line(cell: Any) -> str:
+    """The cell failed the way a person should see it: one ``betty:`` line on stderr, no traceback."""
+    assert cell.errors == [] and cell.status == "ok", cell.errors
+    lines = cell.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("betty: "), cell.stderr
+    return lines[0]
+
+
+def submit(kernel: Kernel, name: str, seconds: int = 60) -> str:
+    """Submit a job through ``%%betty submit`` and approve its card; the job id."""
+    cell = kernel.run(f"%%betty submit --slug {name} --goal 'test the notebook'\n{SCRIPT.format(name=name, seconds=seconds)}")
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    root = cell.widgets[0]
+    kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-approve"), what="the approval card")[0])
+    text = kernel.wait_for(lambda: re.search(r"submitted job (\d+)", kernel.texts(root)), what="the job id")
+    return str(text.group(1))
+
+
+# ----- reading the cluster -----------------------------------------------------------------------
+def test_clusters_and_use(kernel: Kernel) -> None:
+    cell = kernel.run("%betty clusters")
+    assert "betty-dev" in cell.text and "True" in cell.text
+    frame = kernel.run("list(_['name']), list(_['in_use'])")
+    assert frame.text == "(['betty-dev'], [True])"
+    used = kernel.run("%betty use betty-dev")
+    assert "Betty works on betty-dev now." in used.stdout
+    assert one_error_line(kernel.run("%betty use nowhere")) == (
+        "betty: no cluster called 'nowhere'; configured: betty-dev (add one with `betty cluster add`)")
+
+
+def test_squeue_is_a_job_table_and_a_dataframe(kernel: Kernel) -> None:
+    job = submit(kernel, "queued", seconds=120)
+    cell = kernel.run("%betty squeue --me")
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    table = cell.widgets[0]
+    assert job in kernel.texts(table)
+    rows = kernel.run("type(_).__mro__[1].__name__, sorted(_['job_id'].astype(str))")
+    assert "DataFrame" in rows.text and f"'{job}'" in rows.text
+    assert kernel.find(table, "betty-cancel"), "an own running job has a cancel button"
+    empty = kernel.run("%betty squeue --partition gpu --state RUNNING")
+    assert job not in kernel.texts(empty.widgets[0])
+    bad = one_error_line(kernel.run("%betty squeue --state SLEEPY"))
+    assert "'SLEEPY' is not a Slurm job state" in bad
+
+
+def test_job_table_refresh_sort_and_auto_refresh_through_the_comm(kernel: Kernel) -> None:
+    first = submit(kernel, "first", seconds=120)
+    table = kernel.run("%betty squeue --me").widgets[0]
+    second = submit(kernel, "second", seconds=120)
+    assert second not in kernel.texts(table)
+    kernel.click(kernel.find(table, "betty-refresh")[0])
+    kernel.wait_for(lambda: second in kernel.texts(table), what="the refreshed table")
+
+    html = kernel.find(table, "betty-job-table")[0]
+    sort = [m for m in kernel.descendants(table) if kernel.models[m].get("description") == "sort by"][0]
+    kernel.set_value(sort, index=kernel.models[sort]["_options_labels"].index("job_id"))
+    descending = [m for m in kernel.descendants(table) if kernel.models[m].get("description") == "descending"][0]
+
+    def order() -> list[str]:
+        return [i for i in re.findall(r">(\d+)<", kernel.models[html]["value"]) if i in (first, second)]
+
+    kernel.wait_for(lambda: order() == [first, second], what="ascending job ids")
+    kernel.set_value(descending, value=True)
+    kernel.wait_for(lambda: order() == [second, first], what="descending job ids")
+
+    auto = kernel.find(table, "betty-auto-refresh")[0]
+    kernel.set_value(auto, index=kernel.models[auto]["_options_labels"].index("every 15 s"))
+    third = submit(kernel, "third", seconds=120)
+    kernel.wait_for(lambda: third in kernel.texts(table), timeout=90, what="the auto-refreshed table")
+    assert kernel.run("1 + 1").text == "2"
+    kernel.set_value(auto, index=0)
+
+
+def test_sinfo_and_sacct(kernel: Kernel) -> None:
+    partitions = kernel.run("%betty sinfo")
+    assert "cpu" in partitions.text and "gpu" in partitions.text
+    job = submit(kernel, "short", seconds=1)
+    # accounting records a job a moment after the controller has it
+    kernel.wait_for(lambda: job in kernel.texts(kernel.run(f"%betty sacct {job}").widgets[0]), timeout=60,
+                    what="the job in accounting")
+    assert "is not a Slurm job id" in one_error_line(kernel.run("%betty sacct 12x"))
+
+
+def test_status_is_live_until_the_job_ends(kernel: Kernel) -> None:
+    job = submit(kernel, "live", seconds=3)
+    cell = kernel.run(f"%betty status {job}")
+    view = cell.widgets[0]
+    kernel.wait_for(lambda: "COMPLETED" in kernel.texts(view) and "finished" in kernel.texts(view), timeout=120,
+                    what="the job to complete, with its log's tail")
+    assert "betty-following" not in kernel.texts(view), "an ended job is no longer followed"
+    assert kernel.run("_.job_id, _.state.value").text in (f"('{job}', 'RUNNING')", f"('{job}', 'PENDING')",
+                                                            f"('{job}', 'COMPLETED')")
+    assert "not known to the cluster" in one_error_line(kernel.run("%betty status 999999"))
+
+
+def test_logs(kernel: Kernel) -> None:
+    job = submit(kernel, "logged", seconds=1)
+    kernel.wait_for(lambda: "finished" in kernel.run(f"%betty logs {job}").stdout, timeout=120, what="the log")
+    err = kernel.run(f"%betty logs {job} --err --lines 5")
+    assert err.status == "ok" and not err.stderr
+    assert "--lines must be between 1 and 2000" in one_error_line(kernel.run(f"%betty logs {job} --lines 0"))
+    follow = kernel.run(f"%betty logs {job} --follow")
+    kernel.wait_for(lambda: "finished" in kernel.texts(follow.widgets[0]), timeout=60, what="the followed log")
+
+
+# ----- approvals -----------------------------------------------------------------------------------
+def test_cancel_denied_then_approved_and_the_kernel_stays_free(kernel: Kernel) -> None:
+    job = submit(kernel, "victim", seconds=300)
+    card_cell = kernel.run(f"%betty cancel {job}")
+    root = card_cell.widgets[0]
+    kernel.wait_for(lambda: kernel.find(root, "betty-deny"), what="the card")
+    assert f"scancel {job}" in kernel.texts(root)
+    assert kernel.run("sum(range(10))").text == "45", "the kernel runs other cells while the card waits"
+    assert kernel.run("repr(__)").text == "'<Betty call cluster_cancel: waiting for your approval>'"
+    kernel.click(kernel.find(root, "betty-deny")[0])
+    kernel.wait_for(lambda: "denied by" in kernel.texts(root), what="the denial record")
+    assert not kernel.find(root, "betty-approve"), "a decided card keeps no buttons"
+    assert job in kernel.run("%betty squeue --me").text or job in kernel.texts(kernel.run("%betty squeue --me").widgets[0])
+
+    again = kernel.run(f"%betty cancel {job}")
+    root = again.widgets[0]
+    kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-approve"), what="the card")[0])
+    kernel.wait_for(lambda: f"cancelled job {job}" in kernel.texts(root), what="the cancellation")
+    log = kernel.run("%betty log --limit 5")
+    assert "cluster_cancel" in log.text and "denied" in log.text and "approved" in log.text
+
+
+def test_edited_approval_with_bad_json_sends_nothing(kernel: Kernel) -> None:
+    job = submit(kernel, "edited", seconds=300)
+    root = kernel.run(f"%betty cancel {job}").widgets[0]
+    kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-edit"), what="the card")[0])
+    editor = kernel.find(root, "betty-editor")[0]
+    kernel.set_value(editor, value="{not json")
+    kernel.click(kernel.find(root, "betty-send-edit")[0])
+    kernel.wait_for(lambda: "not JSON" in kernel.texts(root), what="the JSON error")
+    assert kernel.find(root, "betty-deny"), "the card still waits"
+    kernel.click(kernel.find(root, "betty-deny")[0])
+    kernel.wait_for(lambda: "denied by" in kernel.texts(root), what="the denial")
+
+
+def test_submit_malformed_script_is_one_line(kernel: Kernel) -> None:
+    cell = kernel.run("%%betty submit\n#!/bin/bash\n#SBATCH --partition=nowhere\necho hi\n")
+    assert "nowhere" in one_error_line(cell)
+    empty = kernel.run("%%betty submit\n\n")
+    assert "batch script as the cell's body" in one_error_line(empty)
+    line = kernel.run("%betty submit")
+    assert "cell magic" in one_error_line(line)
+
+
+# ----- GPU, wiki, mode, log, help ------------------------------------------------------------------
+def test_gpu_estimate_and_calculator(kernel: Kernel) -> None:
+    cell = kernel.run("%betty gpu --model Llama-3.1-8B --method lora --batch-size 2")
+    assert cell.status == "ok" and cell.widgets, cell.stderr
+    peak = kernel.run("round(_.peak_gib, 1), _.request.batch_size")
+    expected = subprocess.run([str(Path(__file__).parents[1] / ".venv/bin/betty"), "gpu", "estimate", "--model",
+                               "Llama-3.1-8B", "--method", "lora", "--batch-size", "2", "--json"],
+                              capture_output=True, text=True)
+    assert peak.text == f"({round(json.loads(expected.stdout)['peak_gib'], 1)}, 2)"
+    calc = kernel.run("%betty gpu calculator")
+    root = calc.widgets[0]
+    summary = kernel.find(root, "betty-gpu-summary")[0]
+    first = kernel.models[summary]["value"]
+    gpus = [m for m in kernel.descendants(root) if kernel.models[m].get("description") == "GPUs"][0]
+    sharding = [m for m in kernel.descendants(root) if kernel.models[m].get("description") == "sharding"][0]
+    kernel.set_value(sharding, index=kernel.models[sharding]["_options_labels"].index("zero3"))
+    kernel.set_value(gpus, value=4)
+    kernel.wait_for(lambda: kernel.models[summary]["value"] != first, what="the live estimate")
+    assert "GiB per GPU" in kernel.models[summary]["value"]
+    assert "--model and --method are needed" in one_error_line(kernel.run("%betty gpu --model Llama-3.1-8B"))
+    assert "No-Such-Model" in one_error_line(kernel.run("%betty gpu --model No-Such-Model --method lora"))
+
+
+def test_wiki(kernel: Kernel) -> None:
+    index = kernel.run("%betty wiki")
+    assert any("text/markdown" in d for d in index.displays)
+    found = kernel.run("%betty wiki search dev cluster")
+    assert "clusters/dev-cluster.md" in found.stdout
+    shown = kernel.run("%betty wiki show clusters/dev-cluster.md")
+    assert any("text/markdown" in d for d in shown.displays)
+    assert "wiki" in one_error_line(kernel.run("%betty wiki show ../../etc/passwd"))
+
+
+def test_mode(kernel: Kernel) -> None:
+    assert kernel.run("%betty mode").text == "'confirm'"
+    assert kernel.run("%betty mode auto").text == "'auto'"
+    assert kernel.run("%betty mode confirm").text == "'confirm'"
+    assert "invalid choice: 'yolo'" in one_error_line(kernel.run("%betty mode yolo"))
+
+
+def test_every_command_has_help(kernel: Kernel) -> None:
+    for command in ("clusters", "use", "squeue", "sinfo", "sacct", "status", "logs", "cancel", "gpu", "submit",
+                    "ask", "wiki", "mode", "log"):
+        cell = kernel.run(f"%betty {command} --help")
+        assert cell.status == "ok" and not cell.stderr, (command, cell.stderr)
+        assert cell.stdout.startswith(f"usage: %betty {command}"), (command, cell.stdout[:80])
+    assert "unknown %betty command 'frob'" in one_error_line(kernel.run("%betty frob"))
+    assert "unrecognized arguments: --bogus" in one_error_line(kernel.run("%betty squeue --bogus"))
+
+
+# ----- the agent ---------------------------------------------------------------------------------
+def test_ask_streams_tool_rows_and_an_inline_card(kernel: Kernel, llm: ScriptedLLM) -> None:
+    job = submit(kernel, "asked", seconds=300)
+    llm.add(call("cluster_cancel", {"job_id": job}), say(f"Job {job} is **cancelled**."))
+    cell = kernel.run(f"%betty ask please cancel job {job}")
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    chat = cell.widgets[0]
+    kernel.click(kernel.wait_for(lambda: kernel.find(chat, "betty-approve"), what="the inline card")[0])
+    kernel.wait_for(lambda: "<strong>cancelled</strong>" in kernel.texts(chat), what="the reply")
+    assert kernel.find(chat, "betty-tool-row")
+    assert "approved by" in kernel.texts(chat)
+    assert kernel.run("chat = _; chat.done.wait(30), chat.reason").text == "(True, 'finished')"
