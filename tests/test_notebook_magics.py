@@ -267,3 +267,36 @@ def test_ask_streams_tool_rows_and_an_inline_card(kernel: Kernel, llm: ScriptedL
     assert kernel.find(chat, "betty-tool-row")
     assert "approved by" in kernel.texts(chat)
     assert kernel.run("chat = _; chat.done.wait(30), chat.reason").text == "(True, 'finished')"
+
+
+def test_waiting_for_an_approval_and_for_a_job(kernel: Kernel) -> None:
+    cell = kernel.run(f"%%betty submit --slug waited --goal 'wait for it'\n{SCRIPT.format(name='waited', seconds=2)}")
+    root = cell.widgets[0]
+    early = kernel.run("submission = _\nsubmission.wait()")
+    assert early.errors == ["UsageError: cluster_submit waits for your approval: answer its card above, then run "
+                            "this cell again"]
+    kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-approve"), what="the card")[0])
+    kernel.wait_for(lambda: "submitted job" in kernel.texts(root), what="the submission")
+    job = kernel.run("submission.wait().job_id").text.strip("'")
+    assert job.isdigit() and job == kernel.run("submission.job_id").text.strip("'")
+    ended = kernel.run(f"%betty wait {job} --every 1")
+    assert ended.status == "ok" and not ended.stderr, ended.stderr
+    assert kernel.run("_.state.value").text == "'COMPLETED'"
+    assert "--every is at least 1 second" in one_error_line(kernel.run(f"%betty wait {job} --timeout 0"))
+
+
+def test_ask_without_a_model_explains_how_to_configure_one(project: dict[str, Any], tmp_path: Path) -> None:
+    config = tmp_path / "no-model.json"
+    settings = json.loads(Path(project["env"]["BETTY_CONFIG"]).read_text())
+    settings["BettyConfig"].pop("llm")
+    config.write_text(json.dumps(settings))
+    driver = Kernel(project["root"], {**project["env"], "BETTY_CONFIG": str(config)})
+    try:
+        driver.run("%load_ext betty_jupyter")
+        cell = driver.run('%betty ask "what runs now?"')
+        chat = cell.widgets[0]
+        text = driver.wait_for(lambda: "Ollama" in driver.texts(chat) and driver.texts(chat), what="the explanation")
+        assert "Betty&#x27;s chat needs a model" in text and "vLLM server" in text
+        assert driver.run("%betty sinfo").text.count("gpu") >= 1, "every other command works without a model"
+    finally:
+        driver.close()

@@ -40,6 +40,8 @@ class Backend(Protocol):
 
     where: str
     person: str
+    shared: bool
+    """Whether the side panel shares these sessions (and can answer approvals while a cell runs)."""
 
     def clusters(self) -> list[dict[str, Any]]:
         """The configured clusters: ``{name, transport, host, default}``."""
@@ -131,6 +133,7 @@ class LocalBackend:
 
         self.workspace = Workspace.at(workspace_dir)
         self.where = f"this kernel (project {self.workspace.root})"
+        self.shared = False
         self.person = f"{getpass.getuser()} (notebook)"
         self.assistant: Assistant = Assistant(self.workspace, config or load_config())
         if watch:
@@ -196,6 +199,7 @@ class ServerBackend:
     def __init__(self, url: str, token: str) -> None:
         self.url, self._token = url.rstrip("/") + "/", token
         self.where = f"the Jupyter server's Betty extension at {self.url}"
+        self.shared = True
         self.person = f"{getpass.getuser()} (notebook)"
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="betty-server")
 

@@ -34,11 +34,12 @@ _HELP = """\
   sacct [JOBID…] [--since WHEN] [--all-users]  jobs from accounting
   status JOBID                  one job, kept current until it ends
   logs JOBID [--err] [--lines N] [--follow]   the end of a job's output
+  wait JOBID [--timeout S]      wait (blocking the cell) until a job ends; its final record
   cancel JOBID                  cancel a job (after your approval)
   gpu [estimate] --model M --method X …      GPU memory per GPU (options of `betty gpu estimate`)
   gpu calculator                sliders for model, method, batch, sequence, GPUs
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
-  ask PROMPT  /  %%betty ask    ask Betty's agent; tool calls and approval cards appear inline
+  ask "PROMPT"  /  %%betty ask  ask Betty's agent (quote a question: IPython reads a trailing ? as help)
   wiki [search Q | show PAGE]   the project's wiki
   mode [off|propose|confirm|auto]   what Betty's agent may do without asking
   log [--limit N]               this notebook's actions (the action log)
@@ -151,6 +152,7 @@ class BettyMagics(Magics):
             "sacct": (self._sacct_parser, self._sacct),
             "status": (self._status_parser, self._status),
             "logs": (self._logs_parser, self._logs),
+            "wait": (self._wait_parser, self._wait),
             "cancel": (self._cancel_parser, self._cancel),
             "gpu": (self._gpu_parser, self._gpu),
             "submit": (self._submit_parser, self._submit),
@@ -293,6 +295,34 @@ class BettyMagics(Magics):
         if not outcome.ok:
             raise ToolError(outcome.summary.strip().splitlines()[0])
         return outcome
+
+    @staticmethod
+    def _wait_parser() -> MagicParser:
+        parser = _parser("wait", "wait until a job ends (the cell runs meanwhile, like a sleep); its final record")
+        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
+        parser.add_argument("--timeout", type=float, default=3600, metavar="S", help="give up after S seconds")
+        parser.add_argument("--every", type=float, default=5, metavar="S", help="look every S seconds (default 5)")
+        return parser
+
+    def _wait(self, args: argparse.Namespace, cell: str | None) -> Any:
+        import time
+
+        from .widgets.progress import waiting
+
+        if args.every < 1 or args.timeout <= 0:
+            raise UsageError("%betty wait: --every is at least 1 second and --timeout positive")
+        deadline = time.monotonic() + args.timeout
+        remove = waiting(f"waiting for job {args.job_id} to end")()
+        try:
+            while True:
+                job = self._quiet("cluster_status", {"job_id": args.job_id}).data
+                if job.state.finished:
+                    return job
+                if time.monotonic() + args.every > deadline:
+                    raise UsageError(f"job {args.job_id} is still {job.state.value} after {args.timeout:g} s")
+                time.sleep(args.every)
+        finally:
+            remove()
 
     @staticmethod
     def _logs_parser() -> MagicParser:

@@ -33,6 +33,8 @@ class Call:
         self.call_id, self.tool = call_id, tool
         self.future: Future[ToolOutcome] = Future()
         self.approval: ApprovalRequest | None = None
+        self.answerable_elsewhere = False
+        """Whether a person can answer its approval while this kernel is busy (the side panel, on a server)."""
         self.asked = threading.Event()
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
@@ -63,6 +65,26 @@ class Call:
     def job_id(self) -> str | None:
         """The job id, for a submission once it was approved and submitted."""
         return getattr(self.data, "job_id", None)
+
+    def wait(self, timeout: float = 60.0) -> Any:
+        """The outcome's data once the call ran; UsageError when it is refused or still waits for a person.
+
+        The card's buttons cannot be clicked while a cell runs, so when only this notebook can
+        answer, a call still waiting for approval is an error at once; when Betty runs in the
+        server (the side panel can answer), it waits up to ``timeout`` seconds.
+        """
+        if not self.future.done() and self.asked.is_set():
+            if not self.answerable_elsewhere:
+                raise UsageError(f"{self.tool} waits for your approval: answer its card above, then run this "
+                                 "cell again")
+            try:
+                self.future.result(timeout)
+            except TimeoutError:
+                raise UsageError(f"{self.tool} still waits for approval after {timeout:g} s") from None
+        outcome = self.future.result()
+        if not outcome.ok:
+            raise UsageError(f"{self.tool} did not run: {(outcome.summary.splitlines() or [''])[0]}")
+        return outcome.data
 
     def state(self) -> str:
         """``waiting for your approval``, ``running``, ``done`` or ``failed: …``."""
@@ -174,6 +196,7 @@ class NotebookBetty:
         """Start a person's call of ``tool``; follow it with the returned :class:`Call`."""
         session = self.session_id()
         call = Call(f"nb_{uuid.uuid4().hex[:12]}", tool)
+        call.answerable_elsewhere = self.backend.shared
         with self._lock:
             self._calls[call.call_id] = call
         future = self.backend.start_call(session, tool, args, call.call_id)
