@@ -120,6 +120,10 @@ class ApprovalBroker:
             self._resolve(approval_id, Resolution(decision="cancelled", reason=reason))
         return ids
 
+    def answered(self, approval_id: str) -> Resolution | None:
+        """How an answered approval ended (the newest ones are kept); None while open or when unknown."""
+        return self._answered.get(approval_id)
+
     def pending(self, session_id: str | None = None) -> list[ApprovalInfo]:
         """The open requests (of one session, when given), oldest first: what a reconnecting front-end shows."""
         return [p.request for p in sorted(self._pending.values(), key=lambda p: p.opened)
