@@ -39,7 +39,11 @@ def data_to_json(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     if isinstance(value, pd.DataFrame):
-        return {"kind": "frame", "value": value.to_json(orient="table", date_format="iso", index=False)}
+        # pandas' table JSON cannot read durations back: they travel as seconds, named in "durations".
+        durations = [str(c) for c in value.columns if str(value[c].dtype).startswith("timedelta")]
+        frame = value.assign(**{c: value[c].dt.total_seconds() for c in durations})
+        return {"kind": "frame", "value": frame.to_json(orient="table", date_format="iso", index=False),
+                "durations": durations}
     if isinstance(value, Experiment):
         return {"kind": "experiment", "value": dataclasses.asdict(value)}
     if isinstance(value, Job):
@@ -64,7 +68,10 @@ def data_from_json(data: Mapping[str, Any] | None) -> Any:
     if kind == "frame":
         import pandas as pd
 
-        return pd.read_json(StringIO(str(value)), orient="table")
+        frame = pd.read_json(StringIO(str(value)), orient="table")
+        for column in data.get("durations") or []:
+            frame[column] = pd.to_timedelta(frame[column], unit="s")
+        return frame
     if kind == "experiment":
         from ..experiments.ledger import Experiment
 

@@ -79,18 +79,10 @@ def _no_reader(job_id: str) -> Any:
 
 
 def _show_estimate(result: Any) -> None:
-    import ipywidgets as widgets
-
-    from .widgets.gpu import chart_png
-    from .widgets.html import pre
+    from .widgets.gpu import EstimateView
 
     view = _take(result)
-    if view is None:
-        from ..gpu.report import render_estimate
-
-        view = widgets.VBox([widgets.HTML(pre(render_estimate(result))),
-                             widgets.Image(value=chart_png(result, []), format="png")])
-    display(view)
+    display(view if view is not None else EstimateView(result))
 
 
 def _show_call(call: Any) -> None:

@@ -384,16 +384,9 @@ class BettyMagics(Magics):
             raise UsageError("%betty gpu: --model and --method are needed (or `%betty gpu calculator`)")
         result = estimate(args.model, request_from(args))
         if args.gpu:
-            import ipywidgets as widgets
+            from .widgets.gpu import EstimateView
 
-            from ..gpu.report import render_estimate
-            from .widgets.gpu import chart_png
-            from .widgets.html import pre
-
-            gpu = gpu_type(args.gpu)
-            view = widgets.VBox([widgets.HTML(pre(render_estimate(result, gpu))),
-                                 widgets.Image(value=chart_png(result, [gpu]), format="png")])
-            return shown_as(result, view)
+            return shown_as(result, EstimateView(result, [gpu_type(args.gpu)]))
         return result
 
     @staticmethod

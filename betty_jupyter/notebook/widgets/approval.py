@@ -71,6 +71,10 @@ class ApprovalCard(widgets.VBox):
                          layout=widgets.Layout(border="1px solid #b58900", padding="6px", margin="4px 0"))
         self.add_class("betty-approval")
 
+    def __repr__(self) -> str:
+        state = self.decision or "waiting"
+        return f"<Betty approval: {self.request.tool} (tier {self.request.tier}), {state}>"
+
     def _button(self, label: str, style: str, decision: str, css: str) -> widgets.Button:
         button = widgets.Button(description=label, button_style=style)
         button.add_class(css)

@@ -46,6 +46,9 @@ class CallView(widgets.VBox):
             self._show_card()
         call.future.add_done_callback(self._done)
 
+    def __repr__(self) -> str:
+        return repr(self.call)
+
     def _on_event(self, event: "Event") -> None:
         if event.type == "approval_request":
             self._show_card()

@@ -40,6 +40,9 @@ class ChatStream(widgets.VBox):
         super().__init__([you, self.items, widgets.HBox([self.status, self.stop_button])])
         self.add_class("betty-chat")
 
+    def __repr__(self) -> str:
+        return f"<Betty chat: {self.reason or 'answering'}>"
+
     def on_event(self, event: "Event") -> None:
         """Draw one event of the session (called from another thread)."""
         with self._lock:

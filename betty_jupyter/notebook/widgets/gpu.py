@@ -76,6 +76,10 @@ class GpuCalculator(widgets.VBox):
         self.add_class("betty-gpu-calculator")
         self.update()
 
+    def __repr__(self) -> str:
+        peak = f"{self.estimate.peak_gib:.1f} GiB per GPU" if self.estimate else "no estimate"
+        return f"<Betty GPU calculator: {self.model.value} {self.method.value}, {peak}>"
+
     def request(self) -> "EstimateRequest":
         """The job shape the controls describe."""
         from ...gpu.request import EstimateRequest
@@ -104,3 +108,18 @@ class GpuCalculator(widgets.VBox):
                               + "".join(f"<br><small>note: {escaped(n)}</small>" for n in result.notes))
         self.chart.value = chart_png(result, [t for t in GPU_TYPES if t.name in ("A100-40GB", "H100-80GB")])
         self.advice_box.value = pre(self.advice.summary(), "betty-advice")
+
+
+class EstimateView(widgets.VBox):
+    """One estimate: its breakdown as text and as a stacked bar, with capacity lines for ``gpus``."""
+
+    def __init__(self, result: "Estimate", gpus: Sequence[Any] = ()) -> None:
+        from ...gpu.report import render_estimate
+
+        self.result = result
+        text = render_estimate(result, gpus[0] if len(gpus) == 1 else None)
+        super().__init__([widgets.HTML(pre(text)), widgets.Image(value=chart_png(result, gpus), format="png")])
+        self.add_class("betty-estimate")
+
+    def __repr__(self) -> str:
+        return f"<Betty estimate: {self.result.model} {self.result.request.method}, {self.result.peak_gib:.1f} GiB per GPU>"

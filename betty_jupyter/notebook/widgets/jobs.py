@@ -46,7 +46,7 @@ class JobTable(widgets.VBox):
 
     def __init__(self, title: str, frame: "pd.DataFrame", columns: Sequence[str], fetch: Fetch,
                  mine: str | None = None, cancel: Cancel | None = None) -> None:
-        self.frame, self.columns, self._fetch = frame, list(columns), fetch
+        self.frame, self.columns, self._fetch, self.title = frame, list(columns), fetch, title
         self.mine, self._cancel = mine, cancel
         self.sort_by = widgets.Dropdown(options=["(as listed)", *self.columns], value="(as listed)",
                                         description="sort by", layout=widgets.Layout(width="220px"))
@@ -73,6 +73,9 @@ class JobTable(widgets.VBox):
         super().__init__([bar, self.table, self.own, self.actions])
         self.add_class("betty-job-table-widget")
         self.render()
+
+    def __repr__(self) -> str:
+        return f"<Betty job table: {self.title}, {len(self.frame)} job(s)>"
 
     def render(self) -> None:
         """Show ``frame`` with the chosen order, and a cancel button per own active job."""

@@ -47,6 +47,9 @@ class LiveJob(widgets.VBox):
         elif read_log is not None:
             self._read_tail()
 
+    def __repr__(self) -> str:
+        return f"<Betty live job {self.job.job_id} ({self.job.name}): {self.job.state.value}>"
+
     @property
     def following(self) -> bool:
         """Whether it still re-reads the job."""

@@ -1,0 +1,71 @@
+"""What the notebook tests share: a project on the dev cluster, a kernel in it, submitting through a card."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import run_betty
+from kernel_driver import Kernel
+from llm_server import ScriptedLLM
+
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --time=00:05:00
+#SBATCH --mem=100M
+echo started; sleep {seconds}; echo finished
+"""
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
+    """A project made by ``betty init``, with the dev cluster and the scripted model configured."""
+    root = tmp_path_factory.mktemp("notebook-project")
+    made = run_betty("init", str(root))
+    assert made.returncode == 0, made.stderr
+    cluster = json.loads(Path(dev_cluster["BETTY_CONFIG"]).read_text())["BettyConfig"]
+    config = root / "betty.json"
+    config.write_text(json.dumps({"BettyConfig": {**cluster, "llm": {
+        "base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 1}}}))
+    env = {**os.environ, **dev_cluster, "BETTY_CONFIG": str(config)}
+    return {"root": root, "env": env}
+
+
+@pytest.fixture(scope="module")
+def kernel(project: dict[str, Any]) -> Iterator[Kernel]:
+    driver = Kernel(project["root"], project["env"])
+    try:
+        loaded = driver.run("%load_ext betty_jupyter")
+        assert loaded.status == "ok" and not loaded.stderr, loaded.stderr
+        yield driver
+    finally:
+        driver.close()
+
+
+def one_error_line(cell: Any) -> str:
+    """The cell failed the way a person should see it: one ``betty:`` line on stderr, no traceback."""
+    assert cell.errors == [] and cell.status == "ok", cell.errors
+    lines = cell.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("betty: "), cell.stderr
+    return lines[0]
+
+
+def submit(kernel: Kernel, name: str, seconds: int = 60) -> str:
+    """Submit a job through ``%%betty submit`` and approve its card; the job id."""
+    cell = kernel.run(f"%%betty submit --slug {name} --goal 'test the notebook'\n{SCRIPT.format(name=name, seconds=seconds)}")
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    root = cell.widgets[0]
+    kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-approve"), what="the approval card")[0])
+    text = kernel.wait_for(lambda: re.search(r"submitted job (\d+)", kernel.texts(root)), what="the job id")
+    return str(text.group(1))
