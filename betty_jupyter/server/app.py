@@ -1,8 +1,16 @@
-"""The server extension app: builds Betty's services once and joins the handler tables."""
+"""The server extension app: builds Betty's services once and joins the handler tables.
+
+Start-up stays cheap: the agent (pydantic models, tools, the Assistant) loads once the
+server's loop runs or at the first request, and pandas, openai, paramiko and matplotlib only
+when a handler first needs them.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from jupyter_server.extension.application import ExtensionApp
+from traitlets import Enum, Float, Unicode
 
 from .._version import __version__
 from ..config import BettyConfig, load_config
@@ -19,14 +27,38 @@ class BettyApp(ExtensionApp):
 
     classes = [BettyConfig]
 
+    workspace = Unicode(
+        "", help="The project whose wiki, experiment notebooks and .betty/ Betty uses (default: the server's root_dir)."
+    ).tag(config=True)
+
+    mode = Enum(["off", "propose", "confirm", "auto"], "confirm",
+                help="The agent mode new sessions start in: off, propose, confirm or auto.").tag(config=True)
+
+    approval_timeout = Float(600.0, help="Seconds an approval card waits for an answer before it is timed out.").tag(
+        config=True
+    )
+
     def initialize_settings(self) -> None:
-        """Build the configuration every handler shares."""
+        """Read the configuration and set up the services every handler shares (the Assistant comes later)."""
+        from ..experiments.workspace import Workspace
+        from .services import BettyServices
+
         betty_config = load_config(self.config)
-        self.settings["betty_config"] = betty_config
-        self.log.info(
-            "Betty %s ready; clusters: %s", __version__, ", ".join(betty_config.cluster_names) or "none"
-        )
+        assert self.serverapp is not None
+        workspace = Workspace.at(self.workspace or self.serverapp.root_dir)
+        services = BettyServices(workspace, betty_config, mode=self.mode, approval_timeout=self.approval_timeout)
+        self.settings.update(betty_config=betty_config, betty_services=services)
+        self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,
+                      ", ".join(betty_config.cluster_names) or "none")
 
     def initialize_handlers(self) -> None:
         """Join the route tables of every handlers module."""
         self.handlers.extend(handlers.handlers)
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Once the server's loop runs (and it already answers): build the Assistant, start the job watcher."""
+        self.settings["betty_services"].start()
+
+    async def stop_extension(self) -> None:
+        """Stop background calls, approvals (cancelled), the watcher and the links to clusters."""
+        await self.settings["betty_services"].close()

@@ -1,24 +1,21 @@
-"""Handlers for Betty's health endpoint. Every handler here requires an authenticated user."""
+"""Betty's health endpoint, and the route table every handlers module contributes to."""
 
 from __future__ import annotations
 
-from jupyter_server.base.handlers import APIHandler
-from jupyter_server.extension.handler import ExtensionHandlerMixin
+from typing import TYPE_CHECKING, Any
+
 from tornado import web
 
 from .._version import __version__
-from ..config import BettyConfig
-from .models import Health
+from . import approvals, cluster_routes, knowledge, sessions, ws
+from .base import BettyHandler
+
+if TYPE_CHECKING:
+    from .models import Health
 
 
-class HealthHandler(ExtensionHandlerMixin, APIHandler):
+class HealthHandler(BettyHandler):
     """``GET /betty/api/health``: Betty's version and the clusters it is configured for."""
-
-    @property
-    def betty_config(self) -> BettyConfig:
-        """The configuration the extension app built at start-up."""
-        config: BettyConfig = self.settings["betty_config"]
-        return config
 
     @web.authenticated
     def get(self) -> None:
@@ -30,9 +27,15 @@ class HealthHandler(ExtensionHandlerMixin, APIHandler):
             "clusters": config.cluster_names,
             "default_cluster": config.active_cluster,
         }
-        self.finish(health)
+        self.answer(health)
 
 
-handlers = [
+handlers: list[tuple[str, type[Any]]] = [
     (r"/betty/api/health", HealthHandler),
+    *sessions.handlers,
+    *ws.handlers,
+    *approvals.handlers,
+    *cluster_routes.handlers,
+    *knowledge.handlers,
 ]
+"""Every route of Betty's server extension (``docs/server-api.md``), each with its handler class."""

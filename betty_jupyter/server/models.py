@@ -1,8 +1,18 @@
-"""Wire models of Betty's REST API; ``labextension/src/models.ts`` mirrors them one to one."""
+"""Wire models of Betty's REST API and chat socket; ``labextension/src/models.ts`` mirrors them one to one.
+
+Answers are ``TypedDict``s (plain JSON); request bodies and socket messages are pydantic
+models, so a malformed one is refused with one line naming the field. Events themselves are
+``betty_jupyter.agent.events``; outcomes are ``betty_jupyter.agent.wire``.
+"""
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Mode = Literal["off", "propose", "confirm", "auto"]
+PersonDecision = Literal["approved", "approved_for_session", "edited", "denied"]
 
 
 class Health(TypedDict):
@@ -12,3 +22,150 @@ class Health(TypedDict):
     version: str
     clusters: list[str]
     default_cluster: str | None
+
+
+class Cluster(TypedDict):
+    """A configured cluster (``GET clusters``)."""
+
+    name: str
+    transport: str
+    host: str
+    default: bool
+
+
+class ClusterCheck(TypedDict, total=False):
+    """Answer of ``POST clusters/{name}/test``; ``fingerprint`` only for an unknown host key."""
+
+    ok: bool
+    message: str
+    fingerprint: str
+
+
+class Session(TypedDict):
+    """A chat session (``POST sessions``, ``GET sessions/{id}``, ``PUT sessions/{id}/mode``).
+
+    ``user`` is the person's login name on the session's cluster (None when it did not say).
+    """
+
+    session_id: str
+    cluster: str
+    mode: str
+    busy: bool
+    last_seq: int
+    has_model: bool
+    user: str | None
+
+
+class CallStarted(TypedDict):
+    """Answer of a call started without waiting (``tools`` with ``wait: false``, ``jobs/{id}/cancel``)."""
+
+    call_id: str
+    session_id: str
+
+
+class Experiment(TypedDict):
+    """A recorded experiment with the state its job was last seen in (``GET experiments``)."""
+
+    slug: str
+    job_id: str
+    cluster: str
+    submitted: str
+    goal: str
+    script: str
+    script_path: str
+    partition: str | None
+    resources: dict[str, Any]
+    gpu_estimate: dict[str, Any] | None
+    state: str
+    finished: bool
+    page: str
+    notebook: str
+
+
+# ----- request bodies ----------------------------------------------------------------------------
+class Body(BaseModel):
+    """Base of every request body: unknown fields are refused, so a misspelt one is named."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionRequest(Body):
+    """Body of ``POST sessions``."""
+
+    cluster: str | None = None
+    mode: Mode | None = None
+    session_id: str | None = None
+
+
+class ModeRequest(Body):
+    """Body of ``PUT sessions/{id}/mode``."""
+
+    mode: Mode
+
+
+class AskRequest(Body):
+    """Body of ``POST sessions/{id}/ask``."""
+
+    prompt: str
+
+
+class ToolRequest(Body):
+    """Body of ``POST sessions/{id}/tools/{tool}``; ``call_id`` names the call in its events."""
+
+    args: dict[str, Any] = Field(default_factory=dict)
+    wait: bool = True
+    call_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class DecisionRequest(Body):
+    """Body of ``POST approvals/{id}``; ``args`` only with ``edited``."""
+
+    decision: PersonDecision
+    args: dict[str, Any] | None = None
+
+
+class CancelRequest(Body):
+    """Body of ``POST jobs/{id}/cancel``: the session to ask in (default: the cluster's desk session)."""
+
+    session_id: str | None = None
+    cluster: str | None = None
+
+
+class TrustRequest(Body):
+    """Body of ``POST clusters/{name}/trust``: the fingerprint the person confirmed."""
+
+    fingerprint: str = Field(min_length=1, max_length=200)
+
+
+# ----- what the side panel sends over the chat socket ------------------------------------------
+class AskMessage(Body):
+    """``{"type": "ask", "prompt": …}``: start the agent."""
+
+    type: Literal["ask"]
+    prompt: str
+
+
+class ApprovalMessage(Body):
+    """``{"type": "approval", "approval_id": …, "decision": …, "args": …?}``: answer a card."""
+
+    type: Literal["approval"]
+    approval_id: str
+    decision: PersonDecision
+    args: dict[str, Any] | None = None
+
+
+class StopMessage(Body):
+    """``{"type": "stop"}``: stop the agent's answer."""
+
+    type: Literal["stop"]
+
+
+SocketMessage = Annotated[Union[AskMessage, ApprovalMessage, StopMessage], Field(discriminator="type")]
+"""Any message the front-end sends over the chat socket, tagged by ``type``."""
+
+
+class SocketError(TypedDict):
+    """The answer to a bad socket message: not an event, no ``seq``; nothing changed."""
+
+    type: Literal["error"]
+    message: str

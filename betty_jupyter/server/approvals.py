@@ -1,0 +1,57 @@
+"""Approvals a person answers over REST, and the action log that records every decision."""
+
+from __future__ import annotations
+
+from tornado import web
+
+from .base import BettyHandler, refused
+
+MAX_ACTIONS = 10_000
+
+
+class ApprovalsHandler(BettyHandler):
+    """``GET approvals?session=ID``: the approvals open now, oldest first."""
+
+    @web.authenticated
+    def get(self) -> None:
+        """``{approvals: [ApprovalRequest]}``."""
+        pending = self.assistant.pending(self.query("session"))
+        self.answer({"approvals": [request.model_dump(mode="json") for request in pending]})
+
+
+class ApprovalHandler(BettyHandler):
+    """``POST approvals/{id}``: a person's answer; the approver is the authenticated user."""
+
+    @web.authenticated
+    def post(self, approval_id: str) -> None:
+        """The ``Resolution``; 404 for an unknown approval, 409 for one already answered."""
+        from .models import DecisionRequest
+
+        request = self.body(DecisionRequest)
+        if not any(open_.approval_id == approval_id for open_ in self.assistant.pending()):
+            earlier = self.assistant.answered(approval_id)
+            if earlier is None:
+                raise refused(404, f"no open approval {approval_id[:40]!r}; it may belong to another server")
+            by = f" by {earlier.approver}" if earlier.approver else ""
+            raise refused(409, f"approval {approval_id} was already resolved ({earlier.decision}{by}); nothing changed")
+        resolution = self.assistant.respond(approval_id, request.decision, self.person, request.args)
+        self.answer(resolution.model_dump(mode="json"))
+
+
+class ActionsHandler(BettyHandler):
+    """``GET actions?session=&limit=200``: the newest action-log records, oldest first."""
+
+    @web.authenticated
+    def get(self) -> None:
+        """``{actions: [ActionRecord]}``."""
+        limit = int(self.query_number("limit", 200, 1, MAX_ACTIONS))
+        records = self.assistant.history(self.query("session"), limit)
+        self.answer({"actions": [record.model_dump(mode="json") for record in records]})
+
+
+handlers = [
+    (r"/betty/api/approvals", ApprovalsHandler),
+    (r"/betty/api/approvals/(?P<approval_id>[^/]+)", ApprovalHandler),
+    (r"/betty/api/actions", ActionsHandler),
+]
+"""The approval and action-log routes."""

@@ -1,0 +1,183 @@
+"""``BettyHandler``: the base of every REST handler — authentication, JSON in and out, errors as statuses.
+
+Status codes exist only here and in the handlers: the core raises Betty's own errors
+(``betty_jupyter/errors.py``) and :func:`status_for` maps them (bad input 400, the cluster or
+the model unreachable or refusing 502). What needs a 404 or a 409 (an unknown session, an
+approval answered twice) the handlers check themselves and raise :func:`refused`. Every
+error answer is ``{"error": "one line for a person"}``.
+"""
+
+from __future__ import annotations
+
+import json
+from http.client import responses
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from tornado import web
+
+from ..errors import ActionLogError, BettyError, ModelError, SlurmError, TransportError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..agent.assistant import Assistant
+    from ..agent.loop import AgentSession
+    from ..config import BettyConfig
+    from .services import BettyServices
+
+B = TypeVar("B", bound="BaseModel")
+_STATUS: tuple[tuple[type[BettyError], int], ...] = (
+    (TransportError, 502), (SlurmError, 502), (ModelError, 502), (ActionLogError, 500),
+)
+
+
+def status_for(error: BettyError) -> int:
+    """The HTTP status of one of Betty's errors: 502 when the cluster or the model failed, else 400."""
+    for kind, status in _STATUS:
+        if isinstance(error, kind):
+            return status
+    return 400
+
+
+def refused(status: int, message: str) -> web.HTTPError:
+    """An error answer with ``status`` and ``message`` (one line for a person) to raise."""
+    return web.HTTPError(status, message)
+
+
+def error_message(error: BaseException | None, status: int) -> str:
+    """The one line an error answer carries."""
+    if isinstance(error, BettyError):
+        return str(error)
+    if isinstance(error, web.HTTPError):
+        return error.get_message() or error.reason or responses.get(status, "error")
+    return "Betty failed unexpectedly; the Jupyter server's log has the details"
+
+
+def json_object(text: bytes | str) -> dict[str, Any]:
+    """A request body that must be one JSON object (an empty body is ``{}``); 400 otherwise."""
+    try:
+        data = json.loads(text) if text and text.strip() else {}
+    except ValueError as exc:
+        raise refused(400, f"the request body is not valid JSON ({exc}); send one JSON object") from None
+    if not isinstance(data, dict):
+        raise refused(400, f"the request body must be one JSON object, not {type(data).__name__}")
+    return data
+
+
+def parse_body(model: type[B], text: bytes | str) -> B:
+    """A request body checked by ``model``; a 400 naming each problem on one line when it is refused."""
+    from pydantic import ValidationError
+
+    from ..agent.tools.base import validation_problems
+
+    try:
+        return model.model_validate(json_object(text))
+    except ValidationError as error:
+        raise refused(400, "; ".join(validation_problems(error))) from None
+
+
+class BettyHandler(ExtensionHandlerMixin, APIHandler):
+    """Base of Betty's REST handlers: every method is ``@web.authenticated`` in the subclasses."""
+
+    @property
+    def services(self) -> "BettyServices":
+        """What the extension app built at start-up."""
+        services: BettyServices = self.settings["betty_services"]
+        return services
+
+    @property
+    def assistant(self) -> "Assistant":
+        """The server's one Assistant."""
+        return self.services.assistant
+
+    @property
+    def betty_config(self) -> "BettyConfig":
+        """Betty's configuration."""
+        return self.services.config
+
+    @property
+    def person(self) -> str:
+        """Who makes this request, as the action log names an approver."""
+        return f"{self.current_user.username} (server API)"
+
+    async def prepare(self) -> None:  # type: ignore[override]  # as APIHandler's own
+        """Authenticate (Jupyter's own), then make sure the Assistant and its job watcher run on this loop."""
+        await super().prepare()
+        if self.current_user:
+            self.services.start()
+
+    # ----- input --------------------------------------------------------------------------------
+    def body(self, model: type[B]) -> B:
+        """The JSON body, checked by ``model``."""
+        return parse_body(model, self.request.body)
+
+    def body_object(self) -> dict[str, Any]:
+        """The JSON body as a plain object (a tool's arguments)."""
+        return json_object(self.request.body)
+
+    def query(self, name: str, default: str | None = None) -> str | None:
+        """One query argument (stripped), or ``default``."""
+        value = self.get_query_argument(name, None)
+        return default if value is None or not value.strip() else value.strip()
+
+    def query_number(self, name: str, default: float, low: float, high: float) -> float:
+        """A numeric query argument within [low, high]; 400 otherwise."""
+        text = self.query(name)
+        if text is None:
+            return default
+        try:
+            value = float(text)
+        except ValueError:
+            raise refused(400, f"?{name}= takes a number, not {text[:30]!r}") from None
+        if not low <= value <= high:
+            raise refused(400, f"?{name}= must be between {low:g} and {high:g}, not {value:g}")
+        return value
+
+    def cluster_name(self, name: str | None) -> str:
+        """A configured cluster's name (default: the default cluster); 404 for an unknown one."""
+        config = self.betty_config
+        if name and name not in config.cluster_names:
+            raise refused(404, f"no cluster called {name[:60]!r}; configured: {', '.join(config.cluster_names) or 'none'}")
+        return config.profile(name).name
+
+    def session_of(self, session_id: str) -> "AgentSession":
+        """An open session; 404 when this server has none of that id."""
+        try:
+            return self.assistant.opened(session_id)
+        except BettyError:
+            raise refused(404, f"no open session {session_id[:40]!r}; open it with POST sessions") from None
+
+    async def call_tool(self, session: "AgentSession", tool: str, args: dict[str, Any],
+                        call_id: str | None = None) -> None:
+        """Run ``tool`` in ``session`` as this person's own call and answer its Outcome (400 for bad arguments)."""
+        from ..agent.wire import outcome_to_json
+
+        session.registry.get(tool).parse(args)  # a bad name or bad arguments: 400 now, not a failed call
+        outcome = await self.assistant.call(session.session_id, tool, args, self.person, call_id)
+        self.answer(outcome_to_json(outcome))
+
+    # ----- output -------------------------------------------------------------------------------
+    def answer(self, data: Any, status: int = 200) -> None:
+        """Finish with ``data`` as JSON."""
+        self.set_status(status)
+        self.finish(json.dumps(data, default=str))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Every error answer is ``{"error": one line}``; Betty's errors get their own status."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, BettyError):
+            status_code = status_for(error)
+            self.set_status(status_code)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": error_message(error, status_code)}))
+
+    def log_exception(self, typ: type[BaseException] | None, value: BaseException | None,
+                      tb: TracebackType | None) -> None:
+        """Betty's errors are expected answers: one warning line, no traceback."""
+        if isinstance(value, BettyError):
+            self.log.warning("%d %s: %s", status_for(value), self._request_summary(), value)
+            return
+        super().log_exception(typ, value, tb)

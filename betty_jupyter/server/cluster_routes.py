@@ -1,0 +1,181 @@
+"""Clusters and their jobs: list, test, trust a host key; queue, history, partitions, cancel.
+
+Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
+session (``desk-<cluster>``), so they pass the same policy and land in the action log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from tornado import web
+
+from ..errors import BettyError, HostKeyError
+from .base import BettyHandler, refused
+
+if TYPE_CHECKING:
+    from ..cluster.profiles import ClusterProfile
+    from ..cluster.ssh import SSHTarget
+    from .models import ClusterCheck
+
+CLUSTER = r"/betty/api/clusters/(?P<name>[^/]+)"
+
+
+async def check_cluster(profile: "ClusterProfile") -> "ClusterCheck":
+    """Can Betty reach ``profile``'s cluster and run Slurm there? An unknown host key carries its fingerprint."""
+    from ..cluster.slurm import SlurmClient
+
+    transport = profile.open_transport()
+    try:
+        client = SlurmClient(transport, work_dir=profile.work_dir)
+        began = time.perf_counter()
+        partitions = await client.partitions()
+        first = time.perf_counter() - began
+        began = time.perf_counter()
+        await client.queue()
+        warm = time.perf_counter() - began
+    except HostKeyError as error:
+        return {"ok": False, "message": str(error), "fingerprint": error.fingerprint}
+    except BettyError as error:
+        return {"ok": False, "message": str(error)}
+    finally:
+        await transport.close()
+    names = ", ".join(partitions["partition"]) or "none"
+    return {"ok": True, "message": f"{profile.name}: OK — partitions {names}; "
+                                   f"first command {first * 1000:.0f} ms, warm {warm * 1000:.0f} ms"}
+
+
+def recorded_fingerprints(target: "SSHTarget") -> list[str]:
+    """The fingerprints known_hosts already holds for ``target`` (none when the file is missing)."""
+    import paramiko
+
+    from ..cluster.ssh import fingerprint
+
+    try:
+        keys = paramiko.HostKeys(target.known_hosts)
+    except OSError:
+        return []
+    found = keys.lookup(target.known_hosts_name)
+    return [fingerprint(found[kind]) for kind in found.keys()] if found else []
+
+
+class ClustersHandler(BettyHandler):
+    """``GET clusters``: the configured clusters."""
+
+    @web.authenticated
+    def get(self) -> None:
+        """``{clusters: [{name, transport, host, default}]}``."""
+        self.answer({"clusters": self.assistant.clusters()})
+
+
+class ClusterTestHandler(BettyHandler):
+    """``POST clusters/{name}/test``: connect, run Slurm's commands, report latency."""
+
+    @web.authenticated
+    async def post(self, name: str) -> None:
+        """``{ok, message, fingerprint?}``."""
+        self.answer(await check_cluster(self.betty_config.profile(self.cluster_name(name))))
+
+
+class ClusterTrustHandler(BettyHandler):
+    """``POST clusters/{name}/trust {fingerprint}``: record the host key the person confirmed."""
+
+    @web.authenticated
+    async def post(self, name: str) -> None:
+        """``{trusted: true, fingerprint}``; 409 when the host presents (or has recorded) another key."""
+        from ..cluster.ssh import trust_host_key
+        from .models import TrustRequest
+
+        confirmed = self.body(TrustRequest).fingerprint.strip()
+        target = self.betty_config.profile(self.cluster_name(name)).ssh_target()
+        recorded = await asyncio.to_thread(recorded_fingerprints, target)
+        if recorded and confirmed not in recorded:
+            raise refused(409, f"{target.known_hosts_name} already has another key in {target.known_hosts} "
+                               f"({', '.join(recorded)}); remove that line first if the host key really changed")
+        if not recorded:
+            try:
+                await asyncio.to_thread(trust_host_key, target, confirmed)
+            except HostKeyError as error:
+                raise refused(409, f"{target.known_hosts_name} presents {error.key_type} {error.fingerprint}, "
+                                   f"not {confirmed}; nothing was added") from None
+        self.answer({"trusted": True, "fingerprint": confirmed})
+
+
+class JobsHandler(BettyHandler):
+    """``GET jobs?cluster=&mine=1&state=S&partition=P``: the queue (``cluster_queue``)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """The Outcome; its data is the queue as a frame."""
+        session = await self.services.desk(self.cluster_name(self.query("cluster")))
+        args: dict[str, Any] = {}
+        if self.query("mine", "0") not in ("0", "false", "no"):
+            if not session.user:
+                raise refused(502, f"{session.context.profile.name} did not say who you are (`id -un` failed); "
+                                   "try again once the cluster answers")
+            args["user"] = session.user
+        states = [s.strip() for value in self.get_query_arguments("state") for s in value.split(",") if s.strip()]
+        if states:
+            args["states"] = states
+        if self.query("partition"):
+            args["partition"] = self.query("partition")
+        await self.call_tool(session, "cluster_queue", args)
+
+
+class HistoryHandler(BettyHandler):
+    """``GET jobs/history?cluster=&since=&ids=1,2``: jobs from accounting (``cluster_history``)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """The Outcome; its data is the history as a frame."""
+        session = await self.services.desk(self.cluster_name(self.query("cluster")))
+        args: dict[str, Any] = {}
+        ids = [i.strip() for i in (self.query("ids") or "").split(",") if i.strip()]
+        if ids:
+            args["job_ids"] = ids
+        if self.query("since"):
+            args["since"] = self.query("since")
+        await self.call_tool(session, "cluster_history", args)
+
+
+class CancelHandler(BettyHandler):
+    """``POST jobs/{id}/cancel {session_id?, cluster?}``: ``cluster_cancel`` starts; its card arrives as an event."""
+
+    @web.authenticated
+    async def post(self, job: str) -> None:
+        """202 ``{call_id, session_id}``."""
+        from ..cluster.jobs import job_id
+        from .models import CancelRequest
+
+        ident = job_id(job)
+        request = self.body(CancelRequest)
+        if request.session_id:
+            session = self.session_of(request.session_id)
+        else:
+            session = await self.services.desk(self.cluster_name(request.cluster))
+        call_id = self.services.start_call(session.session_id, "cluster_cancel", {"job_id": ident}, self.person)
+        self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
+
+
+class PartitionsHandler(BettyHandler):
+    """``GET partitions?cluster=``: partitions, nodes and GPUs (``cluster_partitions``)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """The Outcome; its data is the partitions as a frame."""
+        session = await self.services.desk(self.cluster_name(self.query("cluster")))
+        await self.call_tool(session, "cluster_partitions", {})
+
+
+handlers = [
+    (r"/betty/api/clusters", ClustersHandler),
+    (CLUSTER + r"/test", ClusterTestHandler),
+    (CLUSTER + r"/trust", ClusterTrustHandler),
+    (r"/betty/api/jobs", JobsHandler),
+    (r"/betty/api/jobs/history", HistoryHandler),
+    (r"/betty/api/jobs/(?P<job>[^/]+)/cancel", CancelHandler),
+    (r"/betty/api/partitions", PartitionsHandler),
+]
+"""The cluster and job routes."""

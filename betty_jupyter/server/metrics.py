@@ -1,0 +1,123 @@
+"""Betty's Prometheus metrics, served by the Jupyter server's own ``/metrics`` (the default registry).
+
+::
+
+    betty_tool_calls_total{tool,decision}   tool calls by how they were decided: auto (ran without a
+                                            card, the agent's or a person's own call), approved,
+                                            approved_for_session, edited (ran after a card), denied,
+                                            timed_out, cancelled (did not run), proposed, refused
+    betty_approval_wait_seconds             how long approval cards waited for an answer
+    betty_slurm_command_seconds{command}    Slurm commands sessions ran, by program (squeue, sbatch, …)
+    betty_llm_tokens_total                  tokens the chat model used
+
+Nothing here changes the agent: :func:`instrument` listens to a session's events (tool calls,
+approvals, budget) and times the commands of its cluster link by wrapping the transport.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Sequence, cast
+
+from prometheus_client import Counter, Histogram
+
+if TYPE_CHECKING:
+    from ..agent import events as ev
+    from ..agent.loop import AgentSession
+    from ..cluster.transport import CommandResult, Transport
+
+TOOL_CALLS = Counter("betty_tool_calls", "Betty tool calls, by tool and by how the call was decided",
+                     ["tool", "decision"])
+APPROVAL_WAIT = Histogram("betty_approval_wait_seconds", "Seconds an approval card waited for its answer",
+                          buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, float("inf")))
+SLURM_COMMAND = Histogram("betty_slurm_command_seconds", "Seconds a Slurm command took, seen from Betty",
+                          ["command"], buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf")))
+LLM_TOKENS = Counter("betty_llm_tokens", "Tokens Betty's chat model used (prompt and completion)")
+
+SLURM_PROGRAMS = frozenset({"sacct", "sbatch", "scancel", "scontrol", "seff", "sinfo", "sprio", "squeue",
+                            "sshare", "sstat"})
+_NOT_RUN_PREFIXES = ("refused by Betty's policy", "the preview failed")
+_APPROVING = ("approved", "approved_for_session", "edited")
+
+
+def instrument(session: "AgentSession") -> None:
+    """Count the session's tool calls, approval waits and tokens; time the Slurm commands of its link."""
+    session.stream.subscribe(CallCounter(session.tokens))
+    slurm = session.context.slurm
+    if not isinstance(slurm.transport, TimedTransport):
+        slurm.transport = TimedTransport(slurm.transport)
+
+
+class CallCounter:
+    """Follows one session's events: each call is counted once, when its decision is known.
+
+    A call that ran is counted at its ``tool_result`` (``auto`` when no card was shown); one
+    a person did not approve at its ``approval_resolved``. Events of one stream arrive one at
+    a time, in order, so no lock is needed.
+    """
+
+    def __init__(self, tokens: int = 0) -> None:
+        self.tokens = tokens
+        self._calls: dict[str, tuple[str, str]] = {}  # call_id -> (tool, decision so far)
+        self._asked: dict[str, float] = {}  # approval_id -> when the card was shown
+
+    def __call__(self, event: "ev.Event") -> None:
+        kind, payload = event.type, event.payload
+        if kind == "tool_call":
+            called = cast("ev.ToolCallInfo", payload)
+            self._calls[called.call_id] = (called.tool, "auto")
+        elif kind == "approval_request":
+            self._asked[cast("ev.ApprovalRequest", payload).approval_id] = event.ts
+        elif kind == "approval_resolved":
+            self._resolved(cast("ev.ApprovalResolved", payload), event.ts)
+        elif kind == "tool_result":
+            result = cast("ev.ToolResultInfo", payload)
+            tool, decision = self._calls.pop(result.call_id, (result.tool, "refused"))
+            TOOL_CALLS.labels(tool, _ran_as(decision, result)).inc()
+        elif kind == "budget":
+            tokens = cast("ev.Budget", payload).tokens
+            if tokens > self.tokens:
+                LLM_TOKENS.inc(tokens - self.tokens)
+            self.tokens = tokens
+
+    def _resolved(self, payload: "ev.ApprovalResolved", ts: float) -> None:
+        APPROVAL_WAIT.observe(max(0.0, ts - self._asked.pop(payload.approval_id, ts)))
+        tool, _ = self._calls.get(payload.call_id, ("unknown", ""))
+        if payload.decision in _APPROVING:
+            self._calls[payload.call_id] = (tool, payload.decision)
+        else:
+            self._calls.pop(payload.call_id, None)
+            TOOL_CALLS.labels(tool, payload.decision).inc()
+
+
+def _ran_as(decision: str, result: "ev.ToolResultInfo") -> str:
+    if decision == "auto" and result.summary.startswith("proposed, not run"):
+        return "proposed"
+    if decision == "auto" and not result.ok and result.summary.startswith(_NOT_RUN_PREFIXES):
+        return "refused"
+    return decision
+
+
+class TimedTransport:
+    """A transport that times every Slurm command it carries; everything else is the wrapped one's."""
+
+    def __init__(self, inner: "Transport") -> None:
+        self.inner = inner
+
+    async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> "CommandResult":
+        """Run ``argv`` on the wrapped transport, observing its duration when it is a Slurm command."""
+        program = argv[0].rsplit("/", 1)[-1] if argv else ""
+        began = time.perf_counter()
+        try:
+            return await self.inner.run(argv, timeout, idempotent=idempotent)
+        finally:
+            if program in SLURM_PROGRAMS:
+                SLURM_COMMAND.labels(program).observe(time.perf_counter() - began)
+
+    async def put(self, data: bytes, remote_path: str) -> str:
+        """Upload through the wrapped transport."""
+        return await self.inner.put(data, remote_path)
+
+    async def close(self) -> None:
+        """Close the wrapped transport."""
+        await self.inner.close()

@@ -1,0 +1,127 @@
+"""``BettyServices``: what every handler of one server shares, built once at start-up.
+
+It holds the server's configuration and workspace, its one
+:class:`~betty_jupyter.agent.assistant.Assistant` — built when the server's loop starts (or
+by the first request, whichever comes first), so loading the agent does not delay Jupyter's
+start-up — and adds what only a server needs: sessions instrumented for Prometheus as they
+open, calls a person started without waiting, and the chat sockets open on each session
+(when the last one closes, the session's open approvals are cancelled).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+from . import metrics
+
+if TYPE_CHECKING:
+    from ..agent.assistant import Assistant
+    from ..agent.loop import AgentSession
+    from ..config import BettyConfig
+    from ..experiments.workspace import Workspace
+    from .models import Session
+
+log = logging.getLogger(__name__)
+
+
+class Socket(Protocol):
+    """An open chat socket, as the services see it."""
+
+    def close(self, code: int | None = None, reason: str | None = None) -> None:
+        """Close it."""
+
+
+class BettyServices:
+    """The one Assistant of this server, and the sockets and background calls around it."""
+
+    def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = "confirm",
+                 approval_timeout: float = 600.0) -> None:
+        self.workspace, self.config = workspace, config
+        self._mode, self._approval_timeout = mode, approval_timeout
+        self._assistant: Assistant | None = None
+        self._instrumented: set[str] = set()
+        self._sockets: dict[str, set[Socket]] = {}
+        self._calls: set[asyncio.Task[Any]] = set()
+
+    @property
+    def assistant(self) -> "Assistant":
+        """The server's one Assistant (built on first use; a bad mode or bad rules are a ConfigError here)."""
+        if self._assistant is None:
+            from ..agent.assistant import Assistant
+
+            self._assistant = Assistant(self.workspace, self.config, mode=self._mode,
+                                        approval_timeout=self._approval_timeout)
+        return self._assistant
+
+    def start(self) -> None:
+        """Build the Assistant and start its job watcher on the running loop (once; later calls do nothing)."""
+        self.assistant.watch()
+
+    # ----- sessions -----------------------------------------------------------------------------
+    async def session(self, session_id: str | None = None, *, cluster: str | None = None,
+                      mode: str | None = None) -> "AgentSession":
+        """The open session ``session_id``, or a new (or resumed) one; instrumented for metrics."""
+        return self._instrument(await self.assistant.session(session_id, cluster=cluster, mode=mode))
+
+    async def desk(self, cluster: str | None = None) -> "AgentSession":
+        """The cluster's desk session, for a person's reads outside any chat."""
+        return self._instrument(await self.assistant.desk(cluster))
+
+    def _instrument(self, session: "AgentSession") -> "AgentSession":
+        if session.session_id not in self._instrumented:
+            self._instrumented.add(session.session_id)
+            metrics.instrument(session)
+        return session
+
+    def info(self, session_id: str) -> "Session":
+        """What a front-end shows of one open session; UsageError when it is not open."""
+        self.assistant.opened(session_id)
+        info = next(i for i in self.assistant.sessions() if i.session_id == session_id)
+        return {"session_id": info.session_id, "cluster": info.cluster, "mode": info.mode, "busy": info.busy,
+                "last_seq": info.last_seq, "has_model": info.has_model, "user": info.user}
+
+    # ----- calls a person started without waiting -----------------------------------------------
+    def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str,
+                   call_id: str | None = None) -> str:
+        """Start a person's tool call in the background; returns its call id (its events carry it)."""
+        ident = call_id or f"call_{uuid.uuid4().hex[:12]}"
+        task = asyncio.get_running_loop().create_task(self._call(session_id, tool, args, person, ident))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+        return ident
+
+    async def _call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str, call_id: str) -> None:
+        try:
+            await self.assistant.call(session_id, tool, args, person, call_id)
+        except Exception:
+            log.exception("Betty's %s call %s in %s failed", tool, call_id, session_id)
+
+    # ----- chat sockets -------------------------------------------------------------------------
+    def connected(self, session_id: str, socket: Socket) -> None:
+        """A chat socket opened on ``session_id``."""
+        self._sockets.setdefault(session_id, set()).add(socket)
+
+    def disconnected(self, session_id: str, socket: Socket) -> list[str]:
+        """A chat socket closed; when it was the session's last, its open approvals are cancelled (their ids)."""
+        sockets = self._sockets.get(session_id, set())
+        sockets.discard(socket)
+        if sockets:
+            return []
+        self._sockets.pop(session_id, None)
+        return self.assistant.disconnected(session_id, "the side panel closed, so nobody can see the card")
+
+    # ----- shutting down ------------------------------------------------------------------------
+    async def close(self) -> None:
+        """Stop the background calls, close the sockets, then close the Assistant (watcher, links)."""
+        for task in list(self._calls):
+            task.cancel()
+        if self._calls:
+            await asyncio.gather(*self._calls, return_exceptions=True)
+        for sockets in list(self._sockets.values()):
+            for socket in list(sockets):
+                socket.close(1001, "the Jupyter server is stopping")
+        if self._assistant is not None:
+            await self._assistant.close()

@@ -1,0 +1,144 @@
+"""Chat sessions over REST: open, list, mode, ask, stop, events (long poll) and a person's own tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from tornado import web
+
+from .base import BettyHandler, refused
+
+if TYPE_CHECKING:
+    from ..agent.events import Event
+
+MAX_WAIT = 30.0
+SESSION = r"/betty/api/sessions/(?P<session_id>[^/]+)"
+
+
+class SessionsHandler(BettyHandler):
+    """``GET sessions``: the open sessions; ``POST sessions``: open (or resume) one."""
+
+    @web.authenticated
+    def get(self) -> None:
+        """The open sessions, oldest first."""
+        self.answer({"sessions": [self.services.info(s.session_id) for s in self.assistant.sessions()]})
+
+    @web.authenticated
+    async def post(self) -> None:
+        """A new session on ``cluster`` in ``mode``, or the kept ``session_id`` resumed: 201 Session."""
+        from .models import SessionRequest
+
+        request = self.body(SessionRequest)
+        cluster = self.cluster_name(request.cluster)
+        session = await self.services.session(request.session_id, cluster=cluster, mode=request.mode)
+        self.answer(self.services.info(session.session_id), status=201)
+
+
+class SessionHandler(BettyHandler):
+    """``GET sessions/{id}``: one open session."""
+
+    @web.authenticated
+    def get(self, session_id: str) -> None:
+        """The session, or 404."""
+        self.session_of(session_id)
+        self.answer(self.services.info(session_id))
+
+
+class ModeHandler(BettyHandler):
+    """``PUT sessions/{id}/mode``: switch the agent between off, propose, confirm and auto."""
+
+    @web.authenticated
+    def put(self, session_id: str) -> None:
+        """Set the mode; answers the session."""
+        from .models import ModeRequest
+
+        self.session_of(session_id)
+        self.assistant.set_mode(session_id, self.body(ModeRequest).mode)
+        self.answer(self.services.info(session_id))
+
+
+class AskHandler(BettyHandler):
+    """``POST sessions/{id}/ask``: the agent starts on ``prompt``; 202 ``{after}``."""
+
+    @web.authenticated
+    def post(self, session_id: str) -> None:
+        """Start the answer; its events follow ``after``. 409 while the session still answers."""
+        from .models import AskRequest
+
+        session = self.session_of(session_id)
+        prompt = self.body(AskRequest).prompt
+        if self.assistant.busy(session_id):
+            raise refused(409, f"session {session_id} is still answering; stop it or wait for it to finish")
+        after = session.stream.last_seq
+        self.assistant.ask(session_id, prompt)
+        self.answer({"after": after}, status=202)
+
+
+class StopHandler(BettyHandler):
+    """``POST sessions/{id}/stop``: stop the answer; the session's open approvals are cancelled."""
+
+    @web.authenticated
+    def post(self, session_id: str) -> None:
+        """``{stopped}``: whether an answer was stopped or a card cancelled."""
+        self.session_of(session_id)
+        stopped = self.assistant.stop(session_id)
+        cancelled = self.assistant.disconnected(session_id, "the person stopped Betty")
+        self.answer({"stopped": stopped or bool(cancelled)})
+
+
+class EventsHandler(BettyHandler):
+    """``GET sessions/{id}/events?after=N&wait=S``: the events after N, held up to S seconds until there is one."""
+
+    @web.authenticated
+    async def get(self, session_id: str) -> None:
+        """``{events, last_seq}``."""
+        stream = self.session_of(session_id).stream
+        after = int(self.query_number("after", 0, 0, 2**53))
+        wait = self.query_number("wait", 0, 0, MAX_WAIT)
+        if wait > 0 and not stream.since(after):
+            loop = asyncio.get_running_loop()
+            arrived = asyncio.Event()
+            # Subscribing with `after` replays what came meanwhile, so no event slips between check and wait.
+            def wake(_: Event) -> None:
+                loop.call_soon_threadsafe(arrived.set)
+
+            unsubscribe = stream.subscribe(wake, after=after)
+            try:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), wait)
+            finally:
+                unsubscribe()
+        events = stream.since(after)
+        self.answer({"events": [event.model_dump(mode="json") for event in events], "last_seq": stream.last_seq})
+
+
+class ToolHandler(BettyHandler):
+    """``POST sessions/{id}/tools/{tool}``: a person's own tool call, through the same policy, approvals and log."""
+
+    @web.authenticated
+    async def post(self, session_id: str, tool: str) -> None:
+        """``wait: true``: the Outcome once it ran; ``wait: false``: 202 ``{call_id, session_id}`` at once."""
+        from .models import ToolRequest
+
+        session = self.session_of(session_id)
+        request = self.body(ToolRequest)
+        if request.wait:
+            await self.call_tool(session, tool, request.args, request.call_id)
+            return
+        session.registry.get(tool).parse(request.args)  # refused now (400), not later in the background
+        call_id = self.services.start_call(session_id, tool, request.args, self.person, request.call_id)
+        self.answer({"call_id": call_id, "session_id": session_id}, status=202)
+
+
+handlers = [
+    (r"/betty/api/sessions", SessionsHandler),
+    (SESSION, SessionHandler),
+    (SESSION + r"/mode", ModeHandler),
+    (SESSION + r"/ask", AskHandler),
+    (SESSION + r"/stop", StopHandler),
+    (SESSION + r"/events", EventsHandler),
+    (SESSION + r"/tools/(?P<tool>[^/]+)", ToolHandler),
+]
+"""The session routes."""
