@@ -1,0 +1,142 @@
+"""Sessions and a person's own tool calls over REST; Betty's metrics on the server's /metrics."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from llm_server import respond, say
+from prometheus_client.parser import text_string_to_metric_families
+from test_server_support import (  # noqa: F401  (fixtures)
+    call,
+    events_until,
+    jp_server_config,
+    llm,
+    open_session,
+    refusal,
+)
+
+pytestmark = pytest.mark.cluster
+
+ESTIMATE = {"model": "Llama-3.1-8B", "method": "lora", "batch_size": 1, "seq_len": 1024}
+
+
+async def test_sessions_open_list_resume_and_switch_mode(jp_fetch):
+    opened = await open_session(jp_fetch, mode="propose", session_id="s-panel")
+    assert opened == {"session_id": "s-panel", "cluster": "betty-dev", "mode": "propose", "busy": False,
+                      "last_seq": 0, "has_model": True, "user": "root"}
+    assert await open_session(jp_fetch, session_id="s-panel", cluster=None, mode=None) == opened
+    assert (await call(jp_fetch, "GET", "sessions"))["sessions"] == [opened]
+    switched = await call(jp_fetch, "PUT", "sessions", "s-panel", "mode", body={"mode": "auto"})
+    assert switched == {**opened, "mode": "auto"}
+    assert await call(jp_fetch, "GET", "sessions", "s-panel") == switched
+
+    code, error = await refusal(jp_fetch, "PUT", "sessions", "s-panel", "mode", body={"mode": "yolo"})
+    assert code == 400 and error.startswith("mode: Input should be 'off', 'propose', 'confirm' or 'auto'")
+    assert (await refusal(jp_fetch, "GET", "sessions", "s-nobody"))[0] == 404
+    assert (await refusal(jp_fetch, "POST", "sessions", body={"cluster": "elsewhere"}))[0] == 404
+    code, error = await refusal(jp_fetch, "POST", "sessions", body={"session_id": "../../etc"})
+    assert code == 400 and "is not a session id" in error
+    code, error = await refusal(jp_fetch, "POST", "sessions", body={"colour": "blue"})
+    assert code == 400 and error == "colour: is not an argument of this tool"
+
+
+async def test_ask_over_rest_and_a_busy_session_is_a_conflict(jp_fetch, llm):
+    release = threading.Event()
+
+    def held(request):  # the model answers only once the test has seen the session busy
+        release.wait(60)
+        return say("Hello from the scripted model.")
+
+    llm.add(respond(held))
+    session_id = (await open_session(jp_fetch))["session_id"]
+    assert await call(jp_fetch, "POST", "sessions", session_id, "ask", body={"prompt": "hi"}) == {"after": 0}
+    try:
+        assert (await call(jp_fetch, "GET", "sessions", session_id))["busy"] is True
+        code, error = await refusal(jp_fetch, "POST", "sessions", session_id, "ask", body={"prompt": "again"})
+        assert code == 409 and "still answering" in error
+    finally:
+        release.set()
+    events = await events_until(jp_fetch, session_id, lambda seen: seen[-1]["type"] == "done")
+    assert [e["payload"]["text"] for e in events if e["type"] == "message"] == ["hi", "Hello from the scripted model."]
+    code, error = await refusal(jp_fetch, "POST", "sessions", session_id, "ask", body={"prompt": " "})
+    assert code == 400 and "the prompt is empty" in error
+    waited = await call(jp_fetch, "GET", "sessions", session_id, "events", params={"after": events[-1]["seq"],
+                                                                                    "wait": 0.2})
+    assert waited == {"events": [], "last_seq": events[-1]["seq"]}
+    assert (await refusal(jp_fetch, "GET", "sessions", session_id, "events", params={"wait": 31}))[0] == 400
+
+
+async def test_tool_calls_with_and_without_waiting(jp_fetch):
+    session_id = (await open_session(jp_fetch))["session_id"]
+    outcome = await call(jp_fetch, "POST", "sessions", session_id, "tools", "gpu_estimate", body={"args": ESTIMATE})
+    assert outcome["ok"] and outcome["data"]["kind"] == "json"
+    assert outcome["data"]["value"]["model"] == "Llama-3.1-8B" and outcome["data"]["value"]["peak_gib"] > 14
+
+    started = await call(jp_fetch, "POST", "sessions", session_id, "tools", "wiki_search",
+                         body={"args": {"query": "dev cluster"}, "wait": False})
+    assert set(started) == {"call_id", "session_id"}
+    seen = await events_until(jp_fetch, session_id, lambda events: any(
+        e["type"] == "tool_result" and e["payload"]["call_id"] == started["call_id"] for e in events))
+    result = next(e["payload"] for e in seen if e["type"] == "tool_result" and e["payload"]["call_id"] == started["call_id"])
+    assert result["ok"] and result["tool"] == "wiki_search" and "clusters/" in result["summary"]
+    records = (await call(jp_fetch, "GET", "actions", params={"session": session_id, "limit": 1}))["actions"]
+    assert [(r["tool"], r["call_id"], r["decision"]) for r in records] == [
+        ("wiki_search", started["call_id"], "approved")]
+
+
+@pytest.mark.parametrize(("tool", "body", "expected"), [
+    ("gpu_estimat", {"args": ESTIMATE}, "there is no tool 'gpu_estimat'; did you mean gpu_estimate"),
+    ("gpu_estimate", {"args": {"model": "Llama-3.1-8B"}}, "gpu_estimate: invalid arguments — method: is required"),
+    ("gpu_estimate", '{"args": {"model": ', "the request body is not valid JSON"),
+    ("gpu_estimate", "[1, 2]", "the request body must be one JSON object, not list"),
+    ("gpu_estimate", {"args": ESTIMATE, "call_id": "a b"}, "call_id: String should match pattern"),
+    ("gpu_estimate", {"args": "model=x"}, "args: Input should be a valid dictionary"),
+])
+async def test_a_bad_tool_call_is_a_400_with_one_line(jp_fetch, tool, body, expected):
+    session_id = (await open_session(jp_fetch))["session_id"]
+    for wait in (True, False):
+        sent = body if isinstance(body, str) else {**body, "wait": wait}
+        code, error = await refusal(jp_fetch, "POST", "sessions", session_id, "tools", tool, body=sent)
+        assert code == 400 and expected in error
+    assert (await call(jp_fetch, "GET", "sessions", session_id))["last_seq"] == 0
+
+
+async def test_a_tool_call_in_an_unknown_session_is_a_404(jp_fetch):
+    code, error = await refusal(jp_fetch, "POST", "sessions", "s-gone", "tools", "gpu_estimate",
+                                body={"args": ESTIMATE})
+    assert code == 404 and "no open session 's-gone'" in error
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+async def test_metrics_count_tool_calls_tokens_approvals_and_slurm_commands(jp_fetch, llm):
+    llm.add(say("Nothing to do."))
+    before = samples((await jp_fetch("metrics")).body.decode())
+    session_id = (await open_session(jp_fetch))["session_id"]
+    await call(jp_fetch, "POST", "sessions", session_id, "tools", "gpu_estimate", body={"args": ESTIMATE})
+    await call(jp_fetch, "GET", "partitions")
+    await call(jp_fetch, "POST", "sessions", session_id, "tools", "wiki_write", body={"wait": False, "args": {
+        "page": "notes/metrics.md", "mode": "create", "body": "x\n",
+        "frontmatter": {"name": "Metrics", "description": "a test page", "type": "note"}}})
+    card = (await events_until(jp_fetch, session_id, lambda seen: seen[-1]["type"] == "approval_request"))[-1]
+    await call(jp_fetch, "POST", "approvals", card["payload"]["approval_id"], body={"decision": "denied"})
+    await call(jp_fetch, "POST", "sessions", session_id, "ask", body={"prompt": "anything?"})
+    await events_until(jp_fetch, session_id, lambda seen: seen[-1]["type"] == "done", after=card["seq"])
+    after = samples((await jp_fetch("metrics")).body.decode())
+
+    def grew(name: str, **labels: str) -> float:
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0.0) - before.get(key, 0.0)
+
+    assert grew("betty_tool_calls_total", tool="gpu_estimate", decision="auto") == 1
+    assert grew("betty_tool_calls_total", tool="cluster_partitions", decision="auto") == 1
+    assert grew("betty_tool_calls_total", tool="wiki_write", decision="denied") == 1
+    assert grew("betty_approval_wait_seconds_count") == 1
+    assert grew("betty_slurm_command_seconds_count", command="sinfo") >= 1
+    used = len(json.dumps(llm.requests[-1]["messages"], sort_keys=True)) // 4 + len("Nothing to do.") // 4
+    assert grew("betty_llm_tokens_total") == used  # the scripted model's usage figures
