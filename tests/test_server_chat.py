@@ -91,6 +91,14 @@ async def test_a_whole_chat_over_the_socket_with_an_approval(jp_fetch, jp_ws_fet
     assert one == experiments[0] and one["script"] == script and one["page"].startswith("experiments/")
     assert (await refusal(jp_fetch, "GET", "experiments", "no-such-run"))[0] == 404
 
+    # the server's job watcher follows the job to its end and tells every open session
+    updates = await events_until(jp_fetch, session["session_id"], lambda events: any(
+        e["type"] == "job_update" and e["payload"]["state"] == "COMPLETED" for e in events), after=done["seq"])
+    finished = next(e["payload"] for e in updates if e["payload"]["state"] == "COMPLETED")
+    assert (finished["job_id"], finished["cluster"]) == (job_id, "betty-dev")
+    assert (finished["page"], finished["notebook"]) == (f"wiki/{one['page']}", one["notebook"])
+    assert (await call(jp_fetch, "GET", "experiments", job_id))["state"] == "COMPLETED"
+
 
 async def test_a_socket_that_reconnects_with_after_loses_and_repeats_nothing(jp_fetch, jp_ws_fetch, llm):
     llm.add(model_calls("wiki_search", {"query": "cluster"}), say("The wiki knows your clusters. " * 30))
