@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
-from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..errors import BettyError
@@ -30,6 +29,7 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     """One front-end's socket on one chat session."""
 
     session_id: str = ""
+    after: int = 0
     _unsubscribe: Callable[[], None] | None = None
 
     def set_default_headers(self) -> None:
