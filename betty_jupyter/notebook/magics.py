@@ -137,7 +137,11 @@ class BettyMagics(Magics):
         return result if isinstance(result, Call) else result.data
 
     def _where(self) -> str:
-        return self.connection.cluster or "the default cluster"
+        """The name of the cluster in use."""
+        betty = self.connection
+        if betty.cluster:
+            return betty.cluster
+        return next((str(c["name"]) for c in betty.backend.clusters() if c.get("default")), "the default cluster")
 
     # ----- the commands ------------------------------------------------------------------------
     def _commands(self) -> dict[str, tuple[Callable[[], MagicParser], Callable[[argparse.Namespace, str | None], Any]]]:

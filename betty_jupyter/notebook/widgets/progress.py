@@ -9,13 +9,17 @@ from IPython.display import display
 
 from .html import escaped
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
 
 def waiting(label: str) -> Callable[[], Callable[[], None]]:
     """A function that shows ``⏳ label…`` in the cell and returns the function that removes it."""
 
     def show() -> Callable[[], None]:
         line = widgets.HTML(f"<i class='betty-progress'>⏳ {escaped(label)}…</i>")
-        display(line)
+        # Only the widget view, no text: a saved notebook keeps nothing of a line that came and went.
+        view = {key: value for key, value in line._repr_mimebundle_().items() if key == WIDGET_VIEW}
+        display(view, raw=True)
         return lambda: line.close()
 
     return show
