@@ -46,7 +46,8 @@ export async function requestAPI<T>(
     }
   }
   if (!response.ok) {
-    const message = body?.message ?? `${response.status} ${response.statusText}`;
+    // Betty answers `{"error": …}`; Jupyter's own errors (403, 404 of a missing route) `{"message": …}`.
+    const message = body?.error ?? body?.message ?? `${response.status} ${response.statusText}`;
     throw new BettyRequestError(message, response.status);
   }
   return body as T;

@@ -1,0 +1,96 @@
+/**
+ * Typed calls of Betty's REST API (`docs/server-api.md`); each goes through `requestAPI`.
+ */
+import { ServerConnection } from '@jupyterlab/services';
+
+import { PersonDecision } from './events';
+import {
+  IApprovals,
+  IAskAnswer,
+  ICallStarted,
+  IClusters,
+  IExperiments,
+  IOutcome,
+  IResolution,
+  ISession,
+  ISessionRequest,
+  Mode
+} from './models';
+import { requestAPI } from './request';
+
+/** Betty's server extension, as the side panel calls it. */
+export class BettyAPI {
+  /** `settings` default to the page's own Jupyter server. */
+  constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
+
+  /** The configured clusters. */
+  clusters(): Promise<IClusters> {
+    return this.get('clusters');
+  }
+
+  /** A new session, or the kept one `request.session_id` resumed. */
+  openSession(request: ISessionRequest): Promise<ISession> {
+    return this.send('sessions', 'POST', request);
+  }
+
+  /** One open session. */
+  session(sessionId: string): Promise<ISession> {
+    return this.get(`sessions/${encodeURIComponent(sessionId)}`);
+  }
+
+  /** Switch the session's agent between off, propose, confirm and auto. */
+  setMode(sessionId: string, mode: Mode): Promise<ISession> {
+    return this.send(`sessions/${encodeURIComponent(sessionId)}/mode`, 'PUT', { mode });
+  }
+
+  /** Start the agent on `prompt` (when the socket is down). */
+  ask(sessionId: string, prompt: string): Promise<IAskAnswer> {
+    return this.send(`sessions/${encodeURIComponent(sessionId)}/ask`, 'POST', { prompt });
+  }
+
+  /** Stop the agent's turn; the session's open approvals are cancelled. */
+  stop(sessionId: string): Promise<{ stopped: boolean }> {
+    return this.send(`sessions/${encodeURIComponent(sessionId)}/stop`, 'POST', {});
+  }
+
+  /** The approvals of the session open now. */
+  approvals(sessionId: string): Promise<IApprovals> {
+    return this.get(`approvals?session=${encodeURIComponent(sessionId)}`);
+  }
+
+  /** Answer an approval; `args` only with `edited`. */
+  decide(
+    approvalId: string,
+    decision: PersonDecision,
+    args?: Record<string, unknown>
+  ): Promise<IResolution> {
+    const body = decision === 'edited' ? { decision, args } : { decision };
+    return this.send(`approvals/${encodeURIComponent(approvalId)}`, 'POST', body);
+  }
+
+  /** The person's own jobs in the queue of `cluster`. */
+  myJobs(cluster: string): Promise<IOutcome> {
+    return this.get(`jobs?mine=1&cluster=${encodeURIComponent(cluster)}`);
+  }
+
+  /** Ask to cancel a job of `cluster` in `sessionId`: its approval card arrives as an event there. */
+  cancelJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
+    return this.send(`jobs/${encodeURIComponent(jobId)}/cancel`, 'POST', {
+      session_id: sessionId,
+      cluster
+    });
+  }
+
+  /** The experiments recorded in the workspace, with their jobs' states. */
+  experiments(): Promise<IExperiments> {
+    return this.get('experiments');
+  }
+
+  private get<T>(endpoint: string): Promise<T> {
+    return requestAPI<T>(endpoint, { method: 'GET' }, this.settings);
+  }
+
+  private send<T>(endpoint: string, method: string, body: unknown): Promise<T> {
+    return requestAPI<T>(endpoint, { method, body: JSON.stringify(body) }, this.settings);
+  }
+}
