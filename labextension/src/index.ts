@@ -1,14 +1,23 @@
 /**
- * Betty's JupyterLab extension: registers the side panel and its command.
+ * Betty's JupyterLab extension: the side panel, its commands (palette, file browser and
+ * notebook context menus), its settings and the toasts of jobs that ended.
  */
-import {
-  ILayoutRestorer,
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
+import { BettyAPI } from './api';
+import { IMarkdownRenderer } from './components/Markdown';
+import { IJobUpdateInfo } from './events';
+import { BettyModel, ISavedSession, panelSettings } from './model';
 import { BettyPanel } from './panel';
+import { askAboutCellPrompt, sizeGpusPrompt, submitScriptPrompt } from './prompts';
+import { activeCode } from './selection';
 
 const bettyIconSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
   <g class="jp-icon3" fill="#616161">
@@ -19,30 +28,205 @@ const bettyIconSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox
 /** Betty's icon, used for the side panel tab. */
 export const bettyIcon = new LabIcon({ name: 'betty:icon', svgstr: bettyIconSvg });
 
-/** The command that opens the side panel. */
-export const OPEN_COMMAND = 'betty:open';
+/** The ids of Betty's commands. */
+export namespace CommandIDs {
+  /** Show the side panel. */
+  export const open = 'betty:open';
+  /** Send the active cell to Betty with a question about it. */
+  export const askCell = 'betty:ask-about-cell';
+  /** Ask Betty to estimate the GPU memory of the active cell or file. */
+  export const sizeGpus = 'betty:size-gpus';
+  /** Ask Betty to submit the `.sbatch` file selected in the file browser. */
+  export const submitFile = 'betty:submit-file';
+}
+
+/** The command that opens the side panel (kept for callers of the first version). */
+export const OPEN_COMMAND = CommandIDs.open;
+
+/** The file type of Slurm batch scripts, so the file browser can offer "Submit with Betty". */
+export const SBATCH_FILE_TYPE = 'betty-sbatch';
+
+const PLUGIN_ID = 'betty-jupyter:plugin';
+const SESSION_KEY = `${PLUGIN_ID}:session`;
 
 const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'betty-jupyter:plugin',
+  id: PLUGIN_ID,
   description: 'Betty side panel: an assistant for researchers on Slurm clusters.',
   autoStart: true,
-  optional: [ILayoutRestorer],
-  activate: (app: JupyterFrontEnd, restorer: ILayoutRestorer | null) => {
-    const panel = new BettyPanel();
+  requires: [IRenderMimeRegistry],
+  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, IStateDB, IDefaultFileBrowser],
+  activate: (
+    app: JupyterFrontEnd,
+    rendermime: IRenderMimeRegistry,
+    restorer: ILayoutRestorer | null,
+    palette: ICommandPalette | null,
+    settingRegistry: ISettingRegistry | null,
+    state: IStateDB | null,
+    fileBrowser: IDefaultFileBrowser | null
+  ) => {
+    const model = new BettyModel({ api: new BettyAPI() });
+    const open = (path: string) => void app.commands.execute('docmanager:open', { path });
+    const panel = new BettyPanel({ model, markdown: () => markdownRenderer(rendermime), open });
     panel.title.icon = bettyIcon;
     panel.title.caption = 'Betty';
     app.shell.add(panel, 'right', { rank: 600 });
     restorer?.add(panel, panel.id);
-    void panel.refresh();
 
-    app.commands.addCommand(OPEN_COMMAND, {
-      label: 'Open Betty',
-      execute: () => {
-        app.shell.activateById(panel.id);
-        return panel.refresh();
-      }
+    model.jobEnded.connect((_, job) => toastJobEnded(job, open));
+    void startModel(model, settingRegistry, state);
+
+    addCommands(app, panel, fileBrowser);
+    for (const command of [CommandIDs.open, CommandIDs.askCell, CommandIDs.sizeGpus]) {
+      palette?.addItem({ command, category: 'Betty' });
+    }
+    app.docRegistry.addFileType({
+      name: SBATCH_FILE_TYPE,
+      displayName: 'Slurm batch script',
+      extensions: ['.sbatch'],
+      mimeTypes: ['text/x-sh'],
+      fileFormat: 'text',
+      contentType: 'file'
+    });
+    app.contextMenu.addItem({
+      command: CommandIDs.submitFile,
+      selector: `.jp-DirListing-item[data-file-type="${SBATCH_FILE_TYPE}"]`,
+      rank: 3
+    });
+    app.contextMenu.addItem({
+      command: CommandIDs.askCell,
+      selector: '.jp-Notebook .jp-Cell',
+      rank: 20
     });
   }
 };
+
+/** Settings first (the default mode), then the session kept from the last visit. */
+async function startModel(
+  model: BettyModel,
+  settingRegistry: ISettingRegistry | null,
+  state: IStateDB | null
+): Promise<void> {
+  if (settingRegistry) {
+    try {
+      const settings = await settingRegistry.load(PLUGIN_ID);
+      const apply = () => model.updateSettings(panelSettings(settings.composite));
+      apply();
+      settings.changed.connect(apply);
+    } catch (error) {
+      console.warn('Betty: settings could not be loaded, using the defaults', error);
+    }
+  }
+  const saved = state ? ((await state.fetch(SESSION_KEY).catch(() => null)) as unknown) : null;
+  model.sessionChanged.connect((_, session) => {
+    if (session && state) {
+      const kept: ISavedSession = { session_id: session.session_id, cluster: session.cluster };
+      void state.save(SESSION_KEY, kept as unknown as ReadonlyPartialJSONObject);
+    }
+  });
+  await model.start(isSavedSession(saved) ? saved : null);
+}
+
+function isSavedSession(value: unknown): value is ISavedSession {
+  const saved = value as ISavedSession | null;
+  return typeof saved?.session_id === 'string' && typeof saved?.cluster === 'string';
+}
+
+function addCommands(
+  app: JupyterFrontEnd,
+  panel: BettyPanel,
+  fileBrowser: IDefaultFileBrowser | null
+): void {
+  const { commands, shell } = app;
+  const ask = async (prompt: string) => {
+    shell.activateById(panel.id);
+    try {
+      await panel.model.ask(prompt);
+    } catch (error) {
+      Notification.error(`Betty could not be asked: ${(error as Error).message}`, {
+        autoClose: 8000
+      });
+    }
+  };
+
+  commands.addCommand(CommandIDs.open, {
+    label: 'Betty: Open',
+    caption: "Show Betty's side panel",
+    icon: bettyIcon,
+    execute: () => shell.activateById(panel.id)
+  });
+
+  commands.addCommand(CommandIDs.askCell, {
+    label: 'Betty: Ask about the selected cell',
+    caption: "Send the active cell's source to Betty",
+    isEnabled: () => activeCode(shell.currentWidget)?.kind === 'cell',
+    execute: () => {
+      const code = activeCode(shell.currentWidget);
+      if (code?.kind === 'cell' && code.text.trim()) {
+        return ask(askAboutCellPrompt(code.text, code.path, code.language));
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.sizeGpus, {
+    label: 'Betty: Size GPUs for the selected script',
+    caption: 'Ask Betty to estimate the GPU memory the active cell or file needs',
+    isEnabled: () => activeCode(shell.currentWidget) !== null,
+    execute: () => {
+      const code = activeCode(shell.currentWidget);
+      if (code && code.text.trim()) {
+        return ask(sizeGpusPrompt(code.text, code.path, code.language));
+      }
+    }
+  });
+
+  commands.addCommand(CommandIDs.submitFile, {
+    label: 'Submit with Betty',
+    caption: 'Ask Betty to submit this batch script (you approve the exact script first)',
+    icon: bettyIcon,
+    isVisible: () => selectedFile(fileBrowser)?.endsWith('.sbatch') ?? false,
+    execute: async () => {
+      const path = selectedFile(fileBrowser);
+      if (!path) {
+        return;
+      }
+      const file = await app.serviceManager.contents.get(path, { content: true, format: 'text' });
+      return ask(submitScriptPrompt(String(file.content ?? ''), path));
+    }
+  });
+}
+
+function selectedFile(fileBrowser: IDefaultFileBrowser | null): string | undefined {
+  const first = fileBrowser?.selectedItems().next();
+  return first && !first.done ? first.value.path : undefined;
+}
+
+function markdownRenderer(rendermime: IRenderMimeRegistry): IMarkdownRenderer {
+  const renderer = rendermime.createRenderer('text/markdown');
+  return {
+    node: renderer.node,
+    render: text =>
+      renderer.renderModel(
+        rendermime.createModel({ data: { 'text/markdown': text }, trusted: false })
+      ),
+    dispose: () => renderer.dispose()
+  };
+}
+
+/** A toast for a job that ended, with its notebook and page one click away. */
+function toastJobEnded(job: IJobUpdateInfo, open: (path: string) => void): void {
+  const actions: Notification.IAction[] = [];
+  if (job.notebook) {
+    actions.push({ label: 'Notebook', callback: () => open(job.notebook!) });
+  }
+  if (job.page) {
+    actions.push({ label: 'Page', callback: () => open(job.page!) });
+  }
+  const state = job.state.split(/\s+/)[0];
+  Notification.emit(
+    `Job ${job.job_id} on ${job.cluster} ended: ${job.state}`,
+    state === 'COMPLETED' ? 'success' : state === 'CANCELLED' ? 'warning' : 'error',
+    { autoClose: 10000, actions }
+  );
+}
 
 export default plugin;

@@ -1,0 +1,226 @@
+/**
+ * The approval card: what Betty wants to do (tool, tier, reason, the exact preview) and
+ * the person's answer. Once decided it folds into a one-line record.
+ */
+import * as React from 'react';
+
+import { APPROVING, Decision, PersonDecision } from '../events';
+import { IApprovalItem } from '../transcript';
+import { PreviewView } from './Preview';
+
+/** Props of {@link ApprovalCard}. */
+export interface IApprovalCardProps {
+  item: IApprovalItem;
+  /**
+   * Send the person's answer; `args` only with `edited`. A rejected promise shows its
+   * message on the card and lets the person answer again.
+   */
+  onDecide: (decision: PersonDecision, args?: Record<string, unknown>) => Promise<void> | void;
+}
+
+/** One approval card, pending, expired or decided. */
+export function ApprovalCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
+  const { request, status } = item;
+  return (
+    <div
+      className={`betty-ApprovalCard betty-ApprovalCard-${status}`}
+      data-testid="betty-approval-card"
+      data-status={status}
+      data-approval-id={request.approval_id}
+      data-tool={request.tool}
+    >
+      {status === 'decided' ? (
+        <DecidedRecord item={item} />
+      ) : (
+        <PendingCard item={item} onDecide={onDecide} />
+      )}
+    </div>
+  );
+}
+
+/** The one-line record of an answered approval, e.g. "approved by alice". */
+export function decisionRecord(decision: Decision | string, approver: string | null): string {
+  const by = approver ? ` by ${approver}` : '';
+  switch (decision) {
+    case 'approved':
+      return `approved${by}`;
+    case 'approved_for_session':
+      return `approved for this session${by}`;
+    case 'edited':
+      return `edited and approved${by}`;
+    case 'denied':
+      return `denied${by}`;
+    case 'timed_out':
+      return 'timed out: nobody answered in time';
+    case 'cancelled':
+      return 'cancelled: nobody could see the card (the panel was disconnected or the turn stopped)';
+    default:
+      return `${decision}${by}`;
+  }
+}
+
+function DecidedRecord({ item }: { item: IApprovalItem }): JSX.Element {
+  const resolution = item.resolution;
+  const decision = resolution?.decision ?? 'cancelled';
+  const approving = APPROVING.includes(decision);
+  return (
+    <details className="betty-ApprovalCard-record">
+      <summary data-testid="betty-approval-record" data-decision={decision}>
+        <span className={`betty-ApprovalCard-mark ${approving ? 'betty-ok' : 'betty-not-ok'}`}>
+          {approving ? '✓' : '✗'}
+        </span>{' '}
+        <code>{item.request.tool}</code> {decisionRecord(decision, resolution?.approver ?? null)}
+      </summary>
+      <PreviewView preview={item.request.preview} />
+      {decision === 'edited' && resolution?.args && (
+        <pre className="betty-Preview-code">{JSON.stringify(resolution.args, null, 2)}</pre>
+      )}
+    </details>
+  );
+}
+
+function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
+  const { request, status } = item;
+  const [editing, setEditing] = React.useState(false);
+  const [draft, setDraft] = React.useState('');
+  const [error, setError] = React.useState<string | null>(null);
+  const [sending, setSending] = React.useState(false);
+  const expired = status === 'expired';
+  const disabled = expired || sending;
+
+  const send = async (decision: PersonDecision, args?: Record<string, unknown>) => {
+    setError(null);
+    setSending(true);
+    try {
+      await onDecide(decision, args);
+    } catch (reason) {
+      setError((reason as Error).message ?? String(reason));
+      setSending(false);
+    }
+  };
+  const startEditing = () => {
+    setDraft(JSON.stringify(request.args, null, 2));
+    setError(null);
+    setEditing(true);
+  };
+  const sendEdited = () => {
+    const args = parseArgs(draft);
+    if (typeof args === 'string') {
+      setError(args);
+      return;
+    }
+    void send('edited', args);
+  };
+
+  return (
+    <>
+      <div className="betty-ApprovalCard-head">
+        <code className="betty-ApprovalCard-tool">{request.tool}</code>
+        <span className={`betty-Tier betty-Tier-${request.tier}`} data-testid="betty-approval-tier">
+          tier {request.tier}
+        </span>
+      </div>
+      <div className="betty-ApprovalCard-reason">{request.reason}</div>
+      <PreviewView preview={request.preview} />
+      {expired && (
+        <div className="betty-ApprovalCard-expiredNote" data-testid="betty-approval-expired">
+          Expired: the connection to Betty dropped, so this request was cancelled. Ask again if it
+          is still needed.
+        </div>
+      )}
+      {editing && !expired ? (
+        <div className="betty-ApprovalCard-edit">
+          <label className="betty-ApprovalCard-editLabel">
+            Arguments (JSON)
+            <textarea
+              className="betty-ApprovalCard-args"
+              data-testid="betty-edit-args"
+              spellCheck={false}
+              value={draft}
+              rows={Math.min(16, Math.max(4, draft.split('\n').length))}
+              onChange={event => setDraft(event.target.value)}
+            />
+          </label>
+          <div className="betty-ApprovalCard-buttons">
+            <button
+              className="betty-Button betty-Button-accept"
+              data-testid="betty-edit-send"
+              disabled={disabled}
+              onClick={sendEdited}
+            >
+              Approve edited
+            </button>
+            <button
+              className="betty-Button"
+              data-testid="betty-edit-cancel"
+              disabled={sending}
+              onClick={() => {
+                setEditing(false);
+                setError(null);
+              }}
+            >
+              Cancel
+            </button>
+          </div>
+        </div>
+      ) : (
+        <div className="betty-ApprovalCard-buttons">
+          <button
+            className="betty-Button betty-Button-accept"
+            data-testid="betty-approve"
+            disabled={disabled}
+            onClick={() => void send('approved')}
+          >
+            Approve
+          </button>
+          {request.tier < 2 && (
+            <button
+              className="betty-Button"
+              data-testid="betty-approve-session"
+              title={`Run ${request.tool} without asking again in this session`}
+              disabled={disabled}
+              onClick={() => void send('approved_for_session')}
+            >
+              Approve for session
+            </button>
+          )}
+          <button
+            className="betty-Button betty-Button-reject"
+            data-testid="betty-deny"
+            disabled={disabled}
+            onClick={() => void send('denied')}
+          >
+            Deny
+          </button>
+          <button
+            className="betty-Button"
+            data-testid="betty-edit"
+            disabled={disabled}
+            onClick={startEditing}
+          >
+            Edit
+          </button>
+        </div>
+      )}
+      {error && (
+        <div className="betty-ApprovalCard-error" role="alert" data-testid="betty-approval-error">
+          {error}
+        </div>
+      )}
+    </>
+  );
+}
+
+/** The edited arguments, or a one-line message saying why they are not a JSON object. */
+export function parseArgs(text: string): Record<string, unknown> | string {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return `The arguments are not valid JSON: ${(error as Error).message}`;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return 'The arguments must be a JSON object: {"name": value, …}';
+  }
+  return value as Record<string, unknown>;
+}

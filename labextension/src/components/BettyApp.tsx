@@ -1,0 +1,109 @@
+/**
+ * The whole side panel: the header, then the Chat, Jobs and Experiments tabs. Every tab
+ * stays mounted (hidden when not shown), so a draft prompt or a scroll position survives
+ * a look at the jobs.
+ */
+import * as React from 'react';
+
+import { BettyModel, Tab } from '../model';
+import { ChatView } from './ChatView';
+import { ExperimentsView } from './ExperimentsView';
+import { Header } from './Header';
+import { JobsView } from './JobsView';
+
+/** Props of {@link BettyApp}. */
+export interface IBettyAppProps {
+  model: BettyModel;
+  /** Open a workspace file in JupyterLab. */
+  onOpen: (path: string) => void;
+}
+
+const TABS: { id: Tab; label: string }[] = [
+  { id: 'chat', label: 'Chat' },
+  { id: 'jobs', label: 'Jobs' },
+  { id: 'experiments', label: 'Experiments' }
+];
+
+/** The side panel's content, rendered from `model`. */
+export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
+  const loaders = React.useMemo(
+    () => ({
+      loadJobs: (cluster: string) => model.api.myJobs(cluster),
+      loadExperiments: () => model.api.experiments(),
+      cancel: (jobId: string) => model.cancelJob(jobId)
+    }),
+    [model]
+  );
+  const shown = (tab: Tab) => model.visible && model.tab === tab;
+  return (
+    <div className="betty-App" data-testid="betty-app">
+      <Header
+        clusters={model.clusters}
+        cluster={model.cluster}
+        mode={model.session?.mode ?? null}
+        status={model.status}
+        onCluster={name => void model.switchCluster(name)}
+        onMode={mode => void model.setMode(mode)}
+        onNewChat={() => void model.newChat()}
+      />
+      {model.error && (
+        <div className="betty-App-error" role="alert" data-testid="betty-error">
+          {model.error}
+        </div>
+      )}
+      <div className="betty-Tabs" role="tablist">
+        {TABS.map(tab => (
+          <button
+            key={tab.id}
+            role="tab"
+            aria-selected={model.tab === tab.id}
+            className={`betty-Tab${model.tab === tab.id ? ' betty-mod-selected' : ''}`}
+            data-testid={`betty-tab-${tab.id}`}
+            onClick={() => model.setTab(tab.id)}
+          >
+            {tab.label}
+            {tab.id === 'chat' && pendingCount(model) > 0 && (
+              <span className="betty-Tab-badge" data-testid="betty-pending-count">
+                {pendingCount(model)}
+              </span>
+            )}
+          </button>
+        ))}
+      </div>
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'chat'}>
+        <ChatView
+          transcript={model.transcript}
+          hasModel={model.session?.has_model ?? null}
+          onSend={prompt => model.ask(prompt)}
+          onStop={() => model.stop()}
+          onDecide={(id, decision, args) => model.decide(id, decision, args)}
+          onOpen={onOpen}
+        />
+      </div>
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'jobs'}>
+        <JobsView
+          cluster={model.cluster}
+          visible={shown('jobs')}
+          refreshSeconds={model.settings.jobsRefreshSeconds}
+          loadJobs={loaders.loadJobs}
+          loadExperiments={loaders.loadExperiments}
+          onCancel={loaders.cancel}
+          onOpen={onOpen}
+        />
+      </div>
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'experiments'}>
+        <ExperimentsView
+          visible={shown('experiments')}
+          loadExperiments={loaders.loadExperiments}
+          onOpen={onOpen}
+        />
+      </div>
+    </div>
+  );
+}
+
+function pendingCount(model: BettyModel): number {
+  return model.transcript.items.filter(
+    item => item.kind === 'approval' && item.status === 'pending'
+  ).length;
+}

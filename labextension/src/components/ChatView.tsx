@@ -1,0 +1,256 @@
+/**
+ * The chat: the transcript (messages, tool rows, approval cards, notes) and the prompt box
+ * with its Send and Stop buttons.
+ */
+import * as React from 'react';
+
+import { PersonDecision } from '../events';
+import { IMessageItem, INoteItem, IToolItem, ITranscript, TranscriptItem } from '../transcript';
+import { ApprovalCard } from './ApprovalCard';
+import { Markdown } from './Markdown';
+
+/** Props of {@link ChatView}. */
+export interface IChatViewProps {
+  transcript: ITranscript;
+  /** Whether the session has a chat model (null: not known yet). */
+  hasModel: boolean | null;
+  onSend: (prompt: string) => Promise<void> | void;
+  onStop: () => void;
+  onDecide: (
+    approvalId: string,
+    decision: PersonDecision,
+    args?: Record<string, unknown>
+  ) => Promise<void> | void;
+  /** Open a workspace file (an experiment's notebook or page). */
+  onOpen: (path: string) => void;
+}
+
+/** The chat tab. */
+export function ChatView(props: IChatViewProps): JSX.Element {
+  const { transcript } = props;
+  const list = React.useRef<HTMLDivElement>(null);
+  const last = transcript.items[transcript.items.length - 1];
+  const lastText = last?.kind === 'message' ? last.text.length : 0;
+
+  React.useEffect(() => {
+    const node = list.current;
+    if (node) {
+      node.scrollTop = node.scrollHeight;
+    }
+  }, [transcript.items.length, lastText]);
+
+  return (
+    <div className="betty-Chat" data-testid="betty-chat">
+      <div className="betty-Chat-transcript" ref={list} data-testid="betty-transcript">
+        {transcript.items.length === 0 && <ChatWelcome hasModel={props.hasModel} />}
+        {transcript.items.map(item => (
+          <TranscriptRow key={item.key} item={item} {...props} />
+        ))}
+        {transcript.busy && (
+          <div className="betty-Chat-working" data-testid="betty-working">
+            Betty is working…
+          </div>
+        )}
+      </div>
+      <Composer busy={transcript.busy} onSend={props.onSend} onStop={props.onStop} />
+    </div>
+  );
+}
+
+function ChatWelcome({ hasModel }: { hasModel: boolean | null }): JSX.Element {
+  return (
+    <div className="betty-Chat-welcome">
+      <p>
+        Ask Betty about your cluster: the queue, why a job waits, how much GPU memory a model needs,
+        or to draft and submit a batch script. Anything that changes the cluster waits for your
+        approval here.
+      </p>
+      {hasModel === false && (
+        <p className="betty-Chat-noModel" data-testid="betty-no-model">
+          No chat model is configured on this server, so Betty cannot answer prompts yet. The Jobs
+          and Experiments tabs still work.
+        </p>
+      )}
+    </div>
+  );
+}
+
+type RowProps = IChatViewProps & { item: TranscriptItem };
+
+function TranscriptRow({ item, onDecide, onOpen }: RowProps): JSX.Element {
+  switch (item.kind) {
+    case 'message':
+      return <MessageRow item={item} />;
+    case 'tool':
+      return <ToolRow item={item} />;
+    case 'approval':
+      return (
+        <ApprovalCard
+          item={item}
+          onDecide={(decision, args) => onDecide(item.request.approval_id, decision, args)}
+        />
+      );
+    case 'note':
+      return <NoteRow item={item} onOpen={onOpen} />;
+  }
+}
+
+function MessageRow({ item }: { item: IMessageItem }): JSX.Element {
+  return (
+    <div
+      className={`betty-Message betty-Message-${item.role}`}
+      data-testid={`betty-message-${item.role}`}
+      data-streaming={item.streaming ? 'true' : 'false'}
+    >
+      {item.role === 'assistant' ? (
+        <Markdown text={item.text} streaming={item.streaming} />
+      ) : (
+        <div className="betty-Message-text">{item.text}</div>
+      )}
+    </div>
+  );
+}
+
+/** A tool call as one compact row; its arguments and result unfold on click. */
+export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
+  const state =
+    item.result !== null
+      ? item.result.ok
+        ? 'ok'
+        : 'failed'
+      : item.notRun !== null
+        ? 'not-run'
+        : 'running';
+  const mark = { running: '…', ok: '✓', failed: '✗', 'not-run': '–' }[state];
+  return (
+    <details
+      className={`betty-ToolRow betty-ToolRow-${state}`}
+      data-testid="betty-tool-row"
+      data-call-id={item.callId}
+      data-state={state}
+    >
+      <summary>
+        <span className="betty-ToolRow-mark">{mark}</span> <code>{item.tool}</code>{' '}
+        <span className="betty-ToolRow-args">{compactArgs(item.args)}</span>
+        {item.result && <span className="betty-ToolRow-summary"> — {item.result.summary}</span>}
+        {item.notRun && (
+          <span className="betty-ToolRow-summary">
+            {' '}
+            — not run: {item.notRun.replace(/_/g, ' ')}
+          </span>
+        )}
+      </summary>
+      <pre className="betty-Preview-code">{JSON.stringify(item.args, null, 2)}</pre>
+      {item.result && (
+        <div className="betty-ToolRow-result">
+          <div>{item.result.summary}</div>
+          {item.result.artifacts?.length > 0 && (
+            <div className="betty-ToolRow-artifacts">wrote: {item.result.artifacts.join(', ')}</div>
+          )}
+          <div className="betty-ToolRow-duration">
+            {Math.round(item.result.duration_ms ?? 0)} ms
+          </div>
+        </div>
+      )}
+    </details>
+  );
+}
+
+/** Arguments in one short line: `job_id=123, stream=out`. */
+export function compactArgs(args: Record<string, unknown>, limit = 80): string {
+  const text = Object.entries(args)
+    .map(([name, value]) => `${name}=${typeof value === 'string' ? value : JSON.stringify(value)}`)
+    .join(', ')
+    .replace(/\s+/g, ' ');
+  return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
+}
+
+function NoteRow({ item, onOpen }: { item: INoteItem; onOpen: (path: string) => void }) {
+  return (
+    <div className={`betty-Note betty-Note-${item.tone}`} data-testid={`betty-note-${item.tone}`}>
+      <span>{item.text}</span>
+      {item.steps && (
+        <ol className="betty-Note-steps">
+          {item.steps.map((step, i) => (
+            <li key={i}>{step}</li>
+          ))}
+        </ol>
+      )}
+      {item.job?.notebook && (
+        <button className="betty-Link" onClick={() => onOpen(item.job!.notebook!)}>
+          notebook
+        </button>
+      )}
+      {item.job?.page && (
+        <button className="betty-Link" onClick={() => onOpen(item.job!.page!)}>
+          page
+        </button>
+      )}
+    </div>
+  );
+}
+
+interface IComposerProps {
+  busy: boolean;
+  onSend: (prompt: string) => Promise<void> | void;
+  onStop: () => void;
+}
+
+function Composer({ busy, onSend, onStop }: IComposerProps): JSX.Element {
+  const [prompt, setPrompt] = React.useState('');
+  const [error, setError] = React.useState<string | null>(null);
+  const send = async () => {
+    const text = prompt.trim();
+    if (!text) {
+      return;
+    }
+    setError(null);
+    try {
+      await onSend(text);
+      setPrompt('');
+    } catch (reason) {
+      setError((reason as Error).message ?? String(reason));
+    }
+  };
+  return (
+    <div className="betty-Composer">
+      <textarea
+        className="betty-Composer-input"
+        data-testid="betty-prompt"
+        placeholder="Ask Betty… (Enter sends, Shift+Enter for a new line)"
+        value={prompt}
+        rows={3}
+        onChange={event => setPrompt(event.target.value)}
+        onKeyDown={event => {
+          if (event.key === 'Enter' && !event.shiftKey) {
+            event.preventDefault();
+            void send();
+          }
+        }}
+      />
+      <div className="betty-Composer-buttons">
+        <button
+          className="betty-Button betty-Button-accept"
+          data-testid="betty-send"
+          disabled={busy || prompt.trim() === ''}
+          onClick={() => void send()}
+        >
+          Send
+        </button>
+        <button
+          className="betty-Button betty-Button-reject"
+          data-testid="betty-stop"
+          disabled={!busy}
+          onClick={onStop}
+        >
+          Stop
+        </button>
+      </div>
+      {error && (
+        <div className="betty-Composer-error" role="alert">
+          {error}
+        </div>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,107 @@
+/**
+ * The Experiments tab: every experiment recorded in the workspace, with its job's state
+ * and one click to its notebook or wiki page.
+ */
+import * as React from 'react';
+
+import { experimentNotebook, experimentPage, IExperiment, IExperiments } from '../models';
+
+/** Props of {@link ExperimentsView}. */
+export interface IExperimentsViewProps {
+  /** Whether the tab is on screen: it loads when it becomes visible. */
+  visible: boolean;
+  loadExperiments: () => Promise<IExperiments>;
+  onOpen: (path: string) => void;
+}
+
+/** The Experiments tab. */
+export function ExperimentsView({
+  visible,
+  loadExperiments,
+  onOpen
+}: IExperimentsViewProps): JSX.Element {
+  const [experiments, setExperiments] = React.useState<IExperiment[] | null>(null);
+  const [error, setError] = React.useState<string | null>(null);
+
+  const refresh = React.useCallback(async () => {
+    try {
+      const answer = await loadExperiments();
+      // Newest first: slugs start with the date.
+      setExperiments([...answer.experiments].sort((a, b) => b.slug.localeCompare(a.slug)));
+      setError(null);
+    } catch (reason) {
+      setError((reason as Error).message);
+    }
+  }, [loadExperiments]);
+
+  React.useEffect(() => {
+    if (visible) {
+      void refresh();
+    }
+  }, [visible, refresh]);
+
+  return (
+    <div className="betty-Experiments" data-testid="betty-experiments">
+      <div className="betty-Tab-toolbar">
+        <span className="betty-Tab-caption">Experiments in this project</span>
+        <button
+          className="betty-Button"
+          data-testid="betty-experiments-refresh"
+          onClick={() => void refresh()}
+        >
+          Refresh
+        </button>
+      </div>
+      {error && (
+        <div className="betty-Tab-error" role="alert">
+          {error}
+        </div>
+      )}
+      {experiments?.length === 0 && (
+        <div className="betty-Tab-empty" data-testid="betty-experiments-empty">
+          No experiment is recorded yet: every job Betty submits becomes one.
+        </div>
+      )}
+      <ul className="betty-Experiments-list">
+        {experiments?.map(experiment => (
+          <li
+            key={experiment.slug}
+            className="betty-ExperimentRow"
+            data-testid="betty-experiment-row"
+            data-slug={experiment.slug}
+            data-state={experiment.state}
+          >
+            <div className="betty-ExperimentRow-head">
+              <span className="betty-ExperimentRow-slug">{experiment.slug}</span>
+              <span className={`betty-State betty-State-${experiment.state}`}>
+                {experiment.state}
+              </span>
+            </div>
+            {experiment.goal && <div className="betty-ExperimentRow-goal">{experiment.goal}</div>}
+            <div className="betty-JobRow-sub">
+              job {experiment.job_id} on {experiment.cluster}
+              {experiment.partition ? ` · ${experiment.partition}` : ''} · submitted{' '}
+              {experiment.submitted}
+            </div>
+            <div className="betty-JobRow-links">
+              <button
+                className="betty-Link"
+                data-testid="betty-experiment-open-notebook"
+                onClick={() => onOpen(experimentNotebook(experiment))}
+              >
+                notebook
+              </button>
+              <button
+                className="betty-Link"
+                data-testid="betty-experiment-open-page"
+                onClick={() => onOpen(experimentPage(experiment))}
+              >
+                page
+              </button>
+            </div>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}

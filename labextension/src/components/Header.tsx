@@ -1,0 +1,103 @@
+/**
+ * The panel's header, always visible: the mode switch (coloured by mode), the cluster
+ * picker, the connection state and a button for a new chat.
+ */
+import * as React from 'react';
+
+import { ICluster, Mode, MODES } from '../models';
+import { SocketStatus } from '../socket';
+
+/** What each mode lets the agent do, in one line. */
+export const MODE_HELP: Record<Mode, string> = {
+  off: 'Off: the agent calls no tool.',
+  propose: 'Propose: the agent reads freely; actions come back as proposals and nothing runs.',
+  confirm: 'Confirm: reads ask once per session, every action asks.',
+  auto: 'Auto: reads run without asking; submitting, cancelling and new pages still ask every time.'
+};
+
+/** Props of {@link Header}. */
+export interface IHeaderProps {
+  clusters: ICluster[];
+  cluster: string | null;
+  mode: Mode | null;
+  status: SocketStatus;
+  onCluster: (name: string) => void;
+  onMode: (mode: Mode) => void;
+  onNewChat: () => void;
+}
+
+const STATUS_TEXT: Record<SocketStatus, string> = {
+  connecting: 'connecting…',
+  open: 'connected',
+  reconnecting: 'reconnecting…',
+  closed: 'not connected'
+};
+
+/** The header: mode switch, cluster picker, connection state, new chat. */
+export function Header(props: IHeaderProps): JSX.Element {
+  const { clusters, cluster, mode, status } = props;
+  return (
+    <div className="betty-Header" data-testid="betty-header">
+      <div
+        className="betty-ModeSwitch"
+        role="radiogroup"
+        aria-label="Betty's mode"
+        data-testid="betty-mode-switch"
+        data-mode={mode ?? ''}
+      >
+        {MODES.map(each => (
+          <button
+            key={each}
+            role="radio"
+            aria-checked={mode === each}
+            className={`betty-ModeSwitch-option betty-mode-${each}${mode === each ? ' betty-mod-selected' : ''}`}
+            data-testid={`betty-mode-${each}`}
+            title={MODE_HELP[each]}
+            disabled={mode === null}
+            onClick={() => mode !== each && props.onMode(each)}
+          >
+            {each}
+          </button>
+        ))}
+      </div>
+      <div className="betty-Header-row">
+        <select
+          className="betty-ClusterPicker"
+          data-testid="betty-cluster-picker"
+          aria-label="Cluster"
+          title="Switching the cluster starts a new chat on it"
+          value={cluster ?? ''}
+          disabled={clusters.length === 0}
+          onChange={event => props.onCluster(event.target.value)}
+        >
+          {clusters.length === 0 && <option value="">no cluster configured</option>}
+          {clusters.map(each => (
+            <option
+              key={each.name}
+              value={each.name}
+              title={`${each.transport} ${each.host}`.trim()}
+            >
+              {each.name}
+            </option>
+          ))}
+        </select>
+        <span
+          className={`betty-Connection betty-Connection-${status}`}
+          data-testid="betty-connection"
+          data-status={status}
+          title={`Chat ${STATUS_TEXT[status]}`}
+        >
+          ●{status === 'open' ? null : ` ${STATUS_TEXT[status]}`}
+        </span>
+        <button
+          className="betty-Button betty-Header-new"
+          data-testid="betty-new-chat"
+          title="Start a new chat on this cluster"
+          onClick={props.onNewChat}
+        >
+          New chat
+        </button>
+      </div>
+    </div>
+  );
+}

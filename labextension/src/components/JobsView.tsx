@@ -1,0 +1,224 @@
+/**
+ * The Jobs tab: the person's own jobs on the cluster, refreshed while the tab is visible,
+ * each with a cancel button (through an approval card in the chat) and, for jobs recorded
+ * as experiments, one click to their notebook or wiki page.
+ */
+import * as React from 'react';
+
+import { IJobRow, jobRows } from '../frame';
+import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
+
+/** Props of {@link JobsView}. */
+export interface IJobsViewProps {
+  cluster: string | null;
+  /** Whether the tab is on screen: it refreshes only then. */
+  visible: boolean;
+  refreshSeconds: number;
+  loadJobs: (cluster: string) => Promise<IOutcome>;
+  loadExperiments: () => Promise<IExperiments>;
+  /** Ask to cancel: the approval card arrives in the chat. */
+  onCancel: (jobId: string) => Promise<void>;
+  onOpen: (path: string) => void;
+}
+
+interface IJobsState {
+  jobs: IJobRow[];
+  experiments: IExperiment[];
+  error: string | null;
+  loaded: boolean;
+  at: Date | null;
+}
+
+/** The Jobs tab. */
+export function JobsView(props: IJobsViewProps): JSX.Element {
+  const { cluster, visible, refreshSeconds, loadJobs, loadExperiments } = props;
+  const [state, setState] = React.useState<IJobsState>({
+    jobs: [],
+    experiments: [],
+    error: null,
+    loaded: false,
+    at: null
+  });
+  const [cancelling, setCancelling] = React.useState<Record<string, ICancelling>>({});
+
+  const refresh = React.useCallback(async () => {
+    if (cluster === null) {
+      return;
+    }
+    try {
+      const [outcome, experiments] = await Promise.all([
+        loadJobs(cluster),
+        loadExperiments().catch(() => ({ experiments: [] }) as IExperiments)
+      ]);
+      setState({
+        jobs: outcome.ok ? jobRows(outcome) : [],
+        experiments: experiments.experiments,
+        error: outcome.ok ? null : outcome.summary,
+        loaded: true,
+        at: new Date()
+      });
+    } catch (error) {
+      setState(previous => ({ ...previous, error: (error as Error).message, loaded: true }));
+    }
+  }, [cluster, loadJobs, loadExperiments]);
+
+  React.useEffect(() => {
+    if (!visible || cluster === null) {
+      return;
+    }
+    void refresh();
+    const timer = setInterval(() => void refresh(), Math.max(2, refreshSeconds) * 1000);
+    return () => clearInterval(timer);
+  }, [visible, cluster, refreshSeconds, refresh]);
+
+  const cancel = async (jobId: string) => {
+    const note = (busy: boolean, text: string) =>
+      setCancelling(previous => ({ ...previous, [jobId]: { busy, text } }));
+    note(true, 'asking…');
+    try {
+      await props.onCancel(jobId);
+      note(false, 'approve it in the chat');
+    } catch (error) {
+      note(false, (error as Error).message);
+    }
+  };
+
+  return (
+    <div className="betty-Jobs" data-testid="betty-jobs">
+      <div className="betty-Tab-toolbar">
+        <span className="betty-Tab-caption">
+          My jobs{cluster ? ` on ${cluster}` : ''}
+          {state.at && ` · ${state.at.toLocaleTimeString()}`}
+        </span>
+        <button
+          className="betty-Button"
+          data-testid="betty-jobs-refresh"
+          onClick={() => void refresh()}
+        >
+          Refresh
+        </button>
+      </div>
+      {state.error && (
+        <div className="betty-Tab-error" role="alert" data-testid="betty-jobs-error">
+          {state.error}
+        </div>
+      )}
+      {state.loaded && !state.error && state.jobs.length === 0 && (
+        <div className="betty-Tab-empty" data-testid="betty-jobs-empty">
+          You have no jobs in the queue.
+        </div>
+      )}
+      {state.jobs.length > 0 && (
+        <table className="betty-Jobs-table">
+          <thead>
+            <tr>
+              <th>Job</th>
+              <th>Name</th>
+              <th>State</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {state.jobs.map(job => (
+              <JobRow
+                key={job.jobId}
+                job={job}
+                experiment={experimentOf(job, cluster, state.experiments)}
+                cancelling={cancelling[job.jobId]}
+                onCancel={cancel}
+                onOpen={props.onOpen}
+              />
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}
+
+/** The experiment that recorded `job` (its array, for an array task), if any. */
+export function experimentOf(
+  job: IJobRow,
+  cluster: string | null,
+  experiments: IExperiment[]
+): IExperiment | undefined {
+  return experiments.find(
+    each =>
+      (cluster === null || each.cluster === cluster) &&
+      (each.job_id === job.jobId || each.job_id === job.arrayJobId)
+  );
+}
+
+/** A cancel asked for from the Jobs tab, and what became of it. */
+interface ICancelling {
+  busy: boolean;
+  text: string;
+}
+
+interface IJobRowProps {
+  job: IJobRow;
+  experiment: IExperiment | undefined;
+  cancelling: ICancelling | undefined;
+  onCancel: (jobId: string) => void;
+  onOpen: (path: string) => void;
+}
+
+function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps): JSX.Element {
+  return (
+    <tr
+      className="betty-JobRow"
+      data-testid="betty-job-row"
+      data-job-id={job.jobId}
+      data-state={job.state}
+    >
+      <td className="betty-JobRow-id">{job.jobId}</td>
+      <td className="betty-JobRow-name" title={`${job.name} · ${job.partition}`}>
+        {job.name}
+        <div className="betty-JobRow-sub">
+          {job.partition}
+          {job.gpus && ` · ${job.gpus} GPU`}
+        </div>
+        {experiment && (
+          <div className="betty-JobRow-links">
+            <button
+              className="betty-Link"
+              data-testid="betty-job-open-notebook"
+              title={experimentNotebook(experiment)}
+              onClick={() => onOpen(experimentNotebook(experiment))}
+            >
+              notebook
+            </button>
+            <button
+              className="betty-Link"
+              data-testid="betty-job-open-page"
+              title={experimentPage(experiment)}
+              onClick={() => onOpen(experimentPage(experiment))}
+            >
+              page
+            </button>
+          </div>
+        )}
+      </td>
+      <td>
+        <span className={`betty-State betty-State-${job.state}`}>{job.state}</span>
+        {job.reason && <div className="betty-JobRow-sub">{job.reason}</div>}
+        <div className="betty-JobRow-sub betty-JobRow-time">
+          {job.elapsed}
+          {job.timeLimit && ` of ${job.timeLimit}`}
+        </div>
+      </td>
+      <td>
+        <button
+          className="betty-Button betty-Button-reject"
+          data-testid="betty-job-cancel"
+          title="Cancel this job (you approve it in the chat)"
+          disabled={cancelling?.busy === true}
+          onClick={() => onCancel(job.jobId)}
+        >
+          Cancel
+        </button>
+        {cancelling && <div className="betty-JobRow-sub">{cancelling.text}</div>}
+      </td>
+    </tr>
+  );
+}
