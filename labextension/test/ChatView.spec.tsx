@@ -1,0 +1,147 @@
+/**
+ * The chat view: transcript rows, markdown through the panel's renderer, send and stop.
+ */
+import * as React from 'react';
+
+import { ChatView, compactArgs, IChatViewProps } from '../src/components/ChatView';
+import { IMarkdownRenderer, MarkdownContext } from '../src/components/Markdown';
+import { emptyTranscript, ITranscript, reduce } from '../src/transcript';
+import { allByTestId, byTestId, click, render, type } from './render';
+
+function transcript(frames: [string, unknown][]): ITranscript {
+  return frames.reduce(
+    (state, [type, payload], i) =>
+      reduce(state, { type, session_id: 's', seq: i + 1, ts: 0, payload }),
+    emptyTranscript('s')
+  );
+}
+
+function props(state: ITranscript, overrides: Partial<IChatViewProps> = {}): IChatViewProps {
+  return {
+    transcript: state,
+    hasModel: true,
+    onSend: jest.fn(),
+    onStop: jest.fn(),
+    onDecide: jest.fn(),
+    onOpen: jest.fn(),
+    ...overrides
+  };
+}
+
+const TURN = transcript([
+  ['message', { role: 'user', text: 'what runs?' }],
+  ['message', { role: 'assistant', text: 'Looking at **the queue**.' }],
+  ['tool_call', { call_id: 'c1', tool: 'cluster_queue', args: { user: 'alice' }, tier: 1 }],
+  [
+    'tool_result',
+    {
+      call_id: 'c1',
+      tool: 'cluster_queue',
+      ok: true,
+      summary: '2 jobs',
+      duration_ms: 40,
+      output_ref: null,
+      artifacts: []
+    }
+  ]
+]);
+
+describe('ChatView', () => {
+  it('renders messages, and assistant markdown through the panel renderer', () => {
+    const rendered: string[] = [];
+    const factory = (): IMarkdownRenderer => {
+      const node = document.createElement('div');
+      return {
+        node,
+        render: async text => {
+          rendered.push(text);
+          node.innerHTML = `<strong>rendered</strong> ${text.length}`;
+        },
+        dispose: () => undefined
+      };
+    };
+    const { container } = render(
+      <MarkdownContext.Provider value={factory}>
+        <ChatView {...props(TURN)} />
+      </MarkdownContext.Provider>
+    );
+    expect(byTestId(container, 'betty-message-user').textContent).toBe('what runs?');
+    expect(rendered).toEqual(['Looking at **the queue**.']);
+    expect(byTestId(container, 'betty-message-assistant').querySelector('strong')).not.toBeNull();
+  });
+
+  it('without a renderer, shows markdown as plain text, never as HTML', () => {
+    const state = transcript([
+      ['message', { role: 'assistant', text: '<img src=x onerror=alert(1)>' }]
+    ]);
+    const { container } = render(<ChatView {...props(state)} />);
+    const message = byTestId(container, 'betty-message-assistant');
+    expect(message.textContent).toBe('<img src=x onerror=alert(1)>');
+    expect(message.querySelector('img')).toBeNull();
+  });
+
+  it('shows a tool call and its result as one compact row', () => {
+    const { container } = render(<ChatView {...props(TURN)} />);
+    const rows = allByTestId(container, 'betty-tool-row');
+    expect(rows).toHaveLength(1);
+    expect(rows[0].dataset.state).toBe('ok');
+    expect(rows[0].querySelector('summary')!.textContent).toContain(
+      'cluster_queue user=alice — 2 jobs'
+    );
+    expect((rows[0] as HTMLDetailsElement).open).toBe(false);
+  });
+
+  it('sends the prompt and clears the box; Stop is for a busy turn', async () => {
+    const p = props(transcript([]));
+    const { container, rerender } = render(<ChatView {...p} />);
+    expect(byTestId<HTMLButtonElement>(container, 'betty-stop').disabled).toBe(true);
+    const box = byTestId<HTMLTextAreaElement>(container, 'betty-prompt');
+    type(box, '  how much memory does llama-3-8b need?  ');
+    await click(byTestId(container, 'betty-send'));
+    expect(p.onSend).toHaveBeenCalledWith('how much memory does llama-3-8b need?');
+    expect(box.value).toBe('');
+
+    const busy = transcript([['message', { role: 'user', text: 'hi' }]]);
+    rerender(<ChatView {...p} transcript={busy} />);
+    expect(byTestId(container, 'betty-working')).toBeTruthy();
+    await click(byTestId(container, 'betty-stop'));
+    expect(p.onStop).toHaveBeenCalledTimes(1);
+  });
+
+  it('keeps the prompt and shows why when it could not be sent', async () => {
+    const p = props(transcript([]), {
+      onSend: jest.fn().mockRejectedValue(new Error('no session'))
+    });
+    const { container } = render(<ChatView {...p} />);
+    type(byTestId<HTMLTextAreaElement>(container, 'betty-prompt'), 'hello');
+    await click(byTestId(container, 'betty-send'));
+    expect(byTestId<HTMLTextAreaElement>(container, 'betty-prompt').value).toBe('hello');
+    expect(container.querySelector('[role="alert"]')!.textContent).toBe('no session');
+  });
+
+  it('passes an approval card answer on with its approval id', async () => {
+    const state = transcript([
+      [
+        'approval_request',
+        {
+          approval_id: 'a7',
+          call_id: 'c7',
+          tool: 'cluster_cancel',
+          tier: 2,
+          args: { job_id: '42' },
+          preview: { kind: 'command', title: 'Cancel', text: 'scancel 42', details: {} },
+          reason: 'tier 2'
+        }
+      ]
+    ]);
+    const p = props(state);
+    const { container } = render(<ChatView {...p} />);
+    await click(byTestId(container, 'betty-deny'));
+    expect(p.onDecide).toHaveBeenCalledWith('a7', 'denied', undefined);
+  });
+
+  it('compactArgs writes arguments in one short line', () => {
+    expect(compactArgs({ job_id: '42', lines: 50 })).toBe('job_id=42, lines=50');
+    expect(compactArgs({ script: 'x'.repeat(200) }, 20)).toHaveLength(20);
+  });
+});

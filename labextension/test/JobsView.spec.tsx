@@ -1,0 +1,167 @@
+/**
+ * The Jobs tab: refresh while visible, cancel through the chat, open an experiment's files.
+ */
+import * as React from 'react';
+import { act } from 'react';
+
+import { IJobsViewProps, JobsView } from '../src/components/JobsView';
+import { IExperiments, IOutcome } from '../src/models';
+import { allByTestId, byTestId, click, render } from './render';
+
+function queue(...jobs: [string, string][]): IOutcome {
+  const data = jobs.map(([job_id, state]) => ({
+    job_id,
+    array_job_id: job_id.split('_')[0],
+    name: `job ${job_id}`,
+    partition: 'gpu',
+    state,
+    reason: '',
+    elapsed: 60, // seconds, as betty_jupyter.agent.wire writes durations
+    time_limit: 3600,
+    gpus: 1,
+    gpu_type: 'a100'
+  }));
+  return {
+    ok: true,
+    summary: `${jobs.length} jobs`,
+    artifacts: [],
+    data: { kind: 'frame', value: JSON.stringify({ schema: { fields: [] }, data }) }
+  };
+}
+
+const EXPERIMENTS: IExperiments = {
+  experiments: [
+    {
+      slug: '2024-05-01-train',
+      job_id: '124',
+      cluster: 'dev',
+      submitted: '2024-05-01T10:00:00',
+      goal: 'train',
+      state: 'RUNNING',
+      finished: false
+    },
+    {
+      slug: '2024-05-01-other',
+      job_id: '123',
+      cluster: 'big',
+      submitted: '2024-05-01T10:00:00',
+      goal: 'elsewhere',
+      state: 'RUNNING',
+      finished: false
+    }
+  ]
+};
+
+function props(overrides: Partial<IJobsViewProps> = {}): IJobsViewProps {
+  return {
+    cluster: 'dev',
+    visible: true,
+    refreshSeconds: 15,
+    loadJobs: jest.fn().mockResolvedValue(queue(['123', 'RUNNING'], ['124_2', 'PENDING'])),
+    loadExperiments: jest.fn().mockResolvedValue(EXPERIMENTS),
+    onCancel: jest.fn().mockResolvedValue(undefined),
+    onOpen: jest.fn(),
+    ...overrides
+  };
+}
+
+async function settle(ms = 0): Promise<void> {
+  await act(async () => {
+    await jest.advanceTimersByTimeAsync(ms);
+  });
+}
+
+beforeEach(() => jest.useFakeTimers());
+afterEach(() => jest.useRealTimers());
+
+describe('JobsView', () => {
+  it("lists the person's jobs on the cluster", async () => {
+    const p = props();
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    expect(p.loadJobs).toHaveBeenCalledWith('dev');
+    const rows = allByTestId(container, 'betty-job-row');
+    expect(rows.map(row => [row.dataset.jobId, row.dataset.state])).toEqual([
+      ['123', 'RUNNING'],
+      ['124_2', 'PENDING']
+    ]);
+    expect(rows[0].textContent).toContain('0:01:00 of 1:00:00');
+  });
+
+  it('refreshes every interval while visible, and stops when hidden', async () => {
+    const p = props({ refreshSeconds: 15 });
+    const { rerender } = render(<JobsView {...p} />);
+    await settle();
+    expect(p.loadJobs).toHaveBeenCalledTimes(1);
+    await settle(14_000);
+    expect(p.loadJobs).toHaveBeenCalledTimes(1);
+    await settle(1_000);
+    expect(p.loadJobs).toHaveBeenCalledTimes(2);
+    rerender(<JobsView {...p} visible={false} />);
+    await settle(60_000);
+    expect(p.loadJobs).toHaveBeenCalledTimes(2);
+    rerender(<JobsView {...p} visible={true} />);
+    await settle();
+    expect(p.loadJobs).toHaveBeenCalledTimes(3);
+  });
+
+  it('does not load while hidden', async () => {
+    const p = props({ visible: false });
+    render(<JobsView {...p} />);
+    await settle(60_000);
+    expect(p.loadJobs).not.toHaveBeenCalled();
+  });
+
+  it('asks to cancel a job and says where to approve it', async () => {
+    const p = props();
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const row = allByTestId(container, 'betty-job-row')[1];
+    await click(byTestId(row, 'betty-job-cancel'));
+    expect(p.onCancel).toHaveBeenCalledWith('124_2');
+    expect(row.textContent).toContain('approve it in the chat');
+  });
+
+  it('shows why a cancel could not be asked for, and lets the person try again', async () => {
+    const p = props({ onCancel: jest.fn().mockRejectedValue(new Error('no chat session')) });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const row = allByTestId(container, 'betty-job-row')[0];
+    await click(byTestId(row, 'betty-job-cancel'));
+    expect(row.textContent).toContain('no chat session');
+    expect(byTestId<HTMLButtonElement>(row, 'betty-job-cancel').disabled).toBe(false);
+  });
+
+  it("opens the notebook and page of a job's experiment (its array's, for a task)", async () => {
+    const p = props();
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const [plain, task] = allByTestId(container, 'betty-job-row');
+    // job 123 is an experiment on another cluster: no links here
+    expect(allByTestId(plain, 'betty-job-open-notebook')).toHaveLength(0);
+    await click(byTestId(task, 'betty-job-open-notebook'));
+    await click(byTestId(task, 'betty-job-open-page'));
+    expect(p.onOpen).toHaveBeenNthCalledWith(1, 'notebooks/experiments/2024-05-01-train.ipynb');
+    expect(p.onOpen).toHaveBeenNthCalledWith(2, 'wiki/experiments/2024-05-01-train.md');
+  });
+
+  it("shows the tool's refusal and an empty queue as such", async () => {
+    const failing = props({
+      loadJobs: jest.fn().mockResolvedValue({
+        ok: false,
+        summary: 'squeue failed: slurm_load_jobs error',
+        artifacts: [],
+        data: null
+      })
+    });
+    const { container } = render(<JobsView {...failing} />);
+    await settle();
+    expect(byTestId(container, 'betty-jobs-error').textContent).toBe(
+      'squeue failed: slurm_load_jobs error'
+    );
+    const empty = props({ loadJobs: jest.fn().mockResolvedValue(queue()) });
+    const second = render(<JobsView {...empty} />);
+    await settle();
+    expect(byTestId(second.container, 'betty-jobs-empty')).toBeTruthy();
+  });
+});
