@@ -223,6 +223,8 @@ def test_waiting_for_an_approval_and_for_a_job(kernel: Kernel) -> None:
     assert job.isdigit() and job == kernel.run("submission.job_id").text.strip("'")
     ended = kernel.run(f"%betty wait {job} --every 1")
     assert ended.status == "ok" and not ended.stderr, ended.stderr
+    progress = [m for m in ended.widgets if f"waiting for job {job} to end" in str(kernel.models[m].get("value"))]
+    assert progress and progress[0] in kernel.closed, "a progress line is shown while it waits, then removed"
     assert kernel.run("_.state.value").text == "'COMPLETED'"
     assert "--every is at least 1 second" in one_error_line(kernel.run(f"%betty wait {job} --timeout 0"))
 
@@ -242,3 +244,27 @@ def test_ask_without_a_model_explains_how_to_configure_one(project: dict[str, An
         assert driver.run("%betty sinfo").text.count("gpu") >= 1, "every other command works without a model"
     finally:
         driver.close()
+
+
+def test_cancel_from_the_job_table_goes_through_a_card(kernel: Kernel) -> None:
+    job = submit(kernel, "tabled", seconds=300)
+    table = kernel.run("%betty squeue --me").widgets[0]
+    buttons = [m for m in kernel.find(table, "betty-cancel") if kernel.models[m]["description"] == f"Cancel {job}"]
+    assert len(buttons) == 1
+    kernel.click(buttons[0])
+    kernel.click(kernel.wait_for(lambda: kernel.find(table, "betty-approve"), what="the card in the table")[0])
+    kernel.wait_for(lambda: f"cancelled job {job}" in kernel.texts(table), what="the cancellation")
+
+
+def test_ask_as_a_cell_and_approve_for_the_session(kernel: Kernel, llm: ScriptedLLM) -> None:
+    kernel.run("%betty mode confirm")
+    llm.add(call("cluster_partitions", {}), call("cluster_partitions", {}), say("Two partitions: cpu and gpu."))
+    cell = kernel.run("%%betty ask\nWhich partitions are there,\nand which has GPUs?")
+    chat = cell.widgets[0]
+    assert "Which partitions are there,\nand which has GPUs?" in kernel.texts(chat)
+    kernel.click(kernel.wait_for(lambda: kernel.find(chat, "betty-approve-session"), what="the tier 1 card")[0])
+    kernel.wait_for(lambda: "Two partitions" in kernel.texts(chat), what="the reply")
+    assert kernel.texts(chat).count("approved for this session") == 1, "the second read ran without a card"
+    assert len(kernel.find(chat, "betty-tool-row")) == 2
+    request = llm.requests[-1]
+    assert request["messages"][1]["content"].startswith("Which partitions are there")

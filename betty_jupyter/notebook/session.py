@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
@@ -148,6 +149,7 @@ class NotebookBetty:
         self._sessions: dict[str | None, str] = {}
         self._users: dict[str, str | None] = {}
         self._calls: dict[str, Call] = {}
+        self._mine: deque[str] = deque(maxlen=10_000)  # ids of the person's calls, so chats never show them
         self._followers: dict[str, list[Listener]] = {}
         self._lock = threading.Lock()
 
@@ -199,6 +201,7 @@ class NotebookBetty:
         call.answerable_elsewhere = self.backend.shared
         with self._lock:
             self._calls[call.call_id] = call
+            self._mine.append(call.call_id)
         future = self.backend.start_call(session, tool, args, call.call_id)
         future.add_done_callback(lambda done: self._finished(call, done))
         return call
@@ -213,7 +216,8 @@ class NotebookBetty:
             call.future.set_result(done.result())
 
     def follow(self, listener: Listener) -> Callable[[], None]:
-        """Send every event of the current session to ``listener``; returns the function that stops it."""
+        """Send the current session's events to ``listener`` (not those of the person's own calls: each
+        :class:`Call` has them); returns the function that stops it."""
         session = self.session_id()
         with self._lock:
             self._followers.setdefault(session, []).append(listener)
@@ -229,7 +233,8 @@ class NotebookBetty:
         call_id = getattr(event.payload, "call_id", None)
         with self._lock:
             call = self._calls.get(call_id) if call_id else None
-            followers = list(self._followers.get(event.session_id, []))
+            mine = call_id is not None and call_id in self._mine
+            followers = [] if mine else list(self._followers.get(event.session_id, []))
         if call is not None:
             call.on_event(event)
         for listener in followers:
