@@ -266,5 +266,5 @@ def test_ask_as_a_cell_and_approve_for_the_session(kernel: Kernel, llm: Scripted
     kernel.wait_for(lambda: "Two partitions" in kernel.texts(chat), what="the reply")
     assert kernel.texts(chat).count("approved for this session") == 1, "the second read ran without a card"
     assert len(kernel.find(chat, "betty-tool-row")) == 2
-    request = llm.requests[-1]
-    assert request["messages"][1]["content"].startswith("Which partitions are there")
+    asked = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "user"][-1]
+    assert asked == "Which partitions are there,\nand which has GPUs?"
