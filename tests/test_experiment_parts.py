@@ -107,3 +107,19 @@ def test_a_goal_that_starts_blank_still_describes_the_page():
     assert content.page_frontmatter(replace(experiment(), goal="\n\n  Sweep the learning rate\nmore"))["description"] == \
         "Sweep the learning rate"
     assert content.page_frontmatter(replace(experiment(), goal=""))["description"] == "Slurm job 42"
+
+
+def test_an_end_without_an_exit_code_waits_for_accounting_then_is_taken(tmp_path):
+    from betty_jupyter.cluster.jobs import Job, JobState
+    from betty_jupyter.experiments.ledger import Tracked
+
+    watcher = JobWatcher(Workspace.at(tmp_path), lambda cluster: None)  # type: ignore[arg-type, return-value]
+    tracked = Tracked(experiment(), "RUNNING", False)
+    ended = Job(job_id="42", name="lora", user="ada", partition="gpu", state=JobState.FAILED)
+    assert watcher._unsettled_end(tracked, ended), "FAILED with no exit code yet: wait for accounting"
+    settled = Job(job_id="42", name="lora", user="ada", partition="gpu", state=JobState.FAILED, exit_code="3:0")
+    assert not watcher._unsettled_end(tracked, settled)
+    watcher.settle_seconds = 0.0
+    assert not watcher._unsettled_end(tracked, ended), "after the grace, the end is recorded without one"
+    running = Job(job_id="42", name="lora", user="ada", partition="gpu", state=JobState.RUNNING)
+    assert not watcher._unsettled_end(tracked, running)

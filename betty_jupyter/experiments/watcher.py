@@ -54,6 +54,9 @@ class JobWatcher:
         self.max_interval = max_interval
         self.interval = min_interval
         self.subscribers: list[Callable[[JobUpdate], None]] = []
+        self.settle_seconds = 60.0
+        """How long an ended job may wait for accounting's exit code before it is recorded without one."""
+        self._unsettled: dict[str, float] = {}
 
     def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
         """Call ``callback`` with every :class:`JobUpdate`."""
@@ -88,7 +91,7 @@ class JobWatcher:
         updates = []
         for tracked in tracked_jobs:
             job = jobs.get(tracked.experiment.job_id)
-            if job is None or job.state.value == tracked.state:
+            if job is None or job.state.value == tracked.state or self._unsettled_end(tracked, job):
                 continue
             log = await failure_log(slurm, job) if job.state.value in content.FAILED_STATES else None
             if self._apply(tracked, job, log):
@@ -97,6 +100,15 @@ class JobWatcher:
             for callback in self.subscribers:
                 callback(update)
         return updates
+
+    def _unsettled_end(self, tracked: Tracked, job: "Job") -> bool:
+        """An ended job whose exit code accounting has not recorded yet: wait for it (a while)."""
+        slug = tracked.experiment.slug
+        if not job.state.finished or job.exit_code:
+            self._unsettled.pop(slug, None)
+            return False
+        first = self._unsettled.setdefault(slug, time.monotonic())
+        return time.monotonic() - first < self.settle_seconds
 
     def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> bool:
         """Write the page's auto region and the notebook's status, then record the state (lease permitting)."""

@@ -68,6 +68,13 @@ def _parser(name: str, description: str) -> MagicParser:
     return MagicParser(prog=f"%betty {name}", description=description, add_help=True)
 
 
+def _job_parser(name: str, description: str) -> MagicParser:
+    """A parser for a command about one job (``JOBID`` first)."""
+    parser = _parser(name, description)
+    parser.add_argument("job_id", metavar="JOBID", type=_job_id)
+    return parser
+
+
 def _job_id(text: str) -> str:
     from ..cluster.jobs import job_id
 
@@ -261,9 +268,7 @@ class BettyMagics(Magics):
 
     @staticmethod
     def _status_parser() -> MagicParser:
-        parser = _parser("status", "one job's state, kept current until it ends")
-        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
-        return parser
+        return _job_parser("status", "one job's state, kept current until it ends")
 
     def _status(self, args: argparse.Namespace, cell: str | None) -> Any:
         return self._live(args.job_id, with_log=True)
@@ -302,8 +307,7 @@ class BettyMagics(Magics):
 
     @staticmethod
     def _wait_parser() -> MagicParser:
-        parser = _parser("wait", "wait until a job ends (the cell runs meanwhile, like a sleep); its final record")
-        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
+        parser = _job_parser("wait", "wait until a job ends (the cell runs meanwhile, like a sleep); its final record")
         parser.add_argument("--timeout", type=float, default=3600, metavar="S", help="give up after S seconds")
         parser.add_argument("--every", type=float, default=5, metavar="S", help="look every S seconds (default 5)")
         return parser
@@ -330,8 +334,7 @@ class BettyMagics(Magics):
 
     @staticmethod
     def _logs_parser() -> MagicParser:
-        parser = _parser("logs", "the last lines a job wrote")
-        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
+        parser = _job_parser("logs", "the last lines a job wrote")
         parser.add_argument("--err", action="store_true", help="stderr instead of stdout")
         parser.add_argument("--lines", type=int, default=50, metavar="N", help="how many lines (default 50)")
         parser.add_argument("--follow", action="store_true", help="keep showing the end of the log until the job ends")
@@ -354,9 +357,7 @@ class BettyMagics(Magics):
 
     @staticmethod
     def _cancel_parser() -> MagicParser:
-        parser = _parser("cancel", "cancel a job; Betty shows the job and the scancel command for your approval")
-        parser.add_argument("job_id", metavar="JOBID", type=_job_id)
-        return parser
+        return _job_parser("cancel", "cancel a job; Betty shows the job and the scancel command for your approval")
 
     def _cancel(self, args: argparse.Namespace, cell: str | None) -> Any:
         return self._run("cluster_cancel", {"job_id": args.job_id}, f"looking up job {args.job_id}")
