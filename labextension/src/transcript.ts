@@ -163,17 +163,18 @@ export function reviveApprovals(state: ITranscript, openIds: readonly string[]):
 /**
  * The server's stream restarted below what this panel saw (the Jupyter server was
  * restarted and the session resumed): keep the transcript, resume after `serverSeq`.
+ * The turn that was under way is gone: its calls without a result never finished.
  */
 export function restartStream(state: ITranscript, serverSeq: number): ITranscript {
   if (serverSeq >= state.lastSeq) {
     return state;
   }
-  return {
-    ...markDisconnected(state),
-    lastSeq: serverSeq,
-    busy: false,
-    streamingKey: null
-  };
+  const interrupted = markNotRun(
+    finishStreaming(markDisconnected(state)),
+    () => true,
+    'interrupted'
+  );
+  return { ...interrupted, lastSeq: serverSeq, busy: false };
 }
 
 /** A local note (not from the event stream), such as an error frame from the server. */
@@ -271,8 +272,9 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
       result: null,
       notRun: null
     };
+    // Not busy by itself: a person's own call (a Cancel in the Jobs tab) runs outside any turn.
     const base = finishStreaming(state);
-    return { ...base, busy: true, items: [...base.items, item] };
+    return { ...base, items: [...base.items, item] };
   },
 
   tool_result: (state, event) => {

@@ -176,6 +176,17 @@ describe('reduce: tool rows', () => {
     ]);
   });
 
+  it("a person's own call outside a turn does not make the agent busy", () => {
+    const state = run([
+      ev('tool_call', 1, { call_id: 'p1', tool: 'cluster_cancel', args: { job_id: '7' }, tier: 2 }),
+      ev('approval_request', 2, request('a1', 'p1')),
+      ev('approval_resolved', 3, resolved('a1', 'p1')),
+      ev('tool_result', 4, result('p1'))
+    ]);
+    expect(state.busy).toBe(false);
+    expect(run(TURN.slice(0, 6)).busy).toBe(true);
+  });
+
   it('a result before its call still makes one row, completed when the call arrives', () => {
     const state = run([
       ev('tool_result', 1, result('c9', true, 'read', 'wiki_read')),
@@ -339,6 +350,8 @@ describe('reduce: reconnect replay and order', () => {
     expect((restarted.items.find(i => i.kind === 'approval') as IApprovalItem).status).toBe(
       'expired'
     );
+    expect((restarted.items.find(i => i.kind === 'tool') as IToolItem).notRun).toBe('interrupted');
+    expect(restarted.busy).toBe(false);
     expect(reduce(restarted, ev('message', 1, { role: 'user', text: 'again' })).items).toHaveLength(
       seen.items.length + 1
     );
