@@ -9,7 +9,7 @@ export const MAX_CODE_CHARS = 50_000;
 /** `code` in a markdown fence that its own backticks cannot close, cut at {@link MAX_CODE_CHARS}. */
 export function fenced(code: string, language = ''): string {
   const cut = code.length > MAX_CODE_CHARS;
-  const body = cut ? code.slice(0, MAX_CODE_CHARS) : code;
+  const body = (cut ? code.slice(0, MAX_CODE_CHARS) : code).replace(/\n+$/, '');
   const longest = Math.max(2, ...(body.match(/`+/g) ?? []).map(run => run.length));
   const fence = '`'.repeat(longest + 1);
   const note = cut ? `\n(cut after ${MAX_CODE_CHARS} characters)` : '';

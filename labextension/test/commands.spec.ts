@@ -64,7 +64,7 @@ describe('prompts', () => {
     expect(cell).toContain('`a.ipynb`');
     expect(cell).toContain('```python\nx = 1\n```');
     expect(sizeGpusPrompt('model = "llama"', 'train.py', 'python')).toMatch(/gpu_estimate/);
-    const submit = submitScriptPrompt('#!/bin/bash\n#SBATCH -p gpu', 'jobs/a.sbatch');
+    const submit = submitScriptPrompt('#!/bin/bash\n#SBATCH -p gpu\n', 'jobs/a.sbatch');
     expect(submit).toMatch(/cluster_submit/);
     expect(submit).toContain('```bash\n#!/bin/bash\n#SBATCH -p gpu\n```');
   });

@@ -113,7 +113,6 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
           <thead>
             <tr>
               <th>Job</th>
-              <th>Name</th>
               <th>State</th>
               <th />
             </tr>
@@ -171,11 +170,10 @@ function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps)
       data-job-id={job.jobId}
       data-state={job.state}
     >
-      <td className="betty-JobRow-id">{job.jobId}</td>
       <td className="betty-JobRow-name" title={`${job.name} · ${job.partition}`}>
-        {job.name}
+        <span className="betty-JobRow-title">{job.name}</span>
         <div className="betty-JobRow-sub">
-          {job.partition}
+          <span className="betty-JobRow-id">{job.jobId}</span> · {job.partition}
           {job.gpus && ` · ${job.gpus} GPU`}
         </div>
         {experiment && (
