@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 from conftest import REPO, run_betty
-from llm_server import ScriptedLLM, call, fail, malformed_args, respond, say
+from llm_server import ScriptedLLM, call, fail, malformed_args, respond, say, stall
 
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
+from betty_jupyter.agent.loop import Limits
 from betty_jupyter.agent.session import open_session
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.ledger import Ledger
@@ -407,3 +408,65 @@ def test_a_damaged_kept_session_is_one_clear_error(ssh_profile, workspace):
         asyncio.run(open_session(workspace, config_for(llm, ssh_profile), session_id="s-broken"))
     with ScriptedLLM([]) as llm, pytest.raises(UsageError, match="is not a session id"):
         asyncio.run(open_session(workspace, config_for(llm, ssh_profile), session_id="../../etc"))
+
+
+def test_a_gate_before_each_tool_call_can_hold_and_stop_a_run(ssh_profile, workspace):
+    """What automations use to pause a run before its next tool call, and to kill it."""
+    async def scenario(llm: ScriptedLLM) -> tuple[list[str], str, list[str]]:
+        session = await open_session(workspace, config_for(llm, ssh_profile), mode="auto")
+        gate_log: list[str] = []
+        opened = asyncio.Event()
+
+        async def gate(tool: str) -> None:
+            gate_log.append(tool)
+            if len(gate_log) == 1:
+                await opened.wait()  # paused: the first call waits here
+            else:
+                raise asyncio.CancelledError  # killed before the second call
+
+        session.before_tool = gate
+        events: list[Any] = []
+        session.stream.subscribe(events.append)
+        task = asyncio.get_running_loop().create_task(session.ask("two reads"))
+        await asyncio.sleep(0.5)
+        held = [e.type for e in events if e.type == "tool_call"]
+        opened.set()
+        try:
+            await task
+            ended = "finished"
+        except asyncio.CancelledError:
+            ended = "killed"
+        finally:
+            await session.context.close()
+        return held, ended, [e.payload.tool for e in events if e.type == "tool_call"]
+
+    with ScriptedLLM([call("gpu_estimate", {"model": "Llama-3.1-8B", "method": "lora"}),
+                      call("wiki_search", {"query": "gpu"}), say("done")]) as llm:
+        held, ended, calls = asyncio.run(scenario(llm))
+    assert held == [], "nothing is called while the gate holds"
+    assert ended == "killed" and calls == ["gpu_estimate"], "the second call never started"
+
+
+def test_the_wall_time_breaker_and_the_task_label_on_cards(ssh_profile, workspace):
+    async def scenario(llm: ScriptedLLM) -> tuple[str, list[Any]]:
+        broker = ApprovalBroker(timeout=60)
+        session = await open_session(workspace, config_for(llm, ssh_profile), broker=broker)
+        session.task = "babysit job 42"
+        session.limits = Limits(max_seconds=0.5)
+        events: list[Any] = []
+        session.stream.subscribe(events.append)
+        session.stream.subscribe(Person(broker, "denied"))
+        try:
+            return await session.ask("go"), events
+        finally:
+            await session.context.close()
+
+    page = {"page": "howto/night-shift.md", "mode": "create", "body": "notes",
+            "frontmatter": {"name": "night-shift", "description": "what ran overnight", "type": "howto"}}
+    estimate = call("gpu_estimate", {"model": "Llama-3.1-8B", "method": "lora"})
+    with ScriptedLLM([call("wiki_write", page), stall(1.0, estimate), say("never")]) as llm:
+        reason, events = asyncio.run(scenario(llm))
+    cards = [e.payload for e in events if e.type == "approval_request"]
+    assert [(c.tool, c.task) for c in cards] == [("wiki_write", "babysit job 42")]
+    errors = [e.payload for e in events if e.type == "error"]
+    assert reason == "breaker" and errors[-1].code == "time_limit" and "0.5 s of wall time" in errors[-1].message

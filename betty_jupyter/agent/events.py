@@ -84,6 +84,8 @@ class ApprovalRequest(Payload):
     args: dict[str, Any]
     preview: Preview
     reason: str
+    task: str | None = Field(None, description="the delegated task or automation the call belongs to, when not "
+                             "the person's own conversation")
 
 
 class ApprovalResolved(Payload):

@@ -14,7 +14,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from ..errors import BettyError, ModelError
 from . import events as ev
@@ -54,6 +54,8 @@ class Limits:
 
     max_iterations: int = 12
     max_tokens: int = 400_000
+    max_seconds: float | None = None
+    """Wall time one ``ask`` may take (None: no limit); automations set it."""
     history_chars: int = 60_000
     keep_recent: int = 8
 
@@ -64,7 +66,8 @@ class AgentSession:
     def __init__(self, *, session_id: str, model: "ChatModel | None", registry: "ToolRegistry", context: "ToolContext",
                  policy: "ApprovalPolicy", grants: "SessionGrants", broker: "ApprovalBroker", stream: ev.EventStream,
                  actions: "ActionLog", system_prompt: str, user: str | None = None, limits: Limits = Limits(),
-                 messages: list[dict[str, Any]] | None = None, no_model_reason: str = "") -> None:
+                 messages: list[dict[str, Any]] | None = None, no_model_reason: str = "",
+                 task: str | None = None, before_tool: "Callable[[str], Awaitable[None]] | None" = None) -> None:
         self.session_id = session_id
         self.model, self.registry, self.context = model, registry, context
         self.policy, self.grants, self.broker = policy, grants, broker
@@ -72,6 +75,10 @@ class AgentSession:
         self.messages = messages or [{"role": "system", "content": system_prompt}]
         self.tokens = 0
         self.no_model_reason = no_model_reason or "no chat model is configured"
+        self.task = task
+        """What this session works on for someone else (a delegated task, an automation): shown on its cards."""
+        self.before_tool = before_tool
+        """Awaited before each tool call with the tool's name: a paused run waits there, a killed one raises."""
 
     # ----- the loop --------------------------------------------------------------------------
     async def ask(self, prompt: str) -> str:
@@ -83,7 +90,11 @@ class AgentSession:
             return "error"
         self.messages.append({"role": "user", "content": prompt})
         self.stream.emit("message", ev.Message(role="user", text=prompt))
+        began = time.monotonic()
         for iteration in range(1, self.limits.max_iterations + 1):
+            if self.limits.max_seconds is not None and time.monotonic() - began > self.limits.max_seconds:
+                return self._stop("time_limit", f"stopped after {self.limits.max_seconds:g} s of wall time; "
+                                  "ask again to continue")
             if self.tokens >= self.limits.max_tokens:
                 return self._stop("token_limit", f"this session used its {self.limits.max_tokens} tokens; "
                                   "start a new session or raise llm.max_tokens")
@@ -154,6 +165,8 @@ class AgentSession:
         except BettyError as error:
             return self._refused(call, None, f"{error}", began)
         tier = int(tool.tier_for(args))
+        if self.before_tool is not None:
+            await self.before_tool(tool.name)
         self.stream.emit("tool_call", ev.ToolCallInfo(call_id=call.call_id, tool=tool.name,
                                                       args=args.model_dump(mode="json"), tier=tier))
         values = args.model_dump(mode="json")
@@ -184,7 +197,7 @@ class AgentSession:
             return self._refused(call, tool, f"the preview failed: {error}", time.perf_counter(), tier)
         request = ev.ApprovalRequest(approval_id=f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
                                      tool=tool.name, tier=tier, args=args.model_dump(mode="json"),
-                                     preview=preview, reason=reason)
+                                     preview=preview, reason=reason, task=self.task)
         self.stream.emit("approval_request", request)
         resolution = await self.broker.request(request, session_id=self.session_id)
         self.stream.emit("approval_resolved", ev.ApprovalResolved(

@@ -48,6 +48,8 @@ export interface IApprovalRequest {
   args: Record<string, unknown>;
   preview: IPreview;
   reason: string;
+  /** The delegated task or automation the call belongs to, when not the person's own conversation. */
+  task?: string | null;
 }
 
 /** Every way an approval can end. */
