@@ -1,4 +1,5 @@
-"""A real ``jupyter server`` with Betty's extension, in its own process, and a person answering its approvals.
+"""A real ``jupyter server`` (or ``jupyter lab``) with Betty's extension, in its own process, and a person
+answering its approvals.
 
 The person is a thread that does what someone at the side panel does: it reads the open
 approvals over REST and answers those it was told to approve.
@@ -27,18 +28,26 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class JupyterServer:
-    """``jupyter server`` on 127.0.0.1 with a token, serving ``root``; stopped by :meth:`stop`."""
+# What ``jupyter lab`` needs to start quietly in a test: no update check, no news feed.
+LAB_ARGS = ("--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=None")
 
-    def __init__(self, root: Path, env: dict[str, str], runtime_dir: Path) -> None:
+
+class JupyterServer:
+    """``jupyter server`` on 127.0.0.1 with a token, serving ``root``; stopped by :meth:`stop`.
+
+    ``app`` is the module run with ``python -m``: ``jupyter_server`` (the server alone) or
+    ``jupyterlab`` (the server with the JupyterLab front-end at ``lab``).
+    """
+
+    def __init__(self, root: Path, env: dict[str, str], runtime_dir: Path, app: str = "jupyter_server") -> None:
         self.token = secrets.token_hex(16)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.runtime_dir = runtime_dir
-        self.log = (runtime_dir / f"server-{self.port}.log").open("w")
-        argv = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
+        self.log = (runtime_dir / f"{app}-{self.port}.log").open("w")
+        argv = [sys.executable, "-m", app, "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
                 f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={self.token}",
-                "--ServerApp.jpserver_extensions={'betty_jupyter': True}"]
+                "--ServerApp.jpserver_extensions={'betty_jupyter': True}", *(LAB_ARGS if app == "jupyterlab" else ())]
         if os.geteuid() == 0:
             argv.append("--allow-root")
         self.process = subprocess.Popen(argv, cwd=root, env={**env, "JUPYTER_RUNTIME_DIR": str(runtime_dir)},
@@ -47,13 +56,13 @@ class JupyterServer:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"jupyter server exited: {Path(self.log.name).read_text()[-2000:]}")
+                raise RuntimeError(f"{app} exited: {Path(self.log.name).read_text()[-2000:]}")
             try:
                 if self.request("GET", "health").get("status") == "ok":
                     return
             except OSError:
                 time.sleep(0.3)
-        raise RuntimeError("jupyter server did not answer in 120 s")
+        raise RuntimeError(f"{app} did not answer in 120 s: {Path(self.log.name).read_text()[-2000:]}")
 
     def request(self, method: str, route: str, body: Any = None) -> dict[str, Any]:
         """One authenticated JSON request to ``/betty/api/<route>``."""
