@@ -10,6 +10,11 @@ python3 -c 'import ensurepip, venv' 2>/dev/null || debian_packages+=(python3-ven
 command -v node >/dev/null || debian_packages+=(nodejs)
 command -v npm >/dev/null || debian_packages+=(npm)
 command -v git >/dev/null || debian_packages+=(git)
+# The side panel's browser test drives Debian's Chromium; Playwright never downloads a browser.
+if [[ ",$extras," == *,test,* ]]; then
+  command -v chromium >/dev/null || debian_packages+=(chromium)
+fi
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 if ((${#debian_packages[@]})); then
   if [ "$(id -u)" -ne 0 ]; then
     echo "betty: install these Debian packages first: sudo apt-get install -y ${debian_packages[*]}" >&2
