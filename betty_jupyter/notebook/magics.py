@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ..agent.models import ToolOutcome
     from .session import Call, NotebookBetty
 
+SETTLE_SECONDS = 60.0
+"""How long ``%betty wait`` waits after a job's end for accounting to record its exit code."""
+
 _HELP = """\
 %betty COMMAND [OPTIONS] — Betty, an assistant for your Slurm cluster. `%betty COMMAND --help` explains one.
 
@@ -321,11 +324,15 @@ class BettyMagics(Magics):
             raise UsageError("%betty wait: --every is at least 1 second and --timeout positive")
         deadline = time.monotonic() + args.timeout
         remove = waiting(f"waiting for job {args.job_id} to end")()
+        ended_at: float | None = None
         try:
             while True:
                 job = self._quiet("cluster_status", {"job_id": args.job_id}).data
                 if job.state.finished:
-                    return job
+                    # its exit code comes with accounting, a moment after the end
+                    ended_at = ended_at or time.monotonic()
+                    if job.exit_code or time.monotonic() - ended_at >= SETTLE_SECONDS:
+                        return job
                 if time.monotonic() + args.every > deadline:
                     raise UsageError(f"job {args.job_id} is still {job.state.value} after {args.timeout:g} s")
                 time.sleep(args.every)
