@@ -61,8 +61,9 @@ def _rows(frame: "pd.DataFrame") -> str:
     columns = [c for c in ("job_id", "name", "user", "partition", "state", "elapsed", "reason", "exit_code", "gpus")
                if c in frame.columns] or list(frame.columns)
     lines = [" | ".join(columns)]
-    for row in frame[columns].astype(str).itertuples(index=False):
-        lines.append(" | ".join(value for value in row))
+    shown = frame[columns].astype(object)
+    for row in shown.where(shown.notna(), "").itertuples(index=False):
+        lines.append(" | ".join(str(value) for value in row))
     return "\n".join(lines)
 
 

@@ -97,7 +97,7 @@ class SlurmClient:
                 for column in columns:
                     history.loc[index, column] = row[column]
                 # The stub's 0:0 means nothing, and the queue has no exit code: unknown until accounting has it.
-                history.loc[index, "exit_code"] = None
+                history.loc[index, "exit_code"] = ""
         return history
 
     async def _history_from_queue(self, ids: list[str] | None) -> "pd.DataFrame":
