@@ -52,3 +52,13 @@ def test_a_long_log_keeps_head_tail_and_the_error_lines():
 
 def test_a_failed_outcome_is_one_error_line():
     assert condense(ToolOutcome(ok=False, summary="job 5 is not known")) == "error: job 5 is not known"
+
+
+def test_missing_values_are_blank_not_a_crash():
+    import pandas as pd
+
+    frame = parsing.parse_queue(queue_text(3, {1}))
+    frame["exit_code"] = pd.array(["3:0", None, ""], dtype="string")
+    frame.loc[0, "reason"] = None
+    text = condense(ToolOutcome(summary="", data=frame), "user1")
+    assert "3:0" in text and "nan" not in text and "<NA>" not in text, text
