@@ -88,7 +88,7 @@ async def test_a_whole_chat_over_the_socket_with_an_approval(jp_fetch, jp_ws_fet
     assert [(e["job_id"], e["cluster"], e["slug"].endswith("server-hello")) for e in experiments] == [
         (job_id, "betty-dev", True)]
     one = await call(jp_fetch, "GET", "experiments", job_id)
-    assert one == experiments[0] and one["script"] == script and one["page"].startswith("experiments/")
+    assert one == experiments[0] and one["script"] == script and one["page"].startswith("wiki/experiments/")
     assert (await refusal(jp_fetch, "GET", "experiments", "no-such-run"))[0] == 404
 
     # the server's job watcher follows the job to its end and tells every open session
@@ -96,7 +96,7 @@ async def test_a_whole_chat_over_the_socket_with_an_approval(jp_fetch, jp_ws_fet
         e["type"] == "job_update" and e["payload"]["state"] == "COMPLETED" for e in events), after=done["seq"])
     finished = next(e["payload"] for e in updates if e["payload"]["state"] == "COMPLETED")
     assert (finished["job_id"], finished["cluster"]) == (job_id, "betty-dev")
-    assert (finished["page"], finished["notebook"]) == (f"wiki/{one['page']}", one["notebook"])
+    assert (finished["page"], finished["notebook"]) == (one["page"], one["notebook"]), "the same paths as job_update's"
     assert (await call(jp_fetch, "GET", "experiments", job_id))["state"] == "COMPLETED"
 
 

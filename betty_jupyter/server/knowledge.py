@@ -30,7 +30,7 @@ def experiment_json(tracked: "Tracked") -> "Experiment":
     return {"slug": e.slug, "job_id": e.job_id, "cluster": e.cluster, "submitted": e.submitted, "goal": e.goal,
             "script": e.script, "script_path": e.script_path, "partition": e.partition,
             "resources": dict(e.resources), "gpu_estimate": e.gpu_estimate, "state": tracked.state,
-            "finished": tracked.finished, "page": e.page, "notebook": e.notebook}
+            "finished": tracked.finished, "page": f"wiki/{e.page}", "notebook": e.notebook}
 
 
 class ModelsHandler(BettyHandler):
