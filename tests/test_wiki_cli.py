@@ -12,7 +12,7 @@ from betty_jupyter.wiki import AUTO_START, PAGE_TYPES, WikiStore, lint, parse_pa
 from betty_jupyter.wiki.seed import SEED_LOCATIONS, seed_dir, seed_pages
 
 SEED_PAGES = ["SCHEMA.md", "clusters/dev-cluster.md", "experiments/TEMPLATE.md", "index.md", "log.md",
-              "personas/betty.md"]
+              "personas/betty.md", "personas/digest.md"]
 
 
 def betty(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -1,0 +1,78 @@
+"""What fires a run, besides a person and a webhook: a watched job changing state, and a schedule coming due.
+
+Both queue runs with a delivery id (``job:<cluster>:<id>:<state>``, ``schedule:<due time>``),
+so the same change or the same slot is one run, whichever server or restart saw it.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .cron import next_unix
+
+if TYPE_CHECKING:
+    from ...experiments.watcher import JobUpdate
+    from .definitions import Automation, Run
+    from .store import AutomationStore
+
+FIRING = ("idle", "active")
+"""Statuses in which triggers fire; a paused or suspended automation's schedule and job triggers are skipped."""
+
+
+def job_payload(update: "JobUpdate") -> dict[str, Any]:
+    """The ``job`` fields a job-triggered run's prompt may name."""
+    job, experiment = update.job, update.experiment
+    return {"id": experiment.job_id, "cluster": experiment.cluster, "state": update.state,
+            "previous": update.previous, "name": job.name, "exit_code": job.exit_code, "reason": job.reason,
+            "experiment": experiment.slug, "page": f"wiki/{experiment.page}", "notebook": experiment.notebook}
+
+
+def fits(automation: "Automation", update: "JobUpdate") -> bool:
+    """Whether ``update`` fires ``automation``'s job trigger."""
+    trigger = automation.trigger
+    return (trigger.kind == "job" and automation.status in FIRING
+            and (not trigger.states or update.state in trigger.states)
+            and (trigger.cluster is None or trigger.cluster == update.experiment.cluster))
+
+
+def job_changed(store: "AutomationStore", update: "JobUpdate") -> list["Run"]:
+    """Queue a run of every automation whose job trigger ``update`` fires; the new runs."""
+    payload = job_payload(update)
+    delivery = f"job:{payload['cluster']}:{payload['id']}:{payload['state']}"
+    queued = []
+    for automation in store.all():
+        if fits(automation, update):
+            run, new = store.enqueue(automation.id, "job", payload, delivery)
+            if new:
+                queued.append(run)
+    return queued
+
+
+def fire_schedules(store: "AutomationStore", now: float | None = None) -> tuple[list["Run"], float | None]:
+    """Queue the schedules that came due; (the new runs, when the next one is due).
+
+    A schedule missed while no server ran fires once when one starts (not once per missed
+    slot); a paused or suspended one does not fire, and starts counting afresh once resumed.
+    """
+    now = time.time() if now is None else now
+    queued: list[Run] = []
+    upcoming: list[float] = []
+    for automation in store.all():
+        if automation.trigger.kind != "schedule" or not automation.trigger.cron:
+            continue
+        if automation.status not in FIRING:
+            if automation.next_due is not None:
+                store.set_next_due(automation.id, None)
+            continue
+        due = automation.next_due
+        if due is not None and due <= now:
+            stamp = datetime.fromtimestamp(due).astimezone().isoformat(timespec="minutes")
+            run, new = store.enqueue(automation.id, "schedule", {"due": stamp}, f"schedule:{int(due)}")
+            queued += [run] if new else []
+        if due is None or due <= now:
+            due = next_unix(automation.trigger.cron, now)
+            store.set_next_due(automation.id, due)
+        upcoming.append(due)
+    return queued, min(upcoming, default=None)
