@@ -1,4 +1,8 @@
-"""Every route of the server extension refuses a request without a valid token, and the route table is the contract's."""
+"""Every route of the server extension refuses a request without a valid token, and the route table is the contract's.
+
+The webhook route (``POST hooks/{id}``) is the one route Jupyter does not authenticate: it takes
+its automation's secret instead, and refuses a request without it (403) — a Jupyter token too.
+"""
 
 from __future__ import annotations
 
@@ -39,14 +43,20 @@ def route_methods() -> list[tuple[str, str]]:
 
 def contract_routes() -> set[tuple[str, str]]:
     """(METHOD, route) of every row of the contract's route table, a ``{name}`` written as ``{}``."""
-    rows = re.findall(r"^\| (GET|POST|PUT|WS) \| `([^`]+)` \|", CONTRACT.read_text(), re.M)
+    rows = re.findall(r"^\| (GET|POST|PUT|DELETE|WS) \| `([^`]+)` \|", CONTRACT.read_text(), re.M)
     return {("GET" if method == "WS" else method, re.sub(r"\{\w+\}", "{}", route)) for method, route in rows}
 
 
 def test_the_route_table_is_the_contracts():
     served = {(method, url.removeprefix("/betty/api/").replace("x1", "{}")) for method, url in route_methods()}
     assert served == contract_routes()
-    assert len(served) == 28
+    assert len(served) == 40
+
+
+def test_only_the_webhook_route_skips_jupyters_authentication():
+    skipping = [(method.upper(), concrete(pattern)) for pattern, handler in handlers for method in METHODS
+                if method in vars(handler) and getattr(getattr(handler, method), "__allow_unauthenticated", False)]
+    assert skipping == [("POST", "/betty/api/hooks/x1")]
 
 
 @pytest.mark.parametrize("authorization", [None, "token not-the-token"])
@@ -79,3 +89,13 @@ async def test_the_chat_socket_refuses_an_anonymous_upgrade(jp_serverapp, http_s
 async def test_a_valid_token_gets_through(jp_fetch):
     answer = json.loads((await jp_fetch("betty", "api", "clusters")).body)
     assert answer == {"clusters": [{"name": "ood", "transport": "local", "host": "", "default": True}]}
+
+
+async def test_the_webhook_route_refuses_a_jupyter_token_without_the_secret(jp_fetch, jp_root_dir):
+    for headers in ({}, {"X-Betty-Secret": "not-the-secret"}):
+        with pytest.raises(HTTPClientError) as refused:
+            await jp_fetch("betty", "api", "hooks", "daily-digest", method="POST", body="{}", headers=headers)
+        assert refused.value.code == 403
+        assert json.loads(refused.value.response.body) == {
+            "error": "this webhook needs its automation's secret in the X-Betty-Secret header"}
+    assert not (jp_root_dir / ".betty" / "automations").exists()  # no run was recorded

@@ -38,6 +38,10 @@ class BettyApp(ExtensionApp):
         config=True
     )
 
+    automation_lease_seconds = Float(60.0, help=(
+        "Seconds an automation run's lease lasts without a heartbeat: a run whose server died is resumed by "
+        "the next server once its lease ran out.")).tag(config=True)
+
     def initialize_settings(self) -> None:
         """Read the configuration and set up the services every handler shares (the Assistant comes later)."""
         from ..experiments.workspace import Workspace
@@ -46,7 +50,8 @@ class BettyApp(ExtensionApp):
         betty_config = load_config(self.config)
         assert self.serverapp is not None
         workspace = Workspace.at(self.workspace or self.serverapp.root_dir)
-        services = BettyServices(workspace, betty_config, mode=self.mode, approval_timeout=self.approval_timeout)
+        services = BettyServices(workspace, betty_config, mode=self.mode, approval_timeout=self.approval_timeout,
+                                 automation_lease=self.automation_lease_seconds)
         self.settings.update(betty_config=betty_config, betty_services=services)
         self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,
                       ", ".join(betty_config.cluster_names) or "none")
@@ -56,7 +61,8 @@ class BettyApp(ExtensionApp):
         self.handlers.extend(handlers.handlers)
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        """Once the server's loop runs (and it already answers): build the Assistant, start the job watcher."""
+        """Once the server's loop runs (and it already answers): build the Assistant, start the job watcher and
+        the automation runner."""
         self.settings["betty_services"].start()
 
     async def stop_extension(self) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import approvals, cluster_routes, knowledge, sessions, ws
+from . import approvals, automations, cluster_routes, knowledge, sessions, ws
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -37,5 +37,6 @@ handlers: list[tuple[str, type[Any]]] = [
     *approvals.handlers,
     *cluster_routes.handlers,
     *knowledge.handlers,
+    *automations.handlers,
 ]
 """Every route of Betty's server extension (``docs/server-api.md``), each with its handler class."""

@@ -19,6 +19,7 @@ from . import metrics
 
 if TYPE_CHECKING:
     from ..agent.assistant import Assistant
+    from ..agent.automations.runner import AutomationRunner
     from ..agent.loop import AgentSession
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
@@ -38,10 +39,12 @@ class BettyServices:
     """The one Assistant of this server, and the sockets and background calls around it."""
 
     def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = "confirm",
-                 approval_timeout: float = 600.0) -> None:
+                 approval_timeout: float = 600.0, automation_lease: float = 60.0) -> None:
         self.workspace, self.config = workspace, config
         self._mode, self._approval_timeout = mode, approval_timeout
         self._assistant: Assistant | None = None
+        self._automation_lease = automation_lease
+        self._automations: AutomationRunner | None = None
         self._instrumented: set[str] = set()
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
@@ -56,9 +59,20 @@ class BettyServices:
                                         approval_timeout=self._approval_timeout)
         return self._assistant
 
+    @property
+    def automations(self) -> "AutomationRunner":
+        """The server's automation runner (built on first use; it runs once :meth:`start` started it)."""
+        if self._automations is None:
+            from ..agent.automations.runner import AutomationRunner
+
+            self._automations = AutomationRunner(self.assistant, lease_seconds=self._automation_lease,
+                                                 on_session=metrics.instrument)
+        return self._automations
+
     def start(self) -> None:
-        """Build the Assistant and start its job watcher on the running loop (once; later calls do nothing)."""
+        """Build the Assistant, start its job watcher and the automation runner on the running loop (once)."""
         self.assistant.watch()
+        self.automations.start()
 
     # ----- sessions -----------------------------------------------------------------------------
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,
@@ -123,5 +137,7 @@ class BettyServices:
         for sockets in list(self._sockets.values()):
             for socket in list(sockets):
                 socket.close(1001, "the Jupyter server is stopping")
+        if self._automations is not None:
+            await self._automations.close()  # its running runs go back to the queue for the next server
         if self._assistant is not None:
             await self._assistant.close()
