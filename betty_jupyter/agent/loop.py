@@ -70,6 +70,7 @@ class AgentSession:
                  task: str | None = None, before_tool: "Callable[[str], Awaitable[None]] | None" = None) -> None:
         self.session_id = session_id
         self.model, self.registry, self.context = model, registry, context
+        context.session = self
         self.policy, self.grants, self.broker = policy, grants, broker
         self.stream, self.actions, self.user, self.limits = stream, actions, user, limits
         self.messages = messages or [{"role": "system", "content": system_prompt}]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Mapping, TypeVar, cast
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ...cluster.profiles import ClusterProfile
     from ...cluster.slurm import SlurmClient
     from ...experiments.workspace import Workspace
+    from ..loop import AgentSession
 
 A = TypeVar("A", bound=BaseModel)
 SUMMARY_LINES = 40
@@ -44,6 +45,8 @@ class ToolContext:
     workspace: "Workspace"
     session_id: str
     scratchpad: Path
+    session: "AgentSession | None" = field(default=None, repr=False, compare=False)
+    """The session the tools run in (it sets itself here): ``delegate_tasks`` starts its children from it."""
 
     @classmethod
     def open(cls, profile: "ClusterProfile", workspace: "Workspace", session_id: str) -> "ToolContext":
