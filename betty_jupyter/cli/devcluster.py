@@ -33,7 +33,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     up = actions.add_parser("up", parents=[state_dir], help="start the cluster (a no-op when it already runs)")
     up.add_argument("--port-base", type=int, default=None,
-                    help="first of five consecutive ports: slurmctld, slurmd, slurmdbd, MariaDB, sshd (default 16817)")
+                    help="first of five consecutive ports: slurmctld, slurmd, slurmdbd, MariaDB, sshd "
+                    "(default: $BETTY_DEV_CLUSTER_PORT_BASE, else the ports last used, else 16817)")
     up.add_argument("--no-install", action="store_true", help="never install missing Debian packages")
     down = actions.add_parser("down", parents=[state_dir], help="stop exactly what `up` started")
     down.add_argument("--purge", action="store_true", help="also delete the state directory (jobs, accounting, keys)")
@@ -45,9 +46,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one ``betty dev-cluster`` action."""
-    from ..devcluster import DevCluster
+    from ..devcluster import DevCluster, default_port_base
 
-    cluster = DevCluster(args.state_dir, port_base=getattr(args, "port_base", None))
+    port_base = None
+    if args.action == "up":
+        port_base = args.port_base if args.port_base is not None else default_port_base()
+    cluster = DevCluster(args.state_dir, port_base=port_base)
     if args.action == "up":
         changed = cluster.up(install=not args.no_install)
         if not changed:

@@ -32,6 +32,18 @@ def default_state_dir() -> Path:
     return Path(data_home) / "betty" / "dev-cluster"
 
 
+def default_port_base() -> int | None:
+    """``$BETTY_DEV_CLUSTER_PORT_BASE`` for ``up`` without ``--port-base``; None when unset."""
+    text = os.environ.get("BETTY_DEV_CLUSTER_PORT_BASE", "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise DevClusterError(
+            f"BETTY_DEV_CLUSTER_PORT_BASE={text!r} is not a port number; set it to one such as 16817 or unset it"
+        )
+    return int(text)
+
+
 @dataclass
 class ServiceState:
     """One line of ``betty dev-cluster status``."""
@@ -126,8 +138,9 @@ class DevCluster:
                           layout.spool / "slurmd", layout.ssh, layout.gpu_devices,
                           layout.jupyter_config.parent, layout.run / "munge", layout.run / "betty"):
             directory.mkdir(parents=True, exist_ok=True)
+            # munged distrusts group-writable directories, which a umask of 002 would give.
+            os.chmod(directory, 0o755)
         os.chmod(layout.root, 0o755)
-        os.chmod(layout.run / "munge", 0o755)
         layout.save()
         self._make_keys()
         for device in configs.gpu_device_names():
@@ -183,8 +196,10 @@ class DevCluster:
                 _program("mariadbd"), "--no-defaults", f"--datadir={layout.root}/mariadb",
                 f"--socket={layout.mariadb_socket}", f"--port={layout.mariadb_port}",
                 "--bind-address=127.0.0.1", f"--pid-file={layout.run}/mariadb.pid",
-                f"--log-error={layout.log}/mariadb.log", f"--user={layout.user}",
-                "--skip-name-resolve", "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
+                f"--log-error={layout.log}/mariadb.log", "--skip-name-resolve",
+                "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
+                # Without root it simply runs as this user; --user would only add a warning.
+                *([f"--user={layout.user}"] if os.geteuid() == 0 else []),
             ], port=layout.mariadb_port)
         if name == "slurmdbd":
             return Daemon(name, [_program("slurmdbd"), "-D"], port=layout.slurmdbd_port, env=env)
