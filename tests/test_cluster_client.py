@@ -29,7 +29,8 @@ def settled_history(slurm, ident: str, timeout: float = 60) -> dict:
     while True:
         history = slurm.history([ident])
         rows = history[history["job_id"] == ident]
-        if not rows.empty and rows.iloc[0]["partition"] and rows.iloc[0]["state"] == "COMPLETED":
+        settled = not rows.empty and rows.iloc[0]["partition"] and rows.iloc[0]["exit_code"]
+        if settled and rows.iloc[0]["state"] == "COMPLETED":
             return rows.iloc[0].to_dict()
         assert time.monotonic() < deadline, history.to_string()
         time.sleep(0.5)
