@@ -195,7 +195,7 @@ class HookHandler(BettyHandler):
 
     @allow_unauthenticated
     def post(self, automation_id: str) -> None:
-        """202 ``{run_id, status}`` once queued; 200 with ``replayed`` for a known delivery id; 403 without the secret."""
+        """202 ``{run_id, status}`` once queued; 200 ``replayed`` for a known delivery id; 403 without the secret."""
         from ..agent.automations.store import AutomationStore, store_path
 
         secret = self.request.headers.get(SECRET_HEADER, "")

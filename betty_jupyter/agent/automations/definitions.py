@@ -96,7 +96,8 @@ class AutomationSpec(_Strict):
     prompt: str = Field(min_length=1, max_length=20_000)
     trigger: Trigger = Field(default_factory=lambda: Trigger())
     cluster: str | None = Field(default=None, description="the cluster runs work on (default: the default cluster)")
-    tools: list[str] | None = Field(default=None, description="the tools runs may call (default: all; scratchpad always)")
+    tools: list[str] | None = Field(default=None,
+                                    description="the tools runs may call (default: all; scratchpad always)")
     limits: AutomationLimits = Field(default_factory=lambda: AutomationLimits())
     mode: Mode = Field(default="auto", description="tier 2 always waits for a person, in every mode")
 
@@ -139,7 +140,8 @@ class Run(BaseModel):
     tokens: int = 0
     iterations: int = 0
     seconds: float = 0.0
-    code: str | None = Field(default=None, description="breaker: iteration_limit, token_limit or time_limit; failed: why")
+    code: str | None = Field(default=None,
+                             description="breaker: iteration_limit, token_limit or time_limit; failed: why")
     result: str = ""
     created: float = 0.0
     started: float | None = None
@@ -148,7 +150,8 @@ class Run(BaseModel):
     lease_until: float = 0.0
     heartbeat: float | None = None
     kill_requested: bool = False
-    paused_before: str | None = Field(default=None, description="the tool whose call waits while the automation is paused")
+    paused_before: str | None = Field(default=None,
+                                      description="the tool whose call waits while the automation is paused")
 
 
 def new_id(name: str) -> str:
