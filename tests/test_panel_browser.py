@@ -3,7 +3,8 @@
 A person opens Betty's panel, asks for a job, reads the script on the approval card,
 approves it, sees the job id in the chat and in the Jobs tab, and opens the experiment's
 notebook from there. The chat model is the scripted one, over real HTTP. Screenshots of each
-step (and of a failure) are kept under ``test-artifacts/screenshots/``.
+step (and of a failure) are kept under ``test-artifacts/screenshots/``; with
+``BETTY_UPDATE_SCREENSHOTS=1`` they also replace the ones the docs show (``docs/screenshots/``).
 
 Playwright drives the browser Debian ships (``executable_path``); it never downloads one.
 """
@@ -11,7 +12,9 @@ Playwright drives the browser Debian ships (``executable_path``); it never downl
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,6 +31,7 @@ from test_server_support import job_state, scancel
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+DOC_SCREENSHOTS = REPO / "docs" / "screenshots"
 WAIT_MS = 180_000  # a guard against a hang on a slow, shared machine, not a measurement
 
 SCRIPT = """#!/bin/bash
@@ -78,6 +82,9 @@ def screenshot(page: Page, name: str) -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"panel-{name}.png"
     page.screenshot(path=str(path))
+    if os.environ.get("BETTY_UPDATE_SCREENSHOTS") == "1" and name[0].isdigit():
+        DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, DOC_SCREENSHOTS / path.name)
     return path
 
 
