@@ -311,3 +311,14 @@ def test_the_gate_holds_while_paused_and_kill_waits_for_the_running_tool() -> No
 
 def event(kind: str, payload: Any) -> ev.Event:
     return ev.EventStream("s-test").emit(kind, payload)
+
+
+def test_a_kill_asked_before_the_run_started_stops_it_as_it_starts() -> None:
+    async def scenario() -> bool:
+        control = RunControl(lambda: False)
+        control.stop("killed")
+        control.attach(asyncio.get_running_loop().create_task(asyncio.sleep(3600, "never")))
+        await asyncio.gather(control.task, return_exceptions=True)
+        return control.task.cancelled()
+
+    assert asyncio.run(scenario())

@@ -60,6 +60,11 @@ class RunControl:
         """Look at the pause again now (a person resumed the automation)."""
         self._wake.set()
 
+    def attach(self, task: "asyncio.Task[str]") -> None:
+        """The run's task, once it started (a stop asked before then takes effect now)."""
+        self.task = task
+        self._cancel_when_idle()
+
     def stop(self, why: str) -> None:
         """Stop the run: now when no tool is executing, else once it returns."""
         if self.stopped is None:

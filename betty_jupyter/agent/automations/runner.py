@@ -182,7 +182,7 @@ class AutomationRunner:
         try:
             if triggers.job_changed(self.store, update):
                 self._wake.set()
-        except BettyError:
+        except Exception:  # the watcher goes on whatever happens to the automations
             log.exception("Betty could not queue the automations of job %s", update.experiment.job_id)
 
     # ----- the tick -------------------------------------------------------------------------------
@@ -264,7 +264,8 @@ class AutomationRunner:
         from .. import events as ev
 
         loop = asyncio.get_running_loop()
-        control.task = loop.create_task(session.ask(prompt))
+        control.attach(loop.create_task(session.ask(prompt)))
+        assert control.task is not None
         watchdog = loop.call_later(budget.seconds, control.stop, "time_limit")
         try:
             await asyncio.wait({control.task})
