@@ -17,6 +17,7 @@ import pytest
 from betty_jupyter.notebook.backend import find_server
 from jupyter_server_proc import JupyterServer, PanelPerson
 from kernel_driver import Kernel
+from llm_server import call, say
 from notebook_support import SCRIPT, llm, one_error_line, project  # noqa: F401 (fixtures)
 
 
@@ -95,3 +96,22 @@ def test_a_card_clicked_in_the_notebook_answers_the_server(remote: Kernel, serve
     assert server.request("GET", "approvals")["approvals"] == []
     refused = remote.run("%betty status 999999")
     assert re.search(r"job 999999 is not known", one_error_line(refused))
+
+
+def test_an_automations_card_is_answered_from_the_notebook(remote: Kernel, server: JupyterServer, llm) -> None:
+    page = {"page": "howto/overnight.md", "mode": "create", "body": "what ran overnight",
+            "frontmatter": {"name": "overnight", "description": "notes from the night shift", "type": "howto"}}
+    llm.add(call("wiki_write", page), say("Written."))
+    made = server.request("POST", "automations", {"name": "Night shift", "prompt": "Write the overnight page."})
+    run = server.request("POST", f"automations/{made['id']}/run")["run_id"]
+    remote.wait_for(lambda: server.request("GET", "approvals")["approvals"], what="the automation's card")
+    cell = remote.run("%betty approvals")
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    root = cell.widgets[0]
+    assert "for Night shift" in remote.texts(root) and "howto/overnight.md" in remote.texts(root)
+    remote.click(remote.find(root, "betty-approve")[0])
+    remote.wait_for(lambda: "approved by" in remote.texts(root), what="the card's record")
+    remote.wait_for(lambda: server.request("GET", f"automations/{made['id']}/runs/{run}")["status"] == "done",
+                    timeout=120, what="the run to finish")
+    assert (Path(remote.run("import os; os.getcwd()").text.strip("'")) / "wiki" / "howto" / "overnight.md").exists()
+    assert remote.run("%betty approvals").stdout == "Nothing waits for your approval.\n"

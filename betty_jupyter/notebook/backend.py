@@ -26,7 +26,7 @@ from ..errors import ApprovalError, BettyError, TransportError, UsageError
 if TYPE_CHECKING:
     from ..agent.actions import ActionRecord
     from ..agent.assistant import Assistant
-    from ..agent.events import Event
+    from ..agent.events import ApprovalRequest, Event
     from ..agent.models import ToolOutcome
     from ..config import BettyConfig
 
@@ -77,6 +77,10 @@ class Backend(Protocol):
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """The newest action-log records, oldest first."""
+        ...
+
+    def pending(self) -> list["ApprovalRequest"]:
+        """Every approval waiting for a person, whoever asked (automations, other sessions), oldest first."""
         ...
 
 
@@ -183,6 +187,10 @@ class LocalBackend:
         """From the workspace's action log."""
         return self.assistant.history(session_id, limit)
 
+    def pending(self) -> list["ApprovalRequest"]:
+        """The open approvals of this kernel's Betty."""
+        return list(self._run(_call_soon(self.assistant.pending)))
+
     def close(self) -> None:
         """Stop the watcher and close the links."""
         self._run(self.assistant.close(), timeout=30)
@@ -278,6 +286,12 @@ class ServerBackend:
         if session_id:
             query["session"] = session_id
         return [ActionRecord.model_validate(item) for item in self._call("GET", "actions", **query)["actions"]]
+
+    def pending(self) -> list["ApprovalRequest"]:
+        """GET approvals: those of every session on the server, automations' included."""
+        from ..agent.events import ApprovalRequest
+
+        return [ApprovalRequest.model_validate(item) for item in self._call("GET", "approvals")["approvals"]]
 
 
 def _quote(part: str) -> str:

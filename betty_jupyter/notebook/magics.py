@@ -46,6 +46,7 @@ _HELP = """\
   wiki [search Q | show PAGE]   the project's wiki
   mode [off|propose|confirm|auto]   what Betty's agent may do without asking
   log [--limit N]               this notebook's actions (the action log)
+  approvals                     every approval waiting for you (automations' too, under a Betty server)
   where                         where Betty runs: the server's extension or this kernel
   version                       Betty's version
 """
@@ -174,6 +175,8 @@ class BettyMagics(Magics):
             "wiki": (self._wiki_parser, self._wiki),
             "mode": (self._mode_parser, self._mode),
             "log": (self._log_parser, self._log),
+            "approvals": (lambda: _parser("approvals", "every approval waiting for a person — the agent's, "
+                                          "automations' (under a Betty server), other sessions'"), self._approvals),
         }
 
     @staticmethod
@@ -483,6 +486,20 @@ class BettyMagics(Magics):
         if args.mode:
             betty.set_mode(args.mode)
         return betty.mode
+
+    def _approvals(self, args: argparse.Namespace, cell: str | None) -> Any:
+        import ipywidgets as widgets
+
+        from .widgets.approval import ApprovalCard
+
+        betty = self.connection
+        pending = betty.backend.pending()
+        if not pending:
+            print("Nothing waits for your approval.")
+            return []
+        cards = [ApprovalCard(request, betty.respond, answered_by=betty.backend.person) for request in pending]
+        display(widgets.VBox(cards))
+        return cards
 
     @staticmethod
     def _log_parser() -> MagicParser:

@@ -40,11 +40,14 @@ def preview_html(request: "ApprovalRequest") -> str:
 class ApprovalCard(widgets.VBox):
     """One approval: tool, tier, reason, the exact preview, and Approve / for session / Deny / Edit."""
 
-    def __init__(self, request: "ApprovalRequest", respond: Respond) -> None:
-        self.request, self._respond = request, respond
+    def __init__(self, request: "ApprovalRequest", respond: Respond, answered_by: str | None = None) -> None:
+        """``answered_by``: for a card whose session's events this notebook does not follow (an
+        automation's), the name its record shows once the answer is accepted."""
+        self.request, self._respond, self._answered_by = request, respond, answered_by
         self.decision: str | None = None
+        task = f" <span class='betty-task'>for {escaped(request.task)}</span>" if request.task else ""
         header = widgets.HTML(
-            f"<b>{escaped(request.tool)}</b> <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
+            f"<b>{escaped(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
             f"<br><i>{escaped(request.reason)}</i>")
         preview = widgets.HTML(preview_html(request) + details_table(request.preview.details))
         self.approve = self._button("Approve", "success", "approved", "betty-approve")
@@ -108,6 +111,8 @@ class ApprovalCard(widgets.VBox):
                 button.disabled = False
             self.approve_session.disabled = self.request.tier >= 2
             return
+        if self._answered_by is not None:
+            self.resolved(decision, self._answered_by)
 
     def on_event(self, event: "Event") -> None:
         """Collapse into a record when this approval is resolved (wherever it was answered)."""
