@@ -189,7 +189,7 @@ def test_mode(kernel: Kernel) -> None:
 
 def test_every_command_has_help(kernel: Kernel) -> None:
     for command in ("clusters", "use", "squeue", "sinfo", "sacct", "status", "logs", "cancel", "gpu", "submit",
-                    "ask", "wiki", "mode", "log"):
+                    "ask", "wiki", "mode", "log", "wait", "approvals", "where"):
         cell = kernel.run(f"%betty {command} --help")
         assert cell.status == "ok" and not cell.stderr, (command, cell.stderr)
         assert cell.stdout.startswith(f"usage: %betty {command}"), (command, cell.stdout[:80])

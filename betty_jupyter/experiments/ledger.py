@@ -11,10 +11,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from ..storage import connect
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS experiments (
@@ -76,15 +78,8 @@ class Ledger:
         with self._connect() as db:
             db.execute(_SCHEMA)
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA busy_timeout=30000")
-            yield db
-        finally:
-            db.close()
+    def _connect(self) -> "AbstractContextManager[sqlite3.Connection]":
+        return connect(self.path)
 
     def add(self, experiment: Experiment) -> None:
         """Record a new experiment (its job not yet watched by anyone)."""

@@ -21,10 +21,11 @@ import os
 import secrets
 import sqlite3
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from ...storage import connect
 from .definitions import DIGEST, DIGEST_ID, Automation, AutomationSpec, Run, session_id_of
 
 _SCHEMA = (
@@ -94,15 +95,8 @@ class AutomationStore:
         """The store at ``path`` when its file exists (nothing is created otherwise)."""
         return cls(path) if path.is_file() else None
 
-    @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA busy_timeout=30000")
-            yield db
-        finally:
-            db.close()
+    def _connect(self) -> "AbstractContextManager[sqlite3.Connection]":
+        return connect(self.path)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
