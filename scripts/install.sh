@@ -13,6 +13,8 @@ command -v git >/dev/null || debian_packages+=(git)
 # The side panel's browser test drives Debian's Chromium; Playwright never downloads a browser.
 if [[ ",$extras," == *,test,* ]]; then
   command -v chromium >/dev/null || debian_packages+=(chromium)
+  # tests/test_ood_app.py renders the Open OnDemand app's ERB templates with Ruby, as OnDemand does.
+  command -v ruby >/dev/null || debian_packages+=(ruby)
 fi
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 if ((${#debian_packages[@]})); then
