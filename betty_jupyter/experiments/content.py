@@ -50,13 +50,17 @@ def page_body(experiment: Experiment, auto: str) -> str:
 
 
 def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail: str | None = None) -> str:
-    """Status and Runtime, as Betty's watcher keeps them (the only text it rewrites)."""
+    """Status and Runtime, as Betty's watcher keeps them (the only text it rewrites), and the diagnosis of a failure."""
     now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     lines = ["## Status", "", f"**{state}**" + _status_details(job), "", f"_Updated {now} by Betty's job watcher._", ""]
     lines += ["## Runtime", "", "| job | cluster | partition | submitted | started | ended | GPUs |",
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
     if log_tail and state in FAILED_STATES:
         lines += ["", "### Last lines of the log", "", "```text", log_tail.rstrip(), "```"]
+    if experiment.diagnosis:
+        from .diagnosis import page_section
+
+        lines += ["", page_section(experiment.diagnosis)]
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ import time
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..storage import connect
 
@@ -48,6 +48,8 @@ class Experiment:
     partition: str | None = None
     resources: dict[str, Any] = field(default_factory=dict)
     gpu_estimate: dict[str, Any] | None = None
+    diagnosis: dict[str, Any] | None = None
+    """Why the job failed and what became of the correction (the job babysitter's, ``diagnosis.py``)."""
 
     @property
     def page(self) -> str:
@@ -147,6 +149,28 @@ class Ledger:
                 (state, int(finished), time.time(), slug, owner, time.time()),
             )
             return cursor.rowcount == 1
+
+    def change_diagnosis(self, slug: str,
+                         change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:
+        """Rewrite the experiment's diagnosis in one transaction, so two servers never both act on one.
+
+        ``change`` gets the current diagnosis (None: none yet) and returns the new one, or None to
+        leave it as it is. Returns the experiment as changed, or None when nothing changed.
+        """
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT record FROM experiments WHERE slug = ?", (slug,)).fetchone()
+                record = json.loads(row[0]) if row else None
+                new = change(record.get("diagnosis")) if record is not None else None
+                if record is not None and new is not None:
+                    record["diagnosis"] = new
+                    db.execute("UPDATE experiments SET record = ? WHERE slug = ?", (json.dumps(record), slug))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return Experiment(**record) if record is not None and new is not None else None
 
     def release(self, owner: str) -> None:
         """Give up every lease ``owner`` holds (a clean stop)."""
