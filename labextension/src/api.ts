@@ -7,11 +7,17 @@ import { PersonDecision } from './events';
 import {
   IApprovals,
   IAskAnswer,
+  IAutomation,
+  IAutomationRunTranscript,
+  IAutomationRuns,
+  IAutomations,
   ICallStarted,
   IClusters,
   IExperiments,
+  IKilledRuns,
   IOutcome,
   IResolution,
+  IRunQueued,
   ISession,
   ISessionRequest,
   Mode
@@ -86,6 +92,41 @@ export class BettyAPI {
     return this.get('experiments');
   }
 
+  /** Every automation, oldest first. */
+  automations(): Promise<IAutomations> {
+    return this.get('automations');
+  }
+
+  /** The newest `limit` runs of an automation, with what each used. */
+  automationRuns(automationId: string, limit = 20): Promise<IAutomationRuns> {
+    return this.get(`${automationPath(automationId)}/runs?limit=${limit}`);
+  }
+
+  /** One run of an automation and its transcript (its session's events, every attempt). */
+  automationRun(automationId: string, runId: string): Promise<IAutomationRunTranscript> {
+    return this.get(`${automationPath(automationId)}/runs/${encodeURIComponent(runId)}`);
+  }
+
+  /** Hold an automation: triggers stop firing, a running run waits before its next tool call. */
+  pauseAutomation(automationId: string): Promise<IAutomation> {
+    return this.send(`${automationPath(automationId)}/pause`, 'POST', {});
+  }
+
+  /** Let a paused or error-suspended automation work again. */
+  resumeAutomation(automationId: string): Promise<IAutomation> {
+    return this.send(`${automationPath(automationId)}/resume`, 'POST', {});
+  }
+
+  /** Queue a run of an automation now. */
+  runAutomation(automationId: string): Promise<IRunQueued> {
+    return this.send(`${automationPath(automationId)}/run`, 'POST', {});
+  }
+
+  /** The kill switch: queued runs end at once, the running one within the step it is in. */
+  killAutomation(automationId: string): Promise<IKilledRuns> {
+    return this.send(`${automationPath(automationId)}/kill`, 'POST', {});
+  }
+
   private get<T>(endpoint: string): Promise<T> {
     return requestAPI<T>(endpoint, { method: 'GET' }, this.settings);
   }
@@ -93,4 +134,8 @@ export class BettyAPI {
   private send<T>(endpoint: string, method: string, body: unknown): Promise<T> {
     return requestAPI<T>(endpoint, { method, body: JSON.stringify(body) }, this.settings);
   }
+}
+
+function automationPath(automationId: string): string {
+  return `automations/${encodeURIComponent(automationId)}`;
 }

@@ -124,6 +124,123 @@ export interface IExperiments {
   experiments: IExperiment[];
 }
 
+/** What starts an automation's run: a watched job's change, a schedule, a webhook, a person. */
+export type TriggerKind = 'job' | 'schedule' | 'webhook' | 'manual';
+
+/** A trigger: `states` and `cluster` for a job, `cron` for a schedule, `template` for a webhook. */
+export interface IAutomationTrigger {
+  kind: TriggerKind;
+  states?: string[];
+  cluster?: string | null;
+  cron?: string | null;
+  template?: string | null;
+}
+
+/** The circuit breakers of each run: model turns, tokens and wall time. */
+export interface IAutomationLimits {
+  iterations: number;
+  tokens: number;
+  seconds: number;
+}
+
+/** What a person defines (the body of `POST` and `PUT automations`). */
+export interface IAutomationSpec {
+  name: string;
+  persona?: string;
+  prompt: string;
+  trigger?: IAutomationTrigger;
+  cluster?: string | null;
+  tools?: string[] | null;
+  limits?: IAutomationLimits;
+  mode?: 'propose' | 'confirm' | 'auto';
+}
+
+/** Where an automation stands: waiting, running, held by a person, or stopped after failures. */
+export type AutomationStatus = 'idle' | 'active' | 'paused' | 'error-suspended';
+
+/** A stored automation (`GET automations`, `GET automations/{id}`, pause and resume). */
+export interface IAutomation extends IAutomationSpec {
+  id: string;
+  trigger: IAutomationTrigger;
+  status: AutomationStatus;
+  /** Runs that failed or tripped a breaker in a row. */
+  failures: number;
+  /** Whether it has a webhook secret. */
+  webhook: boolean;
+  /** A schedule's next firing (unix seconds). */
+  next_due: number | null;
+  created: number;
+  updated: number;
+}
+
+/** Answer of `GET automations`, oldest first. */
+export interface IAutomations {
+  automations: IAutomation[];
+}
+
+/** Where a run stands. */
+export type RunStatus = 'queued' | 'running' | 'done' | 'failed' | 'breaker' | 'killed';
+
+/** One run of an automation: what fired it, where it stands, what it used and how it ended. */
+export interface IAutomationRun {
+  id: string;
+  automation: string;
+  status: RunStatus;
+  trigger: TriggerKind;
+  delivery_id: string | null;
+  payload: unknown;
+  attempts: number;
+  /** The run's agent session (`automation-<run id>`): its approvals are asked there. */
+  session_id: string;
+  tokens: number;
+  iterations: number;
+  seconds: number;
+  /** A breaker's `iteration_limit`, `token_limit` or `time_limit`, or why the run failed. */
+  code: string | null;
+  result: string;
+  created: number;
+  started: number | null;
+  ended: number | null;
+  owner: string | null;
+  lease_until: number;
+  heartbeat: number | null;
+  kill_requested: boolean;
+  /** The tool whose call waits while the automation is paused. */
+  paused_before: string | null;
+}
+
+/** Answer of `GET automations/{id}/runs`, newest first. */
+export interface IAutomationRuns {
+  runs: IAutomationRun[];
+}
+
+/** One line of a run's transcript: an event of its session, with the attempt it belongs to. */
+export interface IRunEvent {
+  /** `seq` starts again at 1 with each attempt. */
+  attempt: number;
+  type: string;
+  session_id: string;
+  seq: number;
+  ts: number;
+  payload: unknown;
+}
+
+/** Answer of `GET automations/{id}/runs/{run}`: the run and its session's events. */
+export interface IAutomationRunTranscript extends IAutomationRun {
+  events: IRunEvent[];
+}
+
+/** Answer of `POST automations/{id}/run`. */
+export interface IRunQueued {
+  run_id: string;
+  status: RunStatus;
+}
+
+/** Answer of `POST automations/{id}/kill`: the queued and running runs it stopped. */
+export interface IKilledRuns {
+  killed: string[];
+}
+
 /** `{"type": "ask", "prompt": …}`: start the agent. */
 export interface IAskMessage {
   type: 'ask';
