@@ -1,11 +1,12 @@
 /**
- * The whole side panel: the header, then the Chat, Jobs and Experiments tabs. Every tab
- * stays mounted (hidden when not shown), so a draft prompt or a scroll position survives
- * a look at the jobs.
+ * The whole side panel: the header, then the Chat, Jobs, Experiments and Automations tabs.
+ * Every tab stays mounted (hidden when not shown), so a draft prompt or a scroll position
+ * survives a look at the jobs.
  */
 import * as React from 'react';
 
 import { BettyModel, Tab } from '../model';
+import { AutomationsView } from './AutomationsView';
 import { ChatView } from './ChatView';
 import { ExperimentsView } from './ExperimentsView';
 import { Header } from './Header';
@@ -21,7 +22,8 @@ export interface IBettyAppProps {
 const TABS: { id: Tab; label: string }[] = [
   { id: 'chat', label: 'Chat' },
   { id: 'jobs', label: 'Jobs' },
-  { id: 'experiments', label: 'Experiments' }
+  { id: 'experiments', label: 'Experiments' },
+  { id: 'automations', label: 'Automations' }
 ];
 
 /** The side panel's content, rendered from `model`. */
@@ -34,6 +36,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
     }),
     [model]
   );
+  // Automation runs ask in sessions of their own, not the chat's: the Automations tab counts them.
+  const [automationsPending, setAutomationsPending] = React.useState(0);
   const shown = (tab: Tab) => model.visible && model.tab === tab;
   return (
     <div className="betty-App" data-testid="betty-app">
@@ -67,6 +71,11 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
                 {pendingCount(model)}
               </span>
             )}
+            {tab.id === 'automations' && automationsPending > 0 && (
+              <span className="betty-Tab-badge" data-testid="betty-automations-pending-count">
+                {automationsPending}
+              </span>
+            )}
           </button>
         ))}
       </div>
@@ -96,6 +105,14 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           visible={shown('experiments')}
           loadExperiments={loaders.loadExperiments}
           onOpen={onOpen}
+        />
+      </div>
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'automations'}>
+        <AutomationsView
+          api={model.api}
+          visible={shown('automations')}
+          watching={model.visible}
+          onPendingCount={setAutomationsPending}
         />
       </div>
     </div>
