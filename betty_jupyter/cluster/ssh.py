@@ -249,6 +249,26 @@ class SSHTransport:
         """Close every shell and the connection."""
         self._drop_connection()
 
+    def open_channel(self, host: str, port: int, timeout: float = 15.0) -> Any:
+        """A ``direct-tcpip`` channel to ``host:port`` as the cluster sees it, over this connection.
+
+        Opening one changes nothing on the cluster, so a dropped link is reconnected and the
+        channel asked for once more.
+        """
+        import paramiko
+
+        for attempt in (1, 2):
+            transport = self._connected().get_transport()
+            try:
+                return transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+            except paramiko.ChannelException as exc:
+                raise TransportError(f"{self.target.alias} cannot reach {host}:{port} ({exc.text})") from exc
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                self._drop_connection()
+                if attempt == 2:
+                    raise TransportError(f"the link to {self.target.alias} dropped while opening a forward: {exc}") from exc
+        raise AssertionError("unreachable")
+
     def _put_blocking(self, data: bytes, remote_path: str) -> str:
         for attempt in (1, 2):
             try:
