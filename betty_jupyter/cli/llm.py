@@ -1,0 +1,171 @@
+"""``betty llm serve``: run your own chat model on your allocation and point Betty at it.
+
+The command shows the batch script, asks, submits it once, waits until the server answers,
+writes Betty's ``llm`` setting and stays in the foreground: over SSH it carries the port
+forward. Ctrl-C (or the terminal closing) cancels the job and puts the previous setting back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from ..cluster.profiles import ClusterProfile
+    from ..llmserve import Served, ServerJob
+
+WATCH_SECONDS = 30.0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``betty llm serve``."""
+    from . import Parser
+
+    llm = commands.add_parser("llm", help="the chat model: run your own on the cluster (`betty llm serve`)")
+    actions = llm.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
+    actions.required = True
+    serve = actions.add_parser(
+        "serve", help="run an OpenAI-compatible model server (vLLM) as a Slurm job and point Betty at it",
+        description="Submit a vLLM server as a Slurm job (after you approve its script), wait until it answers, "
+        "and point Betty's chat at it. Stays in the foreground (over SSH it carries the port forward); "
+        "Ctrl-C cancels the job and puts your previous LLM setting back.")
+    serve.add_argument("--model", required=True, metavar="PATH",
+                       help="the model on the cluster: a directory, or a Hugging Face name the server can fetch")
+    serve.add_argument("--partition", required=True, help="the partition to run in (e.g. gpu)")
+    serve.add_argument("--gpus", type=int, default=1, help="GPUs for the server (default 1; 0 for none)")
+    serve.add_argument("--time", default="02:00:00", help="how long it may run, HH:MM:SS (default 02:00:00)")
+    serve.add_argument("--port", type=int, help="the server's port on its node (default: a free one)")
+    serve.add_argument("--local-port", type=int, default=0,
+                       help="over SSH: the port on this machine Betty uses (default: a free one)")
+    serve.add_argument("--command", help="run this instead of vLLM; it runs in bash with $MODEL and $PORT set "
+                       "and must serve the OpenAI API on 0.0.0.0:$PORT")
+    serve.add_argument("--name", default="betty-llm", help="the job's name (default betty-llm)")
+    serve.add_argument("--timeout", type=float, default=1800.0,
+                       help="seconds to wait for the job to start and the server to answer (default 1800)")
+    serve.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
+    serve.add_argument("--yes", action="store_true", help="do not ask for approval")
+    serve.set_defaults(run=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+
+    from ..cluster.slurm import SlurmClient
+    from ..cluster.sync import Blocking, run_sync
+    from ..config import load_config
+    from ..llmserve import ServeRequest, prepare
+    from .cluster import _confirm
+
+    # Until the server listens, each probe through the forward is a refused channel that paramiko
+    # would log to the terminal; the wait itself reports progress.
+    logging.getLogger("paramiko").addHandler(logging.NullHandler())
+    request = ServeRequest(model=args.model, partition=args.partition, gpus=args.gpus, time=args.time,
+                           port=args.port, command=args.command, name=args.name)
+    profile = load_config().profile(args.cluster)
+    transport = profile.open_transport()
+    client = SlurmClient(transport, work_dir=profile.work_dir)
+    try:
+        job = run_sync(prepare(client, request))
+        print(job.script, flush=True)
+        _confirm(f"Submit this model server to {profile.name} ({job.summary})?", args.yes)
+        with _stopped_by_signals():
+            job_id = _submit(Blocking(client), job)
+            print(f"submitted job {job_id} to {profile.name}", flush=True)
+            served = _wait(args, Blocking(client), job, job_id)
+            try:
+                return _hold(Blocking(client), profile, served)
+            finally:
+                served.close()
+    finally:
+        run_sync(transport.close())
+
+
+def _submit(client: Any, job: "ServerJob") -> str:
+    """Submit once; interrupted meanwhile, the submission still finishes so its job can be cancelled."""
+    from ..cluster.sync import submit
+    from ..llmserve import submit_server
+
+    submitting = submit(submit_server(client.target, job))
+    try:
+        return str(submitting.result())
+    except KeyboardInterrupt:
+        job_id = str(submitting.result())
+        _progress(_stop(client, job_id) or f"job {job_id} had ended")
+        raise
+
+
+def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) -> "Served":
+    """Wait until the server answers; on any failure or interruption the job is not left running."""
+    from ..cluster.sync import submit
+    from ..errors import BettyError, SlurmError
+    from ..llmserve import wait_until_serving
+
+    waiting = submit(wait_until_serving(client.target, job, job_id, args.model, timeout=args.timeout,
+                                        on_progress=_progress, local_port=args.local_port))
+    try:
+        return waiting.result()
+    except BaseException as error:
+        waiting.cancel()
+        stopped = _stop(client, job_id)
+        if isinstance(error, BettyError) and stopped:
+            raise SlurmError(f"{error}; {stopped}") from error
+        if stopped:
+            _progress(stopped)
+        raise
+
+
+def _hold(client: Any, profile: "ClusterProfile", served: "Served") -> int:
+    """Point Betty at the server and keep it (and the forward) up until Ctrl-C or the job's end."""
+    from ..llmserve import save_user_llm
+
+    setting = save_user_llm(served.base_url, served.model)
+    print(f"serving {served.model} at {served.base_url} (job {served.job_id} on {served.node}:{served.port})")
+    print(f"Betty's LLM is now {served.model} at {served.base_url}: wrote {setting.path} "
+          "(`betty ask` and Jupyter servers started from now on use it)")
+    print(f"press Ctrl-C to stop: job {served.job_id} is cancelled and your previous LLM setting put back", flush=True)
+    try:
+        while True:
+            time.sleep(WATCH_SECONDS)
+            state = client.job(served.job_id).state
+            if state.finished:
+                _progress(f"job {served.job_id} on {profile.name} ended {state.value}; {setting.restore()}")
+                return 1
+    except KeyboardInterrupt:
+        stopped = _stop(client, served.job_id) or f"job {served.job_id} had ended"
+        print(f"{stopped}; {setting.restore()}", flush=True)
+        return 0
+
+
+def _stop(client: Any, job_id: str) -> str | None:
+    """Cancel the job unless it has ended; says what it did (None when there was nothing to stop)."""
+    from ..errors import BettyError
+
+    try:
+        if client.job(job_id).state.finished:
+            return None
+        client.cancel(job_id)
+    except BettyError as error:
+        return f"could not cancel job {job_id} ({error}); cancel it with `betty cancel {job_id}`"
+    return f"cancelled job {job_id}"
+
+
+def _progress(line: str) -> None:
+    print(f"betty: {line}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP (the terminal closing) stop the command as Ctrl-C does, so the job is cancelled."""
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = {number: signal.signal(number, interrupt) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)

@@ -1,0 +1,291 @@
+"""Your own chat model on your allocation: an OpenAI-compatible server (vLLM) run as a Slurm job.
+
+``betty llm serve`` is this module plus a person's approval:
+
+1. :func:`prepare` renders the batch script (checked against the cluster's partitions);
+2. :func:`submit_server` submits it once;
+3. the job picks a free port on its node, writes ``host:port`` beside its log and starts the
+   server; :func:`wait_until_serving` waits until the job runs and the server answers
+   ``GET /v1/models``, reaching it directly (local transport) or through an SSH forward;
+4. :func:`save_user_llm` points Betty's ``llm`` settings at it, in the person's Jupyter config,
+   and the returned :class:`LLMSetting` puts the previous setting back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from .errors import SlurmError, UsageError
+from .cluster.jobs import JobState
+
+if TYPE_CHECKING:
+    from .cluster.forward import PortForward
+    from .cluster.slurm import SlurmClient
+    from .cluster.transport import Transport
+
+USER_LLM_FILE = "betty_llm.json"
+VLLM_COMMAND = 'exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 0.0.0.0 --port "$PORT"'
+_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+# Bash, in the job: a port nobody on the node listens on (bash's /dev/tcp connects or fails).
+_PICK_PORT = """\
+pick_port() {
+  local port
+  for _ in $(seq 100); do
+    port=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return 0; fi
+  done
+  return 1
+}
+PORT=$(pick_port) || { echo "betty: no free port found on $(hostname)" >&2; exit 1; }"""
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """What the person asked for: which model, where, for how long, with which command."""
+
+    model: str
+    partition: str
+    gpus: int = 1
+    time: str = "02:00:00"
+    port: int | None = None
+    command: str | None = None
+    name: str = "betty-llm"
+
+    def __post_init__(self) -> None:
+        if not self.model.strip() or any(ord(char) < 32 for char in self.model):
+            raise UsageError("--model needs the model's path on the cluster (or a name the server can fetch)")
+        if self.gpus < 0:
+            raise UsageError(f"--gpus must be 0 or more, not {self.gpus}")
+        if self.port is not None and not 1024 <= self.port <= 65535:
+            raise UsageError(f"--port must be between 1024 and 65535, not {self.port}")
+        if not _NAME.match(self.name):
+            raise UsageError(f"--name {self.name!r} must be letters, digits, . _ - (at most 64)")
+        if self.command is not None and not self.command.strip():
+            raise UsageError("--command is empty; leave it out to run vLLM")
+
+
+@dataclass(frozen=True)
+class ServerJob:
+    """A rendered, checked server job: the script and the directory its log and address go to."""
+
+    script: str
+    directory: str
+    summary: str
+
+    def log(self, job_id: str) -> str:
+        """Where the job writes its output (stdout and stderr)."""
+        return f"{self.directory}/{job_id}.log"
+
+    def address_file(self, job_id: str) -> str:
+        """Where the job writes ``host:port`` once it picked its port."""
+        return f"{self.directory}/{job_id}.address"
+
+
+@dataclass
+class Served:
+    """A server that answers: its job, where it runs, and how Betty reaches it."""
+
+    job_id: str
+    node: str
+    port: int
+    base_url: str
+    model: str
+    forward: "PortForward | None" = None
+
+    def close(self) -> None:
+        """Stop the SSH forward, if there is one."""
+        if self.forward is not None:
+            self.forward.close()
+
+
+def render_script(request: ServeRequest, directory: str) -> str:
+    """The batch script: directives, the port, ``host:port`` beside the log, then the server."""
+    from .cluster.sbatch import SbatchScript
+
+    body = "\n".join([
+        "#!/bin/bash",
+        "# An OpenAI-compatible model server for Betty (`betty llm serve`). It writes host:port where",
+        "# Betty looks for it, then serves until the job's time runs out or the job is cancelled.",
+        f"MODEL={shlex.quote(request.model)}",
+        f"PORT={request.port}" if request.port else _PICK_PORT,
+        f'echo "$(hostname):$PORT" > {shlex.quote(directory)}/"$SLURM_JOB_ID.address.tmp"',
+        f'mv {shlex.quote(directory)}/"$SLURM_JOB_ID.address.tmp" {shlex.quote(directory)}/"$SLURM_JOB_ID.address"',
+        'echo "betty: starting the model server on $(hostname):$PORT"',
+        request.command or VLLM_COMMAND,
+        "",
+    ])
+    options: dict[str, str | None] = {"job_name": request.name, "partition": request.partition,
+                                      "time": request.time, "output": f"{directory}/%j.log"}
+    if request.gpus:
+        options["gres"] = f"gpu:{request.gpus}"
+    return SbatchScript.parse(body).with_options(**options).render()
+
+
+async def prepare(client: "SlurmClient", request: ServeRequest) -> ServerJob:
+    """Render the script for ``client``'s cluster and check it against its partitions (``ScriptError``)."""
+    from .cluster.commands import checked_script, default_partition, request_summary
+
+    directory = f"{await _absolute(client.transport, client.work_dir)}/llm"
+    text = render_script(request, directory)
+    partitions = await client.partitions()
+    script = checked_script(text, partitions)
+    return ServerJob(text, directory, request_summary(script, default_partition(partitions)))
+
+
+async def submit_server(client: "SlurmClient", job: ServerJob) -> str:
+    """Make the log directory and submit the job once; returns its id."""
+    made = await client.transport.run(["mkdir", "-p", "--", job.directory], idempotent=True)
+    if not made.ok:
+        raise SlurmError(f"cannot make {job.directory} on the cluster: {made.stderr.strip() or made.exit_code}")
+    return await client.submit(job.script)
+
+
+async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str, model: str, *,
+                             timeout: float, on_progress: Callable[[str], None],
+                             local_port: int = 0, interval: float = 1.0) -> Served:
+    """Wait until job ``job_id`` runs and its server answers ``GET /v1/models``.
+
+    A job that ends first raises :class:`SlurmError` with the end of its log; so does waiting
+    past ``timeout`` seconds. Over SSH the server is reached through a :class:`PortForward`.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    seen: JobState | None = None
+    served: Served | None = None
+    try:
+        while True:
+            state = (await client.job(job_id)).state
+            if state.finished:
+                raise SlurmError(f"the model server (job {job_id}) ended {state.value} before it answered; "
+                                 f"its log ends: {await _log_end(client.transport, job.log(job_id))}")
+            if state is not seen:
+                on_progress(f"job {job_id} is {state.value}")
+                seen = state
+            if state is JobState.RUNNING and served is None:
+                served = await _route(client.transport, job, job_id, local_port, on_progress)
+            if served is not None:
+                names = await asyncio.to_thread(served_models, served.base_url)
+                if names:
+                    served.model = model if model in names else names[0]
+                    return served
+            if loop.time() > deadline:
+                raise SlurmError(f"the model server (job {job_id}) did not answer within {timeout:g} s "
+                                 f"(last {state.value}); its log: {job.log(job_id)}")
+            await asyncio.sleep(interval)
+            interval = min(interval * 1.5, 10.0)
+    except BaseException:
+        if served is not None:
+            served.close()
+        raise
+
+
+async def _route(transport: "Transport", job: ServerJob, job_id: str, local_port: int,
+                 on_progress: Callable[[str], None]) -> Served | None:
+    """Where Betty reaches the server, once the job has written its address (None before)."""
+    from .cluster.ssh import SSHTransport
+
+    result = await transport.run(["cat", "--", job.address_file(job_id)])
+    node, _, port = result.stdout.strip().rpartition(":")
+    if not result.ok or not node or not port.isdigit():
+        return None
+    forward = None
+    if isinstance(transport, SSHTransport):
+        from .cluster.forward import PortForward
+
+        forward = PortForward(transport, node, int(port), local_port)
+        url = forward.url
+        on_progress(f"forwarding {url} to {node}:{port}; waiting for the server to answer")
+    else:
+        url = f"http://{node}:{port}"
+        on_progress(f"waiting for the server at {url} to answer")
+    return Served(job_id, node, int(port), f"{url}/v1", "", forward)
+
+
+def served_models(base_url: str, timeout: float = 5.0) -> list[str]:
+    """The model names an OpenAI-compatible server lists at ``base_url``/models; [] when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"{base_url}/models", timeout=timeout) as answer:
+            listing = json.loads(answer.read())
+    except (OSError, ValueError):  # not up yet, reset by the forward, or not JSON yet
+        return []
+    data = listing.get("data") if isinstance(listing, dict) else None
+    return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item] if isinstance(data, list) else []
+
+
+async def _absolute(transport: "Transport", path: str) -> str:
+    """``path`` with a leading ``~`` replaced by the home directory on the cluster (Slurm does not expand it)."""
+    if not path.startswith("~"):
+        return path.rstrip("/")
+    home = (await transport.run(["printenv", "HOME"])).stdout.strip()
+    if not home.startswith("/"):
+        raise SlurmError("the cluster did not say where your home directory is; set the profile's work_dir to an absolute path")
+    return (home + path[1:]).rstrip("/")
+
+
+async def _log_end(transport: "Transport", log: str, lines: int = 2) -> str:
+    result = await transport.run(["tail", "-n", "20", "--", log])
+    ending = [line.strip() for line in result.stdout.splitlines() if line.strip()][-lines:]
+    if not result.ok or not ending:
+        return f"(nothing; see {log})"
+    return " / ".join(ending)[-400:]
+
+
+# ----- Betty's LLM setting ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class LLMSetting:
+    """What :func:`save_user_llm` wrote, and what the file held before, so it can be put back."""
+
+    path: Path
+    written: bytes
+    previous: bytes | None
+
+    def restore(self) -> str:
+        """Put the previous file back (or remove ours) unless someone changed it since; says what it did."""
+        try:
+            if self.path.read_bytes() != self.written:
+                return f"left {self.path} as it is (it changed since)"
+        except FileNotFoundError:
+            return f"{self.path} is gone already"
+        if self.previous is None:
+            self.path.unlink()
+            return f"removed {self.path}"
+        _write(self.path, self.previous)
+        return f"restored the previous {self.path}"
+
+
+def user_llm_file() -> Path:
+    """Where ``betty llm serve`` writes Betty's LLM setting (beside ``betty cluster add``'s clusters)."""
+    from jupyter_core.paths import jupyter_config_dir
+
+    return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_LLM_FILE
+
+
+def save_user_llm(base_url: str, model: str) -> LLMSetting:
+    """Point Betty's chat at ``model`` on ``base_url``.
+
+    The key comes from ``$BETTY_LLM_SERVE_API_KEY`` (for a server started with ``--api-key``),
+    so an OpenAI key in the environment is never sent to a server on the cluster.
+    """
+    path = user_llm_file()
+    previous = path.read_bytes() if path.exists() else None
+    llm = {"base_url": base_url, "model": model, "api_key_env": "BETTY_LLM_SERVE_API_KEY"}
+    written = (json.dumps({"BettyConfig": {"llm": llm}}, indent=2) + "\n").encode()
+    _write(path, written)
+    return LLMSetting(path, written, previous)
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_bytes(data)
+    os.replace(temp, path)

@@ -1,0 +1,294 @@
+"""``betty llm serve`` on the dev cluster, over SSH and locally, with a stand-in for vLLM: a small
+OpenAI-compatible stub submitted through ``--command`` that lists one model."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import queue
+import re
+import secrets
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import BETTY, REPO, run_betty
+
+pytestmark = pytest.mark.cluster
+
+# Waits --delay seconds before it listens (as vLLM loads weights first), notes when it listens
+# and every request it answers.
+STUB = r'''
+import argparse, http.server, json, pathlib, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--port", type=int, required=True)
+parser.add_argument("--model", required=True)
+parser.add_argument("--delay", type=float, default=0.0)
+parser.add_argument("--notes", required=True)
+args = parser.parse_args()
+notes = pathlib.Path(args.notes)
+time.sleep(args.delay)
+
+
+class OpenAIModels(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        with notes.open("a") as log:
+            log.write(f"GET {self.path}\n")
+        if self.path != "/v1/models":
+            self.send_error(404)
+            return
+        body = json.dumps({"object": "list", "data": [{"id": args.model, "object": "model", "owned_by": "stub"}]})
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+server = http.server.ThreadingHTTPServer(("0.0.0.0", args.port), OpenAIModels)
+with notes.open("a") as log:
+    log.write("listening\n")
+server.serve_forever()
+'''
+MODEL = "/models/tiny-llama"
+
+
+@pytest.fixture
+def job_name(dev_cluster):
+    """A job name of this test's own; every job of that name is cancelled afterwards."""
+    name = f"betty-llm-{secrets.token_hex(4)}"
+    yield name
+    subprocess.run(["scancel", "--name", name], env={**os.environ, **dev_cluster}, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def stub(tmp_path) -> tuple[Path, Path]:
+    """The stub's script and the file it notes into."""
+    script = tmp_path / "stub.py"
+    script.write_text(STUB)
+    return script, tmp_path / "stub-notes.txt"
+
+
+def stub_command(stub: tuple[Path, Path], delay: float = 2.0) -> str:
+    script, notes = stub
+    return f'exec python3 {script} --port "$PORT" --model "$MODEL" --delay {delay} --notes {notes}'
+
+
+def betty_env(profile, tmp_path: Path) -> dict[str, str]:
+    """The person's environment: only ``profile`` configured, and Jupyter's config dir of this test."""
+    config = tmp_path / "betty.json"
+    config.write_text(json.dumps({"BettyConfig": {"clusters": [profile.to_dict()]}}))
+    return {**os.environ, "BETTY_CONFIG": str(config)}
+
+
+def llm_file() -> Path:
+    return Path(os.environ["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.d" / "betty_llm.json"
+
+
+def accounted(dev_cluster: dict[str, str], name: str) -> list[str]:
+    """Job ids of every job called ``name``, in the queue or in accounting."""
+    env = {**os.environ, **dev_cluster}
+    queued = subprocess.run(["squeue", "--noheader", "--name", name, "--format", "%A"], env=env,
+                            capture_output=True, text=True, timeout=60).stdout.split()
+    recorded = subprocess.run(["sacct", "-X", "--noheader", "--parsable2", "--name", name, "--starttime", "now-1days",
+                               "--format", "JobIDRaw"], env=env, capture_output=True, text=True, timeout=60).stdout.split()
+    return sorted(set(queued) | set(recorded))
+
+
+def one_job_called(dev_cluster: dict[str, str], name: str) -> str:
+    """The id of the one job called ``name``, once accounting has it (it lags the controller a moment)."""
+    deadline = time.monotonic() + 60
+    while len(ids := accounted(dev_cluster, name)) != 1:
+        assert len(ids) < 2 and time.monotonic() < deadline, f"jobs called {name}: {ids}"
+        time.sleep(0.5)
+    return ids[0]
+
+
+def wait_for_state(dev_cluster: dict[str, str], job_id: str, wanted: str) -> None:
+    """Wait until accounting records ``wanted`` as the job's state."""
+    env = {**os.environ, **dev_cluster}
+    deadline = time.monotonic() + 60
+    while True:
+        result = subprocess.run(["sacct", "-X", "--noheader", "--parsable2", "--jobs", job_id, "--format", "State"],
+                                env=env, capture_output=True, text=True, timeout=60)
+        state = result.stdout.strip().split(" ")[0]
+        if state == wanted:
+            return
+        assert time.monotonic() < deadline, f"job {job_id} is {state}, not {wanted}"
+        time.sleep(0.5)
+
+
+class Serving:
+    """``betty llm serve`` running in the background, its output read line by line."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.process = subprocess.Popen([*BETTY, "llm", "serve", *args], cwd=REPO, env=env, text=True,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self.readers = [threading.Thread(target=self._read, args=(stream, into), daemon=True)
+                        for stream, into in ((self.process.stdout, self.stdout), (self.process.stderr, self.stderr))]
+        for reader in self.readers:
+            reader.start()
+
+    def _read(self, stream, into: list[str]) -> None:
+        for line in stream:
+            into.append(line.rstrip("\n"))
+            if into is self.stdout:
+                self.lines.put(line.rstrip("\n"))
+
+    def line_starting(self, prefix: str, timeout: float = 180) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.5)
+            except queue.Empty:
+                if self.process.poll() is not None and self.lines.empty():
+                    break
+                continue
+            if line.startswith(prefix):
+                return line
+        pytest.fail(f"no line starting {prefix!r}; stdout: {self.stdout[-5:]}; stderr: {self.stderr[-5:]}")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        code = self.process.wait(120)
+        for reader in self.readers:  # they end with the output
+            reader.join(30)
+        for stream in (self.process.stdout, self.process.stderr):
+            assert stream is not None
+            stream.close()
+        return code
+
+
+def test_serve_submits_once_waits_for_the_server_points_betty_at_it_and_cancels_on_ctrl_c(
+        profile, dev_cluster, tmp_path, job_name, stub):
+    env = betty_env(profile, tmp_path)
+    serving = Serving(env, "--partition", "gpu", "--model", MODEL, "--command", stub_command(stub),
+                      "--name", job_name, "--yes")
+    try:
+        job_id = serving.line_starting("submitted job ").split()[2]
+        ready = serving.line_starting("serving ")
+        # It waited for the stub, which listens only after its delay, to answer.
+        assert stub[1].read_text().splitlines()[:2] == ["listening", "GET /v1/models"]
+        parts = re.fullmatch(r"serving (\S+) at (\S+) \(job (\d+) on ([^:]+):(\d+)\)", ready)
+        assert parts and parts[1] == MODEL and parts[3] == job_id and parts[4] == socket.gethostname(), ready
+        base_url = parts[2]
+        if profile.transport == "ssh":
+            assert base_url.startswith("http://127.0.0.1:"), "over SSH Betty reaches the server through a local forward"
+        else:
+            assert base_url.startswith(f"http://{socket.gethostname()}:")
+        with urllib.request.urlopen(f"{base_url}/models", timeout=30) as answer:
+            assert [model["id"] for model in json.loads(answer.read())["data"]] == [MODEL]
+
+        written = json.loads(llm_file().read_text())
+        assert written == {"BettyConfig": {"llm": {"base_url": base_url, "model": MODEL,
+                                                   "api_key_env": "BETTY_LLM_SERVE_API_KEY"}}}
+        from betty_jupyter.agent.llm import LLMSettings
+        from betty_jupyter.config import load_config
+
+        settings = LLMSettings.from_config(load_config().llm, environ={"OPENAI_API_KEY": "sk-never-sent"})
+        assert (settings.base_url, settings.model, settings.api_key) == (base_url, MODEL, "not-needed")
+
+        assert one_job_called(dev_cluster, job_name) == job_id
+    finally:
+        code = serving.stop()
+    assert code == 0, serving.stderr
+    assert serving.stdout[-1] == f"cancelled job {job_id}; removed {llm_file()}"
+    assert not llm_file().exists()
+    wait_for_state(dev_cluster, job_id, "CANCELLED")
+    assert accounted(dev_cluster, job_name) == [job_id]
+
+
+def test_ctrl_c_puts_the_previous_llm_setting_back(local_profile, dev_cluster, tmp_path, job_name, stub):
+    llm_file().parent.mkdir(parents=True, exist_ok=True)
+    previous = '{"BettyConfig": {"llm": {"model": "gpt-4o"}}}\n'
+    llm_file().write_text(previous)
+    serving = Serving(betty_env(local_profile, tmp_path), "--partition", "cpu", "--gpus", "0", "--model", MODEL,
+                      "--command", stub_command(stub, delay=0), "--name", job_name, "--yes")
+    try:
+        serving.line_starting("serving ")
+        assert json.loads(llm_file().read_text())["BettyConfig"]["llm"]["model"] == MODEL
+    finally:
+        code = serving.stop()
+    assert code == 0 and serving.stdout[-1].endswith(f"; restored the previous {llm_file()}")
+    assert llm_file().read_text() == previous
+
+
+def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("betty: error: ")
+    return lines[0]
+
+
+def test_refusing_the_approval_submits_nothing(ssh_profile, dev_cluster, tmp_path, job_name, stub):
+    controller, terminal = pty.openpty()
+    try:
+        asked = subprocess.Popen(
+            [*BETTY, "llm", "serve", "--partition", "gpu", "--model", MODEL, "--command", stub_command(stub),
+             "--name", job_name], cwd=REPO, env=betty_env(ssh_profile, tmp_path), text=True,
+            stdin=terminal, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        os.write(controller, b"n\n")
+        out, err = asked.communicate(timeout=120)
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert asked.returncode == 1 and err.strip().splitlines() == ["betty: error: nothing was done"], err
+    assert f"#SBATCH --job-name={job_name}" in out and "Submit this model server to betty-dev (partition gpu, 1 GPU" in out
+    no_terminal = run_betty("llm", "serve", "--partition", "gpu", "--model", MODEL, "--name", job_name,
+                            env=betty_env(ssh_profile, tmp_path))
+    assert "needs a confirmation; pass --yes when running without a terminal" in one_error_line(no_terminal)
+    assert accounted(dev_cluster, job_name) == []
+    assert not Path(ssh_profile.work_dir).exists()
+
+
+def test_a_partition_the_cluster_lacks_is_one_line_and_submits_nothing(ssh_profile, dev_cluster, tmp_path, job_name):
+    refused = run_betty("llm", "serve", "--partition", "gpux", "--model", MODEL, "--name", job_name, "--yes",
+                        env=betty_env(ssh_profile, tmp_path))
+    assert "partition 'gpux' does not exist" in one_error_line(refused)
+    assert accounted(dev_cluster, job_name) == [] and not Path(ssh_profile.work_dir).exists()
+    for bad, says in [(["--gpus", "-1"], "--gpus must be 0 or more"), (["--name", "a b"], "--name 'a b' must be"),
+                      (["--time", "1h"], "time '1h'")]:
+        assert says in one_error_line(run_betty("llm", "serve", "--partition", "gpu", "--model", MODEL, "--yes",
+                                                *bad, env=betty_env(ssh_profile, tmp_path)))
+
+
+@pytest.mark.parametrize("transport", ["ssh", "local"])
+def test_a_server_that_fails_at_start_is_one_line_with_the_end_of_its_log(
+        transport, request, dev_cluster, tmp_path, job_name):
+    profile = request.getfixturevalue(f"{transport}_profile")
+    failed = run_betty("llm", "serve", "--partition", "gpu", "--model", MODEL, "--name", job_name, "--yes",
+                       "--command", 'echo "loading $MODEL"; echo "torch.OutOfMemoryError: CUDA out of memory" >&2; exit 3',
+                       env=betty_env(profile, tmp_path))
+    assert failed.returncode == 1, failed.stderr
+    last = failed.stderr.strip().splitlines()[-1]
+    job_id = one_job_called(dev_cluster, job_name)
+    assert last == (f"betty: error: the model server (job {job_id}) ended FAILED before it answered; its log ends: "
+                    "loading /models/tiny-llama / torch.OutOfMemoryError: CUDA out of memory")
+    assert not llm_file().exists()
+
+
+def test_giving_up_cancels_the_job(local_profile, dev_cluster, tmp_path, job_name):
+    gave_up = run_betty("llm", "serve", "--partition", "cpu", "--gpus", "0", "--model", MODEL, "--name", job_name,
+                        "--yes", "--timeout", "3", "--command", "sleep 300", env=betty_env(local_profile, tmp_path))
+    last = gave_up.stderr.strip().splitlines()[-1]
+    assert gave_up.returncode == 1, gave_up.stderr
+    job_id = one_job_called(dev_cluster, job_name)
+    assert last.startswith(f"betty: error: the model server (job {job_id}) did not answer within 3 s")
+    assert last.endswith(f"; cancelled job {job_id}")
+    wait_for_state(dev_cluster, job_id, "CANCELLED")
+    assert not llm_file().exists()
