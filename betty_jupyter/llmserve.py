@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from .cluster.transport import Transport
 
 USER_LLM_FILE = "betty_llm.json"
-VLLM_COMMAND = 'exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 0.0.0.0 --port "$PORT"'
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_TOOL_PARSER = re.compile(r"^[a-z0-9_]{1,40}$")
 
 # Bash, in the job: a port nobody on the node listens on (bash's /dev/tcp connects or fails).
 _PICK_PORT = """\
@@ -60,6 +60,7 @@ class ServeRequest:
     port: int | None = None
     command: str | None = None
     name: str = "betty-llm"
+    tool_parser: str = "hermes"
 
     def __post_init__(self) -> None:
         if not self.model.strip() or any(ord(char) < 32 for char in self.model):
@@ -72,6 +73,18 @@ class ServeRequest:
             raise UsageError(f"--name {self.name!r} must be letters, digits, . _ - (at most 64)")
         if self.command is not None and not self.command.strip():
             raise UsageError("--command is empty; leave it out to run vLLM")
+        if not _TOOL_PARSER.match(self.tool_parser):
+            raise UsageError(f"--tool-parser {self.tool_parser!r} is not a vLLM tool-call parser name (e.g. hermes, llama3_json)")
+
+    def server_command(self) -> str:
+        """``--command``, or vLLM's OpenAI server with tool calling on (Betty's agent works through tools)."""
+        if self.command:
+            return self.command
+        words = ['exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 0.0.0.0 --port "$PORT"',
+                 f"--enable-auto-tool-choice --tool-call-parser {self.tool_parser}"]
+        if self.gpus > 1:
+            words.append(f"--tensor-parallel-size {self.gpus}")
+        return " ".join(words)
 
 
 @dataclass(frozen=True)
@@ -121,7 +134,7 @@ def render_script(request: ServeRequest, directory: str) -> str:
         f'echo "$(hostname):$PORT" > {shlex.quote(directory)}/"$SLURM_JOB_ID.address.tmp"',
         f'mv {shlex.quote(directory)}/"$SLURM_JOB_ID.address.tmp" {shlex.quote(directory)}/"$SLURM_JOB_ID.address"',
         'echo "betty: starting the model server on $(hostname):$PORT"',
-        request.command or VLLM_COMMAND,
+        request.server_command(),
         "",
     ])
     options: dict[str, str | None] = {"job_name": request.name, "partition": request.partition,

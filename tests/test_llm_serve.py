@@ -21,8 +21,6 @@ import pytest
 
 from conftest import BETTY, REPO, run_betty
 
-pytestmark = pytest.mark.cluster
-
 # Waits --delay seconds before it listens (as vLLM loads weights first), notes when it listens
 # and every request it answers.
 STUB = r'''
@@ -174,6 +172,7 @@ class Serving:
         return code
 
 
+@pytest.mark.cluster
 def test_serve_submits_once_waits_for_the_server_points_betty_at_it_and_cancels_on_ctrl_c(
         profile, dev_cluster, tmp_path, job_name, stub):
     env = betty_env(profile, tmp_path)
@@ -213,6 +212,7 @@ def test_serve_submits_once_waits_for_the_server_points_betty_at_it_and_cancels_
     assert accounted(dev_cluster, job_name) == [job_id]
 
 
+@pytest.mark.cluster
 def test_ctrl_c_puts_the_previous_llm_setting_back(local_profile, dev_cluster, tmp_path, job_name, stub):
     llm_file().parent.mkdir(parents=True, exist_ok=True)
     previous = '{"BettyConfig": {"llm": {"model": "gpt-4o"}}}\n'
@@ -235,6 +235,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.cluster
 def test_refusing_the_approval_submits_nothing(ssh_profile, dev_cluster, tmp_path, job_name, stub):
     controller, terminal = pty.openpty()
     try:
@@ -256,6 +257,7 @@ def test_refusing_the_approval_submits_nothing(ssh_profile, dev_cluster, tmp_pat
     assert not Path(ssh_profile.work_dir).exists()
 
 
+@pytest.mark.cluster
 def test_a_partition_the_cluster_lacks_is_one_line_and_submits_nothing(ssh_profile, dev_cluster, tmp_path, job_name):
     refused = run_betty("llm", "serve", "--partition", "gpux", "--model", MODEL, "--name", job_name, "--yes",
                         env=betty_env(ssh_profile, tmp_path))
@@ -267,6 +269,7 @@ def test_a_partition_the_cluster_lacks_is_one_line_and_submits_nothing(ssh_profi
                                                 *bad, env=betty_env(ssh_profile, tmp_path)))
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("transport", ["ssh", "local"])
 def test_a_server_that_fails_at_start_is_one_line_with_the_end_of_its_log(
         transport, request, dev_cluster, tmp_path, job_name):
@@ -282,6 +285,7 @@ def test_a_server_that_fails_at_start_is_one_line_with_the_end_of_its_log(
     assert not llm_file().exists()
 
 
+@pytest.mark.cluster
 def test_giving_up_cancels_the_job(local_profile, dev_cluster, tmp_path, job_name):
     gave_up = run_betty("llm", "serve", "--partition", "cpu", "--gpus", "0", "--model", MODEL, "--name", job_name,
                         "--yes", "--timeout", "3", "--command", "sleep 300", env=betty_env(local_profile, tmp_path))
@@ -292,3 +296,25 @@ def test_giving_up_cancels_the_job(local_profile, dev_cluster, tmp_path, job_nam
     assert last.endswith(f"; cancelled job {job_id}")
     wait_for_state(dev_cluster, job_id, "CANCELLED")
     assert not llm_file().exists()
+
+
+def test_the_default_script_runs_vllm_with_tool_calling_on_every_gpu(tmp_path):
+    from betty_jupyter.cluster.sbatch import SbatchScript
+    from betty_jupyter.llmserve import ServeRequest, render_script
+
+    model = "/models/it's $(here)"
+    text = render_script(ServeRequest(model=model, partition="gpu", gpus=2, tool_parser="llama3_json"), "/work/my llm")
+    script = SbatchScript.parse(text)
+    assert (script.get("partition"), script.gpu_request(), script.get("output")) == ("gpu", (None, 2), "/work/my llm/%j.log")
+    assert text.rstrip().endswith(
+        'exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 0.0.0.0 --port "$PORT" '
+        "--enable-auto-tool-choice --tool-call-parser llama3_json --tensor-parallel-size 2")
+    assert subprocess.run(["bash", "-n"], input=text, text=True, timeout=30).returncode == 0
+    # Up to the server, the script runs as it would in the job: it says where the server will listen.
+    preamble = text.rsplit("\n", 2)[0].replace("'/work/my llm'", str(tmp_path))
+    ran = subprocess.run(["bash", "-c", preamble + '\necho "MODEL=$MODEL"'], env={**os.environ, "SLURM_JOB_ID": "77"},
+                         capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    host, port = (tmp_path / "77.address").read_text().strip().split(":")
+    assert host == socket.gethostname() and 20000 <= int(port) < 50000
+    assert ran.stdout.splitlines()[-1] == f"MODEL={model}"

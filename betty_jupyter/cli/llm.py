@@ -43,6 +43,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                        help="over SSH: the port on this machine Betty uses (default: a free one)")
     serve.add_argument("--command", help="run this instead of vLLM; it runs in bash with $MODEL and $PORT set "
                        "and must serve the OpenAI API on 0.0.0.0:$PORT")
+    serve.add_argument("--tool-parser", default="hermes", metavar="NAME",
+                       help="vLLM's tool-call parser for the model family: hermes (Qwen2.5, Hermes; the default), "
+                       "llama3_json (Llama 3.1+), mistral (Mistral)")
     serve.add_argument("--name", default="betty-llm", help="the job's name (default betty-llm)")
     serve.add_argument("--timeout", type=float, default=1800.0,
                        help="seconds to wait for the job to start and the server to answer (default 1800)")
@@ -64,7 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
     # would log to the terminal; the wait itself reports progress.
     logging.getLogger("paramiko").addHandler(logging.NullHandler())
     request = ServeRequest(model=args.model, partition=args.partition, gpus=args.gpus, time=args.time,
-                           port=args.port, command=args.command, name=args.name)
+                           port=args.port, command=args.command, name=args.name, tool_parser=args.tool_parser)
     profile = load_config().profile(args.cluster)
     transport = profile.open_transport()
     client = SlurmClient(transport, work_dir=profile.work_dir)
