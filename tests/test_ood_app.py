@@ -143,7 +143,7 @@ def test_hostile_form_values_stay_values(tmp_path):
     odd = "m'\"; touch pwned; $(touch pwned) `touch pwned`"
     (tmp_path / "home" / "my project").mkdir(parents=True)
     values = form_values(llm_model=odd, llm_base_url="http://gpu-7:8000/v1", working_dir="~/my project",
-                         betty_cluster_name="hpc-1")
+                         betty_cluster_name="hpc-1", betty_readable_roots="/home /scratch")
     staged = stage(tmp_path, values)
     syntax = subprocess.run(["bash", "-n"], input=(staged / "before.sh").read_text() + (staged / "script.sh").read_text(),
                             capture_output=True, text=True, timeout=30)
@@ -153,7 +153,8 @@ def test_hostile_form_values_stay_values(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == str(tmp_path / "home" / "my project")
     assert json.loads((staged / "betty_config.json").read_text()) == {"BettyConfig": {
-        "clusters": [{"name": "hpc-1", "transport": "local"}], "default_cluster": "hpc-1",
+        "clusters": [{"name": "hpc-1", "transport": "local", "readable_roots": ["/home", "/scratch"]}],
+        "default_cluster": "hpc-1",
         "llm": {"base_url": "http://gpu-7:8000/v1", "model": odd}}}
     assert not list(tmp_path.rglob("pwned"))
     for written in ("betty_config.json", "jupyter_config.py", "connection.yml"):
@@ -163,6 +164,8 @@ def test_hostile_form_values_stay_values(tmp_path):
 def test_a_bad_cluster_name_is_refused_when_rendering(tmp_path):
     result = erb(tmp_path, "template", "template/before.sh.erb", form_values(betty_cluster_name="my cluster"))
     assert result.returncode != 0 and "betty_cluster_name \"my cluster\" in form.yml must be" in result.stderr
+    result = erb(tmp_path, "template", "template/before.sh.erb", form_values(betty_readable_roots="/home scratch"))
+    assert result.returncode != 0 and "betty_readable_roots \"/home scratch\" in form.yml must be absolute" in result.stderr
 
 
 class _Form(html.parser.HTMLParser):
