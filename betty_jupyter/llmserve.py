@@ -177,12 +177,14 @@ async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str,
     served: Served | None = None
     try:
         while True:
-            state = (await client.job(job_id)).state
+            record = await client.job(job_id)
+            state = record.state
             if state.finished:
                 raise SlurmError(f"the model server (job {job_id}) ended {state.value} before it answered; "
                                  f"its log ends: {await _log_end(client.transport, job.log(job_id))}")
             if state is not seen:
-                on_progress(f"job {job_id} is {state.value}")
+                why = f" ({record.reason})" if state is JobState.PENDING and record.reason else ""
+                on_progress(f"job {job_id} is {state.value}{why}")
                 seen = state
             if state is JobState.RUNNING and served is None:
                 served = await _route(client.transport, job, job_id, local_port, on_progress)
