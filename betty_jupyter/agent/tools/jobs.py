@@ -31,6 +31,9 @@ class SubmitArgs(ToolArgs):
     name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: job name)")
     gpu_estimate: dict[str, Any] | None = Field(
         None, description="the gpu_estimate result for this job (its peak_gib is shown and recorded)")
+    replaces: JobId | None = Field(
+        None, description="a job Betty recorded that this script corrects: the card shows the diff against that "
+                          "job's script, and the new page links its page")
 
 
 class ClusterSubmit(Tool[SubmitArgs]):
@@ -60,6 +63,9 @@ class ClusterSubmit(Tool[SubmitArgs]):
         if args.gpu_estimate is not None:
             details["gpu_estimate"] = args.gpu_estimate
             details["gpu_memory"] = estimate_line(args.gpu_estimate)
+        original = _replaced(ctx, args)
+        if original is not None:
+            return _resubmission_preview(args, original, slug, details)
         return Preview(kind="script", title=f"submit {slug} to {ctx.profile.name}: {resources}",
                        text=args.script, details=details)
 
@@ -68,13 +74,44 @@ class ClusterSubmit(Tool[SubmitArgs]):
         from ...experiments.record import submit_experiment
 
         _checked(args.script, await ctx.slurm.partitions())
+        original = _replaced(ctx, args)
+        goal = args.goal if original is None else resubmission_goal(args.goal, original)
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, args.script,
-                                             goal=args.goal, name=args.name, gpu_estimate=args.gpu_estimate)
+                                             goal=goal, name=args.name, gpu_estimate=args.gpu_estimate)
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}; "
                    f"page {page}, notebook {experiment.notebook}")
         return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
                            data=experiment, artifacts=[page, experiment.notebook])
+
+
+def _replaced(ctx: ToolContext, args: SubmitArgs) -> "Experiment | None":
+    """The recorded experiment a resubmission corrects; ToolError when Betty has no record of it."""
+    if args.replaces is None:
+        return None
+    original = recorded_experiment(ctx.workspace, ctx.profile.name, args.replaces)
+    if original is None:
+        raise ToolError(f"replaces: job {args.replaces} was not submitted through Betty on {ctx.profile.name}, so "
+                        "there is no script to compare with; leave replaces out")
+    return original
+
+
+def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, details: dict[str, Any]) -> Preview:
+    """The new script as a diff against the one it corrects, every line shown (whole-file context)."""
+    from ...experiments.diagnosis import script_diff
+
+    details["goal"] = resubmission_goal(args.goal, original)
+    details["replaces"] = {"job_id": original.job_id, "experiment": original.slug, "page": f"wiki/{original.page}"}
+    whole = max(original.script.count("\n"), args.script.count("\n")) + 1
+    diff = script_diff(original.script, args.script, f"{original.slug}.sbatch (job {original.job_id})",
+                       f"{slug}.sbatch", context=whole)
+    return Preview(kind="diff", title=f"resubmit {original.slug} as {slug} to {original.cluster}: "
+                   f"{details['resources']}", text=diff, details=details)
+
+
+def resubmission_goal(goal: str, original: "Experiment") -> str:
+    """The goal of a resubmission, with a link to the page of the experiment it corrects."""
+    return f"{goal}\n\nResubmits [{original.slug}]({original.slug}.md) (job {original.job_id})."
 
 
 def _checked(text: str, partitions: Any) -> "SbatchScript":
