@@ -1,0 +1,250 @@
+"""The job babysitter: a built-in automation, paused until a person resumes it, run by Betty's code, not a model.
+
+When the watcher sees a job Betty recorded end FAILED, OUT_OF_MEMORY or TIMEOUT, the job
+trigger queues a run and the runner hands it to :func:`babysit`, which
+
+1. reads the job's accounting, the end of its log, the cluster's partitions and the
+   experiment's script and GPU estimate, and lets
+   :func:`~betty_jupyter.experiments.diagnosis.diagnose` name the cause and write the
+   corrected script (or none);
+2. records the diagnosis in the experiment's ledger record, from which the page's Betty
+   region is rendered (``## Diagnosis``), so every later rewrite of that region keeps it;
+3. proposes the correction, when there is one: a ``cluster_submit`` call with ``replaces``
+   — tier 2, so an ordinary approval card showing the diff, labelled ``job babysitter: job
+   <id>`` — in a task of its own, so the run ends at once and the next failed job is not held
+   up. Whatever happens to the card, the outcome goes back into the record and the page.
+
+Once per failed job, across restarts and servers: a diagnosis is recorded only where the
+record has none, and a proposal moves from ``ready`` to ``proposed`` in one ledger
+transaction before its card opens. A card lost with a server that died is not shown again;
+the page keeps the corrected script's diff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from ...errors import BettyError
+from ...experiments.ledger import Experiment, Ledger
+from .definitions import AutomationLimits, AutomationSpec, Trigger
+
+if TYPE_CHECKING:
+    from ...cluster.jobs import Job
+    from ...cluster.slurm import SlurmClient
+    from .. import events as ev
+    from ..loop import AgentSession
+    from ..models import ToolOutcome
+    from .definitions import Automation, Run
+    from .runner import AutomationRunner
+
+log = logging.getLogger(__name__)
+BABYSITTER_ID = "job-babysitter"
+PERSON = "job babysitter"
+LOG_LINES = 80
+"""How much of the log the diagnosis reads (the page shows the last 20, as the watcher does)."""
+BABYSITTER = AutomationSpec(
+    name="Job babysitter",
+    persona="betty",
+    prompt=("Betty's own code runs this automation, not a model: when a job Betty recorded ends FAILED, "
+            "OUT_OF_MEMORY or TIMEOUT, it reads the job's log and accounting, writes a diagnosis into the "
+            "experiment's page and proposes a corrected resubmission for a person to approve."),
+    trigger=Trigger(kind="job", states=["FAILED", "OUT_OF_MEMORY", "TIMEOUT"]),
+    tools=["cluster_submit"],
+    limits=AutomationLimits(seconds=86_400),
+    mode="auto",
+)
+"""Installed paused (off until a person resumes it); ``limits.seconds`` is how long its cards wait."""
+
+
+async def babysit(runner: "AutomationRunner", automation: "Automation", run: "Run") -> tuple[str, str | None, str]:
+    """One run: diagnose the job that fired it, record and show the diagnosis, propose its correction once."""
+    fired = run.payload if run.trigger == "job" and isinstance(run.payload, dict) else {}
+    ledger = Ledger(runner.assistant.workspace.ledger_path)
+    slug = fired.get("experiment")
+    tracked = ledger.get(str(slug)) if slug else None
+    if tracked is None or tracked.experiment.job_id != str(fired.get("id")):
+        return "done", None, "nothing to do: the babysitter looks after jobs Betty recorded, when they fail"
+    try:
+        return "done", None, await _Visit(runner, automation, run, ledger).look_after(tracked.experiment)
+    except BettyError as error:
+        return "failed", "babysitter", f"job {tracked.experiment.job_id}: {error}"
+
+
+class _Visit:
+    """The babysitter's look at one failed job, in a session of the run's own."""
+
+    def __init__(self, runner: "AutomationRunner", automation: "Automation", run: "Run", ledger: Ledger) -> None:
+        self.runner, self.automation, self.run, self.ledger = runner, automation, run, ledger
+        self.workspace = runner.assistant.workspace
+
+    async def look_after(self, experiment: Experiment) -> str:
+        """Diagnose (unless done before), show, and start the proposal (unless made before); the run's result."""
+        session = await self._open(experiment)
+        handed_over = False
+        try:
+            slurm = session.context.slurm
+            job = await slurm.job(experiment.job_id)
+            tail = await _log(slurm, job)
+            if not experiment.diagnosis:
+                experiment = await self._diagnose(slurm, experiment, job, tail)
+            self._show(experiment, job, tail)
+            proposed = self.ledger.change_diagnosis(experiment.slug, self._claim)
+            if proposed is None:
+                return _result(experiment, "")
+            self._show(proposed, job, tail)
+            task = asyncio.get_running_loop().create_task(self._propose(session, proposed, job, tail))
+            self.runner.keep(self.automation.id, task)
+            handed_over = True
+            return _result(proposed, "proposed a resubmission; it waits for a person's approval")
+        finally:
+            if not handed_over:
+                await session.context.close()
+
+    async def _open(self, experiment: Experiment) -> "AgentSession":
+        from ..approvals import ApprovalBroker
+        from ..session import open_session
+        from .runner import _PatientBroker
+        from .transcripts import TranscriptWriter, transcript_path
+
+        assistant = self.runner.assistant
+        session = await open_session(self.workspace, assistant.config, cluster=experiment.cluster, mode="auto",
+                                     session_id=self.run.session_id, broker=assistant.broker, require_model=False)
+        session.broker = cast(ApprovalBroker, _PatientBroker(assistant.broker, self.automation.limits.seconds))
+        session.actions = assistant.actions
+        session.task = f"{PERSON}: job {experiment.job_id}"
+        session.stream.subscribe(TranscriptWriter(transcript_path(self.workspace.state, self.run.id),
+                                                  self.run.attempts))
+        if self.runner.on_session is not None:
+            self.runner.on_session(session)
+        return session
+
+    async def _diagnose(self, slurm: "SlurmClient", experiment: Experiment, job: "Job", tail: str | None) -> Experiment:
+        from ...experiments.diagnosis import diagnose, partition_limits
+        from ...wiki import WikiStore
+
+        found = diagnose(job, tail, experiment.script, partition_limits(await slurm.partitions()),
+                         experiment.gpu_estimate, requested_memory_bytes=await _requested_memory(slurm, job.job_id))
+        record = found.as_record(experiment.script)
+        record["resubmission"] = None if found.unchanged else {"state": "ready", "task": f"{PERSON}: job {job.job_id}"}
+        recorded = self.ledger.change_diagnosis(experiment.slug, lambda now: record if now is None else None)
+        if recorded is None:  # another server diagnosed it meanwhile
+            return self._reread(experiment)
+        WikiStore(self.workspace.wiki).log(f"job babysitter: job {job.job_id} ({experiment.slug}) — "
+                                           f"{record['title'].lower()}" + ("" if found.unchanged else
+                                                                           "; a resubmission is proposed"))
+        return recorded
+
+    def _claim(self, now: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The diagnosis with its proposal taken by this run, or None when it is not ``ready`` (made before)."""
+        step = (now or {}).get("resubmission") or {}
+        if now is None or step.get("state") != "ready":
+            return None
+        return {**now, "resubmission": {**step, "state": "proposed", "run": self.run.id, "at": _now()}}
+
+    async def _propose(self, session: "AgentSession", experiment: Experiment, job: "Job", tail: str | None) -> None:
+        """The card, then what became of it, in the record and on the page."""
+        answers: list[ev.ApprovalResolved] = []
+
+        def remember(event: "ev.Event") -> None:
+            if event.type == "approval_resolved":
+                answers.append(cast("ev.ApprovalResolved", event.payload))
+
+        session.stream.subscribe(remember)
+        try:
+            outcome = await session.run_tool("cluster_submit", _resubmission(experiment), PERSON,
+                                             call_id=f"babysitter_{experiment.job_id}")
+            step = _outcome(outcome, answers)
+        except asyncio.CancelledError:
+            self._settle(experiment, job, tail, {"state": "not submitted",
+                                                 "reason": "the card was withdrawn (Betty stopped, or the "
+                                                           "babysitter was killed)"})
+            raise
+        except Exception as error:  # a broken proposal must still be recorded, and never take the runner down
+            log.exception("Betty's job babysitter could not propose a resubmission of job %s", experiment.job_id)
+            step = {"state": "not submitted", "reason": f"Betty failed: {type(error).__name__}: {error}"}
+        finally:
+            await session.context.close()
+        self._settle(experiment, job, tail, step)
+
+    def _settle(self, experiment: Experiment, job: "Job", tail: str | None, step: dict[str, Any]) -> None:
+        def settled(now: dict[str, Any] | None) -> dict[str, Any] | None:
+            if now is None:
+                return None
+            return {**now, "resubmission": {**(now.get("resubmission") or {}), **step, "at": _now()}}
+
+        changed = self.ledger.change_diagnosis(experiment.slug, settled)
+        if changed is not None:
+            self._show(changed, job, tail)
+
+    def _show(self, experiment: Experiment, job: "Job", tail: str | None) -> None:
+        """Rewrite the page's Betty region with the diagnosis; a page that was never written is left to repair."""
+        from ...experiments.refresh import LOG_LINES_ON_FAILURE, write_page
+
+        shown = "\n".join((tail or "").splitlines()[-LOG_LINES_ON_FAILURE:]) or None
+        try:
+            write_page(self.workspace, experiment, job, shown)
+        except BettyError:
+            log.exception("Betty's job babysitter could not write the page of %s", experiment.slug)
+
+    def _reread(self, experiment: Experiment) -> Experiment:
+        tracked = self.ledger.get(experiment.slug)
+        return tracked.experiment if tracked is not None else experiment
+
+
+def _resubmission(experiment: Experiment) -> dict[str, Any]:
+    """The ``cluster_submit`` arguments of the corrected script."""
+    record = experiment.diagnosis or {}
+    changes = "; ".join(record.get("changes") or [])
+    base = re.sub(r"^\d{4}-\d{2}-\d{2}-", "", experiment.slug).removesuffix("-retry")
+    args: dict[str, Any] = {"script": record["corrected_script"], "name": f"{base}-retry",
+                            "goal": f"Resubmission of {experiment.slug}: {str(record.get('title', '')).lower()}"
+                                    + (f" — {changes}" if changes else ""),
+                            "replaces": experiment.job_id}
+    if experiment.gpu_estimate:
+        args["gpu_estimate"] = experiment.gpu_estimate
+    return args
+
+
+def _outcome(outcome: "ToolOutcome", answers: list["ev.ApprovalResolved"]) -> dict[str, Any]:
+    """What became of the proposal, as the record keeps it."""
+    answer = answers[-1] if answers else None
+    approver = answer.approver if answer else None
+    if outcome.ok and isinstance(outcome.data, Experiment):
+        return {"state": "submitted", "job_id": outcome.data.job_id, "slug": outcome.data.slug, "approver": approver}
+    if answer is not None and answer.decision == "denied":
+        return {"state": "not submitted", "reason": "denied" + (f" by {approver}" if approver else "")}
+    return {"state": "not submitted", "reason": outcome.summary.splitlines()[0] if outcome.summary else "not run"}
+
+
+async def _log(slurm: "SlurmClient", job: "Job") -> str | None:
+    from ...experiments.refresh import failure_log
+
+    return await failure_log(slurm, job, LOG_LINES)
+
+
+async def _requested_memory(slurm: "SlurmClient", job_id: str) -> int | None:
+    """Accounting's ReqMem of the job (what it had when its script asked for no memory itself)."""
+    import pandas as pd
+
+    history = await slurm.history([job_id])
+    rows = history[history["job_id"] == job_id]
+    value = rows.iloc[0]["memory_bytes"] if not rows.empty else None
+    return None if value is None or pd.isna(value) else int(value)
+
+
+def _result(experiment: Experiment, done: str) -> str:
+    record = experiment.diagnosis or {}
+    line = f"job {experiment.job_id} ({experiment.slug}): {str(record.get('title', '')).lower()} — " \
+           f"{record.get('summary', '')}"
+    if done:
+        return f"{line}; {done}"
+    step = record.get("resubmission") or {}
+    return line + (f"; resubmission {step['state']}" if step.get("state") else "; no safe correction, nothing proposed")
+
+
+def _now() -> str:
+    return datetime.now().strftime("%Y-%m-%d %H:%M:%S")
