@@ -102,7 +102,7 @@ class Diagnosis:
 def script_diff(original: str, corrected: str, before: str = "original", after: str = "resubmission",
                 context: int = 3) -> str:
     """A unified diff of two scripts (``context`` lines around each change)."""
-    return "\n".join(difflib.unified_diff(original.split("\n"), corrected.split("\n"), before, after, n=context,
+    return "\n".join(difflib.unified_diff(original.splitlines(), corrected.splitlines(), before, after, n=context,
                                           lineterm=""))
 
 
