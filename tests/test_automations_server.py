@@ -94,7 +94,8 @@ def asked(request: dict[str, Any]) -> str:
 # ----- definitions -----------------------------------------------------------------------------------
 async def test_define_read_change_and_delete(jp_fetch):
     listed = (await call(jp_fetch, "GET", "automations"))["automations"]
-    assert [(a["id"], a["status"], a["trigger"]["cron"]) for a in listed] == [("daily-digest", "paused", "0 8 * * *")]
+    assert [(a["id"], a["status"], a["trigger"]["cron"]) for a in listed] == [("daily-digest", "paused", "0 8 * * *"),
+                                                                              ("job-babysitter", "paused", None)]
     made = await define(jp_fetch, name="Nightly notes", persona="betty", tools=["wiki_search"],
                         limits={"iterations": 3})
     assert made["id"].startswith("nightly-notes-") and "secret" not in made and not made["webhook"]

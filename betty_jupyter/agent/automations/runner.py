@@ -11,6 +11,10 @@ scratchpad itself when the run is resumed) and the rendered prompt.
 
 Tier 2 always waits for a person: the policy asks for it in every mode, and the card is an
 ordinary pending approval (``GET /betty/api/approvals``) that waits as long as the run may last.
+
+A built-in automation's runs are run by its own code instead of a model (:func:`built_in`: the
+job babysitter); a task such a run leaves behind (its card waiting for a person) is held by
+:meth:`AutomationRunner.keep`, so the kill switch and a stopping server end it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from ...errors import BettyError
 from . import triggers
@@ -49,6 +53,17 @@ SCRATCHPAD_RULES = (
     "resumed. Before each step that changes something (a wiki write, a submission), append to the scratchpad "
     "what you are about to do, and once it is done, that it is done. Never repeat a step the scratchpad marks "
     "as done.")
+
+
+BuiltIn = Callable[["AutomationRunner", Automation, Run], Awaitable[tuple[str, "str | None", str]]]
+"""Code that runs a built-in automation's run in place of a model; returns (status, code, result)."""
+
+
+def built_in(ident: str) -> BuiltIn | None:
+    """The code behind a built-in automation (the job babysitter), or None for one a model runs."""
+    from .babysitter import BABYSITTER_ID, babysit
+
+    return {BABYSITTER_ID: babysit}.get(ident)
 
 
 @dataclass(frozen=True)
@@ -105,18 +120,21 @@ class AutomationRunner:
         self._store: AutomationStore | None = None
         self._controls: dict[str, tuple[str, RunControl]] = {}  # run id -> (automation id, its control)
         self._runs: dict[str, asyncio.Task[None]] = {}
+        self._kept: dict[asyncio.Task[Any], str] = {}  # tasks built-in runs left behind -> automation id
         self._ticking: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopping = False
 
     @property
     def store(self) -> "AutomationStore":
-        """The workspace's automation store (made, with the paused daily digest, on first use)."""
+        """The workspace's automation store (made, with the paused daily digest and job babysitter, on first use)."""
         if self._store is None:
+            from .babysitter import BABYSITTER, BABYSITTER_ID
             from .store import AutomationStore, store_path
 
             self._store = AutomationStore(store_path(self.assistant.workspace.state), max_failures=self.max_failures)
             self._store.install_digest()
+            self._store.install_paused(BABYSITTER_ID, BABYSITTER)
         return self._store
 
     # ----- starting and stopping ------------------------------------------------------------------
@@ -132,7 +150,7 @@ class AutomationRunner:
         self._stopping = True
         if self._ticking is not None:
             self._ticking.cancel()
-        running = [task for task in self._runs.values() if not task.done()]
+        running = [task for task in [*self._runs.values(), *self._kept] if not task.done()]
         for task in running:
             task.cancel()
         await asyncio.gather(*running, *([self._ticking] if self._ticking else []), return_exceptions=True)
@@ -166,7 +184,15 @@ class AutomationRunner:
         for owner, control in self._controls.values():
             if owner == ident:
                 control.stop("killed")
+        for task, owner in list(self._kept.items()):
+            if owner == ident:
+                task.cancel()
         return stopped
+
+    def keep(self, ident: str, task: "asyncio.Task[Any]") -> None:
+        """Hold a task a built-in run of ``ident`` left behind (a card waiting for a person); kill and close end it."""
+        self._kept[task] = ident
+        task.add_done_callback(lambda done: self._kept.pop(done, None))
 
     def changed(self) -> None:
         """A definition changed: look at schedules again now."""
@@ -243,6 +269,9 @@ class AutomationRunner:
         spent = budget.exhausted()
         if spent:
             return "breaker", *spent
+        code = built_in(automation.id)
+        if code is not None:
+            return await code(self, automation, run)
         try:
             session = await self._open(automation, run, budget)
         except BettyError as error:

@@ -186,14 +186,20 @@ class AutomationStore:
 
     def install_digest(self) -> None:
         """Add the daily digest, paused, the first time the store is used (never again once deleted)."""
+        self.install_paused(DIGEST_ID, DIGEST, "digest_installed")
+
+    def install_paused(self, ident: str, spec: AutomationSpec, key: str | None = None) -> None:
+        """Add the built-in automation ``ident``, paused (off until a person resumes it), once: never again once
+        deleted. ``key`` names the installation in the store's meta table (default ``installed:<ident>``)."""
+        key = key or f"installed:{ident}"
         with self._transaction() as db:
-            if db.execute("SELECT 1 FROM meta WHERE key = 'digest_installed'").fetchone():
+            if db.execute("SELECT 1 FROM meta WHERE key = ?", (key,)).fetchone():
                 return
-            db.execute("INSERT INTO meta (key, value) VALUES ('digest_installed', '1')")
-            if not db.execute("SELECT 1 FROM automations WHERE id = ?", (DIGEST_ID,)).fetchone():
+            db.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (key,))
+            if not db.execute("SELECT 1 FROM automations WHERE id = ?", (ident,)).fetchone():
                 now = time.time()
                 db.execute("INSERT INTO automations (id, spec, status, created, updated) VALUES (?, ?, 'paused', ?, ?)",
-                           (DIGEST_ID, DIGEST.model_dump_json(), now, now))
+                           (ident, spec.model_dump_json(), now, now))
 
     def set_next_due(self, ident: str, when: float | None) -> None:
         """When the schedule of ``ident`` fires next."""
