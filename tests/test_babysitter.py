@@ -1,0 +1,251 @@
+"""The job babysitter on the dev cluster, with no chat model at all: a real job runs out of memory (or time), the
+watcher reports it, the babysitter writes its diagnosis into the page and proposes exactly one corrected
+resubmission whose diff is the one line it must be; approving it submits exactly one job, and neither a second
+delivery nor a restarted server proposes again. Off until enabled."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import pytest
+
+from betty_jupyter.agent import events as ev
+from betty_jupyter.agent.assistant import Assistant
+from betty_jupyter.agent.automations.babysitter import BABYSITTER_ID
+from betty_jupyter.agent.automations.runner import AutomationRunner
+from betty_jupyter.config import BettyConfig
+from betty_jupyter.experiments.ledger import Experiment, Ledger
+from betty_jupyter.experiments.watcher import JobUpdate
+from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.wiki import AUTO_END, AUTO_START, init_workspace
+
+pytestmark = pytest.mark.cluster
+
+GUARD = 240.0  # a guard against a hang, not a measurement
+T = TypeVar("T")
+MEMORY_HOG = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --chdir={root}
+#SBATCH --mem=100M
+#SBATCH --time=00:05:00
+python3 -c 'import time; x = bytearray(150 * 1024 * 1024); time.sleep(3); print("trained")'
+"""
+SLEEPER = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --chdir={root}
+#SBATCH --mem=100M
+#SBATCH --time=1
+sleep 600
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    init_workspace(tmp_path / "project")
+    return Workspace.at(tmp_path / "project")
+
+
+@pytest.fixture
+def config(ssh_profile) -> BettyConfig:
+    """The dev cluster over SSH and no chat model: the babysitter needs none."""
+    return BettyConfig(clusters=[{**ssh_profile.to_dict(), "name": "betty-dev"}])
+
+
+async def until(what: str, check: Callable[[], T]) -> T:
+    """Poll ``check`` until it returns something true; that value."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + GUARD
+    while loop.time() < deadline:
+        value = check()
+        if value:
+            return value
+        await asyncio.sleep(0.2)
+    pytest.fail(f"{what} did not happen within the guard")
+
+
+class Betty:
+    """One server's worth of Betty in this process: the Assistant with its watcher and the automation runner."""
+
+    def __init__(self, workspace: Workspace, config: BettyConfig) -> None:
+        self.assistant = Assistant(workspace, config)
+        self.assistant.watch(min_interval=0.5, max_interval=2.0)
+        self.runner = AutomationRunner(self.assistant, lease_seconds=30.0)
+        self.runner.start()
+        self.ledger = Ledger(workspace.ledger_path)
+
+    def cards(self, task: str | None = None) -> list[ev.ApprovalRequest]:
+        """The approvals waiting now (GET /betty/api/approvals answers these), of one task when given."""
+        return [card for card in self.assistant.pending() if task is None or card.task == task]
+
+    def runs(self) -> list[Any]:
+        return self.runner.store.runs(BABYSITTER_ID)
+
+    async def submit(self, script: str, goal: str) -> Experiment:
+        """A person's own cluster_submit through the desk session, approved by them."""
+        desk = await self.assistant.session("test-desk")
+        call = asyncio.ensure_future(desk.run_tool("cluster_submit", {"script": script, "goal": goal}, "a test"))
+        card = (await until("the submit card", lambda: self.cards(None)))[0]
+        self.assistant.respond(card.approval_id, "approved", "the researcher")
+        outcome = await call
+        assert outcome.ok, outcome.summary
+        assert isinstance(outcome.data, Experiment)
+        return outcome.data
+
+    def experiment(self, slug: str) -> Experiment:
+        tracked = self.ledger.get(slug)
+        assert tracked is not None
+        return tracked.experiment
+
+    async def close(self) -> None:
+        await self.runner.close()
+        await self.assistant.close()
+
+
+def region(workspace: Workspace, experiment: Experiment) -> str:
+    return (workspace.wiki / experiment.page).read_text().split(AUTO_START, 1)[1].split(AUTO_END, 1)[0]
+
+
+def changed(diff: str) -> list[str]:
+    return [line for line in diff.splitlines() if line[:1] in "+-" and not line.startswith(("---", "+++"))]
+
+
+def run_scenario(scenario: Callable[[], Awaitable[T]]) -> T:
+    return asyncio.run(scenario())
+
+
+def test_an_out_of_memory_job_gets_a_diagnosis_and_one_resubmission_that_runs_once(workspace, config):
+    name = f"babysat-{uuid.uuid4().hex[:6]}"
+    script = MEMORY_HOG.format(name=name, root=workspace.root)
+
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        try:
+            assert betty.runner.store.get(BABYSITTER_ID).status == "paused"
+            assert betty.runner.resume(BABYSITTER_ID).status == "idle"
+            original = await betty.submit(script, "train within 100M")
+            task = f"job babysitter: job {original.job_id}"
+            card = (await until("the babysitter's card", lambda: betty.cards(task)))[0]
+            run = (await until("the babysitter's run to end", lambda: [r for r in betty.runs() if r.status == "done"]))[0]
+
+            # the diagnosis, on the page and in the record
+            shown = region(workspace, original)
+            assert "## Diagnosis" in shown and "**Out of memory**" in shown
+            assert "state OUT_OF_MEMORY" in shown and "oom-kill" in shown
+            assert "- --mem 100M → 200M (twice the request)" in shown and task in shown
+            recorded = betty.experiment(original.slug).diagnosis
+            assert recorded["cause"] == "out_of_memory" and recorded["resubmission"]["state"] == "proposed"
+            assert run.trigger == "job" and run.delivery_id == f"job:betty-dev:{original.job_id}:OUT_OF_MEMORY"
+            assert "proposed a resubmission" in run.result
+
+            # exactly one card, labelled, whose diff is the --mem line and nothing else
+            assert betty.cards() == [card]
+            assert (card.tool, card.tier, card.preview.kind) == ("cluster_submit", 2, "diff")
+            assert changed(card.preview.text) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=200M"]
+            assert card.args["script"] == script.replace("--mem=100M", "--mem=200M")
+            assert card.args["replaces"] == original.job_id
+            assert card.preview.details["replaces"]["experiment"] == original.slug
+
+            # the same change delivered again, and the run done again (as a resumed run would be): nothing new
+            job = await betty.assistant.opened("test-desk").context.slurm.job(original.job_id)
+            betty.runner.job_changed(JobUpdate(betty.experiment(original.slug), "RUNNING", "OUT_OF_MEMORY", job))
+            betty.runner.run_now(BABYSITTER_ID, "job", run.payload)
+            await until("the second run", lambda: len([r for r in betty.runs() if r.status == "done"]) == 2)
+            assert len(betty.runs()) == 2 and betty.cards() == [card]
+
+            # approving it submits exactly one job, linked to the original both ways
+            betty.assistant.respond(card.approval_id, "approved", "the researcher")
+            settled = await until("the resubmission", lambda: (betty.experiment(original.slug).diagnosis or {})
+                                  .get("resubmission", {}).get("state") == "submitted")
+            assert settled
+            step = betty.experiment(original.slug).diagnosis["resubmission"]
+            assert step["approver"] == "the researcher"
+            tracked = betty.ledger.all()
+            assert [t.experiment.slug for t in tracked] == [original.slug, step["slug"]]
+            again = tracked[1].experiment
+            assert again.job_id == step["job_id"] and again.script == card.args["script"]
+            assert f"[{original.slug}]({original.slug}.md)" in again.goal
+            assert f"Resubmitted as job {again.job_id}: [{again.slug}]({again.slug}.md)" in region(workspace, original)
+            finished = await until("the resubmission to end", lambda: betty.ledger.get(again.slug).finished)
+            assert finished and betty.ledger.get(again.slug).state == "COMPLETED"
+            history = await betty.assistant.opened("test-desk").context.slurm.history(since="now-1hours")
+            assert sorted(history.loc[history["name"] == name, "job_id"]) == sorted([original.job_id, again.job_id])
+        finally:
+            await betty.close()
+
+        # a restarted server: the same delivery and a fresh run of the job find it done and propose nothing
+        betty = Betty(workspace, config)
+        try:
+            original = betty.ledger.all()[0].experiment
+            assert betty.runner.store.get(BABYSITTER_ID).status == "idle"
+            job = await (await betty.assistant.session("test-desk")).context.slurm.job(original.job_id)
+            betty.runner.job_changed(JobUpdate(original, "RUNNING", "OUT_OF_MEMORY", job))
+            betty.runner.run_now(BABYSITTER_ID, "job", betty.runs()[0].payload, "replayed by a test")
+            await until("the run after the restart", lambda: len([r for r in betty.runs() if r.status == "done"]) == 3)
+            assert "resubmission submitted" in betty.runs()[0].result
+            assert betty.cards() == [] and len(betty.ledger.all()) == 2
+        finally:
+            await betty.close()
+
+    run_scenario(scenario)
+
+
+def test_a_timed_out_job_gets_twice_the_time_and_a_denied_proposal_submits_nothing(workspace, config):
+    name = f"babysat-{uuid.uuid4().hex[:6]}"
+
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        try:
+            betty.runner.resume(BABYSITTER_ID)
+            original = await betty.submit(SLEEPER.format(name=name, root=workspace.root), "sleep past the limit")
+            card = (await until("the babysitter's card", lambda: betty.cards(f"job babysitter: job {original.job_id}")))[0]
+            assert changed(card.preview.text) == ["-#SBATCH --time=1", "+#SBATCH --time=00:02:00"]
+            shown = region(workspace, original)
+            assert "**Out of time**" in shown and "DUE TO TIME LIMIT" in shown
+            betty.assistant.respond(card.approval_id, "denied", "the researcher")
+            await until("the denial to be recorded", lambda: "Not resubmitted: denied by the researcher" in
+                        region(workspace, original))
+            assert len(betty.ledger.all()) == 1 and betty.cards() == []
+            assert betty.experiment(original.slug).diagnosis["resubmission"]["state"] == "not submitted"
+        finally:
+            await betty.close()
+
+    run_scenario(scenario)
+
+
+def test_the_babysitter_is_off_until_enabled(workspace, config):
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        try:
+            original = await betty.submit(MEMORY_HOG.format(name="unwatched", root=workspace.root), "no babysitter")
+            await until("the watcher to record the end", lambda: betty.ledger.get(original.slug).finished)
+            for _ in range(3):  # ticks that would have queued and claimed a run
+                betty.runner.tick()
+                await asyncio.sleep(0.2)
+            assert betty.runner.store.get(BABYSITTER_ID).status == "paused"
+            assert betty.runs() == [] and betty.cards() == []
+            assert betty.experiment(original.slug).diagnosis is None
+            assert "## Diagnosis" not in region(workspace, original)
+        finally:
+            await betty.close()
+
+    run_scenario(scenario)
+
+
+def test_a_resubmission_names_a_job_betty_recorded(workspace, config):
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        try:
+            desk = await betty.assistant.session("test-desk")
+            script = MEMORY_HOG.format(name="never", root=workspace.root)
+            outcome = await desk.run_tool("cluster_submit", {"script": script, "goal": "g", "replaces": "999999"},
+                                          "a test")
+            assert not outcome.ok and betty.cards() == []
+            assert "replaces: job 999999 was not submitted through Betty on betty-dev" in outcome.summary
+            assert "\n" not in outcome.summary
+        finally:
+            await betty.close()
+
+    run_scenario(scenario)
