@@ -1,7 +1,8 @@
 """The job babysitter on the dev cluster, with no chat model at all: a real job runs out of memory (or time), the
 watcher reports it, the babysitter writes its diagnosis into the page and proposes exactly one corrected
 resubmission whose diff is the one line it must be; approving it submits exactly one job, and neither a second
-delivery nor a restarted server proposes again. Off until enabled."""
+delivery nor a restarted server proposes again. Out of time is denied, out of GPU memory moves to a bigger GPU
+and the kill switch withdraws its card. Off until enabled."""
 
 from __future__ import annotations
 
@@ -32,6 +33,15 @@ MEMORY_HOG = """#!/bin/bash
 #SBATCH --mem=100M
 #SBATCH --time=00:05:00
 python3 -c 'import time; x = bytearray(150 * 1024 * 1024); time.sleep(3); print("trained")'
+"""
+CUDA_CRASH = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --chdir={root}
+#SBATCH --partition=gpu
+#SBATCH --gres=gpu:a100:1
+#SBATCH --mem=100M
+echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB." >&2
+exit 1
 """
 SLEEPER = """#!/bin/bash
 #SBATCH --job-name={name}
@@ -83,10 +93,11 @@ class Betty:
     def runs(self) -> list[Any]:
         return self.runner.store.runs(BABYSITTER_ID)
 
-    async def submit(self, script: str, goal: str) -> Experiment:
+    async def submit(self, script: str, goal: str, **more: Any) -> Experiment:
         """A person's own cluster_submit through the desk session, approved by them."""
         desk = await self.assistant.session("test-desk")
-        call = asyncio.ensure_future(desk.run_tool("cluster_submit", {"script": script, "goal": goal}, "a test"))
+        call = asyncio.ensure_future(desk.run_tool("cluster_submit", {"script": script, "goal": goal, **more},
+                                                   "a test"))
         card = (await until("the submit card", lambda: self.cards(None)))[0]
         self.assistant.respond(card.approval_id, "approved", "the researcher")
         outcome = await call
@@ -209,6 +220,32 @@ def test_a_timed_out_job_gets_twice_the_time_and_a_denied_proposal_submits_nothi
                         region(workspace, original))
             assert len(betty.ledger.all()) == 1 and betty.cards() == []
             assert betty.experiment(original.slug).diagnosis["resubmission"]["state"] == "not submitted"
+        finally:
+            await betty.close()
+
+    run_scenario(scenario)
+
+
+def test_a_gpu_out_of_memory_moves_to_a_bigger_gpu_and_the_kill_switch_withdraws_the_card(workspace, config):
+    name = f"babysat-{uuid.uuid4().hex[:6]}"
+    estimate = {"peak_gib": 31.4, "model": "Llama-3.1-8B", "method": "lora"}
+
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        try:
+            betty.runner.resume(BABYSITTER_ID)
+            original = await betty.submit(CUDA_CRASH.format(name=name, root=workspace.root), "fit on an A100",
+                                          gpu_estimate=estimate)
+            card = (await until("the babysitter's card", lambda: betty.cards(f"job babysitter: job {original.job_id}")))[0]
+            assert changed(card.preview.text) == ["-#SBATCH --gres=gpu:a100:1", "+#SBATCH --gres=gpu:h100:1"]
+            assert card.args["gpu_estimate"] == estimate
+            shown = region(workspace, original)
+            assert "**Out of GPU memory**" in shown and "log: torch.OutOfMemoryError: CUDA out of memory." in shown
+            assert "Betty's estimate before it was submitted: 31.4 GiB per GPU, under the 40 GiB of a A100-40GB" in shown
+            betty.runner.kill(BABYSITTER_ID)
+            await until("the withdrawal to be recorded", lambda: "Not resubmitted: the card was withdrawn" in
+                        region(workspace, original))
+            assert betty.cards() == [] and len(betty.ledger.all()) == 1
         finally:
             await betty.close()
 
