@@ -70,8 +70,12 @@ class JupyterServer:
         request = urllib.request.Request(f"{self.url}betty/api/{route}", data=data, method=method,
                                          headers={"Authorization": f"token {self.token}",
                                                   "Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            text = answer.read()
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                text = answer.read()
+        except urllib.error.HTTPError as error:
+            error.close()  # it holds the connection open until closed
+            raise
         return json.loads(text) if text else {}
 
     def stop(self) -> None:

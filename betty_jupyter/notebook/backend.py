@@ -313,7 +313,9 @@ def _http(method: str, base: str, token: str, route: str, body: Any = None, time
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             text = answer.read()
     except urllib.error.HTTPError as error:
-        raise _error(error.code, error.read()) from None
+        with error:  # it holds the connection open until closed
+            body = error.read()
+        raise _error(error.code, body) from None
     except (urllib.error.URLError, OSError) as error:
         raise TransportError(f"Betty's server at {base} does not answer ({error})") from None
     parsed = json.loads(text) if text else {}
