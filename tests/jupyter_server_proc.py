@@ -56,12 +56,14 @@ class JupyterServer:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self.log.close()
                 raise RuntimeError(f"{app} exited: {Path(self.log.name).read_text()[-2000:]}")
             try:
                 if self.request("GET", "health").get("status") == "ok":
                     return
             except OSError:
                 time.sleep(0.3)
+        self.stop()  # never leave a server behind that nobody will stop
         raise RuntimeError(f"{app} did not answer in 120 s: {Path(self.log.name).read_text()[-2000:]}")
 
     def request(self, method: str, route: str, body: Any = None) -> dict[str, Any]:
