@@ -28,6 +28,13 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path_factory.mktemp("jupyter-config")))
 
 
+def require(*programs: str, files: tuple[str, ...] = ()) -> None:
+    """Fail (never skip) when this Debian machine lacks a program or file the test relies on."""
+    found = [p for p in programs if shutil.which(p) or shutil.which(p, path="/usr/sbin:/sbin")]
+    missing = [p for p in programs if p not in found] + [f for f in files if not os.path.exists(f)]
+    assert not missing, f"missing on this Debian machine: {', '.join(missing)}"
+
+
 def run_betty(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run the ``betty`` command line as a person would, capturing its output."""
     return subprocess.run(

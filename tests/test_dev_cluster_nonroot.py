@@ -31,18 +31,16 @@ import pytest
 import betty_jupyter
 from betty_jupyter.devcluster.packages import find_program
 from betty_jupyter.devcluster.processes import port_is_free, wait_until
-from conftest import REPO, run_betty
+from conftest import REPO, require, run_betty
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SERVICES = ("munge", "mariadb", "slurmdbd", "slurmctld", "slurmd", "sshd")
 # Ports other tests use: the session's cluster and the second clusters of test_dev_cluster.py.
 TAKEN = {*range(16817, 16822), *range(26817, 26822), *range(27817, 27822), *range(30000, 30005)}
 
-needs_a_new_user = pytest.mark.skipif(
-    os.geteuid() != 0 or not all(find_program(p) for p in ("useradd", "userdel", "runuser"))
-    or not os.path.exists(SYSTEM_PYTHON),
-    reason="creating an unprivileged user needs root, useradd/userdel/runuser and Debian's python3",
-)
+# Only root may create a user; the programs and Debian's python3 are then required, not optional.
+needs_a_new_user = pytest.mark.skipif(os.geteuid() != 0, reason="creating an unprivileged user needs root")
+
 
 
 @dataclass
@@ -96,6 +94,7 @@ def world_readable_betty(top: Path) -> None:
 def unprivileged_user(dev_cluster: dict[str, str]) -> Iterator[UnprivilegedUser]:
     """A new user ``betty-nonroot-XXXXXX``; removed with its home and any process it left."""
     # dev_cluster: as root it installs the Debian packages, which a normal user cannot.
+    require("useradd", "userdel", "runuser", files=(SYSTEM_PYTHON,))
     name = f"betty-nonroot-{secrets.token_hex(3)}"
     subprocess.run([find_program("useradd") or "useradd", "--create-home", "--user-group", "--shell", "/bin/bash", name],
                    check=True, capture_output=True)
