@@ -22,7 +22,7 @@ from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
 
 if TYPE_CHECKING:
     from ..config import BettyConfig
-    from ..experiments.watcher import JobUpdate, JobWatcher
+    from ..experiments.watcher import ClusterClients, JobUpdate, JobWatcher
     from ..experiments.workspace import Workspace
     from .actions import ActionLog, ActionRecord
     from .approvals import Resolution
@@ -65,6 +65,7 @@ class Assistant:
         self._opening: dict[str, asyncio.Lock] = {}
         self._asking: dict[str, asyncio.Task[str]] = {}
         self._watcher: JobWatcher | None = None
+        self._clients: ClusterClients | None = None
         self._watching: asyncio.Task[None] | None = None
         self._stop_watching = asyncio.Event()
 
@@ -199,20 +200,11 @@ class Assistant:
     # ----- the job watcher ----------------------------------------------------------------------
     def watch(self, **options: Any) -> "JobWatcher":
         """Start the job watcher on this loop (once); its updates reach every open session as ``job_update``."""
-        from ..cluster.slurm import SlurmClient
-        from ..experiments.watcher import JobWatcher
+        from ..experiments.watcher import ClusterClients, JobWatcher
 
         if self._watcher is None:
-            clients: dict[str, SlurmClient] = {}
-
-            def client_for(cluster: str) -> SlurmClient:
-                if cluster not in clients:
-                    profile = self.config.profile(cluster)
-                    clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
-                return clients[cluster]
-
-            self._clients = clients
-            self._watcher = JobWatcher(self.workspace, client_for, **options)
+            self._clients = ClusterClients(self.config)
+            self._watcher = JobWatcher(self.workspace, self._clients, **options)
             self._watcher.subscribe(self._announce)
             self._stop_watching.clear()
             self._watching = asyncio.get_running_loop().create_task(self._watch(self._watcher))
@@ -247,8 +239,8 @@ class Assistant:
             self._stop_watching.set()
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self._watching, timeout=10)
-            for client in getattr(self, "_clients", {}).values():
-                await client.transport.close()
+        if self._clients is not None:
+            await self._clients.close()
         for session in self._sessions.values():
             save(session, self.workspace)
             await session.context.close()

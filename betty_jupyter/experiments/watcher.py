@@ -28,6 +28,7 @@ from .workspace import Workspace
 if TYPE_CHECKING:
     from ..cluster.jobs import Job
     from ..cluster.slurm import SlurmClient
+    from ..config import BettyConfig
 
 
 @dataclass(frozen=True)
@@ -156,23 +157,32 @@ class JobWatcher:
             self.ledger.release(self.owner)
 
 
+class ClusterClients:
+    """One SlurmClient per configured cluster, its link opened on first use: what a watcher asks with."""
+
+    def __init__(self, config: "BettyConfig") -> None:
+        self.config = config
+        self._clients: dict[str, SlurmClient] = {}
+
+    def __call__(self, cluster: str) -> "SlurmClient":
+        """The client of ``cluster`` (ConfigError when it is not configured)."""
+        from ..cluster.slurm import SlurmClient
+
+        if cluster not in self._clients:
+            profile = self.config.profile(cluster)
+            self._clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
+        return self._clients[cluster]
+
+    async def close(self) -> None:
+        """Close every link opened (closing twice is fine)."""
+        for client in self._clients.values():
+            await client.transport.close()
+
+
 def watcher_for_config(workspace: Workspace, **options: Any) -> tuple[JobWatcher, Callable[[], None]]:
     """A watcher whose clusters come from Betty's configuration, and a function closing their links."""
-    from ..cluster.slurm import SlurmClient
     from ..cluster.sync import run_sync
     from ..config import load_config
 
-    config = load_config()
-    clients: dict[str, SlurmClient] = {}
-
-    def client_for(cluster: str) -> SlurmClient:
-        if cluster not in clients:
-            profile = config.profile(cluster)
-            clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
-        return clients[cluster]
-
-    def close() -> None:
-        for client in clients.values():
-            run_sync(client.transport.close())
-
-    return JobWatcher(workspace, client_for, **options), close
+    clients = ClusterClients(load_config())
+    return JobWatcher(workspace, clients, **options), lambda: run_sync(clients.close())

@@ -71,11 +71,7 @@ def _show_job(job: Any) -> None:
     from .widgets.live import LiveJob
 
     view = _take(job)
-    display(view if view is not None else LiveJob(job, _no_reader, None, follow=False))
-
-
-def _no_reader(job_id: str) -> Any:
-    raise RuntimeError("a job shown without Betty's connection is not followed")
+    display(view if view is not None else LiveJob(job, None, None))
 
 
 def _show_estimate(result: Any) -> None:

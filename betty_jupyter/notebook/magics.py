@@ -239,11 +239,7 @@ class BettyMagics(Magics):
             return frame
 
         def fetch() -> "pd.DataFrame":
-            outcome = self.connection.start(tool, {k: v for k, v in query.items() if v is not None})
-            result = outcome.future.result()
-            if not result.ok:
-                raise ToolError(result.summary)
-            frame: pd.DataFrame = result.data
+            frame: pd.DataFrame = self._quiet(tool, {k: v for k, v in query.items() if v is not None}).data
             return frame
 
         table = JobTable(title, frame, columns, fetch, mine=self.connection.user(), cancel=self._cancel_view)

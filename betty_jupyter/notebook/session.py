@@ -149,7 +149,9 @@ class NotebookBetty:
         self._sessions: dict[str | None, str] = {}
         self._users: dict[str, str | None] = {}
         self._calls: dict[str, Call] = {}
-        self._mine: deque[str] = deque(maxlen=10_000)  # ids of the person's calls, so chats never show them
+        # ids of the person's calls (the newest 10,000), so chats never show them
+        self._mine: set[str] = set()
+        self._mine_order: deque[str] = deque()
         self._followers: dict[str, list[Listener]] = {}
         self._lock = threading.Lock()
 
@@ -201,7 +203,10 @@ class NotebookBetty:
         call.answerable_elsewhere = self.backend.shared
         with self._lock:
             self._calls[call.call_id] = call
-            self._mine.append(call.call_id)
+            self._mine.add(call.call_id)
+            self._mine_order.append(call.call_id)
+            if len(self._mine_order) > 10_000:
+                self._mine.discard(self._mine_order.popleft())
         future = self.backend.start_call(session, tool, args, call.call_id)
         future.add_done_callback(lambda done: self._finished(call, done))
         return call

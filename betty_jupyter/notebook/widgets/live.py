@@ -25,10 +25,13 @@ def _clock(seconds: float) -> str:
 
 
 class LiveJob(widgets.VBox):
-    """One job, followed: re-read on each ``job_update`` for it and every ``interval`` seconds until it ends."""
+    """One job, followed: re-read on each ``job_update`` for it and every ``interval`` seconds until it ends.
 
-    def __init__(self, job: "Job", read_job: ReadJob, read_log: ReadLog | None, interval: float = POLL_SECONDS,
-                 follow: bool = True) -> None:
+    Without ``read_job`` it shows the job as it is, without following it.
+    """
+
+    def __init__(self, job: "Job", read_job: ReadJob | None, read_log: ReadLog | None,
+                 interval: float = POLL_SECONDS) -> None:
         self.job, self._read_job, self._read_log = job, read_job, read_log
         self.interval = interval
         self.head = widgets.HTML("")
@@ -42,7 +45,7 @@ class LiveJob(widgets.VBox):
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._show()
-        if follow and not job.state.finished:
+        if read_job is not None and not job.state.finished:
             threading.Thread(target=self._follow, name=f"betty-live-{job.job_id}", daemon=True).start()
         elif read_log is not None:
             self._read_tail()
@@ -50,17 +53,13 @@ class LiveJob(widgets.VBox):
     def __repr__(self) -> str:
         return f"<Betty live job {self.job.job_id} ({self.job.name}): {self.job.state.value}>"
 
-    @property
-    def following(self) -> bool:
-        """Whether it still re-reads the job."""
-        return not self._stop.is_set() and not self.job.state.finished
-
     def on_event(self, event: "Event") -> None:
         """A ``job_update`` for this job wakes the widget up at once."""
         if event.type == "job_update" and getattr(event.payload, "job_id", None) == self.job.job_id:
             self._wake.set()
 
     def _follow(self) -> None:
+        assert self._read_job is not None
         while not self._stop.is_set():
             try:
                 self.job = self._read_job(self.job.job_id)
@@ -101,7 +100,7 @@ class LiveJob(widgets.VBox):
             parts.append(f"waiting: {escaped(job.reason)}")
         if job.state.finished and job.exit_code:
             parts.append(f"exit {escaped(job.exit_code)}")
-        if not job.state.finished:
+        if self._read_job is not None and not job.state.finished:
             parts.append("<small class='betty-following'>following…</small>")
         self.head.value = " · ".join(parts)
 
