@@ -15,6 +15,11 @@ if [[ ",$extras," == *,test,* ]]; then
   command -v chromium >/dev/null || debian_packages+=(chromium)
   # tests/test_ood_app.py renders the Open OnDemand app's ERB templates with Ruby, as OnDemand does.
   command -v ruby >/dev/null || debian_packages+=(ruby)
+  # The non-root dev-cluster tests create a user and hide packages in a private mount namespace.
+  PATH="$PATH:/usr/sbin:/sbin" command -v useradd >/dev/null || debian_packages+=(passwd)
+  PATH="$PATH:/usr/sbin:/sbin" command -v mount >/dev/null || debian_packages+=(mount)
+  command -v unshare >/dev/null && command -v setpriv >/dev/null && command -v runuser >/dev/null \
+    || debian_packages+=(util-linux)
 fi
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 if ((${#debian_packages[@]})); then

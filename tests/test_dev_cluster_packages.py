@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="hiding packages in a 
 @pytest.fixture(scope="module")
 def world_readable_copy() -> Iterator[Path]:
     """A copy of the package that an unprivileged user can import (the checkout may not be readable)."""
-    require("unshare", "setpriv", files=(SYSTEM_PYTHON,))
+    require("unshare", "setpriv", "mount", files=(SYSTEM_PYTHON,))
     top = Path(tempfile.mkdtemp(prefix="betty-copy-", dir="/tmp"))
     shutil.copytree(
         Path(betty_jupyter.__file__).parent, top / "betty_jupyter",
