@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -123,7 +124,7 @@ def test_a_webhook_secret_is_kept_hashed_and_compared_exactly(store: AutomationS
     for wrong in ("", secret[:-1], secret + "x", secret.upper(), "x" * len(secret)):
         assert not store.verify_secret(automation.id, wrong)
     assert not store.verify_secret("no-such-automation", secret)
-    with sqlite3.connect(store.path) as db:
+    with closing(sqlite3.connect(store.path)) as db:
         dump = "\n".join(db.iterdump())
     assert secret not in dump
     _, none = store.create(NOTE)

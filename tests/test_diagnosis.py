@@ -65,6 +65,10 @@ def changed_lines(original: str, corrected: str | None) -> list[str]:
 OOM_LOG = ("/var/spool/slurmd/job04242/slurm_script: line 6: 25344 Killed   python3 train.py\n"
            "slurmstepd-node1: error: Detected 1 oom-kill event(s) in StepId=4242.batch. Some of your processes may "
            "have been killed by the cgroup out-of-memory handler.\n")
+# The same event as Slurm 24.11 words it.
+OOM_LOG_24_11 = ("/var/spool/slurmd/job04242/slurm_script: line 6: 25344 Killed   python3 train.py\n"
+                 "slurmstepd: error: Detected 1 oom_kill event in StepId=4242.batch. Some of your processes may "
+                 "have been killed by the cgroup out-of-memory handler.\n")
 
 
 def test_partitions_are_read_as_plain_limits() -> None:
@@ -73,12 +77,13 @@ def test_partitions_are_read_as_plain_limits() -> None:
     assert (found["gpu"].max_time_minutes, dict(found["gpu"].gpus)) == (2880, {"a100": 4, "h100": 2})
 
 
-def test_out_of_memory_doubles_mem_and_changes_only_that_line() -> None:
+@pytest.mark.parametrize("log", [OOM_LOG, OOM_LOG_24_11], ids=["slurm-22.05", "slurm-24.11"])
+def test_out_of_memory_doubles_mem_and_changes_only_that_line(log: str) -> None:
     script = HEAD + "#SBATCH --mem=100M\n#SBATCH --time=00:05:00\npython3 train.py --epochs 3\n"
-    found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125"), OOM_LOG, script, partitions())
+    found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125"), log, script, partitions())
     assert found.cause == "out_of_memory" and not found.unchanged
     assert "state OUT_OF_MEMORY, exit code 0:125, elapsed 00:00:03" in found.evidence
-    assert any("oom-kill event" in line for line in found.evidence)
+    assert any("Detected 1 oom" in line for line in found.evidence)
     assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=200M"]
     assert found.changes == ("--mem 100M → 200M (twice the request)",)
 
