@@ -35,6 +35,19 @@ def require(*programs: str, files: tuple[str, ...] = ()) -> None:
     assert not missing, f"missing on this Debian machine: {', '.join(missing)}"
 
 
+def free_port_base() -> int:
+    """Five consecutive free ports below the ephemeral range, for a test's own extra cluster."""
+    import random
+
+    from betty_jupyter.devcluster.processes import port_is_free
+
+    for _ in range(200):
+        base = random.randrange(20000, 32000)
+        if all(port_is_free(port) for port in range(base, base + 5)):
+            return base
+    pytest.fail("found no five consecutive free ports between 20000 and 32000")
+
+
 def run_betty(*args: str, env: dict[str, str] | None = None, timeout: float = 180) -> subprocess.CompletedProcess[str]:
     """Run the ``betty`` command line as a person would, capturing its output."""
     return subprocess.run(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_betty, ssh
+from conftest import free_port_base, run_betty, ssh
 
 pytestmark = pytest.mark.cluster
 
@@ -159,8 +159,26 @@ def test_a_port_already_taken_is_refused_before_anything_starts(dev_cluster, tmp
     assert not state_dir.exists()
 
 
+def test_the_port_base_variable_does_not_move_a_state_directory_that_has_ports(dev_cluster, cluster_env):
+    before = json.loads(run_betty("dev-cluster", "status", "--json").stdout)["services"]
+    again = run_betty("dev-cluster", "up", env={**cluster_env, "BETTY_DEV_CLUSTER_PORT_BASE": str(free_port_base())})
+    assert again.returncode == 0, again.stderr
+    assert "dev cluster is already up" in again.stderr
+    assert json.loads(run_betty("dev-cluster", "status", "--json").stdout)["services"] == before
+
+
+def test_the_port_base_variable_sets_the_ports_of_a_new_state_directory(tmp_path):
+    from betty_jupyter.devcluster import DevClusterLayout
+
+    fresh = DevClusterLayout.load(tmp_path / "new", new_port_base=23000)
+    assert fresh.port_base == 23000
+    fresh.save()
+    assert DevClusterLayout.load(tmp_path / "new", new_port_base=24000).port_base == 23000
+    assert DevClusterLayout.load(tmp_path / "new", port_base=24000).port_base == 24000
+
+
 def test_changing_ports_of_a_running_cluster_is_refused(dev_cluster):
-    result = run_betty("dev-cluster", "up", "--port-base", "30000")
+    result = run_betty("dev-cluster", "up", "--port-base", str(free_port_base()))
     assert result.returncode == 1
     assert "run `betty dev-cluster down` before changing --port-base" in result.stderr
 
@@ -190,7 +208,7 @@ def test_a_port_base_out_of_range_is_refused(tmp_path):
 def test_down_stops_exactly_what_up_started(dev_cluster, cluster_env, tmp_path):
     session_before = json.loads(run_betty("dev-cluster", "status", "--json").stdout)["services"]
     state_dir = tmp_path / "second"
-    base = 26817
+    base = free_port_base()
     try:
         up = run_betty("dev-cluster", "up", "--state-dir", str(state_dir), "--port-base", str(base))
         assert up.returncode == 0, up.stderr
@@ -225,7 +243,7 @@ def test_a_cluster_whose_daemons_were_killed_comes_back_up(dev_cluster, cluster_
     state_dir = tmp_path / "killed"
     args = ("--state-dir", str(state_dir))
     try:
-        assert run_betty("dev-cluster", "up", *args, "--port-base", "27817").returncode == 0
+        assert run_betty("dev-cluster", "up", *args, "--port-base", str(free_port_base())).returncode == 0
         before = json.loads(run_betty("dev-cluster", "status", *args, "--json").stdout)["services"]
         for service in before.values():
             os.kill(service["pid"], signal.SIGKILL)  # a reboot, or the session that started them ended

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import random
 import secrets
 import shlex
 import shutil
@@ -30,13 +29,11 @@ import pytest
 
 import betty_jupyter
 from betty_jupyter.devcluster.packages import find_program
-from betty_jupyter.devcluster.processes import port_is_free, wait_until
-from conftest import REPO, require, run_betty
+from betty_jupyter.devcluster.processes import wait_until
+from conftest import REPO, free_port_base, require, run_betty
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 SERVICES = ("munge", "mariadb", "slurmdbd", "slurmctld", "slurmd", "sshd")
-# Ports other tests use: the session's cluster and the second clusters of test_dev_cluster.py.
-TAKEN = {*range(16817, 16822), *range(26817, 26822), *range(27817, 27822), *range(30000, 30005)}
 
 # Only root may create a user; the programs and Debian's python3 are then required, not optional.
 needs_a_new_user = pytest.mark.skipif(os.geteuid() != 0, reason="creating an unprivileged user needs root")
@@ -114,16 +111,6 @@ def unprivileged_user(dev_cluster: dict[str, str]) -> Iterator[UnprivilegedUser]
         wait_until(lambda: not user.live_processes(), 10)
         subprocess.run([find_program("userdel") or "userdel", "--remove", name], capture_output=True)
         shutil.rmtree(copy, ignore_errors=True)
-
-
-def free_port_base() -> int:
-    """Five consecutive free ports below the ephemeral range, clear of every other test's cluster."""
-    for _ in range(200):
-        base = random.randrange(20000, 32000)
-        ports = range(base, base + 5)
-        if not TAKEN.intersection(ports) and all(port_is_free(port) for port in ports):
-            return base
-    pytest.fail("found no five consecutive free ports between 20000 and 32000")
 
 
 def wait_for_state(user: UnprivilegedUser, state_dir: Path, job_id: str, timeout: float = 120) -> str:

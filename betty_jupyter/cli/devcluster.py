@@ -48,11 +48,11 @@ def run(args: argparse.Namespace) -> int:
     """Carry out one ``betty dev-cluster`` action."""
     from ..devcluster import DevCluster, default_port_base
 
-    port_base = None
-    if args.action == "up":
-        port_base = args.port_base if args.port_base is not None else default_port_base()
-    cluster = DevCluster(args.state_dir, port_base=port_base)
-    if args.action == "up":
+    up = args.action == "up"
+    # --port-base moves a stopped cluster; the environment only sets the ports of a new state directory.
+    cluster = DevCluster(args.state_dir, port_base=args.port_base if up else None,
+                         new_port_base=default_port_base() if up else None)
+    if up:
         changed = cluster.up(install=not args.no_install)
         if not changed:
             print("dev cluster is already up", file=sys.stderr)

@@ -33,7 +33,7 @@ def default_state_dir() -> Path:
 
 
 def default_port_base() -> int | None:
-    """``$BETTY_DEV_CLUSTER_PORT_BASE`` for ``up`` without ``--port-base``; None when unset."""
+    """``$BETTY_DEV_CLUSTER_PORT_BASE``: the ports of a new state directory; None when unset."""
     text = os.environ.get("BETTY_DEV_CLUSTER_PORT_BASE", "").strip()
     if not text:
         return None
@@ -61,8 +61,9 @@ class ServiceState:
 class DevCluster:
     """The dev cluster under one state directory."""
 
-    def __init__(self, root: Path | None = None, port_base: int | None = None, progress: Callable[[str], None] | None = None) -> None:
-        self.layout = DevClusterLayout.load(root or default_state_dir(), port_base)
+    def __init__(self, root: Path | None = None, port_base: int | None = None,
+                 progress: Callable[[str], None] | None = None, new_port_base: int | None = None) -> None:
+        self.layout = DevClusterLayout.load(root or default_state_dir(), port_base, new_port_base)
         self._port_base_asked = port_base
         self.processes = ProcessTable(self.layout.run / "betty", self.layout.log)
         self._progress = progress or (lambda message: print(message, file=sys.stderr, flush=True))

@@ -139,10 +139,12 @@ class DevClusterLayout:
         (self.root / _SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n")
 
     @classmethod
-    def load(cls, root: Path, port_base: int | None = None) -> "DevClusterLayout":
+    def load(cls, root: Path, port_base: int | None = None, new_port_base: int | None = None) -> "DevClusterLayout":
         """The layout recorded under ``root``, or a new one (not yet saved) if there is none.
 
         ``port_base`` overrides the recorded ports; callers refuse that while the cluster runs.
+        ``new_port_base`` applies only to a state directory that records no ports yet: a
+        directory keeps the ports it was first brought up with.
         """
         root = _checked_root(root)
         settings_file = root / _SETTINGS_FILE
@@ -154,7 +156,8 @@ class DevClusterLayout:
                 raise DevClusterError(
                     f"{settings_file} is unreadable ({exc}); remove it or run `betty dev-cluster down --purge`"
                 ) from exc
-        base = port_base if port_base is not None else int(str(recorded.get("port_base", DEFAULT_PORT_BASE)))
+        fallback = new_port_base if new_port_base is not None else DEFAULT_PORT_BASE
+        base = port_base if port_base is not None else int(str(recorded.get("port_base", fallback)))
         if not 1024 <= base <= 65530:
             raise DevClusterError(f"--port-base {base} is out of range; pick a number from 1024 to 65530")
         return cls(
