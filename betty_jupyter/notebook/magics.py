@@ -13,7 +13,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from .._version import __version__
 from ..errors import BettyError, ToolError, UsageError
@@ -466,7 +466,11 @@ class BettyMagics(Magics):
             raise UsageError("%betty wiki show: name the page, e.g. `%betty wiki show clusters/dev-cluster.md`")
         data = self._read("wiki_read", {"page": page}, f"reading wiki/{page}")
         if isinstance(data, dict):
-            display(Markdown(str(data.get("body", ""))))
+            from ..safe_text import markdown_html
+
+            # A page is anyone's text: rendered here so its raw HTML stays text and its remote images stay unloaded.
+            body = str(data.get("body", ""))
+            display({"text/html": markdown_html(body), "text/plain": body}, raw=True)
             return None
         return data
 

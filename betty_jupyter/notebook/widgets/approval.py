@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import ipywidgets as widgets
 
 from ...errors import BettyError
-from .html import details_table, escaped, highlighted, pre
+from ...safe_text import html_text
+from .html import details_table_html, highlighted_html, pre_html
 
 if TYPE_CHECKING:
     from ...agent.events import ApprovalRequest, Event
@@ -29,12 +30,13 @@ def preview_html(request: "ApprovalRequest") -> str:
     """The preview as HTML: a command, a highlighted script, a coloured diff, or text."""
     preview = request.preview
     if preview.kind == "script":
-        body = highlighted(preview.text, "bash")
+        body = highlighted_html(preview.text, "bash")
     elif preview.kind == "diff":
-        body = highlighted(preview.text, "diff")
+        body = highlighted_html(preview.text, "diff")
     else:
-        body = pre(preview.text)
-    return f"<div class='betty-preview betty-preview-{preview.kind}'><b>{escaped(preview.title)}</b>{body}</div>"
+        body = pre_html(preview.text)
+    return (f"<div class='betty-preview betty-preview-{html_text(preview.kind)}'><b>{html_text(preview.title)}</b>"
+            f"{body}</div>")
 
 
 class ApprovalCard(widgets.VBox):
@@ -45,11 +47,11 @@ class ApprovalCard(widgets.VBox):
         automation's), the name its record shows once the answer is accepted."""
         self.request, self._respond, self._answered_by = request, respond, answered_by
         self.decision: str | None = None
-        task = f" <span class='betty-task'>for {escaped(request.task)}</span>" if request.task else ""
+        task = f" <span class='betty-task'>for {html_text(request.task)}</span>" if request.task else ""
         header = widgets.HTML(
-            f"<b>{escaped(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
-            f"<br><i>{escaped(request.reason)}</i>")
-        preview = widgets.HTML(preview_html(request) + details_table(request.preview.details))
+            f"<b>{html_text(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
+            f"<br><i>{html_text(request.reason)}</i>")
+        preview = widgets.HTML(preview_html(request) + details_table_html(request.preview.details))
         self.approve = self._button("Approve", "success", "approved", "betty-approve")
         self.approve_session = self._button("Approve for session", "info", "approved_for_session",
                                             "betty-approve-session")
@@ -91,7 +93,7 @@ class ApprovalCard(widgets.VBox):
         try:
             args = json.loads(self.editor.value)
         except ValueError as error:
-            self.problem.value = f"<span style='color:#c62828'>the edited arguments are not JSON: {escaped(str(error))}</span>"
+            self.problem.value = f"<span style='color:#c62828'>the edited arguments are not JSON: {html_text(str(error))}</span>"
             return
         if not isinstance(args, dict):
             self.problem.value = "<span style='color:#c62828'>the edited arguments must be one JSON object</span>"
@@ -106,7 +108,7 @@ class ApprovalCard(widgets.VBox):
         try:
             self._respond(self.request.approval_id, decision, args)
         except BettyError as error:
-            self.problem.value = f"<span style='color:#c62828'>{escaped(str(error))}</span>"
+            self.problem.value = f"<span style='color:#c62828'>{html_text(str(error))}</span>"
             for button in (self.approve, self.deny, self.edit, self.send_edit):
                 button.disabled = False
             self.approve_session.disabled = self.request.tier >= 2
@@ -126,7 +128,8 @@ class ApprovalCard(widgets.VBox):
             return
         self.decision = decision
         by = f" by {approver}" if approver else ""
-        line = (f"<span class='betty-decision betty-decision-{escaped(decision)}'>{_DECISION_WORDS.get(decision, decision)}"
-                f"{escaped(by)}</span> — <b>{escaped(self.request.tool)}</b>: {escaped(self.request.preview.title)}")
+        line = (f"<span class='betty-decision betty-decision-{html_text(decision)}'>"
+                f"{html_text(_DECISION_WORDS.get(decision, decision))}"
+                f"{html_text(by)}</span> — <b>{html_text(self.request.tool)}</b>: {html_text(self.request.preview.title)}")
         self.children = [widgets.HTML(line)]
         self.layout.border = "1px solid #ddd"

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Callable
 import ipywidgets as widgets
 
 from ...errors import BettyError
+from ...safe_text import html_text
 from .approval import ApprovalCard, Respond
-from .html import escaped
 
 if TYPE_CHECKING:
     from ...agent.events import Event
@@ -26,7 +26,7 @@ def outcome_line(outcome: "ToolOutcome") -> str:
     colour = "#2e7d32" if outcome.ok else "#c62828"
     lines = outcome.summary.strip().splitlines() or [""]
     more = "" if len(lines) <= 6 else f"<br><i>… {len(lines) - 6} more lines</i>"
-    body = "<br>".join(escaped(line) for line in lines[:6])
+    body = "<br>".join(html_text(line) for line in lines[:6])
     return f"<div class='betty-outcome' style='color:{colour}'>{mark} {body}{more}</div>"
 
 
@@ -38,7 +38,7 @@ class CallView(widgets.VBox):
         self.add_class("betty-call")
         self.call, self._respond, self._extra = call, respond, extra
         self.card: ApprovalCard | None = None
-        self.status = widgets.HTML(f"<i>{escaped(call.tool)}: waiting for your approval…</i>")
+        self.status = widgets.HTML(f"<i>{html_text(call.tool)}: waiting for your approval…</i>")
         self._lock = threading.Lock()
         self.children = [self.status]
         call.follow(self._on_event)
@@ -65,7 +65,7 @@ class CallView(widgets.VBox):
     def _done(self, future: "Future[ToolOutcome]") -> None:
         error = future.exception()
         if error is not None:
-            self.status.value = f"<div class='betty-outcome' style='color:#c62828'>✗ {escaped(str(error))}</div>"
+            self.status.value = f"<div class='betty-outcome' style='color:#c62828'>✗ {html_text(str(error))}</div>"
             return
         outcome = future.result()
         self.status.value = outcome_line(outcome)
@@ -78,5 +78,5 @@ class CallView(widgets.VBox):
         try:
             more = self._extra(outcome)
         except BettyError as error:
-            more = [widgets.HTML(f"<small style='color:#c62828'>{escaped(str(error))}</small>")]
+            more = [widgets.HTML(f"<small style='color:#c62828'>{html_text(str(error))}</small>")]
         self.children = [*self.children, *more]

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import ipywidgets as widgets
 
+from ...safe_text import html_text, markdown_html
 from .approval import ApprovalCard, Respond
-from .html import escaped, markdown
 
 if TYPE_CHECKING:
     from ...agent.events import Event
@@ -36,7 +36,7 @@ class ChatStream(widgets.VBox):
         self.rows: dict[str, widgets.Accordion] = {}
         self._reply: widgets.HTML | None = None
         self._lock = threading.RLock()
-        you = widgets.HTML(f"<div class='betty-you'><b>You:</b> {escaped(prompt)}</div>")
+        you = widgets.HTML(f"<div class='betty-you'><b>You:</b> {html_text(prompt)}</div>")
         super().__init__([you, self.items, widgets.HBox([self.status, self.stop_button])])
         self.add_class("betty-chat")
 
@@ -52,13 +52,13 @@ class ChatStream(widgets.VBox):
         payload: Any = event.payload
         if event.type == "message_delta":
             self.text += payload.text
-            self._reply_widget().value = f"<div class='betty-reply' style='white-space:pre-wrap'>{escaped(self.text)}</div>"
+            self._reply_widget().value = f"<div class='betty-reply' style='white-space:pre-wrap'>{html_text(self.text)}</div>"
         elif event.type == "message" and payload.role == "assistant":
-            self._reply_widget().value = f"<div class='betty-reply'>{markdown(payload.text)}</div>"
+            self._reply_widget().value = f"<div class='betty-reply'>{markdown_html(payload.text)}</div>"
             self._reply, self.text = None, ""
         elif event.type == "tool_call":
             self._close_reply()
-            row = widgets.Accordion([widgets.HTML(f"<pre>{escaped(json.dumps(payload.args, indent=2))}</pre>")])
+            row = widgets.Accordion([widgets.HTML(f"<pre>{html_text(json.dumps(payload.args, indent=2))}</pre>")])
             row.set_title(0, f"→ {payload.tool}")
             row.selected_index = None
             row.add_class("betty-tool-row")
@@ -70,7 +70,7 @@ class ChatStream(widgets.VBox):
             first = (payload.summary.splitlines() or [""])[0][:100]
             if row is not None:
                 row.set_title(0, f"{mark} {payload.tool}: {first}")
-                row.children = [widgets.HTML(f"<pre>{escaped(payload.summary)}</pre>")]
+                row.children = [widgets.HTML(f"<pre>{html_text(payload.summary)}</pre>")]
         elif event.type == "approval_request":
             self._close_reply()
             card = ApprovalCard(payload, self._respond)
@@ -82,13 +82,13 @@ class ChatStream(widgets.VBox):
         elif event.type in ("error", "replanning"):
             text = str(getattr(payload, "message", None) or getattr(payload, "reason", ""))
             colour = "#c62828" if event.type == "error" else "#b58900"
-            self._add(widgets.HTML(f"<div class='betty-{event.type}' style='color:{colour}'>{escaped(text)}</div>"))
+            self._add(widgets.HTML(f"<div class='betty-{html_text(event.type)}' style='color:{colour}'>{html_text(text)}</div>"))
         elif event.type == "job_update":
-            self._add(widgets.HTML(f"<small>job {escaped(payload.job_id)}: {escaped(payload.previous)} → "
-                                   f"{escaped(payload.state)}</small>"))
+            self._add(widgets.HTML(f"<small>job {html_text(payload.job_id)}: {html_text(payload.previous)} → "
+                                   f"{html_text(payload.state)}</small>"))
         elif event.type == "done":
             self.reason = payload.reason
-            self.status.value = f"<small>{escaped(_ENDINGS.get(payload.reason, payload.reason))}</small>"
+            self.status.value = f"<small>{html_text(_ENDINGS.get(payload.reason, payload.reason))}</small>"
             self.stop_button.layout.display = "none"
             for card in self.cards.values():
                 if card.decision is None:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import ipywidgets as widgets
 
 from ...errors import BettyError
-from .html import escaped, pre
+from ...safe_text import html_text
+from .html import pre_html
 
 if TYPE_CHECKING:
     from ...gpu import Estimate, Partition
@@ -100,14 +101,14 @@ class GpuCalculator(widgets.VBox):
             self.advice = advise(self.model.value, request, targets_from(self.partitions, [] if self.partitions
                                                                          else types))
         except (BettyError, ValueError) as error:
-            self.summary.value = f"<span style='color:#c62828'>{escaped(str(error))}</span>"
+            self.summary.value = f"<span style='color:#c62828'>{html_text(str(error))}</span>"
             return
         result = self.estimate
         self.summary.value = (f"<b>{result.peak_gib:.1f} GiB per GPU</b> at peak — "
-                              + ", ".join(f"{k} {v:.1f}" for k, v in result.breakdown.items() if v)
-                              + "".join(f"<br><small>note: {escaped(n)}</small>" for n in result.notes))
+                              + ", ".join(f"{html_text(k)} {v:.1f}" for k, v in result.breakdown.items() if v)
+                              + "".join(f"<br><small>note: {html_text(n)}</small>" for n in result.notes))
         self.chart.value = chart_png(result, [t for t in GPU_TYPES if t.name in ("A100-40GB", "H100-80GB")])
-        self.advice_box.value = pre(self.advice.summary(), "betty-advice")
+        self.advice_box.value = pre_html(self.advice.summary(), "betty-advice")
 
 
 class EstimateView(widgets.VBox):
@@ -118,7 +119,7 @@ class EstimateView(widgets.VBox):
 
         self.result = result
         text = render_estimate(result, gpus[0] if len(gpus) == 1 else None)
-        super().__init__([widgets.HTML(pre(text)), widgets.Image(value=chart_png(result, gpus), format="png")])
+        super().__init__([widgets.HTML(pre_html(text)), widgets.Image(value=chart_png(result, gpus), format="png")])
         self.add_class("betty-estimate")
 
     def __repr__(self) -> str:

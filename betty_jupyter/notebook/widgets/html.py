@@ -1,9 +1,14 @@
-"""Safe HTML for widgets: text escaped, scripts highlighted, markdown without raw HTML."""
+"""How the widgets look: coloured states, preformatted and highlighted blocks, small tables.
+
+Every value in them goes through :mod:`betty_jupyter.safe_text`, the one place where
+untrusted text becomes HTML; this module only adds the presentation around it.
+"""
 
 from __future__ import annotations
 
-import html
 from typing import Any, Mapping
+
+from ...safe_text import html_text, visible
 
 STATE_COLOURS = {
     "PENDING": "#b58900", "RUNNING": "#268bd2", "COMPLETING": "#268bd2", "COMPLETED": "#2e7d32",
@@ -13,46 +18,38 @@ STATE_COLOURS = {
 """The colour of each Slurm job state, everywhere Betty shows one."""
 
 
-def escaped(text: str) -> str:
-    """``text`` safe inside HTML."""
-    return html.escape(text, quote=True)
-
-
-def pre(text: str, css_class: str = "betty-pre") -> str:
+def pre_html(text: str, css_class: str = "betty-pre") -> str:
     """``text`` as a preformatted block."""
-    return f'<pre class="{css_class}" style="white-space:pre-wrap;margin:2px 0">{escaped(text)}</pre>'
+    return (f'<pre class="{html_text(css_class)}" style="white-space:pre-wrap;margin:2px 0">'
+            f"{html_text(text)}</pre>")
 
 
-def highlighted(text: str, language: str) -> str:
-    """``text`` with syntax colours (inline styles, so no stylesheet is needed); ``language`` is a lexer name."""
+def highlighted_html(text: str, language: str) -> str:
+    """``text`` with syntax colours (inline styles, so no stylesheet is needed); ``language`` is a lexer name.
+
+    Invisible control characters are written out first, so a script shows every character it holds.
+    """
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import get_lexer_by_name
 
     formatter = HtmlFormatter(noclasses=True, nowrap=False, style="default")
-    return str(highlight(text, get_lexer_by_name(language), formatter))
+    return str(highlight(visible(text), get_lexer_by_name(language), formatter))
 
 
-def markdown(text: str) -> str:
-    """Markdown as HTML; raw HTML in it is shown as text, never run."""
-    import mistune
-
-    render = mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])
-    return str(render(text))
-
-
-def state_badge(state: str) -> str:
+def state_badge_html(state: str) -> str:
     """A Slurm state as a coloured label."""
     colour = STATE_COLOURS.get(state.split()[0] if state else "", "#555")
-    return (f'<span class="betty-state" style="color:white;background:{colour};padding:1px 6px;'
-            f'border-radius:3px;font-size:90%">{escaped(state)}</span>')
+    return (f'<span class="betty-state" style="color:white;background:{html_text(colour)};padding:1px 6px;'
+            f'border-radius:3px;font-size:90%">{html_text(state)}</span>')
 
 
-def details_table(details: Mapping[str, Any]) -> str:
+def details_table_html(details: Mapping[str, Any]) -> str:
     """A small two-column table of a preview's details (nested values as text)."""
-    rows = "".join(f"<tr><th style='text-align:left;padding-right:8px'>{escaped(str(k))}</th>"
-                   f"<td>{escaped(_text(v))}</td></tr>" for k, v in details.items() if v not in (None, "", {}, []))
-    return f'<table class="betty-details" style="font-size:90%">{rows}</table>' if rows else ""
+    rows_html = "".join(f"<tr><th style='text-align:left;padding-right:8px'>{html_text(k)}</th>"
+                        f"<td>{html_text(_text(v))}</td></tr>" for k, v in details.items()
+                        if v not in (None, "", {}, []))
+    return f'<table class="betty-details" style="font-size:90%">{rows_html}</table>' if rows_html else ""
 
 
 def _text(value: Any) -> str:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import ipywidgets as widgets
 
 from ...errors import BettyError
-from .html import STATE_COLOURS, escaped
+from ...safe_text import html_text
+from .html import STATE_COLOURS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,7 +36,8 @@ def styled_html(frame: "pd.DataFrame", columns: Sequence[str], sort_by: str | No
         state = str(value).split(" ")[0]
         return f"color: {STATE_COLOURS[state]}; font-weight: bold" if state in STATE_COLOURS else ""
 
-    styler = table.style.hide(axis="index")
+    # Styler writes values into the HTML as they are: every cell and header goes through the one escaper.
+    styler = table.style.hide(axis="index").format(html_text).format_index(html_text, axis=1)
     if "state" in table.columns:
         styler = styler.map(colour, subset=["state"])
     return str(styler.set_table_attributes('class="betty-jobs"').to_html())
@@ -68,7 +70,7 @@ class JobTable(widgets.VBox):
         self.descending.observe(lambda _: self.render(), "value")
         self.refresh_button.on_click(lambda _: self.refresh())
         self.auto.observe(lambda change: self._auto_changed(int(change["new"])), "value")
-        bar = widgets.HBox([widgets.HTML(f"<b>{escaped(title)}</b>"), self.refresh_button, self.auto,
+        bar = widgets.HBox([widgets.HTML(f"<b>{html_text(title)}</b>"), self.refresh_button, self.auto,
                             self.sort_by, self.descending, self.updated])
         super().__init__([bar, self.table, self.own, self.actions])
         self.add_class("betty-job-table-widget")
@@ -81,7 +83,7 @@ class JobTable(widgets.VBox):
         """Show ``frame`` with the chosen order, and a cancel button per own active job."""
         sort_by = None if self.sort_by.value == "(as listed)" else str(self.sort_by.value)
         self.table.value = styled_html(self.frame, self.columns, sort_by, not self.descending.value)
-        self.updated.value = f"<small>read {time.strftime('%H:%M:%S')}</small>"
+        self.updated.value = f"<small>read {html_text(time.strftime('%H:%M:%S'))}</small>"
         self.own.children = [self._cancel_row(row) for row in self._own_active()]
 
     def _own_active(self) -> list[dict[str, str]]:
@@ -97,7 +99,7 @@ class JobTable(widgets.VBox):
                                 layout=widgets.Layout(width="160px"))
         button.add_class("betty-cancel")
         button.on_click(lambda _: self._start_cancel(job["job_id"]))
-        return widgets.HBox([button, widgets.HTML(f"{escaped(job['name'])} ({escaped(job['state'])})")])
+        return widgets.HBox([button, widgets.HTML(f"{html_text(job['name'])} ({html_text(job['state'])})")])
 
     def _start_cancel(self, job_id: str) -> None:
         if self._cancel is None:
@@ -105,7 +107,7 @@ class JobTable(widgets.VBox):
         try:
             view = self._cancel(job_id)
         except BettyError as error:
-            view = widgets.HTML(f"<span style='color:#c62828'>✗ {escaped(str(error))}</span>")
+            view = widgets.HTML(f"<span style='color:#c62828'>✗ {html_text(str(error))}</span>")
         self.actions.children = [*self.actions.children, view]
 
     def refresh(self) -> None:
@@ -118,7 +120,7 @@ class JobTable(widgets.VBox):
                 self.frame = self._fetch()
                 self.render()
             except BettyError as error:
-                self.updated.value = f"<small style='color:#c62828'>{escaped(str(error))}</small>"
+                self.updated.value = f"<small style='color:#c62828'>{html_text(str(error))}</small>"
             finally:
                 self.refresh_button.disabled = False
 

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Callable
 import ipywidgets as widgets
 
 from ...errors import BettyError
-from .html import escaped, pre, state_badge
+from ...safe_text import html_text
+from .html import pre_html, state_badge_html
 
 if TYPE_CHECKING:
     from ...agent.events import Event
@@ -64,7 +65,7 @@ class LiveJob(widgets.VBox):
             try:
                 self.job = self._read_job(self.job.job_id)
             except BettyError as error:
-                self.head.value += f"<br><small style='color:#c62828'>{escaped(str(error))}</small>"
+                self.head.value += f"<br><small style='color:#c62828'>{html_text(str(error))}</small>"
             self._show()
             self._read_tail()
             if self.job.state.finished:
@@ -77,13 +78,13 @@ class LiveJob(widgets.VBox):
         if self._read_log is None:
             return
         if self.job.state.value == "PENDING":
-            self.tail.value = pre("(no log yet: the job has not started)", "betty-log-tail")
+            self.tail.value = pre_html("(no log yet: the job has not started)", "betty-log-tail")
             return
         try:
             text = self._read_log(self.job.job_id)
         except BettyError as error:
             text = f"(log not readable: {error})"
-        self.tail.value = pre(text or "(nothing written yet)", "betty-log-tail")
+        self.tail.value = pre_html(text or "(nothing written yet)", "betty-log-tail")
 
     def _show(self) -> None:
         job = self.job
@@ -91,15 +92,15 @@ class LiveJob(widgets.VBox):
         if elapsed is None and job.started is not None:
             now = datetime.now(job.started.tzinfo)
             elapsed = (now - job.started).total_seconds()
-        parts = [f"<b>job {escaped(job.job_id)}</b> ({escaped(job.name)})", state_badge(job.state.value)]
+        parts = [f"<b>job {html_text(job.job_id)}</b> ({html_text(job.name)})", state_badge_html(job.state.value)]
         if elapsed is not None:
             parts.append(f"elapsed {_clock(elapsed)}")
         if job.partition:
-            parts.append(f"partition {escaped(job.partition)}")
+            parts.append(f"partition {html_text(job.partition)}")
         if job.reason and not job.state.finished and job.reason != "None":
-            parts.append(f"waiting: {escaped(job.reason)}")
+            parts.append(f"waiting: {html_text(job.reason)}")
         if job.state.finished and job.exit_code:
-            parts.append(f"exit {escaped(job.exit_code)}")
+            parts.append(f"exit {html_text(job.exit_code)}")
         if self._read_job is not None and not job.state.finished:
             parts.append("<small class='betty-following'>following…</small>")
         self.head.value = " · ".join(parts)
