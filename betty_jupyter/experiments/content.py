@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..safe_text import fenced, markdown_text, table_cell
 from .ledger import Experiment
 
 if TYPE_CHECKING:
@@ -37,26 +38,38 @@ def first_line(text: str) -> str:
 
 
 def page_body(experiment: Experiment, auto: str) -> str:
-    """The page: the person's Goal and Lessons around Betty's marked Status and Runtime."""
+    """The page: the person's Goal and Lessons around Betty's marked Status and Runtime.
+
+    The goal is shown as written (it may come from the model: nothing in it renders as HTML,
+    an image or a link) and the script sits in a fence that no line of it can close.
+    """
     from ..wiki import AUTO_END, AUTO_START
 
-    goal = experiment.goal or "_What is this run for? Betty never changes this section._"
+    goal = markdown_text(experiment.goal) if experiment.goal else \
+        "_What is this run for? Betty never changes this section._"
     return (
         f"# {experiment.slug}\n\n## Goal\n\n{goal}\n\n{AUTO_START}\n{auto}\n{AUTO_END}\n\n"
-        f"## Script\n\nSubmitted as `{experiment.script_path}`:\n\n```bash\n{experiment.script.rstrip()}\n```\n\n"
+        f"## Script\n\nSubmitted as {markdown_text(experiment.script_path)}:\n\n"
+        f"{fenced(experiment.script, 'bash')}\n\n"
         f"Notebook: [{experiment.slug}.ipynb](../../{experiment.notebook})\n\n"
         "## Lessons\n\n_What did this run teach you? Betty never changes this section._\n"
     )
 
 
 def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail: str | None = None) -> str:
-    """Status and Runtime, as Betty's watcher keeps them (the only text it rewrites), and the diagnosis of a failure."""
+    """Status and Runtime, as Betty's watcher keeps them (the only text it rewrites), and the diagnosis of a failure.
+
+    Slurm's fields and the log are other people's text: escaped, fenced, their marker text broken up.
+    """
+    from ..wiki.regions import without_markers
+
     now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
-    lines = ["## Status", "", f"**{state}**" + _status_details(job), "", f"_Updated {now} by Betty's job watcher._", ""]
+    lines = ["## Status", "", f"**{markdown_text(state)}**" + markdown_text(_status_details(job)), "",
+             f"_Updated {now} by Betty's job watcher._", ""]
     lines += ["## Runtime", "", "| job | cluster | partition | submitted | started | ended | GPUs |",
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
     if log_tail and state in FAILED_STATES:
-        lines += ["", "### Last lines of the log", "", "```text", log_tail.rstrip(), "```"]
+        lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
     if experiment.diagnosis:
         from .diagnosis import page_section
 
@@ -92,8 +105,9 @@ def _runtime_row(experiment: Experiment, job: "Job | None") -> str:
 
     gpus = f"{job.gpus} × {job.gpu_type or 'gpu'}" if job and job.gpus else "—"
     partition = (job.partition if job else None) or experiment.partition or "—"
-    return (f"| {experiment.job_id} | {experiment.cluster} | {partition} | {experiment.submitted} | "
-            f"{when(job.started if job else None)} | {when(job.ended if job else None)} | {gpus} |")
+    cells = [experiment.job_id, experiment.cluster, partition, experiment.submitted,
+             when(job.started if job else None), when(job.ended if job else None), gpus]
+    return "| " + " | ".join(table_cell(cell) for cell in cells) + " |"
 
 
 def _clock(seconds: float) -> str:
@@ -108,14 +122,14 @@ def notebook(experiment: Experiment) -> Any:
     import nbformat.v4 as nbf
 
     job, cluster = json.dumps(experiment.job_id), json.dumps(experiment.cluster)
+    goal = markdown_text(experiment.goal) if experiment.goal else "_No goal written yet._"
     status = nbf.new_code_cell(
         f"from betty_jupyter.experiments.live import status\n\nstatus({job}, cluster={cluster})",
         metadata={"tags": [STATUS_TAG]},
     )
     cells = [
-        nbf.new_markdown_cell(f"# {experiment.slug}\n\n{experiment.goal or '_No goal written yet._'}\n\n"
-                              f"Wiki page: [{experiment.page}](../../wiki/{experiment.page})"),
-        nbf.new_markdown_cell(f"## The script\n\n```bash\n{experiment.script.rstrip()}\n```"),
+        nbf.new_markdown_cell(f"# {experiment.slug}\n\n{goal}\n\nWiki page: [{experiment.page}](../../wiki/{experiment.page})"),
+        nbf.new_markdown_cell(f"## The script\n\n{fenced(experiment.script, 'bash')}"),
         nbf.new_markdown_cell(_record_table(experiment)),
         nbf.new_markdown_cell("## Live status\n\nRun the next cell for the job's state now; Betty's watcher "
                               "also writes the latest state into its output."),
@@ -139,9 +153,9 @@ def notebook(experiment: Experiment) -> Any:
 def _record_table(experiment: Experiment) -> str:
     rows = [("job id", experiment.job_id), ("cluster", experiment.cluster),
             ("partition", experiment.partition or "default"), ("submitted", experiment.submitted),
-            ("script", f"`{experiment.script_path}`")]
+            ("script", experiment.script_path)]
     rows += [(name.replace("_", " "), str(value)) for name, value in experiment.resources.items()]
-    table = "\n".join(f"| {name} | {value} |" for name, value in rows)
+    table = "\n".join(f"| {table_cell(name)} | {table_cell(value)} |" for name, value in rows)
     text = f"## Submission\n\n| | |\n|---|---|\n{table}"
     if experiment.gpu_estimate:
         peak = experiment.gpu_estimate.get("peak_gib")

@@ -107,34 +107,43 @@ def script_diff(original: str, corrected: str, before: str = "original", after: 
 
 
 def page_section(record: Mapping[str, Any]) -> str:
-    """The ``## Diagnosis`` section of the experiment's page (inside Betty's region), from the ledger's record."""
-    from ..wiki.regions import MARKER_STEM
+    """The ``## Diagnosis`` section of the experiment's page (inside Betty's region), from the ledger's record.
 
-    lines = ["## Diagnosis", "", f"**{record.get('title', 'Diagnosis')}**: {record.get('summary', '')}.", ""]
+    Evidence is quoted from the job's log, so every value is written as plain text and the diff
+    sits in a fence it cannot close.
+    """
+    from ..safe_text import fenced, markdown_text
+    from ..wiki.regions import without_markers
+
+    title, summary = markdown_text(record.get("title", "Diagnosis")), markdown_text(record.get("summary", ""))
+    lines = ["## Diagnosis", "", f"**{title}**: {summary}.", ""]
     for heading, key in (("Evidence", "evidence"), ("The correction", "changes"), ("Also worth trying", "suggestions")):
-        items = [str(item) for item in record.get(key) or []]
+        items = [markdown_text(" ".join(str(item).splitlines())) for item in record.get(key) or []]
         lines += [f"{heading}:", "", *(f"- {item}" for item in items), ""] if items else []
     diff = str(record.get("diff") or "")
     if diff:
-        fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", diff)), default=0) + 1)
-        lines += [f"{fence}diff", diff, fence, ""]
+        lines += [fenced(diff, "diff"), ""]
     lines += [_resubmission_line(record), "", f"_Diagnosed {record.get('diagnosed', '')} by Betty's job babysitter._"]
-    return "\n".join(lines).replace(MARKER_STEM, "<!-- betty: auto-")
+    return without_markers("\n".join(lines))
 
 
 def _resubmission_line(record: Mapping[str, Any]) -> str:
+    from ..safe_text import markdown_text
+
     step = record.get("resubmission") or {}
     state = step.get("state")
     if not record.get("corrected_script"):
         return "Nothing was resubmitted: Betty has no safe correction for this failure."
     if state == "submitted":
-        return (f"Resubmitted as job {step.get('job_id')}: [{step.get('slug')}]({step.get('slug')}.md)"
-                + (f", approved by {step['approver']}." if step.get("approver") else "."))
+        return (f"Resubmitted as job {markdown_text(step.get('job_id'))}: [{step.get('slug')}]({step.get('slug')}.md)"
+                + (f", approved by {markdown_text(step['approver'])}." if step.get("approver") else "."))
     if state == "not submitted":
-        return (f"Not resubmitted: {step.get('reason') or 'the proposal was not approved'}. The corrected script is "
-                "the diff above; submit it yourself if you still want it.")
-    return (f"The resubmission waits for a person's approval: the card “{step.get('task') or 'job babysitter'}” in "
-            "the side panel, a notebook's %betty cards or GET /betty/api/approvals.")
+        reason = markdown_text(step.get("reason") or "the proposal was not approved")
+        return (f"Not resubmitted: {reason}. The corrected script is the diff above; submit it yourself if you "
+                "still want it.")
+    card = markdown_text(step.get("task") or "job babysitter")
+    return (f"The resubmission waits for a person's approval: the card “{card}” in the side panel, a notebook's "
+            "%betty cards or GET /betty/api/approvals.")
 
 
 @dataclass(frozen=True)

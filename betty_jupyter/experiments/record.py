@@ -14,7 +14,8 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..errors import BettyError, ExperimentError
+from ..errors import BettyError, ExperimentError, WikiError
+from ..safe_text import markdown_text
 from . import content
 from .ledger import Experiment, Ledger
 from .workspace import Workspace
@@ -45,12 +46,30 @@ def new_slug(workspace: Workspace, ledger: Ledger, name: str, day: date | None =
     raise ExperimentError(f"too many experiments called {base!r}; pick another --slug")
 
 
+def check_recordable(script: str, goal: str = "", name: str | None = None) -> None:
+    """Refuse, before anything is submitted, a submission whose record could not be written.
+
+    Marker text (``<!-- betty:auto-…``) in the script, the goal or the name could open or close
+    Betty's region of the page; a NUL byte cannot be written into a page at all.
+    """
+    from ..wiki.regions import check_no_markers
+
+    for text, what in ((script, "the script"), (goal, "the goal"), (name or "", "the experiment's name")):
+        try:
+            check_no_markers(text, what)
+        except WikiError as error:
+            raise ExperimentError(f"{error}; nothing was submitted: reword it and submit again") from None
+        if "\0" in text:
+            raise ExperimentError(f"{what} contains a NUL byte; nothing was submitted: remove it and submit again")
+
+
 async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: str, *,
                             goal: str = "", name: str | None = None, extra_args: Sequence[str] = (),
                             gpu_estimate: dict[str, Any] | None = None) -> Experiment:
-    """Submit ``script`` exactly once and record it; nothing is written when sbatch fails."""
+    """Submit ``script`` exactly once and record it; nothing is written (or submitted) when it could not be recorded."""
     from ..cluster.sbatch import SbatchScript
 
+    check_recordable(script, goal, name)
     parsed = SbatchScript.parse(script)
     ledger = Ledger(workspace.ledger_path)
     slug = new_slug(workspace, ledger, name or parsed.get("job-name") or "job")
@@ -109,7 +128,7 @@ def write_record(workspace: Workspace, experiment: Experiment) -> list[str]:
 def _index(store: "WikiStore", experiment: Experiment) -> None:
     listed = store.exists("index.md") and f"({experiment.page})" in store.read("index.md").text
     if not listed:
-        summary = content.first_line(experiment.goal) or f"job {experiment.job_id}"
+        summary = markdown_text(content.first_line(experiment.goal) or f"job {experiment.job_id}")
         store.add_to_index("Experiments", f"- [{experiment.slug}]({experiment.page}) — {summary}")
 
 

@@ -66,6 +66,11 @@ def check_no_markers(text: str, what: str) -> None:
         raise WikiError(f"{what} contains '{MARKER_STEM}…' marker text, which only Betty's page layout may hold")
 
 
+def without_markers(text: str) -> str:
+    """``text`` (a log, a diff) with marker text broken up, so it can be quoted inside Betty's region."""
+    return text.replace(MARKER_STEM, "<!-- betty: auto-")
+
+
 def check_one_line(text: object, what: str) -> str:
     """Return ``text`` when it is a non-empty single line without control characters."""
     if not isinstance(text, str) or not text.strip():

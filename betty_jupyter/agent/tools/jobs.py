@@ -49,6 +49,9 @@ class ClusterSubmit(Tool[SubmitArgs]):
         """The script exactly as uploaded, what it asks for, where it goes and the sbatch command."""
         from ...cluster.commands import default_partition, request_summary
 
+        from ...experiments.record import check_recordable
+
+        check_recordable(args.script, args.goal, args.name)
         partitions = await ctx.slurm.partitions()
         script = _checked(args.script, partitions)
         slug = planned_slug(ctx.workspace, args.name or script.get("job-name") or "job")
