@@ -14,9 +14,10 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from betty_jupyter.agent.actions import (
-    REDACTED, ActionLog, ActionLogError, ActionRecord, is_secret_key, preview_diff, redact, replay,
+    REDACTED, ActionLog, ActionLogError, ActionRecord, preview_diff, redact, replay,
 )
 from betty_jupyter.agent.models import Preview, Tier
+from betty_jupyter.secret_names import is_secret_name
 
 from conftest import BETTY, REPO, run_betty
 
@@ -114,14 +115,52 @@ def test_an_output_ref_pointing_outside_is_not_read(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("key", ["api_key", "API_KEY", "apiKey", "password", "DB_PASSWORD", "token", "hf_token",
-                                 "accessToken", "secret", "client_secret", "Authorization", "private_key"])
+                                 "accessToken", "secret", "client_secret", "Authorization", "private_key",
+                                 "OPENAI_API_KEY", "JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTER_TOKEN",
+                                 "PGPASSWORD", "GHTOKEN", "SLURM_JWT", "AWS_SECRET_ACCESS_KEY", "pwd"])
 def test_secret_keys_are_recognised(key: str) -> None:
-    assert is_secret_key(key)
+    assert is_secret_name(key)
 
 
-@pytest.mark.parametrize("key", ["max_tokens", "script", "partition", "tokenizer", "keys", "secretary_name"])
+@pytest.mark.parametrize("key", ["max_tokens", "script", "partition", "tokenizer", "keys", "secretary_name",
+                                 "TOKENIZERS_PARALLELISM", "PWD", "OLDPWD", "HOME", "PATH", "MODULEPATH"])
 def test_ordinary_keys_are_kept(key: str) -> None:
-    assert not is_secret_key(key)
+    assert not is_secret_name(key)
+
+
+SCRIPT_KEY = "sk-proj-canaryScriptKey0123456789"
+ARG_KEY = "argument-canary-4f9a"
+URL_PASSWORD = "url-canary-hunter2"
+BEARER = "bearer-canary-abcdef123"
+HOSTILE_TEXTS = {
+    "a script body": f"#!/bin/bash\nexport OPENAI_API_KEY={SCRIPT_KEY}\npython train.py",
+    "a quoted assignment": f"HF_TOKEN='{ARG_KEY}' python x.py",
+    "a command argument": f"vllm serve m --api-key {ARG_KEY} --port 8000",
+    "an option with =": f"mysql --password={ARG_KEY} -u ada",
+    "a URL": f"git clone https://ada:{URL_PASSWORD}@git.example.edu/lab/x.git",
+    "a header": f"curl -H 'Authorization: Bearer {BEARER}' https://api.example.edu",
+    "JSON": json.dumps({"client_secret": ARG_KEY, "note": "fine"}),
+    "a key by its shape alone": f"the key is {SCRIPT_KEY} ok",
+}
+
+
+@pytest.mark.parametrize("where", sorted(HOSTILE_TEXTS))
+def test_secrets_no_argument_name_points_at_are_blanked_from_every_text(tmp_path: Path, where: str) -> None:
+    text = HOSTILE_TEXTS[where]
+    preview = Preview(kind="script", title=text, text=text, details={"command": text, "list": [text]})
+    log = ActionLog(tmp_path)
+    log.record(make(args={"script": text, "command": [text]}, preview=preview, summary=text), full_output=text)
+    written = "".join(p.read_text() for p in (tmp_path / ".betty/actions").rglob("*") if p.is_file())
+    for secret in (SCRIPT_KEY, ARG_KEY, URL_PASSWORD, BEARER):
+        assert secret not in written
+    assert REDACTED in log.read()[0].args["script"]
+
+
+def test_blanking_keeps_what_is_not_a_secret(tmp_path: Path) -> None:
+    text = ("export TOKENIZERS_PARALLELISM=false MAX_TOKENS=512\ncd $PWD && srun --ntasks=4 python x.py "
+            "--max-tokens 100 https://git.example.edu:8443/lab/x.git Basic configuration")
+    record = ActionLog(tmp_path).record(make(args={"script": text}, summary=text))
+    assert record.args["script"] == text and record.summary == text
 
 
 def test_secrets_are_redacted_everywhere_they_would_be_written(tmp_path: Path) -> None:

@@ -11,8 +11,12 @@
 - A line torn by a crash (or edited by hand into nonsense) is skipped when reading and
   counted in :attr:`ActionLog.skipped`; the next append starts on a fresh line.
 - Secrets are never written: the value of any argument whose key looks like a secret
-  (``api_key``, ``password``, ``token``, ``secret``, …) becomes ``"[redacted]"``, and those
+  (``api_key``, ``password``, ``token``, ``secret``, …; the rule is
+  :func:`betty_jupyter.secret_names.is_secret_name`) becomes ``"[redacted]"``, and those
   values are also blanked wherever they appear in the preview, summary and full output.
+  Secrets no key points at are blanked from every text too: ``export OPENAI_API_KEY=…`` in a
+  script, ``--api-key …`` in a command, the password of ``https://user:password@host``, a
+  bearer token, a key of a well-known shape (:func:`~betty_jupyter.secret_names.blank_secret_text`).
 - :func:`replay` re-runs only previews (never actions) and says which changed since.
 """
 
@@ -33,6 +37,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ActionLogError as ActionLogError  # defined with the others, importable here too
+from ..secret_names import REDACTED as REDACTED, blank_secret_text, is_secret_name
 from ..wiki.files import append_durably, sync_directory
 from .models import Preview
 
@@ -40,14 +45,10 @@ log = logging.getLogger(__name__)
 
 ActionDecision = Literal["approved", "approved_for_session", "edited", "denied", "timed_out", "cancelled",
                          "auto", "refused", "proposed"]
-REDACTED = "[redacted]"
 ACTIONS_DIR = Path(".betty") / "actions"
 LOCK_TIMEOUT = 30.0
 MIN_BLANKED = 4
 
-_SECRET_WORDS = {"password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "credential",
-                 "credentials", "authorization", "cookie"}
-_SECRET_PAIRS = {("api", "key"), ("private", "key"), ("access", "key"), ("secret", "key")}
 _DAY_FILE = re.compile(r"(\d{4}-\d{2}-\d{2})\.jsonl")
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
@@ -222,19 +223,17 @@ class ActionLog:
         raise ActionLogError(f"too many outputs named {stem} under {self.outputs}; move old ones away")
 
 
-def is_secret_key(key: str) -> bool:
-    """Whether an argument named ``key`` holds a secret (``api_key``, ``hfToken``, ``DB_PASSWORD``…)."""
-    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", key).lower()
-    parts = [part for part in re.split(r"[^a-z0-9]+", words) if part]
-    return any(part in _SECRET_WORDS for part in parts) or any(pair in _SECRET_PAIRS for pair in zip(parts, parts[1:]))
-
-
 def redact(value: Any) -> Any:
-    """``value`` with every secret-looking key's value replaced by ``"[redacted]"``, at any depth."""
+    """``value`` with every secret-looking key's value replaced by ``"[redacted]"``, at any depth.
+
+    Texts are blanked of the secrets :func:`blank_secret_text` finds in them.
+    """
     if isinstance(value, dict):
-        return {key: REDACTED if is_secret_key(str(key)) else redact(item) for key, item in value.items()}
+        return {key: REDACTED if is_secret_name(str(key)) else redact(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact(item) for item in value]
+    if isinstance(value, str):
+        return blank_secret_text(value)
     return value
 
 
@@ -245,7 +244,7 @@ def secret_values(value: Any) -> list[str]:
     def walk(item: Any, secret: bool) -> None:
         if isinstance(item, dict):
             for key, inner in item.items():
-                walk(inner, secret or is_secret_key(str(key)))
+                walk(inner, secret or is_secret_name(str(key)))
         elif isinstance(item, (list, tuple)):
             for inner in item:
                 walk(inner, secret)
@@ -257,7 +256,7 @@ def secret_values(value: Any) -> list[str]:
 
 
 def blank(text: str, secrets: list[str]) -> str:
-    """``text`` with each of ``secrets`` replaced by ``"[redacted]"``.
+    """``text`` with each of ``secrets``, and every secret :func:`blank_secret_text` finds, replaced by ``"[redacted]"``.
 
     Values shorter than ``MIN_BLANKED`` characters are left in free text (they are still
     redacted in the arguments): blanking every ``1`` or ``a`` would ruin the log and hide nothing.
@@ -265,7 +264,7 @@ def blank(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if len(secret) >= MIN_BLANKED:
             text = text.replace(secret, REDACTED)
-    return text
+    return blank_secret_text(text)
 
 
 def _blank_preview(preview: Preview | None, secrets: list[str]) -> Preview | None:
