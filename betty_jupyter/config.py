@@ -32,7 +32,8 @@ class BettyConfig(Configurable):
         help=(
             "Cluster profiles: dicts with `name`, `transport` ('ssh' or 'local'), and for ssh a `host` "
             "alias from an ssh config file; optional `user`, `ssh_config`, `readable_roots`, `work_dir`, "
-            "`extra_commands`, `gss_auth`, `env`."
+            "`extra_commands`, `gss_auth`, `env` (for Slurm's commands), `job_env` (variable names jobs get "
+            "beyond Betty's own list; never a secret's)."
         ),
     ).tag(config=True)
 

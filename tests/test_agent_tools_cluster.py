@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from betty_jupyter.agent.tools import (ClusterCancel, ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun,
                                        ClusterStatus, ClusterSubmit, GpuAdvise, JobLogs, ToolContext, ToolError)
+from betty_jupyter.cluster.job_env import JOB_NAMES
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.workspace import Workspace
@@ -136,7 +138,11 @@ def test_submit_preview_shows_everything_and_changes_nothing(ctx, calls, ssh_pro
     slug = f"{time.strftime('%Y-%m-%d')}-lora-run"
     assert shown.details["resources"] == "partition gpu, 1 GPU (a100), time 5 min"
     assert shown.details["script_path"] == f"{work}/scripts/{slug}.sbatch"
-    assert shown.details["command"] == f"sbatch --parsable '--comment=betty:<fresh token>' {work}/scripts/{slug}.sbatch"
+    export = "--export=" + ",".join((*JOB_NAMES, *ssh_profile.job_env))
+    assert shown.details["command"] == shlex.join(["env", "SLURM_EXPORT_ENV=ALL", "sbatch", "--parsable",
+                                                   "--comment=betty:<fresh token>", export,
+                                                   f"{work}/scripts/{slug}.sbatch"])
+    assert shown.details["environment"].startswith("HOME, USER, LOGNAME, SHELL, PATH, ")
     assert shown.details["gpu_memory"] == "GPU memory estimate: 21.3 GiB per GPU (Llama-3.1-8B)"
     assert shown.details["page"] == f"wiki/experiments/{slug}.md"
     assert files_under(ctx.workspace.root, work) == before and not ctx.workspace.ledger_path.exists()

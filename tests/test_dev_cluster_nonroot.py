@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import betty_jupyter
+from betty_jupyter.cluster.job_env import JOB_NAMES, STEPS_EXPORT
 from betty_jupyter.devcluster.packages import find_program
 from betty_jupyter.devcluster.processes import wait_until
 from conftest import REPO, free_port_base, require, run_betty
@@ -161,6 +162,16 @@ def test_an_unprivileged_user_runs_a_job_on_its_own_cluster(unprivileged_user):
     assert job_id.isdigit(), submitted.stdout
     assert wait_for_state(user, state_dir, job_id) == "COMPLETED"
     assert (user.home / f"slurm-{job_id}.out").read_text() == f"hello from {user.name}\n"
+
+    # Submitted as Betty submits, with a list of names: Slurm then asks for the login environment too
+    # (--get-user-env), which a slurmd without root cannot load; the job runs with the names it was given.
+    export = "--export=" + ",".join((*JOB_NAMES, "BETTY_NAMED"))
+    named = shlex.join([*STEPS_EXPORT, "sbatch", "--parsable", export, "--wrap", 'echo "named=$BETTY_NAMED"'])
+    submitted = user.run(f"ssh -F {state_dir}/ssh/config betty-dev {shlex.quote('BETTY_NAMED=yes ' + named)}")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip().split(";")[0]
+    assert wait_for_state(user, state_dir, job_id) == "COMPLETED"
+    assert (user.home / f"slurm-{job_id}.out").read_text() == "named=yes\n"
 
     down = user.run(f"betty dev-cluster down --purge --state-dir {state_dir}")
     assert down.returncode == 0, down.stderr

@@ -70,7 +70,7 @@ def _serve(args: argparse.Namespace) -> int:
                            port=args.port, command=args.command, name=args.name, tool_parser=args.tool_parser)
     profile = load_config().profile(args.cluster)
     transport = profile.open_transport()
-    client = SlurmClient(transport, work_dir=profile.work_dir)
+    client = SlurmClient(transport, work_dir=profile.work_dir, job_env=profile.job_env)
     try:
         job = run_sync(prepare(client, request))
         print(job.script, flush=True)

@@ -20,7 +20,10 @@ class LocalTransport:
         self._extra_env = dict(env or {})
 
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
-        """Run ``argv`` without a shell, with inherited Slurm allocation variables removed."""
+        """Run ``argv`` without a shell, without inherited Slurm allocation variables or secret-looking ones.
+
+        The profile's ``env`` (``SLURM_CONF``) is added back: it is configuration, not inherited.
+        """
         argv = tuple(argv)
         began = time.perf_counter()
         try:

@@ -15,12 +15,16 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _KEYS = {"name", "transport", "host", "user", "ssh_config", "readable_roots", "work_dir",
-         "extra_commands", "gss_auth", "env", "pool_size"}
+         "extra_commands", "gss_auth", "env", "pool_size", "job_env"}
 
 
 @dataclass(frozen=True)
 class ClusterProfile:
-    """One cluster: its transport, where to log in, what may be read, where Betty writes."""
+    """One cluster: its transport, where to log in, what may be read, where Betty writes.
+
+    ``env`` is set for Slurm's commands themselves (``SLURM_CONF``); ``job_env`` names the
+    variables jobs get from where sbatch runs, beyond :data:`~betty_jupyter.cluster.job_env.JOB_NAMES`.
+    """
 
     name: str
     transport: str = "ssh"
@@ -33,6 +37,7 @@ class ClusterProfile:
     gss_auth: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
     pool_size: int = 4
+    job_env: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ClusterProfile":
@@ -52,12 +57,13 @@ class ClusterProfile:
         if isinstance(roots, str) or not all(isinstance(r, str) and r.startswith("/") for r in roots):
             raise ConfigError(f"cluster profile {name!r}: `readable_roots` must be a list of absolute paths")
         extras = {str(k): tuple(v) for k, v in dict(data.get("extra_commands", {})).items()}
+        job_env = _job_env(name, data.get("job_env", ()))
         return cls(
             name=name, transport=transport, host=data.get("host"), user=data.get("user"),
             ssh_config=data.get("ssh_config"), readable_roots=tuple(roots),
             work_dir=str(data.get("work_dir", "~/.betty")), extra_commands=extras,
             gss_auth=bool(data.get("gss_auth", False)), env=dict(data.get("env", {})),
-            pool_size=int(data.get("pool_size", 4)),
+            pool_size=int(data.get("pool_size", 4)), job_env=job_env,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,6 +82,8 @@ class ClusterProfile:
             data["gss_auth"] = True
         if self.env:
             data["env"] = dict(self.env)
+        if self.job_env:
+            data["job_env"] = list(self.job_env)
         return data
 
     def open_transport(self) -> "Transport":
@@ -102,3 +110,16 @@ class ClusterProfile:
         from .policy import CommandPolicy
 
         return CommandPolicy(readable_roots=self.readable_roots, home=home, extra_commands=self.extra_commands)
+
+
+def _job_env(profile: str, names: Any) -> tuple[str, ...]:
+    """The profile's ``job_env``: variable names, none of them a secret's."""
+    from .job_env import name_problem
+
+    if isinstance(names, str) or not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"cluster profile {profile!r}: `job_env` must be a list of variable names")
+    for name in names:
+        problem = name_problem(name)
+        if problem:
+            raise ConfigError(f"cluster profile {profile!r}: `job_env` {problem}")
+    return tuple(names)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -21,6 +22,8 @@ from .transport import CommandResult, Transport
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .job_env import JobEnvironment
+
 TOKEN_PREFIX = "betty:"
 _ACCOUNTING_OFF = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
@@ -28,10 +31,13 @@ _ACCOUNTING_OFF = ("accounting storage is disabled", "Slurm accounting storage i
 class SlurmClient:
     """Queue, partitions, history, submit, cancel and logs of one cluster."""
 
-    def __init__(self, transport: Transport, work_dir: str = "~/.betty", timeout: float = 60.0) -> None:
+    def __init__(self, transport: Transport, work_dir: str = "~/.betty", timeout: float = 60.0,
+                 job_env: Sequence[str] = ()) -> None:
         self.transport = transport
         self.work_dir = work_dir.rstrip("/")
         self.timeout = timeout
+        self.job_env = tuple(job_env)
+        """Variables jobs get beyond :data:`~betty_jupyter.cluster.job_env.JOB_NAMES` (the profile's ``job_env``)."""
         self.lookup_attempts = 6
         self.lookup_interval = 1.0
 
@@ -169,24 +175,34 @@ class SlurmClient:
         return result.stdout
 
     # ----- changing ------------------------------------------------------------------------
+    def job_environment(self, script: str) -> "JobEnvironment":
+        """The environment a job of ``script`` gets (names only); :class:`ScriptError` when it asks for a secret."""
+        from .job_env import job_environment
+        from .sbatch import SbatchScript
+
+        return job_environment(SbatchScript.parse(script), self.job_env)
+
     async def submit(self, script: str, extra_args: Sequence[str] = (), script_name: str | None = None) -> str:
         """Submit ``script`` exactly once and return its job id.
 
         The script is uploaded under the work dir, and ``sbatch`` carries a fresh token in
-        ``--comment``. If the link drops while ``sbatch`` runs, the token is looked up in the
-        queue and in accounting before anything is ever submitted again.
+        ``--comment`` and the job's environment in ``--export`` (:meth:`job_environment`, never
+        the environment sbatch runs in). If the link drops while ``sbatch`` runs, the token is
+        looked up in the queue and in accounting before anything is ever submitted again.
         """
+        environment = self.job_environment(script)
+        sbatch_argv(environment, "", extra_args, "")  # refuses before anything is uploaded
         token = uuid.uuid4().hex
         name = script_name or f"{token}.sbatch"
         remote_path = f"{self.work_dir}/scripts/{name}"
         uploaded = await self.transport.put(script.encode(), remote_path)
-        argv = ["sbatch", "--parsable", f"--comment={TOKEN_PREFIX}{token}", *extra_args, uploaded]
+        argv = sbatch_argv(environment, f"{TOKEN_PREFIX}{token}", extra_args, uploaded)
         try:
             result = await self._run(argv, idempotent=False, check=False)
         except TransportError as dropped:
             return await self._recover_submission(token, dropped)
-        if not result.ok:
-            raise SlurmError(_first_error(result))
+        if not result.ok:  # the error names sbatch, not the `env` that runs it
+            raise SlurmError(_first_error(replace(result, argv=result.argv[len(environment.prefix):])))
         return parse_sbatch_output(result.stdout)
 
     async def _recover_submission(self, token: str, dropped: TransportError) -> str:
@@ -223,6 +239,18 @@ class SlurmClient:
         result = await self._run(["scancel", ident], idempotent=False, check=False)
         if not result.ok or "error" in result.stderr.lower():
             raise SlurmError(_first_error(result))
+
+
+def sbatch_argv(environment: "JobEnvironment", comment: str, extra_args: Sequence[str], path: str) -> list[str]:
+    """The command :meth:`SlurmClient.submit` runs; previews show it (with a stand-in comment) too.
+
+    ``extra_args`` may not change the job's environment: that is the script's and the profile's to say.
+    """
+    overriding = [arg for arg in extra_args if arg.startswith("--exp")]  # --export, --export-file, abbreviated
+    if overriding:
+        raise SlurmError(f"sbatch {overriding[0]!r} would change the job's environment; "
+                         "name variables in the script's #SBATCH --export= or the profile's job_env")
+    return [*environment.prefix, "sbatch", "--parsable", f"--comment={comment}", environment.option, *extra_args, path]
 
 
 def _is_job_id(text: str) -> bool:

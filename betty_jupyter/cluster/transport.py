@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from ..secret_names import without_secrets
+
 # Variables that would change what Slurm's commands print or where they submit.
 # SLURM_CONF stays: it says which cluster to talk to.
 _SLURM_OUTPUT_VARIABLES = (
@@ -78,5 +80,9 @@ def unset_slurm_output_variables() -> str:
 
 
 def current_environment() -> dict[str, str]:
-    """This process's environment, cleaned for running Slurm commands."""
-    return clean_slurm_environment(dict(os.environ))
+    """This process's environment, cleaned for running Slurm commands, and without anything that looks like a secret.
+
+    Jobs get only the names ``sbatch --export`` lists (``job_env.py``); dropping secrets here too
+    means no other path, not even an ``--export=ALL``, can hand them to a job or a command.
+    """
+    return without_secrets(clean_slurm_environment(dict(os.environ)))

@@ -46,22 +46,24 @@ class ClusterSubmit(Tool[SubmitArgs]):
     tier = Tier.ALWAYS_ASK
 
     async def preview(self, ctx: ToolContext, args: SubmitArgs) -> Preview:
-        """The script exactly as uploaded, what it asks for, where it goes and the sbatch command."""
+        """The script exactly as uploaded, what it asks for, where it goes, its environment and the sbatch command."""
         from ...cluster.commands import default_partition, request_summary
+        from ...cluster.slurm import sbatch_argv
 
         from ...experiments.record import check_recordable
 
         check_recordable(args.script, args.goal, args.name)
         partitions = await ctx.slurm.partitions()
         script = _checked(args.script, partitions)
+        environment = ctx.slurm.job_environment(args.script)
         slug = planned_slug(ctx.workspace, args.name or script.get("job-name") or "job")
         remote = f"{ctx.slurm.work_dir}/scripts/{slug}.sbatch"
-        command = shlex.join(["sbatch", "--parsable", "--comment=betty:<fresh token>", remote])
+        command = shlex.join(sbatch_argv(environment, "betty:<fresh token>", (), remote))
         resources = request_summary(script, default_partition(partitions))
         details: dict[str, Any] = {
             "cluster": ctx.profile.name, "resources": resources, "script_path": remote, "command": command,
-            "page": f"wiki/experiments/{slug}.md", "notebook": f"notebooks/experiments/{slug}.ipynb",
-            "goal": args.goal,
+            "environment": environment.describe(), "page": f"wiki/experiments/{slug}.md",
+            "notebook": f"notebooks/experiments/{slug}.ipynb", "goal": args.goal,
         }
         if args.gpu_estimate is not None:
             details["gpu_estimate"] = args.gpu_estimate
