@@ -19,6 +19,7 @@
     ├── ExperimentError         an experiment record could not be written or found
     ├── ModelError              the chat model could not be reached, or refused the request
     ├── ToolError               an agent tool call was refused or failed
+    ├── SchemaError             a JSON schema is malformed or refers to something outside itself
     ├── ApprovalError           an answer to an approval request was refused
     ├── ActionLogError          the action log could not be written or read
     └── UsageError              a command was called with arguments it does not take
@@ -136,6 +137,10 @@ class ToolError(BettyError):
     def __init__(self, message: str, details: list[str] | None = None) -> None:
         super().__init__(message)
         self.details = details or [message]
+
+
+class SchemaError(BettyError):
+    """A JSON schema Betty was given is malformed, or refers to something outside itself (nothing is fetched)."""
 
 
 class ApprovalError(BettyError):

@@ -22,7 +22,9 @@
 Tasks run at most ``max_parallel`` at a time. On a failure, ``fail_fast`` cancels the other
 tasks, ``continue`` collects it, and ``retry`` runs the task again (:data:`RETRIES` times)
 with the earlier failure named. A task's answer is one JSON value checked against its
-``result_schema`` (JSON schema, draft 2020-12); without a schema the answer is its text.
+``result_schema`` (JSON schema, draft 2020-12 unless its ``$schema`` names another draft); without a
+schema the answer is its text. A schema's references must resolve inside it: nothing is ever
+fetched (:mod:`betty_jupyter.json_schema`).
 
 Two children never write the same wiki page at once: a child's ``wiki_write`` holds the
 page's lock from its preview to its write, so the diff a person approves is the change
@@ -44,13 +46,15 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from pydantic import Field, field_validator
 
-from ..errors import BettyError, ToolError
+from ..errors import BettyError, SchemaError, ToolError
 from . import events as ev
 from .loop import AgentSession, Answer, Limits
-from .tools.base import ToolArgs, ToolContext
+from .models import ToolArgs
 
 if TYPE_CHECKING:
     from .llm import ToolCallRequest
+    from .policy import Call
+    from .tools.base import ToolContext
     from .registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -99,13 +103,13 @@ class TaskSpec(ToolArgs):
     @field_validator("result_schema")
     @classmethod
     def _a_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-        from jsonschema import Draft202012Validator, SchemaError
+        from ..json_schema import offline_validator
 
         if schema is not None:
             try:
-                Draft202012Validator.check_schema(schema)
+                offline_validator(schema)
             except SchemaError as error:
-                raise ValueError(f"not a JSON schema: {error.message}") from None
+                raise ValueError(str(error)) from None
         return schema
 
 
@@ -381,6 +385,8 @@ class _Batch:
         return ChildSession(
             parent=parent, delegation=self.delegation, session_id=parent.session_id, model=parent.model,
             registry=registry, context=context, policy=parent.policy, grants=self.grants, broker=parent.broker,
+        from .tools.base import ToolContext
+
             stream=stream, actions=parent.actions, system_prompt=child_prompt(registry, context), user=parent.user,
             limits=limits, task=spec.title if parent.task is None else f"{parent.task} › {spec.title}",
             before_tool=parent.before_tool)
@@ -446,8 +452,7 @@ def first_message(spec: TaskSpec, manifest: str, earlier: str = "") -> str:
 
 def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
     """The child's final answer: its text, or the JSON value checked against ``schema``; ToolError saying why not."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import best_match
+    from ..json_schema import first_problem, offline_validator
 
     answer = text.strip()
     if not answer:
@@ -459,10 +464,12 @@ def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
         value = json.loads(fenced.group(1) if fenced else answer)
     except ValueError as error:
         raise ToolError(f"the helper's answer is not JSON ({error}): {_cut(answer, 80)!r}") from None
-    problem = best_match(Draft202012Validator(schema).iter_errors(value))
+    try:
+        problem = first_problem(offline_validator(schema), value, "the answer")
+    except SchemaError as error:
+        raise ToolError(f"result_schema: {error}") from None
     if problem is not None:
-        where = "/".join(str(part) for part in problem.absolute_path) or "the answer"
-        raise ToolError(f"the helper's answer does not match result_schema: {where}: {problem.message}")
+        raise ToolError(f"the helper's answer does not match result_schema: {problem}")
     return value
 
 

@@ -1,11 +1,11 @@
-"""Small models every part of the agent shares: a tool's preview, its outcome, tiers."""
+"""Small models every part of the agent shares: a tool's arguments, preview and outcome, tiers."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Tier(IntEnum):
@@ -14,6 +14,12 @@ class Tier(IntEnum):
     AUTO = 0
     ONCE_PER_SESSION = 1
     ALWAYS_ASK = 2
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's arguments: unknown fields are refused, so a misspelt one is named."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class Preview(BaseModel):

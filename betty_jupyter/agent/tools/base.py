@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Mapping, TypeVar, cast
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from ...errors import BettyError, UsageError
 from ...errors import ToolError as ToolError  # defined with the others, importable here too
 from ..models import Preview, Tier, ToolOutcome
+from ..models import ToolArgs as ToolArgs  # defined beside the other shared models, importable here too
 
 if TYPE_CHECKING:
     from ...cluster.policy import CommandPolicy
@@ -66,12 +67,6 @@ class ToolContext:
     async def close(self) -> None:
         """Close the link to the cluster (closing twice is fine)."""
         await self.slurm.transport.close()
-
-
-class ToolArgs(BaseModel):
-    """Base of every tool's arguments: unknown fields are refused, so a misspelt one is named."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 def _checked_job_id(value: object) -> str:
@@ -202,3 +197,5 @@ def clip(text: str, lines: int = SUMMARY_LINES, chars: int = SUMMARY_CHARS, keep
         return shown
     note = f"[… cut to {len(shown.splitlines())} of {len(rows)} lines; the action log has the whole output]"
     return f"{shown}\n{note}" if keep == "head" else f"{note}\n{shown}"
+        except RecursionError:
+            raise ToolError(f"{tool}: the arguments are nested too deeply; send a flat JSON object") from None
