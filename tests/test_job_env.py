@@ -231,3 +231,22 @@ def test_plain_sbatch_as_another_user_would_run_it_is_unchanged(cluster_env, tmp
                           capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     assert read_env(tmp_path / "plain.env")["OPENAI_API_KEY"] == CANARIES["OPENAI_API_KEY"]
+
+
+# ProcessTable detaches its daemons on purpose: the Popen it lets go of is not a leak.
+@pytest.mark.filterwarnings("ignore:subprocess .* is still running:ResourceWarning")
+def test_a_dev_cluster_daemon_never_holds_the_secrets_of_the_shell_that_started_it(tmp_path, canaries):
+    """Jobs of the same user could read a daemon's /proc/PID/environ: it is started without the secrets."""
+    import shutil
+
+    from betty_jupyter.devcluster.processes import Daemon, ProcessTable
+
+    table = ProcessTable(tmp_path / "run", tmp_path / "log")
+    pid = table.start(Daemon("stand-in", [shutil.which("sleep") or "/bin/sleep", "300"], ready=lambda: True,
+                             env={"SLURM_CONF": "/etc/x"}), timeout=30)
+    try:
+        held = Path(f"/proc/{pid}/environ").read_bytes().decode()
+    finally:
+        assert table.stop("stand-in")
+    assert "BETTY_TEST_HIDDEN=" in held and "SLURM_CONF=/etc/x" in held
+    assert not any(secret in held for secret in (*CANARIES, *CANARIES.values()))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import DevClusterError, PortInUseError
+from ..secret_names import without_secrets
 
 
 @dataclass
@@ -98,7 +99,9 @@ class ProcessTable:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**os.environ, **daemon.env},
+                # A daemon outlives the shell that started it, and any job of the same user could
+                # read its /proc/PID/environ: it never holds that shell's secrets.
+                env={**without_secrets(os.environ), **daemon.env},
             )
         self._pid_file(daemon.name).write_text(f"{process.pid} {exe}\n")
         ready = daemon.ready or (lambda: daemon.port is None or port_is_open(daemon.port))
