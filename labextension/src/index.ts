@@ -5,14 +5,12 @@
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
-import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { BettyAPI } from './api';
-import { IMarkdownRenderer } from './components/Markdown';
 import { IJobUpdateInfo } from './events';
 import { BettyModel, ISavedSession, panelSettings } from './model';
 import { BettyPanel } from './panel';
@@ -53,11 +51,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'Betty side panel: an assistant for researchers on Slurm clusters.',
   autoStart: true,
-  requires: [IRenderMimeRegistry],
   optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, IStateDB, IDefaultFileBrowser],
   activate: (
     app: JupyterFrontEnd,
-    rendermime: IRenderMimeRegistry,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
@@ -66,7 +62,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const model = new BettyModel({ api: new BettyAPI() });
     const open = (path: string) => void app.commands.execute('docmanager:open', { path });
-    const panel = new BettyPanel({ model, markdown: () => markdownRenderer(rendermime), open });
+    const panel = new BettyPanel({ model, open });
     panel.title.icon = bettyIcon;
     panel.title.caption = 'Betty';
     app.shell.add(panel, 'right', { rank: 600 });
@@ -198,18 +194,6 @@ function addCommands(
 function selectedFile(fileBrowser: IDefaultFileBrowser | null): string | undefined {
   const first = fileBrowser?.selectedItems().next();
   return first && !first.done ? first.value.path : undefined;
-}
-
-function markdownRenderer(rendermime: IRenderMimeRegistry): IMarkdownRenderer {
-  const renderer = rendermime.createRenderer('text/markdown');
-  return {
-    node: renderer.node,
-    render: text =>
-      renderer.renderModel(
-        rendermime.createModel({ data: { 'text/markdown': text }, trusted: false })
-      ),
-    dispose: () => renderer.dispose()
-  };
 }
 
 /** A toast for a job that ended, with its notebook and page one click away. */

@@ -7,14 +7,11 @@ import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { BettyApp } from './components/BettyApp';
-import { MarkdownContext, MarkdownRendererFactory } from './components/Markdown';
 import { BettyModel } from './model';
 
 /** What the panel needs from JupyterLab. */
 export interface IBettyPanelOptions {
   model: BettyModel;
-  /** Renders assistant messages (JupyterLab's markdown renderer); null for plain text. */
-  markdown: MarkdownRendererFactory;
   /** Opens a workspace file (`docmanager:open`). */
   open: (path: string) => void;
 }
@@ -23,7 +20,6 @@ export interface IBettyPanelOptions {
 export class BettyPanel extends ReactWidget {
   /** The panel's state. */
   readonly model: BettyModel;
-  private readonly _markdown: MarkdownRendererFactory;
   private readonly _open: (path: string) => void;
 
   constructor(options: IBettyPanelOptions) {
@@ -32,7 +28,6 @@ export class BettyPanel extends ReactWidget {
     this.addClass('betty-Panel');
     this.node.dataset.testid = 'betty-panel';
     this.model = options.model;
-    this._markdown = options.markdown;
     this._open = options.open;
     this.model.changed.connect(() => this.update(), this);
   }
@@ -46,11 +41,7 @@ export class BettyPanel extends ReactWidget {
   }
 
   protected render(): JSX.Element {
-    return (
-      <MarkdownContext.Provider value={this._markdown}>
-        <BettyApp model={this.model} onOpen={this._open} />
-      </MarkdownContext.Provider>
-    );
+    return <BettyApp model={this.model} onOpen={this._open} />;
   }
 
   protected onAfterShow(message: Message): void {

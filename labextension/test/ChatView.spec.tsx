@@ -1,10 +1,9 @@
 /**
- * The chat view: transcript rows, markdown through the panel's renderer, send and stop.
+ * The chat view: transcript rows, assistant markdown, send and stop.
  */
 import * as React from 'react';
 
 import { ChatView, compactArgs, IChatViewProps } from '../src/components/ChatView';
-import { IMarkdownRenderer, MarkdownContext } from '../src/components/Markdown';
 import { emptyTranscript, ITranscript, reduce } from '../src/transcript';
 import { allByTestId, byTestId, click, render, type } from './render';
 
@@ -47,30 +46,15 @@ const TURN = transcript([
 ]);
 
 describe('ChatView', () => {
-  it('renders messages, and assistant markdown through the panel renderer', () => {
-    const rendered: string[] = [];
-    const factory = (): IMarkdownRenderer => {
-      const node = document.createElement('div');
-      return {
-        node,
-        render: async text => {
-          rendered.push(text);
-          node.innerHTML = `<strong>rendered</strong> ${text.length}`;
-        },
-        dispose: () => undefined
-      };
-    };
-    const { container } = render(
-      <MarkdownContext.Provider value={factory}>
-        <ChatView {...props(TURN)} />
-      </MarkdownContext.Provider>
-    );
+  it('renders messages, and assistant markdown as elements', () => {
+    const { container } = render(<ChatView {...props(TURN)} />);
     expect(byTestId(container, 'betty-message-user').textContent).toBe('what runs?');
-    expect(rendered).toEqual(['Looking at **the queue**.']);
-    expect(byTestId(container, 'betty-message-assistant').querySelector('strong')).not.toBeNull();
+    const assistant = byTestId(container, 'betty-message-assistant');
+    expect(assistant.textContent).toBe('Looking at the queue.');
+    expect(assistant.querySelector('strong')!.textContent).toBe('the queue');
   });
 
-  it('without a renderer, shows markdown as plain text, never as HTML', () => {
+  it('shows HTML in a reply as text, never as HTML', () => {
     const state = transcript([
       ['message', { role: 'assistant', text: '<img src=x onerror=alert(1)>' }]
     ]);

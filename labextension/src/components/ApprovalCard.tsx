@@ -5,6 +5,7 @@
 import * as React from 'react';
 
 import { APPROVING, Decision, PersonDecision } from '../events';
+import { visibleText } from '../safe';
 import { IApprovalItem } from '../transcript';
 import { PreviewView } from './Preview';
 
@@ -120,7 +121,7 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
           tier {request.tier}
         </span>
       </div>
-      <div className="betty-ApprovalCard-reason">{request.reason}</div>
+      <div className="betty-ApprovalCard-reason">{visibleText(request.reason)}</div>
       <PreviewView preview={request.preview} />
       {expired && (
         <div className="betty-ApprovalCard-expiredNote" data-testid="betty-approval-expired">

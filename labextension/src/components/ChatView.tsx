@@ -5,9 +5,9 @@
 import * as React from 'react';
 
 import { PersonDecision } from '../events';
+import { Markdown, visibleText } from '../safe';
 import { IMessageItem, INoteItem, IToolItem, ITranscript, TranscriptItem } from '../transcript';
 import { ApprovalCard } from './ApprovalCard';
-import { Markdown } from './Markdown';
 
 /** Props of {@link ChatView}. */
 export interface IChatViewProps {
@@ -103,7 +103,7 @@ function MessageRow({ item }: { item: IMessageItem }): JSX.Element {
       data-streaming={item.streaming ? 'true' : 'false'}
     >
       {item.role === 'assistant' ? (
-        <Markdown text={item.text} streaming={item.streaming} />
+        <Markdown text={item.text} />
       ) : (
         <div className="betty-Message-text">{item.text}</div>
       )}
@@ -131,8 +131,10 @@ export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
     >
       <summary>
         <span className="betty-ToolRow-mark">{mark}</span> <code>{item.tool}</code>{' '}
-        <span className="betty-ToolRow-args">{compactArgs(item.args)}</span>
-        {item.result && <span className="betty-ToolRow-summary"> — {item.result.summary}</span>}
+        <span className="betty-ToolRow-args">{visibleText(compactArgs(item.args))}</span>
+        {item.result && (
+          <span className="betty-ToolRow-summary"> — {visibleText(item.result.summary)}</span>
+        )}
         {item.notRun && (
           <span className="betty-ToolRow-summary">
             {' '}
@@ -140,10 +142,10 @@ export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
           </span>
         )}
       </summary>
-      <pre className="betty-Preview-code">{JSON.stringify(item.args, null, 2)}</pre>
+      <pre className="betty-Preview-code">{visibleText(JSON.stringify(item.args, null, 2))}</pre>
       {item.result && (
         <div className="betty-ToolRow-result">
-          <div>{item.result.summary}</div>
+          <div>{visibleText(item.result.summary)}</div>
           {item.result.artifacts?.length > 0 && (
             <div className="betty-ToolRow-artifacts">wrote: {item.result.artifacts.join(', ')}</div>
           )}

@@ -5,6 +5,7 @@
 import * as React from 'react';
 
 import { experimentNotebook, experimentPage, IExperiment, IExperiments } from '../models';
+import { visibleText } from '../safe';
 
 /** Props of {@link ExperimentsView}. */
 export interface IExperimentsViewProps {
@@ -77,7 +78,9 @@ export function ExperimentsView({
                 {experiment.state}
               </span>
             </div>
-            {experiment.goal && <div className="betty-ExperimentRow-goal">{experiment.goal}</div>}
+            {experiment.goal && (
+              <div className="betty-ExperimentRow-goal">{visibleText(experiment.goal)}</div>
+            )}
             <div className="betty-JobRow-sub">
               job {experiment.job_id} on {experiment.cluster}
               {experiment.partition ? ` · ${experiment.partition}` : ''} · submitted{' '}

@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import { IJobRow, jobRows } from '../frame';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
+import { visibleText } from '../safe';
 
 /** Props of {@link JobsView}. */
 export interface IJobsViewProps {
@@ -170,10 +171,10 @@ function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps)
       data-job-id={job.jobId}
       data-state={job.state}
     >
-      <td className="betty-JobRow-name" title={`${job.name} · ${job.partition}`}>
-        <span className="betty-JobRow-title">{job.name}</span>
+      <td className="betty-JobRow-name" title={visibleText(`${job.name} · ${job.partition}`)}>
+        <span className="betty-JobRow-title">{visibleText(job.name)}</span>
         <div className="betty-JobRow-sub">
-          <span className="betty-JobRow-id">{job.jobId}</span> · {job.partition}
+          <span className="betty-JobRow-id">{job.jobId}</span> · {visibleText(job.partition)}
           {job.gpus && ` · ${job.gpus} GPU`}
         </div>
         {experiment && (
@@ -199,7 +200,7 @@ function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps)
       </td>
       <td>
         <span className={`betty-State betty-State-${job.state}`}>{job.state}</span>
-        {job.reason && <div className="betty-JobRow-sub">{job.reason}</div>}
+        {job.reason && <div className="betty-JobRow-sub">{visibleText(job.reason)}</div>}
         <div className="betty-JobRow-sub betty-JobRow-time">
           {job.elapsed}
           {job.timeLimit && ` of ${job.timeLimit}`}

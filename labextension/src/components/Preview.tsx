@@ -6,6 +6,7 @@ import * as React from 'react';
 
 import { IPreview } from '../events';
 import { diffLineKind, highlightShellLine } from '../highlight';
+import { visibleText } from '../safe';
 
 /** Props of {@link PreviewView}. */
 export interface IPreviewProps {
@@ -16,7 +17,7 @@ export interface IPreviewProps {
 export function PreviewView({ preview }: IPreviewProps): JSX.Element {
   return (
     <div className="betty-Preview" data-testid="betty-preview" data-kind={preview.kind}>
-      {preview.title && <div className="betty-Preview-title">{preview.title}</div>}
+      {preview.title && <div className="betty-Preview-title">{visibleText(preview.title)}</div>}
       <PreviewBody preview={preview} />
       <PreviewDetails details={preview.details} />
     </div>
@@ -29,7 +30,7 @@ function PreviewBody({ preview }: IPreviewProps): JSX.Element {
     case 'command':
       return (
         <pre className="betty-Preview-code betty-Preview-command">
-          <code>{preview.text}</code>
+          <code>{visibleText(preview.text)}</code>
         </pre>
       );
     case 'script':
@@ -39,7 +40,7 @@ function PreviewBody({ preview }: IPreviewProps): JSX.Element {
             <div className="betty-Preview-line" key={i}>
               {highlightShellLine(line).map((token, j) => (
                 <span key={j} className={token.kind ? `betty-hl-${token.kind}` : undefined}>
-                  {token.text}
+                  {visibleText(token.text)}
                 </span>
               ))}
               {line === '' ? '\n' : null}
@@ -52,13 +53,13 @@ function PreviewBody({ preview }: IPreviewProps): JSX.Element {
         <pre className="betty-Preview-code betty-Preview-diff">
           {lines.map((line, i) => (
             <div className={`betty-Preview-line betty-diff-${diffLineKind(line)}`} key={i}>
-              {line === '' ? '\n' : line}
+              {line === '' ? '\n' : visibleText(line)}
             </div>
           ))}
         </pre>
       );
     default:
-      return <pre className="betty-Preview-text">{preview.text}</pre>;
+      return <pre className="betty-Preview-text">{visibleText(preview.text)}</pre>;
   }
 }
 
@@ -72,7 +73,7 @@ function PreviewDetails({ details }: { details?: Record<string, unknown> }): JSX
       {entries.map(([name, value]) => (
         <React.Fragment key={name}>
           <dt>{name.replace(/_/g, ' ')}</dt>
-          <dd>{typeof value === 'string' ? value : JSON.stringify(value)}</dd>
+          <dd>{visibleText(typeof value === 'string' ? value : JSON.stringify(value))}</dd>
         </React.Fragment>
       ))}
     </dl>

@@ -7,6 +7,7 @@ import * as React from 'react';
 
 import { BettyAPI } from '../api';
 import { IAutomationRun, IAutomationRunTranscript, IRunEvent } from '../models';
+import { Markdown } from '../safe';
 import {
   addNote,
   emptyTranscript,
@@ -17,7 +18,6 @@ import {
 } from '../transcript';
 import { ApprovalCard } from './ApprovalCard';
 import { ToolRow } from './ChatView';
-import { Markdown } from './Markdown';
 
 /** Props of {@link RunTranscript}. */
 export interface IRunTranscriptProps {
