@@ -29,6 +29,13 @@ if TYPE_CHECKING:
     from .services import BettyServices
 
 B = TypeVar("B", bound="BaseModel")
+API_CONTENT_SECURITY_POLICY = (
+    "img-src 'none'", "script-src 'none'", "style-src 'none'", "connect-src 'none'",
+    "base-uri 'none'", "form-action 'none'", "sandbox",
+)
+"""What Betty adds to Jupyter's Content-Security-Policy on its API answers (JSON, never a page): should a
+browser ever be made to show one as a page, nothing in it may run, load, connect or submit anything. Each
+directive is added after Jupyter's (and the site's), so one the site sets itself keeps precedence."""
 _STATUS: tuple[tuple[type[BettyError], int], ...] = (
     (TransportError, 502), (SlurmError, 502), (ModelError, 502), (ActionLogError, 500),
 )
@@ -81,6 +88,11 @@ def parse_body(model: type[B], text: bytes | str) -> B:
 
 class BettyHandler(ExtensionHandlerMixin, APIHandler):
     """Base of Betty's REST handlers: every method is ``@web.authenticated`` in the subclasses."""
+
+    @property
+    def content_security_policy(self) -> str:
+        """Jupyter's policy for API answers (the site's ``headers`` setting first), then Betty's own."""
+        return "; ".join((super().content_security_policy, *API_CONTENT_SECURITY_POLICY))
 
     @property
     def services(self) -> "BettyServices":
