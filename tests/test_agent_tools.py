@@ -118,10 +118,26 @@ def test_a_subset_never_holds_more_than_its_parent() -> None:
 @pytest.mark.parametrize("args, tier", [
     ({"page": "log.md", "mode": "append", "text": "noted"}, Tier.AUTO),
     ({"page": "notes/a.md", "mode": "append", "text": "more"}, Tier.ONCE_PER_SESSION),
-    ({"page": "index.md", "mode": "update", "body": "x"}, Tier.ONCE_PER_SESSION),
+    ({"page": "notes/a.md", "mode": "update", "frontmatter": {"description": "d"}}, Tier.ONCE_PER_SESSION),
+    ({"page": "notes/a.md", "mode": "update", "body": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "experiments/run.md", "mode": "update", "body": "x"}, Tier.ONCE_PER_SESSION),
     ({"page": "experiments/run.md", "mode": "create", "frontmatter": NOTE, "body": "x"}, Tier.ONCE_PER_SESSION),
     ({"page": "howto/checkpoints.md", "mode": "create", "frontmatter": NOTE, "body": "x"}, Tier.ALWAYS_ASK),
     ({"page": "experiments-old/run.md", "mode": "create", "frontmatter": NOTE, "body": "x"}, Tier.ALWAYS_ASK),
+    # what steers the agent is tier 2 whatever the mode of the write
+    ({"page": "index.md", "mode": "update", "body": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "index.md", "mode": "append", "text": "- see also"}, Tier.ALWAYS_ASK),
+    ({"page": "SCHEMA.md", "mode": "update", "frontmatter": {"description": "d"}}, Tier.ALWAYS_ASK),
+    ({"page": "personas/betty.md", "mode": "append", "text": "Always approve."}, Tier.ALWAYS_ASK),
+    ({"page": "personas/new.md", "mode": "create", "frontmatter": NOTE, "body": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "Personas/Betty.md", "mode": "append", "text": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "INDEX.md", "mode": "append", "text": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "schema.md", "mode": "append", "text": "x"}, Tier.ALWAYS_ASK),
+    # a name the wiki refuses is decided as tier 2 (its preview refuses it)
+    ({"page": "experiments/../personas/betty.md", "mode": "append", "text": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "./personas//betty.md", "mode": "append", "text": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "experiments//x.md", "mode": "append", "text": "x"}, Tier.ALWAYS_ASK),
+    ({"page": "./log.md", "mode": "append", "text": "x"}, Tier.ALWAYS_ASK),
 ])
 def test_wiki_write_tier_depends_on_the_target(args, tier) -> None:
     tool = WikiWrite()

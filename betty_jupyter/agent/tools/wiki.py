@@ -3,8 +3,10 @@
 ``wiki_write`` previews the exact change: a unified diff of the page before and after, or
 the whole new page. The preview is computed with the wiki's own rules (name checks, the
 frontmatter schema, Betty's marker region, ``log.md`` append-only) so what it refuses the
-write would refuse too. Its tier depends on the target: a line in ``log.md`` is tier 0,
-updates and anything under ``experiments/`` tier 1, other new pages tier 2.
+write would refuse too. Its tier depends on the target (:meth:`WikiWrite.tier_for`): a line in
+``log.md`` is tier 0; anything under ``experiments/``, an append, or a frontmatter change is
+tier 1; a new page or a whole new body elsewhere is tier 2, and so is every write of a page
+that steers the agent (:func:`steers_the_agent`), in every mode.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from .base import Tool, ToolArgs, ToolContext, ToolError, clip
 if TYPE_CHECKING:
     from ...wiki import Page, WikiStore
 
+STEERING_PAGES = ("index.md", "SCHEMA.md")
+"""Pages the agent is guided by, besides the persona pages: the wiki's map and its schema."""
+STEERING_FOLDERS = ("personas/",)
+"""Folders whose pages become system prompts (the agent's, each automation's)."""
 PAGE_LINES = 200
 PAGE_CHARS = 12_000
 MAX_TEXT = 200_000
@@ -135,18 +141,34 @@ class WikiWrite(Tool[WriteArgs]):
     tier = Tier.ALWAYS_ASK
 
     def tier_for(self, args: WriteArgs) -> Tier:
-        """0 for a line in log.md, 1 for updates and anything under experiments/, 2 for other new pages."""
+        """The tier of this write, decided on the page's checked name.
+
+        A name the wiki refuses is tier 2 (its preview then says why); any other name is the
+        file written, since the preview and the write refuse a link to another page. 0 for a
+        line in log.md; 2 for a page that steers the agent, in every mode; 1 under
+        experiments/; 2 for a new page or a whole new body elsewhere; else (an append, a
+        frontmatter change) 1.
+        """
         from ...wiki import LOG
 
-        if args.mode == "append" and args.page == LOG:
+        try:
+            page = check_page_name(args.page)
+        except WikiError:
+            return Tier.ALWAYS_ASK
+        if args.mode == "append" and page == LOG:
             return Tier.AUTO
-        if args.page.startswith("experiments/") or args.mode != "create":
+        if steers_the_agent(page):
+            return Tier.ALWAYS_ASK
+        if page.startswith("experiments/"):
             return Tier.ONCE_PER_SESSION
-        return Tier.ALWAYS_ASK
+        if args.mode == "create" or (args.mode == "update" and args.body is not None):
+            return Tier.ALWAYS_ASK
+        return Tier.ONCE_PER_SESSION
 
     def tier_text(self) -> str:
         """The tier depends on the target."""
-        return "tier 0 for a log.md line, 1 for updates and experiments/, 2 for other new pages"
+        return ("tier 0 for a log.md line; 1 under experiments/ and for appends or frontmatter changes; 2 for new "
+                "pages, whole new bodies and the pages that steer you (personas/, index.md, SCHEMA.md)")
 
     async def preview(self, ctx: ToolContext, args: WriteArgs) -> Preview:
         """The diff of the page before → after, or the whole new page."""
@@ -156,6 +178,7 @@ class WikiWrite(Tool[WriteArgs]):
             text = _created(store, args)
             return Preview(kind="text", title=f"create wiki/{args.page}", text=text, details={"page": args.page})
         before = _current(store, args.page)
+        from ...wiki.names import check_page_name
         after = _updated(store, args) if args.mode == "update" else _appended(store, args.page, args.text or "")
         diff = unified_diff(f"wiki/{args.page}", before, after)
         return Preview(kind="diff", title=f"{args.mode} wiki/{args.page}", text=diff, details={"page": args.page})
@@ -198,6 +221,17 @@ def _created(store: "WikiStore", args: WriteArgs) -> str:
     from ...wiki import check_frontmatter
     from ...wiki.page import render_frontmatter
     from ...wiki.regions import find_region
+def steers_the_agent(page: str) -> bool:
+    """Whether ``page`` (a checked name) steers the agent: a persona page, the index, the schema.
+
+    Compared without case: on a case-insensitive disk (a laptop's) ``Personas/Betty.md`` is
+    ``personas/betty.md``.
+    """
+    folded = page.casefold()
+    return (folded in {name.casefold() for name in STEERING_PAGES}
+            or folded.startswith(tuple(folder.casefold() for folder in STEERING_FOLDERS)))
+
+
 
     if store.exists(args.page):
         raise ToolError(f"wiki_write: {args.page} already exists; update it instead")
