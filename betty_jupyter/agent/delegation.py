@@ -139,6 +139,8 @@ class TaskResult:
 
 def check_tasks(parent: AgentSession, tasks: Sequence[TaskSpec]) -> None:
     """Refuse what no child may have: a tool its parent lacks, delegation itself, a read the person denies."""
+    from .policy import Rules
+
     if isinstance(parent, ChildSession):
         raise ToolError(f"{TOOL}: a helper cannot delegate further; do the task with your own tools")
     for spec in tasks:
@@ -149,15 +151,26 @@ def check_tasks(parent: AgentSession, tasks: Sequence[TaskSpec]) -> None:
         except ToolError as error:
             raise ToolError(f"{TOOL}: task {spec.title!r}: {error}") from None
         for resource in spec.resources:
-            tool, args = _read_of(resource)
-            decision = parent.policy.decide(tool, args, 0, parent.grants)
-            if decision.action == "deny":
+            denied = Rules.covering(parent.policy.rules.deny, [resource_read(parent.context, resource)])
+            if denied:
                 raise ToolError(f"{TOOL}: task {spec.title!r} may not be given {resource.type} "
-                                f"{resource.location}: {decision.reason}")
+                                f"{resource.location}: refused by your rule deny {denied}")
+
+
+def resource_read(context: ToolContext, resource: ResourceSpec) -> "Call":
+    """The direct call that reads what ``resource`` loads, with the arguments the person's rules see."""
+    from .registry import default_registry
+
+    name, raw = _read_of(resource)
+    tool = default_registry().get(name)
+    try:
+        return name, tool.rule_values(context, tool.parse(raw))
+    except BettyError:
+        return name, raw  # the manifest refuses it when it loads; the rules see it as written
 
 
 def _read_of(resource: ResourceSpec) -> tuple[str, dict[str, Any]]:
-    """The tool call that reads the same thing, so the person's deny rules hold for manifests too."""
+    """The tool call that reads the same thing, so the person's deny and ask rules hold for manifests too."""
     tool = _READS[resource.type]
     if resource.type == "job":
         return tool, {"job_id": resource.location}
@@ -224,6 +237,7 @@ class Delegation:
     def written_page(self, call: "ToolCallRequest") -> str | None:
         """The wiki page ``call`` would write (its real name, links followed), or None."""
         from ..wiki import WikiStore
+        from .tools.wiki import real_page_name
 
         if call.name != "wiki_write":
             return None
@@ -234,8 +248,7 @@ class Delegation:
         if not isinstance(page, str):
             return None
         try:
-            store = WikiStore(self.parent.context.workspace.wiki)
-            return store.path(page).relative_to(store.root).as_posix()
+            return real_page_name(WikiStore(self.parent.context.workspace.wiki), page)
         except BettyError:
             return page  # the call will be refused; locking its name costs nothing
 
@@ -372,6 +385,8 @@ class _Batch:
             return False, str(error), child.tokens
 
     def _child(self, task_id: str, spec: TaskSpec, forwarder: _Forwarder, budget: int) -> ChildSession:
+        from .tools.base import ToolContext
+
         parent, home = self.parent, self.parent.context
         registry = parent.registry.subset(spec.tools)
         ident = f"{home.session_id}-{task_id}"
@@ -385,8 +400,6 @@ class _Batch:
         return ChildSession(
             parent=parent, delegation=self.delegation, session_id=parent.session_id, model=parent.model,
             registry=registry, context=context, policy=parent.policy, grants=self.grants, broker=parent.broker,
-        from .tools.base import ToolContext
-
             stream=stream, actions=parent.actions, system_prompt=child_prompt(registry, context), user=parent.user,
             limits=limits, task=spec.title if parent.task is None else f"{parent.task} › {spec.title}",
             before_tool=parent.before_tool)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .approvals import ApprovalBroker
     from .llm import ChatModel, ToolCallRequest
     from .models import Preview
-    from .policy import ApprovalPolicy, SessionGrants
+    from .policy import ApprovalPolicy, Decision, SessionGrants
     from .registry import ToolRegistry
     from .tools.base import Tool, ToolContext
 
@@ -170,9 +170,7 @@ class AgentSession:
             await self.before_tool(tool.name)
         self.stream.emit("tool_call", ev.ToolCallInfo(call_id=call.call_id, tool=tool.name,
                                                       args=args.model_dump(mode="json"), tier=tier))
-        values = args.model_dump(mode="json")
-        decision = (self.policy.decide(tool.name, values, tier, self.grants) if person is None
-                    else self.policy.decide_for_person(tool.name, values, tier))
+        decision = self._decide(tool, args, tier, person)
         if decision.action == "deny":
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
         if decision.action == "propose":
@@ -186,6 +184,14 @@ class AgentSession:
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
         return Answer(outcome, condense(outcome, self.user))
+
+    def _decide(self, tool: "Tool[Any]", args: Any, tier: int, person: str | None) -> "Decision":
+        """The policy's decision, the rules seeing the canonical arguments and the reads made on the person's behalf."""
+        values = tool.rule_values(self.context, args)
+        reads = tool.reads_for(self.context, args)
+        if person is None:
+            return self.policy.decide(tool.name, values, tier, self.grants, reads)
+        return self.policy.decide_for_person(tool.name, values, tier, reads)
 
     async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                         reason: str) -> tuple[Any, "Approval"] | Answer:

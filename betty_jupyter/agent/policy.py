@@ -19,6 +19,12 @@ allow: a ``deny`` match always refuses; an ``ask`` match makes a tier 0 or 1 cal
 time (in ``propose`` mode: propose); an ``allow`` match lets a tier 1 call run without asking.
 No rule lowers tier 2: it always asks, whatever the mode or the rules.
 
+Rules see a call's arguments in their canonical form (``Tool.rule_values``): for
+``cluster_run`` the command as it will run, after the command policy's check (quotes gone,
+paths absolute), so ``deny: cluster_run(command=cat*)`` holds however ``cat`` is spelt. The
+reads a call makes for the person besides its own (a delegated task's resources, each as
+the direct call that reads the same thing) are covered by the ``deny`` and ``ask`` rules too.
+
 A call a person makes themselves (:meth:`ApprovalPolicy.decide_for_person`: a magic, a panel
 button) ignores the mode: tier 0 and 1 run, tier 2 asks, the person's deny and ask rules apply.
 """
@@ -42,6 +48,9 @@ MODES: tuple[str, ...] = get_args(Mode)
 RULE_LISTS = ("deny", "ask", "allow")
 GRANTING = ("approved", "approved_for_session", "edited")
 """Resolutions that let later tier 1 calls of the same tool run in the session."""
+
+Call = tuple[str, Mapping[str, Any]]
+"""A tool's name and the arguments its rules see."""
 
 _RULE = re.compile(r"^\s*([A-Za-z0-9_*?\[\]-]+)\s*(?:\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*\))?\s*$", re.S)
 
@@ -122,6 +131,18 @@ class Rules:
         """The first rule of ``rules`` that covers the call."""
         return next((rule for rule in rules if rule.matches(tool, args)), None)
 
+    @staticmethod
+    def covering(rules: Iterable[Rule], calls: Sequence[Call]) -> str | None:
+        """``deny cluster_run(…)``-style text for the first rule that covers one of ``calls``, or None.
+
+        ``calls[0]`` is the call itself; a later one is a read made on its behalf, and is named.
+        """
+        for rule in rules:
+            for index, (tool, args) in enumerate(calls):
+                if rule.matches(tool, args):
+                    return str(rule) if index == 0 else f"{rule} (it covers the read {_shown(tool, args)})"
+        return None
+
 
 @dataclass
 class SessionGrants:
@@ -160,16 +181,21 @@ class ApprovalPolicy:
         self.rules = rules if isinstance(rules, Rules) else Rules.from_config(rules)
 
     def decide(self, tool: str, args: Mapping[str, Any] | BaseModel | None, tier: Tier | int,
-               session: SessionGrants) -> Decision:
-        """Run, ask, propose or deny this call of ``tool`` (``tier`` from ``Tool.tier_for(args)``)."""
+               session: SessionGrants, reads: Sequence[Call] = ()) -> Decision:
+        """Run, ask, propose or deny this call of ``tool`` (``tier`` from ``Tool.tier_for(args)``).
+
+        ``args`` are the call's canonical arguments (``Tool.rule_values``); ``reads`` the reads it
+        makes on the person's behalf (``Tool.reads_for``), which deny and ask rules cover too.
+        """
         values = _values(args)
+        calls = [(tool, values), *reads]
         tier = Tier(tier)
         if self.mode == "off":
             return Decision("deny", "Betty's agent is off; switch the mode to propose, confirm or auto")
-        denied = Rules.first(self.rules.deny, tool, values)
+        denied = Rules.covering(self.rules.deny, calls)
         if denied:
             return Decision("deny", f"refused by your rule deny {denied}")
-        ask = self._asks(tool, values, tier, session)
+        ask = self._asks(calls, tier, session)
         if self.mode == "propose":
             if ask is None and tier == Tier.AUTO:
                 return Decision("run", "tier 0: runs without asking")
@@ -178,26 +204,29 @@ class ApprovalPolicy:
             return Decision("ask", ask)
         return Decision("run", self._runs_because(tool, values, tier, session))
 
-    def decide_for_person(self, tool: str, args: Mapping[str, Any] | BaseModel | None, tier: Tier | int) -> Decision:
+    def decide_for_person(self, tool: str, args: Mapping[str, Any] | BaseModel | None, tier: Tier | int,
+                          reads: Sequence[Call] = ()) -> Decision:
         """A call a person typed themselves (a magic, a panel button): the mode is the agent's, not theirs.
 
-        Their ``deny`` rules still refuse and their ``ask`` rules still ask; tier 2 always shows
-        its preview for approval; anything else runs, the person being its approver.
+        Their ``deny`` rules still refuse and their ``ask`` rules still ask (on the canonical
+        arguments and on ``reads``, as in :meth:`decide`); tier 2 always shows its preview for
+        approval; anything else runs, the person being its approver.
         """
-        values = _values(args)
-        denied = Rules.first(self.rules.deny, tool, values)
+        calls = [(tool, _values(args)), *reads]
+        denied = Rules.covering(self.rules.deny, calls)
         if denied:
             return Decision("deny", f"refused by your rule deny {denied}")
-        asked = Rules.first(self.rules.ask, tool, values)
+        asked = Rules.covering(self.rules.ask, calls)
         if asked:
             return Decision("ask", f"your rule ask {asked} asks every time")
         if Tier(tier) == Tier.ALWAYS_ASK:
             return Decision("ask", "tier 2: always asks, even when you typed it")
         return Decision("run", "you asked for it")
 
-    def _asks(self, tool: str, values: Mapping[str, Any], tier: Tier, session: SessionGrants) -> str | None:
-        """Why a person must approve this call, or None when it may run."""
-        asked = Rules.first(self.rules.ask, tool, values)
+    def _asks(self, calls: Sequence[Call], tier: Tier, session: SessionGrants) -> str | None:
+        """Why a person must approve this call (``calls[0]``, with its reads), or None when it may run."""
+        tool, values = calls[0]
+        asked = Rules.covering(self.rules.ask, calls)
         if asked:
             return f"your rule ask {asked} asks every time"
         if tier == Tier.ALWAYS_ASK:
@@ -217,6 +246,11 @@ class ApprovalPolicy:
         if allowed:
             return f"allowed by your rule allow {allowed}"
         return f"tier 1: {tool} was approved earlier in this session"
+
+
+def _shown(tool: str, args: Mapping[str, Any]) -> str:
+    text = " ".join(_text(value) for value in args.values())
+    return f"{tool} {text if len(text) <= 120 else text[:110] + '…'}"
 
 
 def _values(args: Mapping[str, Any] | BaseModel | None) -> Mapping[str, Any]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ...cluster.slurm import SlurmClient
     from ...experiments.workspace import Workspace
     from ..loop import AgentSession
+    from ..policy import Call
 
 A = TypeVar("A", bound=BaseModel)
 SUMMARY_LINES = 40
@@ -75,13 +76,15 @@ def _checked_job_id(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError("a Slurm job id is text such as '123' or '123_4'")
     try:
-        return job_id(value)
+        checked = job_id(value)
     except UsageError as error:
         raise ValueError(str(error)) from None
+    # Slurm reads 00123 as 123: the card, the rules and the command see the one spelling.
+    return "_".join(str(int(part)) for part in checked.split("_"))
 
 
 JobId = Annotated[str, BeforeValidator(_checked_job_id)]
-"""A job id a command line may carry (``123``, ``123_4``), checked by the cluster layer."""
+"""A job id a command line may carry (``123``, ``123_4``), checked by the cluster layer, without leading zeros."""
 
 
 class Tool(Generic[A]):
@@ -99,6 +102,22 @@ class Tool(Generic[A]):
     def tier_text(self) -> str:
         """The tier as the system prompt lists it."""
         return f"tier {int(self.tier)}, {_TIER_WORDS[self.tier]}"
+
+    def rule_values(self, ctx: ToolContext, args: A) -> dict[str, Any]:
+        """The arguments as the person's rules see them: the canonical form of what will run.
+
+        By default the parsed arguments; a tool whose arguments can be spelt several ways
+        (a command line, a page reached through a link) returns the one form that runs, and
+        what was written when it has none (the call is then refused when it runs).
+        """
+        return args.model_dump(mode="json")
+
+    def reads_for(self, ctx: ToolContext, args: A) -> "list[Call]":
+        """The reads this call makes for the person besides its own work, each as the direct call reading the same.
+
+        The person's deny and ask rules cover each of them (``delegate_tasks``' resources); none by default.
+        """
+        return []
 
     def parse(self, raw: Mapping[str, Any] | str | BaseModel | None) -> A:
         """Validate raw JSON arguments; ToolError naming each bad field, one line each."""
@@ -180,6 +199,8 @@ def _decode(tool: str, raw: Mapping[str, Any] | str | BaseModel | None) -> Any:
             raw = json.loads(raw)
         except ValueError as error:
             raise ToolError(f"{tool}: the arguments are not valid JSON ({error}); send one JSON object") from None
+        except RecursionError:
+            raise ToolError(f"{tool}: the arguments are nested too deeply; send a flat JSON object") from None
     if not isinstance(raw, Mapping):
         raise ToolError(f"{tool}: the arguments must be one JSON object, not {type(raw).__name__}")
     return dict(raw)
@@ -197,5 +218,3 @@ def clip(text: str, lines: int = SUMMARY_LINES, chars: int = SUMMARY_CHARS, keep
         return shown
     note = f"[… cut to {len(shown.splitlines())} of {len(rows)} lines; the action log has the whole output]"
     return f"{shown}\n{note}" if keep == "head" else f"{note}\n{shown}"
-        except RecursionError:
-            raise ToolError(f"{tool}: the arguments are nested too deeply; send a flat JSON object") from None

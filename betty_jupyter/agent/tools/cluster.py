@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...errors import PolicyError
+from ...errors import BettyError, PolicyError
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError, clip
 
@@ -60,6 +60,13 @@ class ClusterRun(Tool[RunArgs]):
                    "seff, and ls/cat/head/tail/wc/du/df under the readable roots). No shell: no pipes, ';' or '$'.")
     Args = RunArgs
     tier = Tier.ONCE_PER_SESSION
+
+    def rule_values(self, ctx: ToolContext, args: RunArgs) -> dict[str, Any]:
+        """The command as it will run (``' cat x'``, ``"'c'at x"`` → ``cat /home/me/x``); as written when refused."""
+        try:
+            return {"command": ctx.policy().check(args.command).command_line}
+        except BettyError:
+            return super().rule_values(ctx, args)
 
     async def preview(self, ctx: ToolContext, args: RunArgs) -> Preview:
         """The exact command line that would run, or the allowlist's refusal."""

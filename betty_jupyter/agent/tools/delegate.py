@@ -19,6 +19,7 @@ from .base import Tool, ToolArgs, ToolContext, ToolError
 if TYPE_CHECKING:
     from ..delegation import TaskResult
     from ..loop import AgentSession
+    from ..policy import Call
 
 
 class DelegateArgs(ToolArgs):
@@ -55,6 +56,12 @@ class DelegateTasks(Tool[DelegateArgs]):
         """1 when a task is given job logs or cluster files (reads of tier 1), else 0."""
         reads = {resource.type for task in args.tasks for resource in task.resources}
         return Tier.ONCE_PER_SESSION if reads & {"job", "file"} else Tier.AUTO
+
+    def reads_for(self, ctx: ToolContext, args: DelegateArgs) -> "list[Call]":
+        """Each resource as the direct call reading it: the person's deny and ask rules cover what helpers are given."""
+        from ..delegation import resource_read
+
+        return [resource_read(ctx, resource) for task in args.tasks for resource in task.resources]
 
     def tier_text(self) -> str:
         """The tier depends on what the tasks are given."""

@@ -40,6 +40,21 @@ def wiki_store(ctx: ToolContext) -> "WikiStore":
     return WikiStore(ctx.workspace.wiki)
 
 
+def real_page_name(store: "WikiStore", name: str) -> str:
+    """The name of the file page ``name`` is (links inside the wiki followed); WikiError when refused."""
+    return store.path(name).relative_to(store.root).as_posix()
+
+
+def page_rule_values(ctx: ToolContext, args: "ReadArgs | WriteArgs") -> dict[str, Any]:
+    """Arguments with the page's real name, so a rule on ``private/*`` holds for a link to it; as written when refused."""
+    values = args.model_dump(mode="json")
+    try:
+        values["page"] = real_page_name(wiki_store(ctx), args.page)
+    except WikiError:
+        pass  # the call is refused when it runs; the rules see the name as written
+    return values
+
+
 def unified_diff(path: str, before: str, after: str) -> str:
     """``before`` → ``after`` of the file at ``path`` as a unified diff (``(no change)`` when equal)."""
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
@@ -61,6 +76,10 @@ class WikiRead(Tool[ReadArgs]):
     description = "Read one page of the project's wiki (frontmatter and markdown)."
     Args = ReadArgs
     tier = Tier.AUTO
+
+    def rule_values(self, ctx: ToolContext, args: ReadArgs) -> dict[str, Any]:
+        """The page's real name."""
+        return page_rule_values(ctx, args)
 
     async def preview(self, ctx: ToolContext, args: ReadArgs) -> Preview:
         """Which page is read."""
@@ -150,6 +169,7 @@ class WikiWrite(Tool[WriteArgs]):
         frontmatter change) 1.
         """
         from ...wiki import LOG
+        from ...wiki.names import check_page_name
 
         try:
             page = check_page_name(args.page)
@@ -165,6 +185,10 @@ class WikiWrite(Tool[WriteArgs]):
             return Tier.ALWAYS_ASK
         return Tier.ONCE_PER_SESSION
 
+    def rule_values(self, ctx: ToolContext, args: WriteArgs) -> dict[str, Any]:
+        """The page's real name."""
+        return page_rule_values(ctx, args)
+
     def tier_text(self) -> str:
         """The tier depends on the target."""
         return ("tier 0 for a log.md line; 1 under experiments/ and for appends or frontmatter changes; 2 for new "
@@ -178,7 +202,6 @@ class WikiWrite(Tool[WriteArgs]):
             text = _created(store, args)
             return Preview(kind="text", title=f"create wiki/{args.page}", text=text, details={"page": args.page})
         before = _current(store, args.page)
-        from ...wiki.names import check_page_name
         after = _updated(store, args) if args.mode == "update" else _appended(store, args.page, args.text or "")
         diff = unified_diff(f"wiki/{args.page}", before, after)
         return Preview(kind="diff", title=f"{args.mode} wiki/{args.page}", text=diff, details={"page": args.page})
@@ -202,9 +225,20 @@ class WikiWrite(Tool[WriteArgs]):
                            artifacts=[f"wiki/{args.page}"])
 
 
+def steers_the_agent(page: str) -> bool:
+    """Whether ``page`` (a checked name) steers the agent: a persona page, the index, the schema.
+
+    Compared without case: on a case-insensitive disk (a laptop's) ``Personas/Betty.md`` is
+    ``personas/betty.md``.
+    """
+    folded = page.casefold()
+    return (folded in {name.casefold() for name in STEERING_PAGES}
+            or folded.startswith(tuple(folder.casefold() for folder in STEERING_FOLDERS)))
+
+
 def _check_target(store: "WikiStore", name: str) -> None:
     """Refuse names that reach another page through a link: the tier is decided on the name."""
-    real = store.path(name).relative_to(store.root).as_posix()
+    real = real_page_name(store, name)
     if real != name:
         raise ToolError(f"wiki_write: {name} is a link to {real}; write to {real} itself")
 
@@ -221,17 +255,6 @@ def _created(store: "WikiStore", args: WriteArgs) -> str:
     from ...wiki import check_frontmatter
     from ...wiki.page import render_frontmatter
     from ...wiki.regions import find_region
-def steers_the_agent(page: str) -> bool:
-    """Whether ``page`` (a checked name) steers the agent: a persona page, the index, the schema.
-
-    Compared without case: on a case-insensitive disk (a laptop's) ``Personas/Betty.md`` is
-    ``personas/betty.md``.
-    """
-    folded = page.casefold()
-    return (folded in {name.casefold() for name in STEERING_PAGES}
-            or folded.startswith(tuple(folder.casefold() for folder in STEERING_FOLDERS)))
-
-
 
     if store.exists(args.page):
         raise ToolError(f"wiki_write: {args.page} already exists; update it instead")
