@@ -47,8 +47,9 @@ class BettyConfig(Configurable):
         default_value={},
         help=(
             "The chat model: `base_url` (any OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp), "
-            "`model`, `api_key_env` (the variable holding the key; default OPENAI_API_KEY), optional "
-            "`summary_model`, `max_iterations`, `max_tokens`, `timeout`, `max_retries`."
+            "`model`, the server's own key from `api_key_env` (a variable) or `api_key_file` (a file; "
+            "$OPENAI_API_KEY is sent to OpenAI only), optional `summary_model`, `max_iterations`, "
+            "`max_tokens`, `timeout`, `max_retries`."
         ),
     ).tag(config=True)
 

@@ -19,6 +19,7 @@ text, tool names and arguments // 4. Tool call ids are ``call_1``, ``call_2``…
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -142,7 +143,7 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 
 class ScriptedLLM:
-    """A chat server on 127.0.0.1 that answers from a script and records every request body.
+    """A chat server on 127.0.0.1 that answers from a script and records every request body (and a digest of its key).
 
     A context manager: the server runs in a daemon thread between ``__enter__`` and ``__exit__``.
     """
@@ -152,6 +153,9 @@ class ScriptedLLM:
         self.requests: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.unauthorized = 0
+        self.authorization_digests: list[str] = []
+        """SHA-256 of the Authorization header of every request: :meth:`received` says whether a key was sent,
+        and the server keeps nothing of the key itself."""
         self._steps: list[Step] = list(steps)
         self._used: dict[int, int] = {}
         self._next_call = 0
@@ -218,9 +222,18 @@ class ScriptedLLM:
             self._next_call += 1
             return f"call_{self._next_call}"
 
+    def received(self, authorization: str) -> int:
+        """How many requests carried exactly this Authorization header (e.g. ``"Bearer sk-…"``)."""
+        with self._lock:
+            return self.authorization_digests.count(_digest(authorization))
+
     def sleep(self, seconds: float) -> bool:
         """Wait ``seconds`` unless the server is closing; True when it is closing."""
         return self._closing.wait(seconds)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class _Server(ThreadingHTTPServer):
@@ -307,6 +320,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _authorized(self) -> bool:
         value = self.headers.get("Authorization", "")
+        with self.llm._lock:
+            self.llm.authorization_digests.append(_digest(value))
         if re.fullmatch(r"Bearer \S+", value):
             return True
         with self.llm._lock:

@@ -3,17 +3,31 @@
 Streaming replies are reassembled here (text deltas as they come, tool calls from their
 pieces); retries with exponential backoff on 429, 5xx, time-outs and dropped connections
 are Betty's own, so a reply cut off mid-stream is retried too.
+
+Each endpoint gets only its own key (:func:`endpoint_key`): ``$OPENAI_API_KEY`` goes only to
+OpenAI itself; a server at another ``base_url`` gets the key ``llm.api_key_env`` or
+``llm.api_key_file`` names, and no key at all when neither gives one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit
 
 from ..errors import ConfigError, ModelError
 from .condense import estimate_tokens
+
+log = logging.getLogger(__name__)
+
+OPENAI_URL = "https://api.openai.com/v1"
+"""OpenAI's own endpoint: the only one ``$OPENAI_API_KEY`` is sent to unless a setting names it."""
+NO_KEY = "not-needed"
+"""What the client sends when an endpoint has no key of its own (the ``openai`` client needs some text)."""
 
 
 @dataclass(frozen=True)
@@ -22,7 +36,7 @@ class LLMSettings:
 
     model: str
     base_url: str | None = None
-    api_key: str = field(default="not-needed", repr=False)
+    api_key: str = field(default=NO_KEY, repr=False)
     summary_model: str | None = None
     timeout: float = 120.0
     max_retries: int = 3
@@ -31,19 +45,66 @@ class LLMSettings:
 
     @classmethod
     def from_config(cls, llm: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> "LLMSettings":
-        """From ``BettyConfig.llm``; the key comes from the variable ``api_key_env`` names (or BETTY_LLM_API_KEY)."""
+        """From ``BettyConfig.llm``, with the endpoint's own key (:func:`endpoint_key`)."""
         env = os.environ if environ is None else environ
         if not llm.get("model"):
             raise ConfigError(
                 "Betty's chat needs a model: set BettyConfig.llm = {\"base_url\": …, \"model\": …} "
                 "(OpenAI, a vLLM server, Ollama at http://localhost:11434/v1, or a llama.cpp server)"
             )
-        key = env.get(str(llm.get("api_key_env", "OPENAI_API_KEY"))) or env.get("BETTY_LLM_API_KEY")
-        if not key and not llm.get("base_url"):
+        base_url = str(llm["base_url"]) if llm.get("base_url") else None
+        key = endpoint_key(llm, env)
+        if key is None and is_openai(base_url):
             raise ConfigError("set OPENAI_API_KEY (or llm.api_key_env) to use OpenAI, or give llm.base_url for a local server")
         known = {"summary_model", "timeout", "max_retries", "retry_base", "stream_usage"}
         extra = {name: llm[name] for name in known if name in llm}
-        return cls(model=str(llm["model"]), base_url=llm.get("base_url"), api_key=key or "not-needed", **extra)
+        return cls(model=str(llm["model"]), base_url=base_url, api_key=key or NO_KEY, **extra)
+
+
+def is_openai(base_url: str | None) -> bool:
+    """Whether ``base_url`` is OpenAI's own endpoint (``https://api.openai.com``, or no ``base_url`` at all)."""
+    if base_url is None:
+        return True
+    try:
+        parts = urlsplit(base_url)
+        port = parts.port
+    except ValueError:
+        return False
+    return parts.scheme == "https" and parts.hostname == "api.openai.com" and port in (None, 443) and not parts.username
+
+
+def endpoint_key(llm: Mapping[str, Any], environ: Mapping[str, str]) -> str | None:
+    """The key for the endpoint ``llm`` describes, or None when it has none of its own.
+
+    ``api_key_file`` (a file holding the key) or ``api_key_env`` (a variable holding it) when
+    the setting names one; otherwise ``$OPENAI_API_KEY``, for OpenAI's own endpoint only.
+    """
+    where = llm.get("base_url") or OPENAI_URL
+    if llm.get("api_key_file") and llm.get("api_key_env"):
+        raise ConfigError("llm has both api_key_file and api_key_env; keep the one that holds this server's key")
+    if llm.get("api_key_file"):
+        return _key_from_file(Path(str(llm["api_key_file"])).expanduser())
+    if llm.get("api_key_env"):
+        name = str(llm["api_key_env"])
+        if not environ.get(name):
+            log.warning("llm.api_key_env names %s, which is not set: no key is sent to %s", name, where)
+        return environ.get(name) or None
+    if is_openai(llm.get("base_url")):
+        return environ.get("OPENAI_API_KEY") or None
+    log.info("no key is sent to %s (llm.api_key_env or llm.api_key_file names one; "
+             "$OPENAI_API_KEY goes to OpenAI only)", where)
+    return None
+
+
+def _key_from_file(path: Path) -> str:
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the model server's key from llm.api_key_file {path}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from exc
+    if not key or any(char.isspace() or not char.isprintable() for char in key):
+        raise ConfigError(f"llm.api_key_file {path} must hold one key on one line")
+    return key
 
 
 @dataclass
@@ -71,7 +132,9 @@ class ChatModel:
         import openai
 
         self.settings = settings
-        self._client = openai.AsyncOpenAI(api_key=settings.api_key, base_url=settings.base_url,
+        # Always an explicit base_url: left out, the client would take $OPENAI_BASE_URL, and the
+        # OpenAI key with it, wherever that points.
+        self._client = openai.AsyncOpenAI(api_key=settings.api_key, base_url=settings.base_url or OPENAI_URL,
                                           timeout=settings.timeout, max_retries=0)
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
