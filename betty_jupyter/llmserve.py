@@ -2,13 +2,18 @@
 
 ``betty llm serve`` is this module plus a person's approval:
 
-1. :func:`prepare` renders the batch script (checked against the cluster's partitions);
-2. :func:`submit_server` submits it once;
-3. the job picks a free port on its node, writes ``host:port`` beside its log and starts the
-   server; :func:`wait_until_serving` waits until the job runs and the server answers
-   ``GET /v1/models``, reaching it directly (local transport) or through an SSH forward;
-4. :func:`save_user_llm` points Betty's ``llm`` settings at it, in the person's Jupyter config,
-   and the returned :class:`LLMSetting` puts the previous setting back.
+1. :func:`prepare` renders the batch script (checked against the cluster's partitions) and a
+   fresh key for this one server;
+2. :func:`submit_server` puts the key in a file only the person can read on the cluster and
+   submits the job once;
+3. the job reads the key into ``VLLM_API_KEY`` (never on a command line), picks the one address
+   of its node that reaches the host sbatch ran on (``127.0.0.1`` when that is the node itself)
+   and a free port there, writes ``address:port`` beside its log and starts the server, which
+   listens there only; :func:`wait_until_serving` waits until the job runs and the server
+   answers ``GET /v1/models`` with the key, reaching it directly (local transport) or through
+   an SSH forward;
+4. :func:`save_user_llm` points Betty's ``llm`` settings at it, with the key in a file of the
+   person's (``api_key_file``), and the returned :class:`LLMSetting` puts the previous setting back.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import asyncio
 import json
 import os
 import re
+import secrets
 import shlex
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
@@ -33,16 +39,35 @@ if TYPE_CHECKING:
     from .cluster.transport import Transport
 
 USER_LLM_FILE = "betty_llm.json"
+USER_KEYS_DIR = "betty_llm_keys"
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _TOOL_PARSER = re.compile(r"^[a-z0-9_]{1,40}$")
 
-# Bash, in the job: a port nobody on the node listens on (bash's /dev/tcp connects or fails).
+# Bash, in the job: the address of this node on the route to the host sbatch ran on (the login
+# node an SSH forward starts from, or Jupyter's node; 127.0.0.1 when it is this node). A UDP
+# "connect" sends nothing: the kernel only picks the route.
+_LISTEN_ADDRESS = """\
+listen_address() {
+  local python
+  python=$(command -v python3 || command -v python) || return 1
+  "$python" - "$1" <<'PY'
+import socket, sys
+family, kind, _, _, address = socket.getaddrinfo(sys.argv[1], 9, type=socket.SOCK_DGRAM)[0]
+probe = socket.socket(family, kind)
+probe.connect(address)
+print(probe.getsockname()[0])
+PY
+}
+HOST=$(listen_address "$SLURM_SUBMIT_HOST") || {
+  echo "betty: cannot tell which address of $(hostname) reaches $SLURM_SUBMIT_HOST" >&2; exit 1; }"""
+
+# Bash, in the job: a port nobody listens on at that address (bash's /dev/tcp connects or fails).
 _PICK_PORT = """\
 pick_port() {
   local port
   for _ in $(seq 100); do
     port=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return 0; fi
+    if ! (exec 3<>"/dev/tcp/$HOST/$port") 2>/dev/null; then echo "$port"; return 0; fi
   done
   return 1
 }
@@ -77,10 +102,13 @@ class ServeRequest:
             raise UsageError(f"--tool-parser {self.tool_parser!r} is not a vLLM tool-call parser name (e.g. hermes, llama3_json)")
 
     def server_command(self) -> str:
-        """``--command``, or vLLM's OpenAI server with tool calling on (Betty's agent works through tools)."""
+        """``--command``, or vLLM's OpenAI server with tool calling on (Betty's agent works through tools).
+
+        vLLM takes its key from ``$VLLM_API_KEY``, which the script sets from the key file.
+        """
         if self.command:
             return self.command
-        words = ['exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 0.0.0.0 --port "$PORT"',
+        words = ['exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host "$HOST" --port "$PORT"',
                  f"--enable-auto-tool-choice --tool-call-parser {self.tool_parser}"]
         if self.gpus > 1:
             words.append(f"--tensor-parallel-size {self.gpus}")
@@ -89,11 +117,17 @@ class ServeRequest:
 
 @dataclass(frozen=True)
 class ServerJob:
-    """A rendered, checked server job: the script and the directory its log and address go to."""
+    """A rendered, checked server job: the script, the directory its log and address go to, its key.
+
+    The key is in no text Betty shows: the script reads it from ``key_file``, which
+    :func:`submit_server` writes only once the person said yes.
+    """
 
     script: str
     directory: str
     summary: str
+    key_file: str
+    key: str = field(repr=False, default_factory=lambda: secrets.token_urlsafe(32))
 
     def log(self, job_id: str) -> str:
         """Where the job writes its output (stdout and stderr)."""
@@ -106,10 +140,11 @@ class ServerJob:
 
 @dataclass
 class Served:
-    """A server that answers: its job, where it runs, and how Betty reaches it."""
+    """A server that answers: its job, its node, the address it listens on, and how Betty reaches it."""
 
     job_id: str
     node: str
+    address: str
     port: int
     base_url: str
     model: str
@@ -121,19 +156,24 @@ class Served:
             self.forward.close()
 
 
-def render_script(request: ServeRequest, directory: str) -> str:
-    """The batch script: directives, the port, ``host:port`` beside the log, then the server."""
+def render_script(request: ServeRequest, directory: str, key_file: str) -> str:
+    """The batch script: directives, the key, the address and port, ``address:port`` beside the log, the server."""
     from .cluster.sbatch import SbatchScript
 
     body = "\n".join([
         "#!/bin/bash",
-        "# An OpenAI-compatible model server for Betty (`betty llm serve`). It writes host:port where",
+        "# An OpenAI-compatible model server for Betty (`betty llm serve`). It writes address:port where",
         "# Betty looks for it, then serves until the job's time runs out or the job is cancelled.",
         f"MODEL={shlex.quote(request.model)}",
+        "# The server's key, from a file only you can read: in the environment, not on a command line.",
+        f"VLLM_API_KEY=$(cat -- {shlex.quote(key_file)}) ||",
+        '  { echo "betty: cannot read the server\'s key" >&2; exit 1; }',
+        "export VLLM_API_KEY",
+        _LISTEN_ADDRESS,
         f"PORT={request.port}" if request.port else _PICK_PORT,
-        f'echo "$(hostname):$PORT" > {shlex.quote(directory)}/"$SLURM_JOB_ID.address.tmp"',
+        f'echo "$HOST:$PORT" > {shlex.quote(directory)}/"$SLURM_JOB_ID.address.tmp"',
         f'mv {shlex.quote(directory)}/"$SLURM_JOB_ID.address.tmp" {shlex.quote(directory)}/"$SLURM_JOB_ID.address"',
-        'echo "betty: starting the model server on $(hostname):$PORT"',
+        'echo "betty: starting the model server on $(hostname), listening on $HOST:$PORT"',
         request.server_command(),
         "",
     ])
@@ -149,18 +189,31 @@ async def prepare(client: "SlurmClient", request: ServeRequest) -> ServerJob:
     from .cluster.commands import checked_script, default_partition, request_summary
 
     directory = f"{await _absolute(client.transport, client.work_dir)}/llm"
-    text = render_script(request, directory)
+    key_file = f"{directory}/{secrets.token_hex(8)}.key"
+    text = render_script(request, directory, key_file)
     partitions = await client.partitions()
     script = checked_script(text, partitions)
-    return ServerJob(text, directory, request_summary(script, default_partition(partitions)))
+    return ServerJob(text, directory, request_summary(script, default_partition(partitions)), key_file)
 
 
 async def submit_server(client: "SlurmClient", job: ServerJob) -> str:
-    """Make the log directory and submit the job once; returns its id."""
-    made = await client.transport.run(["mkdir", "-p", "--", job.directory], idempotent=True)
-    if not made.ok:
-        raise SlurmError(f"cannot make {job.directory} on the cluster: {made.stderr.strip() or made.exit_code}")
+    """Make the log directory (yours only), write the key file, and submit the job once; returns its id."""
+    await _run_or_fail(client.transport, ["mkdir", "-p", "--", job.directory], f"cannot make {job.directory}")
+    await _run_or_fail(client.transport, ["chmod", "700", "--", job.directory], f"cannot protect {job.directory}")
+    await client.transport.put(job.key.encode(), job.key_file)
+    await _run_or_fail(client.transport, ["chmod", "600", "--", job.key_file], f"cannot protect {job.key_file}")
     return await client.submit(job.script)
+
+
+async def forget_key(transport: "Transport", job: ServerJob) -> None:
+    """Remove the key file from the cluster (the server read it when it started)."""
+    await transport.run(["rm", "-f", "--", job.key_file])
+
+
+async def _run_or_fail(transport: "Transport", argv: list[str], what: str) -> None:
+    result = await transport.run(argv, idempotent=True)
+    if not result.ok:
+        raise SlurmError(f"{what} on the cluster: {result.stderr.strip() or result.exit_code}")
 
 
 async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str, model: str, *,
@@ -170,6 +223,7 @@ async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str,
 
     A job that ends first raises :class:`SlurmError` with the end of its log; so does waiting
     past ``timeout`` seconds. Over SSH the server is reached through a :class:`PortForward`.
+    Every request carries the job's key.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -187,9 +241,9 @@ async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str,
                 on_progress(f"job {job_id} is {state.value}{why}")
                 seen = state
             if state is JobState.RUNNING and served is None:
-                served = await _route(client.transport, job, job_id, local_port, on_progress)
+                served = await _route(client.transport, job, job_id, record.nodelist or "?", local_port, on_progress)
             if served is not None:
-                names = await asyncio.to_thread(served_models, served.base_url)
+                names = await asyncio.to_thread(served_models, served.base_url, job.key)
                 if names:
                     served.model = model if model in names else names[0]
                     return served
@@ -204,32 +258,33 @@ async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str,
         raise
 
 
-async def _route(transport: "Transport", job: ServerJob, job_id: str, local_port: int,
+async def _route(transport: "Transport", job: ServerJob, job_id: str, node: str, local_port: int,
                  on_progress: Callable[[str], None]) -> Served | None:
     """Where Betty reaches the server, once the job has written its address (None before)."""
     from .cluster.ssh import SSHTransport
 
     result = await transport.run(["cat", "--", job.address_file(job_id)])
-    node, _, port = result.stdout.strip().rpartition(":")
-    if not result.ok or not node or not port.isdigit():
+    address, _, port = result.stdout.strip().rpartition(":")
+    if not result.ok or not re.fullmatch(r"[0-9A-Fa-f.:]+", address) or not port.isdigit():
         return None
     forward = None
     if isinstance(transport, SSHTransport):
         from .cluster.forward import PortForward
 
-        forward = PortForward(transport, node, int(port), local_port)
+        forward = PortForward(transport, address, int(port), local_port)
         url = forward.url
-        on_progress(f"forwarding {url} to {node}:{port}; waiting for the server to answer")
+        on_progress(f"forwarding {url} to {address}:{port} on {node}; waiting for the server to answer")
     else:
-        url = f"http://{node}:{port}"
+        url = f"http://{f'[{address}]' if ':' in address else address}:{port}"
         on_progress(f"waiting for the server at {url} to answer")
-    return Served(job_id, node, int(port), f"{url}/v1", "", forward)
+    return Served(job_id, node, address, int(port), f"{url}/v1", "", forward)
 
 
-def served_models(base_url: str, timeout: float = 5.0) -> list[str]:
-    """The model names an OpenAI-compatible server lists at ``base_url``/models; [] when it does not answer."""
+def served_models(base_url: str, key: str, timeout: float = 5.0) -> list[str]:
+    """The models a server lists at ``base_url``/models, asked with ``key``; [] when it does not answer."""
+    request = urllib.request.Request(f"{base_url}/models", headers={"Authorization": f"Bearer {key}"})
     try:
-        with urllib.request.urlopen(f"{base_url}/models", timeout=timeout) as answer:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
             listing = json.loads(answer.read())
     except (OSError, ValueError):  # not up yet, reset by the forward, or not JSON yet
         return []
@@ -258,14 +313,19 @@ async def _log_end(transport: "Transport", log: str, lines: int = 2) -> str:
 # ----- Betty's LLM setting ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class LLMSetting:
-    """What :func:`save_user_llm` wrote, and what the file held before, so it can be put back."""
+    """What :func:`save_user_llm` wrote (the setting and the key file), and what the setting was before."""
 
     path: Path
     written: bytes
     previous: bytes | None
+    key_file: Path
 
     def restore(self) -> str:
-        """Put the previous file back (or remove ours) unless someone changed it since; says what it did."""
+        """Put the previous setting back (or remove ours) unless someone changed it since; says what it did.
+
+        The key file goes in any case: its server is gone.
+        """
+        self.key_file.unlink(missing_ok=True)
         try:
             if self.path.read_bytes() != self.written:
                 return f"left {self.path} as it is (it changed since)"
@@ -285,18 +345,29 @@ def user_llm_file() -> Path:
     return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_LLM_FILE
 
 
-def save_user_llm(base_url: str, model: str) -> LLMSetting:
-    """Point Betty's chat at ``model`` on ``base_url``.
+def save_user_llm(base_url: str, model: str, key: str) -> LLMSetting:
+    """Point Betty's chat at ``model`` on ``base_url``, with the server's ``key`` in a file only you can read.
 
-    The key comes from ``$BETTY_LLM_SERVE_API_KEY`` (for a server started with ``--api-key``),
-    so an OpenAI key in the environment is never sent to a server on the cluster.
+    The setting names the file (``api_key_file``), never the key, so an OpenAI key in the
+    environment is never sent to the server on the cluster, nor this key anywhere else.
     """
     path = user_llm_file()
+    key_file = _write_key(path.parent.parent / USER_KEYS_DIR, key)
     previous = path.read_bytes() if path.exists() else None
-    llm = {"base_url": base_url, "model": model, "api_key_env": "BETTY_LLM_SERVE_API_KEY"}
+    llm = {"base_url": base_url, "model": model, "api_key_file": str(key_file)}
     written = (json.dumps({"BettyConfig": {"llm": llm}}, indent=2) + "\n").encode()
     _write(path, written)
-    return LLMSetting(path, written, previous)
+    return LLMSetting(path, written, previous, key_file)
+
+
+def _write_key(directory: Path, key: str) -> Path:
+    """A new file under ``directory`` (yours only) holding ``key``, created readable by you alone."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    path = directory / f"{secrets.token_hex(8)}.key"
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+        file.write(key + "\n")
+    return path
 
 
 def _write(path: Path, data: bytes) -> None:

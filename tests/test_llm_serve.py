@@ -1,8 +1,10 @@
 """``betty llm serve`` on the dev cluster, over SSH and locally, with a stand-in for vLLM: a small
-OpenAI-compatible stub submitted through ``--command`` that lists one model."""
+OpenAI-compatible stub submitted through ``--command`` that lists one model, to those who bring
+the job's key (``$VLLM_API_KEY``, as vLLM asks for it), on the address the script gives it."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import pty
@@ -11,35 +13,44 @@ import re
 import secrets
 import signal
 import socket
+import stat
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from betty_jupyter.devcluster.layout import NODE_NAME
 from conftest import BETTY, REPO, run_betty
 
 # Waits --delay seconds before it listens (as vLLM loads weights first), notes when it listens
-# and every request it answers.
+# and every request it answers, and whether the request carried the job's key.
 STUB = r'''
-import argparse, http.server, json, pathlib, time
+import argparse, http.server, json, os, pathlib, time
 
 parser = argparse.ArgumentParser()
+parser.add_argument("--host", required=True)
 parser.add_argument("--port", type=int, required=True)
 parser.add_argument("--model", required=True)
 parser.add_argument("--delay", type=float, default=0.0)
 parser.add_argument("--notes", required=True)
 args = parser.parse_args()
 notes = pathlib.Path(args.notes)
+key = os.environ["VLLM_API_KEY"]
 time.sleep(args.delay)
 
 
 class OpenAIModels(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        authorized = self.headers.get("Authorization") == f"Bearer {key}"
         with notes.open("a") as log:
-            log.write(f"GET {self.path}\n")
+            log.write(f"GET {self.path} {'with' if authorized else 'without'} the key\n")
+        if not authorized:
+            self.send_error(401)
+            return
         if self.path != "/v1/models":
             self.send_error(404)
             return
@@ -54,9 +65,9 @@ class OpenAIModels(http.server.BaseHTTPRequestHandler):
         pass
 
 
-server = http.server.ThreadingHTTPServer(("0.0.0.0", args.port), OpenAIModels)
+server = http.server.ThreadingHTTPServer((args.host, args.port), OpenAIModels)
 with notes.open("a") as log:
-    log.write("listening\n")
+    log.write(f"listening with a key of {len(key)} characters\n")
 server.serve_forever()
 '''
 MODEL = "/models/tiny-llama"
@@ -80,7 +91,7 @@ def stub(tmp_path) -> tuple[Path, Path]:
 
 def stub_command(stub: tuple[Path, Path], delay: float = 2.0) -> str:
     script, notes = stub
-    return f'exec python3 {script} --port "$PORT" --model "$MODEL" --delay {delay} --notes {notes}'
+    return f'exec python3 {script} --host "$HOST" --port "$PORT" --model "$MODEL" --delay {delay} --notes {notes}'
 
 
 def betty_env(profile, tmp_path: Path) -> dict[str, str]:
@@ -125,6 +136,48 @@ def wait_for_state(dev_cluster: dict[str, str], job_id: str, wanted: str) -> Non
             return
         assert time.monotonic() < deadline, f"job {job_id} is {state}, not {wanted}"
         time.sleep(0.5)
+
+
+OPENAI_CANARY = "sk-canary-openai-never-sent-0123456789"
+
+
+def route_to(host: str) -> str:
+    """This machine's address on the route to ``host`` (what the job script works out on its node)."""
+    family, kind, _, _, address = socket.getaddrinfo(host, 9, type=socket.SOCK_DGRAM)[0]
+    with socket.socket(family, kind) as probe:
+        probe.connect(address)
+        return str(probe.getsockname()[0])
+
+
+def listening_addresses(port: int) -> set[str]:
+    """The local addresses something listens on at TCP ``port``, from /proc/net/tcp and tcp6."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            hex_address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                raw = bytes.fromhex(hex_address)
+                words = b"".join(raw[i:i + 4][::-1] for i in range(0, width, 4))
+                found.add(str(ipaddress.ip_address(words)))
+    return found
+
+
+def models_at(base_url: str, key: str | None) -> list[str]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with urllib.request.urlopen(urllib.request.Request(f"{base_url}/models", headers=headers), timeout=30) as answer:
+        return [model["id"] for model in json.loads(answer.read())["data"]]
+
+
+def command_lines() -> list[str]:
+    """Every process's command line on this machine, as ``ps`` shows them to anyone."""
+    lines = []
+    for entry in Path("/proc").iterdir():
+        try:
+            lines.append(entry.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return lines
 
 
 class Serving:
@@ -175,39 +228,58 @@ class Serving:
 @pytest.mark.cluster
 def test_serve_submits_once_waits_for_the_server_points_betty_at_it_and_cancels_on_ctrl_c(
         profile, dev_cluster, tmp_path, job_name, stub):
-    env = betty_env(profile, tmp_path)
+    env = {**betty_env(profile, tmp_path), "OPENAI_API_KEY": OPENAI_CANARY}
     serving = Serving(env, "--partition", "gpu", "--model", MODEL, "--command", stub_command(stub),
                       "--name", job_name, "--yes")
     try:
         job_id = serving.line_starting("submitted job ").split()[2]
         ready = serving.line_starting("serving ")
-        # It waited for the stub, which listens only after its delay, to answer.
-        assert stub[1].read_text().splitlines()[:2] == ["listening", "GET /v1/models"]
-        parts = re.fullmatch(r"serving (\S+) at (\S+) \(job (\d+) on ([^:]+):(\d+)\)", ready)
-        assert parts and parts[1] == MODEL and parts[3] == job_id and parts[4] == socket.gethostname(), ready
-        base_url = parts[2]
+        # It waited for the stub, which listens only after its delay, to answer; it asked with the job's key.
+        assert stub[1].read_text().splitlines()[:2] == ["listening with a key of 43 characters",
+                                                       "GET /v1/models with the key"]
+        parts = re.fullmatch(r"serving (\S+) at (\S+) \(job (\d+) on (\S+), listening on ([0-9a-f.:]+):(\d+)\)", ready)
+        assert parts and parts[1] == MODEL and parts[3] == job_id and parts[4] == NODE_NAME, ready
+        base_url, address, port = parts[2], parts[5], int(parts[6])
+        # The stand-in listens only on the address that reaches the host sbatch ran on, not on every interface.
+        assert address == route_to(socket.gethostname())
+        assert listening_addresses(port) == {address}
         if profile.transport == "ssh":
             assert base_url.startswith("http://127.0.0.1:"), "over SSH Betty reaches the server through a local forward"
         else:
-            assert base_url.startswith(f"http://{socket.gethostname()}:")
-        with urllib.request.urlopen(f"{base_url}/models", timeout=30) as answer:
-            assert [model["id"] for model in json.loads(answer.read())["data"]] == [MODEL]
+            assert base_url == f"http://{address}:{port}/v1"
 
         written = json.loads(llm_file().read_text())
-        assert written == {"BettyConfig": {"llm": {"base_url": base_url, "model": MODEL,
-                                                   "api_key_env": "BETTY_LLM_SERVE_API_KEY"}}}
+        key_file = Path(written["BettyConfig"]["llm"].pop("api_key_file"))
+        assert written == {"BettyConfig": {"llm": {"base_url": base_url, "model": MODEL}}}
+        key = key_file.read_text().strip()
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600 and stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
+        on_cluster = list(Path(profile.work_dir, "llm").glob("*.key"))
+        assert [path.read_text() for path in on_cluster] == [key]
+        assert stat.S_IMODE(on_cluster[0].stat().st_mode) == 0o600
+        assert stat.S_IMODE(on_cluster[0].parent.stat().st_mode) == 0o700
+        assert models_at(base_url, key) == [MODEL]
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            models_at(base_url, None)
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            models_at(base_url, OPENAI_CANARY)
+
         from betty_jupyter.agent.llm import LLMSettings
         from betty_jupyter.config import load_config
 
-        settings = LLMSettings.from_config(load_config().llm, environ={"OPENAI_API_KEY": "sk-never-sent"})
-        assert (settings.base_url, settings.model, settings.api_key) == (base_url, MODEL, "not-needed")
-
+        settings = LLMSettings.from_config(load_config().llm, environ={"OPENAI_API_KEY": OPENAI_CANARY})
+        assert (settings.base_url, settings.model, settings.api_key) == (base_url, MODEL, key)
+        # The key is in no text anyone else sees: not the script, its log, a command line or the output.
+        shown = [*serving.stdout, *serving.stderr, *(p.read_text() for p in Path(profile.work_dir).rglob("*")
+                                                    if p.is_file() and p.suffix != ".key")]
+        assert not any(key in text for text in shown) and not any(key in line for line in command_lines())
+        assert "VLLM_API_KEY=$(cat -- " in "\n".join(serving.stdout)
         assert one_job_called(dev_cluster, job_name) == job_id
     finally:
         code = serving.stop()
     assert code == 0, serving.stderr
     assert serving.stdout[-1] == f"cancelled job {job_id}; removed {llm_file()}"
-    assert not llm_file().exists()
+    assert not llm_file().exists() and not key_file.exists() and not any(Path(profile.work_dir, "llm").glob("*.key"))
+    assert OPENAI_CANARY not in stub[1].read_text()
     wait_for_state(dev_cluster, job_id, "CANCELLED")
     # still exactly one job of that name, once accounting has caught up with its name
     assert one_job_called(dev_cluster, job_name) == job_id
@@ -304,18 +376,41 @@ def test_the_default_script_runs_vllm_with_tool_calling_on_every_gpu(tmp_path):
     from betty_jupyter.llmserve import ServeRequest, render_script
 
     model = "/models/it's $(here)"
-    text = render_script(ServeRequest(model=model, partition="gpu", gpus=2, tool_parser="llama3_json"), "/work/my llm")
+    key_file = "/work/my llm/k.key"
+    request = ServeRequest(model=model, partition="gpu", gpus=2, tool_parser="llama3_json")
+    text = render_script(request, "/work/my llm", key_file)
     script = SbatchScript.parse(text)
     assert (script.get("partition"), script.gpu_request(), script.get("output")) == ("gpu", (None, 2), "/work/my llm/%j.log")
     assert text.rstrip().endswith(
-        'exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 0.0.0.0 --port "$PORT" '
+        'exec python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host "$HOST" --port "$PORT" '
         "--enable-auto-tool-choice --tool-call-parser llama3_json --tensor-parallel-size 2")
+    assert "0.0.0.0" not in text and "--api-key" not in text
     assert subprocess.run(["bash", "-n"], input=text, text=True, timeout=30).returncode == 0
-    # Up to the server, the script runs as it would in the job: it says where the server will listen.
-    preamble = text.rsplit("\n", 2)[0].replace("'/work/my llm'", str(tmp_path))
-    ran = subprocess.run(["bash", "-c", preamble + '\necho "MODEL=$MODEL"'], env={**os.environ, "SLURM_JOB_ID": "77"},
+    # Up to the server, the script runs as it would in the job: it reads the key into the environment
+    # and says where the server will listen: on the address that reaches the submitting host.
+    (tmp_path / "k.key").write_text("the-job-key")
+    preamble = text.rsplit("\n", 2)[0].replace("'/work/my llm/k.key'", str(tmp_path / "k.key"))
+    preamble = preamble.replace("'/work/my llm'", str(tmp_path))
+    ran = subprocess.run(["bash", "-c", preamble + '\necho "MODEL=$MODEL KEY=$(printenv VLLM_API_KEY)"'],
+                         env={**os.environ, "SLURM_JOB_ID": "77", "SLURM_SUBMIT_HOST": socket.gethostname()},
                          capture_output=True, text=True, timeout=30)
     assert ran.returncode == 0, ran.stderr
-    host, port = (tmp_path / "77.address").read_text().strip().split(":")
-    assert host == socket.gethostname() and 20000 <= int(port) < 50000
-    assert ran.stdout.splitlines()[-1] == f"MODEL={model}"
+    host, port = (tmp_path / "77.address").read_text().strip().rsplit(":", 1)
+    assert host == route_to(socket.gethostname()) and 20000 <= int(port) < 50000
+    assert ran.stdout.splitlines()[-1] == f"MODEL={model} KEY=the-job-key"
+
+
+def test_a_job_that_cannot_read_its_key_or_find_its_address_stops_with_one_line(tmp_path):
+    from betty_jupyter.llmserve import ServeRequest, render_script
+
+    text = render_script(ServeRequest(model="m", partition="cpu", gpus=0), str(tmp_path), str(tmp_path / "gone.key"))
+    run = subprocess.run(["bash", "-c", text], env={**os.environ, "SLURM_JOB_ID": "78", "SLURM_SUBMIT_HOST": "x"},
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 1 and run.stderr.strip().splitlines()[-1] == "betty: cannot read the server's key"
+    (tmp_path / "gone.key").write_text("k")
+    run = subprocess.run(["bash", "-c", text], env={**os.environ, "SLURM_JOB_ID": "78",
+                                                    "SLURM_SUBMIT_HOST": "no-such-host.invalid"},
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines()[-1].startswith("betty: cannot tell which address of ")
+    assert not (tmp_path / "78.address").exists()

@@ -3,6 +3,7 @@
 The command shows the batch script, asks, submits it once, waits until the server answers,
 writes Betty's ``llm`` setting and stays in the foreground: over SSH it carries the port
 forward. Ctrl-C (or the terminal closing) cancels the job and puts the previous setting back.
+The server has a key of its own, made for this job: it is in no text the command prints.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     serve.add_argument("--port", type=int, help="the server's port on its node (default: a free one)")
     serve.add_argument("--local-port", type=int, default=0,
                        help="over SSH: the port on this machine Betty uses (default: a free one)")
-    serve.add_argument("--command", help="run this instead of vLLM; it runs in bash with $MODEL and $PORT set "
-                       "and must serve the OpenAI API on 0.0.0.0:$PORT")
+    serve.add_argument("--command", help="run this instead of vLLM; it runs in bash with $MODEL, $HOST, $PORT and "
+                       "$VLLM_API_KEY set and must serve the OpenAI API on $HOST:$PORT, asking for that key")
     serve.add_argument("--tool-parser", default="hermes", metavar="NAME",
                        help="vLLM's tool-call parser for the model family: hermes (Qwen2.5, Hermes; the default), "
                        "llama3_json (Llama 3.1+), mistral (Mistral)")
@@ -60,7 +61,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ..cluster.slurm import SlurmClient
     from ..cluster.sync import Blocking, run_sync
     from ..config import load_config
-    from ..llmserve import ServeRequest, prepare
+    from ..llmserve import ServeRequest, forget_key, prepare
     from .cluster import _confirm
 
     # Until the server listens, each probe through the forward is a refused channel that paramiko
@@ -75,14 +76,17 @@ def _serve(args: argparse.Namespace) -> int:
         job = run_sync(prepare(client, request))
         print(job.script, flush=True)
         _confirm(f"Submit this model server to {profile.name} ({job.summary})?", args.yes)
-        with _stopped_by_signals():
-            job_id = _submit(Blocking(client), job)
-            print(f"submitted job {job_id} to {profile.name}", flush=True)
-            served = _wait(args, Blocking(client), job, job_id)
-            try:
-                return _hold(Blocking(client), profile, served)
-            finally:
-                served.close()
+        try:
+            with _stopped_by_signals():
+                job_id = _submit(Blocking(client), job)
+                print(f"submitted job {job_id} to {profile.name}", flush=True)
+                served = _wait(args, Blocking(client), job, job_id)
+                try:
+                    return _hold(Blocking(client), profile, served, job.key)
+                finally:
+                    served.close()
+        finally:
+            run_sync(forget_key(transport, job))
     finally:
         run_sync(transport.close())
 
@@ -121,12 +125,13 @@ def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) 
         raise
 
 
-def _hold(client: Any, profile: "ClusterProfile", served: "Served") -> int:
+def _hold(client: Any, profile: "ClusterProfile", served: "Served", key: str) -> int:
     """Point Betty at the server and keep it (and the forward) up until Ctrl-C or the job's end."""
     from ..llmserve import save_user_llm
 
-    setting = save_user_llm(served.base_url, served.model)
-    print(f"serving {served.model} at {served.base_url} (job {served.job_id} on {served.node}:{served.port})")
+    setting = save_user_llm(served.base_url, served.model, key)
+    print(f"serving {served.model} at {served.base_url} (job {served.job_id} on {served.node}, "
+          f"listening on {served.address}:{served.port})")
     print(f"Betty's LLM is now {served.model} at {served.base_url}: wrote {setting.path} "
           "(`betty ask` and Jupyter servers started from now on use it)")
     print(f"press Ctrl-C to stop: job {served.job_id} is cancelled and your previous LLM setting put back", flush=True)
