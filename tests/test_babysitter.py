@@ -178,7 +178,9 @@ def test_an_out_of_memory_job_gets_a_diagnosis_and_one_resubmission_that_runs_on
             assert [t.experiment.slug for t in tracked] == [original.slug, step["slug"]]
             again = tracked[1].experiment
             assert again.job_id == step["job_id"] and again.script == card.args["script"]
-            assert f"[{original.slug}]({original.slug}.md)" in again.goal
+            assert again.replaces == {"slug": original.slug, "job_id": original.job_id}
+            assert f"Resubmits [{original.slug}]({original.slug}.md) (job {original.job_id})." in \
+                (workspace.wiki / again.page).read_text()
             assert f"Resubmitted as job {again.job_id}: [{again.slug}]({again.slug}.md)" in region(workspace, original)
             finished = await until("the resubmission to end", lambda: betty.ledger.get(again.slug).finished)
             assert finished and betty.ledger.get(again.slug).state == "COMPLETED"

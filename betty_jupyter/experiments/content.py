@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -13,14 +14,18 @@ if TYPE_CHECKING:
     from ..cluster.jobs import Job
 
 STATUS_TAG = "betty-status"
+_SLUG = re.compile(r"[0-9a-z][0-9a-z-]*")
 FAILED_STATES = {"FAILED", "OUT_OF_MEMORY", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 
 
 def page_frontmatter(experiment: Experiment) -> dict[str, Any]:
-    """The page's YAML frontmatter."""
+    """The page's YAML frontmatter.
+
+    Markdown viewers show frontmatter as markdown too, so the goal's first line goes in as plain text.
+    """
     return {
         "name": experiment.slug,
-        "description": first_line(experiment.goal)[:200] or f"Slurm job {experiment.job_id}",
+        "description": markdown_text(first_line(experiment.goal)[:200]) or f"Slurm job {experiment.job_id}",
         "type": "experiment",
         "job_id": experiment.job_id,
         "cluster": experiment.cluster,
@@ -47,6 +52,7 @@ def page_body(experiment: Experiment, auto: str) -> str:
 
     goal = markdown_text(experiment.goal) if experiment.goal else \
         "_What is this run for? Betty never changes this section._"
+    goal += _resubmits(experiment, "")
     return (
         f"# {experiment.slug}\n\n## Goal\n\n{goal}\n\n{AUTO_START}\n{auto}\n{AUTO_END}\n\n"
         f"## Script\n\nSubmitted as {markdown_text(experiment.script_path)}:\n\n"
@@ -54,6 +60,15 @@ def page_body(experiment: Experiment, auto: str) -> str:
         f"Notebook: [{experiment.slug}.ipynb](../../{experiment.notebook})\n\n"
         "## Lessons\n\n_What did this run teach you? Betty never changes this section._\n"
     )
+
+
+def _resubmits(experiment: Experiment, pages: str) -> str:
+    """The line linking the page of the experiment this one corrects ("" when it corrects none)."""
+    original = experiment.replaces or {}
+    slug, job = str(original.get("slug", "")), str(original.get("job_id", ""))
+    if not _SLUG.fullmatch(slug):
+        return ""
+    return f"\n\nResubmits [{slug}]({pages}{slug}.md) (job {markdown_text(job)})."
 
 
 def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail: str | None = None) -> str:
@@ -122,7 +137,8 @@ def notebook(experiment: Experiment) -> Any:
     import nbformat.v4 as nbf
 
     job, cluster = json.dumps(experiment.job_id), json.dumps(experiment.cluster)
-    goal = markdown_text(experiment.goal) if experiment.goal else "_No goal written yet._"
+    goal = (markdown_text(experiment.goal) if experiment.goal else "_No goal written yet._") + \
+        _resubmits(experiment, "../../wiki/experiments/")
     status = nbf.new_code_cell(
         f"from betty_jupyter.experiments.live import status\n\nstatus({job}, cluster={cluster})",
         metadata={"tags": [STATUS_TAG]},

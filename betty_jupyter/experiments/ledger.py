@@ -50,6 +50,8 @@ class Experiment:
     gpu_estimate: dict[str, Any] | None = None
     diagnosis: dict[str, Any] | None = None
     """Why the job failed and what became of the correction (the job babysitter's, ``diagnosis.py``)."""
+    replaces: dict[str, str] | None = None
+    """The recorded experiment this one corrects: its ``slug`` and ``job_id`` (its page links that one's)."""
 
     @property
     def page(self) -> str:

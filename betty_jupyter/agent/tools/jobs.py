@@ -80,9 +80,10 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
         _checked(args.script, await ctx.slurm.partitions())
         original = _replaced(ctx, args)
-        goal = args.goal if original is None else resubmission_goal(args.goal, original)
+        replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, args.script,
-                                             goal=goal, name=args.name, gpu_estimate=args.gpu_estimate)
+                                             goal=args.goal, name=args.name, gpu_estimate=args.gpu_estimate,
+                                             replaces=replaces)
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}; "
                    f"page {page}, notebook {experiment.notebook}")
@@ -105,18 +106,12 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
     """The new script as a diff against the one it corrects, every line shown (whole-file context)."""
     from ...experiments.diagnosis import script_diff
 
-    details["goal"] = resubmission_goal(args.goal, original)
     details["replaces"] = {"job_id": original.job_id, "experiment": original.slug, "page": f"wiki/{original.page}"}
     whole = max(original.script.count("\n"), args.script.count("\n")) + 1
     diff = script_diff(original.script, args.script, f"{original.slug}.sbatch (job {original.job_id})",
                        f"{slug}.sbatch", context=whole)
     return Preview(kind="diff", title=f"resubmit {original.slug} as {slug} to {original.cluster}: "
                    f"{details['resources']}", text=diff, details=details)
-
-
-def resubmission_goal(goal: str, original: "Experiment") -> str:
-    """The goal of a resubmission, with a link to the page of the experiment it corrects."""
-    return f"{goal}\n\nResubmits [{original.slug}]({original.slug}.md) (job {original.job_id})."
 
 
 def _checked(text: str, partitions: Any) -> "SbatchScript":
