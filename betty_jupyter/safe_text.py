@@ -40,7 +40,9 @@ IMAGE_DATA = ("data:image/png;", "data:image/gif;", "data:image/jpeg;", "data:im
 _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 _URL_NOISE = re.compile(r"[\x00-\x20\x7f]+")
-_MARKDOWN_INLINE = re.compile(r"([\\`*_\[\]!|~$])")
+_MARKDOWN_INLINE = re.compile(r"([\\`*\[\]!|~$])")
+# An underscore between two letters or digits (OUT_OF_MEMORY, oom_kill) can never emphasise: left as it is.
+_LONE_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")
 # What opens a block at the start of a line: a heading, a list item, a setext or thematic rule.
 _MARKDOWN_LINE_START = re.compile(r"^([ \t]*)(#{1,6}(?=[ \t]|$)|[-+](?=[ \t]|$)|-+(?=[ \t]*$)|=+(?=[ \t]*$)"
                                   r"|\d{1,9}[.)](?=[ \t]|$))", re.M)
@@ -76,6 +78,7 @@ def markdown_text(text: object) -> str:
     """
     escaped = html.escape(visible(str(text)), quote=False)
     escaped = _MARKDOWN_INLINE.sub(r"\\\1", escaped)
+    escaped = _LONE_UNDERSCORE.sub(r"\\_", escaped)
     escaped = _AUTOLINK.sub(lambda m: "\\" + m.group(), escaped)
     return _MARKDOWN_LINE_START.sub(_escape_line_start, escaped)
 
