@@ -250,3 +250,20 @@ def test_a_dev_cluster_daemon_never_holds_the_secrets_of_the_shell_that_started_
         assert table.stop("stand-in")
     assert "BETTY_TEST_HIDDEN=" in held and "SLURM_CONF=/etc/x" in held
     assert not any(secret in held for secret in (*CANARIES, *CANARIES.values()))
+
+
+@pytest.mark.cluster
+def test_betty_submit_refuses_a_secret_s_name_in_one_line_before_asking(ssh_profile, tmp_path, canaries):
+    import json
+
+    from conftest import run_betty
+
+    config = tmp_path / "betty.json"
+    config.write_text(json.dumps({"BettyConfig": {"clusters": [ssh_profile.to_dict()]}}))
+    script = tmp_path / "leaky.sbatch"
+    script.write_text("#!/bin/bash\n#SBATCH --export=ALL,JUPYTER_TOKEN\nenv\n")
+    refused = run_betty("submit", str(script), "--no-record", env={**os.environ, "BETTY_CONFIG": str(config)})
+    assert refused.returncode != 0 and refused.stderr.strip().splitlines() == [
+        "betty: error: line 2: --export names JUPYTER_TOKEN, which looks like a secret; Betty never hands secrets "
+        "to jobs: have the job read it from a file only you can read on the cluster"]
+    assert not Path(ssh_profile.work_dir).exists()

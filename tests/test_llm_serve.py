@@ -323,6 +323,7 @@ def test_refusing_the_approval_submits_nothing(ssh_profile, dev_cluster, tmp_pat
         os.close(controller)
     assert asked.returncode == 1 and err.strip().splitlines() == ["betty: error: nothing was done"], err
     assert f"#SBATCH --job-name={job_name}" in out and "Submit this model server to betty-dev (partition gpu, 1 GPU" in out
+    assert "the job's environment: HOME, USER, LOGNAME, SHELL, PATH, " in out
     no_terminal = run_betty("llm", "serve", "--partition", "gpu", "--model", MODEL, "--name", job_name,
                             env=betty_env(ssh_profile, tmp_path))
     assert "needs a confirmation; pass --yes when running without a terminal" in one_error_line(no_terminal)

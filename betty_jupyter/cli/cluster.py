@@ -117,11 +117,14 @@ def _with_client(args: argparse.Namespace, work: Callable[[Any, "ClusterProfile"
         run_sync(transport.close())
 
 
-def _confirm(question: str, assume_yes: bool) -> None:
+def _confirm(question: str, assume_yes: bool, shown: str = "") -> None:
+    """Ask ``question`` at the terminal (after printing ``shown``) unless ``assume_yes``; UsageError for no."""
     if assume_yes:
         return
     if not sys.stdin.isatty():
         raise UsageError(f"{question.rstrip('?')} needs a confirmation; pass --yes when running without a terminal")
+    if shown:
+        print(shown, flush=True)
     answer = input(f"{question} [y/N] ").strip().lower()
     if answer not in ("y", "yes"):
         raise UsageError("nothing was done")
@@ -264,7 +267,9 @@ def _submit(args: argparse.Namespace) -> int:
         partitions = client.partitions()
         script = checked_script(text, partitions)
         summary = request_summary(script, default_partition(partitions))
-        _confirm(f"Submit {args.script} to {profile.name} ({summary})?", args.yes)
+        environment = client.job_environment(text)  # a secret's name is refused before anything is asked
+        _confirm(f"Submit {args.script} to {profile.name} ({summary})?", args.yes,
+                 f"the job's environment: {environment.describe()}")
         record = _record_in(args)
         if record is None:
             ident, where = client.submit(text), None

@@ -75,7 +75,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         job = run_sync(prepare(client, request))
         print(job.script, flush=True)
-        _confirm(f"Submit this model server to {profile.name} ({job.summary})?", args.yes)
+        _confirm(f"Submit this model server to {profile.name} ({job.summary})?", args.yes,
+                 f"the job's environment: {client.job_environment(job.script).describe()}")
         try:
             with _stopped_by_signals():
                 job_id = _submit(Blocking(client), job)
