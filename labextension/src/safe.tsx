@@ -68,14 +68,20 @@ export function safeLinkUrl(url: string): string | null {
   return LINK_PROTOCOLS.includes(parsed.protocol) ? parsed.href : null;
 }
 
+/** While a reply streams, it is formatted again at most this often. */
+const STREAMING_RENDER_MS = 150;
+
 /** Props of {@link Markdown}. */
 export interface IMarkdownProps {
   /** Markdown from outside Betty's code: a model's reply, a tool's result, a page. */
   text: string;
+  /** True while the text still grows: it is formatted at most every {@link STREAMING_RENDER_MS}. */
+  streaming?: boolean;
 }
 
 /** `text` shown as markdown, under the rules above. */
-export function Markdown({ text }: IMarkdownProps): JSX.Element {
+export function Markdown({ text: latest, streaming = false }: IMarkdownProps): JSX.Element {
+  const text = useSpacedOut(latest, streaming);
   const long = text.length > MAX_MARKDOWN_CHARS;
   const blocks = React.useMemo(() => (long ? [] : parseMarkdown(text)), [text, long]);
   if (long) {
@@ -92,6 +98,34 @@ export function Markdown({ text }: IMarkdownProps): JSX.Element {
       ))}
     </div>
   );
+}
+
+/**
+ * `text` as it was at most {@link STREAMING_RENDER_MS} ago while `streaming`, so a long reply
+ * arriving word by word is not parsed again for every word; `text` itself once it is complete.
+ */
+function useSpacedOut(text: string, streaming: boolean): string {
+  const [shown, setShown] = React.useState(text);
+  const latest = React.useRef(text);
+  latest.current = text;
+  const timer = React.useRef<ReturnType<typeof setTimeout> | null>(null);
+  React.useEffect(() => {
+    if (streaming && timer.current === null) {
+      timer.current = setTimeout(() => {
+        timer.current = null;
+        setShown(latest.current);
+      }, STREAMING_RENDER_MS);
+    }
+  }, [text, streaming]);
+  React.useEffect(
+    () => () => {
+      if (timer.current !== null) {
+        clearTimeout(timer.current);
+      }
+    },
+    []
+  );
+  return streaming ? shown : text;
 }
 
 /** A link to `url` if it is a {@link safeLinkUrl}, else its content and URL as text. */

@@ -6,6 +6,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 import * as React from 'react';
+import { act } from 'react';
 
 import { PreviewView } from '../src/components/Preview';
 import { Markdown, MAX_MARKDOWN_CHARS, safeLinkUrl, visibleText } from '../src/safe';
@@ -301,5 +302,24 @@ describe('visibleText', () => {
   it('shows control characters in markdown written out', () => {
     const container = shown('job `a\u202eb` ran \u001b[2K');
     expect(container.textContent).toBe('job a\\u202eb ran \\x1b[2K');
+  });
+});
+
+describe('Markdown while a reply streams', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('formats the growing text at most every 150 ms, and the whole text once complete', () => {
+    jest.useFakeTimers();
+    const { container, rerender } = render(<Markdown text="one" streaming />);
+    rerender(<Markdown text="one **two**" streaming />);
+    rerender(<Markdown text="one **two** three" streaming />);
+    expect(container.textContent).toBe('one');
+    act(() => {
+      jest.advanceTimersByTime(150);
+    });
+    expect(container.textContent).toBe('one two three');
+    rerender(<Markdown text="one **two** three <img src=x onerror=window.__pwned=1>" streaming={false} />);
+    expect(container.textContent).toBe('one two three <img src=x onerror=window.__pwned=1>');
+    expect(container.querySelector('strong')!.textContent).toBe('two');
   });
 });

@@ -103,7 +103,7 @@ function MessageRow({ item }: { item: IMessageItem }): JSX.Element {
       data-streaming={item.streaming ? 'true' : 'false'}
     >
       {item.role === 'assistant' ? (
-        <Markdown text={item.text} />
+        <Markdown text={item.text} streaming={item.streaming} />
       ) : (
         <div className="betty-Message-text">{item.text}</div>
       )}
