@@ -5,34 +5,22 @@ approves it, sees the job id in the chat and in the Jobs tab, and opens the expe
 notebook from there. The chat model is the scripted one, over real HTTP. Screenshots of each
 step (and of a failure) are kept under ``test-artifacts/screenshots/``; with
 ``BETTY_UPDATE_SCREENSHOTS=1`` they also replace the ones the docs show (``docs/screenshots/``).
-
-Playwright drives the browser Debian ships (``executable_path``); it never downloads one.
+The browser, the JupyterLab and the screenshots come from ``panel_support``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import REPO
 from jupyter_server_proc import JupyterServer
 from llm_server import ScriptedLLM, call, say
 from notebook_support import llm, project  # noqa: F401 (fixtures)
-from playwright.sync_api import Locator, Page, expect, sync_playwright
+from panel_support import lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
+from playwright.sync_api import Locator, Page, expect
 from test_server_support import job_state, scancel
-
-CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
-DOC_SCREENSHOTS = REPO / "docs" / "screenshots"
-WAIT_MS = 180_000  # a guard against a hang on a slow, shared machine, not a measurement
 
 SCRIPT = """#!/bin/bash
 #SBATCH --job-name=panel-demo
@@ -42,72 +30,6 @@ echo hello; sleep 60
 """
 GOAL = "check that a job submitted from the side panel runs"
 PROMPT = "Please submit a small test job named panel-demo."
-
-
-@pytest.fixture(scope="module")
-def lab(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:  # noqa: F811
-    """``jupyter lab`` serving the project, with its own Jupyter config: no saved workspace, and no toast
-    asking about Jupyter news over the panel's buttons."""
-    config = tmp_path_factory.mktemp("lab-config")
-    notifications = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    notifications.mkdir(parents=True)
-    (notifications / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    env = {**project["env"], "JUPYTER_CONFIG_DIR": str(config)}
-    running = JupyterServer(project["root"], env, tmp_path_factory.mktemp("runtime"), app="jupyterlab")
-    try:
-        yield running
-    finally:
-        running.stop()
-
-
-@pytest.fixture
-def page() -> Iterator[Page]:
-    """A page of Debian's Chromium, headless; the test fails (never skips) when Chromium is missing."""
-    if not CHROMIUM.exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium, "
-                    "or run scripts/install.sh test); Betty's browser test never downloads a browser")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                             args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
-        try:
-            context = browser.new_context(viewport={"width": 1500, "height": 950})
-            context.set_default_timeout(WAIT_MS)
-            yield context.new_page()
-        finally:
-            browser.close()
-
-
-def screenshot(page: Page, name: str) -> Path:
-    """Save the whole window as ``test-artifacts/screenshots/panel-<name>.png``."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"panel-{name}.png"
-    page.screenshot(path=str(path))
-    if os.environ.get("BETTY_UPDATE_SCREENSHOTS") == "1" and name[0].isdigit():
-        DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, DOC_SCREENSHOTS / path.name)
-    return path
-
-
-@contextmanager
-def screenshot_on_failure(page: Page, name: str) -> Iterator[None]:
-    """A failing step leaves a picture of the window as it was; no picture of an earlier run is left."""
-    for old in SCREENSHOTS.glob("panel-*.png"):
-        old.unlink()
-    passed = False
-    try:
-        yield
-        passed = True
-    finally:
-        if not passed:
-            screenshot(page, name)
-
-
-def served_panel_build(page: Page) -> str | None:
-    """The side panel build the JupyterLab in the page loaded (its remoteEntry file)."""
-    config = json.loads(page.locator("#jupyter-config-data").text_content() or "{}")
-    builds = [each.get("load") for each in config.get("federated_extensions", [])
-              if each.get("name") == "betty-jupyter"]
-    return builds[0] if builds else None
 
 
 def test_a_job_asked_for_in_the_panel_is_approved_submitted_and_opened(
@@ -128,22 +50,6 @@ def test_a_job_asked_for_in_the_panel_is_approved_submitted_and_opened(
         finally:
             if job_id is not None and job_state(dev_cluster, job_id):
                 scancel(dev_cluster, job_id)
-
-
-def open_the_panel(page: Page, lab: JupyterServer) -> Locator:
-    """Open JupyterLab, check it serves this checkout's panel, open the panel; the panel once connected."""
-    page.goto(f"{lab.url}lab?token={lab.token}")
-    expect(page.locator("#jp-main-dock-panel")).to_be_visible()
-    built = json.loads((REPO / "betty_jupyter" / "labextension" / "package.json").read_text())
-    assert served_panel_build(page) == built["jupyterlab"]["_build"]["load"], (
-        "this JupyterLab serves another build of the side panel than betty_jupyter/labextension: "
-        "reinstall with .venv/bin/pip install -e . (or scripts/install.sh)")
-    panel = page.get_by_test_id("betty-panel")
-    page.locator('.lm-TabBar-tab[data-id="betty-panel"]').click()
-    expect(panel).to_be_visible()
-    expect(panel.get_by_test_id("betty-connection")).to_have_attribute("data-status", "open")
-    expect(panel.get_by_test_id("betty-mode-switch")).to_have_attribute("data-mode", "confirm")
-    return panel
 
 
 def ask_and_read_the_card(page: Page, panel: Locator) -> None:
