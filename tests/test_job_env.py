@@ -63,7 +63,7 @@ def test_all_in_the_script_stands_for_the_same_names_and_the_preview_says_so():
 def test_none_and_nil_are_passed_as_the_script_wrote_them(value):
     environment = job_environment(script(f"--export={value}"))
     assert environment.option == f"--export={value.strip(chr(39)).upper()}" and environment.prefix == ()
-    assert environment.describe().startswith("only Slurm's SLURM_*")
+    assert environment.describe().startswith("nothing from where sbatch runs, only Slurm's SLURM_*")
 
 
 def test_quoted_values_keep_their_commas_as_slurm_reads_them():

@@ -82,7 +82,7 @@ class JobEnvironment:
     def describe(self) -> str:
         """The environment in one line, names only (values never appear), for previews."""
         if self.only_slurm:
-            return f"only Slurm's SLURM_* variables (the script asks for --export={self.only_slurm})"
+            return f"nothing from where sbatch runs, only Slurm's SLURM_* (the script asks for --export={self.only_slurm})"
         parts = [", ".join(self.names) + " (where set) and Slurm's SLURM_*"]
         if self.assignments:
             parts.append("set by the script: " + ", ".join(item.partition("=")[0] for item in self.assignments))
