@@ -35,7 +35,8 @@ _HINT = r"(?=[A-Za-z0-9_.-]*?[pPsStTkKcCaAjJ](?i:ass|wd|ecret|oken|ey|red|uth|oo
 _NAME = rf"(?<![A-Za-z0-9_.-]){_HINT}[A-Za-z_][A-Za-z0-9_.-]*"
 _VALUE = r"""(?:"[^"\n]*"|'[^'\n]*'|[^\s"',;&|)]+)"""
 _ASSIGNMENT = re.compile(rf"(?P<name>{_NAME})(?P<sep>[\"']?[ \t]*[=:][ \t]*)(?P<value>{_VALUE})")
-_OPTION = re.compile(rf"(?P<name>(?<![A-Za-z0-9_.-])--?{_HINT}[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|[ \t]+)(?P<value>{_VALUE})")
+_OPTION = re.compile(
+    rf"(?P<name>(?<![A-Za-z0-9_.-])--?{_HINT}[A-Za-z][A-Za-z0-9_-]*)(?P<sep>=|[ \t]+)(?P<value>{_VALUE})")
 _URL_PASSWORD = re.compile(
     r"(?P<head>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:)(?P<value>[^\s/@]+)(?P<tail>@)")
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer[ \t]+|(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
