@@ -162,17 +162,22 @@ def test_a_record_that_failed_after_sbatch_names_the_job_and_repair_rebuilds_it(
 
 
 def test_a_killed_watcher_is_taken_over_and_every_change_is_applied_once(slurm, workspace, dev_cluster):
-    experiment = submit(slurm, workspace, "sleep 6; echo done", name="takeover")
+    # The job runs until the test releases it, so the first watcher sees it run however slowly it starts.
+    release = workspace.root / "release-the-job"
+    experiment = submit(slurm, workspace, f"while [ ! -e {release} ]; do sleep 0.2; done; echo done", name="takeover")
     env = {**os.environ, "BETTY_CONFIG": dev_cluster["BETTY_CONFIG"]}
     watch = [sys.executable, "-m", "betty_jupyter.cli", "watch", "--dir", str(workspace.root),
              "--interval", "0.5", "--lease", "3"]
     first = subprocess.Popen(watch, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
-    deadline = time.monotonic() + 60
-    while Ledger(workspace.ledger_path).get(experiment.job_id).state != "RUNNING":  # type: ignore[union-attr]
-        assert time.monotonic() < deadline, "the first watcher never saw the job run"
-        time.sleep(0.2)
-    first.send_signal(signal.SIGKILL)
-    first_lines = first.communicate()[0].splitlines()
+    deadline = time.monotonic() + 120
+    try:
+        while Ledger(workspace.ledger_path).get(experiment.job_id).state != "RUNNING":  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the first watcher never saw the job run"
+            time.sleep(0.2)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first_lines = first.communicate()[0].splitlines()
+    release.touch()
     second = subprocess.Popen(watch, stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         while not Ledger(workspace.ledger_path).get(experiment.job_id).finished:  # type: ignore[union-attr]
