@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from betty_jupyter.cluster.policy import FILE_READERS, SHELL_METACHARACTERS, AllowedCommand, CommandPolicy
+from betty_jupyter.cluster.policy import FILE_READERS, SHELL_METACHARACTERS, CommandPolicy
 from betty_jupyter.errors import ConfigError, PolicyError
 
 ROOTS = ("/home/u/project", "/scratch/u")
@@ -201,7 +201,8 @@ ALLOWED = [
 @pytest.mark.parametrize(("command", "argv", "paths"), ALLOWED)
 def test_everyday_reads_are_allowed(policy: CommandPolicy, command: str, argv: list[str], paths: tuple[str, ...]) -> None:
     allowed = policy.check(command)
-    assert allowed == AllowedCommand(tuple(argv), paths)
+    assert (allowed.argv, allowed.paths) == (tuple(argv), paths)
+    assert sorted({allowed.argv[position] for position in allowed.operands}) == sorted(paths)
     assert shlex.split(allowed.command_line) == argv
 
 
@@ -276,27 +277,6 @@ def test_a_root_itself_is_readable_and_a_lookalike_prefix_is_not() -> None:
 def test_bad_configuration_is_a_config_error(roots: list[str], home: str | None, extras: dict[str, object] | None) -> None:
     with pytest.raises(ConfigError):
         CommandPolicy(roots, home=home, extra_commands=extras)  # type: ignore[arg-type]
-
-
-def test_check_resolved_refuses_symlinks_that_leave_the_roots(policy: CommandPolicy) -> None:
-    allowed = policy.check("cat /scratch/u/link /scratch/u/file")
-    policy.check_resolved(allowed, {"/scratch/u/link": "/home/u/project/real", "/scratch/u/file": "/scratch/u/file"})
-    with pytest.raises(PolicyError, match="/scratch/u/link leads to /etc/shadow, which is outside the readable roots"):
-        policy.check_resolved(allowed, {"/scratch/u/link": "/etc/shadow", "/scratch/u/file": "/scratch/u/file"})
-    with pytest.raises(PolicyError, match="was not resolved"):
-        policy.check_resolved(allowed, {"/scratch/u/link": "/scratch/u/real"})
-
-
-@pytest.mark.parametrize("target", ["/scratch/uv/x", "/scratch", "relative/x", "/scratch/u/../v"])
-def test_check_resolved_uses_whole_path_components(policy: CommandPolicy, target: str) -> None:
-    allowed = policy.check("cat /scratch/u/link")
-    with pytest.raises(PolicyError, match="outside the readable roots"):
-        policy.check_resolved(allowed, {"/scratch/u/link": target})
-
-
-def test_check_resolved_accepts_a_root_itself(policy: CommandPolicy) -> None:
-    allowed = policy.check("ls /scratch/u/link")
-    policy.check_resolved(allowed, {"/scratch/u/link": "/home/u/project"})
 
 
 def test_describe_names_every_program_and_the_roots(policy: CommandPolicy) -> None:

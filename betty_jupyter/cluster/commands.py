@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
-from ..errors import PolicyError
 from .policy import CommandPolicy
+from .reads import READ_LIMIT, run_checked
 from .transport import CommandResult, Transport
 
 if TYPE_CHECKING:
@@ -15,29 +15,16 @@ if TYPE_CHECKING:
 
 
 async def run_allowed(transport: Transport, policy: CommandPolicy, command: str | Sequence[str],
-                      timeout: float = 60.0) -> CommandResult:
-    """Run ``command`` only if the policy allows it, file paths checked after resolving symlinks.
+                      timeout: float = 60.0, limit: int = READ_LIMIT) -> CommandResult:
+    """Run ``command`` only if the policy allows it; its files checked where they really lead, its output capped.
 
-    The policy refuses before the transport sees anything; only ``realpath`` (Betty's own
-    read) runs to resolve the paths a file reader would open.
+    The policy refuses before the transport sees anything. What runs is one remote step
+    (:func:`~betty_jupyter.cluster.reads.run_checked`): each path opened, the opened file
+    checked under the real readable roots and against the secret paths, then read; the
+    output cut at ``limit`` bytes on the cluster with a note saying so.
     """
     allowed = policy.check(command)
-    if allowed.paths:
-        roots = policy.readable_roots
-        resolved = await resolve_paths(transport, [*allowed.paths, *roots])
-        # Compare real paths with real roots: a root may itself be a link (/home → /gpfs/home).
-        real_roots = CommandPolicy([resolved[root] for root in roots], policy.home, policy.extra_commands)
-        real_roots.check_resolved(allowed, resolved)
-    return await transport.run(list(allowed.argv), timeout)
-
-
-async def resolve_paths(transport: Transport, paths: Sequence[str]) -> dict[str, str]:
-    """Each path's canonical form on the cluster (symlinks followed), by ``realpath -m``."""
-    result = await transport.run(["realpath", "-m", "--", *paths])
-    lines = result.stdout.splitlines()
-    if not result.ok or len(lines) != len(paths):
-        raise PolicyError(f"refused: could not resolve {', '.join(paths)} on the cluster to check where they lead")
-    return dict(zip(paths, lines))
+    return await run_checked(transport, allowed, policy.readable_roots, limit=limit, timeout=timeout)
 
 
 def partition_offers(partitions: "pd.DataFrame") -> list["PartitionOffer"]:

@@ -4,22 +4,27 @@ The policy works on argv, never on a shell string. A string is split with :func:
 only after every shell metacharacter, control character and non-ASCII character has been
 refused, so what is checked is exactly what runs: ``shlex.join(argv)``.
 
+Options are read with each program's real grammar (``options.py``: optional values,
+abbreviations, short clusters), and each option is then allowed or refused by what it *is*,
+however it was written: ``--iter``, ``--iterate=2`` and ``-ji2`` all reach squeue's ``-i``.
+
 Three kinds of program are allowed:
 
 * Slurm's read commands (``squeue``, ``sinfo``, ``sacct``, ``sprio``, ``sshare``, ``seff``,
   ``scontrol show …``, ``sacctmgr show|list …``), each with an explicit list of options;
   an option that is not listed is refused rather than guessed at.
 * File readers (``cat``, ``head``, ``tail``, ``ls``, ``wc``, ``du``, ``df``), whose path
-  arguments must lie under the configured readable roots. Paths are normalised (``..``
-  folded away, ``~`` and relative paths resolved against ``home``) and written back into argv
-  in that absolute form. Symlinks cannot be seen from here: the caller resolves
-  :attr:`AllowedCommand.paths` on the cluster (``realpath``) and hands the answers to
-  :meth:`CommandPolicy.check_resolved`.
+  arguments must lie under the configured readable roots and outside :data:`SECRET_PATHS`.
+  Paths are normalised (``..`` folded away, ``~`` and relative paths resolved against
+  ``home``) and written back into argv in that absolute form. Where a path *leads* (symlinks)
+  cannot be seen from here: ``reads.py`` opens it on the cluster and checks the opened file
+  against the same roots and secrets before anything reads it.
 * Site extras from configuration: program name -> allowed first arguments.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -28,8 +33,27 @@ from dataclasses import dataclass
 
 from betty_jupyter.errors import ConfigError, PolicyError
 
+from .options import GRAMMARS, Arg, Given, Grammar, UnknownOption, read_argv
+
 SHELL_METACHARACTERS = frozenset(";&|`$<>(){}!\\*?#")
 """Characters that mean something to a shell; any of them refuses a command."""
+
+SECRET_PATHS: tuple[str, ...] = (
+    "*/.ssh", "*/.ssh/*", "*/.gnupg", "*/.gnupg/*", "*/.netrc", "*/.pgpass", "*/.git-credentials",
+    "*/.aws", "*/.aws/*", "*/.azure", "*/.azure/*", "*/.kube", "*/.kube/*", "*/.docker/config.json",
+    "*/.config/gcloud", "*/.config/gcloud/*", "*/.config/gh/hosts.yml", "*/.vault-token", "*/.s3cfg",
+    "*/.pypirc", "*/.npmrc", "*/.Xauthority", "*/.*_history",
+    "*/.cache/huggingface/token", "*/.huggingface/token",
+    "*/jupyter/runtime", "*/jupyter/runtime/*", "*/jpserver-*.json", "*/nbserver-*.json", "*/kernel-*.json",
+    "*/jupyterhub_cookie_secret", "*/.munge", "*/.munge/*", "*/munge.key",
+    "*/id_rsa*", "*/id_dsa*", "*/id_ecdsa*", "*/id_ed25519*", "*.pem", "*.key", "*.p12", "*.pfx",
+)
+"""Paths that hold a person's secrets (keys, tokens, Jupyter runtime files), refused even under a root.
+
+Globs in the one dialect both Python's :mod:`fnmatch` and a shell ``case`` read alike (``*``
+matches ``/`` too), checked on the path asked for and again, on the cluster, on the real path
+of the file opened (``reads.py`` renders this list into its script).
+"""
 
 _WILDCARDS = frozenset("*?")
 _PROGRAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -38,12 +62,18 @@ _SLURM_NAME = re.compile(r"^[A-Za-z0-9._,\[\]-]+$")
 _NUMBER = re.compile(r"^[+-]?\d+[A-Za-z]{0,3}$")
 
 
+def secret_pattern(path: str) -> str | None:
+    """The :data:`SECRET_PATHS` pattern ``path`` matches, or None."""
+    return next((pattern for pattern in SECRET_PATHS if fnmatch.fnmatchcase(path, pattern)), None)
+
+
 @dataclass(frozen=True)
 class AllowedCommand:
-    """A command the policy accepted: the argv that will run and the paths to check for symlinks."""
+    """A command the policy accepted: the argv that will run, its paths, and where in argv they stand."""
 
     argv: tuple[str, ...]
     paths: tuple[str, ...] = ()
+    operands: tuple[int, ...] = ()  # positions in argv of the path operands
 
     @property
     def command_line(self) -> str:
@@ -52,24 +82,26 @@ class AllowedCommand:
 
 
 @dataclass(frozen=True)
-class _Options:
-    """The options one program accepts: plain flags, options with a value, options with an optional value."""
+class _Rules:
+    """What Betty allows of one program: option keys as its grammar names them, which take numbers."""
 
-    flags: frozenset[str] = frozenset()
-    valued: frozenset[str] = frozenset()
-    optional: frozenset[str] = frozenset()
+    program: str
+    allowed: frozenset[str]
     numeric: frozenset[str] = frozenset()
     count_shorthand: bool = False  # head -20, tail -100
 
+    @property
+    def grammar(self) -> Grammar:
+        """The program's whole option table."""
+        return GRAMMARS[self.program]
+
     def describe(self) -> str:
-        """The options as one line of text, for the agent's system prompt."""
-        parts = []
-        if self.flags:
-            parts.append("flags " + " ".join(sorted(self.flags, key=_option_order)))
-        if self.valued:
-            parts.append("with a value " + " ".join(sorted(self.valued, key=_option_order)))
-        if self.optional:
-            parts.append("with an optional =value " + " ".join(sorted(self.optional, key=_option_order)))
+        """The allowed options as one line of text, for the agent's system prompt."""
+        groups: dict[Arg, list[str]] = {Arg.NONE: [], Arg.REQUIRED: [], Arg.OPTIONAL: []}
+        for key in sorted(self.allowed, key=_option_order):
+            groups[self.grammar.arg_of(key)].append("/".join(self.grammar.aliases(key)))
+        words = {Arg.NONE: "flags", Arg.REQUIRED: "with a value", Arg.OPTIONAL: "with an optional =value"}
+        parts = [f"{words[arg]} {' '.join(names)}" for arg, names in groups.items() if names]
         return "; ".join(parts) if parts else "no options"
 
 
@@ -77,60 +109,39 @@ def _option_order(option: str) -> tuple[int, str]:
     return (option.startswith("--"), option.lower())
 
 
-def _opts(
-    flags: str = "", valued: str = "", optional: str = "", numeric: str = "", count_shorthand: bool = False
-) -> _Options:
-    return _Options(
-        frozenset(flags.split()),
-        frozenset(valued.split()),
-        frozenset(optional.split()),
-        frozenset(numeric.split()),
-        count_shorthand,
-    )
+def _rules(program: str, allowed: str, numeric: str = "", count_shorthand: bool = False) -> _Rules:
+    return _Rules(program, frozenset(allowed.split()), frozenset(numeric.split()), count_shorthand)
 
 
 # Options that would write, loop forever or read arbitrary files are simply absent:
-# squeue/sinfo -i (iterate), sacct -f (reads an accounting file), tail -f/-F, du -L, sacctmgr -i.
-SLURM_LISTINGS: dict[str, _Options] = {
-    "squeue": _opts(
-        "-h --noheader -l --long --me -r --array --start -a --all -v --verbose --json --yaml -P --priority --noconvert",
-        "-u --user -p --partition -t --states -j --jobs -o --format -O --Format -A --account -n --name "
-        "-w --nodelist -S --sort -q --qos -M --clusters -L --licenses -R --reservation",
-        "-s --steps",
+# squeue/sinfo -i (iterate), sacct -f (reads an accounting file), tail -f/-F, du/ls -L, sacctmgr -i.
+SLURM_LISTINGS: dict[str, _Rules] = {
+    "squeue": _rules(
+        "squeue",
+        "-h -l --me -r --start -a -v --json --yaml -P --noconvert -u -p -t -j -o -O -A -n -w -S -q -M -L -R -s",
     ),
-    "sinfo": _opts(
-        "-N --Node -h --noheader -l --long -s --summarize -R --list-reasons -e --exact -a --all "
-        "-r --responding -d --dead -v --verbose --json --yaml --noconvert",
-        "-p --partition -o --format -O --Format -t --states -n --nodes -S --sort -M --clusters",
+    "sinfo": _rules("sinfo", "-N -h -l -s -R -e -a -r -d -v --json --yaml --noconvert -p -o -O -t -n -S -M"),
+    "sacct": _rules(
+        "sacct",
+        "-X -P -p -n -b -l -a -D -L -T -e -v --json --yaml --noconvert -j -u -S -E -s -o --delimiter -A -r -M -N "
+        "--name -q --units -g",
     ),
-    "sacct": _opts(
-        "-X --allocations -P --parsable2 -p --parsable -n --noheader -b --brief -l --long -a --allusers "
-        "-D --duplicates -L --allclusters -T --truncate -e --helpformat -v --verbose --json --yaml --noconvert",
-        "-j --jobs -u --user -S --starttime -E --endtime -s --state -o --format --delimiter -A --account "
-        "-r --partition -M --clusters -N --nodelist --name -q --qos --units -g --gid --group",
-    ),
-    "sprio": _opts(
-        "-h --noheader -l --long -n --norm -w --weights -v --verbose",
-        "-j --jobs -u --user -p --partition -o --format -M --clusters -S --sort",
-    ),
-    "sshare": _opts(
-        "-a --all -h --noheader -l --long -p --parsable -P --parsable2 -U --Users -v --verbose",
-        "-A --accounts -u --users -o --format -M --clusters",
-    ),
-    "seff": _opts("-d"),
+    "sprio": _rules("sprio", "-h -l -n -w -v -j -u -p -o -M -S"),
+    "sshare": _rules("sshare", "-a -h -n -l -p -P -U -v -A -u -o -M"),
+    "seff": _rules("seff", "-d"),
 }
 """Slurm's read commands and the options each may carry."""
 
-SCONTROL_OPTIONS = _opts("-d --details -o --oneliner -a --all --json --yaml", "-M --clusters")
+_JOB_LIST_OPTIONS = {"squeue": ("-j", "-s"), "sprio": ("-j",)}  # their optional value may come as one operand
+
+SCONTROL_OPTIONS = _rules("scontrol", "-d -o -a --json --yaml -M")
 SCONTROL_OBJECTS = ("job", "node", "partition", "reservation", "config", "hostnames")
 _SCONTROL_CHANGES = frozenset(
     "update delete create requeue requeuehold hold uhold release reconfigure shutdown suspend resume "
     "takeover notify reboot cancel_reboot power top setdebug setdebugflags schedloglevel write token abort".split()
 )
 
-SACCTMGR_OPTIONS = _opts(
-    "-n --noheader -p --parsable -P --parsable2 -s --associations -r --readonly -Q --quiet --json --yaml"
-)
+SACCTMGR_OPTIONS = _rules("sacctmgr", "-n -p -P -s -r -Q --json --yaml")
 SACCTMGR_ENTITIES = frozenset(
     "account accounts association associations assoc cluster clusters configuration config event events "
     "federation federations problem problems qos reservation reservations resource resources stats tres "
@@ -140,42 +151,34 @@ _SACCTMGR_CHANGES = frozenset(
     "add create delete remove modify update set archive load dump clear reconfigure shutdown".split()
 )
 
-_COUNTS = "-n -c --lines --bytes"
-FILE_READERS: dict[str, _Options] = {
-    "cat": _opts(
-        "-n -b -s -A -E -T -v --number --number-nonblank --squeeze-blank --show-all --show-ends --show-tabs "
-        "--show-nonprinting"
-    ),
-    "head": _opts("-q -v --quiet --silent --verbose", _COUNTS, numeric=_COUNTS, count_shorthand=True),
-    "tail": _opts("-q -v --quiet --silent --verbose", _COUNTS, numeric=_COUNTS, count_shorthand=True),
-    "ls": _opts(
-        "-l -a -A -h -t -r -1 -d -R -S -F -s -i -n -g -o -p -X -U -c -u --all --almost-all --human-readable "
-        "--recursive --reverse --directory --classify --size --inode --full-time",
-        optional="--color",
-    ),
-    "wc": _opts("-l -c -w -m -L --lines --bytes --words --chars --max-line-length"),
-    "du": _opts(
-        "-s -h -c -a -k -m -b -x --summarize --human-readable --total --all --apparent-size --one-file-system --si",
-        "-d --max-depth",
-        numeric="-d --max-depth",
-    ),
-    "df": _opts("-h -H -T -i -P -k -l --human-readable --si --print-type --inodes --portability --local --total"),
+FILE_READERS: dict[str, _Rules] = {
+    "cat": _rules("cat", "-n -b -s -A -E -T -v"),
+    "head": _rules("head", "-q -v -c -n", numeric="-c -n", count_shorthand=True),
+    "tail": _rules("tail", "-q -v -c -n", numeric="-c -n", count_shorthand=True),
+    "ls": _rules("ls", "-l -a -A -h -t -r -1 -d -R -S -F -s -i -n -g -o -p -X -U -c -u --full-time --color"),
+    "wc": _rules("wc", "-l -c -w -m -L"),
+    "du": _rules("du", "-s -h -c -a -k -m -b -x --apparent-size --si -d", numeric="-d"),
+    "df": _rules("df", "-h -H -T -i -P -k -l --total"),
 }
 """File readers, the options each may carry; their path arguments must lie under the readable roots."""
 
 _NEEDS_NO_PATH = frozenset({"df"})
 
 
-def _reasons(programs: str, options: str, reason: str) -> dict[tuple[str, str], str]:
-    return {(program, option): reason for program in programs.split() for option in options.split()}
+def _reasons(programs: str, keys: str, reason: str) -> dict[tuple[str, str], str]:
+    return {(program, key): reason for program in programs.split() for key in keys.split()}
 
 
+_FOLLOWS_LINKS = "follows symlinks out of the readable roots"
 _SPECIAL_REFUSALS: dict[tuple[str, str], str] = {
-    **_reasons("tail", "-f -F --follow --retry", "would follow the file forever; read its end once with 'tail -n 100 PATH'"),
-    **_reasons("squeue sinfo sprio", "-i --iterate", "would repeat forever; run it once"),
-    **_reasons("sacctmgr", "-i --immediate", "commits changes without asking; only 'sacctmgr show|list' is allowed"),
-    **_reasons("sacct", "-f --file", "reads an arbitrary accounting file; ask Slurm's database instead"),
-    **_reasons("du ls", "-L -H --dereference", "follows symlinks out of the readable roots"),
+    **_reasons("tail", "-f -F --follow --retry --pid -s", "would follow the file forever; read its end once with 'tail -n 100 PATH'"),
+    **_reasons("squeue sinfo", "-i", "would repeat forever; run it once"),
+    **_reasons("sacctmgr", "-i", "commits changes without asking; only 'sacctmgr show|list' is allowed"),
+    **_reasons("sacct", "-f", "reads an arbitrary accounting file; ask Slurm's database instead"),
+    **_reasons("du", "-L -H -D", _FOLLOWS_LINKS),
+    **_reasons("ls", "-L -H --dereference-command-line-symlink-to-dir", _FOLLOWS_LINKS),
+    **_reasons("wc du", "--files0-from", "reads a list of names from a file; name the paths on the command line"),
+    **_reasons("du", "-X --exclude", "reads patterns from a file or skips what you asked for; list the directory instead"),
 }
 
 
@@ -216,89 +219,34 @@ def split_command(command: str | Sequence[str]) -> list[str]:
     return argv
 
 
-def _read_arguments(program: str, args: Sequence[str], options: _Options) -> list[int]:
-    """Check ``args`` against ``options`` the way getopt reads them; return the positions of the operands.
-
-    Options must come before operands (``--`` ends the options); anything not listed is refused.
-    """
-    operands: list[int] = []
-    position = 0
-    while position < len(args):
-        arg = args[position]
-        if arg == "--":
-            operands.extend(range(position + 1, len(args)))
-            break
-        if arg.startswith("-") and arg != "-":
-            if operands:
-                raise _refuse(f"'{program} {arg}' comes after {args[operands[0]]!r}; put options before names and paths")
-            position = _read_option(program, args, position, options)
-        else:
-            operands.append(position)
-        position += 1
-    return operands
+def _read_arguments(rules: _Rules, args: Sequence[str]) -> tuple[list[Given], list[int]]:
+    """Read ``args`` with the program's grammar, refuse what is not allowed; the options and operand positions."""
+    try:
+        given, operands = read_argv(rules.grammar, args, rules.count_shorthand)
+    except UnknownOption as unknown:
+        raise _not_allowed(rules, unknown.written) from None
+    for option in given:
+        if option.key not in rules.allowed:
+            raise _not_allowed(rules, option.shown, option.key)
+        if option.key in rules.numeric and option.value is not None and not _NUMBER.match(option.value):
+            raise _refuse(f"'{rules.program} {option.shown}' takes a number, not {option.value!r}; "
+                          f"write e.g. '{rules.program} {option.written} 20'")
+    return given, operands
 
 
-def _read_option(program: str, args: Sequence[str], position: int, options: _Options) -> int:
-    """Check the option at ``position`` (and its value); return the position of the last argument it used."""
-    arg = args[position]
-    if arg.startswith("--"):
-        return _read_long_option(program, args, position, options)
-    if options.count_shorthand and arg[1:].isdigit():
-        return position
-    for index, letter in enumerate(arg[1:], start=2):
-        name = f"-{letter}"
-        if name in options.flags:
-            continue
-        if name in options.valued:
-            if arg[index:]:
-                _check_value(program, name, arg[index:], options)
-                return position
-            return _take_next_value(program, args, position, name, options)
-        if name in options.optional:
-            return position
-        raise _unknown_option(program, name, options)
-    return position
-
-
-def _read_long_option(program: str, args: Sequence[str], position: int, options: _Options) -> int:
-    name, equals, value = args[position].partition("=")
-    if name in options.flags:
-        if equals:
-            raise _refuse(f"'{program} {name}' takes no value; write it without '='")
-        return position
-    if name in options.optional:
-        return position
-    if name not in options.valued:
-        raise _unknown_option(program, name, options)
-    if equals:
-        _check_value(program, name, value, options)
-        return position
-    return _take_next_value(program, args, position, name, options)
-
-
-def _take_next_value(program: str, args: Sequence[str], position: int, name: str, options: _Options) -> int:
-    if position + 1 >= len(args):
-        raise _refuse(f"'{program} {name}' needs a value; write e.g. '{program} {name} VALUE'")
-    _check_value(program, name, args[position + 1], options)
-    return position + 1
-
-
-def _check_value(program: str, name: str, value: str, options: _Options) -> None:
-    if name in options.numeric and not _NUMBER.match(value):
-        raise _refuse(f"'{program} {name}' takes a number, not {value!r}; write e.g. '{program} {name} 20'")
-
-
-def _unknown_option(program: str, name: str, options: _Options) -> PolicyError:
-    if (program, name) in _SPECIAL_REFUSALS:
-        return _refuse(f"'{program} {name}' {_SPECIAL_REFUSALS[program, name]}")
-    return _refuse(f"'{program} {name}' is not an allowed option; {program} takes {options.describe()}")
+def _not_allowed(rules: _Rules, shown: str, key: str | None = None) -> PolicyError:
+    reason = _SPECIAL_REFUSALS.get((rules.program, key or ""))
+    if reason:
+        return _refuse(f"'{rules.program} {shown}' {reason}")
+    return _refuse(f"'{rules.program} {shown}' is not an allowed option; {rules.program} takes {rules.describe()}")
 
 
 class CommandPolicy:
     """The read-only allowlist for one cluster.
 
-    ``readable_roots`` are absolute directories the file readers may read under (give them as
-    real paths: symlinked roots make :meth:`check_resolved` refuse their contents). Relative
+    ``readable_roots`` are absolute directories the file readers may read under (they may be
+    links: the cluster resolves them before it compares). Paths matching :data:`SECRET_PATHS`
+    are refused even under a root. Relative
     paths and ``~/…`` are resolved against ``home`` when it is given and refused otherwise;
     ``~user`` is always refused. ``extra_commands`` maps site programs to their allowed first
     arguments (``{"myquota": []}`` allows ``myquota`` with no arguments, ``{"lfs": ["quota"]}``
@@ -337,15 +285,6 @@ class CommandPolicy:
             self._check_extra(program, args)
         return AllowedCommand(tuple(argv))
 
-    def check_resolved(self, allowed: AllowedCommand, resolved: Mapping[str, str]) -> None:
-        """Refuse ``allowed`` if any of its paths resolves (``realpath`` on the cluster) outside the roots."""
-        for path in allowed.paths:
-            real = resolved.get(path)
-            if real is None:
-                raise _refuse(f"{path} was not resolved on the cluster; run realpath on it before reading it")
-            if not self._is_readable(_normalise(real)):
-                raise _refuse(f"{path} leads to {real}, which is outside the readable roots ({self._roots_text()})")
-
     def describe(self) -> str:
         """The allowlist as short text for the agent's system prompt."""
         lines = [
@@ -365,7 +304,9 @@ class CommandPolicy:
         if not self.readable_roots:
             return "File readers are off: no readable roots are configured."
         where = f"; relative paths and ~/ resolve against {self.home}" if self.home else "; give absolute paths"
-        return f"File readers may read only under the readable roots: {self._roots_text()}{where}."
+        return (f"File readers may read only under the readable roots: {self._roots_text()}{where}; "
+                "never files that may hold secrets (.ssh/, .netrc, private keys, Jupyter runtime files); "
+                "long output is cut.")
 
     def _describe_extra(self, name: str) -> str:
         allowed = self.extra_commands[name]
@@ -385,20 +326,23 @@ class CommandPolicy:
                 f"{program} reads files, and no readable roots are configured; add directories to the "
                 "cluster profile's readable_roots to allow it"
             )
-        operands = _read_arguments(program, args, FILE_READERS[program])
+        _, operands = _read_arguments(FILE_READERS[program], args)
         if not operands and program not in _NEEDS_NO_PATH:
             raise _refuse(f"{program} needs a path under the readable roots ({self._roots_text()})")
         argv = [program, *args]
         for position in operands:
             argv[position + 1] = self._readable_path(args[position])
         paths = tuple(dict.fromkeys(argv[position + 1] for position in operands))
-        return AllowedCommand(tuple(argv), paths)
+        return AllowedCommand(tuple(argv), paths, tuple(position + 1 for position in operands))
 
     def _readable_path(self, path: str) -> str:
-        """The normalised absolute form of ``path``, refused unless it lies under a readable root."""
+        """The normalised absolute form of ``path``, refused unless under a readable root and not a secret."""
         absolute = _normalise(self._absolute(path))
         if not self._is_readable(absolute):
             raise _refuse(f"{absolute} is outside the readable roots ({self._roots_text()})")
+        secret = secret_pattern(absolute)
+        if secret:
+            raise _refuse(f"{absolute} may hold secrets (it matches {secret}); Betty never reads such files")
         return absolute
 
     def _absolute(self, path: str) -> str:
@@ -467,17 +411,19 @@ def _config_extras(extras: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, 
 
 
 def _check_listing(program: str, args: list[str]) -> None:
-    operands = _read_arguments(program, args, SLURM_LISTINGS[program])
+    given, operands = _read_arguments(SLURM_LISTINGS[program], args)
     if program == "seff":
         if len(operands) != 1 or not _JOB_ID.match(args[operands[0]]):
             raise _refuse("seff takes exactly one job id, e.g. 'seff 12345'")
+    elif len(operands) == 1 and any(option.key in _JOB_LIST_OPTIONS.get(program, ()) for option in given):
+        return  # 'squeue -j 123': the optional value of -j/--jobs (or -s/--steps) given as one word after it
     elif operands:
         word = args[operands[0]]
         raise _refuse(f"{program} takes no plain arguments ({word!r}); use its options, e.g. '{program} --user NAME'")
 
 
 def _check_scontrol(args: list[str]) -> None:
-    operands = [args[position] for position in _read_arguments("scontrol", args, SCONTROL_OPTIONS)]
+    operands = [args[position] for position in _read_arguments(SCONTROL_OPTIONS, args)[1]]
     shown = "|".join(SCONTROL_OBJECTS)
     if not operands:
         raise _refuse(f"scontrol needs a subcommand; only 'scontrol show {shown}' is allowed")
@@ -504,7 +450,7 @@ def _check_scontrol_name(kind: str, name: str) -> None:
 
 
 def _check_sacctmgr(args: list[str]) -> None:
-    operands = [args[position] for position in _read_arguments("sacctmgr", args, SACCTMGR_OPTIONS)]
+    operands = [args[position] for position in _read_arguments(SACCTMGR_OPTIONS, args)[1]]
     if not operands:
         raise _refuse("sacctmgr needs a subcommand; only 'sacctmgr show|list ENTITY' is allowed")
     verb = operands[0].lower()
