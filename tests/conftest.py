@@ -117,7 +117,7 @@ def slurm(profile):
     from betty_jupyter.cluster.sync import Blocking, run_sync
 
     transport = profile.open_transport()
-    client = SlurmClient(transport, work_dir=profile.work_dir)
+    client = SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)
     client.lookup_interval = 0.5
     yield Blocking(client)
     run_sync(transport.close())

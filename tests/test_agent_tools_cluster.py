@@ -86,11 +86,17 @@ def test_cluster_run_shows_and_runs_exactly_the_allowed_command(ctx, calls) -> N
     assert shown.kind == "command" and shown.text == "sinfo --noheader -o %P" and calls == []
     outcome = execute(ClusterRun(), ctx, {"command": "sinfo --noheader -o %P"})
     assert outcome.ok and "gpu" in outcome.summary
-    assert calls == [["sinfo", "--noheader", "-o", "%P"]]
+    from betty_jupyter.cluster.reads import READ_SCRIPT
+
+    # One step on the cluster: Betty's fixed script runs sinfo with the argv as positional arguments, capped.
+    assert calls == [["bash", "-c", READ_SCRIPT, "betty-read", str(1 << 20), "head", "0", "0",
+                      "sinfo", "--noheader", "-o", "%P"]]
 
 
 @pytest.mark.parametrize("command", ["squeue; rm -rf ~", "rm -rf ~", "squeue $(id)", "cat /etc/shadow",
-                                     "scancel 1", "sbatch x.sh", "squeue\nrm -rf ~"])
+                                     "scancel 1", "sbatch x.sh", "squeue\nrm -rf ~", "squeue --jobs --iterate=2",
+                                     "squeue -j -i2", "squeue --iter 1", "sinfo --ite=1", "tail --fol /etc/hostname",
+                                     "sacct --fil=/etc/passwd", "squeue --us alice"])
 def test_cluster_run_refuses_before_the_transport_is_called(ctx, calls, command) -> None:
     shown = dry_run(ClusterRun(), ctx, {"command": command})
     assert shown.details["refused"] is True and shown.text.startswith("refused: ")
@@ -100,15 +106,19 @@ def test_cluster_run_refuses_before_the_transport_is_called(ctx, calls, command)
 
 
 def test_cluster_run_reads_files_only_under_the_roots_after_resolving_links(ctx, calls, tmp_path) -> None:
+    from betty_jupyter.cluster.reads import READ_SCRIPT
+
     (tmp_path / "train.log").write_text("step=1 loss=0.5\n")
     (tmp_path / "escape").symlink_to("/etc")
     outcome = execute(ClusterRun(), ctx, {"command": f"cat {tmp_path}/train.log"})
-    assert outcome.ok and outcome.summary == "step=1 loss=0.5"
-    assert calls[-1] == ["cat", f"{tmp_path}/train.log"]
+    assert outcome.ok and outcome.summary == "step=1 loss=0.5" and outcome.data["argv"] == ["cat", f"{tmp_path}/train.log"]
+    # One remote step: the path is a positional argument of Betty's fixed script, cat reads the file it opened.
+    assert calls == [["bash", "-c", READ_SCRIPT, "betty-read", str(1 << 20), "head", "1", str(tmp_path),
+                      "1", f"{tmp_path}/train.log", "cat", "/dev/fd/10"]]
     calls.clear()
     refused = execute(ClusterRun(), ctx, {"command": f"cat {tmp_path}/escape/hostname"})
-    assert not refused.ok and "outside the readable roots" in refused.summary
-    assert [argv[0] for argv in calls] == ["realpath"]  # Betty's own check; cat never ran
+    assert not refused.ok and "leads to /etc/hostname, which is outside the readable roots" in refused.summary
+    assert len(calls) == 1 and calls[0][-2:] == ["cat", "/dev/fd/10"]  # the same one step, refused before cat ran
 
 
 def test_queue_partitions_and_history_return_dataframes(ctx) -> None:
@@ -194,6 +204,64 @@ def test_submit_status_and_logs(ctx) -> None:
     assert execute(JobLogs(), ctx, {"job_id": experiment.job_id, "stream": "err"}).ok
     history = execute(ClusterHistory(), ctx, {"job_ids": [experiment.job_id]})
     assert list(history.data["job_id"]) == [experiment.job_id]
+
+
+def _plain_sbatch(dev_cluster, *args: str) -> str:
+    """Submit as any cluster user could, with plain sbatch (root's --uid makes it another user's job)."""
+    import subprocess
+
+    result = subprocess.run(["sbatch", "--parsable", *args], capture_output=True, text=True, timeout=60,
+                            env={"SLURM_CONF": dev_cluster["SLURM_CONF"], "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_job_logs_reads_the_file_its_preview_showed(ctx, dev_cluster, tmp_path) -> None:
+    (tmp_path / "approved.out").write_text("the log you approved\n")
+    (tmp_path / "swapped.out").write_text("a file swapped in after the card\n")
+    ident = _plain_sbatch(dev_cluster, "--hold", f"--chdir={tmp_path}", f"--output={tmp_path}/approved.out",
+                          "--wrap", "true")
+    try:
+        shown = dry_run(JobLogs(), ctx, {"job_id": ident, "lines": 5})
+        assert shown.text == f"tail -n 5 -- {tmp_path}/approved.out"
+        _scontrol(dev_cluster, "update", f"JobId={ident}", f"StdOut={tmp_path}/swapped.out")
+        assert execute(JobLogs(), ctx, {"job_id": ident, "lines": 5}).summary == "the log you approved"
+        # A call that showed no card (approved for the session) reads what the job records now.
+        assert execute(JobLogs(), ctx, {"job_id": ident, "lines": 5}).summary == "a file swapped in after the card"
+    finally:
+        _scontrol(dev_cluster, "cancel", ident)
+
+
+def _scontrol(dev_cluster, *args: str) -> None:
+    import subprocess
+
+    program = "scancel" if args[0] == "cancel" else "scontrol"
+    words = list(args[1:]) if program == "scancel" else list(args)
+    done = subprocess.run([program, *words], capture_output=True, text=True, timeout=60,
+                          env={"SLURM_CONF": dev_cluster["SLURM_CONF"], "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+
+
+def test_job_logs_of_another_users_job_refuse_in_one_line(ctx, dev_cluster, tmp_path) -> None:
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET-never-shown\n")
+    (tmp_path / "innocent.log").symlink_to(outside / "secret.txt")
+    named = _plain_sbatch(dev_cluster, "--hold", "--uid=nobody", f"--chdir={tmp_path}",
+                          f"--output={outside}/secret.txt", "--job-name=x StdOut=/etc/shadow", "--wrap", "true")
+    linked = _plain_sbatch(dev_cluster, "--hold", "--uid=nobody", f"--chdir={tmp_path}",
+                           f"--output={tmp_path}/innocent.log", "--wrap", "true")
+    try:
+        with pytest.raises(ToolError, match="outside the readable roots"):
+            dry_run(JobLogs(), ctx, {"job_id": named})
+        refused = execute(JobLogs(), ctx, {"job_id": named})
+        assert not refused.ok and "outside the readable roots" in refused.summary and "\n" not in refused.summary
+        assert dry_run(JobLogs(), ctx, {"job_id": linked}).text.endswith("innocent.log")  # the card shows the path
+        read = execute(JobLogs(), ctx, {"job_id": linked})  # the cluster sees where it leads and refuses
+        assert not read.ok and f"leads to {outside}/secret.txt, which is outside" in read.summary
+        assert "SECRET" not in refused.full + read.full
+    finally:
+        _scontrol(dev_cluster, "cancel", named, linked)
 
 
 def test_status_of_a_job_betty_did_not_record_reads_only(ctx) -> None:

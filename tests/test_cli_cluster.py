@@ -184,3 +184,31 @@ def test_submit_in_a_project_records_the_experiment_and_watch_keeps_it_current(b
     shown = betty(betty_env, "experiments", "show", answer["job_id"], "--dir", str(project))
     assert "state        COMPLETED" in shown.stdout and "goal         Check the record" in shown.stdout
     assert "experiments list" in one_error_line(betty(betty_env, "experiments", "show", "nope", "--dir", str(project)))
+
+
+def test_logs_and_run_refuse_what_a_co_user_planted_in_one_line(betty_env, dev_cluster, tmp_path):
+    import subprocess
+
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("SECRET\n")
+    (tmp_path / "data" / ".ssh").mkdir()
+    (tmp_path / "data" / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    slurm_env = {"SLURM_CONF": dev_cluster["SLURM_CONF"], "PATH": "/usr/bin:/bin"}
+    planted = []
+    for output in (tmp_path / "outside" / "secret.txt", tmp_path / "data" / ".ssh" / "id_rsa"):
+        submitted = subprocess.run(
+            ["sbatch", "--parsable", "--hold", "--uid=nobody", f"--chdir={tmp_path}", f"--output={output}",
+             "--job-name=x StdOut=/etc/shadow", "--wrap", "true"], capture_output=True, text=True, env=slurm_env)
+        assert submitted.returncode == 0, submitted.stderr
+        planted.append(submitted.stdout.strip())
+    try:
+        assert "outside the readable roots" in one_error_line(betty(betty_env, "logs", planted[0]))
+        assert "may hold secrets" in one_error_line(betty(betty_env, "logs", planted[1]))
+    finally:
+        subprocess.run(["scancel", *planted], capture_output=True, env=slurm_env)
+    for words, reason in [(["squeue", "--jobs", "--iterate=2"], "would repeat forever"),
+                          (["squeue", "-j", "-i2"], "would repeat forever"),
+                          (["tail", "--fol", str(tmp_path / "data" / "x")], "would follow the file forever"),
+                          (["cat", str(tmp_path / "data" / ".ssh" / "id_rsa")], "may hold secrets")]:
+        line = one_error_line(betty(betty_env, "run", "--", *words))
+        assert reason in line and "SECRET" not in line and "PRIVATE" not in line

@@ -61,7 +61,8 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster
             raise
         model, no_model = None, str(error)
     profile = config.profile(cluster)
-    slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env)
+    slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env,
+                        readable_roots=profile.readable_roots)
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
     context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
     registry = default_registry()

@@ -112,7 +112,8 @@ def _with_client(args: argparse.Namespace, work: Callable[[Any, "ClusterProfile"
     profile = _config().profile(args.cluster)
     transport = profile.open_transport()
     try:
-        return work(Blocking(SlurmClient(transport, work_dir=profile.work_dir, job_env=profile.job_env)), profile)
+        return work(Blocking(SlurmClient(transport, work_dir=profile.work_dir, job_env=profile.job_env,
+                                             readable_roots=profile.readable_roots)), profile)
     finally:
         run_sync(transport.close())
 

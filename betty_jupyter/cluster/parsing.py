@@ -55,16 +55,41 @@ def format_string(fields: Sequence[tuple[str, str]]) -> str:
 
 
 def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
-    """Split ``text`` into string columns named after ``fields`` (no type conversion)."""
+    """Split ``text`` into string columns named after ``fields`` (no type conversion).
+
+    Any user names their jobs: a name with a line break spans two lines (they are joined
+    back), and a row with a separator too many cannot be split exactly and is left out.
+    """
     import pandas as pd
 
     names = [name for _, name in fields]
     if not text.strip():
         return pd.DataFrame({name: pd.Series(dtype=str) for name in names})
-    return pd.read_csv(
-        io.StringIO(text), sep=SEPARATOR, header=None, names=names, dtype=str, keep_default_na=False,
-        quoting=csv.QUOTE_NONE, engine="c", index_col=False,
-    )
+    if text.count(SEPARATOR) == (len(names) - 1) * len(text.splitlines()):
+        try:
+            return pd.read_csv(
+                io.StringIO(text), sep=SEPARATOR, header=None, names=names, dtype=str, keep_default_na=False,
+                quoting=csv.QUOTE_NONE, engine="c", index_col=False,
+            )
+        except pd.errors.ParserError:
+            pass  # rows of uneven width: read them one by one
+    return pd.DataFrame(_whole_rows(text, len(names)), columns=names, dtype=str)
+
+
+def _whole_rows(text: str, width: int) -> list[list[str]]:
+    """Rows of exactly ``width`` fields, physical lines joined while a row still lacks separators."""
+    rows: list[list[str]] = []
+    pending: str | None = None
+    for line in text.split("\n"):
+        current = line if pending is None else f"{pending}\n{line}"
+        count = current.count(SEPARATOR)
+        if count < width - 1:
+            pending = current
+            continue
+        pending = None
+        if count == width - 1:
+            rows.append(current.split(SEPARATOR))
+    return rows
 
 
 def _by_unique(values: "pd.Series", convert: Callable[[str], Any], dtype: str) -> "pd.Series":

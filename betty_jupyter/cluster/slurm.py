@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from ..errors import SlurmError, SubmissionUnknownError, TransportError, UsageError
-from . import parsing
+from ..errors import PolicyError, SlurmError, SubmissionUnknownError, TransportError, UsageError
+from . import jobfiles, parsing
 from .jobs import Job, JobState, job_id, parse_sbatch_output
+from .policy import AllowedCommand, CommandPolicy
+from .reads import run_checked
 from .transport import CommandResult, Transport
 
 if TYPE_CHECKING:
@@ -28,14 +30,41 @@ TOKEN_PREFIX = "betty:"
 _ACCOUNTING_OFF = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
 
+@dataclass(frozen=True)
+class LogFile:
+    """A job's output file as Betty will read it: the path, and the directories it must really lie under.
+
+    Resolved once (:meth:`SlurmClient.log_file`) and read as it is (:meth:`SlurmClient.read_log`),
+    so what a person approved is what is read, even if the job's record changes in between.
+    """
+
+    job_id: str
+    stream: str
+    path: str
+    area: tuple[str, ...]
+
+    def command(self, lines: int) -> AllowedCommand:
+        """``tail -n LINES -- PATH``, checked under the area and against the secret paths."""
+        if not 1 <= lines <= 100_000:
+            raise SlurmError(f"lines must be between 1 and 100000, not {lines}")
+        return CommandPolicy(self.area).check(["tail", "-n", str(lines), "--", self.path])
+
+
 class SlurmClient:
-    """Queue, partitions, history, submit, cancel and logs of one cluster."""
+    """Queue, partitions, history, submit, cancel and logs of one cluster.
+
+    ``readable_roots`` (the profile's) are where job logs may be read, and, for the connected
+    user's own jobs, the job's working directory too (another user's job chooses its own paths).
+    """
 
     def __init__(self, transport: Transport, work_dir: str = "~/.betty", timeout: float = 60.0,
-                 job_env: Sequence[str] = ()) -> None:
+                 job_env: Sequence[str] = (), readable_roots: Sequence[str] = ()) -> None:
         self.transport = transport
         self.work_dir = work_dir.rstrip("/")
         self.timeout = timeout
+        self.readable_roots = tuple(readable_roots)
+        self._json_show: bool | None = None  # whether this cluster's scontrol has --json
+        self._uid: int | None = None
         self.job_env = tuple(job_env)
         """Variables jobs get beyond :data:`~betty_jupyter.cluster.job_env.JOB_NAMES` (the profile's ``job_env``)."""
         self.lookup_attempts = 6
@@ -129,7 +158,11 @@ class SlurmClient:
             record.update({str(k): v for k, v in live.iloc[0].items() if not _missing(v)})
         if not record:
             raise SlurmError(f"job {ident} is not known to the cluster (not in the queue nor in accounting)")
-        return _job_from_row(record, await self._output_paths(ident))
+        try:
+            files = await self.job_files(ident)
+        except SlurmError:
+            files = None  # a record Betty cannot read exactly names no files; the job's state still shows
+        return _job_from_row(record, _paths(files))
 
     async def snapshot(self, job_ids: Iterable[object]) -> dict[str, Job]:
         """Each job's record now, for many jobs at once: one ``sacct`` call for all of them.
@@ -146,33 +179,79 @@ class SlurmClient:
             rows.update({str(row["job_id"]): row for row in queued.to_dict("records")})
         return {i: _job_from_row({str(k): v for k, v in rows[i].items()}, {}) for i in ids if i in rows}
 
-    async def _output_paths(self, ident: str) -> dict[str, str]:
-        """StdOut/StdErr/WorkDir as the controller recorded them (known until MinJobAge passes)."""
+    async def job_files(self, value: object) -> jobfiles.JobFiles | None:
+        """The job's owner, working directory and output files from the controller (None once it forgot the job).
+
+        ``scontrol --json`` where this Slurm has it, else the multi-line text, both read field by
+        field (``jobfiles.py``); a record that cannot be read exactly raises :class:`SlurmError`.
+        """
+        ident = job_id(value)
+        if self._json_show is not False:
+            result = await self._run(["scontrol", "--json", "show", "job", ident], check=False)
+            if result.ok:
+                self._json_show = True
+                return jobfiles.parse_scontrol_json(result.stdout, ident)
+            if "--json" not in result.stderr:
+                return _not_known(result)
+            self._json_show = False
         result = await self._run(["scontrol", "show", "job", ident], check=False)
-        paths = {}
-        for key in ("StdOut", "StdErr", "WorkDir"):
-            match = re.search(rf"\b{key}=(.*?)(?=\s+\w+=|\s*$)", result.stdout, re.MULTILINE)
-            if match:
-                paths[key] = match.group(1).strip()
-        return paths
+        if not result.ok:
+            return _not_known(result)
+        try:
+            return jobfiles.parse_scontrol_text(result.stdout, ident)
+        except jobfiles.SeveralRecords as several:
+            if several.task is None:
+                raise
+            return await self.job_files(several.task)  # an array task, asked for alone: one record or a refusal
+
+    async def log_file(self, value: object, stream: str = "out") -> LogFile:
+        """Where the job writes ``stream`` (``out``/``err``) and where Betty may read it; refused early if not there.
+
+        The area is the readable roots, plus the job's working directory when the job is the
+        connected user's (another user's job chooses its own paths). Either way :meth:`read_log`
+        checks the file it opens, on the cluster, before reading it.
+        """
+        if stream not in ("out", "err"):
+            raise SlurmError(f"stream must be 'out' or 'err', not {stream!r}")
+        ident = job_id(value)
+        files = await self.job_files(ident)
+        if files is None:
+            job = await self.job(ident)  # says when the cluster does not know the job at all
+            raise SlurmError(f"job {ident}'s {stream} file is no longer recorded by the controller; "
+                             f"look in its work directory {job.work_dir or ''}")
+        path = files.stream(stream)
+        if not path:
+            raise SlurmError(f"job {ident} has no {stream} file (it is not a batch job)")
+        log = LogFile(ident, stream, path, await self._log_area(files))
+        log.command(1)
+        return log
+
+    async def read_log(self, log: LogFile, lines: int = 50) -> str:
+        """The last ``lines`` lines of ``log``: opened, checked and read in one step on the cluster."""
+        allowed = log.command(lines)
+        result = await run_checked(self.transport, allowed, log.area, keep="tail", timeout=self.timeout)
+        if not result.ok:
+            raise SlurmError(f"cannot read {log.path}: {_first_error(result)}")
+        return result.stdout
 
     async def tail(self, value: object, stream: str = "out", lines: int = 50) -> str:
         """The last ``lines`` lines the job wrote to its stdout (``out``) or stderr (``err``)."""
-        if stream not in ("out", "err"):
-            raise SlurmError(f"stream must be 'out' or 'err', not {stream!r}")
-        if not 1 <= lines <= 100_000:
-            raise SlurmError(f"lines must be between 1 and 100000, not {lines}")
-        job = await self.job(value)
-        path = job.stdout_path if stream == "out" else job.stderr_path
-        if not path:
-            raise SlurmError(
-                f"job {job.job_id}'s {stream} file is no longer recorded by the controller; "
-                "look in its work directory " + (job.work_dir or "")
-            )
-        result = await self._run(["tail", "-n", str(lines), "--", path], check=False)
-        if not result.ok:
-            raise SlurmError(f"cannot read {path}: {_first_error(result)}")
-        return result.stdout
+        return await self.read_log(await self.log_file(value, stream), lines)
+
+    async def _log_area(self, files: jobfiles.JobFiles) -> tuple[str, ...]:
+        """The readable roots, and the job's working directory when the job is the connected user's."""
+        if self._uid is None:
+            self._uid = int((await self._run(["id", "-u"])).stdout.strip())
+        own = files.user_id == self._uid
+        whole = not files.work_dir.startswith("/") or files.work_dir.rstrip("/") == ""
+        area = self.readable_roots + ((files.work_dir,) if own and not whole else ())
+        if area:
+            return area
+        if not own:
+            raise PolicyError(f"refused: job {files.job_id} belongs to {files.user or files.user_id}, and this "
+                              "cluster has no readable roots; add its directory to the profile's readable_roots")
+        raise PolicyError(f"refused: job {files.job_id} runs in {files.work_dir!r}, which Betty will not read "
+                          "as a whole; add the log's directory to the profile's readable_roots")
 
     # ----- changing ------------------------------------------------------------------------
     def job_environment(self, script: str) -> "JobEnvironment":
@@ -251,6 +330,20 @@ def sbatch_argv(environment: "JobEnvironment", comment: str, extra_args: Sequenc
         raise SlurmError(f"sbatch {overriding[0]!r} would change the job's environment; "
                          "name variables in the script's #SBATCH --export= or the profile's job_env")
     return [*environment.prefix, "sbatch", "--parsable", f"--comment={comment}", environment.option, *extra_args, path]
+
+
+def _not_known(result: CommandResult) -> jobfiles.JobFiles | None:
+    """None when ``scontrol`` says the job is not known; any other failure is a :class:`SlurmError`."""
+    if "Invalid job id" not in result.stderr + result.stdout:
+        raise SlurmError(_first_error(result))
+    return None
+
+
+def _paths(files: jobfiles.JobFiles | None) -> dict[str, str]:
+    if files is None:
+        return {}
+    found = {"WorkDir": files.work_dir, "StdOut": files.stdout or "", "StdErr": files.stderr or ""}
+    return {key: value for key, value in found.items() if value}
 
 
 def _is_job_id(text: str) -> bool:

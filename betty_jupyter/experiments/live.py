@@ -22,7 +22,7 @@ def _with_cluster(cluster: str | None, work: Callable[[Any], T]) -> T:
     profile = load_config().profile(cluster)
     transport = profile.open_transport()
     try:
-        return work(Blocking(SlurmClient(transport, work_dir=profile.work_dir)))
+        return work(Blocking(SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)))
     finally:
         run_sync(transport.close())
 

@@ -170,7 +170,8 @@ class ClusterClients:
 
         if cluster not in self._clients:
             profile = self.config.profile(cluster)
-            self._clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir)
+            self._clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir,
+                                                   readable_roots=profile.readable_roots)
         return self._clients[cluster]
 
     async def close(self) -> None:

@@ -29,7 +29,7 @@ async def check_cluster(profile: "ClusterProfile") -> "ClusterCheck":
 
     transport = profile.open_transport()
     try:
-        client = SlurmClient(transport, work_dir=profile.work_dir)
+        client = SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)
         began = time.perf_counter()
         partitions = await client.partitions()
         first = time.perf_counter() - began

@@ -57,7 +57,8 @@ class ToolContext:
 
         if not _SESSION_ID.match(session_id):
             raise ToolError(f"session id {session_id[:40]!r} must be letters, digits, . _ - (it names a file)")
-        slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env)
+        slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env,
+                             readable_roots=profile.readable_roots)
         scratchpad = workspace.state / "scratchpads" / f"{session_id}.md"
         return cls(profile=profile, slurm=slurm, workspace=workspace, session_id=session_id, scratchpad=scratchpad)
 

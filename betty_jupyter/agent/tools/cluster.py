@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import shlex
+import weakref
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
 from ...errors import BettyError, PolicyError
 from ..models import Preview, Tier, ToolOutcome
-from .base import JobId, Tool, ToolArgs, ToolContext, ToolError, clip
+from .base import JobId, Tool, ToolArgs, ToolContext, clip
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from ...cluster.slurm import LogFile, SlurmClient
 
 TABLE_ROWS = 20
 QUEUE_COLUMNS = ["job_id", "name", "user", "partition", "state", "reason", "elapsed", "time_limit", "gpus", "nodelist"]
@@ -199,6 +202,10 @@ class LogArgs(ToolArgs):
     lines: int = Field(50, ge=1, le=2000, description="how many lines from the end")
 
 
+_PREVIEWED: "weakref.WeakKeyDictionary[SlurmClient, dict[tuple[str, str], LogFile]]" = weakref.WeakKeyDictionary()
+"""The log file each session's last preview showed, per job and stream: the run reads that one."""
+
+
 class JobLogs(Tool[LogArgs]):
     """The end of a job's output."""
 
@@ -208,17 +215,18 @@ class JobLogs(Tool[LogArgs]):
     tier = Tier.ONCE_PER_SESSION
 
     async def preview(self, ctx: ToolContext, args: LogArgs) -> Preview:
-        """The tail command on the file the controller recorded for the job."""
+        """The tail command on the file the controller recorded for the job (refused here when Betty may not read it)."""
         job = await ctx.slurm.job(args.job_id)
-        path = job.stdout_path if args.stream == "out" else job.stderr_path
-        if not path:
-            raise ToolError(f"job {job.job_id}'s {args.stream} file is no longer recorded by the controller")
+        log = await ctx.slurm.log_file(job.job_id, args.stream)
+        _PREVIEWED.setdefault(ctx.slurm, {})[log.job_id, log.stream] = log
         return Preview(kind="command", title=f"read the end of job {job.job_id}'s std{args.stream}",
-                       text=shlex.join(["tail", "-n", str(args.lines), "--", path]),
-                       details={"job_id": job.job_id, "name": job.name, "state": job.state.value})
+                       text=log.command(args.lines).command_line,
+                       details={"job_id": job.job_id, "name": job.name, "state": job.state.value, "path": log.path})
 
     async def run(self, ctx: ToolContext, args: LogArgs) -> ToolOutcome:
-        """The lines, the last ones kept when they are too many for the model."""
-        text = await ctx.slurm.tail(args.job_id, args.stream, args.lines)
+        """The lines of the file the preview showed (resolved now when none was shown), the last ones kept."""
+        previewed = _PREVIEWED.get(ctx.slurm, {}).pop((args.job_id, args.stream), None)
+        log = previewed or await ctx.slurm.log_file(args.job_id, args.stream)
+        text = await ctx.slurm.read_log(log, args.lines)
         shown = clip(text, lines=args.lines, keep="tail") if text.strip() else f"(job {args.job_id} wrote nothing yet)"
         return ToolOutcome(summary=shown, full=text)
