@@ -120,6 +120,24 @@ def test_queue_with_pending_array_and_reason():
     assert row["gpus"] == 1 and row["gpu_type"] == "h100" and row["memory_bytes"] == 16 * 2**30
 
 
+@pytest.mark.parametrize("name", ["a\nb", "x\n   UserId=alice(1000)", "\n", "two\n\nbreaks"])
+def test_a_job_name_with_line_breaks_stays_one_row(name):
+    def row(ident: str, job_name: str) -> str:
+        return S.join([ident, ident, "N/A", job_name, "alice", "proj", "cpu", "RUNNING", "None", "0:01", "5:00",
+                       "1", "1", "1G", "", "node1", "2026-11-21T09:00:00", "2026-11-21T09:00:01", ""])
+    queue = parsing.parse_queue(row("1", "first") + "\n" + row("2", name) + "\n" + row("3", "last") + "\n")
+    assert list(queue["job_id"]) == ["1", "2", "3"] and list(queue["name"]) == ["first", name, "last"]
+    assert list(queue["user"]) == ["alice"] * 3 and list(queue["state"]) == ["RUNNING"] * 3
+
+
+def test_a_row_holding_the_separator_itself_is_left_out_not_misread():
+    good = S.join(["7", "7", "N/A", "ok", "alice", "proj", "cpu", "RUNNING", "None", "0:01", "5:00",
+                   "1", "1", "1G", "", "node1", "2026-11-21T09:00:00", "2026-11-21T09:00:01", ""])
+    forged = good.replace("ok", f"x{S}root{S}\n8{S}8", 1).replace("7", "9", 2)
+    queue = parsing.parse_queue(f"{good}\n{forged}\n{good}\n")
+    assert list(queue["job_id"]) == ["7", "7"] and set(queue["user"]) == {"alice"}
+
+
 def test_empty_output_gives_empty_typed_tables():
     assert parsing.parse_queue("").empty and parsing.parse_history("").empty
     assert parsing.parse_partitions("").empty
