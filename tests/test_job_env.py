@@ -267,3 +267,15 @@ def test_betty_submit_refuses_a_secret_s_name_in_one_line_before_asking(ssh_prof
         "betty: error: line 2: --export names JUPYTER_TOKEN, which looks like a secret; Betty never hands secrets "
         "to jobs: have the job read it from a file only you can read on the cluster"]
     assert not Path(ssh_profile.work_dir).exists()
+
+
+@pytest.mark.parametrize(("argv", "shown"), [
+    (("env", "SLURM_EXPORT_ENV=ALL", "sbatch", "--parsable", "x.sbatch"), "sbatch"),
+    (("env", "A=1", "B=2", "sbatch"), "sbatch"),
+    (("sbatch", "--export=HOME"), "sbatch"),
+    (("squeue",), "squeue"),
+])
+def test_messages_name_the_program_not_the_env_that_starts_it(argv, shown) -> None:
+    from betty_jupyter.cluster.transport import program_name
+
+    assert program_name(argv) == shown

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import CommandTimeout, TransportError
-from .transport import CommandResult, current_environment
+from .transport import CommandResult, current_environment, program_name
 
 
 class LocalTransport:
@@ -36,13 +36,13 @@ class LocalTransport:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise TransportError(f"cannot run {argv[0]!r} here: {exc.strerror or exc}") from exc
+            raise TransportError(f"cannot run {program_name(argv)!r} here: {exc.strerror or exc}") from exc
         try:
             stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
         except asyncio.TimeoutError:
             _kill_group(process.pid)
             await process.wait()
-            raise CommandTimeout(f"`{argv[0]}` did not finish within {timeout:g} s and was stopped") from None
+            raise CommandTimeout(f"`{program_name(argv)}` did not finish within {timeout:g} s and was stopped") from None
         return CommandResult(
             argv=argv,
             stdout=stdout.decode("utf-8", errors="replace"),

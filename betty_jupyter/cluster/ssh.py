@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 from ..errors import CommandTimeout, ConfigError, HostKeyError, TransportError
 from .remote_shell import RemoteShell, ShellClosed
-from .transport import CommandResult
+from .transport import CommandResult, program_name
 
 
 @dataclass(frozen=True)
@@ -144,12 +144,12 @@ class SSHTransport:
                 self._drop_connection()
                 if not idempotent:
                     raise TransportError(
-                        f"the link to {self.target.alias} dropped while `{argv[0]}` ran; its outcome is unknown"
+                        f"the link to {self.target.alias} dropped while `{program_name(argv)}` ran; its outcome is unknown"
                     ) from dropped
                 stdout, stderr, code = self._run_in_shell(argv, timeout)
             except CommandTimeout as late:
                 raise CommandTimeout(
-                    f"`{argv[0]}` did not finish within {timeout:g} s on {self.target.alias}; it was stopped"
+                    f"`{program_name(argv)}` did not finish within {timeout:g} s on {self.target.alias}; it was stopped"
                 ) from late
             return CommandResult(argv, stdout, stderr, code, (time.perf_counter() - began) * 1000)
 

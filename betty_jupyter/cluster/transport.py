@@ -60,6 +60,16 @@ class Transport(Protocol):
         ...
 
 
+def program_name(argv: Sequence[str]) -> str:
+    """The program ``argv`` runs, as a person knows it: ``sbatch`` for ``env NAME=value sbatch …``."""
+    words = list(argv)
+    if words and words[0] == "env":
+        words = words[1:]
+        while words and "=" in words[0] and not words[0].startswith("-"):
+            words = words[1:]
+    return words[0] if words else (argv[0] if argv else "")
+
+
 def clean_slurm_environment(environ: dict[str, str]) -> dict[str, str]:
     """``environ`` without an inherited allocation (``SLURM_*``, ``SBATCH_*``) or output formats.
 
