@@ -9,6 +9,8 @@ the same; ``code_blocks(text)`` gives the code blocks a markdown document really
 from __future__ import annotations
 
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,51 @@ BETTY_TAGS = {"a", "b", "i", "em", "strong", "small", "br", "span", "div", "p", 
               "tbody", "tr", "th", "td", "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "blockquote",
               "del", "style", "img", "sup", "section", "colgroup", "col"}
 _URL_ATTRIBUTES = {"href", "src", "xlink:href", "action", "formaction", "srcset", "background", "poster", "data"}
+
+
+class AttackerHost(ThreadingHTTPServer):
+    """Another host on 127.0.0.1 that answers every request and remembers every path it was asked for.
+
+    Payloads point at :attr:`url`; a test that must leak nothing asserts :attr:`paths` stays
+    empty (and, where it can, shows with a control request that a leak would be seen). ``answer``
+    is the JSON body each request gets (none: ``204 No Content``).
+    """
+
+    def __init__(self, answer: Any = None) -> None:
+        self.paths: list[str] = []
+        self.answer = None if answer is None else json.dumps(answer).encode()
+        super().__init__(("127.0.0.1", 0), _Recording)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="attacker-host", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving."""
+        self.shutdown()
+        self.server_close()
+        self._thread.join(10)
+
+
+class _Recording(BaseHTTPRequestHandler):
+    server: AttackerHost
+
+    def _record(self) -> None:
+        self.server.paths.append(self.path)
+        if self.server.answer is None:
+            self.send_response(204)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.server.answer)))
+        self.end_headers()
+        self.wfile.write(self.server.answer)
+
+    do_GET = do_POST = do_PUT = do_HEAD = do_OPTIONS = _record
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
 
 
 def hostile(*categories: str) -> list[str]:

@@ -3,22 +3,19 @@ breakers, pause and kill, tier 2 waiting for a person, suspension, the job trigg
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 from datetime import datetime
 from typing import Any, Callable
 
 import pytest
 from llm_server import call as model_calls
 from llm_server import fail, respond, say, stall
-from test_server_support import call, llm, refusal, server_config  # noqa: F401  (fixtures)
+from test_server_support import call, llm, refusal, server_config, submit_and_approve, until  # noqa: F401
 from tornado.httpclient import HTTPResponse
 
 pytestmark = pytest.mark.cluster
 
 ENDED = ("done", "failed", "breaker", "killed")
-GUARD = 120.0  # a guard against a hang, not a measurement
 SEARCH = {"query": "cluster"}
 NOTE = {"page": "notes/from-an-automation.md", "mode": "create", "body": "Written by an automation.\n",
         "frontmatter": {"name": "From an automation", "description": "made by a test", "type": "note"}}
@@ -44,18 +41,6 @@ async def run_now(jp_fetch, automation_id: str) -> str:
 async def run_of(jp_fetch, automation_id: str, run_id: str) -> dict[str, Any]:
     """The run with its transcript."""
     return await call(jp_fetch, "GET", "automations", automation_id, "runs", run_id)
-
-
-async def until(what: str, check: Callable[[], Any]) -> Any:
-    """Poll the coroutine function ``check`` until it returns something true; that value."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + GUARD
-    while loop.time() < deadline:
-        value = await check()
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    pytest.fail(f"{what} did not happen")
 
 
 async def ended(jp_fetch, automation_id: str, run_id: str) -> dict[str, Any]:
@@ -334,20 +319,7 @@ async def test_a_watched_job_ending_fires_the_job_trigger(jp_fetch, llm, jp_root
     llm.add(respond(remember))
     made = await define(jp_fetch, name="Job ended", prompt="Job {{ job.id }} on {{ job.cluster }} is {{ job.state }} "
                         "(was {{ job.previous }}).", trigger={"kind": "job", "states": ["COMPLETED"]})
-    session_id = (await call(jp_fetch, "POST", "sessions", body={}))["session_id"]
-    submitting = asyncio.ensure_future(call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_submit",
-                                            body={"args": {"script": SHORT_JOB.format(root=jp_root_dir),
-                                                           "goal": "fire an automation"}}))
-
-    async def card() -> dict[str, Any] | None:
-        pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
-        return pending[0] if pending else None
-
-    await call(jp_fetch, "POST", "approvals", (await until("the submit card", card))["approval_id"],
-               body={"decision": "approved"})
-    outcome = await submitting
-    assert outcome["ok"], outcome["summary"]
-    job_id = re.search(r"job (\d+)", outcome["summary"]).group(1)
+    job_id = await submit_and_approve(jp_fetch, SHORT_JOB.format(root=jp_root_dir), "fire an automation")
 
     async def fired() -> list[dict[str, Any]]:
         return (await call(jp_fetch, "GET", "automations", made["id"], "runs"))["runs"]

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hostile import AttackerHost
 from llm_server import ScriptedLLM, Step, call, respond, say
 
 from betty_jupyter.agent.delegation import checked_answer
@@ -31,44 +30,13 @@ from betty_jupyter.wiki import init_workspace
 SERVED = {"type": "string"}  # what a fetch would get: a schema that checks something
 
 
-class Recorder:
-    """An HTTP server on 127.0.0.1 that answers every GET with :data:`SERVED` and records the path."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                recorder.paths.append(self.path)
-                body = json.dumps(SERVED).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/schema+json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-
-    def __enter__(self) -> "Recorder":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
-
-
 @pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    with Recorder() as running:
-        yield running
+def recorder() -> Iterator[AttackerHost]:
+    host = AttackerHost(answer=SERVED)
+    try:
+        yield host
+    finally:
+        host.close()
 
 
 @pytest.fixture
@@ -116,16 +84,16 @@ def test_the_recorder_sees_a_fetch_and_jsonschema_alone_would_fetch(recorder) ->
     """Without Betty's check a remote $ref is fetched: the threat is real and the recorder sees it."""
     from jsonschema import Draft202012Validator
 
-    with urllib.request.urlopen(f"{recorder.base}/probe.json", timeout=10) as answer:
+    with urllib.request.urlopen(f"{recorder.url}/probe.json", timeout=10) as answer:
         assert json.load(answer) == SERVED
     with pytest.warns(DeprecationWarning, match="remote references"):
-        errors = list(Draft202012Validator({"$ref": f"{recorder.base}/leak?context=secret"}).iter_errors(5))
+        errors = list(Draft202012Validator({"$ref": f"{recorder.url}/leak?context=secret"}).iter_errors(5))
     assert errors and recorder.paths == ["/probe.json", "/leak?context=secret"]
 
 
 @pytest.mark.parametrize("index", hostile_ids())
 def test_a_schema_reaching_outside_itself_is_refused_and_fetches_nothing(recorder, schema_file, index) -> None:
-    schema, named = hostile_schemas(recorder.base, schema_file)[int(index)]
+    schema, named = hostile_schemas(recorder.url, schema_file)[int(index)]
     with pytest.raises(SchemaError) as refused:
         offline_validator(schema)
     message = str(refused.value)
@@ -138,7 +106,7 @@ def test_even_an_unchecked_schema_cannot_fetch_through_the_offline_registry(reco
     """Defence in depth: a validator on the offline registry refuses retrieval when it meets the reference."""
     from jsonschema import Draft202012Validator
 
-    schema, _ = hostile_schemas(recorder.base, schema_file)[int(index)]
+    schema, _ = hostile_schemas(recorder.url, schema_file)[int(index)]
     validator = Draft202012Validator(schema, registry=offline_registry())
     for value in (5, "text", {"a": 1, "x": 2}, [1, 2]):
         try:
@@ -207,7 +175,7 @@ def test_a_schema_nested_too_deep_is_refused_before_anything_recurses() -> None:
 
 def test_a_helpers_answer_checked_against_a_hostile_schema_fetches_nothing(recorder) -> None:
     with pytest.raises(ToolError, match="result_schema: .* is not inside the schema"):
-        checked_answer('{"oom": true}', {"$ref": f"{recorder.base}/answer.json"})
+        checked_answer('{"oom": true}', {"$ref": f"{recorder.url}/answer.json"})
     assert checked_answer('{"oom": true}', {"properties": {"oom": {"$ref": "#/$defs/b"}},
                                            "$defs": {"b": {"type": "boolean"}}}) == {"oom": True}
     assert recorder.paths == []
@@ -220,7 +188,7 @@ def test_delegate_tasks_with_a_hostile_result_schema_is_refused_before_any_helpe
         recorder, schema_file, ssh_profile, tmp_path) -> None:
     init_workspace(tmp_path / "project")
     workspace = Workspace.at(tmp_path / "project")
-    hostile = [schema for schema, _ in hostile_schemas(recorder.base, schema_file)]
+    hostile = [schema for schema, _ in hostile_schemas(recorder.url, schema_file)]
     legit = {"type": "object", "required": ["pages"], "properties": {"pages": {"$ref": "#/$defs/count"}},
              "$defs": {"count": {"type": "integer", "minimum": 0}}}
     told: list[str] = []
@@ -256,7 +224,7 @@ def test_delegate_tasks_with_a_hostile_result_schema_is_refused_before_any_helpe
         reason = asyncio.run(scenario(llm))
     assert llm.errors == [] and reason == "finished", llm.errors
     refusals, answered = told[:len(hostile)], told[len(hostile)]
-    for text, (_, named) in zip(refusals, hostile_schemas(recorder.base, schema_file)):
+    for text, (_, named) in zip(refusals, hostile_schemas(recorder.url, schema_file)):
         assert text.startswith("error: delegate_tasks: invalid arguments — tasks.0.result_schema: "), text
         assert named in text and "\n" not in text
     assert len(helpers) == 1, "no helper ran for a refused schema"

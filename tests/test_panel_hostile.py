@@ -17,16 +17,13 @@ import os
 import secrets
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from conftest import require
-from hostile import hostile
+from hostile import AttackerHost, hostile
 from jupyter_server_proc import JupyterServer
 from llm_server import ScriptedLLM, call, say
 from notebook_support import llm, project  # noqa: F401 (fixtures)
@@ -52,40 +49,9 @@ PANEL_FINDINGS = """panel => {
 }""".replace("arguments_live", repr(LIVE))
 
 
-class Recorder(ThreadingHTTPServer):
-    """An HTTP server on 127.0.0.1 that answers everything and remembers every path it was asked for."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        super().__init__(("127.0.0.1", 0), _Recording)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}"
-        self._thread = threading.Thread(target=self.serve_forever, name="recorder", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        """Stop serving."""
-        self.shutdown()
-        self.server_close()
-        self._thread.join(10)
-
-
-class _Recording(BaseHTTPRequestHandler):
-    server: Recorder
-
-    def _record(self) -> None:
-        self.server.paths.append(self.path)
-        self.send_response(204)
-        self.end_headers()
-
-    do_GET = do_POST = do_HEAD = do_OPTIONS = _record
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def recorder() -> Iterator[Recorder]:
-    server = Recorder()
+def recorder() -> Iterator[AttackerHost]:
+    server = AttackerHost()
     try:
         yield server
     finally:
@@ -121,7 +87,7 @@ def held_job(cluster: dict[str, str], name: str, comment: str, user: str | None)
     return made.stdout.strip().split(";")[0]
 
 
-def hostile_reply(recorder: Recorder) -> str:
+def hostile_reply(recorder: AttackerHost) -> str:
     """The corpus's hostile replies, markdown and log lines, and more of our own, all loading from ``recorder``."""
     own = [
         f'<img src="{recorder.url}/raw.png" onerror="window.__pwned=1">',
@@ -144,7 +110,7 @@ def hostile_reply(recorder: Recorder) -> str:
 
 def test_hostile_job_names_replies_and_tool_results_are_shown_never_run(
         lab: JupyterServer, llm: ScriptedLLM, dev_cluster: dict[str, str], page: Page,  # noqa: F811
-        recorder: Recorder) -> None:
+        recorder: AttackerHost) -> None:
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     elsewhere: list[str] = []  # what the page asked of any host but the Jupyter server
@@ -175,7 +141,7 @@ def test_hostile_job_names_replies_and_tool_results_are_shown_never_run(
                                timeout=60)
 
 
-def read_the_queue_and_the_reply(page: Page, panel: Locator, recorder: Recorder, names: list[str]) -> None:
+def read_the_queue_and_the_reply(page: Page, panel: Locator, recorder: AttackerHost, names: list[str]) -> None:
     """Approve reading the queue; its result shows the other user's job names as text, and so does the reply."""
     panel.get_by_test_id("betty-prompt").fill(PROMPT)
     panel.get_by_test_id("betty-send").click()
@@ -219,7 +185,7 @@ def read_the_jobs_tab_and_a_cancel_card(page: Page, panel: Locator, mine: dict[s
                                                                            timeout=WAIT_MS)
 
 
-def nothing_ran_or_loaded(page: Page, panel: Locator, recorder: Recorder, dialogs: list[str],
+def nothing_ran_or_loaded(page: Page, panel: Locator, recorder: AttackerHost, dialogs: list[str],
                           elsewhere: list[str]) -> None:
     """No canary, no dialog, no live element, no request to another host — which a request of ours does reach."""
     assert page.evaluate("() => window.__pwned") is None

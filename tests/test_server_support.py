@@ -9,7 +9,7 @@ import asyncio
 import json
 import re
 import uuid
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 from conftest import ssh
@@ -19,6 +19,7 @@ from tornado.httpclient import HTTPClientError
 from betty_jupyter.wiki import init_workspace
 
 SOCKET_TIMEOUT = 60.0  # a guard against a hang, not a measurement
+GUARD = 120.0  # likewise, for a condition polled over the API
 
 
 @pytest.fixture
@@ -117,3 +118,32 @@ def job_state(dev_cluster: dict[str, str], job_id: str) -> str:
 def scancel(dev_cluster: dict[str, str], job_id: str) -> None:
     """Clean up a job a test made."""
     ssh(dev_cluster, f"scancel {job_id}")
+
+
+async def until(what: str, check: Callable[[], Any], guard: float = GUARD) -> Any:
+    """Poll the coroutine function ``check`` until it returns something true; that value."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + guard
+    while loop.time() < deadline:
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(0.1)
+    pytest.fail(f"{what} did not happen")
+
+
+async def submit_and_approve(jp_fetch, script: str, goal: str) -> str:
+    """A person submits ``script`` through a session's ``cluster_submit`` and approves its card; the job id."""
+    session_id = (await open_session(jp_fetch))["session_id"]
+    submitting = asyncio.ensure_future(call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_submit",
+                                            body={"args": {"script": script, "goal": goal}}))
+
+    async def card() -> dict[str, Any] | None:
+        pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
+        return pending[0] if pending else None
+
+    await call(jp_fetch, "POST", "approvals", (await until("the submit card", card))["approval_id"],
+               body={"decision": "approved"})
+    outcome = await submitting
+    assert outcome["ok"], outcome["summary"]
+    return re.search(r"job (\d+)", outcome["summary"]).group(1)
