@@ -301,6 +301,25 @@ def test_ctrl_c_puts_the_previous_llm_setting_back(local_profile, dev_cluster, t
     assert llm_file().read_text() == previous
 
 
+@pytest.mark.cluster
+def test_ctrl_c_right_after_sbatch_cancels_the_job_and_leaves_the_setting_alone(local_profile, dev_cluster, tmp_path,
+                                                                                job_name):
+    llm_file().parent.mkdir(parents=True, exist_ok=True)
+    previous = '{"BettyConfig": {"llm": {"model": "gpt-4o"}}}\n'
+    llm_file().write_text(previous)
+    # The server never answers, so the interruption lands while Betty waits for it.
+    serving = Serving(betty_env(local_profile, tmp_path), "--partition", "cpu", "--gpus", "0", "--model", MODEL,
+                      "--command", "sleep 300", "--name", job_name, "--yes")
+    try:
+        job_id = serving.line_starting("submitted job ").split()[2]
+    finally:
+        code = serving.stop()
+    assert code == 130 and serving.stderr[-2:] == [f"betty: cancelled job {job_id}", "betty: interrupted"], \
+        serving.stderr
+    wait_for_state(dev_cluster, job_id, "CANCELLED")
+    assert llm_file().read_text() == previous
+
+
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert result.returncode != 0 and len(lines) == 1, result.stderr

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:
     from ..cluster.profiles import ClusterProfile
-    from ..llmserve import Served, ServerJob
+    from ..llmserve import LLMSetting, Served, ServerJob
 
 WATCH_SECONDS = 30.0
 
@@ -80,12 +80,7 @@ def _serve(args: argparse.Namespace) -> int:
         try:
             with _stopped_by_signals():
                 job_id = _submit(Blocking(client), job)
-                print(f"submitted job {job_id} to {profile.name}", flush=True)
-                served = _wait(args, Blocking(client), job, job_id)
-                try:
-                    return _hold(Blocking(client), profile, served, job.key)
-                finally:
-                    served.close()
+                return _serve_job(args, Blocking(client), profile, job, job_id)
         finally:
             run_sync(forget_key(transport, job))
     finally:
@@ -106,8 +101,44 @@ def _submit(client: Any, job: "ServerJob") -> str:
         raise
 
 
+def _serve_job(args: argparse.Namespace, client: Any, profile: "ClusterProfile", job: "ServerJob",
+               job_id: str) -> int:
+    """Everything after ``sbatch``: wait, point Betty at the server, hold it until Ctrl-C or the job's end.
+
+    One handler covers every moment from the job's id on, so an interruption at any point
+    cancels the job and, once Betty's LLM setting was changed, puts the previous one back.
+    """
+    from ..llmserve import save_user_llm
+
+    served: Served | None = None
+    setting: LLMSetting | None = None
+    try:
+        print(f"submitted job {job_id} to {profile.name}", flush=True)
+        served = _wait(args, client, job, job_id)
+        setting = save_user_llm(served.base_url, served.model, job.key)
+        print(f"serving {served.model} at {served.base_url} (job {served.job_id} on {served.node}, "
+              f"listening on {served.address}:{served.port})")
+        print(f"Betty's LLM is now {served.model} at {served.base_url}: wrote {setting.path} "
+              "(`betty ask` and Jupyter servers started from now on use it)")
+        print(f"press Ctrl-C to stop: job {served.job_id} is cancelled and your previous LLM setting put back",
+              flush=True)
+        state = _until_the_job_ends(client, job_id)
+        _progress(f"job {job_id} on {profile.name} ended {state}; {setting.restore()}")
+        return 1
+    except KeyboardInterrupt:
+        stopped = _stop(client, job_id) or f"job {job_id} had ended"
+        if setting is None:
+            _progress(stopped)
+            raise
+        print(f"{stopped}; {setting.restore()}", flush=True)
+        return 0
+    finally:
+        if served is not None:
+            served.close()
+
+
 def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) -> "Served":
-    """Wait until the server answers; on any failure or interruption the job is not left running."""
+    """Wait until the server answers; a failure cancels the job (an interruption is the caller's to handle)."""
     from ..cluster.sync import submit
     from ..errors import BettyError, SlurmError
     from ..llmserve import wait_until_serving
@@ -116,6 +147,9 @@ def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) 
                                         on_progress=_progress, local_port=args.local_port))
     try:
         return waiting.result()
+    except KeyboardInterrupt:
+        waiting.cancel()
+        raise
     except BaseException as error:
         waiting.cancel()
         stopped = _stop(client, job_id)
@@ -126,27 +160,13 @@ def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) 
         raise
 
 
-def _hold(client: Any, profile: "ClusterProfile", served: "Served", key: str) -> int:
-    """Point Betty at the server and keep it (and the forward) up until Ctrl-C or the job's end."""
-    from ..llmserve import save_user_llm
-
-    setting = save_user_llm(served.base_url, served.model, key)
-    print(f"serving {served.model} at {served.base_url} (job {served.job_id} on {served.node}, "
-          f"listening on {served.address}:{served.port})")
-    print(f"Betty's LLM is now {served.model} at {served.base_url}: wrote {setting.path} "
-          "(`betty ask` and Jupyter servers started from now on use it)")
-    print(f"press Ctrl-C to stop: job {served.job_id} is cancelled and your previous LLM setting put back", flush=True)
-    try:
-        while True:
-            time.sleep(WATCH_SECONDS)
-            state = client.job(served.job_id).state
-            if state.finished:
-                _progress(f"job {served.job_id} on {profile.name} ended {state.value}; {setting.restore()}")
-                return 1
-    except KeyboardInterrupt:
-        stopped = _stop(client, served.job_id) or f"job {served.job_id} had ended"
-        print(f"{stopped}; {setting.restore()}", flush=True)
-        return 0
+def _until_the_job_ends(client: Any, job_id: str) -> str:
+    """Watch the job until it ends; its final state."""
+    while True:
+        time.sleep(WATCH_SECONDS)
+        state = client.job(job_id).state
+        if state.finished:
+            return str(state.value)
 
 
 def _stop(client: Any, job_id: str) -> str | None:
