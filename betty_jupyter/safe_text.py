@@ -12,6 +12,7 @@ builds HTML or markdown from such values calls these functions:
   (nothing in it renders as HTML, an image, a link, a heading or a table cell border);
 - :func:`table_cell` — a value in a cell of a markdown table;
 - :func:`fenced` — text in a code fence it cannot close.
+- :func:`terminal_line` — a value in a table the ``betty`` command prints.
 
 Invisible control characters (terminal escapes, bidirectional overrides such as U+202E) are
 shown as ``\\x1b`` / ``\\u202e`` wherever text is shown rather than kept verbatim, so what a
@@ -53,6 +54,15 @@ _LANGUAGE = re.compile(r"[A-Za-z0-9_+.\-]*")
 def visible(text: str) -> str:
     """``text`` with invisible control characters written out (``\\x1b``, ``\\u202e``); newlines and tabs kept."""
     return _INVISIBLE.sub(_escape_code, text)
+
+
+def terminal_line(text: object) -> str:
+    """``text`` as one line of a terminal table: control characters and line breaks written out (``\\x1b``, ``\\n``).
+
+    A job name carrying a terminal escape sequence could otherwise rewrite what a person's
+    terminal shows; a line break could forge a row.
+    """
+    return visible(str(text)).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
 def _escape_code(match: re.Match[str]) -> str:

@@ -212,3 +212,22 @@ def test_logs_and_run_refuse_what_a_co_user_planted_in_one_line(betty_env, dev_c
                           (["cat", str(tmp_path / "data" / ".ssh" / "id_rsa")], "may hold secrets")]:
         line = one_error_line(betty(betty_env, "run", "--", *words))
         assert reason in line and "SECRET" not in line and "PRIVATE" not in line
+
+
+def test_a_job_name_cannot_steer_the_terminal(betty_env, dev_cluster, tmp_path):
+    import subprocess
+
+    name = "clear\x1b[2J\x1b]0;owned\x07\u202etxt.exe\nforged-row"
+    made = subprocess.run(["sbatch", "--hold", "--parsable", "--job-name", name, "--wrap", "true"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env={**os.environ, **dev_cluster})
+    assert made.returncode == 0, made.stderr
+    job_id = made.stdout.strip().split(";")[0]
+    try:
+        shown = betty(betty_env, "jobs")
+        assert shown.returncode == 0, shown.stderr
+        row = [line for line in shown.stdout.splitlines() if line.split()[:1] == [job_id]]
+        assert len(row) == 1 and "forged-row" in row[0], shown.stdout
+        assert not any(char in shown.stdout for char in "\x1b\x07\u202e")
+        assert "clear\\x1b[2J\\x1b]0;owned\\x07\\u202etxt.exe\\nforged-row" in row[0]
+    finally:
+        subprocess.run(["scancel", job_id], env={**os.environ, **dev_cluster}, capture_output=True, timeout=60)

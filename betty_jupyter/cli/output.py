@@ -18,8 +18,12 @@ def print_table(frame: "pd.DataFrame", columns: Sequence[str], as_json: bool, em
         print(empty)
         return
     from ..cluster.tables import readable
+    from ..safe_text import terminal_line
 
-    print(readable(frame, columns).to_string(index=False))
+    # Cells are other people's text (job names, comments): nothing in them may steer the terminal.
+    shown = readable(frame, columns).apply(lambda column: column.map(terminal_line))
+    shown.columns = [terminal_line(column) for column in shown.columns]
+    print(shown.to_string(index=False))
 
 
 def records(frame: "pd.DataFrame") -> list[dict[str, Any]]:
