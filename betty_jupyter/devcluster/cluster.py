@@ -239,7 +239,10 @@ class DevCluster:
 
     def _grant_slurmdbd(self) -> None:
         password = self._db_password()
+        # The database exists before slurmdbd first connects: slurmdbd creating it itself fails on
+        # Debian 13, whose libmariadb reuses the handle of the failed first connect for every later query.
         sql = (
+            "CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
             f"CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';"
             f"ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '{password}';"
             "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
