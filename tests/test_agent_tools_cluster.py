@@ -19,6 +19,9 @@ from betty_jupyter.wiki import AUTO_END, AUTO_START, WikiStore, init_workspace
 
 pytestmark = pytest.mark.cluster
 
+# How every read starts on the cluster: bash reading no start-up files, Betty's script, then its arguments.
+READER = ("env", "BASH_ENV=", "bash", "--norc", "--noprofile", "-c")
+
 
 @pytest.fixture
 def ctx(ssh_profile, tmp_path: Path):
@@ -89,7 +92,7 @@ def test_cluster_run_shows_and_runs_exactly_the_allowed_command(ctx, calls) -> N
     from betty_jupyter.cluster.reads import READ_SCRIPT
 
     # One step on the cluster: Betty's fixed script runs sinfo with the argv as positional arguments, capped.
-    assert calls == [["bash", "-c", READ_SCRIPT, "betty-read", str(1 << 20), "head", "0", "0",
+    assert calls == [[*READER, READ_SCRIPT, "betty-read", str(1 << 20), "head", "0", "0",
                       "sinfo", "--noheader", "-o", "%P"]]
 
 
@@ -113,7 +116,7 @@ def test_cluster_run_reads_files_only_under_the_roots_after_resolving_links(ctx,
     outcome = execute(ClusterRun(), ctx, {"command": f"cat {tmp_path}/train.log"})
     assert outcome.ok and outcome.summary == "step=1 loss=0.5" and outcome.data["argv"] == ["cat", f"{tmp_path}/train.log"]
     # One remote step: the path is a positional argument of Betty's fixed script, cat reads the file it opened.
-    assert calls == [["bash", "-c", READ_SCRIPT, "betty-read", str(1 << 20), "head", "1", str(tmp_path),
+    assert calls == [[*READER, READ_SCRIPT, "betty-read", str(1 << 20), "head", "1", str(tmp_path),
                       "1", f"{tmp_path}/train.log", "cat", "/dev/fd/10"]]
     calls.clear()
     refused = execute(ClusterRun(), ctx, {"command": f"cat {tmp_path}/escape/hostname"})

@@ -251,3 +251,20 @@ def test_readers_name_the_paths_asked_for_and_missing_files_fail_plainly(profile
     assert listed.stdout.startswith(f"{tmp_path / 'sub'}:\nb.txt") and "/dev/fd" not in used.stdout + listed.stdout
     assert used.stdout.splitlines()[-1].endswith(f"\t{tmp_path / 'sub'}")
     assert (missing.exit_code, missing.stderr) == (1, f"cat: {tmp_path / 'nope.txt'}: No such file or directory\n")
+
+
+def test_a_read_runs_no_start_up_file_of_the_shell(tmp_path):
+    """$BASH_ENV (Lmod sets it on many clusters) and ~/.bashrc may print or be slow: a read runs neither."""
+    from betty_jupyter.cluster.local import LocalTransport
+    from betty_jupyter.cluster.policy import CommandPolicy
+
+    start_up = tmp_path / "startup.sh"
+    start_up.write_text("echo POLLUTED\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.log").write_text("step=1 loss=0.5\n")
+    transport = LocalTransport(env={"BASH_ENV": str(start_up)})
+    polluted = run_sync(transport.run(["bash", "-c", "true"]))
+    assert polluted.stdout == "POLLUTED\n", "the start-up file is live: the read below is a real test"
+    read = run_sync(run_allowed(transport, CommandPolicy(readable_roots=[str(data)]), ["cat", str(data / "train.log")]))
+    assert (read.ok, read.stdout, read.stderr) == (True, "step=1 loss=0.5\n", "")

@@ -2,7 +2,7 @@
 
 A path checked by one command and read by another can be swapped for a symlink in between.
 So nothing here resolves a path and then reads it: one fixed script (:data:`READ_SCRIPT`),
-run as ``bash -c READ_SCRIPT betty-read ARGS…``, opens each path, asks the kernel where the
+run as ``bash -c READ_SCRIPT betty-read ARGS…`` (no start-up files read), opens each path, asks the kernel where the
 *opened* file is, checks that place, and hands the reader the open file itself
 (``/dev/fd/N``). The inode checked is the inode read; a path flipped to a symlink after the
 check changes nothing.
@@ -28,6 +28,10 @@ READ_LIMIT = 1 << 20
 FIRST_FD = 10
 """The file descriptor the first path is opened on; the next paths follow."""
 
+# bash with no start-up files: Debian's bash reads ~/.bashrc when sshd runs it, and $BASH_ENV
+# (Lmod sets it on many clusters) is read by every non-interactive bash; either can be slow
+# (a conda or module init) or print into the output.
+_BASH = ("env", "BASH_ENV=", "bash", "--norc", "--noprofile", "-c")
 _OWN_EXIT = 125  # the script's own answer: a path refused or unreadable; the reader never ran
 _MARK = "betty-read:"
 _SAFE_PATTERN = re.compile(r"^[A-Za-z0-9_.*/-]+$")
@@ -131,7 +135,7 @@ async def run_checked(transport: Transport, allowed: AllowedCommand, roots: Sequ
     """
     argv = _reader_argv(allowed)
     checked_roots = list(roots) if allowed.paths else []
-    words = ["bash", "-c", READ_SCRIPT, "betty-read", str(limit), keep, str(len(checked_roots)), *checked_roots,
+    words = [*_BASH, READ_SCRIPT, "betty-read", str(limit), keep, str(len(checked_roots)), *checked_roots,
              str(len(allowed.paths)), *allowed.paths, *argv]
     result = await transport.run(words, timeout)
     if result.exit_code == 127 and "bash" in result.stderr:
