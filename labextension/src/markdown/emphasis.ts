@@ -2,7 +2,7 @@
  * Emphasis in markdown: CommonMark's delimiter runs (`*`, `_`) and GFM's strikethrough (`~`)
  * matched into emphasis, strong and struck-through text; what stays unmatched is text.
  */
-import type { Inline } from './inlines';
+import type { Inline } from './nodes';
 
 /** A run of `*`, `_` or `~` that may open or close emphasis. */
 export interface IDelimiter {

@@ -6,15 +6,9 @@
  */
 import { mergeText, Piece, resolveEmphasis } from './emphasis';
 import { decodeEntity } from './entities';
+import type { Inline } from './nodes';
 
-/** A run of inline content. */
-export type Inline =
-  | { kind: 'text'; text: string }
-  | { kind: 'code'; text: string }
-  | { kind: 'break' }
-  | { kind: 'emphasis' | 'strong' | 'strike'; children: Inline[] }
-  | { kind: 'link'; url: string; title: string; children: Inline[] }
-  | { kind: 'image'; url: string; title: string; alt: string };
+export type { Inline } from './nodes';
 
 /** A link reference definition (`[label]: url "title"`). */
 export interface ILinkTarget {
