@@ -261,14 +261,14 @@ async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str,
 async def _route(transport: "Transport", job: ServerJob, job_id: str, node: str, local_port: int,
                  on_progress: Callable[[str], None]) -> Served | None:
     """Where Betty reaches the server, once the job has written its address (None before)."""
-    from .cluster.ssh import SSHTransport
+    from .cluster.transport import ForwardingTransport
 
     result = await transport.run(["cat", "--", job.address_file(job_id)])
     address, _, port = result.stdout.strip().rpartition(":")
     if not result.ok or not re.fullmatch(r"[0-9A-Fa-f.:]+", address) or not port.isdigit():
         return None
     forward = None
-    if isinstance(transport, SSHTransport):
+    if isinstance(transport, ForwardingTransport):
         from .cluster.forward import PortForward
 
         forward = PortForward(transport, address, int(port), local_port)

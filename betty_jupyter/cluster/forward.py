@@ -1,8 +1,8 @@
 """``PortForward``: a port on this machine that reaches a port on the cluster, like ``ssh -L``.
 
-Each connection to the local port becomes a ``direct-tcpip`` channel over the cluster's one
-SSH connection (the one Betty already opened, with its host key checked), so no second login
-and no ``ssh`` program are needed. The forward lives as long as the object: close it to stop.
+Each connection to the local port becomes a channel over the cluster's one SSH connection
+(the one Betty already opened, with its host key checked: a ``direct-tcpip`` channel with
+paramiko, ``ssh -W`` over the master with OpenSSH), so there is no second login. The forward lives as long as the object: close it to stop.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TransportError
 
 if TYPE_CHECKING:
-    from .ssh import SSHTransport
+    from .transport import ForwardingTransport
 
 _CHUNK = 65536
 
@@ -23,7 +23,7 @@ _CHUNK = 65536
 class PortForward:
     """Listens on ``127.0.0.1:local_port`` and carries each connection to ``host:port`` on the cluster."""
 
-    def __init__(self, transport: "SSHTransport", host: str, port: int, local_port: int = 0) -> None:
+    def __init__(self, transport: "ForwardingTransport", host: str, port: int, local_port: int = 0) -> None:
         self.transport = transport
         self.host = host
         self.port = port

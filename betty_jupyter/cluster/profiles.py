@@ -15,15 +15,20 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _KEYS = {"name", "transport", "host", "user", "ssh_config", "readable_roots", "work_dir",
-         "extra_commands", "gss_auth", "env", "pool_size", "job_env"}
+         "extra_commands", "gss_auth", "env", "pool_size", "job_env", "control_persist"}
+_TRANSPORTS = ("ssh", "openssh", "local")
 
 
 @dataclass(frozen=True)
 class ClusterProfile:
     """One cluster: its transport, where to log in, what may be read, where Betty writes.
 
-    ``env`` is set for Slurm's commands themselves (``SLURM_CONF``); ``job_env`` names the
-    variables jobs get from where sbatch runs, beyond :data:`~betty_jupyter.cluster.job_env.JOB_NAMES`.
+    ``transport`` is ``ssh`` (paramiko, Betty's own SSH client), ``openssh`` (the system ``ssh``
+    with the person's config and ControlMaster, for sites with a second factor, security keys
+    or certificates) or ``local`` (Jupyter runs on the cluster). ``env`` is set for Slurm's
+    commands themselves (``SLURM_CONF``); ``job_env`` names the variables jobs get from where
+    sbatch runs, beyond :data:`~betty_jupyter.cluster.job_env.JOB_NAMES`. ``control_persist``
+    is how long an ``openssh`` master connection Betty opened stays after its last use.
     """
 
     name: str
@@ -38,6 +43,7 @@ class ClusterProfile:
     env: Mapping[str, str] = field(default_factory=dict)
     pool_size: int = 4
     job_env: tuple[str, ...] = ()
+    control_persist: str = "30m"
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ClusterProfile":
@@ -49,10 +55,15 @@ class ClusterProfile:
         if unknown:
             raise ConfigError(f"cluster profile {name!r} has unknown fields: {', '.join(sorted(unknown))}")
         transport = data.get("transport", "ssh")
-        if transport not in ("ssh", "local"):
-            raise ConfigError(f"cluster profile {name!r} needs `transport` 'ssh' or 'local', not {transport!r}")
-        if transport == "ssh" and not data.get("host"):
-            raise ConfigError(f"cluster profile {name!r} uses ssh and needs a `host` (an alias from your ssh config)")
+        if transport not in _TRANSPORTS:
+            raise ConfigError(f"cluster profile {name!r} needs `transport` 'ssh', 'openssh' or 'local', "
+                              f"not {transport!r}")
+        if transport != "local" and not data.get("host"):
+            raise ConfigError(f"cluster profile {name!r} uses {transport} and needs a `host` "
+                              "(an alias from your ssh config)")
+        persist = str(data.get("control_persist", "30m"))
+        if not re.fullmatch(r"(yes|no|\d+[smhdw]?)", persist):
+            raise ConfigError(f"cluster profile {name!r}: `control_persist` is a time like 30m or 4h, not {persist!r}")
         roots = data.get("readable_roots", ())
         if isinstance(roots, str) or not all(isinstance(r, str) and r.startswith("/") for r in roots):
             raise ConfigError(f"cluster profile {name!r}: `readable_roots` must be a list of absolute paths")
@@ -63,7 +74,7 @@ class ClusterProfile:
             ssh_config=data.get("ssh_config"), readable_roots=tuple(roots),
             work_dir=str(data.get("work_dir", "~/.betty")), extra_commands=extras,
             gss_auth=bool(data.get("gss_auth", False)), env=dict(data.get("env", {})),
-            pool_size=int(data.get("pool_size", 4)), job_env=job_env,
+            pool_size=int(data.get("pool_size", 4)), job_env=job_env, control_persist=persist,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,6 +95,8 @@ class ClusterProfile:
             data["env"] = dict(self.env)
         if self.job_env:
             data["job_env"] = list(self.job_env)
+        if self.control_persist != "30m":
+            data["control_persist"] = self.control_persist
         return data
 
     def open_transport(self) -> "Transport":
@@ -92,18 +105,30 @@ class ClusterProfile:
             from .local import LocalTransport
 
             return LocalTransport(env=dict(self.env))
+        if self.transport == "openssh":
+            from .openssh import OpenSSHTransport
+
+            return OpenSSHTransport(str(self.host), self._config_path(), user=self.user, pool_size=self.pool_size,
+                                    control_persist=self.control_persist)
         from .ssh import SSHTransport
 
         return SSHTransport(self.ssh_target(), pool_size=self.pool_size)
 
     def ssh_target(self) -> Any:
-        """The resolved SSH target (ssh profiles only)."""
+        """The resolved SSH target (ssh and openssh profiles): where to log in, which known_hosts."""
         from .ssh import SSHTarget
 
-        if self.transport != "ssh":
+        if self.transport == "local":
             raise ConfigError(f"cluster {self.name!r} runs locally; it has no SSH host")
-        config_path = os.path.expanduser(self.ssh_config) if self.ssh_config else None
-        return SSHTarget.from_ssh_config(str(self.host), config_path, user=self.user, gss_auth=self.gss_auth or None)
+        if self.transport == "openssh":
+            from .openssh import resolve
+
+            return resolve(str(self.host), self._config_path(), user=self.user).ssh_target
+        return SSHTarget.from_ssh_config(str(self.host), self._config_path(), user=self.user,
+                                         gss_auth=self.gss_auth or None)
+
+    def _config_path(self) -> str | None:
+        return os.path.expanduser(self.ssh_config) if self.ssh_config else None
 
     def policy(self, home: str | None = None) -> "CommandPolicy":
         """The read-only allowlist for this cluster."""

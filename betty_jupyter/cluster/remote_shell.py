@@ -1,5 +1,9 @@
 """A persistent shell on the cluster that runs one command after another over one SSH channel.
 
+The channel is a paramiko session channel (``SSHTransport``) or the pipes of an ``ssh``
+process multiplexed over a master connection (``OpenSSHTransport``); both look like
+:class:`ShellChannel`.
+
 Opening an SSH channel per command costs a round trip or more on every call; a shell kept
 open costs one write and one read. Each command is framed with a fresh random token:
 
@@ -15,7 +19,7 @@ from __future__ import annotations
 import shlex
 import time
 import uuid
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import CommandTimeout, TransportError
 from .transport import unset_slurm_output_variables
@@ -28,10 +32,30 @@ class ShellClosed(TransportError):
     """The shell's channel ended (the link dropped or the remote side went away)."""
 
 
-class RemoteShell:
-    """One long-lived ``/bin/sh`` on the cluster, driven through a paramiko channel."""
+class ShellChannel(Protocol):
+    """The part of a paramiko channel a :class:`RemoteShell` uses."""
 
-    def __init__(self, channel: Any) -> None:
+    @property
+    def closed(self) -> bool: ...
+
+    def settimeout(self, timeout: float) -> None: ...
+    def sendall(self, data: bytes) -> None: ...
+    def recv(self, size: int) -> bytes: ...
+    def recv_stderr_ready(self) -> bool: ...
+    def recv_stderr(self, size: int) -> bytes: ...
+    def exit_status_ready(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+def shell_command(login_shell: bool) -> str:
+    """What the remote side runs to become the shell (a login shell reads the site's profile)."""
+    return "exec /bin/sh -l" if login_shell else "exec /bin/sh"
+
+
+class RemoteShell:
+    """One long-lived ``/bin/sh`` on the cluster, driven through a :class:`ShellChannel`."""
+
+    def __init__(self, channel: ShellChannel) -> None:
         self._channel = channel
         self._channel.settimeout(_POLL)
         self.last_used = time.monotonic()
@@ -39,12 +63,17 @@ class RemoteShell:
 
     @classmethod
     def start(cls, paramiko_transport: Any, login_shell: bool, timeout: float) -> "RemoteShell":
-        """Open a session channel, start the shell and wait until it answers."""
+        """Open a paramiko session channel, start the shell and wait until it answers."""
         try:
             channel = paramiko_transport.open_session(timeout=timeout)
-            channel.exec_command("exec /bin/sh -l" if login_shell else "exec /bin/sh")
+            channel.exec_command(shell_command(login_shell))
         except Exception as exc:  # paramiko raises SSHException, EOFError, socket errors
             raise ShellClosed(f"could not open a shell on the cluster: {exc}") from exc
+        return cls.over(channel, timeout)
+
+    @classmethod
+    def over(cls, channel: ShellChannel, timeout: float) -> "RemoteShell":
+        """A shell on a channel whose remote side already runs :func:`shell_command`, once it answers."""
         shell = cls(channel)
         # A login profile may print banners: read past them to a first token.
         shell._call(f"{unset_slurm_output_variables()}; cd", timeout)

@@ -4,6 +4,9 @@
   ProxyJump, UserKnownHostsFile, GSSAPIAuthentication).
 * Host keys are checked against known_hosts; an unknown or changed key raises
   :class:`HostKeyError` carrying the fingerprint, and only :func:`trust_host_key` adds one.
+* A login that asks for more than a key (``AuthenticationMethods publickey,keyboard-interactive``,
+  a TOTP or Duo prompt) asks the person through ``login.ask``; the connection is kept, so one
+  answer serves until the link drops.
 * Commands run in a small pool of persistent remote shells (see ``remote_shell``).
 * A dropped link is reconnected; idempotent reads are retried once, writes never.
 """
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..errors import CommandTimeout, ConfigError, HostKeyError, TransportError
+from .login import keyboard_interactive_handler
 from .remote_shell import RemoteShell, ShellClosed
 from .transport import CommandResult, program_name
 
@@ -225,7 +229,7 @@ class SSHTransport:
             **_gss_options(target),
         }
         with _translated_errors(target):
-            client.connect(target.hostname, **options)
+            _log_in(client, target, options)
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(30)
@@ -289,6 +293,30 @@ class SSHTransport:
                 handle.write(data)
             sftp.posix_rename(temp, path)
         return path
+
+
+def _log_in(client: Any, target: SSHTarget, options: dict[str, Any]) -> None:
+    """Connect and authenticate; keyboard-interactive prompts (after a key, or alone) go to the person."""
+    import getpass
+
+    import paramiko
+
+    handler = keyboard_interactive_handler(target.alias)
+
+    class AskingTransport(paramiko.Transport):
+        """paramiko's client answers a second factor with ``input()``; Betty asks the person instead."""
+
+        def auth_interactive_dumb(self, username: str, handler_: Any = None, submethods: str = "") -> list[str]:
+            return self.auth_interactive(username, handler, submethods)
+
+    try:
+        client.connect(target.hostname, transport_factory=AskingTransport, **options)
+    except paramiko.BadAuthenticationType as refused:
+        # No key is accepted at all, but the server asks questions (password + Duo, say).
+        transport = client.get_transport()
+        if "keyboard-interactive" not in refused.allowed_types or transport is None or not transport.is_active():
+            raise
+        transport.auth_interactive(target.user or getpass.getuser(), handler)
 
 
 def _gss_options(target: SSHTarget) -> dict[str, bool]:

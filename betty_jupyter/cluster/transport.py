@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..secret_names import without_secrets
 
@@ -57,6 +57,15 @@ class Transport(Protocol):
 
     async def close(self) -> None:
         """Release connections; closing twice is fine."""
+        ...
+
+
+@runtime_checkable
+class ForwardingTransport(Protocol):
+    """A transport that can also carry a TCP connection to a host and port the cluster reaches (``ssh -L``)."""
+
+    def open_channel(self, host: str, port: int, timeout: float = 15.0) -> Any:
+        """A socket-like object (``recv``, ``sendall``, ``fileno``, ``close``) connected to ``host:port``."""
         ...
 
 

@@ -1,0 +1,520 @@
+"""``OpenSSHTransport``: commands over the system ``ssh``, multiplexed over one master connection.
+
+For sites where paramiko falls short: a second factor on every new connection (TOTP, Duo),
+FIDO2 keys (``sk-ed25519``), short-lived OpenSSH certificates, ``Match`` and ``Include`` in
+the person's ssh config. Betty runs the ``ssh`` the person already uses, with their config:
+
+* ``ssh -G`` resolves the host alias exactly as ``ssh`` would.
+* When the config names a ``ControlPath`` and a master is already running there (the one the
+  person keeps open in a terminal), Betty uses it: no new login, no second factor.
+  Otherwise Betty opens a master itself (at the config's ``ControlPath``, or at its own in
+  ``~/.betty/ssh/``) that outlives Betty by ``ControlPersist``.
+* Host keys are checked strictly against the person's known_hosts (``StrictHostKeyChecking
+  yes``): an unknown or changed key raises :class:`HostKeyError` with its fingerprint.
+* Every prompt ``ssh`` has (a one-time code, a key's passphrase, a security key's PIN) goes
+  through ``SSH_ASKPASS`` to :func:`~betty_jupyter.cluster.login.ask`; ``ssh`` never has a
+  terminal to ask on.
+* Commands run in a pool of persistent remote shells (``remote_shell``), each one ``ssh``
+  session multiplexed over the master, so a warm read costs a write and a read on a pipe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import select
+import shlex
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Sequence, Union
+
+from ..errors import CommandTimeout, HostKeyError, TransportError
+from ..secret_names import without_secrets
+from .login import LoginQuestion, ask
+from .remote_shell import RemoteShell, ShellClosed, shell_command
+from .ssh import SSHTarget, presented_host_key
+from .transport import CommandResult, program_name
+
+_CHUNK = 65536
+_Stream = Union[int, IO[bytes], None]
+
+
+@dataclass(frozen=True)
+class OpenSSHTarget:
+    """A host alias as ``ssh -G`` resolves it, and the master connection Betty uses for it."""
+
+    alias: str
+    hostname: str
+    port: int
+    user: str
+    known_hosts: str
+    control_path: str
+    configured_control_path: bool
+    config_path: str | None = None
+
+    @property
+    def ssh_target(self) -> SSHTarget:
+        """The same host as an :class:`SSHTarget` (for host-key checks and ``betty cluster trust``)."""
+        return SSHTarget(alias=self.alias, hostname=self.hostname, port=self.port, user=self.user,
+                         known_hosts=self.known_hosts, config_path=self.config_path)
+
+
+def ssh_program() -> str:
+    """The ``ssh`` client on ``PATH``; a clear error when OpenSSH's client is not installed."""
+    import shutil
+
+    found = shutil.which("ssh")
+    if not found:
+        raise TransportError("the `openssh` transport needs OpenSSH's `ssh` client; install openssh-client")
+    return found
+
+
+def resolve(alias: str, config_path: str | None = None, user: str | None = None,
+            timeout: float = 15.0) -> OpenSSHTarget:
+    """Resolve ``alias`` with ``ssh -G`` (the person's config, ``Match``/``Include`` and all)."""
+    argv = [ssh_program(), *(["-F", config_path] if config_path else []), *(["-l", user] if user else []),
+            "-G", alias]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise TransportError(f"`ssh -G {alias}` failed: {exc}") from exc
+    if done.returncode != 0:
+        raise TransportError(f"ssh cannot resolve {alias!r}: {done.stderr.strip() or 'no reason given'}")
+    settings: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        settings.setdefault(key.lower(), value)
+    control = settings.get("controlpath", "none")
+    configured = control not in ("", "none")
+    if not configured:
+        control = str(_own_sockets() / f"cm-{_connection_hash(settings, alias)}")
+    return OpenSSHTarget(
+        alias=alias, hostname=settings.get("hostname", alias), port=int(settings.get("port", "22")),
+        user=settings.get("user", ""), known_hosts=os.path.expanduser(settings.get("userknownhostsfile",
+                                                                                  "~/.ssh/known_hosts").split()[0]),
+        control_path=control, configured_control_path=configured, config_path=config_path,
+    )
+
+
+def _own_sockets() -> Path:
+    """``~/.betty/ssh``, private to this user (a control socket is a logged-in connection)."""
+    directory = Path.home() / ".betty" / "ssh"
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if stat.S_IMODE(directory.stat().st_mode) != 0o700:
+        directory.chmod(0o700)
+    return directory
+
+
+def _connection_hash(settings: dict[str, str], alias: str) -> str:
+    import hashlib
+
+    key = f"{settings.get('user', '')}@{settings.get('hostname', alias)}:{settings.get('port', '22')}"
+    return hashlib.sha1(key.encode()).hexdigest()[:20]
+
+
+class OpenSSHTransport:
+    """Runs commands on a cluster through the system ``ssh`` and a master connection."""
+
+    def __init__(self, alias: str, config_path: str | None = None, user: str | None = None, pool_size: int = 4,
+                 connect_timeout: float = 15.0, login_shell: bool = True, control_persist: str = "30m",
+                 probe_after: float = 30.0) -> None:
+        self.alias = alias
+        self.config_path = config_path
+        self.user = user
+        self.connect_timeout = connect_timeout
+        self.login_shell = login_shell
+        self.control_persist = control_persist
+        self.probe_after = probe_after
+        self._slots = threading.BoundedSemaphore(pool_size)
+        self._lock = threading.Lock()
+        self._master_lock = threading.Lock()  # one login at a time, however many shells want one
+        self._target: OpenSSHTarget | None = None
+        self._idle: list[RemoteShell] = []
+        self._askpass: _AskpassListener | None = None
+        self.masters_opened = 0
+        self.reused_master = False
+
+    # ----- the Transport interface -------------------------------------------------------
+    async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
+        """Run ``argv`` in a pooled shell; a read is retried once on a fresh link if the link drops."""
+        return await asyncio.to_thread(self.run_blocking, tuple(argv), timeout, idempotent)
+
+    async def put(self, data: bytes, remote_path: str) -> str:
+        """Write ``data`` to ``remote_path`` (parents created, temp name renamed into place); returns the path."""
+        return await asyncio.to_thread(self._put_blocking, data, remote_path)
+
+    async def close(self) -> None:
+        """Close every shell; the master connection stays for ``ControlPersist`` (that is its point)."""
+        await asyncio.to_thread(self.close_blocking)
+
+    async def __aenter__(self) -> "OpenSSHTransport":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ----- blocking core ----------------------------------------------------------------
+    @property
+    def target(self) -> OpenSSHTarget:
+        """The resolved host (``ssh -G`` runs once, on first use)."""
+        with self._lock:
+            if self._target is None:
+                self._target = resolve(self.alias, self.config_path, self.user, self.connect_timeout)
+            return self._target
+
+    def run_blocking(self, argv: tuple[str, ...], timeout: float = 60.0, idempotent: bool = True) -> CommandResult:
+        """The blocking body of :meth:`run`."""
+        with self._slots:
+            began = time.perf_counter()
+            try:
+                stdout, stderr, code = self._run_in_shell(argv, timeout)
+            except ShellClosed as dropped:
+                self._drop_shells()
+                if not idempotent:
+                    raise TransportError(
+                        f"the link to {self.alias} dropped while `{program_name(argv)}` ran; its outcome is unknown"
+                    ) from dropped
+                stdout, stderr, code = self._run_in_shell(argv, timeout)
+            except CommandTimeout as late:
+                raise CommandTimeout(
+                    f"`{program_name(argv)}` did not finish within {timeout:g} s on {self.alias}; it was stopped"
+                ) from late
+            return CommandResult(argv, stdout, stderr, code, (time.perf_counter() - began) * 1000)
+
+    def _run_in_shell(self, argv: tuple[str, ...], timeout: float) -> tuple[str, str, int]:
+        shell = self._checkout(timeout)
+        result = shell.run(argv, timeout)
+        with self._lock:
+            self._idle.append(shell)
+        return result
+
+    def _checkout(self, timeout: float) -> RemoteShell:
+        while True:
+            with self._lock:
+                shell = self._idle.pop() if self._idle else None
+            if shell is None:
+                return self._new_shell(timeout)
+            if not shell.alive:
+                shell.close()
+                continue
+            if time.monotonic() - shell.last_used > self.probe_after and not _answers(shell, self.connect_timeout):
+                self._drop_shells()
+                continue
+            return shell
+
+    def _new_shell(self, timeout: float) -> RemoteShell:
+        self.ensure_master()
+        process = self._ssh(["-T", "--", self.target.alias, shell_command(self.login_shell)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        channel = _PipeChannel(process)
+        try:
+            return RemoteShell.over(channel, min(timeout, self.connect_timeout))
+        except ShellClosed as closed:
+            raise self._explained(channel.stderr_text(), closed) from closed
+
+    def ensure_master(self) -> None:
+        """Make sure a master connection is up: reuse a running one, or log in once and keep it."""
+        target = self.target
+        with self._master_lock:
+            if self._master_running(target):
+                self.reused_master = self.masters_opened == 0
+                return
+            self._open_master(target)
+            self.masters_opened += 1
+
+    def _master_running(self, target: OpenSSHTarget) -> bool:
+        if not os.path.exists(target.control_path):
+            return False
+        check = self._ssh(["-O", "check", "--", target.alias], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            return check.wait(self.connect_timeout) == 0
+        except subprocess.TimeoutExpired:
+            check.kill()
+            check.wait()
+            return False
+
+    def _open_master(self, target: OpenSSHTarget) -> None:
+        with tempfile.TemporaryFile() as errors:
+            master = self._ssh(["-f", "-N", "--", target.alias], master=True, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=errors)
+            try:
+                # -f: ssh goes to the background once logged in; its foreground part then exits 0.
+                code = master.wait(self.connect_timeout + _ANSWER_TIME)
+            except subprocess.TimeoutExpired:
+                master.kill()
+                master.wait()
+                raise TransportError(f"logging in to {target.alias} did not finish in time; "
+                                     "is the host reachable, and was the login question answered?") from None
+            errors.seek(0)
+            said = errors.read().decode(errors="replace")
+        if code != 0:
+            raise self._explained(said, None)
+
+    def _ssh(self, args: list[str], master: bool = False, stdin: _Stream = None, stdout: _Stream = None,
+             stderr: _Stream = None) -> subprocess.Popen[bytes]:
+        """Start ``ssh`` with Betty's fixed options, its prompts going to the person through askpass.
+
+        ssh keeps the first value it is given for an option, so Betty's come before the config's.
+        """
+        target = self.target
+        control = ["-o", "ControlMaster=yes", "-o", f"ControlPersist={self.control_persist}"] if master else \
+            ["-o", "ControlMaster=no"]
+        argv = [ssh_program(), *(["-F", self.config_path] if self.config_path else []),
+                *(["-l", self.user] if self.user else []),
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=no", "-o", f"ConnectTimeout={self.connect_timeout:g}",
+                "-o", f"ControlPath={_escaped_tokens(target.control_path)}", *control, *args]
+        try:
+            return subprocess.Popen(argv, env=self._askpass_env(), start_new_session=True, stdin=stdin, stdout=stdout,
+                                    stderr=stderr)
+        except OSError as exc:
+            raise TransportError(f"cannot run ssh: {exc}") from exc
+
+    def _askpass_env(self) -> dict[str, str]:
+        with self._lock:
+            if self._askpass is None:
+                self._askpass = _AskpassListener(self.alias)
+        # Nothing secret-looking reaches ssh (a config's SendEnv could pass it on to the cluster).
+        env = {name: value for name, value in without_secrets(os.environ).items()
+               if name not in ("DISPLAY", "SSH_ASKPASS")}
+        env.update(SSH_ASKPASS=self._askpass.program, SSH_ASKPASS_REQUIRE="force",
+                   BETTY_ASKPASS_SOCKET=self._askpass.socket_path)
+        return env
+
+    def _explained(self, said: str, cause: BaseException | None) -> TransportError:
+        """Turn what ``ssh`` printed when it gave up into Betty's error."""
+        target = self.target
+        lines = [line.strip() for line in said.splitlines() if line.strip()]
+        if any("host key verification failed" in line.lower() for line in lines):
+            changed = any("IDENTIFICATION HAS CHANGED" in line for line in lines)
+            try:
+                key_type, fingerprint, _ = presented_host_key(target.ssh_target, self.connect_timeout)
+            except TransportError:
+                key_type, fingerprint = "unknown", "unknown"
+            return HostKeyError(target.ssh_target.known_hosts_name, key_type, fingerprint, target.known_hosts,
+                                changed=changed)
+        reason = lines[-1] if lines else (str(cause) if cause else "ssh exited without saying why")
+        return TransportError(f"cannot log in to {target.alias} with ssh: {reason}")
+
+    def _drop_shells(self) -> None:
+        with self._lock:
+            for shell in self._idle:
+                shell.close()
+            self._idle.clear()
+
+    def close_blocking(self) -> None:
+        """Close every shell and stop answering prompts."""
+        self._drop_shells()
+        with self._lock:
+            if self._askpass is not None:
+                self._askpass.close()
+                self._askpass = None
+
+    def exit_master(self) -> None:
+        """End the master connection now (``ssh -O exit``), for whoever wants to log out."""
+        done = self._ssh(["-O", "exit", "--", self.target.alias], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done.wait(self.connect_timeout)
+
+    def open_channel(self, host: str, port: int, timeout: float = 15.0) -> socket.socket:
+        """A socket connected to ``host:port`` as the cluster sees it (``ssh -W`` over the master)."""
+        self.ensure_master()
+        ours, theirs = socket.socketpair()
+        with theirs:
+            process = self._ssh(["-W", f"{host}:{port}", "--", self.target.alias], stdin=theirs.fileno(), stdout=theirs.fileno(),
+                                stderr=subprocess.DEVNULL)
+        threading.Thread(target=process.wait, name="betty-ssh-forward", daemon=True).start()
+        return ours
+
+    def _put_blocking(self, data: bytes, remote_path: str) -> str:
+        if "\n" in remote_path or "\0" in remote_path:
+            raise TransportError(f"cannot write {remote_path!r}: the path has a line break")
+        self.ensure_master()
+        script = (
+            f"p={shlex.quote(remote_path)}; case $p in '~/'*) p=\"$HOME/${{p#??}}\";; esac; "
+            "d=$(dirname -- \"$p\"); t=\"$d/.$(basename -- \"$p\").betty-tmp\"; "
+            "mkdir -p -- \"$d\" && cat > \"$t\" && mv -f -- \"$t\" \"$p\" && printf '%s' \"$p\""
+        )
+        process = self._ssh(["-T", "--", self.target.alias, "exec /bin/sh -c " + shlex.quote(script)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            out, err = process.communicate(data, timeout=max(60.0, self.connect_timeout))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise TransportError(f"writing {remote_path} on {self.alias} did not finish in time") from None
+        if process.returncode != 0:
+            reason = err.decode(errors="replace").strip().splitlines()
+            raise TransportError(f"cannot write {remote_path} on {self.alias}: {reason[-1] if reason else 'ssh failed'}")
+        return out.decode(errors="replace")
+
+
+# How long a person has to answer a login question before the login gives up.
+_ANSWER_TIME = 300.0
+
+
+def _escaped_tokens(path: str) -> str:
+    """A resolved path as a ``ControlPath`` value (``%`` would start a token)."""
+    return path.replace("%", "%%")
+
+
+def _answers(shell: RemoteShell, connect_timeout: float) -> bool:
+    try:
+        shell.run(("true",), timeout=min(5.0, connect_timeout))
+    except TransportError:
+        return False
+    return True
+
+
+class _PipeChannel:
+    """An ``ssh`` process's pipes, shaped like the paramiko channel a :class:`RemoteShell` drives."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdin and process.stdout and process.stderr
+        self._process = process
+        self._stdin, self._stdout, self._stderr = process.stdin, process.stdout, process.stderr
+        self._timeout = 0.05
+        self._closed = False
+        self._said = bytearray()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the shell's ssh has ended or was closed."""
+        return self._closed or self._process.poll() is not None
+
+    def settimeout(self, timeout: float) -> None:
+        """How long :meth:`recv` waits for output before ``TimeoutError``."""
+        self._timeout = timeout
+
+    def sendall(self, data: bytes) -> None:
+        """Write ``data`` to the shell."""
+        try:
+            self._stdin.write(data)
+            self._stdin.flush()
+        except (OSError, ValueError) as exc:
+            raise OSError(f"ssh ended: {exc}") from exc
+
+    def recv(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the shell's stdout; ``TimeoutError`` when none came in time."""
+        ready, _, _ = select.select([self._stdout], [], [], self._timeout)
+        if not ready:
+            raise TimeoutError
+        return os.read(self._stdout.fileno(), size)
+
+    def recv_stderr_ready(self) -> bool:
+        """Whether stderr has bytes to read now."""
+        ready, _, _ = select.select([self._stderr], [], [], 0)
+        return bool(ready)
+
+    def recv_stderr(self, size: int) -> bytes:
+        """Up to ``size`` bytes of stderr (what ssh itself says lands here too)."""
+        data = os.read(self._stderr.fileno(), size)
+        if not data:
+            # EOF: stop select() reporting it as readable forever.
+            self._stderr = open(os.devnull, "rb")  # noqa: SIM115 (closed with the channel)
+        self._said.extend(data[-4096:])
+        return data
+
+    def exit_status_ready(self) -> bool:
+        """Whether ssh has exited."""
+        return self._process.poll() is not None
+
+    def stderr_text(self) -> str:
+        """What ssh printed on stderr so far (its own complaints, when it gave up)."""
+        try:
+            while self.recv_stderr_ready():
+                if not self.recv_stderr(_CHUNK):
+                    break
+        except (OSError, ValueError):
+            pass
+        return self._said.decode(errors="replace")
+
+    def close(self) -> None:
+        """End the shell's ssh; closing twice is fine."""
+        if self._closed:
+            return
+        self._closed = True
+        for stream in (self._stdin, self._stdout, self._stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
+
+
+class _AskpassListener:
+    """A private Unix socket that ``betty_jupyter.cluster.askpass`` (ssh's ``SSH_ASKPASS``) asks through."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self._directory = tempfile.mkdtemp(prefix="betty-askpass-")  # 0700: only this user may ask or answer
+        self.socket_path = os.path.join(self._directory, "socket")
+        self.program = os.path.join(self._directory, "askpass")
+        with open(self.program, "w") as script:
+            script.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m betty_jupyter.cluster.askpass \"$@\"\n")
+        os.chmod(self.program, 0o700)
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(self.socket_path)
+        self._server.listen(4)
+        self._thread = threading.Thread(target=self._serve, name=f"betty-askpass-{cluster}", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            request = _read_line(connection)
+            try:
+                asked = json.loads(request)
+                question = LoginQuestion(self.cluster, str(asked["prompt"]), echo=bool(asked.get("echo", False)))
+                reply = {"answer": ask(question)}
+            except (ValueError, KeyError, TypeError):
+                reply = {"error": "malformed question"}
+            except TransportError as nobody:
+                reply = {"error": str(nobody)}
+            try:
+                connection.sendall(json.dumps(reply).encode() + b"\n")
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Stop listening and remove the socket and the program."""
+        try:
+            self._server.close()
+        finally:
+            for path in (self.socket_path, self.program):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+            try:
+                os.rmdir(self._directory)
+            except OSError:
+                pass
+
+
+def _read_line(connection: socket.socket, limit: int = 65536) -> bytes:
+    data = bytearray()
+    while b"\n" not in data and len(data) < limit:
+        chunk = connection.recv(4096)
+        if not chunk:
+            break
+        data.extend(chunk)
+    return bytes(data.split(b"\n", 1)[0])
+
