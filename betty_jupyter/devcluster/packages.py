@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
+from typing import NamedTuple
 
-from ..errors import MissingPackagesError
+from ..errors import DevClusterError, MissingPackagesError
 
 # program -> the Debian package that ships it
 PROGRAMS = {
@@ -38,6 +40,39 @@ def search_path() -> str:
 def find_program(name: str) -> str | None:
     """Absolute path of ``name``, or None."""
     return shutil.which(name, path=search_path())
+
+
+class SlurmVersion(NamedTuple):
+    """A Slurm release, compared as numbers: ``SlurmVersion(22, 5, 8)`` is 22.05.8."""
+
+    major: int
+    minor: int
+    micro: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor:02d}.{self.micro}"
+
+
+def parse_slurm_version(text: str) -> SlurmVersion:
+    """The release in ``slurmd -V``'s answer: ``slurm-wlm 22.05.8`` (Debian) or ``slurm 24.11.5``."""
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", text)
+    if match is None:
+        shown = text.strip().splitlines()[0][:80] if text.strip() else "nothing"
+        raise DevClusterError(f"`slurmd -V` printed {shown!r}, not a Slurm version; reinstall the slurmd package")
+    major, minor, micro = (int(part) for part in match.groups())
+    return SlurmVersion(major, minor, micro)
+
+
+def installed_slurm_version() -> SlurmVersion:
+    """The release of the installed slurmd, which reads the dev cluster's ``cgroup.conf``."""
+    slurmd = find_program("slurmd")
+    if slurmd is None:
+        raise MissingPackagesError(["slurmd"], "the dev cluster needs Debian packages that are not installed")
+    try:
+        result = subprocess.run([slurmd, "-V"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DevClusterError(f"`slurmd -V` could not run: {exc}") from exc
+    return parse_slurm_version(result.stdout or result.stderr)
 
 
 def missing_packages() -> list[str]:
