@@ -104,7 +104,15 @@ def test_status_reports_every_service_running(dev_cluster):
     for service in ("munge", "mariadb", "slurmdbd", "slurmctld", "slurmd", "sshd"):
         assert f"{service:<10} running (pid" in status.stdout
     assert "node       idle" in status.stdout or "node       mixed" in status.stdout
-    assert "memory     cgroup" in status.stdout or "memory     polling" in status.stdout
+    # The enforcement in force is the one this machine and its Slurm allow.
+    from betty_jupyter.devcluster.memory_limits import on_this_machine
+    from betty_jupyter.devcluster.packages import installed_slurm_version
+
+    expected = on_this_machine(installed_slurm_version())
+    memory = [line for line in status.stdout.splitlines() if line.startswith("memory ")]
+    assert len(memory) == 1 and memory[0].startswith(f"memory     {expected.mode.value}"), status.stdout
+    reported = json.loads(run_betty("dev-cluster", "status", "--json").stdout)
+    assert reported["memory_enforcement"] == expected.mode.value
 
 
 def test_env_prints_what_a_shell_needs(dev_cluster):

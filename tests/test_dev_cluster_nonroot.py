@@ -150,6 +150,7 @@ def test_an_unprivileged_user_runs_a_job_on_its_own_cluster(unprivileged_user):
     status = json.loads(user.run(f"betty dev-cluster status --state-dir {state_dir} --json").stdout)
     assert status["up"] is True and status["node_state"] == "idle"
     assert status["memory_enforcement"] == "polling"  # no cgroups without root
+    assert status["memory_enforcement_reason"] == "not root"
     for name in SERVICES:
         assert Path(f"/proc/{status['services'][name]['pid']}").stat().st_uid == user.uid, name
     assert (state_dir / "run" / "munge" / "munge.socket.2").is_socket()

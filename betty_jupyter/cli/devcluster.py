@@ -72,11 +72,13 @@ def _print_status(cluster: DevCluster, as_json: bool) -> int:
     services = cluster.status()
     up = all(service.running for service in services)
     node = cluster.node_state()
+    memory = cluster.memory_enforcement()
     if as_json:
         print(json.dumps({
             "up": up,
             "node_state": node,
-            "memory_enforcement": cluster.memory_enforcement(),
+            "memory_enforcement": memory.mode.value if memory else "unknown",
+            "memory_enforcement_reason": (memory.reason or None) if memory else None,
             "services": {s.name: {"running": s.running, "pid": s.pid, "port": s.port} for s in services},
             "layout": cluster.layout.as_dict(),
         }, indent=2))
@@ -86,7 +88,7 @@ def _print_status(cluster: DevCluster, as_json: bool) -> int:
             port = f"port {service.port}" if service.port else ""
             print(f"{service.name:<10} {state:<22} {port}")
         print(f"node       {node or 'unknown'}")
-        print(f"memory     {cluster.memory_enforcement()}")
+        print(f"memory     {memory or 'unknown'}")
         print(f"state dir  {cluster.layout.root}")
     return 0 if up else 1
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import DevClusterError, PortInUseError
-from . import configs
+from . import configs, memory_limits
 from .layout import CLUSTER_NAME, NODE_NAME, DevClusterLayout
-from .packages import ensure_packages, find_program
+from .memory_limits import MemoryEnforcement
+from .packages import ensure_packages, find_program, installed_slurm_version
 from .processes import Daemon, ProcessTable, port_is_free, port_is_open, wait_until
 
 # Start order; down goes in reverse.
@@ -93,13 +94,17 @@ class DevCluster:
         state = result.stdout.strip().splitlines()
         return state[0].rstrip("*~#!%$@^-") if result.returncode == 0 and state else None
 
-    def memory_enforcement(self) -> str:
-        """How ``--mem`` is enforced, as the config in force says: ``cgroup`` or ``polling``."""
+    def memory_enforcement(self) -> MemoryEnforcement | None:
+        """How ``--mem`` is enforced, as the config in force says; None before the first ``up``."""
         try:
-            conf = self.layout.slurm_conf.read_text()
+            slurm_conf = self.layout.slurm_conf.read_text()
         except OSError:
-            return "unknown"
-        return "cgroup" if "TaskPlugin=task/cgroup" in conf else "polling"
+            return None
+        try:
+            cgroup_conf = (self.layout.etc / "cgroup.conf").read_text()
+        except OSError:
+            cgroup_conf = ""
+        return memory_limits.read_back(slurm_conf, cgroup_conf)
 
     # ----- bringing it up ---------------------------------------------------------------
     def up(self, install: bool = True) -> bool:
@@ -146,9 +151,10 @@ class DevCluster:
         self._make_keys()
         for device in configs.gpu_device_names():
             (layout.gpu_devices / device).touch()
-        memory_cgroup = configs.memory_cgroup_available()
-        _write(layout.slurm_conf, configs.slurm_conf(layout, memory_cgroup))
-        _write(layout.etc / "cgroup.conf", configs.cgroup_conf())
+        version = installed_slurm_version()
+        enforcement = memory_limits.on_this_machine(version)
+        _write(layout.slurm_conf, configs.slurm_conf(layout, enforcement))
+        _write(layout.etc / "cgroup.conf", configs.cgroup_conf(enforcement, version))
         _write(layout.etc / "gres.conf", configs.gres_conf(layout))
         _write(layout.etc / "plugstack.conf", "# No SPANK plugins on the dev cluster.\n")
         _write(layout.etc / "slurmdbd.conf", configs.slurmdbd_conf(layout, self._db_password()), mode=0o600)
