@@ -20,6 +20,9 @@ if [[ ",$extras," == *,test,* ]]; then
   PATH="$PATH:/usr/sbin:/sbin" command -v mount >/dev/null || debian_packages+=(mount)
   command -v unshare >/dev/null && command -v setpriv >/dev/null && command -v runuser >/dev/null \
     || debian_packages+=(util-linux)
+  # tests/test_second_factor.py: a login node that asks for a TOTP code through PAM.
+  dpkg-query -W -f='${Status}' libpam-google-authenticator 2>/dev/null | grep -q "ok installed" \
+    || debian_packages+=(libpam-google-authenticator)
 fi
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 if ((${#debian_packages[@]})); then

@@ -104,9 +104,31 @@ def local_profile(dev_cluster: dict[str, str], tmp_path: Path):
     )
 
 
-@pytest.fixture(params=["local", "ssh"])
+@pytest.fixture
+def openssh_profile(dev_cluster: dict[str, str], tmp_path: Path):
+    """A cluster profile reaching the dev cluster through the system ``ssh`` and a master it opens.
+
+    The master's socket lives in a private directory of this test's and is ended afterwards.
+    """
+    import tempfile
+
+    from betty_jupyter.cluster.profiles import ClusterProfile
+
+    sockets = Path(tempfile.mkdtemp(prefix="bcm-"))  # short: a socket name has at most 104 bytes
+    config = sockets / "config"
+    config.write_text(Path(dev_cluster["BETTY_DEV_SSH_CONFIG"]).read_text() + f"    ControlPath {sockets}/%C\n")
+    yield ClusterProfile(
+        name="betty-dev-openssh", transport="openssh", host=dev_cluster["BETTY_DEV_SSH_HOST"],
+        ssh_config=str(config), readable_roots=(str(tmp_path),), work_dir=str(tmp_path / "betty-work"),
+    )
+    for master in sockets.glob("[0-9a-f]*"):
+        subprocess.run(["ssh", "-o", f"ControlPath={master}", "-O", "exit", "betty-dev"], capture_output=True)
+    shutil.rmtree(sockets, ignore_errors=True)
+
+
+@pytest.fixture(params=["local", "ssh", "openssh"])
 def profile(request: pytest.FixtureRequest):
-    """Each test that takes it runs through both transports."""
+    """Each test that takes it runs through every transport."""
     return request.getfixturevalue(f"{request.param}_profile")
 
 

@@ -243,7 +243,7 @@ def test_serve_submits_once_waits_for_the_server_points_betty_at_it_and_cancels_
         # The stand-in listens only on the address that reaches the host sbatch ran on, not on every interface.
         assert address == route_to(socket.gethostname())
         assert listening_addresses(port) == {address}
-        if profile.transport == "ssh":
+        if profile.transport in ("ssh", "openssh"):
             assert base_url.startswith("http://127.0.0.1:"), "over SSH Betty reaches the server through a local forward"
         else:
             assert base_url == f"http://{address}:{port}/v1"

@@ -1,0 +1,177 @@
+"""Logging in where the cluster asks for a second factor, on both SSH transports.
+
+A real sshd requires ``publickey,keyboard-interactive``; PAM asks for a TOTP code through
+Debian's pam_google_authenticator (:mod:`second_factor`). The person's answer comes from a
+recording answerer that computes the code, as a phone would.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from betty_jupyter.cluster.login import LoginQuestion, answer_login_questions_with
+from betty_jupyter.cluster.openssh import OpenSSHTransport
+from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport
+from betty_jupyter.cluster.sync import run_sync
+from betty_jupyter.errors import TransportError
+from conftest import free_port_base
+from second_factor import ALIAS, SecondFactorSshd, totp
+
+
+class Phone:
+    """Answers each login question with the current TOTP code (or a wrong one) and remembers it."""
+
+    def __init__(self, wrong: bool = False) -> None:
+        self.questions: list[LoginQuestion] = []
+        self.answers: list[str] = []
+        self.wrong = wrong
+
+    def __call__(self, question: LoginQuestion) -> str:
+        self.questions.append(question)
+        code = totp()
+        answer = f"{(int(code) + 1) % 1_000_000:06d}" if self.wrong else code
+        self.answers.append(answer)
+        return answer
+
+
+@pytest.fixture(scope="module")
+def login_node(dev_cluster: dict[str, str]):
+    """A second sshd in front of the dev cluster that asks for a TOTP code after the key."""
+    if os.geteuid() != 0:
+        pytest.fail("the second-factor tests add a PAM service in /etc/pam.d and run sshd: run them as root")
+    with SecondFactorSshd(dev_cluster, free_port_base()) as sshd:
+        yield sshd
+
+
+@pytest.fixture
+def phone():
+    """A phone answering every login question in this process, for one test."""
+    answering = Phone()
+    previous = answer_login_questions_with(answering)
+    yield answering
+    answer_login_questions_with(previous)
+
+
+@pytest.fixture
+def control_dir():
+    """A short private directory for control sockets; every master in it is ended afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix="bcm-"))
+    yield directory
+    for socket_path in directory.iterdir():
+        subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "unused"], capture_output=True)
+    subprocess.run(["rm", "-rf", str(directory)])
+
+
+def _openssh(login_node: SecondFactorSshd, control_dir: Path, **options) -> OpenSSHTransport:
+    config = login_node.ssh_config(control_path=f"{control_dir}/%C")
+    return OpenSSHTransport(ALIAS, str(config), **options)
+
+
+def test_paramiko_asks_the_person_once_and_keeps_the_connection(login_node, phone, caplog):
+    caplog.set_level(logging.DEBUG)
+    transport = SSHTransport(SSHTarget.from_ssh_config(ALIAS, str(login_node.ssh_config())), pool_size=2)
+    try:
+        first = run_sync(transport.run(["hostname"]))
+        assert first.ok, first.stderr
+        for _ in range(3):  # more shells on the same connection: no new login, no new question
+            assert run_sync(transport.run(["squeue", "--noheader", "--format=%i"])).ok
+    finally:
+        run_sync(transport.close())
+    assert len(phone.questions) == 1, phone.questions
+    assert "Verification code" in phone.questions[0].prompt  # the server's own words
+    assert phone.questions[0].cluster == ALIAS and phone.questions[0].echo is False
+    assert transport.connections_opened == 1
+    assert phone.answers[0] not in caplog.text  # the answer is never logged
+
+
+def test_openssh_asks_the_person_once_and_keeps_a_master(login_node, phone, control_dir, caplog):
+    caplog.set_level(logging.DEBUG)
+    transport = _openssh(login_node, control_dir, pool_size=2)
+    try:
+        first = run_sync(transport.run(["hostname"]))
+        assert first.ok, first.stderr
+        for _ in range(3):
+            assert run_sync(transport.run(["squeue", "--noheader", "--format=%i"])).ok
+        written = run_sync(transport.put(b"data\n", f"{control_dir}/nested/file.txt"))
+        assert Path(written).read_bytes() == b"data\n"
+    finally:
+        run_sync(transport.close())
+    assert len(phone.questions) == 1, phone.questions
+    assert "Verification code" in phone.questions[0].prompt
+    assert transport.masters_opened == 1
+    # The master outlives the transport (ControlPersist): a new transport logs in with no question.
+    again = _openssh(login_node, control_dir)
+    try:
+        assert run_sync(again.run(["true"])).ok
+    finally:
+        run_sync(again.close())
+    assert len(phone.questions) == 1 and again.masters_opened == 0 and again.reused_master
+    assert phone.answers[0] not in caplog.text
+
+
+def test_openssh_reuses_the_persons_own_master_without_any_login(login_node, control_dir, tmp_path):
+    """The person keeps a ControlMaster open in a terminal; Betty rides on it and never asks."""
+    config = login_node.ssh_config(control_path=f"{control_dir}/%C")
+    askpass = tmp_path / "phone.sh"
+    askpass.write_text(f"#!/bin/sh\necho {totp()}\n")
+    askpass.chmod(0o700)
+    env = {**os.environ, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force"}
+    opened = subprocess.run(["ssh", "-F", str(config), "-o", "ControlMaster=yes", "-o", "ControlPersist=300",
+                             "-f", "-N", ALIAS], env=env, capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    assert opened.returncode == 0, opened.stderr
+
+    def nobody(question: LoginQuestion) -> str:
+        raise AssertionError(f"Betty asked {question.prompt!r} although a master was open")
+
+    previous = answer_login_questions_with(nobody)
+    transport = OpenSSHTransport(ALIAS, str(config))
+    try:
+        result = run_sync(transport.run(["squeue", "--noheader", "--format=%i"]))
+        assert result.ok, result.stderr
+    finally:
+        run_sync(transport.close())
+        answer_login_questions_with(previous)
+    assert transport.reused_master and transport.masters_opened == 0
+
+
+@pytest.mark.parametrize("kind", ["ssh", "openssh"])
+def test_a_wrong_code_is_one_clear_line_without_the_code(login_node, control_dir, kind):
+    wrong = Phone(wrong=True)
+    previous = answer_login_questions_with(wrong)
+    if kind == "ssh":
+        transport = SSHTransport(SSHTarget.from_ssh_config(ALIAS, str(login_node.ssh_config())),
+                                 connect_timeout=30)
+    else:
+        transport = _openssh(login_node, control_dir, connect_timeout=30)
+    try:
+        with pytest.raises(TransportError) as refused:
+            run_sync(transport.run(["true"]))
+    finally:
+        run_sync(transport.close())
+        answer_login_questions_with(previous)
+    message = str(refused.value)
+    assert "\n" not in message and (ALIAS in message or "127.0.0.1" in message)
+    assert wrong.questions and all(answer not in message for answer in wrong.answers)
+
+
+@pytest.mark.parametrize("kind", ["ssh", "openssh"])
+def test_without_anyone_to_ask_the_error_names_the_question(login_node, control_dir, kind):
+    previous = answer_login_questions_with(None)
+    if kind == "ssh":
+        transport = SSHTransport(SSHTarget.from_ssh_config(ALIAS, str(login_node.ssh_config())))
+    else:
+        transport = _openssh(login_node, control_dir)
+    try:
+        with pytest.raises(TransportError) as refused:
+            run_sync(transport.run(["true"]))
+    finally:
+        run_sync(transport.close())
+        answer_login_questions_with(previous)
+    assert "Verification code" in str(refused.value)
