@@ -301,7 +301,14 @@ class OpenSSHTransport:
                 key_type, fingerprint = "unknown", "unknown"
             return HostKeyError(target.ssh_target.known_hosts_name, key_type, fingerprint, target.known_hosts,
                                 changed=changed)
+        asked = self._askpass
+        if asked is not None and asked.refusal is not None:
+            refusal, asked.refusal = asked.refusal, None
+            return refusal
         reason = lines[-1] if lines else (str(cause) if cause else "ssh exited without saying why")
+        if asked is not None and asked.asked and "permission denied" in reason.lower():
+            return TransportError(f"{target.alias} refused the login after the answer to {asked.asked[-1].strip()!r}; "
+                                  "try again (a one-time code is good for about 30 seconds)")
         return TransportError(f"cannot log in to {target.alias} with ssh: {reason}")
 
     def _drop_shells(self) -> None:
@@ -466,6 +473,8 @@ class _AskpassListener:
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(self.socket_path)
         self._server.listen(4)
+        self.refusal: TransportError | None = None  # why the last question got no answer
+        self.asked: list[str] = []  # the prompts, never the answers
         self._thread = threading.Thread(target=self._serve, name=f"betty-askpass-{cluster}", daemon=True)
         self._thread.start()
 
@@ -483,10 +492,12 @@ class _AskpassListener:
             try:
                 asked = json.loads(request)
                 question = LoginQuestion(self.cluster, str(asked["prompt"]), echo=bool(asked.get("echo", False)))
+                self.asked.append(question.prompt)
                 reply = {"answer": ask(question)}
             except (ValueError, KeyError, TypeError):
                 reply = {"error": "malformed question"}
             except TransportError as nobody:
+                self.refusal = nobody
                 reply = {"error": str(nobody)}
             try:
                 connection.sendall(json.dumps(reply).encode() + b"\n")

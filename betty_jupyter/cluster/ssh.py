@@ -301,7 +301,18 @@ def _log_in(client: Any, target: SSHTarget, options: dict[str, Any]) -> None:
 
     import paramiko
 
-    handler = keyboard_interactive_handler(target.alias)
+    asking = keyboard_interactive_handler(target.alias)
+    asked: list[str] = []
+    refusals: list[TransportError] = []
+
+    def handler(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
+        # paramiko calls this on its own thread, where an exception would only end the link.
+        asked.extend(prompt for prompt, _ in prompts)
+        try:
+            return asking(title, instructions, prompts)
+        except TransportError as nobody:
+            refusals.append(nobody)
+            return ["" for _ in prompts]
 
     class AskingTransport(paramiko.Transport):
         """paramiko's client answers a second factor with ``input()``; Betty asks the person instead."""
@@ -310,13 +321,23 @@ def _log_in(client: Any, target: SSHTarget, options: dict[str, Any]) -> None:
             return self.auth_interactive(username, handler, submethods)
 
     try:
-        client.connect(target.hostname, transport_factory=AskingTransport, **options)
-    except paramiko.BadAuthenticationType as refused:
-        # No key is accepted at all, but the server asks questions (password + Duo, say).
-        transport = client.get_transport()
-        if "keyboard-interactive" not in refused.allowed_types or transport is None or not transport.is_active():
-            raise
-        transport.auth_interactive(target.user or getpass.getuser(), handler)
+        try:
+            client.connect(target.hostname, transport_factory=AskingTransport, **options)
+        except paramiko.BadAuthenticationType as refused:
+            # No key is accepted at all, but the server asks questions (password + Duo, say).
+            transport = client.get_transport()
+            if "keyboard-interactive" not in refused.allowed_types or transport is None or not transport.is_active():
+                raise
+            transport.auth_interactive(target.user or getpass.getuser(), handler)
+    except paramiko.AuthenticationException as failed:
+        if refusals:
+            raise refusals[0] from failed
+        if asked:
+            raise TransportError(
+                f"{target.hostname}:{target.port} refused the login after the answer to {asked[-1].strip()!r}; "
+                "try again (a one-time code is good for about 30 seconds)"
+            ) from failed
+        raise
 
 
 def _gss_options(target: SSHTarget) -> dict[str, bool]:
