@@ -1,13 +1,16 @@
-"""Warm command latency to the dev cluster's sshd: Betty's SSH transport vs OpenSSH.
+"""Warm command latency to the dev cluster's sshd: Betty's two SSH transports vs plain OpenSSH.
 
 Run by hand (not a test), with the dev cluster up:
     .venv/bin/python bench/ssh_latency.py [--calls 200]
 
-Three ways to run the same command, all to the loopback sshd, in one run:
-  betty         SSHTransport (persistent remote shells on one connection), warm
-  controlmaster `ssh` with an OpenSSH ControlMaster socket (ControlPersist), warm
+Four ways to run the same command, all to the loopback sshd, in one run:
+  paramiko      SSHTransport (``transport: ssh``): persistent remote shells on one paramiko connection
+  openssh       OpenSSHTransport (``transport: openssh``): persistent remote shells, each an ``ssh``
+                session multiplexed over one master connection
+  controlmaster a new `ssh` process per call over an OpenSSH ControlMaster socket (ControlPersist)
   fresh         a new `ssh` process and connection per call
-Reported: p50/p95 in ms for `squeue` and for `true` (pure overhead), and ratios to ControlMaster.
+Reported: p50/p95 in ms for `squeue` and for `true` (pure overhead), and ratios to ControlMaster
+and of openssh to paramiko.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from betty_jupyter.cluster.openssh import OpenSSHTransport  # noqa: E402
 from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport  # noqa: E402
 
 
@@ -49,24 +53,31 @@ def main() -> None:
                                     capture_output=True, text=True, check=True).stdout)
     config, host = env["BETTY_DEV_SSH_CONFIG"], env["BETTY_DEV_SSH_HOST"]
     transport = SSHTransport(SSHTarget.from_ssh_config(host, config))
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-ssh-") as tmp:
         control = ["-o", "ControlMaster=auto", "-o", f"ControlPath={tmp}/cm-%C", "-o", "ControlPersist=60"]
+        own_config = Path(tmp) / "config"
+        own_config.write_text(Path(config).read_text() + f"    ControlPath {tmp}/betty-%C\n")
+        openssh = OpenSSHTransport(host, str(own_config))
         rows = []
         for command in (["squeue"], ["true"]):
             betty = timed(lambda: transport.run_blocking(tuple(command)), args.calls)
+            multiplexed = timed(lambda: openssh.run_blocking(tuple(command)), args.calls)
             master = timed(lambda: subprocess.run(["ssh", "-F", config, *control, host, *command],
                                                   capture_output=True, check=True), args.calls)
             fresh = timed(lambda: subprocess.run(["ssh", "-F", config, host, *command],
                                                  capture_output=True, check=True), max(20, args.calls // 10))
-            rows.append((" ".join(command), percentiles(betty), percentiles(master), percentiles(fresh)))
+            rows.append((" ".join(command), percentiles(betty), percentiles(multiplexed), percentiles(master),
+                         percentiles(fresh)))
         subprocess.run(["ssh", "-F", config, *control, "-O", "exit", host], capture_output=True)
+        openssh.close_blocking()
+        openssh.exit_master()
     transport.close_blocking()
     print(f"{args.calls} warm calls each ({max(20, args.calls // 10)} for fresh ssh); times in ms")
-    print(f"{'command':<8} {'betty p50/p95':>16} {'ControlMaster p50/p95':>24} {'fresh ssh p50/p95':>20} "
-          f"{'betty/CM p50':>13} {'fresh/CM p50':>13}")
-    for name, (b50, b95), (m50, m95), (f50, f95) in rows:
-        print(f"{name:<8} {b50:7.2f}/{b95:7.2f} {m50:13.2f}/{m95:8.2f} {f50:10.2f}/{f95:8.2f} "
-              f"{b50 / m50:12.3f}x {f50 / m50:12.2f}x")
+    print(f"{'command':<8} {'paramiko p50/p95':>17} {'openssh p50/p95':>16} {'ControlMaster p50/p95':>22} "
+          f"{'fresh ssh p50/p95':>18} {'openssh/paramiko':>17} {'paramiko/CM':>12} {'openssh/CM':>11}")
+    for name, (b50, b95), (o50, o95), (m50, m95), (f50, f95) in rows:
+        print(f"{name:<8} {b50:8.2f}/{b95:7.2f} {o50:7.2f}/{o95:7.2f} {m50:12.2f}/{m95:8.2f} "
+              f"{f50:9.2f}/{f95:7.2f} {o50 / b50:16.2f}x {b50 / m50:11.3f}x {o50 / m50:10.3f}x")
 
 
 if __name__ == "__main__":
