@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"  # base32, as `google-authenticator` writes it
 PAM_MODULE = "pam_google_authenticator.so"
 ALIAS = "betty-mfa"
@@ -149,3 +151,30 @@ def _accepts(port: int) -> bool:
     with socket.socket() as probe:
         probe.settimeout(1)
         return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture(scope="module")
+def login_node(dev_cluster: dict[str, str]):
+    """A second sshd in front of the dev cluster that asks for a TOTP code after the key (import it to use it)."""
+    from conftest import free_port_base
+
+    if os.geteuid() != 0:
+        pytest.fail("the second-factor tests add a PAM service in /etc/pam.d and run sshd: run them as root")
+    with SecondFactorSshd(dev_cluster, free_port_base()) as sshd:
+        yield sshd
+
+
+@pytest.fixture
+def control_dir():
+    """A short private directory for ssh control sockets; every master in it is ended afterwards."""
+    directory = Path(tempfile.mkdtemp(prefix="bcm-"))
+    yield directory
+    end_masters(directory)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def end_masters(directory: Path) -> None:
+    """``ssh -O exit`` every control socket in ``directory``."""
+    for socket_path in directory.iterdir():
+        if socket_path.is_socket():
+            subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "unused"], capture_output=True)

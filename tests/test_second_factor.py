@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,8 +22,7 @@ from betty_jupyter.cluster.openssh import OpenSSHTransport
 from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.errors import TransportError
-from conftest import free_port_base
-from second_factor import ALIAS, SecondFactorSshd, totp
+from second_factor import ALIAS, SecondFactorSshd, control_dir, end_masters, login_node, totp  # noqa: F401 (fixtures)
 
 
 class Phone:
@@ -40,15 +41,6 @@ class Phone:
         return answer
 
 
-@pytest.fixture(scope="module")
-def login_node(dev_cluster: dict[str, str]):
-    """A second sshd in front of the dev cluster that asks for a TOTP code after the key."""
-    if os.geteuid() != 0:
-        pytest.fail("the second-factor tests add a PAM service in /etc/pam.d and run sshd: run them as root")
-    with SecondFactorSshd(dev_cluster, free_port_base()) as sshd:
-        yield sshd
-
-
 @pytest.fixture
 def phone():
     """A phone answering every login question in this process, for one test."""
@@ -56,16 +48,6 @@ def phone():
     previous = answer_login_questions_with(answering)
     yield answering
     answer_login_questions_with(previous)
-
-
-@pytest.fixture
-def control_dir():
-    """A short private directory for control sockets; every master in it is ended afterwards."""
-    directory = Path(tempfile.mkdtemp(prefix="bcm-"))
-    yield directory
-    for socket_path in directory.iterdir():
-        subprocess.run(["ssh", "-o", f"ControlPath={socket_path}", "-O", "exit", "unused"], capture_output=True)
-    subprocess.run(["rm", "-rf", str(directory)])
 
 
 def _openssh(login_node: SecondFactorSshd, control_dir: Path, **options) -> OpenSSHTransport:
@@ -139,6 +121,24 @@ def test_openssh_reuses_the_persons_own_master_without_any_login(login_node, con
         run_sync(transport.close())
         answer_login_questions_with(previous)
     assert transport.reused_master and transport.masters_opened == 0
+
+
+def test_openssh_without_a_control_path_keeps_its_own_master_in_a_private_directory(login_node, phone,
+                                                                                  monkeypatch):
+    home = Path(tempfile.mkdtemp(prefix="bh-"))
+    monkeypatch.setenv("HOME", str(home))
+    transport = OpenSSHTransport(ALIAS, str(login_node.ssh_config()))
+    try:
+        assert run_sync(transport.run(["true"])).ok
+        sockets = home / ".betty" / "ssh"
+        assert transport.target.control_path.startswith(f"{sockets}/cm-")
+        assert Path(transport.target.control_path).is_socket()
+        assert stat.S_IMODE(sockets.stat().st_mode) == 0o700
+    finally:
+        run_sync(transport.close())
+        end_masters(home / ".betty" / "ssh")
+        shutil.rmtree(home, ignore_errors=True)
+    assert len(phone.questions) == 1
 
 
 @pytest.mark.parametrize("kind", ["ssh", "openssh"])

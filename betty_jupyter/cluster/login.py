@@ -57,6 +57,14 @@ def answer_login_questions_with(answerer: LoginAnswerer | None) -> LoginAnswerer
     return previous
 
 
+def stop_answering(answerer: LoginAnswerer) -> None:
+    """Stop ``answerer`` answering login questions, if it still does (a face shutting down)."""
+    global _answerer
+    with _lock:
+        if _answerer is answerer:
+            _answerer = None
+
+
 def ask(question: LoginQuestion) -> str:
     """The person's answer to ``question``, from the face Betty runs in."""
     with _lock:

@@ -8,7 +8,7 @@ the person's ssh config. Betty runs the ``ssh`` the person already uses, with th
 * When the config names a ``ControlPath`` and a master is already running there (the one the
   person keeps open in a terminal), Betty uses it: no new login, no second factor.
   Otherwise Betty opens a master itself (at the config's ``ControlPath``, or at its own in
-  ``~/.betty/ssh/``) that outlives Betty by ``ControlPersist``.
+  ``~/.betty/ssh/``, see :func:`_own_socket`) that outlives Betty by ``ControlPersist``.
 * Host keys are checked strictly against the person's known_hosts (``StrictHostKeyChecking
   yes``): an unknown or changed key raises :class:`HostKeyError` with its fingerprint.
 * Every prompt ``ssh`` has (a one-time code, a key's passphrase, a security key's PIN) goes
@@ -95,7 +95,7 @@ def resolve(alias: str, config_path: str | None = None, user: str | None = None,
     control = settings.get("controlpath", "none")
     configured = control not in ("", "none")
     if not configured:
-        control = str(_own_sockets() / f"cm-{_connection_hash(settings, alias)}")
+        control = str(_own_socket(f"cm-{_connection_hash(settings, alias)}"))
     return OpenSSHTarget(
         alias=alias, hostname=settings.get("hostname", alias), port=int(settings.get("port", "22")),
         user=settings.get("user", ""), known_hosts=os.path.expanduser(settings.get("userknownhostsfile",
@@ -104,11 +104,34 @@ def resolve(alias: str, config_path: str | None = None, user: str | None = None,
     )
 
 
-def _own_sockets() -> Path:
-    """``~/.betty/ssh``, private to this user (a control socket is a logged-in connection)."""
-    directory = Path.home() / ".betty" / "ssh"
+# ssh adds a 17-character suffix while it creates a socket; a Unix socket name holds 107 bytes.
+_SOCKET_PATH_MAX = 90
+
+
+def _own_socket(name: str) -> Path:
+    """Where Betty keeps its own master's socket: ``~/.betty/ssh``, or a shorter private directory.
+
+    A control socket is a logged-in connection, so its directory must be this user's alone
+    (0700, not a link); a home directory too deep for a socket name falls back to
+    ``$XDG_RUNTIME_DIR/betty-ssh``, then ``/tmp/betty-ssh-<uid>``.
+    """
+    candidates = [Path.home() / ".betty" / "ssh"]
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        candidates.append(Path(os.environ["XDG_RUNTIME_DIR"]) / "betty-ssh")
+    candidates.append(Path(tempfile.gettempdir()) / f"betty-ssh-{os.getuid()}")
+    for directory in candidates:
+        if len(str(directory / name)) <= _SOCKET_PATH_MAX:
+            return _private_directory(directory) / name
+    raise TransportError(f"no directory for an ssh control socket has a path short enough; "
+                         f"set ControlPath in your ssh config (tried {', '.join(map(str, candidates))})")
+
+
+def _private_directory(directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if stat.S_IMODE(directory.stat().st_mode) != 0o700:
+    found = os.lstat(directory)
+    if stat.S_ISLNK(found.st_mode) or not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid():
+        raise TransportError(f"{directory} is not a directory of yours; Betty will not keep ssh sockets there")
+    if stat.S_IMODE(found.st_mode) != 0o700:
         directory.chmod(0o700)
     return directory
 
@@ -492,6 +515,8 @@ class _AskpassListener:
             try:
                 asked = json.loads(request)
                 question = LoginQuestion(self.cluster, str(asked["prompt"]), echo=bool(asked.get("echo", False)))
+                if self.refusal is not None:
+                    raise self.refusal  # ssh asks again after a refusal: the person already said no
                 self.asked.append(question.prompt)
                 reply = {"answer": ask(question)}
             except (ValueError, KeyError, TypeError):

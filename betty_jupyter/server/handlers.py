@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import approvals, automations, cluster_routes, knowledge, sessions, ws
+from . import approvals, automations, cluster_routes, knowledge, login, sessions, ws
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -36,6 +36,7 @@ handlers: list[tuple[str, type[Any]]] = [
     *ws.handlers,
     *approvals.handlers,
     *cluster_routes.handlers,
+    *login.handlers,
     *knowledge.handlers,
     *automations.handlers,
 ]

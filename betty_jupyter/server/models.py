@@ -137,6 +137,12 @@ class TrustRequest(Body):
     fingerprint: str = Field(min_length=1, max_length=200)
 
 
+class LoginAnswer(Body):
+    """Body of ``POST login-questions/{id}``: what the person typed for the cluster's login question."""
+
+    answer: str = Field(max_length=4096)
+
+
 # ----- what the side panel sends over the chat socket ------------------------------------------
 class AskMessage(Body):
     """``{"type": "ask", "prompt": …}``: start the agent."""

@@ -48,6 +48,9 @@ class BettyServices:
         self._instrumented: set[str] = set()
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
+        from .login import LoginDesk
+
+        self.login_desk = LoginDesk()
 
     @property
     def assistant(self) -> "Assistant":
@@ -70,7 +73,13 @@ class BettyServices:
         return self._automations
 
     def start(self) -> None:
-        """Build the Assistant, start its job watcher and the automation runner on the running loop (once)."""
+        """Build the Assistant, start its job watcher and the automation runner on the running loop (once).
+
+        From now on a cluster's login questions (a second factor) wait in :attr:`login_desk` for the panel.
+        """
+        from ..cluster.login import answer_login_questions_with
+
+        answer_login_questions_with(self.login_desk)
         self.assistant.watch()
         self.automations.start()
 
@@ -130,6 +139,9 @@ class BettyServices:
     # ----- shutting down ------------------------------------------------------------------------
     async def close(self) -> None:
         """Stop the background calls, close the sockets, then close the Assistant (watcher, links)."""
+        from ..cluster.login import stop_answering
+
+        stop_answering(self.login_desk)
         for task in list(self._calls):
             task.cancel()
         if self._calls:
