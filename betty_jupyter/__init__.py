@@ -26,12 +26,18 @@ def _jupyter_server_extension_points() -> list[dict[str, Any]]:
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """``%load_ext betty_jupyter``: register the ``%betty`` magics and how Betty's results show."""
+    """``%load_ext betty_jupyter``: register the ``%betty`` magics and how Betty's results show.
+
+    A cluster's login questions (a second factor) are asked under the running ``%betty`` cell.
+    """
+    from .cluster.login import answer_login_questions_with
     from .notebook.display import register
+    from .notebook.login import cell_login
     from .notebook.magics import BettyMagics
 
     ipython.register_magics(BettyMagics)
     register(ipython)
+    answer_login_questions_with(cell_login)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

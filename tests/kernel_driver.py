@@ -28,6 +28,7 @@ class Cell:
     errors: list[str] = field(default_factory=list)
     displays: list[dict[str, Any]] = field(default_factory=list)
     status: str = ""
+    prompts: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -58,17 +59,25 @@ class Kernel:
         self.manager.shutdown_kernel(now=True)
 
     # ----- cells ----------------------------------------------------------------------------------
-    def run(self, code: str, timeout: float = 180) -> Cell:
-        """Run ``code`` and collect its outputs until the kernel is idle again."""
-        msg_id = self.client.execute(code)
+    def run(self, code: str, timeout: float = 180, answer: Callable[[str, bool], str] | None = None) -> Cell:
+        """Run ``code`` and collect its outputs until the kernel is idle again.
+
+        ``answer(prompt, password)`` types into each input box the cell opens (``input``, ``getpass``),
+        as a person would; the prompts land in :attr:`Cell.prompts`.
+        """
+        msg_id = self.client.execute(code, allow_stdin=answer is not None)
         cell = Cell()
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"the cell did not finish in {timeout} s: {code[:80]!r}")
+            if answer is not None and self.client.stdin_channel.msg_ready():
+                request = self.client.get_stdin_msg(timeout=1)["content"]
+                cell.prompts.append(request["prompt"])
+                self.client.input(answer(request["prompt"], request["password"]))
             try:
-                message = self.client.get_iopub_msg(timeout=min(left, 1.0))
+                message = self.client.get_iopub_msg(timeout=min(left, 0.1 if answer else 1.0))
             except queue.Empty:
                 continue
             self._handle(message)

@@ -7,6 +7,7 @@ recording answerer that computes the code, as a phone would.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -175,3 +176,47 @@ def test_without_anyone_to_ask_the_error_names_the_question(login_node, control_
         run_sync(transport.close())
         answer_login_questions_with(previous)
     assert "Verification code" in str(refused.value)
+
+
+@pytest.mark.parametrize("kind", ["ssh", "openssh"])
+def test_betty_in_a_terminal_asks_on_the_terminal_without_echo(login_node, control_dir, tmp_path, kind):
+    """``betty cluster test`` in a terminal: the server's question on the terminal, the code typed unseen."""
+    import pty
+    import select
+    import sys
+    import time
+
+    config = tmp_path / "betty.json"
+    config.write_text(json.dumps({"BettyConfig": {"clusters": [{
+        "name": "mfa", "transport": kind, "host": ALIAS,
+        "ssh_config": str(login_node.ssh_config(control_path=f"{control_dir}/%C"))}]}}))
+    leader, follower = pty.openpty()
+    betty = subprocess.Popen([sys.executable, "-m", "betty_jupyter.cli", "cluster", "test", "--cluster", "mfa"],
+                             stdin=follower, stdout=follower, stderr=follower, start_new_session=True,
+                             env={**os.environ, "BETTY_CONFIG": str(config)})
+    os.close(follower)
+    shown, typed = bytearray(), ""
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.2)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the terminal closed: betty exited
+                    break
+                shown.extend(chunk)
+            if not typed and b"Verification code" in shown:
+                typed = totp()
+                os.write(leader, typed.encode() + b"\n")
+            if betty.poll() is not None and not ready:
+                break
+    finally:
+        if betty.poll() is None:
+            betty.kill()
+        betty.wait()
+        os.close(leader)
+    text = shown.decode(errors="replace")
+    assert typed, f"betty never asked: {text!r}"
+    assert betty.returncode == 0 and "mfa: OK" in text, text
+    assert f"{ALIAS}: " in text and typed not in text  # the question is named, the code is never echoed

@@ -88,6 +88,11 @@ def _add_cluster_admin(commands: argparse._SubParsersAction, which: argparse.Arg
     add.add_argument("--readable-root", action="append", default=[], help="a directory `betty run` may read (repeatable)")
     add.add_argument("--work-dir", default="~/.betty", help="where Betty keeps scripts on the cluster")
     add.add_argument("--gss-auth", action="store_true", help="log in with Kerberos (GSSAPI)")
+    add.add_argument("--openssh", action="store_true",
+                     help="log in with the system ssh and your ssh config (second factor, security keys, "
+                          "certificates, an open ControlMaster)")
+    add.add_argument("--control-persist", default="30m",
+                     help="with --openssh: how long a master connection Betty opened stays after its last use")
     add.add_argument("--default", action="store_true", help="make it the default cluster")
     add.set_defaults(run=_cluster_add)
     test = actions.add_parser("test", parents=[which], help="connect, run Slurm's commands, report latency")
@@ -143,7 +148,7 @@ def _cluster_list(args: argparse.Namespace) -> int:
     for data in config.clusters:
         marker = "*" if data["name"] == config.active_cluster else " "
         where = data.get("host") or "this machine"
-        print(f"{marker} {data['name']:<16} {data['transport']:<6} {where}")
+        print(f"{marker} {data['name']:<16} {data['transport']:<7} {where}")
     return 0
 
 
@@ -153,10 +158,13 @@ def _cluster_add(args: argparse.Namespace) -> int:
 
     if args.local == bool(args.host):
         raise UsageError("give either --host ALIAS (over SSH) or --local (Jupyter runs on the cluster)")
+    if args.openssh and (args.local or args.gss_auth):
+        raise UsageError("--openssh logs in with your ssh config: it goes with --host, and Kerberos is set there")
+    transport = "local" if args.local else "openssh" if args.openssh else "ssh"
     profile = ClusterProfile.from_dict({
-        "name": args.name, "transport": "local" if args.local else "ssh", "host": args.host, "user": args.user,
+        "name": args.name, "transport": transport, "host": args.host, "user": args.user,
         "ssh_config": args.ssh_config, "readable_roots": args.readable_root, "work_dir": args.work_dir,
-        "gss_auth": args.gss_auth,
+        "gss_auth": args.gss_auth, "control_persist": args.control_persist,
     })
     path = save_user_cluster(profile, make_default=args.default)
     print(f"added cluster {profile.name!r} to {path}; check it with `betty cluster test --cluster {profile.name}`")

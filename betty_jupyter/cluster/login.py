@@ -6,7 +6,7 @@ transports turn each of its prompts into a :class:`LoginQuestion` and hand it to
 once with :func:`answer_login_questions_with`:
 
 * ``betty`` in a terminal asks on the terminal (the default when there is one);
-* a notebook kernel asks through the notebook's own password box (ipykernel's ``getpass``);
+* a notebook kernel asks under the running ``%betty`` cell (``notebook/login.py``);
 * the Jupyter server holds the question until the panel answers it (``server/login.py``).
 
 The server's exact prompt text reaches the person unchanged (it is shown as text, never as
@@ -87,17 +87,6 @@ def ask_on_terminal(question: LoginQuestion) -> str:
     if question.echo:
         return input(prompt)
     return getpass.getpass(prompt)
-
-
-def ask_in_kernel(question: LoginQuestion) -> str:
-    """Ask through the notebook: ipykernel answers ``getpass`` with a password box under the running cell."""
-    if question.instructions.strip():
-        print(question.instructions.strip())
-    try:
-        return getpass.getpass(f"{question.cluster}: {question.prompt}")
-    except Exception as exc:  # ipykernel raises StdinNotImplementedError where the frontend has no stdin
-        raise TransportError(f"{question.cluster} asks {question.prompt.strip()!r} to log in, and this notebook "
-                             f"cannot ask you ({exc}); answer it in Betty's panel or a terminal") from exc
 
 
 def _has_terminal() -> bool:

@@ -17,6 +17,7 @@ from IPython.display import display
 
 from .._version import __version__
 from ..errors import BettyError, ToolError, UsageError
+from .login import cell_login
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,7 +106,8 @@ class BettyMagics(Magics):
                 raise UsageError(f"unknown %betty command {command!r}; try `%betty help`")
             build, run = entry
             parsed = build().parse_args(args)
-            return run(parsed, cell)
+            with cell_login.running():  # a cluster's login may ask under this cell
+                return run(parsed, cell)
         except _HelpShown:
             return None
         except (BettyError, ValueError) as error:
