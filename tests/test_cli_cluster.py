@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_betty
+from second_factor import control_dir  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
 
@@ -53,6 +54,25 @@ def test_cluster_add_writes_the_users_config_and_refuses_half_profiles(betty_env
     assert {c["name"] for c in json.loads(listed.stdout)["clusters"]} == {"ood", "devssh"}
     assert "give either --host ALIAS" in one_error_line(betty(betty_env, "cluster", "add", "x"))
     assert "needs a `name`" in one_error_line(betty(betty_env, "cluster", "add", "bad name", "--local"))
+
+
+def test_cluster_add_openssh_logs_in_with_the_persons_ssh_config(betty_env, dev_cluster, tmp_path, control_dir):
+    config = control_dir / "config"  # the dev cluster's alias, with a ControlPath of this test's own
+    config.write_text(Path(dev_cluster["BETTY_DEV_SSH_CONFIG"]).read_text() + f"    ControlPath {control_dir}/%C\n")
+    added = betty(betty_env, "cluster", "add", "site", "--host", dev_cluster["BETTY_DEV_SSH_HOST"], "--openssh",
+                  "--ssh-config", str(config), "--control-persist", "5m")
+    assert added.returncode == 0, added.stderr
+    saved = json.loads((tmp_path / "jupyter" / "jupyter_server_config.d" / "betty_clusters.json").read_text())
+    assert saved["BettyConfig"]["clusters"] == [{"name": "site", "transport": "openssh", "host": "betty-dev",
+                                                 "ssh_config": str(config), "control_persist": "5m"}]
+    tested = betty(betty_env, "cluster", "test", "--cluster", "site")
+    assert tested.returncode == 0 and tested.stdout.startswith("site: OK — partitions cpu, gpu;"), tested.stderr
+    assert any(path.is_socket() for path in control_dir.iterdir()), "the master outlives the command"
+    assert "site" in betty(betty_env, "cluster", "list").stdout.split()
+    assert "--openssh logs in with your ssh config" in one_error_line(
+        betty(betty_env, "cluster", "add", "x", "--local", "--openssh"))
+    assert "`control_persist` is a time" in one_error_line(
+        betty(betty_env, "cluster", "add", "x", "--host", "h", "--openssh", "--control-persist", "soon"))
 
 
 def test_partitions_as_a_table_and_as_json(betty_env):
