@@ -15,6 +15,7 @@ import {
   IClusters,
   IExperiments,
   IKilledRuns,
+  ILoginQuestions,
   IOutcome,
   IResolution,
   IRunQueued,
@@ -72,6 +73,21 @@ export class BettyAPI {
   ): Promise<IResolution> {
     const body = decision === 'edited' ? { decision, args } : { decision };
     return this.send(`approvals/${encodeURIComponent(approvalId)}`, 'POST', body);
+  }
+
+  /** What the clusters' login nodes ask now (a second factor), oldest first. */
+  loginQuestions(): Promise<ILoginQuestions> {
+    return this.get('login-questions');
+  }
+
+  /** Hand `answer` to the login waiting on question `id`; rejects with a 404 when none waits any more. */
+  answerLoginQuestion(id: string, answer: string): Promise<{ answered: boolean }> {
+    return this.send(loginQuestionPath(id), 'POST', { answer });
+  }
+
+  /** Nobody will answer question `id`: its login fails with one line. */
+  cancelLoginQuestion(id: string): Promise<{ cancelled: boolean }> {
+    return requestAPI(loginQuestionPath(id), { method: 'DELETE' }, this.settings);
   }
 
   /** The person's own jobs in the queue of `cluster`. */
@@ -138,4 +154,8 @@ export class BettyAPI {
 
 function automationPath(automationId: string): string {
   return `automations/${encodeURIComponent(automationId)}`;
+}
+
+function loginQuestionPath(id: string): string {
+  return `login-questions/${encodeURIComponent(id)}`;
 }

@@ -99,6 +99,30 @@ export interface IResolution {
   reason: string | null;
 }
 
+/**
+ * A question a cluster's login node asks while Betty logs in to it (`GET login-questions`),
+ * such as a second factor's `Verification code: `. It waits in the server until a person
+ * answers it (`POST login-questions/{id}`) or cancels the login (`DELETE`).
+ */
+export interface ILoginQuestion {
+  id: string;
+  /** The cluster that asks, as its connection names it (the host alias). */
+  cluster: string;
+  /** The login node's own words: text from another host, shown only as text. */
+  prompt: string;
+  /** Whether what the person types may be shown (false: a password field). */
+  echo: boolean;
+  /** What the login node says before its question (often empty). */
+  instructions: string;
+  /** When it was asked (unix seconds). */
+  asked_at: number;
+}
+
+/** Answer of `GET login-questions`: the questions waiting now, oldest first. */
+export interface ILoginQuestions {
+  questions: ILoginQuestion[];
+}
+
 /** A recorded experiment with the state its job was last seen in (`GET experiments`). */
 export interface IExperiment {
   slug: string;
