@@ -4,6 +4,8 @@ const jestJupyterLab = require('@jupyterlab/testing/lib/jest-config');
 
 const esModules = [
   '@codemirror',
+  '@jupyter/react-components',
+  '@jupyter/web-components',
   '@jupyter/ydoc',
   '@jupyterlab/',
   '@microsoft',

@@ -16,6 +16,7 @@ import {
   restartStream,
   reviveApprovals
 } from './transcript';
+import { LoginQuestions } from './logins';
 import { ICluster, ISession, Mode, MODES, SocketMessage } from './models';
 import { ChatSocket, chatSocketUrl, IChatSocketOptions, SocketStatus } from './socket';
 
@@ -79,6 +80,8 @@ export class BettyModel {
   /** Whether the panel itself is on screen. */
   visible = false;
   settings: IPanelSettings;
+  /** What the clusters' login nodes ask the person (read while the panel is attached). */
+  readonly logins: LoginQuestions;
 
   private readonly _api: BettyAPI;
   private readonly _makeSocket: (options: IChatSocketOptions) => ChatSocket;
@@ -94,6 +97,7 @@ export class BettyModel {
     this._api = options.api;
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this._makeSocket = options.socket ?? (socketOptions => new ChatSocket(socketOptions));
+    this.logins = new LoginQuestions(options.api);
   }
 
   /** Fires on every change of the state. */
@@ -249,8 +253,9 @@ export class BettyModel {
     this._changed.emit();
   }
 
-  /** Close the socket for good. */
+  /** Close the socket and stop reading login questions, for good. */
   dispose(): void {
+    this.logins.dispose();
     this._generation += 1;
     this._socket?.dispose();
     this._socket = null;

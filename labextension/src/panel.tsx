@@ -44,6 +44,17 @@ export class BettyPanel extends ReactWidget {
     return <BettyApp model={this.model} onOpen={this._open} />;
   }
 
+  /** Login questions are read while the panel is attached, shown or not: a login waits on them. */
+  protected onAfterAttach(message: Message): void {
+    super.onAfterAttach(message);
+    this.model.logins.start();
+  }
+
+  protected onBeforeDetach(message: Message): void {
+    this.model.logins.stop();
+    super.onBeforeDetach(message);
+  }
+
   protected onAfterShow(message: Message): void {
     super.onAfterShow(message);
     this.model.setVisible(true);

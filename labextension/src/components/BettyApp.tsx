@@ -1,5 +1,6 @@
 /**
- * The whole side panel: the header, then the Chat, Jobs, Experiments and Automations tabs.
+ * The whole side panel: the questions of logins waiting on the person (when there are any),
+ * the header, then the Chat, Jobs, Experiments and Automations tabs.
  * Every tab stays mounted (hidden when not shown), so a draft prompt or a scroll position
  * survives a look at the jobs.
  */
@@ -11,6 +12,7 @@ import { ChatView } from './ChatView';
 import { ExperimentsView } from './ExperimentsView';
 import { Header } from './Header';
 import { JobsView } from './JobsView';
+import { LoginQuestionsView } from './LoginQuestionCard';
 
 /** Props of {@link BettyApp}. */
 export interface IBettyAppProps {
@@ -41,6 +43,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
   const shown = (tab: Tab) => model.visible && model.tab === tab;
   return (
     <div className="betty-App" data-testid="betty-app">
+      <LoginQuestionsView logins={model.logins} />
       <Header
         clusters={model.clusters}
         cluster={model.cluster}
