@@ -1,6 +1,7 @@
 /**
  * Betty's JupyterLab extension: the side panel, its commands (palette, file browser and
- * notebook context menus), its settings and the toasts of jobs that ended.
+ * notebook context menus), its settings and the toasts of jobs that ended and of logins that
+ * wait on the person.
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
@@ -12,9 +13,11 @@ import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 
 import { BettyAPI } from './api';
 import { IJobUpdateInfo } from './events';
+import { LoginQuestions } from './logins';
 import { BettyModel, ISavedSession, panelSettings } from './model';
 import { BettyPanel } from './panel';
 import { askAboutCellPrompt, sizeGpusPrompt, submitScriptPrompt } from './prompts';
+import { visibleText } from './safe';
 import { activeCode } from './selection';
 
 const bettyIconSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
@@ -69,6 +72,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer?.add(panel, panel.id);
 
     model.jobEnded.connect((_, job) => toastJobEnded(job, open));
+    toastLoginQuestions(
+      model.logins,
+      () => panel.isVisible,
+      () => app.shell.activateById(panel.id)
+    );
     void startModel(model, settingRegistry, state);
 
     addCommands(app, panel, fileBrowser);
@@ -211,6 +219,35 @@ function toastJobEnded(job: IJobUpdateInfo, open: (path: string) => void): void 
     state === 'COMPLETED' ? 'success' : state === 'CANCELLED' ? 'warning' : 'error',
     { autoClose: 10000, actions }
   );
+}
+
+/**
+ * A toast for each login question that arrives while the panel is hidden, so a login does not
+ * wait unseen; it goes once the question is answered, cancelled or timed out.
+ */
+function toastLoginQuestions(
+  logins: LoginQuestions,
+  panelShown: () => boolean,
+  showPanel: () => void
+): void {
+  const toasts = new Map<string, string>();
+  logins.asked.connect((_, question) => {
+    if (!panelShown()) {
+      const toast = Notification.warning(
+        `${visibleText(question.cluster)} asks to log in: answer it in Betty's panel`,
+        { autoClose: false, actions: [{ label: 'Open Betty', callback: showPanel }] }
+      );
+      toasts.set(question.id, toast);
+    }
+  });
+  logins.changed.connect(() => {
+    for (const [id, toast] of toasts) {
+      if (!logins.questions.some(question => question.id === id)) {
+        Notification.dismiss(toast);
+        toasts.delete(id);
+      }
+    }
+  });
 }
 
 export default plugin;
