@@ -80,7 +80,7 @@ export class BettyAPI {
     return this.get('login-questions');
   }
 
-  /** Hand `answer` to the login waiting on question `id`; rejects with a 404 when none waits any more. */
+  /** Hand `answer` to the login waiting on question `id`; a 404 when none waits on it any more. */
   answerLoginQuestion(id: string, answer: string): Promise<{ answered: boolean }> {
     return this.send(loginQuestionPath(id), 'POST', { answer });
   }

@@ -61,7 +61,7 @@ export class LoginQuestions {
     return this._running;
   }
 
-  /** Read the questions now and every {@link POLL_MS} from then on; nothing when already reading. */
+  /** Read the questions now and every {@link POLL_MS} from then on; a second start does nothing. */
   start(): void {
     if (this._running) {
       return;

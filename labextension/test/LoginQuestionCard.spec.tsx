@@ -39,7 +39,7 @@ function question(id: string, overrides: Partial<ILoginQuestion> = {}): ILoginQu
   };
 }
 
-/** Betty's login-question routes as the panel sees them: the questions waiting, and the calls made. */
+/** Betty's login-question routes as the panel sees them: the questions waiting, the calls made. */
 class FakeServer {
   calls: string[] = [];
   bodies: unknown[] = [];
@@ -143,7 +143,7 @@ describe('LoginQuestionCard: what it shows', () => {
     expect((window as { __pwned?: number }).__pwned).toBeUndefined();
   });
 
-  it('writes out control characters and direction overrides in the prompt, cluster and instructions', () => {
+  it('writes out control characters in the prompt, the cluster and the instructions', () => {
     const { container } = render(
       <LoginQuestionCard
         question={question('login_a', {
@@ -195,7 +195,7 @@ describe('LoginQuestionCard: what it shows', () => {
 });
 
 describe('LoginQuestionsView: answering', () => {
-  it('shows a card for each waiting question, oldest first, and nothing when none waits', async () => {
+  it('shows a card per waiting question, oldest first, and nothing when none waits', async () => {
     server.waiting = [question('login_a'), question('login_b', { cluster: 'big' })];
     const { container } = await shown();
     const cards = allByTestId(container, 'betty-login-question');
@@ -244,7 +244,7 @@ describe('LoginQuestionsView: answering', () => {
     expect(allByTestId(container, 'betty-login-question')).toHaveLength(0);
   });
 
-  it('an answered question a read still lists (it began before the answer) does not come back', async () => {
+  it('an answered question that an earlier read still lists does not come back', async () => {
     const { container } = await shown();
     const stale = [...server.waiting];
     type(byTestId(container, 'betty-login-answer'), CODE);
@@ -315,7 +315,7 @@ describe('LoginQuestions: reading the questions', () => {
     expect(reads()).toBe(4);
   });
 
-  it('reads every 10 s after failed reads in a row, and every 2 s again once one succeeds', async () => {
+  it('reads every 10 s after failed reads in a row, every 2 s once one succeeds', async () => {
     server.down = new Error('Failed to fetch');
     logins.start();
     await settle(POLL_MS * (FAILURES_BEFORE_BACKOFF - 1));
