@@ -95,8 +95,9 @@ def served_panel_build(page: Page) -> str | None:
 
 
 def open_the_panel(page: Page, lab: JupyterServer) -> Locator:
-    """Open JupyterLab, check it serves this checkout's panel, open the panel; the panel once connected."""
-    page.goto(f"{lab.url}lab?token={lab.token}")
+    """Open JupyterLab in its default layout, check it serves this checkout's panel, open the panel; the panel
+    once connected. ``reset`` forgets the layout an earlier test of the same JupyterLab left (the panel open)."""
+    page.goto(f"{lab.url}lab?reset&token={lab.token}")
     expect(page.locator("#jp-main-dock-panel")).to_be_visible(timeout=WAIT_MS)
     built = json.loads((REPO / "betty_jupyter" / "labextension" / "package.json").read_text())
     assert served_panel_build(page) == built["jupyterlab"]["_build"]["load"], (
