@@ -66,14 +66,14 @@ class JupyterServer:
         self.stop()  # never leave a server behind that nobody will stop
         raise RuntimeError(f"{app} did not answer in 120 s: {Path(self.log.name).read_text()[-2000:]}")
 
-    def request(self, method: str, route: str, body: Any = None) -> dict[str, Any]:
-        """One authenticated JSON request to ``/betty/api/<route>``."""
+    def request(self, method: str, route: str, body: Any = None, timeout: float = 30) -> dict[str, Any]:
+        """One authenticated JSON request to ``/betty/api/<route>``, answered within ``timeout`` seconds."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(f"{self.url}betty/api/{route}", data=data, method=method,
                                          headers={"Authorization": f"token {self.token}",
                                                   "Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=30) as answer:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
                 text = answer.read()
         except urllib.error.HTTPError as error:
             error.close()  # it holds the connection open until closed

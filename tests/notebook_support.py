@@ -31,13 +31,20 @@ def llm() -> Iterator[ScriptedLLM]:
 @pytest.fixture(scope="module")
 def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
     """A project made by ``betty init``, with the dev cluster and the scripted model configured."""
-    root = tmp_path_factory.mktemp("notebook-project")
+    return new_project(tmp_path_factory.mktemp("notebook-project"), dev_cluster, llm)
+
+
+def new_project(root: Path, dev_cluster: dict[str, str], llm: ScriptedLLM,
+                more_clusters: tuple[dict[str, str], ...] = ()) -> dict[str, Any]:
+    """``betty init`` in ``root``, configured with the dev cluster (first, the default), ``more_clusters`` and
+    the scripted model; its root and the environment that runs it."""
     made = run_betty("init", str(root))
     assert made.returncode == 0, made.stderr
     cluster = json.loads(Path(dev_cluster["BETTY_CONFIG"]).read_text())["BettyConfig"]
     config = root / "betty.json"
-    config.write_text(json.dumps({"BettyConfig": {**cluster, "llm": {
-        "base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 1}}}))
+    config.write_text(json.dumps({"BettyConfig": {
+        **cluster, "clusters": [*cluster["clusters"], *more_clusters],
+        "llm": {"base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 1}}}))
     env = {**os.environ, **dev_cluster, "BETTY_CONFIG": str(config)}
     return {"root": root, "env": env}
 
