@@ -81,7 +81,7 @@ def resolve(alias: str, config_path: str | None = None, user: str | None = None,
             timeout: float = 15.0) -> OpenSSHTarget:
     """Resolve ``alias`` with ``ssh -G`` (the person's config, ``Match``/``Include`` and all)."""
     argv = [ssh_program(), *(["-F", config_path] if config_path else []), *(["-l", user] if user else []),
-            "-G", alias]
+            "-G", "--", alias]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -413,6 +413,7 @@ class _PipeChannel:
         self._stdin, self._stdout, self._stderr = process.stdin, process.stdout, process.stderr
         self._timeout = 0.05
         self._closed = False
+        self._stderr_ended = False
         self._said = bytearray()
 
     @property
@@ -440,7 +441,9 @@ class _PipeChannel:
         return os.read(self._stdout.fileno(), size)
 
     def recv_stderr_ready(self) -> bool:
-        """Whether stderr has bytes to read now."""
+        """Whether stderr has bytes to read now (never after its end: a closed pipe stays "readable")."""
+        if self._stderr_ended or self._stderr.closed:
+            return False
         ready, _, _ = select.select([self._stderr], [], [], 0)
         return bool(ready)
 
@@ -448,8 +451,7 @@ class _PipeChannel:
         """Up to ``size`` bytes of stderr (what ssh itself says lands here too)."""
         data = os.read(self._stderr.fileno(), size)
         if not data:
-            # EOF: stop select() reporting it as readable forever.
-            self._stderr = open(os.devnull, "rb")  # noqa: SIM115 (closed with the channel)
+            self._stderr_ended = True
         self._said.extend(data[-4096:])
         return data
 

@@ -61,6 +61,8 @@ class ClusterProfile:
         if transport != "local" and not data.get("host"):
             raise ConfigError(f"cluster profile {name!r} uses {transport} and needs a `host` "
                               "(an alias from your ssh config)")
+        if str(data.get("host") or "").startswith("-"):
+            raise ConfigError(f"cluster profile {name!r}: `host` is an ssh alias or a host name, not an option")
         persist = str(data.get("control_persist", "30m"))
         if not re.fullmatch(r"(yes|no|\d+[smhdw]?)", persist):
             raise ConfigError(f"cluster profile {name!r}: `control_persist` is a time like 30m or 4h, not {persist!r}")

@@ -17,12 +17,16 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tornado import web
 
 from ..cluster.login import LoginQuestion
 from ..errors import TransportError
 from .base import BettyHandler, refused
+
+if TYPE_CHECKING:
+    from .models import LoginQuestionInfo
 
 
 @dataclass
@@ -59,7 +63,7 @@ class LoginDesk:
                                  f"(it asked {question.prompt.strip()!r})")
         return waiting.answer
 
-    def pending(self) -> list[dict[str, object]]:
+    def pending(self) -> list["LoginQuestionInfo"]:
         """The questions waiting now, oldest first, as the panel shows them."""
         with self._lock:
             items = sorted(self._waiting.items(), key=lambda item: item[1].asked_at)

@@ -41,6 +41,17 @@ class ClusterCheck(TypedDict, total=False):
     fingerprint: str
 
 
+class LoginQuestionInfo(TypedDict):
+    """One entry of ``GET login-questions``: a question a cluster's login asks now."""
+
+    id: str
+    cluster: str
+    prompt: str
+    echo: bool
+    instructions: str
+    asked_at: float
+
+
 class Session(TypedDict):
     """A chat session (``POST sessions``, ``GET sessions/{id}``, ``PUT sessions/{id}/mode``).
 
