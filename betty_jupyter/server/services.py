@@ -48,7 +48,7 @@ class BettyServices:
         self._instrumented: set[str] = set()
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
-        from .login import LoginDesk
+        from .login_desk import LoginDesk
 
         self.login_desk = LoginDesk()
 
