@@ -352,6 +352,7 @@ def test_log_show_prints_a_table(workspace: Path) -> None:
     assert lines[1].split()[:6] == ["09:30:00", "submit_job", "approved", "yes", "job", "42"]
     assert lines[2].split()[:5] == ["09:31:00", "read_page", "auto", "yes", "read"]
     assert "\x1b" not in result.stdout and len(lines) == 3
+    assert "read wiki/index.md \\x1b[31mred\\x1b[0m long" in lines[2]  # written out, as in every terminal table
     assert lines[2].endswith("…") and len(lines[2]) < 160
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import UsageError
+from ..safe_text import terminal_line
 
 if TYPE_CHECKING:
     from ..agent.actions import ActionLog, ActionRecord, PreviewFunction
@@ -173,8 +174,9 @@ def _ok(ok: bool | None) -> str:
 
 
 def _cell(text: str, width: int = 40) -> str:
-    """One line of ``text`` with control characters (escapes, newlines) blanked, cut to ``width``."""
-    flat = " ".join(re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", text).split())
+    """One line of ``text``: runs of white space as one space, other control characters written
+    out (:func:`~betty_jupyter.safe_text.terminal_line`), cut to ``width``."""
+    flat = terminal_line(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
