@@ -104,7 +104,8 @@ def _watch(args: argparse.Namespace) -> int:
         f"{update.experiment.slug}: job {update.experiment.job_id} {update.previous} → {update.state}", flush=True))
     try:
         if args.once:
-            asyncio.run(watcher.tick())
+            if not asyncio.run(watcher.tick()):
+                print("nothing changed: every watched job is as recorded", flush=True)
         else:
             print(f"watching experiments in {watcher.workspace.root} (Ctrl-C to stop)", file=sys.stderr)
             asyncio.run(watcher.run(asyncio.Event()))
