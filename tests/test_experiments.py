@@ -184,8 +184,14 @@ def test_a_killed_watcher_is_taken_over_and_every_change_is_applied_once(slurm, 
             assert time.monotonic() < deadline + 60, "the second watcher never finished the job"
             time.sleep(0.2)
     finally:
-        second.send_signal(signal.SIGINT)
-        second_lines = second.communicate(timeout=30)[0].splitlines()
+        second.send_signal(signal.SIGINT)  # Ctrl-C stops `betty watch` between two checks
+        try:
+            second_lines = second.communicate(timeout=30)[0].splitlines()
+        except subprocess.TimeoutExpired:
+            second.kill()
+            second.communicate()
+            raise AssertionError("`betty watch` went on after Ctrl-C") from None
+    assert second.returncode == 0
     changes = [line.split(": ", 1)[1] for line in first_lines + second_lines if line.startswith(experiment.slug)]
     assert changes == [f"job {experiment.job_id} PENDING → RUNNING", f"job {experiment.job_id} RUNNING → COMPLETED"]
     assert "**COMPLETED**" in (workspace.wiki / experiment.page).read_text()

@@ -12,6 +12,7 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..experiments.workspace import Workspace
+    from ..experiments.watcher import JobWatcher
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -94,6 +95,23 @@ def _repair(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _watch_until_stopped(watcher: "JobWatcher") -> None:
+    """Run ``watcher`` until Ctrl-C or SIGTERM, which end it between two checks.
+
+    The signals set the watcher's stop event rather than cancel its task: a cancellation that
+    meets a finishing wait can be lost (``asyncio.wait_for`` before Python 3.12), and the
+    watcher would go on.
+    """
+    import asyncio
+    import signal
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    await watcher.run(stop)
+
+
 def _watch(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -108,7 +126,7 @@ def _watch(args: argparse.Namespace) -> int:
                 print("nothing changed: every watched job is as recorded", flush=True)
         else:
             print(f"watching experiments in {watcher.workspace.root} (Ctrl-C to stop)", file=sys.stderr)
-            asyncio.run(watcher.run(asyncio.Event()))
+            asyncio.run(_watch_until_stopped(watcher))
     finally:
         watcher.ledger.release(watcher.owner)
         close()
