@@ -21,14 +21,11 @@ the person's ssh config. Betty runs the ``ssh`` the person already uses, with th
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import select
 import shlex
 import socket
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -38,12 +35,11 @@ from typing import IO, Sequence, Union
 
 from ..errors import CommandTimeout, HostKeyError, TransportError
 from ..secret_names import without_secrets
-from .login import LoginQuestion, ask
-from .remote_shell import RemoteShell, ShellClosed, shell_command
+from .askpass import AskpassListener
+from .remote_shell import PipeChannel, RemoteShell, ShellClosed, shell_command
 from .ssh import SSHTarget, presented_host_key
 from .transport import CommandResult, program_name
 
-_CHUNK = 65536
 _Stream = Union[int, IO[bytes], None]
 
 
@@ -161,7 +157,7 @@ class OpenSSHTransport:
         self._master_lock = threading.Lock()  # one login at a time, however many shells want one
         self._target: OpenSSHTarget | None = None
         self._idle: list[RemoteShell] = []
-        self._askpass: _AskpassListener | None = None
+        self._askpass: AskpassListener | None = None
         self.masters_opened = 0
         self.reused_master = False
 
@@ -237,7 +233,7 @@ class OpenSSHTransport:
         self.ensure_master()
         process = self._ssh(["-T", "--", self.target.alias, shell_command(self.login_shell)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        channel = _PipeChannel(process)
+        channel = PipeChannel(process)
         try:
             return RemoteShell.over(channel, min(timeout, self.connect_timeout))
         except ShellClosed as closed:
@@ -304,7 +300,7 @@ class OpenSSHTransport:
     def _askpass_env(self) -> dict[str, str]:
         with self._lock:
             if self._askpass is None:
-                self._askpass = _AskpassListener(self.alias)
+                self._askpass = AskpassListener(self.alias)
         # Nothing secret-looking reaches ssh (a config's SendEnv could pass it on to the cluster).
         env = {name: value for name, value in without_secrets(os.environ).items()
                if name not in ("DISPLAY", "SSH_ASKPASS")}
@@ -402,157 +398,3 @@ def _answers(shell: RemoteShell, connect_timeout: float) -> bool:
     except TransportError:
         return False
     return True
-
-
-class _PipeChannel:
-    """An ``ssh`` process's pipes, shaped like the paramiko channel a :class:`RemoteShell` drives."""
-
-    def __init__(self, process: subprocess.Popen[bytes]) -> None:
-        assert process.stdin and process.stdout and process.stderr
-        self._process = process
-        self._stdin, self._stdout, self._stderr = process.stdin, process.stdout, process.stderr
-        self._timeout = 0.05
-        self._closed = False
-        self._stderr_ended = False
-        self._said = bytearray()
-
-    @property
-    def closed(self) -> bool:
-        """Whether the shell's ssh has ended or was closed."""
-        return self._closed or self._process.poll() is not None
-
-    def settimeout(self, timeout: float) -> None:
-        """How long :meth:`recv` waits for output before ``TimeoutError``."""
-        self._timeout = timeout
-
-    def sendall(self, data: bytes) -> None:
-        """Write ``data`` to the shell."""
-        try:
-            self._stdin.write(data)
-            self._stdin.flush()
-        except (OSError, ValueError) as exc:
-            raise OSError(f"ssh ended: {exc}") from exc
-
-    def recv(self, size: int) -> bytes:
-        """Up to ``size`` bytes of the shell's stdout; ``TimeoutError`` when none came in time."""
-        ready, _, _ = select.select([self._stdout], [], [], self._timeout)
-        if not ready:
-            raise TimeoutError
-        return os.read(self._stdout.fileno(), size)
-
-    def recv_stderr_ready(self) -> bool:
-        """Whether stderr has bytes to read now (never after its end: a closed pipe stays "readable")."""
-        if self._stderr_ended or self._stderr.closed:
-            return False
-        ready, _, _ = select.select([self._stderr], [], [], 0)
-        return bool(ready)
-
-    def recv_stderr(self, size: int) -> bytes:
-        """Up to ``size`` bytes of stderr (what ssh itself says lands here too)."""
-        data = os.read(self._stderr.fileno(), size)
-        if not data:
-            self._stderr_ended = True
-        self._said.extend(data[-4096:])
-        return data
-
-    def exit_status_ready(self) -> bool:
-        """Whether ssh has exited."""
-        return self._process.poll() is not None
-
-    def stderr_text(self) -> str:
-        """What ssh printed on stderr so far (its own complaints, when it gave up)."""
-        try:
-            while self.recv_stderr_ready():
-                if not self.recv_stderr(_CHUNK):
-                    break
-        except (OSError, ValueError):
-            pass
-        return self._said.decode(errors="replace")
-
-    def close(self) -> None:
-        """End the shell's ssh; closing twice is fine."""
-        if self._closed:
-            return
-        self._closed = True
-        for stream in (self._stdin, self._stdout, self._stderr):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait()
-
-
-class _AskpassListener:
-    """A private Unix socket that ``betty_jupyter.cluster.askpass`` (ssh's ``SSH_ASKPASS``) asks through."""
-
-    def __init__(self, cluster: str) -> None:
-        self.cluster = cluster
-        self._directory = tempfile.mkdtemp(prefix="betty-askpass-")  # 0700: only this user may ask or answer
-        self.socket_path = os.path.join(self._directory, "socket")
-        self.program = os.path.join(self._directory, "askpass")
-        with open(self.program, "w") as script:
-            script.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m betty_jupyter.cluster.askpass \"$@\"\n")
-        os.chmod(self.program, 0o700)
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(self.socket_path)
-        self._server.listen(4)
-        self.refusal: TransportError | None = None  # why the last question got no answer
-        self.asked: list[str] = []  # the prompts, never the answers
-        self._thread = threading.Thread(target=self._serve, name=f"betty-askpass-{cluster}", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                connection, _ = self._server.accept()
-            except OSError:
-                return  # closed
-            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
-
-    def _answer(self, connection: socket.socket) -> None:
-        with connection:
-            request = _read_line(connection)
-            try:
-                asked = json.loads(request)
-                question = LoginQuestion(self.cluster, str(asked["prompt"]), echo=bool(asked.get("echo", False)))
-                if self.refusal is not None:
-                    raise self.refusal  # ssh asks again after a refusal: the person already said no
-                self.asked.append(question.prompt)
-                reply = {"answer": ask(question)}
-            except (ValueError, KeyError, TypeError):
-                reply = {"error": "malformed question"}
-            except TransportError as nobody:
-                self.refusal = nobody
-                reply = {"error": str(nobody)}
-            try:
-                connection.sendall(json.dumps(reply).encode() + b"\n")
-            except OSError:
-                pass
-
-    def close(self) -> None:
-        """Stop listening and remove the socket and the program."""
-        try:
-            self._server.close()
-        finally:
-            for path in (self.socket_path, self.program):
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
-            try:
-                os.rmdir(self._directory)
-            except OSError:
-                pass
-
-
-def _read_line(connection: socket.socket, limit: int = 65536) -> bytes:
-    data = bytearray()
-    while b"\n" not in data and len(data) < limit:
-        chunk = connection.recv(4096)
-        if not chunk:
-            break
-        data.extend(chunk)
-    return bytes(data.split(b"\n", 1)[0])
-

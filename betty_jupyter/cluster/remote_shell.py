@@ -16,7 +16,10 @@ it was doing cannot leak into the next command's output.
 
 from __future__ import annotations
 
+import os
+import select
 import shlex
+import subprocess
 import time
 import uuid
 from typing import Any, Callable, Protocol, Sequence
@@ -157,3 +160,83 @@ def _before_mark(err: bytearray, token: str) -> bytes:
 
 def _text(data: bytes | bytearray) -> str:
     return bytes(data).decode("utf-8", errors="replace")
+
+
+class PipeChannel:
+    """A process's pipes (an ``ssh`` running the shell) as the :class:`ShellChannel` a :class:`RemoteShell` drives."""
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdin and process.stdout and process.stderr
+        self._process = process
+        self._stdin, self._stdout, self._stderr = process.stdin, process.stdout, process.stderr
+        self._timeout = 0.05
+        self._closed = False
+        self._stderr_ended = False
+        self._said = bytearray()
+
+    @property
+    def closed(self) -> bool:
+        """Whether the shell's ssh has ended or was closed."""
+        return self._closed or self._process.poll() is not None
+
+    def settimeout(self, timeout: float) -> None:
+        """How long :meth:`recv` waits for output before ``TimeoutError``."""
+        self._timeout = timeout
+
+    def sendall(self, data: bytes) -> None:
+        """Write ``data`` to the shell."""
+        try:
+            self._stdin.write(data)
+            self._stdin.flush()
+        except (OSError, ValueError) as exc:
+            raise OSError(f"ssh ended: {exc}") from exc
+
+    def recv(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the shell's stdout; ``TimeoutError`` when none came in time."""
+        ready, _, _ = select.select([self._stdout], [], [], self._timeout)
+        if not ready:
+            raise TimeoutError
+        return os.read(self._stdout.fileno(), size)
+
+    def recv_stderr_ready(self) -> bool:
+        """Whether stderr has bytes to read now (never after its end: a closed pipe stays "readable")."""
+        if self._stderr_ended or self._stderr.closed:
+            return False
+        ready, _, _ = select.select([self._stderr], [], [], 0)
+        return bool(ready)
+
+    def recv_stderr(self, size: int) -> bytes:
+        """Up to ``size`` bytes of stderr (what ssh itself says lands here too)."""
+        data = os.read(self._stderr.fileno(), size)
+        if not data:
+            self._stderr_ended = True
+        self._said.extend(data[-4096:])
+        return data
+
+    def exit_status_ready(self) -> bool:
+        """Whether ssh has exited."""
+        return self._process.poll() is not None
+
+    def stderr_text(self) -> str:
+        """What ssh printed on stderr so far (its own complaints, when it gave up)."""
+        try:
+            while self.recv_stderr_ready():
+                if not self.recv_stderr(_CHUNK):
+                    break
+        except (OSError, ValueError):
+            pass
+        return self._said.decode(errors="replace")
+
+    def close(self) -> None:
+        """End the shell's ssh; closing twice is fine."""
+        if self._closed:
+            return
+        self._closed = True
+        for stream in (self._stdin, self._stdout, self._stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.wait()
