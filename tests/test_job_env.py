@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -245,7 +246,12 @@ def test_a_dev_cluster_daemon_never_holds_the_secrets_of_the_shell_that_started_
     pid = table.start(Daemon("stand-in", [shutil.which("sleep") or "/bin/sleep", "300"], ready=lambda: True,
                              env={"SLURM_CONF": "/etc/x"}), timeout=30)
     try:
-        held = Path(f"/proc/{pid}/environ").read_bytes().decode()
+        # execve sets up the new environment a moment after the start returns (the start only
+        # knows exec began): /proc/PID/environ reads empty until then, so wait for it.
+        deadline = time.monotonic() + 30
+        while not (held := Path(f"/proc/{pid}/environ").read_bytes().decode()):
+            assert time.monotonic() < deadline, "the stand-in daemon never showed an environment"
+            time.sleep(0.01)
     finally:
         assert table.stop("stand-in")
     assert "BETTY_TEST_HIDDEN=" in held and "SLURM_CONF=/etc/x" in held
