@@ -79,9 +79,7 @@ def test_a_master_that_went_away_is_opened_again_for_a_read(openssh):
 
 def test_a_master_lost_during_a_write_is_never_retried(openssh):
     assert openssh.run_blocking(("true",)).ok
-    shell = openssh._checkout(10.0)  # the shell the next command runs in …
-    openssh._idle.append(shell)
-    shell.on_sent = openssh.exit_master  # … loses the link right after the command went out
+    openssh.after_send = openssh.exit_master  # the link goes right after the command went out
     with pytest.raises(TransportError, match="outcome is unknown"):
         openssh.run_blocking(("sh", "-c", "sleep 1; echo written"), idempotent=False)
 

@@ -33,12 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Sequence, Union
 
-from ..errors import CommandTimeout, HostKeyError, TransportError
+from ..errors import HostKeyError, TransportError
 from ..secret_names import without_secrets
 from .askpass import AskpassListener
-from .remote_shell import PipeChannel, RemoteShell, ShellClosed, shell_command
+from .remote_shell import PipeChannel, RemoteShell, ShellClosed, ShellPool, shell_command
 from .ssh import SSHTarget, presented_host_key
-from .transport import CommandResult, program_name
+from .transport import CommandResult
 
 _Stream = Union[int, IO[bytes], None]
 
@@ -139,24 +139,20 @@ def _connection_hash(settings: dict[str, str], alias: str) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:20]
 
 
-class OpenSSHTransport:
+class OpenSSHTransport(ShellPool):
     """Runs commands on a cluster through the system ``ssh`` and a master connection."""
 
     def __init__(self, alias: str, config_path: str | None = None, user: str | None = None, pool_size: int = 4,
                  connect_timeout: float = 15.0, login_shell: bool = True, control_persist: str = "30m",
                  probe_after: float = 30.0) -> None:
-        self.alias = alias
+        super().__init__(pool_size, connect_timeout, probe_after)
+        self.alias = self.where = alias
         self.config_path = config_path
         self.user = user
-        self.connect_timeout = connect_timeout
         self.login_shell = login_shell
         self.control_persist = control_persist
-        self.probe_after = probe_after
-        self._slots = threading.BoundedSemaphore(pool_size)
-        self._lock = threading.Lock()
         self._master_lock = threading.Lock()  # one login at a time, however many shells want one
         self._target: OpenSSHTarget | None = None
-        self._idle: list[RemoteShell] = []
         self._askpass: AskpassListener | None = None
         self.masters_opened = 0
         self.reused_master = False
@@ -188,46 +184,6 @@ class OpenSSHTransport:
             if self._target is None:
                 self._target = resolve(self.alias, self.config_path, self.user, self.connect_timeout)
             return self._target
-
-    def run_blocking(self, argv: tuple[str, ...], timeout: float = 60.0, idempotent: bool = True) -> CommandResult:
-        """The blocking body of :meth:`run`."""
-        with self._slots:
-            began = time.perf_counter()
-            try:
-                stdout, stderr, code = self._run_in_shell(argv, timeout)
-            except ShellClosed as dropped:
-                self._drop_shells()
-                if not idempotent:
-                    raise TransportError(
-                        f"the link to {self.alias} dropped while `{program_name(argv)}` ran; its outcome is unknown"
-                    ) from dropped
-                stdout, stderr, code = self._run_in_shell(argv, timeout)
-            except CommandTimeout as late:
-                raise CommandTimeout(
-                    f"`{program_name(argv)}` did not finish within {timeout:g} s on {self.alias}; it was stopped"
-                ) from late
-            return CommandResult(argv, stdout, stderr, code, (time.perf_counter() - began) * 1000)
-
-    def _run_in_shell(self, argv: tuple[str, ...], timeout: float) -> tuple[str, str, int]:
-        shell = self._checkout(timeout)
-        result = shell.run(argv, timeout)
-        with self._lock:
-            self._idle.append(shell)
-        return result
-
-    def _checkout(self, timeout: float) -> RemoteShell:
-        while True:
-            with self._lock:
-                shell = self._idle.pop() if self._idle else None
-            if shell is None:
-                return self._new_shell(timeout)
-            if not shell.alive:
-                shell.close()
-                continue
-            if time.monotonic() - shell.last_used > self.probe_after and not _answers(shell, self.connect_timeout):
-                self._drop_shells()
-                continue
-            return shell
 
     def _new_shell(self, timeout: float) -> RemoteShell:
         self.ensure_master()
@@ -330,15 +286,9 @@ class OpenSSHTransport:
                                   "try again (a one-time code is good for about 30 seconds)")
         return TransportError(f"cannot log in to {target.alias} with ssh: {reason}")
 
-    def _drop_shells(self) -> None:
-        with self._lock:
-            for shell in self._idle:
-                shell.close()
-            self._idle.clear()
-
     def close_blocking(self) -> None:
         """Close every shell and stop answering prompts."""
-        self._drop_shells()
+        self._drop_link()
         with self._lock:
             if self._askpass is not None:
                 self._askpass.close()
@@ -390,11 +340,3 @@ _ANSWER_TIME = 300.0
 def _escaped_tokens(path: str) -> str:
     """A resolved path as a ``ControlPath`` value (``%`` would start a token)."""
     return path.replace("%", "%%")
-
-
-def _answers(shell: RemoteShell, connect_timeout: float) -> bool:
-    try:
-        shell.run(("true",), timeout=min(5.0, connect_timeout))
-    except TransportError:
-        return False
-    return True

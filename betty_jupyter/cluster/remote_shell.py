@@ -20,12 +20,13 @@ import os
 import select
 import shlex
 import subprocess
+import threading
 import time
 import uuid
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import CommandTimeout, TransportError
-from .transport import unset_slurm_output_variables
+from .transport import CommandResult, program_name, unset_slurm_output_variables
 
 _CHUNK = 65536
 _POLL = 0.05
@@ -240,3 +241,86 @@ class PipeChannel:
         if self._process.poll() is None:
             self._process.kill()
         self._process.wait()
+
+
+class ShellPool:
+    """What both SSH transports share: commands run in a small pool of persistent shells over one link.
+
+    A subclass says how a new shell starts (:meth:`_new_shell`), what dropping the link closes
+    beyond the idle shells (:meth:`_drop_link`) and how the cluster is named in messages
+    (:attr:`where`). An idle shell is probed with a real command before reuse after
+    ``probe_after`` seconds (a half-open link still looks open); a dropped link is reconnected
+    and a read retried once, a write never.
+    """
+
+    where: str
+
+    def __init__(self, pool_size: int, connect_timeout: float, probe_after: float) -> None:
+        self.connect_timeout = connect_timeout
+        self.probe_after = probe_after
+        self._slots = threading.BoundedSemaphore(pool_size)
+        self._lock = threading.Lock()
+        self._idle: list[RemoteShell] = []
+        # Called in the worker thread right after a command was written to the link;
+        # fault-injection tests break the link here to test exactly-once submission.
+        self.after_send: Callable[[], None] | None = None
+
+    def _new_shell(self, timeout: float) -> RemoteShell:
+        raise NotImplementedError
+
+    def _drop_link(self) -> None:
+        """Close the idle shells (a subclass closes its connection too)."""
+        with self._lock:
+            for shell in self._idle:
+                shell.close()
+            self._idle.clear()
+
+    def run_blocking(self, argv: tuple[str, ...], timeout: float = 60.0, idempotent: bool = True) -> CommandResult:
+        """Run ``argv`` in a pooled shell, for callers that already own a thread."""
+        with self._slots:
+            began = time.perf_counter()
+            try:
+                stdout, stderr, code = self._run_in_shell(argv, timeout)
+            except ShellClosed as dropped:
+                self._drop_link()
+                if not idempotent:
+                    raise TransportError(
+                        f"the link to {self.where} dropped while `{program_name(argv)}` ran; its outcome is unknown"
+                    ) from dropped
+                stdout, stderr, code = self._run_in_shell(argv, timeout)
+            except CommandTimeout as late:
+                raise CommandTimeout(
+                    f"`{program_name(argv)}` did not finish within {timeout:g} s on {self.where}; it was stopped"
+                ) from late
+            return CommandResult(argv, stdout, stderr, code, (time.perf_counter() - began) * 1000)
+
+    def _run_in_shell(self, argv: tuple[str, ...], timeout: float) -> tuple[str, str, int]:
+        shell = self._checkout(timeout)
+        shell.on_sent = self.after_send
+        result = shell.run(argv, timeout)
+        with self._lock:
+            self._idle.append(shell)
+        return result
+
+    def _checkout(self, timeout: float) -> RemoteShell:
+        """An idle shell that answers, or a new one (reconnecting when the link is gone)."""
+        while True:
+            with self._lock:
+                shell = self._idle.pop() if self._idle else None
+            if shell is None:
+                return self._new_shell(timeout)
+            if not shell.alive:
+                shell.close()
+                continue
+            if time.monotonic() - shell.last_used > self.probe_after and not self._answers(shell):
+                self._drop_link()
+                continue
+            return shell
+
+    def _answers(self, shell: RemoteShell) -> bool:
+        """A timed real probe: a half-open link still looks open."""
+        try:
+            shell.run(("true",), timeout=min(5.0, self.connect_timeout))
+        except TransportError:
+            return False
+        return True

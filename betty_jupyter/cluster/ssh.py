@@ -19,15 +19,14 @@ import hashlib
 import os
 import posixpath
 import socket
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from ..errors import CommandTimeout, ConfigError, HostKeyError, TransportError
+from ..errors import ConfigError, HostKeyError, TransportError
 from .login import keyboard_interactive_handler
-from .remote_shell import RemoteShell, ShellClosed
-from .transport import CommandResult, program_name
+from .remote_shell import RemoteShell, ShellClosed, ShellPool
+from .transport import CommandResult
 
 
 @dataclass(frozen=True)
@@ -99,24 +98,18 @@ def _refusing_policy(target: SSHTarget, capture: bool = False) -> Any:
     return RefuseUnknownHost()
 
 
-class SSHTransport:
+class SSHTransport(ShellPool):
     """Runs commands on a cluster over SSH through a pool of persistent shells."""
 
     def __init__(self, target: SSHTarget, pool_size: int = 4, connect_timeout: float = 15.0,
                  login_shell: bool = True, probe_after: float = 30.0) -> None:
+        super().__init__(pool_size, connect_timeout, probe_after)
         self.target = target
-        self.connect_timeout = connect_timeout
+        self.where = target.alias
         self.login_shell = login_shell
-        self.probe_after = probe_after
-        self._slots = threading.BoundedSemaphore(pool_size)
-        self._lock = threading.Lock()
         self._client: Any = None
         self._jumps: list[Any] = []
-        self._idle: list[RemoteShell] = []
         self.connections_opened = 0
-        # Called in the worker thread right after a command was written to the link;
-        # fault-injection tests break the link here to test exactly-once submission.
-        self.after_send: Callable[[], None] | None = None
 
     # ----- the Transport interface -------------------------------------------------------
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
@@ -138,63 +131,13 @@ class SSHTransport:
         await self.close()
 
     # ----- blocking core (runs in worker threads) ---------------------------------------
-    def run_blocking(self, argv: tuple[str, ...], timeout: float = 60.0, idempotent: bool = True) -> CommandResult:
-        """The blocking body of :meth:`run`, for callers that already own a thread."""
-        with self._slots:
-            began = time.perf_counter()
-            try:
-                stdout, stderr, code = self._run_in_shell(argv, timeout)
-            except ShellClosed as dropped:
-                self._drop_connection()
-                if not idempotent:
-                    raise TransportError(
-                        f"the link to {self.target.alias} dropped while `{program_name(argv)}` ran; its outcome is unknown"
-                    ) from dropped
-                stdout, stderr, code = self._run_in_shell(argv, timeout)
-            except CommandTimeout as late:
-                raise CommandTimeout(
-                    f"`{program_name(argv)}` did not finish within {timeout:g} s on {self.target.alias}; it was stopped"
-                ) from late
-            return CommandResult(argv, stdout, stderr, code, (time.perf_counter() - began) * 1000)
-
-    def _run_in_shell(self, argv: tuple[str, ...], timeout: float) -> tuple[str, str, int]:
-        shell = self._checkout(timeout)
-        shell.on_sent = self.after_send
-        result = shell.run(argv, timeout)
-        with self._lock:
-            self._idle.append(shell)
-        return result
-
-    def _checkout(self, timeout: float) -> RemoteShell:
-        """An idle shell that answers, or a new one (reconnecting when the link is gone)."""
-        while True:
-            with self._lock:
-                shell = self._idle.pop() if self._idle else None
-            if shell is None:
-                return self._new_shell(timeout)
-            if not shell.alive:
-                shell.close()
-                continue
-            if time.monotonic() - shell.last_used > self.probe_after and not self._answers(shell):
-                self._drop_connection()
-                continue
-            return shell
-
-    def _answers(self, shell: RemoteShell) -> bool:
-        """A timed real probe: ``Transport.is_active()`` stays true on half-open links."""
-        try:
-            shell.run(("true",), timeout=min(5.0, self.connect_timeout))
-        except TransportError:
-            return False
-        return True
-
     def _new_shell(self, timeout: float) -> RemoteShell:
         for attempt in (1, 2):
             client = self._connected()
             try:
                 return RemoteShell.start(client.get_transport(), self.login_shell, min(timeout, self.connect_timeout))
             except ShellClosed:
-                self._drop_connection()
+                self._drop_link()
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
@@ -235,11 +178,10 @@ class SSHTransport:
             transport.set_keepalive(30)
         return client
 
-    def _drop_connection(self) -> None:
+    def _drop_link(self) -> None:
+        """Close the idle shells and the connection."""
+        super()._drop_link()
         with self._lock:
-            for shell in self._idle:
-                shell.close()
-            self._idle.clear()
             self._close_client()
 
     def _close_client(self) -> None:
@@ -251,7 +193,7 @@ class SSHTransport:
 
     def close_blocking(self) -> None:
         """Close every shell and the connection."""
-        self._drop_connection()
+        self._drop_link()
 
     def open_channel(self, host: str, port: int, timeout: float = 15.0) -> Any:
         """A ``direct-tcpip`` channel to ``host:port`` as the cluster sees it, over this connection.
@@ -268,7 +210,7 @@ class SSHTransport:
             except paramiko.ChannelException as exc:
                 raise TransportError(f"{self.target.alias} cannot reach {host}:{port} ({exc.text})") from exc
             except (paramiko.SSHException, EOFError, OSError) as exc:
-                self._drop_connection()
+                self._drop_link()
                 if attempt == 2:
                     raise TransportError(f"the link to {self.target.alias} dropped while opening a forward: {exc}") from exc
         raise AssertionError("unreachable")
@@ -278,7 +220,7 @@ class SSHTransport:
             try:
                 return self._sftp_write(data, remote_path)
             except (OSError, EOFError) as exc:
-                self._drop_connection()
+                self._drop_link()
                 if attempt == 2:
                     raise TransportError(f"cannot write {remote_path} on {self.target.alias}: {exc}") from exc
         raise AssertionError("unreachable")
