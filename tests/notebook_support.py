@@ -6,6 +6,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,14 @@ def new_project(root: Path, dev_cluster: dict[str, str], llm: ScriptedLLM,
 
 @pytest.fixture(scope="module")
 def kernel(project: dict[str, Any]) -> Iterator[Kernel]:
-    driver = Kernel(project["root"], project["env"])
+    with betty_kernel(project["root"], project["env"]) as driver:
+        yield driver
+
+
+@contextmanager
+def betty_kernel(root: Path, env: dict[str, str]) -> Iterator[Kernel]:
+    """A kernel in ``root`` with ``env`` and Betty's extension loaded; stopped afterwards."""
+    driver = Kernel(root, env)
     try:
         loaded = driver.run("%load_ext betty_jupyter")
         assert loaded.status == "ok" and not loaded.stderr, loaded.stderr

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from conftest import run_betty
 from kernel_driver import Kernel
+from notebook_support import betty_kernel
 from second_factor import ALIAS, control_dir, login_node, totp  # noqa: F401 (fixtures)
 
 
@@ -27,13 +28,8 @@ def kernel(dev_cluster: dict[str, str], tmp_path: Path, login_node, control_dir)
     config.write_text(json.dumps({"BettyConfig": {"clusters": [{
         "name": "mfa", "transport": "openssh", "host": ALIAS,
         "ssh_config": str(login_node.ssh_config(control_path=f"{control_dir}/%C"))}], "default_cluster": "mfa"}}))
-    driver = Kernel(tmp_path / "project", {**os.environ, **dev_cluster, "BETTY_CONFIG": str(config)})
-    try:
-        loaded = driver.run("%load_ext betty_jupyter")
-        assert loaded.status == "ok" and not loaded.stderr, loaded.stderr
+    with betty_kernel(tmp_path / "project", {**os.environ, **dev_cluster, "BETTY_CONFIG": str(config)}) as driver:
         yield driver
-    finally:
-        driver.close()
 
 
 def test_the_cell_asks_for_the_code_once_and_the_command_runs(kernel: Kernel) -> None:
