@@ -213,3 +213,18 @@ def test_betty_in_a_terminal_asks_on_the_terminal_without_echo(login_node, contr
     assert typed, f"betty never asked: {text!r}"
     assert betty.returncode == 0 and "mfa: OK" in text, text
     assert f"{ALIAS}: " in text and typed not in text  # the question is named, the code is never echoed
+
+
+def test_a_hostile_prompt_cannot_drive_the_terminal(monkeypatch, capsys):
+    """A login node's prompt and instructions reach the terminal with escapes written out."""
+    import getpass
+
+    from betty_jupyter.cluster.login import ask_on_terminal
+
+    shown: list[str] = []
+    monkeypatch.setattr(getpass, "getpass", lambda prompt: shown.append(prompt) or "123456")
+    question = LoginQuestion("hpc", "\x1b]0;owned\x07Code:\x1b[2J ", instructions="Duo\x1b[31m push\nor code")
+    assert ask_on_terminal(question) == "123456"
+    told = capsys.readouterr().err
+    assert "\x1b" not in shown[0] + told and "\x07" not in shown[0]
+    assert shown[0] == "hpc: \\x1b]0;owned\\x07Code:\\x1b[2J " and "Duo\\x1b[31m push\\nor code" in told

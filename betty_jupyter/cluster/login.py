@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from ..errors import TransportError
+from ..safe_text import terminal_line
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,10 @@ def ask(question: LoginQuestion) -> str:
 
 def ask_on_terminal(question: LoginQuestion) -> str:
     """Ask on the controlling terminal, without echo unless the server asked for it."""
+    # The prompt comes from another host: an escape sequence in it must not drive the terminal.
     if question.instructions.strip():
-        print(question.instructions.strip(), file=sys.stderr)
-    prompt = f"{question.cluster}: {question.prompt}"
+        print(terminal_line(question.instructions.strip()), file=sys.stderr)
+    prompt = f"{question.cluster}: {terminal_line(question.prompt)}"
     if question.echo:
         return input(prompt)
     return getpass.getpass(prompt)

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 from ..cluster.login import LoginQuestion
 from ..errors import TransportError
+from ..safe_text import terminal_line
 
 
 class CellLogin:
@@ -42,9 +43,9 @@ class CellLogin:
             raise TransportError(f"{question.cluster} asks {question.prompt.strip()!r} to log in, and no %betty "
                                  "command is running to ask you; run the command again")
         if question.instructions.strip():
-            print(question.instructions.strip())
+            print(terminal_line(question.instructions.strip()))
         try:
-            answer: str = kernel.getpass(f"{question.cluster}: {question.prompt}")
+            answer: str = kernel.getpass(f"{question.cluster}: {terminal_line(question.prompt)}")
         except Exception as exc:  # StdinNotImplementedError: this frontend has no input box
             raise TransportError(f"{question.cluster} asks {question.prompt.strip()!r} to log in, and this "
                                  f"notebook cannot ask you ({exc}); answer it in Betty's panel") from exc
