@@ -25,14 +25,37 @@ if [[ ",$extras," == *,test,* ]]; then
     || debian_packages+=(libpam-google-authenticator)
 fi
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
+
+# True while another apt or dpkg (a fresh machine's unattended-upgrades, say) holds apt's locks.
+apt_busy() {
+  lslocks -n -o PATH 2>/dev/null \
+    | grep -qE '^/var/(lib/dpkg/lock(-frontend)?|lib/apt/lists/lock|cache/apt/archives/lock)$'
+}
+
+# apt-get ARGS…, once no other apt holds its locks (waiting up to 10 minutes); tried again when
+# it failed because another apt took a lock between the check and the start.
+apt_get() {
+  local waited=0 attempt
+  for attempt in 1 2 3; do
+    while apt_busy && ((waited < 600)); do
+      ((waited % 30)) || echo "betty: waiting for another apt-get or dpkg to finish" >&2
+      sleep 2
+      waited=$((waited + 2))
+    done
+    apt-get -o DPkg::Lock::Timeout=600 "$@" && return 0
+    apt_busy || return 1
+  done
+  return 1
+}
+
 if ((${#debian_packages[@]})); then
   if [ "$(id -u)" -ne 0 ]; then
     echo "betty: install these Debian packages first: sudo apt-get install -y ${debian_packages[*]}" >&2
     exit 1
   fi
   echo "Installing Debian packages: ${debian_packages[*]}" >&2
-  apt-get update -q
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${debian_packages[@]}"
+  apt_get update -q
+  DEBIAN_FRONTEND=noninteractive apt_get install -y -q --no-install-recommends "${debian_packages[@]}"
 fi
 
 if [ ! -x .venv/bin/python ]; then

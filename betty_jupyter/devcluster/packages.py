@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 from typing import NamedTuple
 
 from ..errors import DevClusterError, MissingPackagesError
@@ -104,12 +106,54 @@ def ensure_packages(install: bool = True) -> list[str]:
     return missing
 
 
+# The locks apt and dpkg hold while they run.
+APT_LOCKS = (
+    "/var/lib/dpkg/lock-frontend",
+    "/var/lib/dpkg/lock",
+    "/var/lib/apt/lists/lock",
+    "/var/cache/apt/archives/lock",
+)
+
+
+def apt_busy(locks: tuple[str, ...] = APT_LOCKS) -> bool:
+    """True while another process (a fresh machine's unattended-upgrades, say) holds one of ``locks``."""
+    for path in locks:
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            continue
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing releases a lock this process took
+    return False
+
+
+def _apt_get(args: list[str], env: dict[str, str], wait_s: float = 600.0) -> int:
+    """Run ``apt-get ARGS`` once no other apt holds its locks; again if one took a lock meanwhile."""
+    deadline = time.monotonic() + wait_s
+    said = False
+    for _attempt in range(3):
+        while apt_busy() and time.monotonic() < deadline:
+            if not said:
+                print("Waiting for another apt-get or dpkg to finish", file=sys.stderr, flush=True)
+                said = True
+            time.sleep(2)
+        command = ["apt-get", "-o", f"DPkg::Lock::Timeout={int(wait_s)}", *args]
+        returncode = subprocess.run(command, env=env, stdout=sys.stderr).returncode
+        if returncode == 0 or not apt_busy():
+            return returncode
+    return returncode
+
+
 def _apt_install(packages: list[str]) -> None:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    command = ["apt-get", "install", "-y", "-q", "--no-install-recommends", *packages]
-    if subprocess.run(command, env=env, stdout=sys.stderr).returncode == 0:
+    install = ["install", "-y", "-q", "--no-install-recommends", *packages]
+    if _apt_get(install, env) == 0:
         return
     # A fresh machine often has no package lists yet: update once and try again.
-    subprocess.run(["apt-get", "update", "-q"], env=env, stdout=sys.stderr, check=False)
-    if subprocess.run(command, env=env, stdout=sys.stderr).returncode != 0:
+    _apt_get(["update", "-q"], env)
+    if _apt_get(install, env) != 0:
         raise MissingPackagesError(packages, "apt-get could not install the dev cluster's packages")
