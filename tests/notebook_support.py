@@ -76,6 +76,12 @@ def one_error_line(cell: Any) -> str:
     return lines[0]
 
 
+def lists_job(kernel: Kernel, root: str, job_id: str) -> bool:
+    """Whether a job table under ``root`` has a row for ``job_id`` (a cell holding just the id, never
+    a digit of another number: job 8 is not in a table that shows 18 or 8 CPUs)."""
+    return re.search(rf">\s*{re.escape(job_id)}\s*</td>", kernel.texts(root)) is not None
+
+
 def submit(kernel: Kernel, name: str, seconds: int = 60) -> str:
     """Submit a job through ``%%betty submit`` and approve its card; the job id."""
     cell = kernel.run(f"%%betty submit --slug {name} --goal 'test the notebook'\n{SCRIPT.format(name=name, seconds=seconds)}")

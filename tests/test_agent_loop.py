@@ -121,6 +121,10 @@ def test_the_dogfood_journey(llm_for_journey, ssh_profile, workspace):
     assert submit.preview is not None and TRAIN.strip() in submit.preview.text
     assert [r.decision for r in records if r.tool == "gpu_estimate"] == ["auto"]
     assert [r.decision for r in records if r.tool == "cluster_status"][1:] == ["auto"] * (calls.count("cluster_status") - 1)
+    # each tool_result carries how its call was decided and by whom, as the action log has it
+    results = [e.payload for e in events if e.type == "tool_result"]
+    assert [(p.tool, p.decision, p.approver) for p in results] == [(r.tool, r.decision, r.approver) for r in records]
+    assert ("cluster_submit", "approved", "tester") in [(p.tool, p.decision, p.approver) for p in results]
 
 
 @pytest.fixture
@@ -278,6 +282,8 @@ def test_betty_ask_in_a_script_prints_one_event_per_line(ssh_profile, workspace,
     assert [e["type"] for e in events if e["type"] not in ("message_delta", "budget")] == [
         "message", "tool_call", "approval_request", "approval_resolved", "tool_result", "message", "done"]
     assert events[-1]["payload"]["reason"] == "finished"
+    result = next(e["payload"] for e in events if e["type"] == "tool_result")
+    assert (result["decision"], result["approver"]) == ("approved", "betty ask --approve tier1")
 
 
 def test_a_stalled_stream_is_cut_off_and_asked_again(ssh_profile, workspace):

@@ -301,8 +301,8 @@ def test_the_gate_holds_while_paused_and_kill_waits_for_the_running_tool() -> No
         control.stop("killed")
         await asyncio.sleep(0.05)
         assert not control.task.done()  # the tool is running: it is not cut off
-        control(event("tool_result", ev.ToolResultInfo(call_id="c1", tool="wiki_search", ok=True, summary="",
-                                                       duration_ms=1)))
+        control(event("tool_result", ev.ToolResultInfo(call_id="c1", tool="wiki_search", ok=True, decision="auto",
+                                                       summary="", duration_ms=1)))
         await asyncio.gather(control.task, return_exceptions=True)
         assert control.task.cancelled()
         return seen

@@ -37,7 +37,8 @@ EXAMPLES: dict[str, BaseModel] = {
                                         args={"script": "train.sh"}, preview=PREVIEW, reason="tier 2 always asks"),
     "approval_resolved": ApprovalResolved(approval_id="ap_1", call_id="call_1", decision="edited", approver="ada",
                                           args={"script": "train.sh", "partition": "gpu"}),
-    "tool_result": ToolResultInfo(call_id="call_1", tool="submit_job", ok=True, summary="job 42 submitted",
+    "tool_result": ToolResultInfo(call_id="call_1", tool="submit_job", ok=True, decision="edited", approver="ada",
+                                  summary="job 42 submitted",
                                   duration_ms=12.5, output_ref=".betty/actions/outputs/call_1.txt",
                                   artifacts=["wiki/experiments/x.md"]),
     "error": ErrorInfo(message="the model did not answer in 120 s", code="model_timeout", retryable=True),
@@ -224,7 +225,8 @@ def test_a_payload_of_the_wrong_model_is_refused_where_it_is_emitted() -> None:
     with pytest.raises(ValidationError, match="instance of Done"):
         stream.emit("done", Message(role="user", text="x"))
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
-        ToolResultInfo(call_id="c", tool="t", ok=True, summary="", duration_ms=1, output_reff="x")  # type: ignore[call-arg]
+        ToolResultInfo(call_id="c", tool="t", ok=True, decision="auto", summary="", duration_ms=1,
+                       output_reff="x")  # type: ignore[call-arg]
 
 
 def test_event_itself_is_not_built_directly() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from kernel_driver import Kernel
 from llm_server import ScriptedLLM, call, say
-from notebook_support import SCRIPT, kernel, llm, one_error_line, project, submit  # noqa: F401 (fixtures)
+from notebook_support import SCRIPT, kernel, lists_job, llm, one_error_line, project, submit  # noqa: F401 (fixtures)
 
 
 # ----- reading the cluster -----------------------------------------------------------------------
@@ -33,12 +33,12 @@ def test_squeue_is_a_job_table_and_a_dataframe(kernel: Kernel) -> None:
     cell = kernel.run("%betty squeue --me")
     assert cell.status == "ok" and not cell.stderr, cell.stderr
     table = cell.widgets[0]
-    assert job in kernel.texts(table)
+    assert lists_job(kernel, table, job)
     rows = kernel.run("type(_).__mro__[1].__name__, sorted(_['job_id'].astype(str))")
     assert "DataFrame" in rows.text and f"'{job}'" in rows.text
     assert kernel.find(table, "betty-cancel"), "an own running job has a cancel button"
     empty = kernel.run("%betty squeue --partition gpu --state RUNNING")
-    assert job not in kernel.texts(empty.widgets[0])
+    assert not lists_job(kernel, empty.widgets[0], job)
     bad = one_error_line(kernel.run("%betty squeue --state SLEEPY"))
     assert "'SLEEPY' is not a Slurm job state" in bad
 
@@ -47,9 +47,9 @@ def test_job_table_refresh_sort_and_auto_refresh_through_the_comm(kernel: Kernel
     first = submit(kernel, "first", seconds=120)
     table = kernel.run("%betty squeue --me").widgets[0]
     second = submit(kernel, "second", seconds=120)
-    assert second not in kernel.texts(table)
+    assert lists_job(kernel, table, first) and not lists_job(kernel, table, second)
     kernel.click(kernel.find(table, "betty-refresh")[0])
-    kernel.wait_for(lambda: second in kernel.texts(table), what="the refreshed table")
+    kernel.wait_for(lambda: lists_job(kernel, table, second), what="the refreshed table")
 
     html = kernel.find(table, "betty-job-table")[0]
     sort = [m for m in kernel.descendants(table) if kernel.models[m].get("description") == "sort by"][0]
@@ -66,7 +66,7 @@ def test_job_table_refresh_sort_and_auto_refresh_through_the_comm(kernel: Kernel
     auto = kernel.find(table, "betty-auto-refresh")[0]
     kernel.set_value(auto, index=kernel.models[auto]["_options_labels"].index("every 15 s"))
     third = submit(kernel, "third", seconds=120)
-    kernel.wait_for(lambda: third in kernel.texts(table), timeout=90, what="the auto-refreshed table")
+    kernel.wait_for(lambda: lists_job(kernel, table, third), timeout=90, what="the auto-refreshed table")
     assert kernel.run("1 + 1").text == "2"
     kernel.set_value(auto, index=0)
 
@@ -76,7 +76,7 @@ def test_sinfo_and_sacct(kernel: Kernel) -> None:
     assert "cpu" in partitions.text and "gpu" in partitions.text
     job = submit(kernel, "short", seconds=1)
     # accounting records a job a moment after the controller has it
-    kernel.wait_for(lambda: job in kernel.texts(kernel.run(f"%betty sacct {job}").widgets[0]), timeout=60,
+    kernel.wait_for(lambda: lists_job(kernel, kernel.run(f"%betty sacct {job}").widgets[0], job), timeout=60,
                     what="the job in accounting")
     assert "is not a Slurm job id" in one_error_line(kernel.run("%betty sacct 12x"))
 
@@ -115,7 +115,7 @@ def test_cancel_denied_then_approved_and_the_kernel_stays_free(kernel: Kernel) -
     kernel.click(kernel.find(root, "betty-deny")[0])
     kernel.wait_for(lambda: "denied by" in kernel.texts(root), what="the denial record")
     assert not kernel.find(root, "betty-approve"), "a decided card keeps no buttons"
-    assert job in kernel.run("%betty squeue --me").text or job in kernel.texts(kernel.run("%betty squeue --me").widgets[0])
+    assert lists_job(kernel, kernel.run("%betty squeue --me").widgets[0], job), "a denied cancel leaves the job queued"
 
     again = kernel.run(f"%betty cancel {job}")
     root = again.widgets[0]

@@ -40,11 +40,10 @@ from ..errors import ActionLogError as ActionLogError  # defined with the others
 from ..secret_names import REDACTED as REDACTED, blank_secret_text, is_secret_name
 from ..wiki.files import append_durably, sync_directory
 from .models import Preview
+from .vocabulary import Decision
 
 log = logging.getLogger(__name__)
 
-ActionDecision = Literal["approved", "approved_for_session", "edited", "denied", "timed_out", "cancelled",
-                         "auto", "refused", "proposed"]
 ACTIONS_DIR = Path(".betty") / "actions"
 LOCK_TIMEOUT = 30.0
 MIN_BLANKED = 4
@@ -72,7 +71,7 @@ class ActionRecord(BaseModel):
     tier: int = Field(ge=0, le=2)
     args: dict[str, Any] = Field(default_factory=dict)
     preview: Preview | None = None
-    decision: ActionDecision
+    decision: Decision
     approver: str | None = None
     ok: bool | None = None
     summary: str = ""

@@ -15,17 +15,15 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Protocol, TypeVar, cast
+from typing import Any, Mapping, Protocol, TypeVar, cast
 
 from pydantic import BaseModel
 
 from ..errors import ApprovalError as ApprovalError  # defined with the others, importable here too
 from .models import Preview
 from .tools.base import Tool, ToolContext, ToolError
+from .vocabulary import APPROVING, PERSON_ANSWERS, Decision, Resolved
 
-ResolutionDecision = Literal["approved", "approved_for_session", "edited", "denied", "timed_out", "cancelled"]
-ANSWERS: tuple[str, ...] = ("approved", "approved_for_session", "edited", "denied")
-APPROVING: tuple[str, ...] = ("approved", "approved_for_session", "edited")
 DEFAULT_TIMEOUT = 600.0
 _REMEMBERED = 1000  # answered ids kept to tell "answered twice" from "unknown"
 A = TypeVar("A", bound=BaseModel)
@@ -46,7 +44,7 @@ class ApprovalInfo(Protocol):
 class Resolution(BaseModel):
     """How an approval ended; ``args`` holds the person's edited arguments for ``edited``."""
 
-    decision: ResolutionDecision
+    decision: Resolved
     approver: str | None = None
     args: dict[str, Any] | None = None
     reason: str = ""
@@ -89,7 +87,7 @@ class ApprovalBroker:
         seconds = timeout if timeout is not None and timeout > 0 else self.timeout
         future: asyncio.Future[Resolution] = loop.create_future()
         timer = loop.call_later(seconds, self._resolve, approval_id,
-                                Resolution(decision="timed_out", reason=f"no answer within {seconds:g} s"))
+                                Resolution(decision=Decision.TIMED_OUT, reason=f"no answer within {seconds:g} s"))
         self._pending[approval_id] = _Pending(request, session_id, time.monotonic(), future, timer)
         future.add_done_callback(lambda _: self._forget(approval_id))
         return future
@@ -104,11 +102,11 @@ class ApprovalBroker:
                                 "nothing changed")
         if approval_id not in self._pending:
             raise ApprovalError(f"no open approval {approval_id[:40]!r}; it may belong to another server")
-        if decision not in ANSWERS:
-            raise ApprovalError(f"answer {decision!r} is not one of {', '.join(ANSWERS)}")
-        if (decision == "edited") != (args is not None):
+        if decision not in PERSON_ANSWERS:
+            raise ApprovalError(f"answer {decision!r} is not one of {', '.join(PERSON_ANSWERS)}")
+        if (decision == Decision.EDITED) != (args is not None):
             raise ApprovalError("edited answers carry the edited arguments, and only they do")
-        resolution = Resolution(decision=cast(ResolutionDecision, decision), approver=approver,
+        resolution = Resolution(decision=cast(Resolved, Decision(decision)), approver=approver,
                                 args=dict(args) if args is not None else None)
         self._resolve(approval_id, resolution)
         return resolution
@@ -117,7 +115,7 @@ class ApprovalBroker:
         """Resolve every open approval (of one session, when given) ``cancelled``; returns their ids."""
         ids = [i for i, p in self._pending.items() if session_id is None or p.session_id == session_id]
         for approval_id in ids:
-            self._resolve(approval_id, Resolution(decision="cancelled", reason=reason))
+            self._resolve(approval_id, Resolution(decision=Decision.CANCELLED, reason=reason))
         return ids
 
     def answered(self, approval_id: str) -> Resolution | None:
@@ -142,7 +140,7 @@ class ApprovalBroker:
 
     def _forget(self, approval_id: str) -> None:
         """The waiter went away (its task was cancelled): the request is closed as cancelled."""
-        self._resolve(approval_id, Resolution(decision="cancelled", reason="the waiting call was stopped"))
+        self._resolve(approval_id, Resolution(decision=Decision.CANCELLED, reason="the waiting call was stopped"))
 
 
 async def revalidated(tool: Tool[A], ctx: ToolContext, edited: Mapping[str, Any] | str) -> tuple[A, Preview]:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import ApprovalError, UsageError
 from . import events as ev
 from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
+from .vocabulary import DoneReason
 
 if TYPE_CHECKING:
     from ..config import BettyConfig
@@ -145,8 +146,8 @@ class Assistant:
             return await session.ask(prompt)
         except asyncio.CancelledError:
             self.broker.cancel_all("the person stopped Betty", session.session_id)
-            session.stream.emit("done", ev.Done(reason="stopped"))
-            return "stopped"
+            session.stream.emit("done", ev.Done(reason=DoneReason.STOPPED))
+            return DoneReason.STOPPED
         finally:
             save(session, self.workspace)
 

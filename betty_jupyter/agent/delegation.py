@@ -50,6 +50,7 @@ from ..errors import BettyError, SchemaError, ToolError
 from . import events as ev
 from .loop import AgentSession, Answer, Limits
 from .models import ToolArgs
+from .vocabulary import Decision
 
 if TYPE_CHECKING:
     from .llm import ToolCallRequest
@@ -294,7 +295,7 @@ class _Forwarder:
     def close_open(self) -> None:
         for approval_id, call_id in list(self.open.items()):
             self.parent.emit("approval_resolved", ev.ApprovalResolved(
-                approval_id=approval_id, call_id=call_id, decision="cancelled"))
+                approval_id=approval_id, call_id=call_id, decision=Decision.CANCELLED))
         self.open.clear()
 
 
@@ -408,7 +409,7 @@ class _Batch:
         """The task's end as a ``tool_result`` in the parent's stream; in the background, in its notes too."""
         self._announced.add(result.task_id)
         self.parent.stream.emit("tool_result", ev.ToolResultInfo(
-            call_id=result.task_id, tool=TOOL, ok=result.status == "ok", summary=result.line(),
+            call_id=result.task_id, tool=TOOL, ok=result.status == "ok", decision=Decision.AUTO, summary=result.line(),
             duration_ms=max(0.0, duration_ms)))
         if self.notes:
             _add_to_notes(self.parent.context, result)

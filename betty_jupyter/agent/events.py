@@ -33,10 +33,10 @@ from typing import Annotated, Any, Callable, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidatorFunctionWrapHandler, model_validator
 
 from .models import Preview
+from .vocabulary import Decision, DoneReason, EventType, Resolved
 
 log = logging.getLogger(__name__)
 
-Decision = Literal["approved", "approved_for_session", "edited", "denied", "timed_out", "cancelled"]
 _TIER = Field(ge=0, le=2, description="0 never asks, 1 asks once per session, 2 always asks")
 
 
@@ -93,17 +93,25 @@ class ApprovalResolved(Payload):
 
     approval_id: str
     call_id: str
-    decision: Decision
+    decision: Resolved
     approver: str | None = None
     args: dict[str, Any] | None = None
 
 
 class ToolResultInfo(Payload):
-    """What a tool did: a one-line summary; the full output is in the action log at ``output_ref``."""
+    """What a call came to: how it was decided and by whom, a one-line summary; the full output is in
+    the action log at ``output_ref``.
+
+    ``decision`` is ``auto`` for a call that ran without a card, the person's answer for one that ran
+    after a card, ``proposed`` in propose mode and ``refused`` when Betty refused it before anyone
+    was asked; ``approver`` names the person who approved it (or typed it), when one did.
+    """
 
     call_id: str
     tool: str
     ok: bool
+    decision: Decision
+    approver: str | None = None
     summary: str
     duration_ms: float = Field(ge=0)
     output_ref: str | None = None
@@ -147,7 +155,7 @@ class Budget(Payload):
 class Done(Payload):
     """The turn ended: finished, stopped by a denial, the circuit breaker, an error, or a person."""
 
-    reason: Literal["finished", "denied", "breaker", "error", "stopped"]
+    reason: DoneReason
 
 
 class Event(Payload):
@@ -180,84 +188,84 @@ class Event(Payload):
 class MessageDeltaEvent(Event):
     """``message_delta``: a piece of the assistant's reply."""
 
-    type: Literal["message_delta"] = "message_delta"
+    type: Literal[EventType.MESSAGE_DELTA] = EventType.MESSAGE_DELTA
     payload: MessageDelta
 
 
 class MessageEvent(Event):
     """``message``: a whole message."""
 
-    type: Literal["message"] = "message"
+    type: Literal[EventType.MESSAGE] = EventType.MESSAGE
     payload: Message
 
 
 class PlanEvent(Event):
     """``plan``: the agent's plan."""
 
-    type: Literal["plan"] = "plan"
+    type: Literal[EventType.PLAN] = EventType.PLAN
     payload: Plan
 
 
 class ToolCallEvent(Event):
     """``tool_call``: the agent asked for a tool."""
 
-    type: Literal["tool_call"] = "tool_call"
+    type: Literal[EventType.TOOL_CALL] = EventType.TOOL_CALL
     payload: ToolCallInfo
 
 
 class ApprovalRequestEvent(Event):
     """``approval_request``: a person must decide."""
 
-    type: Literal["approval_request"] = "approval_request"
+    type: Literal[EventType.APPROVAL_REQUEST] = EventType.APPROVAL_REQUEST
     payload: ApprovalRequest
 
 
 class ApprovalResolvedEvent(Event):
     """``approval_resolved``: the decision."""
 
-    type: Literal["approval_resolved"] = "approval_resolved"
+    type: Literal[EventType.APPROVAL_RESOLVED] = EventType.APPROVAL_RESOLVED
     payload: ApprovalResolved
 
 
 class ToolResultEvent(Event):
     """``tool_result``: what a tool did."""
 
-    type: Literal["tool_result"] = "tool_result"
+    type: Literal[EventType.TOOL_RESULT] = EventType.TOOL_RESULT
     payload: ToolResultInfo
 
 
 class ErrorEvent(Event):
     """``error``: something failed."""
 
-    type: Literal["error"] = "error"
+    type: Literal[EventType.ERROR] = EventType.ERROR
     payload: ErrorInfo
 
 
 class ReplanningEvent(Event):
     """``replanning``: the agent changes course."""
 
-    type: Literal["replanning"] = "replanning"
+    type: Literal[EventType.REPLANNING] = EventType.REPLANNING
     payload: Replanning
 
 
 class JobUpdateEvent(Event):
     """``job_update``: a watched job changed state."""
 
-    type: Literal["job_update"] = "job_update"
+    type: Literal[EventType.JOB_UPDATE] = EventType.JOB_UPDATE
     payload: JobUpdateInfo
 
 
 class BudgetEvent(Event):
     """``budget``: what the session has spent."""
 
-    type: Literal["budget"] = "budget"
+    type: Literal[EventType.BUDGET] = EventType.BUDGET
     payload: Budget
 
 
 class DoneEvent(Event):
     """``done``: the turn ended."""
 
-    type: Literal["done"] = "done"
+    type: Literal[EventType.DONE] = EventType.DONE
     payload: Done
 
 
@@ -276,8 +284,11 @@ PAYLOADS: dict[str, type[Payload]] = {
 }
 """The payload model of each event type, in the order of the protocol."""
 
-EVENT_TYPES: tuple[str, ...] = tuple(PAYLOADS)
-"""The event types, in the order of the protocol."""
+EVENT_TYPES: tuple[str, ...] = tuple(event_type.value for event_type in EventType)
+"""The event types' words, in the order of the protocol."""
+
+if tuple(PAYLOADS) != tuple(EventType):
+    raise RuntimeError("every EventType needs exactly one event class, in the order of the protocol")
 
 
 def parse_event(data: dict[str, Any] | str | bytes) -> AnyEvent:

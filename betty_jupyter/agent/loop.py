@@ -20,13 +20,14 @@ from ..errors import BettyError, ModelError
 from . import events as ev
 from .condense import condense, estimate_tokens
 from .models import ToolOutcome
+from .vocabulary import Decision, DoneReason
 
 if TYPE_CHECKING:
-    from .actions import ActionDecision, ActionLog
+    from .actions import ActionLog
     from .approvals import ApprovalBroker
     from .llm import ChatModel, ToolCallRequest
     from .models import Preview
-    from .policy import ApprovalPolicy, Decision, SessionGrants
+    from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
     from .tools.base import Tool, ToolContext
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 class Approval:
     """How a call came to run (or not): the decision, who made it, what they saw."""
 
-    decision: "ActionDecision"
+    decision: Decision
     approver: str | None = None
     preview: "Preview | None" = None
 
@@ -87,8 +88,8 @@ class AgentSession:
         if self.model is None:
             self.stream.emit("message", ev.Message(role="user", text=prompt))
             self.stream.emit("error", ev.ErrorInfo(message=self.no_model_reason, code="no_model"))
-            self.stream.emit("done", ev.Done(reason="error"))
-            return "error"
+            self.stream.emit("done", ev.Done(reason=DoneReason.ERROR))
+            return DoneReason.ERROR
         self.messages.append({"role": "user", "content": prompt})
         self.stream.emit("message", ev.Message(role="user", text=prompt))
         began = time.monotonic()
@@ -104,15 +105,15 @@ class AgentSession:
                 reply = await self.model.complete(self.messages, self.registry.schemas(), self._delta, self._retrying)
             except ModelError as error:
                 self.stream.emit("error", ev.ErrorInfo(message=str(error), code="model", retryable=error.retryable))
-                self.stream.emit("done", ev.Done(reason="error"))
-                return "error"
+                self.stream.emit("done", ev.Done(reason=DoneReason.ERROR))
+                return DoneReason.ERROR
             self.tokens += reply.tokens
             self.stream.emit("budget", ev.Budget(iterations=iteration, max_iterations=self.limits.max_iterations,
                                                  tokens=self.tokens, max_tokens=self.limits.max_tokens))
             self._remember_reply(reply.text, reply.tool_calls)
             if not reply.tool_calls:
-                self.stream.emit("done", ev.Done(reason="finished"))
-                return "finished"
+                self.stream.emit("done", ev.Done(reason=DoneReason.FINISHED))
+                return DoneReason.FINISHED
             answers = await asyncio.gather(*(self._call(call) for call in reply.tool_calls))
             self.messages.extend({"role": "tool", "tool_call_id": call.call_id, "content": answer.told}
                                  for call, answer in zip(reply.tool_calls, answers))
@@ -121,8 +122,8 @@ class AgentSession:
 
     def _stop(self, code: str, message: str) -> str:
         self.stream.emit("error", ev.ErrorInfo(message=message, code=code, retryable=False))
-        self.stream.emit("done", ev.Done(reason="breaker"))
-        return "breaker"
+        self.stream.emit("done", ev.Done(reason=DoneReason.BREAKER))
+        return DoneReason.BREAKER
 
     def _delta(self, text: str) -> None:
         self.stream.emit("message_delta", ev.MessageDelta(text=text))
@@ -175,7 +176,8 @@ class AgentSession:
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
         if decision.action == "propose":
             return await self._propose(call, tool, args, tier, began)
-        approval = Approval("auto") if person is None else Approval("approved", person)
+        # A call a person typed is approved by typing it; the agent's calls that need no card run as auto.
+        approval = Approval(Decision.AUTO) if person is None else Approval(Decision.APPROVED, person)
         if decision.action == "ask":
             asked = await self._approval(call, tool, args, tier, decision.reason)
             if isinstance(asked, Answer):
@@ -185,7 +187,7 @@ class AgentSession:
         self._log(call, tool, tier, args, approval, outcome, began)
         return Answer(outcome, condense(outcome, self.user))
 
-    def _decide(self, tool: "Tool[Any]", args: Any, tier: int, person: str | None) -> "Decision":
+    def _decide(self, tool: "Tool[Any]", args: Any, tier: int, person: str | None) -> "Ruling":
         """The policy's decision, the rules seeing the canonical arguments and the reads made on the person's behalf."""
         values = tool.rule_values(self.context, args)
         reads = tool.reads_for(self.context, args)
@@ -211,13 +213,13 @@ class AgentSession:
             approval_id=request.approval_id, call_id=call.call_id, decision=resolution.decision,
             approver=resolution.approver, args=resolution.args))
         approval = Approval(resolution.decision, resolution.approver, preview)
-        if resolution.decision not in ("approved", "approved_for_session", "edited"):
+        if not resolution.approved:
             self._log(call, tool, tier, args, approval, None, time.perf_counter())
             outcome = ToolOutcome(ok=False, summary=f"not run: {resolution.decision}"
                                   + (f" ({resolution.reason})" if resolution.reason else ""))
             return Answer(outcome, f"The person did not approve this call ({resolution.decision}), "
                           "so it did not run. Do not retry it unless they ask.")
-        if resolution.decision == "edited" and resolution.args is not None:
+        if resolution.decision == Decision.EDITED and resolution.args is not None:
             try:
                 args, approval.preview = await revalidated(tool, self.context, resolution.args)
             except BettyError as error:
@@ -232,13 +234,13 @@ class AgentSession:
         except BettyError as error:
             return self._refused(call, tool, f"the preview failed: {error}", began, tier)
         outcome = ToolOutcome(ok=True, summary=f"proposed, not run (Betty is in propose mode):\n{preview.text}")
-        self._log(call, tool, tier, args, Approval("proposed", None, preview), outcome, began)
+        self._log(call, tool, tier, args, Approval(Decision.PROPOSED, None, preview), outcome, began)
         return Answer(outcome, outcome.summary)
 
     def _refused(self, call: "ToolCallRequest", tool: "Tool[Any] | None", message: str, began: float,
                  tier: int = 0) -> Answer:
         outcome = ToolOutcome(ok=False, summary=message)
-        self._record(call, call.name, tier, _raw_args(call.arguments), Approval("refused"), outcome, began)
+        self._record(call, call.name, tier, _raw_args(call.arguments), Approval(Decision.REFUSED), outcome, began)
         return Answer(outcome, f"error: {message}")
 
     def _log(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: "Approval",
@@ -260,7 +262,8 @@ class AgentSession:
         ), full_output=outcome.full if outcome and outcome.full else None)
         if outcome is not None:
             self.stream.emit("tool_result", ev.ToolResultInfo(
-                call_id=call.call_id, tool=tool, ok=outcome.ok, summary=outcome.summary, duration_ms=duration,
+                call_id=call.call_id, tool=tool, ok=outcome.ok, decision=approval.decision, approver=approval.approver,
+                summary=outcome.summary, duration_ms=duration,
                 output_ref=record.output_ref, artifacts=outcome.artifacts))
 
     # ----- the context budget ------------------------------------------------------------------

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-
-class Tier(IntEnum):
-    """How much a tool may do without a person: 0 never asks, 1 asks once per session, 2 always asks."""
-
-    AUTO = 0
-    ONCE_PER_SESSION = 1
-    ALWAYS_ASK = 2
+from .vocabulary import Tier as Tier  # importable here too, where tools have always found it
 
 
 class ToolArgs(BaseModel):

@@ -35,19 +35,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, Iterable, Literal, Mapping, Sequence, cast, get_args
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel
 
 from ..errors import ConfigError
-from .models import Tier
+from .vocabulary import APPROVING, MODES, Mode, Tier
 
-Mode = Literal["off", "propose", "confirm", "auto"]
 Action = Literal["run", "ask", "deny", "propose"]
-MODES: tuple[str, ...] = get_args(Mode)
 RULE_LISTS = ("deny", "ask", "allow")
-GRANTING = ("approved", "approved_for_session", "edited")
-"""Resolutions that let later tier 1 calls of the same tool run in the session."""
 
 Call = tuple[str, Mapping[str, Any]]
 """A tool's name and the arguments its rules see."""
@@ -56,7 +52,7 @@ _RULE = re.compile(r"^\s*([A-Za-z0-9_*?\[\]-]+)\s*(?:\(\s*([A-Za-z_][A-Za-z0-9_]
 
 
 @dataclass(frozen=True)
-class Decision:
+class Ruling:
     """What happens to one call, and why (one line a person reads in the action log)."""
 
     action: Action
@@ -160,7 +156,7 @@ class SessionGrants:
 
     def remember(self, tool: str, tier: Tier | int, decision: str) -> None:
         """Record a resolution: any approval of a tier 1 call grants its tool for the session; tier 2 never."""
-        if tier == Tier.ONCE_PER_SESSION and decision in GRANTING:
+        if tier == Tier.ONCE_PER_SESSION and decision in APPROVING:
             self.grant(tool)
 
     def revoke(self, tool: str | None = None) -> None:
@@ -177,11 +173,11 @@ class ApprovalPolicy:
     def __init__(self, mode: str = "confirm", rules: Rules | Mapping[str, Sequence[str]] | None = None) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode {mode!r} is not one of {', '.join(MODES)}")
-        self.mode = cast(Mode, mode)
+        self.mode = Mode(mode)
         self.rules = rules if isinstance(rules, Rules) else Rules.from_config(rules)
 
     def decide(self, tool: str, args: Mapping[str, Any] | BaseModel | None, tier: Tier | int,
-               session: SessionGrants, reads: Sequence[Call] = ()) -> Decision:
+               session: SessionGrants, reads: Sequence[Call] = ()) -> Ruling:
         """Run, ask, propose or deny this call of ``tool`` (``tier`` from ``Tool.tier_for(args)``).
 
         ``args`` are the call's canonical arguments (``Tool.rule_values``); ``reads`` the reads it
@@ -190,22 +186,22 @@ class ApprovalPolicy:
         values = _values(args)
         calls = [(tool, values), *reads]
         tier = Tier(tier)
-        if self.mode == "off":
-            return Decision("deny", "Betty's agent is off; switch the mode to propose, confirm or auto")
+        if self.mode == Mode.OFF:
+            return Ruling("deny", "Betty's agent is off; switch the mode to propose, confirm or auto")
         denied = Rules.covering(self.rules.deny, calls)
         if denied:
-            return Decision("deny", f"refused by your rule deny {denied}")
+            return Ruling("deny", f"refused by your rule deny {denied}")
         ask = self._asks(calls, tier, session)
-        if self.mode == "propose":
+        if self.mode == Mode.PROPOSE:
             if ask is None and tier == Tier.AUTO:
-                return Decision("run", "tier 0: runs without asking")
-            return Decision("propose", "propose mode: nothing above tier 0 runs; here is what would be done")
+                return Ruling("run", "tier 0: runs without asking")
+            return Ruling("propose", "propose mode: nothing above tier 0 runs; here is what would be done")
         if ask is not None:
-            return Decision("ask", ask)
-        return Decision("run", self._runs_because(tool, values, tier, session))
+            return Ruling("ask", ask)
+        return Ruling("run", self._runs_because(tool, values, tier, session))
 
     def decide_for_person(self, tool: str, args: Mapping[str, Any] | BaseModel | None, tier: Tier | int,
-                          reads: Sequence[Call] = ()) -> Decision:
+                          reads: Sequence[Call] = ()) -> Ruling:
         """A call a person typed themselves (a magic, a panel button): the mode is the agent's, not theirs.
 
         Their ``deny`` rules still refuse and their ``ask`` rules still ask (on the canonical
@@ -215,13 +211,13 @@ class ApprovalPolicy:
         calls = [(tool, _values(args)), *reads]
         denied = Rules.covering(self.rules.deny, calls)
         if denied:
-            return Decision("deny", f"refused by your rule deny {denied}")
+            return Ruling("deny", f"refused by your rule deny {denied}")
         asked = Rules.covering(self.rules.ask, calls)
         if asked:
-            return Decision("ask", f"your rule ask {asked} asks every time")
+            return Ruling("ask", f"your rule ask {asked} asks every time")
         if Tier(tier) == Tier.ALWAYS_ASK:
-            return Decision("ask", "tier 2: always asks, even when you typed it")
-        return Decision("run", "you asked for it")
+            return Ruling("ask", "tier 2: always asks, even when you typed it")
+        return Ruling("run", "you asked for it")
 
     def _asks(self, calls: Sequence[Call], tier: Tier, session: SessionGrants) -> str | None:
         """Why a person must approve this call (``calls[0]``, with its reads), or None when it may run."""
@@ -231,7 +227,7 @@ class ApprovalPolicy:
             return f"your rule ask {asked} asks every time"
         if tier == Tier.ALWAYS_ASK:
             return "tier 2: always asks, in every mode"
-        if tier == Tier.AUTO or self.mode == "auto" or Rules.first(self.rules.allow, tool, values):
+        if tier == Tier.AUTO or self.mode == Mode.AUTO or Rules.first(self.rules.allow, tool, values):
             return None
         if session.granted(tool):
             return None
@@ -240,7 +236,7 @@ class ApprovalPolicy:
     def _runs_because(self, tool: str, values: Mapping[str, Any], tier: Tier, session: SessionGrants) -> str:
         if tier == Tier.AUTO:
             return "tier 0: runs without asking"
-        if self.mode == "auto":
+        if self.mode == Mode.AUTO:
             return "auto mode: tier 1 runs without asking"
         allowed = Rules.first(self.rules.allow, tool, values)
         if allowed:

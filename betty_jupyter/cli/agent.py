@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..agent.vocabulary import MODES, Decision, DoneReason, Mode
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     ask = commands.add_parser("ask", help="ask Betty's agent (it acts through tools, with your approval)")
     ask.add_argument("prompt", metavar="PROMPT")
     ask.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
-    ask.add_argument("--mode", choices=["off", "propose", "confirm", "auto"], default="confirm",
+    ask.add_argument("--mode", choices=MODES, default=Mode.CONFIRM.value,
                      help="confirm: ask for tier 1 once and tier 2 always (default); auto: ask only for tier 2; "
                      "propose: show previews, run nothing above tier 0; off: no tools")
     ask.add_argument("--approve", choices=["ask", "never", "tier1", "all"], default=None,
@@ -71,18 +72,19 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
         await session.context.slurm.transport.close()
     if not args.json:
         print(f"\n(session {session.session_id}; continue it with --session {session.session_id})", file=sys.stderr)
-    return 0 if reason == "finished" else 1
+    return 0 if reason == DoneReason.FINISHED else 1
 
 
 async def _answer(broker: "ApprovalBroker", event: "Event", approve: str) -> None:
     request: Any = event.payload
     if approve == "ask":
         answer = await asyncio.to_thread(input, "Approve? [y]es / [s]ession / [N]o: ")
-        decision = {"y": "approved", "yes": "approved", "s": "approved_for_session"}.get(answer.strip().lower(), "denied")
+        decision = {"y": Decision.APPROVED, "yes": Decision.APPROVED,
+                    "s": Decision.APPROVED_FOR_SESSION}.get(answer.strip().lower(), Decision.DENIED)
     elif approve == "all" or (approve == "tier1" and request.tier <= 1):
-        decision = "approved"
+        decision = Decision.APPROVED
     else:
-        decision = "denied"
+        decision = Decision.DENIED
     broker.respond(request.approval_id, decision, approver=f"betty ask --approve {approve}")
 
 

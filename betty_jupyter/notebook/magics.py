@@ -16,6 +16,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from .._version import __version__
+from ..agent.vocabulary import MODES
 from ..errors import BettyError, ToolError, UsageError
 from .login import cell_login
 
@@ -480,7 +481,7 @@ class BettyMagics(Magics):
     def _mode_parser() -> MagicParser:
         parser = _parser("mode", "what Betty's agent may do without asking: off (no tools), propose (previews only), "
                          "confirm (asks for tier 1 once, tier 2 always), auto (asks only for tier 2)")
-        parser.add_argument("mode", nargs="?", choices=["off", "propose", "confirm", "auto"])
+        parser.add_argument("mode", nargs="?", choices=MODES)
         return parser
 
     def _mode(self, args: argparse.Namespace, cell: str | None) -> str:
@@ -516,7 +517,7 @@ class BettyMagics(Magics):
         betty = self.connection
         session = None if args.all else betty.session_id()
         records = betty.backend.actions(session, max(1, args.limit))
-        rows = [{"time": pd.Timestamp(r.ts, unit="s"), "tool": r.tool, "tier": r.tier, "decision": r.decision,
+        rows = [{"time": pd.Timestamp(r.ts, unit="s"), "tool": r.tool, "tier": r.tier, "decision": r.decision.value,
                  "approver": r.approver, "ok": r.ok, "summary": (r.summary.splitlines() or [""])[0][:120],
                  "session": r.session_id} for r in records]
         return pd.DataFrame(rows, columns=["time", "tool", "tier", "decision", "approver", "ok", "summary", "session"])

@@ -16,6 +16,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..agent.vocabulary import Mode
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Call:
 class NotebookBetty:
     """Betty in one notebook: which cluster, which session, who follows which events."""
 
-    def __init__(self, backend: "Backend", mode: str = "confirm") -> None:
+    def __init__(self, backend: "Backend", mode: str = Mode.CONFIRM) -> None:
         self.backend = backend
         self.cluster: str | None = None
         self.mode = mode
@@ -187,7 +188,7 @@ class NotebookBetty:
 
     def set_mode(self, mode: str) -> None:
         """The agent's mode in this notebook's sessions (now and later)."""
-        from ..agent.policy import MODES
+        from ..agent.vocabulary import MODES
 
         if mode not in MODES:
             raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")

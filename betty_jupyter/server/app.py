@@ -13,6 +13,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Enum, Float, Unicode
 
 from .._version import __version__
+from ..agent.vocabulary import MODES, Mode
 from ..config import BettyConfig, load_config
 from . import handlers
 
@@ -31,7 +32,7 @@ class BettyApp(ExtensionApp):
         "", help="The project whose wiki, experiment notebooks and .betty/ Betty uses (default: the server's root_dir)."
     ).tag(config=True)
 
-    mode = Enum(["off", "propose", "confirm", "auto"], "confirm",
+    mode = Enum(list(MODES), Mode.CONFIRM.value,
                 help="The agent mode new sessions start in: off, propose, confirm or auto.").tag(config=True)
 
     approval_timeout = Float(600.0, help="Seconds an approval card waits for an answer before it is timed out.").tag(

@@ -2,16 +2,17 @@
 
 ::
 
-    betty_tool_calls_total{tool,decision}   tool calls by how they were decided: auto (ran without a
-                                            card, the agent's or a person's own call), approved,
+    betty_tool_calls_total{tool,decision}   tool calls by how they were decided (the words of
+                                            agent.vocabulary.Decision): auto (ran without a card, the
+                                            agent's or a person's own call), approved,
                                             approved_for_session, edited (ran after a card), denied,
                                             timed_out, cancelled (did not run), proposed, refused
     betty_approval_wait_seconds             how long approval cards waited for an answer
     betty_slurm_command_seconds{command}    Slurm commands sessions ran, by program (squeue, sbatch, …)
     betty_llm_tokens_total                  tokens the chat model used
 
-Nothing here changes the agent: :func:`instrument` listens to a session's events (tool calls,
-approvals, budget) and times the commands of its cluster link by wrapping the transport.
+Nothing here changes the agent: :func:`instrument` listens to a session's events (approvals,
+tool results, budget), reading their fields, never their text, and times the commands of its cluster link by wrapping the transport.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import time
 from typing import TYPE_CHECKING, Sequence, cast
 
 from prometheus_client import Counter, Histogram
+
+from ..agent.vocabulary import Decision, EventType
 
 if TYPE_CHECKING:
     from ..agent import events as ev
@@ -36,8 +39,6 @@ LLM_TOKENS = Counter("betty_llm_tokens", "Tokens Betty's chat model used (prompt
 
 SLURM_PROGRAMS = frozenset({"sacct", "sbatch", "scancel", "scontrol", "seff", "sinfo", "sprio", "squeue",
                             "sshare", "sstat"})
-_NOT_RUN_PREFIXES = ("refused by Betty's policy", "the preview failed")
-_APPROVING = ("approved", "approved_for_session", "edited")
 
 
 def instrument(session: "AgentSession") -> None:
@@ -49,32 +50,35 @@ def instrument(session: "AgentSession") -> None:
 
 
 class CallCounter:
-    """Follows one session's events: each call is counted once, when its decision is known.
+    """Follows one session's events: each call is counted once, by the decision its events carry.
 
-    A call that ran is counted at its ``tool_result`` (``auto`` when no card was shown); one
-    a person did not approve at its ``approval_resolved``. Events of one stream arrive one at
-    a time, in order, so no lock is needed.
+    A call that ended in a ``tool_result`` is counted there: ``auto`` when it ran without a card
+    (the agent's own or a person's), else the result's ``decision`` (the card's answer,
+    ``proposed``, ``refused``). A card that did not let its call run is counted at its
+    ``approval_resolved``. Events of one stream arrive one at a time, in order, so no lock is needed.
     """
 
     def __init__(self, tokens: int = 0) -> None:
         self.tokens = tokens
-        self._calls: dict[str, tuple[str, str]] = {}  # call_id -> (tool, decision so far)
+        self._tools: dict[str, str] = {}  # call_id -> tool, for calls whose card is open
+        self._carded: set[str] = set()  # call_ids approved on a card, until their result
         self._asked: dict[str, float] = {}  # approval_id -> when the card was shown
 
     def __call__(self, event: "ev.Event") -> None:
         kind, payload = event.type, event.payload
-        if kind == "tool_call":
-            called = cast("ev.ToolCallInfo", payload)
-            self._calls[called.call_id] = (called.tool, "auto")
-        elif kind == "approval_request":
-            self._asked[cast("ev.ApprovalRequest", payload).approval_id] = event.ts
-        elif kind == "approval_resolved":
+        if kind == EventType.APPROVAL_REQUEST:
+            request = cast("ev.ApprovalRequest", payload)
+            self._asked[request.approval_id] = event.ts
+            self._tools[request.call_id] = request.tool
+        elif kind == EventType.APPROVAL_RESOLVED:
             self._resolved(cast("ev.ApprovalResolved", payload), event.ts)
-        elif kind == "tool_result":
+        elif kind == EventType.TOOL_RESULT:
             result = cast("ev.ToolResultInfo", payload)
-            tool, decision = self._calls.pop(result.call_id, (result.tool, "refused"))
-            TOOL_CALLS.labels(tool, _ran_as(decision, result)).inc()
-        elif kind == "budget":
+            carded = result.call_id in self._carded
+            self._carded.discard(result.call_id)
+            decision = result.decision if carded or not result.decision.ran else Decision.AUTO
+            TOOL_CALLS.labels(result.tool, decision.value).inc()
+        elif kind == EventType.BUDGET:
             tokens = cast("ev.Budget", payload).tokens
             if tokens > self.tokens:
                 LLM_TOKENS.inc(tokens - self.tokens)
@@ -82,20 +86,11 @@ class CallCounter:
 
     def _resolved(self, payload: "ev.ApprovalResolved", ts: float) -> None:
         APPROVAL_WAIT.observe(max(0.0, ts - self._asked.pop(payload.approval_id, ts)))
-        tool, _ = self._calls.get(payload.call_id, ("unknown", ""))
-        if payload.decision in _APPROVING:
-            self._calls[payload.call_id] = (tool, payload.decision)
+        tool = self._tools.pop(payload.call_id, "unknown")
+        if payload.decision.ran:
+            self._carded.add(payload.call_id)
         else:
-            self._calls.pop(payload.call_id, None)
-            TOOL_CALLS.labels(tool, payload.decision).inc()
-
-
-def _ran_as(decision: str, result: "ev.ToolResultInfo") -> str:
-    if decision == "auto" and result.summary.startswith("proposed, not run"):
-        return "proposed"
-    if decision == "auto" and not result.ok and result.summary.startswith(_NOT_RUN_PREFIXES):
-        return "refused"
-    return decision
+            TOOL_CALLS.labels(tool, payload.decision.value).inc()
 
 
 class TimedTransport:

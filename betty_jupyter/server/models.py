@@ -11,8 +11,9 @@ from typing import Annotated, Any, Literal, TypedDict, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Mode = Literal["off", "propose", "confirm", "auto"]
-PersonDecision = Literal["approved", "approved_for_session", "edited", "denied"]
+from ..agent.vocabulary import Mode, PersonAnswer
+
+PersonDecision = PersonAnswer
 
 
 class Health(TypedDict):

@@ -15,6 +15,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
+from ..agent.vocabulary import Mode
 from . import metrics
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class Socket(Protocol):
 class BettyServices:
     """The one Assistant of this server, and the sockets and background calls around it."""
 
-    def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = "confirm",
+    def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = Mode.CONFIRM,
                  approval_timeout: float = 600.0, automation_lease: float = 60.0) -> None:
         self.workspace, self.config = workspace, config
         self._mode, self._approval_timeout = mode, approval_timeout

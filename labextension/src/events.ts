@@ -56,6 +56,9 @@ export interface IApprovalRequest {
 export type Decision =
   'approved' | 'approved_for_session' | 'edited' | 'denied' | 'timed_out' | 'cancelled';
 
+/** How a tool call was decided: a card's ending, or `auto` (no card), `proposed`, `refused`. */
+export type CallDecision = Decision | 'auto' | 'proposed' | 'refused';
+
 /** The decisions a person can send from an approval card. */
 export type PersonDecision = 'approved' | 'approved_for_session' | 'edited' | 'denied';
 
@@ -68,11 +71,16 @@ export interface IApprovalResolved {
   args: Record<string, unknown> | null;
 }
 
-/** What a tool did: a one-line summary; the full output is in the action log at `output_ref`. */
+/**
+ * What a call came to: how it was decided and by whom, a one-line summary; the full output is
+ * in the action log at `output_ref`.
+ */
 export interface IToolResultInfo {
   call_id: string;
   tool: string;
   ok: boolean;
+  decision: CallDecision;
+  approver: string | null;
   summary: string;
   duration_ms: number;
   output_ref: string | null;
@@ -217,7 +225,8 @@ const PAYLOAD_CHECKS: Record<EventType, Check> = {
     str(p.preview.kind) &&
     str(p.preview.text),
   approval_resolved: p => str(p.approval_id) && str(p.decision) && (p.args == null || obj(p.args)),
-  tool_result: p => str(p.call_id) && typeof p.ok === 'boolean' && str(p.summary),
+  tool_result: p =>
+    str(p.call_id) && typeof p.ok === 'boolean' && str(p.decision) && strOrNull(p.approver) && str(p.summary),
   error: p => str(p.message),
   replanning: p => str(p.reason),
   job_update: p =>

@@ -99,6 +99,8 @@ const TRANSCRIPT: IRunEvent[] = [
     call_id: 'c2',
     tool: 'job_logs',
     ok: true,
+    decision: 'auto',
+    approver: null,
     summary: '120 lines',
     duration_ms: 40,
     output_ref: null,

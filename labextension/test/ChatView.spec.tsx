@@ -37,6 +37,8 @@ const TURN = transcript([
       call_id: 'c1',
       tool: 'cluster_queue',
       ok: true,
+      decision: 'approved',
+      approver: 'alice (side panel)',
       summary: '2 jobs',
       duration_ms: 40,
       output_ref: null,

@@ -59,6 +59,8 @@ function result(callId: string, ok = true, summary = 'done', tool = 'cluster_can
     call_id: callId,
     tool,
     ok,
+    decision: 'auto',
+    approver: null,
     summary,
     duration_ms: 12.5,
     output_ref: null,

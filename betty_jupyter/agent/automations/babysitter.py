@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...errors import BettyError
 from ...experiments.ledger import Experiment, Ledger
+from ..vocabulary import Decision, Mode
 from .definitions import AutomationLimits, AutomationSpec, Trigger
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ BABYSITTER = AutomationSpec(
     trigger=Trigger(kind="job", states=["FAILED", "OUT_OF_MEMORY", "TIMEOUT"]),
     tools=["cluster_submit"],
     limits=AutomationLimits(seconds=86_400),
-    mode="auto",
+    mode=Mode.AUTO,
 )
 """Installed paused (off until a person resumes it); ``limits.seconds`` is how long its cards wait."""
 
@@ -215,7 +216,7 @@ def _outcome(outcome: "ToolOutcome", answers: list["ev.ApprovalResolved"]) -> di
     approver = answer.approver if answer else None
     if outcome.ok and isinstance(outcome.data, Experiment):
         return {"state": "submitted", "job_id": outcome.data.job_id, "slug": outcome.data.slug, "approver": approver}
-    if answer is not None and answer.decision == "denied":
+    if answer is not None and answer.decision == Decision.DENIED:
         return {"state": "not submitted", "reason": "denied" + (f" by {approver}" if approver else "")}
     return {"state": "not submitted", "reason": outcome.summary.splitlines()[0] if outcome.summary else "not run"}
 

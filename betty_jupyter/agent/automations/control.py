@@ -19,6 +19,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any, Callable, cast
 
+from ..vocabulary import APPROVING
+
 if TYPE_CHECKING:
     from .. import events as ev
 
@@ -91,7 +93,7 @@ class RunControl:
             self._asking.add(payload.call_id)
         elif kind == "approval_resolved":
             self._asking.discard(payload.call_id)
-            if payload.decision in ("approved", "approved_for_session", "edited"):
+            if payload.decision in APPROVING:
                 self._running.add(payload.call_id)
         elif kind == "tool_result":
             self._running.discard(payload.call_id)

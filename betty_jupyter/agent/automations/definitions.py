@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..vocabulary import AutomationMode, Mode
 from . import templates
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from ...experiments.workspace import Workspace
 
 TriggerKind = Literal["job", "schedule", "webhook", "manual"]
-Mode = Literal["propose", "confirm", "auto"]
 AutomationStatus = Literal["idle", "active", "paused", "error-suspended"]
 RunStatus = Literal["queued", "running", "done", "failed", "breaker", "killed"]
 ENDED: tuple[str, ...] = ("done", "failed", "breaker", "killed")
@@ -99,7 +99,7 @@ class AutomationSpec(_Strict):
     tools: list[str] | None = Field(default=None,
                                     description="the tools runs may call (default: all; scratchpad always)")
     limits: AutomationLimits = Field(default_factory=lambda: AutomationLimits())
-    mode: Mode = Field(default="auto", description="tier 2 always waits for a person, in every mode")
+    mode: AutomationMode = Field(default=Mode.AUTO, description="tier 2 always waits for a person, in every mode")
 
     @model_validator(mode="after")
     def _prompt_fields(self) -> "AutomationSpec":
@@ -214,6 +214,6 @@ DIGEST = AutomationSpec(
     tools=["cluster_queue", "cluster_history", "cluster_status", "job_logs", "wiki_read", "wiki_search",
            "wiki_write", "scratchpad"],
     limits=AutomationLimits(iterations=16, tokens=150_000, seconds=600),
-    mode="auto",
+    mode=Mode.AUTO,
 )
 """The schedule example, installed paused (off until a person resumes it): every day at 08:00."""

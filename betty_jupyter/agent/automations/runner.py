@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
 
 from ...errors import BettyError
+from ..vocabulary import DoneReason
 from . import triggers
 from .control import RunControl
 from .definitions import Automation, Run, persona_page
@@ -307,9 +308,9 @@ class AutomationRunner:
         if control.task.cancelled():
             if control.stopped == "time_limit":
                 session.stream.emit("error", ev.ErrorInfo(message=TIME_LIMIT, code="time_limit"))
-                session.stream.emit("done", ev.Done(reason="breaker"))
+                session.stream.emit("done", ev.Done(reason=DoneReason.BREAKER))
                 return "breaker", "time_limit", TIME_LIMIT
-            session.stream.emit("done", ev.Done(reason="stopped"))
+            session.stream.emit("done", ev.Done(reason=DoneReason.STOPPED))
             return "killed", None, "killed by a person"
         reason = control.task.result()
         if reason == "finished":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import ipywidgets as widgets
 
+from ...agent.vocabulary import Decision
 from ...errors import BettyError
 from ...safe_text import html_text
 from .html import details_table_html, highlighted_html, pre_html
@@ -21,9 +22,9 @@ if TYPE_CHECKING:
 
 Respond = Callable[[str, str, "Mapping[str, Any] | None"], None]
 _TIER_WORDS = {0: "tier 0", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
-_DECISION_WORDS = {"approved": "✓ approved", "approved_for_session": "✓ approved for this session",
-                   "edited": "✎ approved with edits", "denied": "✗ denied", "timed_out": "⌛ expired (no answer)",
-                   "cancelled": "✗ cancelled"}
+_DECISION_WORDS: dict[str, str] = {Decision.APPROVED: "✓ approved", Decision.APPROVED_FOR_SESSION: "✓ approved for this session",
+                   Decision.EDITED: "✎ approved with edits", Decision.DENIED: "✗ denied",
+                   Decision.TIMED_OUT: "⌛ expired (no answer)", Decision.CANCELLED: "✗ cancelled"}
 
 
 def preview_html(request: "ApprovalRequest") -> str:
@@ -52,13 +53,13 @@ class ApprovalCard(widgets.VBox):
             f"<b>{html_text(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
             f"<br><i>{html_text(request.reason)}</i>")
         preview = widgets.HTML(preview_html(request) + details_table_html(request.preview.details))
-        self.approve = self._button("Approve", "success", "approved", "betty-approve")
-        self.approve_session = self._button("Approve for session", "info", "approved_for_session",
+        self.approve = self._button("Approve", "success", Decision.APPROVED, "betty-approve")
+        self.approve_session = self._button("Approve for session", "info", Decision.APPROVED_FOR_SESSION,
                                             "betty-approve-session")
         if request.tier >= 2:
             self.approve_session.disabled = True
             self.approve_session.tooltip = "tier 2 asks every time: there is nothing to approve for the session"
-        self.deny = self._button("Deny", "danger", "denied", "betty-deny")
+        self.deny = self._button("Deny", "danger", Decision.DENIED, "betty-deny")
         self.edit = widgets.Button(description="Edit", icon="pencil")
         self.edit.add_class("betty-edit")
         self.edit.on_click(lambda _: self._open_editor())
@@ -98,7 +99,7 @@ class ApprovalCard(widgets.VBox):
         if not isinstance(args, dict):
             self.problem.value = "<span style='color:#c62828'>the edited arguments must be one JSON object</span>"
             return
-        self._answer("edited", args)
+        self._answer(Decision.EDITED, args)
 
     def _answer(self, decision: str, args: Mapping[str, Any] | None) -> None:
         if self.decision is not None:

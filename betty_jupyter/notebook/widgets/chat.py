@@ -8,14 +8,16 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import ipywidgets as widgets
 
+from ...agent.vocabulary import DoneReason
 from ...safe_text import html_text, markdown_html
 from .approval import ApprovalCard, Respond
 
 if TYPE_CHECKING:
     from ...agent.events import Event
 
-_ENDINGS = {"finished": "", "denied": "stopped: an approval was denied", "breaker": "stopped by a limit",
-            "error": "stopped by an error", "stopped": "stopped"}
+_ENDINGS = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped: an approval was denied",
+            DoneReason.BREAKER: "stopped by a limit", DoneReason.ERROR: "stopped by an error",
+            DoneReason.STOPPED: "stopped"}
 
 
 class ChatStream(widgets.VBox):
