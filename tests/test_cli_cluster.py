@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import time
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from betty_jupyter.agent.actions import ActionLog
 from conftest import run_betty
 from second_factor import control_dir  # noqa: F401 (a fixture)
 
@@ -96,8 +98,16 @@ def test_submit_jobs_logs_history_cancel(betty_env, tmp_path):
     while "loss=0.5" not in (logs := betty(betty_env, "logs", ident)).stdout:
         assert time.monotonic() < deadline, logs.stderr
         time.sleep(0.5)
-    cancelled = betty(betty_env, "cancel", ident, "--yes")
-    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"cancelled job {ident}"
+    cancelled = betty(betty_env, "cancel", ident, "--yes", "--dir", str(tmp_path))
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"cancelled job {ident}", cancelled.stderr
+    assert f"cancel job {ident} (cli-run, RUNNING)" in cancelled.stderr and f"scancel {ident}" in cancelled.stderr
+    # the same tool, card and action log line as the panel's and the agent's, with the person as approver
+    [record] = ActionLog(tmp_path).read()
+    assert (record.tool, record.args, record.tier, record.decision, record.ok) == (
+        "cluster_cancel", {"job_id": ident}, 2, "approved", True)
+    assert record.approver == f"{getpass.getuser()} (betty cancel)" and record.preview is not None
+    again = betty(betty_env, "cancel", ident, "--yes", "--dir", str(tmp_path))
+    assert "already ended" in one_error_line(again) and len(ActionLog(tmp_path).read()) == 2
     history = json.loads(betty(betty_env, "history", ident, "--json").stdout)
     assert history[0]["job_id"] == ident and history[0]["name"] == "cli-run"
 
@@ -105,15 +115,21 @@ def test_submit_jobs_logs_history_cancel(betty_env, tmp_path):
 def test_submit_refuses_a_script_the_cluster_cannot_run_and_submits_nothing(betty_env, tmp_path):
     script = tmp_path / "bad.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --partition=gpux\n#SBATCH --time=1h\necho never\n")
-    line = one_error_line(betty(betty_env, "submit", str(script), "--yes"))
+    line = one_error_line(betty(betty_env, "submit", str(script), "--yes", "--dir", str(tmp_path)))
     assert "line 2: partition 'gpux' does not exist" in line and "line 3: time '1h'" in line
     assert not (tmp_path / "work").exists()
+    project = tmp_path / "project"  # in a project, through the tool: refused before any card, and logged
+    assert betty(betty_env, "init", str(project)).returncode == 0
+    line = one_error_line(betty(betty_env, "submit", str(script), "--yes", "--dir", str(project)))
+    assert "line 2: partition 'gpux' does not exist" in line and "line 3: time '1h'" in line
+    assert [(r.tool, r.decision, r.ok) for r in ActionLog(project).read()] == [("cluster_submit", "refused", False)]
+    assert [p.name for p in (project / "wiki" / "experiments").glob("*.md")] == ["TEMPLATE.md"]
 
 
 def test_submit_without_a_terminal_asks_for_yes(betty_env, tmp_path):
     script = tmp_path / "ok.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH -p gpu --gres=gpu:h100:1\ntrue\n")
-    line = one_error_line(betty(betty_env, "submit", str(script)))
+    line = one_error_line(betty(betty_env, "submit", str(script), "--dir", str(tmp_path)))
     assert "(partition gpu, 1 GPU (h100), partition's time limit) needs a confirmation; pass --yes" in line
 
 
@@ -195,6 +211,10 @@ def test_submit_in_a_project_records_the_experiment_and_watch_keeps_it_current(b
     assert submitted.returncode == 0, submitted.stderr
     answer = json.loads(submitted.stdout)
     assert (project / "wiki" / answer["page"]).exists() and "recorded" in answer["page"]
+    [record] = ActionLog(project).read()
+    assert (record.tool, record.decision, record.approver, record.ok) == (
+        "cluster_submit", "approved", f"{getpass.getuser()} (betty submit)", True)
+    assert record.args["goal"] == "Check the record" and "echo loss=0.1" in record.preview.text
     listed = json.loads(betty(betty_env, "experiments", "list", "--dir", str(project), "--json").stdout)
     assert [(e["job_id"], e["state"]) for e in listed] == [(answer["job_id"], "PENDING")]
     deadline = time.monotonic() + 60

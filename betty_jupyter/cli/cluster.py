@@ -62,6 +62,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     cancel = commands.add_parser("cancel", parents=[which], help="cancel a job")
     cancel.add_argument("job_id", metavar="JOBID")
     cancel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    cancel.add_argument("--dir", type=Path, default=Path("."),
+                        help="the project whose action log records it (default: here)")
     cancel.set_defaults(run=_cancel)
 
     logs = commands.add_parser("logs", parents=[which], help="the end of a job's output")
@@ -269,6 +271,9 @@ def _submit(args: argparse.Namespace) -> int:
         text = args.script.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {args.script}: {exc}") from exc
+    workspace = _record_in(args)
+    if workspace is not None:
+        return _submit_recorded(args, workspace, text)
 
     def work(client: Any, profile: "ClusterProfile") -> int:
         from ..cluster.commands import checked_script, default_partition, request_summary
@@ -279,23 +284,74 @@ def _submit(args: argparse.Namespace) -> int:
         environment = client.job_environment(text)  # a secret's name is refused before anything is asked
         _confirm(f"Submit {args.script} to {profile.name} ({summary})?", args.yes,
                  f"the job's environment: {environment.describe()}")
-        record = _record_in(args)
-        if record is None:
-            ident, where = client.submit(text), None
-        else:
-            from ..experiments.record import submit_experiment
-            from ..cluster.sync import run_sync
-
-            experiment = run_sync(submit_experiment(client.target, record, profile.name, text,
-                                                    goal=args.goal, name=args.slug))
-            ident, where = experiment.job_id, experiment.page
-        if args.json:
-            print(json.dumps({"job_id": ident, "cluster": profile.name, "page": where}))
-        else:
-            print(f"submitted job {ident} to {profile.name}" + (f"; recorded in wiki/{where}" if where else ""))
+        ident = client.submit(text)
+        if not args.no_record:
+            print(f"note: not recorded — {args.dir.absolute()} has no wiki/ (run `betty init` there to keep "
+                  "records)", file=sys.stderr)
+        _print_submitted(args, ident, profile.name, None)
         return 0
 
     return _with_client(args, work)
+
+
+def _submit_recorded(args: argparse.Namespace, workspace: Any, text: str) -> int:
+    """``betty submit`` in a project: the ``cluster_submit`` tool, its card answered on the terminal."""
+    goal = args.goal.strip() or f"{args.script.name}, submitted with betty submit"
+    experiment = _as_person(args, workspace, "cluster_submit", {"script": text, "goal": goal, "name": args.slug},
+                            f"Submit {args.script}?").data
+    _print_submitted(args, experiment.job_id, experiment.cluster, experiment.page)
+    return 0
+
+
+def _print_submitted(args: argparse.Namespace, ident: str, cluster: str, page: str | None) -> None:
+    if args.json:
+        print(json.dumps({"job_id": ident, "cluster": cluster, "page": page}))
+    else:
+        print(f"submitted job {ident} to {cluster}" + (f"; recorded in wiki/{page}" if page else ""))
+
+
+def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: dict[str, Any], question: str) -> Any:
+    """Run ``tool`` as the person at this terminal: the same rules, card and action log line as in any face.
+
+    The card's exact preview is printed and answered with y/N (or approved by ``--yes``, which the
+    person typed); a refusal or a denial is one line (UsageError).
+    """
+    import asyncio
+    import getpass
+
+    from ..agent.person import call_as_person
+    from ..agent.vocabulary import Decision
+
+    command = f"betty {args.command}"
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError(f"{question.rstrip('?')} needs a confirmation; pass --yes when running without a terminal")
+
+    async def answer(request: Any) -> Decision:
+        _show_card(request)
+        if args.yes:
+            return Decision.APPROVED
+        reply = await asyncio.to_thread(input, f"{question} [y/N] ")
+        return Decision.APPROVED if reply.strip().lower() in ("y", "yes") else Decision.DENIED
+
+    outcome = asyncio.run(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
+                                         person=f"{getpass.getuser()} ({command})", answer=answer))
+    if not outcome.ok:
+        raise UsageError(outcome.summary.splitlines()[0] if outcome.summary else f"{command}: nothing was done")
+    return outcome
+
+
+def _show_card(request: Any) -> None:
+    """A card's preview on the terminal: its title, the exact text, and its facts (hostile text written out)."""
+    from ..safe_text import terminal_line
+
+    preview = request.preview
+    print(terminal_line(preview.title), file=sys.stderr)
+    for line in preview.text.splitlines():
+        print(f"  {terminal_line(line)}", file=sys.stderr)
+    for key in ("environment", "command", "page"):
+        if preview.details.get(key):
+            print(f"{key}: {terminal_line(str(preview.details[key]))}", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def _record_in(args: argparse.Namespace) -> Any:
@@ -305,26 +361,18 @@ def _record_in(args: argparse.Namespace) -> Any:
     if args.no_record:
         return None
     workspace = Workspace.at(args.dir)
-    if not workspace.wiki.is_dir():
-        print(f"note: not recorded — {workspace.root} has no wiki/ (run `betty init` there to keep records)",
-              file=sys.stderr)
-        return None
-    return workspace
+    return workspace if workspace.wiki.is_dir() else None
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    """``betty cancel``: the ``cluster_cancel`` tool, its card (the job's name and state) answered on the terminal."""
     from ..cluster.jobs import job_id
+    from ..experiments.workspace import Workspace
 
     ident = job_id(args.job_id)
-
-    def work(client: Any, profile: "ClusterProfile") -> int:
-        job = client.job(ident)
-        _confirm(f"Cancel job {ident} ({job.name}, {job.state.value}) on {profile.name}?", args.yes)
-        client.cancel(ident)
-        print(f"cancelled job {ident}")
-        return 0
-
-    return _with_client(args, work)
+    _as_person(args, Workspace.at(args.dir), "cluster_cancel", {"job_id": ident}, f"Cancel job {ident}?")
+    print(f"cancelled job {ident}")
+    return 0
 
 
 def _logs(args: argparse.Namespace) -> int:
