@@ -152,10 +152,11 @@ def test_ssh_refuses_a_host_whose_key_is_not_known(dev_cluster, tmp_path):
 
 
 def test_a_port_already_taken_is_refused_before_anything_starts(dev_cluster, tmp_path):
+    # Five ports found free (any program may hold a port next to an ephemeral one), the last then held.
+    port = free_port_base() + 4
     with socket.socket() as holder:
-        holder.bind(("127.0.0.1", 0))
+        holder.bind(("127.0.0.1", port))
         holder.listen()
-        port = holder.getsockname()[1]
         state_dir = tmp_path / "second"
         # The taken port is the sshd port (base + 4) of a second cluster.
         result = run_betty("dev-cluster", "up", "--state-dir", str(state_dir), "--port-base", str(port - 4))
