@@ -8,15 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..cluster.profiles import ClusterProfile
     from ..config import BettyConfig
 
-JOB_COLUMNS = ["job_id", "name", "user", "partition", "state", "elapsed", "time_limit", "nodes", "gpus", "reason"]
-HISTORY_COLUMNS = ["job_id", "name", "partition", "state", "exit_code", "started", "elapsed", "gpus", "max_rss_bytes"]
-PARTITION_COLUMNS = ["partition", "default", "availability", "nodes", "nodes_idle", "cpus", "cpus_idle", "gpus", "time_limit"]
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -229,7 +227,7 @@ def _jobs(args: argparse.Namespace) -> int:
     def work(client: Any, profile: "ClusterProfile") -> int:
         user = args.user or (_whoami(client) if args.me else None)
         frame = client.queue(user=user, states=args.state, partition=args.partition)
-        print_table(frame, JOB_COLUMNS, args.json, "no jobs in the queue")
+        print_table(frame, QUEUE_COLUMNS, args.json, "no jobs in the queue")
         return 0
 
     return _with_client(args, work)
@@ -247,8 +245,6 @@ def _partitions(args: argparse.Namespace) -> int:
 
     def work(client: Any, profile: "ClusterProfile") -> int:
         frame = client.partitions()
-        if not args.json:
-            frame = frame.assign(gpus=frame["gpu_types"].map(lambda t: ",".join(f"{k}:{v}" for k, v in t.items()) or "-"))
         print_table(frame, PARTITION_COLUMNS, args.json, "the cluster reports no partitions")
         return 0
 

@@ -223,7 +223,7 @@ class BettyMagics(Magics):
         return parser
 
     def _squeue(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from ..agent.tools.cluster import QUEUE_COLUMNS
+        from ..cluster.tables import QUEUE_COLUMNS
 
         me = self.connection.user() if args.me else None
         if args.me and not me:
@@ -266,7 +266,7 @@ class BettyMagics(Magics):
         return parser
 
     def _sacct(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from ..agent.tools.cluster import HISTORY_COLUMNS
+        from ..cluster.tables import HISTORY_COLUMNS
 
         query = {"job_ids": args.job_ids or None, "since": args.since, "all_users": args.all_users or None}
         return self._job_table("cluster_history", query, f"history on {self._where()}", HISTORY_COLUMNS)

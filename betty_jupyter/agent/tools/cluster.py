@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
+from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ...errors import BettyError, PolicyError
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, clip
@@ -18,15 +19,14 @@ if TYPE_CHECKING:
     from ...cluster.slurm import LogFile, SlurmClient
 
 TABLE_ROWS = 20
-QUEUE_COLUMNS = ["job_id", "name", "user", "partition", "state", "reason", "elapsed", "time_limit", "gpus", "nodelist"]
-HISTORY_COLUMNS = ["job_id", "name", "user", "partition", "state", "exit_code", "elapsed", "max_rss_bytes", "gpus"]
-PARTITION_COLUMNS = ["partition", "default", "availability", "nodes", "nodes_idle", "cpus", "cpus_idle",
-                     "gpu_types", "time_limit"]
 
 
 def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_ROWS) -> str:
-    """The chosen columns of ``frame`` as aligned text; the first ``rows`` rows (all when None)."""
-    shown = frame[[c for c in columns if c in frame.columns]]
+    """The chosen columns of ``frame`` as aligned text, cells as a person reads them; the first ``rows`` rows
+    (all when None)."""
+    from ...cluster.tables import readable
+
+    shown = readable(frame, columns)
     if rows is not None:
         shown = shown.head(rows)
     if shown.empty:
