@@ -373,7 +373,7 @@ class BettyMagics(Magics):
 
     @staticmethod
     def _gpu_parser() -> MagicParser:
-        from ..cli.gpu import job_options
+        from ..gpu.options import job_options
 
         parser = MagicParser(prog="%betty gpu", parents=[job_options()], add_help=True,
                              description="GPU memory per GPU for one job (the options of `betty gpu estimate`); "
@@ -386,7 +386,7 @@ class BettyMagics(Magics):
         return parser
 
     def _gpu(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from ..cli.gpu import request_from
+        from ..gpu.options import request_from
         from ..gpu import estimate, gpu_type
         from .display import shown_as
         from .widgets.gpu import GpuCalculator
