@@ -172,20 +172,11 @@ def _cluster_add(args: argparse.Namespace) -> int:
 
 
 def _cluster_test(args: argparse.Namespace) -> int:
-    import time
+    from ..cluster.commands import cluster_check
+    from ..cluster.sync import run_sync
 
-    def work(client: Any, profile: "ClusterProfile") -> int:
-        began = time.perf_counter()
-        partitions = client.partitions()
-        first = time.perf_counter() - began
-        began = time.perf_counter()
-        client.queue()
-        warm = time.perf_counter() - began
-        names = ", ".join(partitions["partition"])
-        print(f"{profile.name}: OK — partitions {names}; first command {first * 1000:.0f} ms, warm {warm * 1000:.0f} ms")
-        return 0
-
-    return _with_client(args, work)
+    print(run_sync(cluster_check(_config().profile(args.cluster))))
+    return 0
 
 
 def _cluster_trust(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
-"""Glue every face shares: run an allowlisted command, check a script against the partitions."""
+"""Glue every face shares: check a cluster, run an allowlisted command, check a script against the partitions."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Sequence
 
 from .policy import CommandPolicy
@@ -11,7 +12,29 @@ from .transport import CommandResult, Transport
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .profiles import ClusterProfile
     from .sbatch import PartitionOffer, SbatchScript
+
+
+async def cluster_check(profile: "ClusterProfile") -> str:
+    """Reach ``profile``'s cluster and run Slurm there: one line with its partitions and the latency of a
+    first and a warm command (``betty cluster test``, the panel's Test). Raises the transport's or
+    Slurm's BettyError (a HostKeyError carries the fingerprint to confirm)."""
+    from .slurm import SlurmClient
+
+    transport = profile.open_transport()
+    try:
+        client = SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)
+        began = time.perf_counter()
+        partitions = await client.partitions()
+        first = time.perf_counter() - began
+        began = time.perf_counter()
+        await client.queue()
+        warm = time.perf_counter() - began
+    finally:
+        await transport.close()
+    names = ", ".join(partitions["partition"]) or "none"
+    return f"{profile.name}: OK — partitions {names}; first command {first * 1000:.0f} ms, warm {warm * 1000:.0f} ms"
 
 
 async def run_allowed(transport: Transport, policy: CommandPolicy, command: str | Sequence[str],

@@ -7,7 +7,6 @@ session (``desk-<cluster>``), so they pass the same policy and land in the actio
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING, Any
 
 from tornado import web
@@ -25,26 +24,14 @@ CLUSTER = r"/betty/api/clusters/(?P<name>[^/]+)"
 
 async def check_cluster(profile: "ClusterProfile") -> "ClusterCheck":
     """Can Betty reach ``profile``'s cluster and run Slurm there? An unknown host key carries its fingerprint."""
-    from ..cluster.slurm import SlurmClient
+    from ..cluster.commands import cluster_check
 
-    transport = profile.open_transport()
     try:
-        client = SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)
-        began = time.perf_counter()
-        partitions = await client.partitions()
-        first = time.perf_counter() - began
-        began = time.perf_counter()
-        await client.queue()
-        warm = time.perf_counter() - began
+        return {"ok": True, "message": await cluster_check(profile)}
     except HostKeyError as error:
         return {"ok": False, "message": str(error), "fingerprint": error.fingerprint}
     except BettyError as error:
         return {"ok": False, "message": str(error)}
-    finally:
-        await transport.close()
-    names = ", ".join(partitions["partition"]) or "none"
-    return {"ok": True, "message": f"{profile.name}: OK — partitions {names}; "
-                                   f"first command {first * 1000:.0f} ms, warm {warm * 1000:.0f} ms"}
 
 
 def recorded_fingerprints(target: "SSHTarget") -> list[str]:
