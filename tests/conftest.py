@@ -17,6 +17,15 @@ REPO = Path(__file__).resolve().parents[1]
 BETTY = [sys.executable, "-m", "betty_jupyter.cli"]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the dev cluster (directly or through another fixture) is marked ``cluster``,
+    so ``pytest -m "not cluster"`` is the fast tier: the loop, policy, approvals, parsers and renderers
+    over Betty's scripted transport and the scripted model, with no Slurm and no sshd."""
+    for item in items:
+        if "dev_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.cluster)
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the person's Slurm allocation, API keys and Jupyter/Betty config out of every test."""
