@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 from pathlib import Path
 
@@ -23,10 +22,11 @@ pytestmark = pytest.mark.cluster
 
 
 def rows_of(answer) -> list[dict]:
-    """The rows of an Outcome whose data is a frame (pandas' orient="table" JSON), read as plain JSON."""
+    """The rows of an Outcome whose data is a table ({columns: [{name, type}], rows: [[…]]}), by column name."""
     assert answer["ok"], answer["summary"]
-    assert answer["data"]["kind"] == "frame"
-    return json.loads(answer["data"]["value"])["data"]
+    assert answer["data"]["kind"] == "table"
+    names = [column["name"] for column in answer["data"]["value"]["columns"]]
+    return [dict(zip(names, row)) for row in answer["data"]["value"]["rows"]]
 
 
 def column(rows: list[dict], name: str, **where) -> list:
