@@ -1,4 +1,4 @@
-"""One contract: the committed JSON Schemas are the pydantic models'.
+"""One contract: the committed JSON Schemas are the pydantic models', and the panel's generated TypeScript is theirs.
 
 Each test fails when someone changes a model (or a schema, or the generator) without
 regenerating: ``python -m betty_jupyter.schemas``, then ``npm run generate`` in ``labextension/``.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,8 @@ from betty_jupyter.agent.wire import outcome_to_json
 from betty_jupyter.json_schema import offline_validator
 
 REPO = Path(__file__).resolve().parents[1]
+LABEXTENSION = REPO / "labextension"
+GENERATED = LABEXTENSION / "src" / "contract"
 
 
 def differences(committed: str, generated: str, name: str) -> str:
@@ -91,4 +94,27 @@ def test_the_server_error_frame_is_not_an_event() -> None:
     event = json.loads(EventStream("s").emit("tool_result", ToolResultInfo(
         call_id="c", tool="cluster_queue", ok=True, summary="2 jobs", duration_ms=3)).model_dump_json())
     assert events.is_valid(event) and not api_validator("ServerError").is_valid(event)
+
+
+# ----- the panel's generated TypeScript ------------------------------------------------------------
+def generate_typescript(out: Path) -> None:
+    """Run the panel's generator (``npm run generate``) into ``out``."""
+    if not (LABEXTENSION / "node_modules" / "json-schema-to-typescript").is_dir():
+        pytest.skip("labextension/node_modules is not installed (scripts/test.sh installs it)")
+    node = shutil.which("node")
+    assert node, "node is missing on this machine (scripts/install.sh installs Debian's nodejs)"
+    subprocess.run([node, "scripts/generate.mjs", str(out)], cwd=LABEXTENSION, check=True, capture_output=True,
+                   timeout=300)
+
+
+def test_the_committed_typescript_is_what_the_schemas_generate(tmp_path: Path) -> None:
+    generate_typescript(tmp_path)
+    generated = sorted(path.name for path in tmp_path.iterdir())
+    assert sorted(path.name for path in GENERATED.iterdir()) == generated
+    for name in generated:
+        committed = (GENERATED / name).read_text(encoding="utf-8")
+        fresh = (tmp_path / name).read_text(encoding="utf-8")
+        assert committed == fresh, (
+            f"labextension/src/contract/{name} is not what the committed schemas generate: run `npm run generate` "
+            f"in labextension/ and commit it\n" + differences(committed, fresh, name))
 
