@@ -13,20 +13,13 @@ from test_server_support import (  # noqa: F401  (fixtures)
     job_state,
     llm,
     refusal,
+    rows_of,
     scancel,
     server_config,
     sleeper,
 )
 
 pytestmark = pytest.mark.cluster
-
-
-def rows_of(answer) -> list[dict]:
-    """The rows of an Outcome whose data is a table ({columns: [{name, type}], rows: [[…]]}), by column name."""
-    assert answer["ok"], answer["summary"]
-    assert answer["data"]["kind"] == "table"
-    names = [column["name"] for column in answer["data"]["value"]["columns"]]
-    return [dict(zip(names, row)) for row in answer["data"]["value"]["rows"]]
 
 
 def column(rows: list[dict], name: str, **where) -> list:
