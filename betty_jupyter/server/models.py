@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
 
 from ..agent.automations.definitions import Automation, Run, RunStatus
@@ -53,14 +53,13 @@ class ClusterCheck(TypedDict, total=False):
     fingerprint: str
 
 
+@with_config(ConfigDict(title="LoginQuestion"))
 class LoginQuestionInfo(TypedDict):
     """A question a cluster's login node asks now (a second factor), waiting until a person answers or cancels it.
 
     ``prompt`` and ``instructions`` are the login node's own words (text from another host);
     ``echo`` is false for a password field; ``asked_at`` is a unix time.
     """
-
-    __pydantic_config__ = ConfigDict(title="LoginQuestion")  # type: ignore[misc]
 
     id: str
     cluster: str
