@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +14,10 @@ from pydantic import BaseModel, ValidationError
 from betty_jupyter.agent import events
 from betty_jupyter.agent.events import (
     EVENT_TYPES, ApprovalRequest, ApprovalResolved, Budget, Done, ErrorInfo, Event, EventStream, JobUpdateInfo,
-    Message, MessageDelta, Plan, Replanning, ToolCallInfo, ToolResultInfo, events_json_schema, parse_event,
+    Message, MessageDelta, Plan, Replanning, ToolCallInfo, ToolResultInfo, parse_event,
 )
 from betty_jupyter.agent.models import Preview, Tier
-
-SCHEMA_FILE = Path(events.__file__).with_name("events.schema.json")
+from betty_jupyter.schemas import events_schema
 
 PREVIEW = Preview(kind="command", title="Submit train.sh", text="sbatch --partition=debug train.sh",
                   details={"partition": "debug"})
@@ -240,20 +236,8 @@ def test_events_are_frozen() -> None:
         event.seq = 7
 
 
-def test_the_committed_schema_is_up_to_date() -> None:
-    assert SCHEMA_FILE.read_text(encoding="utf-8") == events.schema_text(), (
-        "regenerate it: python -m betty_jupyter.agent.events > betty_jupyter/agent/events.schema.json")
-    assert json.loads(SCHEMA_FILE.read_text(encoding="utf-8")) == events_json_schema()
-
-
-def test_the_module_prints_the_schema() -> None:
-    result = subprocess.run([sys.executable, "-m", "betty_jupyter.agent.events"], capture_output=True, text=True,
-                            timeout=60, check=True)
-    assert result.stdout == SCHEMA_FILE.read_text(encoding="utf-8")
-
-
 def test_the_schema_tags_every_type_and_requires_the_envelope() -> None:
-    schema = events_json_schema()
+    schema = events_schema()
     mapping = schema["discriminator"]["mapping"]
     assert set(mapping) == set(EVENT_TYPES)
     for kind, ref in mapping.items():
@@ -266,7 +250,7 @@ def test_the_schema_tags_every_type_and_requires_the_envelope() -> None:
 
 def test_events_validate_against_the_schema() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    validator = jsonschema.Draft202012Validator(events_json_schema())
+    validator = jsonschema.Draft202012Validator(events_schema())
     stream = EventStream("s")
     for kind, payload in EXAMPLES.items():
         validator.validate(json.loads(stream.emit(kind, payload).model_dump_json()))

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from test_server_support import rows_of
 
 APP = REPO / "ood" / "betty"
 
@@ -271,9 +272,7 @@ def test_the_app_starts_jupyterlab_whose_betty_reaches_the_dev_cluster_locally(s
     assert health["status"] == "ok" and health["clusters"] == ["betty-dev"] and health["default_cluster"] == "betty-dev"
     assert session.api("clusters")["clusters"] == [
         {"name": "betty-dev", "transport": "local", "host": "", "default": True}]
-    partitions = session.api("partitions")
-    assert partitions["ok"], partitions["summary"]
-    rows = json.loads(partitions["data"]["value"])["data"]
+    rows = rows_of(session.api("partitions"))
     assert sorted(row["partition"] for row in rows) == ["cpu", "gpu"]
 
     # Jupyter's command line does not carry the token (anyone on the node can read command lines).

@@ -10,7 +10,6 @@ The browser, the JupyterLab and the screenshots come from ``panel_support``.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 
@@ -20,7 +19,7 @@ from llm_server import ScriptedLLM, call, say
 from notebook_support import llm, project  # noqa: F401 (fixtures)
 from panel_support import lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
 from playwright.sync_api import Locator, Page, expect
-from test_server_support import job_state, scancel
+from test_server_support import job_state, rows_of, scancel
 
 SCRIPT = """#!/bin/bash
 #SBATCH --job-name=panel-demo
@@ -42,8 +41,7 @@ def test_a_job_asked_for_in_the_panel_is_approved_submitted_and_opened(
             ask_and_read_the_card(page, panel)
             job_id, slug = approve(page, panel, llm)
             queued = lab.request("GET", "jobs?mine=1")
-            assert queued["ok"], queued["summary"]
-            assert job_id in [str(job["job_id"]) for job in json.loads(queued["data"]["value"])["data"]], (
+            assert job_id in [str(job["job_id"]) for job in rows_of(queued)], (
                 f"job {job_id} is not in the dev cluster's queue: {queued['data']}")
             open_the_notebook_from_the_jobs_tab(page, panel, job_id, slug)
             cancel_through_the_api(lab, dev_cluster, job_id)

@@ -160,7 +160,7 @@ async def test_a_bad_socket_message_is_an_error_frame_and_changes_nothing(jp_fet
                           ('{"type": "approval", "approval_id": "apr_nope", "decision": "approved"}', "apr_nope")]:
         socket.write_message(bad)
         frame = await read_event(socket)
-        assert frame["type"] == "error" and "seq" not in frame and expected in frame["message"], (bad, frame)
+        assert frame["type"] == "server_error" and "seq" not in frame and expected in frame["message"], (bad, frame)
     socket.close()
     info = await call(jp_fetch, "GET", "sessions", session_id)
     assert (info["last_seq"], info["busy"]) == (0, False) and llm.requests == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 from pathlib import Path
 
@@ -14,19 +13,13 @@ from test_server_support import (  # noqa: F401  (fixtures)
     job_state,
     llm,
     refusal,
+    rows_of,
     scancel,
     server_config,
     sleeper,
 )
 
 pytestmark = pytest.mark.cluster
-
-
-def rows_of(answer) -> list[dict]:
-    """The rows of an Outcome whose data is a frame (pandas' orient="table" JSON), read as plain JSON."""
-    assert answer["ok"], answer["summary"]
-    assert answer["data"]["kind"] == "frame"
-    return json.loads(answer["data"]["value"])["data"]
 
 
 def column(rows: list[dict], name: str, **where) -> list:

@@ -100,6 +100,14 @@ async def read_until(socket, type_: str, seen: list[dict[str, Any]]) -> dict[str
             return frame
 
 
+def rows_of(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of an Outcome whose data is a table ({columns: [{name, type}], rows: [[…]]}), by column name."""
+    assert answer["ok"], answer["summary"]
+    assert answer["data"]["kind"] == "table"
+    names = [column["name"] for column in answer["data"]["value"]["columns"]]
+    return [dict(zip(names, row)) for row in answer["data"]["value"]["rows"]]
+
+
 def sleeper(dev_cluster: dict[str, str], seconds: int = 300) -> tuple[str, str]:
     """A job submitted straight through OpenSSH (not through Betty): (job id, its unique name)."""
     name = f"server-{uuid.uuid4().hex[:8]}"

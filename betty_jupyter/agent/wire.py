@@ -1,26 +1,111 @@
-"""A tool's outcome as JSON and back, so a notebook talking to the server gets the same objects.
+"""A tool's outcome as JSON and back, so the side panel and a notebook talking to the server get the same objects.
 
 ``ToolOutcome.data`` holds a DataFrame (queue, history, partitions), a
 :class:`~betty_jupyter.experiments.ledger.Experiment` (submit), a
 :class:`~betty_jupyter.cluster.jobs.Job` (status) or plain JSON (GPU estimates). On the wire
-it is ``{"kind": "frame" | "experiment" | "job" | "json", "value": …}``; frames keep their
-column types through pandas' ``orient="table"`` JSON.
+it is :data:`OutcomeData`, ``{"kind": "table" | "experiment" | "job" | "json", "value": …}``.
+A DataFrame travels as a :class:`Table`: its columns, each named with a :class:`ColumnType`,
+and its rows as lists of plain JSON cells (times in ISO 8601, durations in seconds, nothing
+missing but ``null``), so a reader needs no pandas to understand it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import datetime, timedelta
-from io import StringIO
-from typing import Any, Mapping, cast
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Mapping, Union, cast
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from .models import ToolOutcome
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class ColumnType(str, Enum):
+    """How a table column's cells are written; every cell may also be ``null`` (missing)."""
+
+    STRING = "string"
+    INTEGER = "integer"
+    NUMBER = "number"
+    BOOLEAN = "boolean"
+    DATETIME = "datetime"
+    DURATION = "duration"
+    JSON = "json"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Column(_Wire):
+    """One column of a table: its name and how its cells are written."""
+
+    name: str
+    type: ColumnType = Field(description="string, integer, number, boolean, datetime (ISO 8601 text), duration "
+                                         "(seconds), json (any JSON value)")
+
+
+class Table(_Wire):
+    """A table (a queue, partitions, history): its columns, and its rows as lists of cells in column order."""
+
+    columns: list[Column]
+    rows: list[list[Any]] = Field(description="one list per row, a cell per column (null where missing)")
+
+
+class TableData(_Wire):
+    """A table, such as the queue."""
+
+    kind: Literal["table"]
+    value: Table
+
+
+class ExperimentData(_Wire):
+    """The experiment a submission recorded."""
+
+    kind: Literal["experiment"]
+    value: dict[str, Any]
+
+
+class JobData(_Wire):
+    """One job: its fields, with times in ISO 8601 and durations in seconds."""
+
+    kind: Literal["job"]
+    value: dict[str, Any]
+
+
+class JsonData(_Wire):
+    """Any other JSON, such as a GPU memory estimate."""
+
+    kind: Literal["json"]
+    value: Any
+
+
+OutcomeData = Annotated[Union[TableData, ExperimentData, JobData, JsonData], Field(discriminator="kind")]
+"""An outcome's data, tagged by ``kind``."""
+
+
+class Outcome(_Wire):
+    """What a tool did, as the API answers it: ``ok``, a one-line ``summary``, the files it wrote, its data."""
+
+    ok: bool
+    summary: str
+    artifacts: list[str]
+    data: OutcomeData | None
+
+
+_DATA: TypeAdapter[OutcomeData] = TypeAdapter(OutcomeData)
 
 
 def outcome_to_json(outcome: ToolOutcome) -> dict[str, Any]:
     """``outcome`` as JSON-ready data (``full`` left out: the action log has it)."""
-    return {"ok": outcome.ok, "summary": outcome.summary, "artifacts": list(outcome.artifacts),
-            "data": data_to_json(outcome.data)}
+    data = data_to_json(outcome.data)
+    answer = Outcome(ok=outcome.ok, summary=outcome.summary, artifacts=list(outcome.artifacts),
+                     data=None if data is None else _DATA.validate_python(data))
+    return answer.model_dump(mode="json")
 
 
 def outcome_from_json(data: Mapping[str, Any]) -> ToolOutcome:
@@ -39,11 +124,7 @@ def data_to_json(value: Any) -> dict[str, Any] | None:
     if value is None:
         return None
     if isinstance(value, pd.DataFrame):
-        # pandas' table JSON cannot read durations back: they travel as seconds, named in "durations".
-        durations = [str(c) for c in value.columns if str(value[c].dtype).startswith("timedelta")]
-        frame = value.assign(**{c: value[c].dt.total_seconds() for c in durations})
-        return {"kind": "frame", "value": frame.to_json(orient="table", date_format="iso", index=False),
-                "durations": durations}
+        return {"kind": "table", "value": table_of(value).model_dump(mode="json")}
     if isinstance(value, Experiment):
         return {"kind": "experiment", "value": dataclasses.asdict(value)}
     if isinstance(value, Job):
@@ -65,13 +146,8 @@ def data_from_json(data: Mapping[str, Any] | None) -> Any:
     kind, value = data.get("kind"), data.get("value")
     if kind in ("experiment", "job") and not isinstance(value, dict):
         raise ValueError(f"a {kind} is sent as a JSON object, not {type(value).__name__}")
-    if kind == "frame":
-        import pandas as pd
-
-        frame = pd.read_json(StringIO(str(value)), orient="table")
-        for column in data.get("durations") or []:
-            frame[column] = pd.to_timedelta(frame[column], unit="s")
-        return frame
+    if kind == "table":
+        return frame_of(Table.model_validate(value))
     if kind == "experiment":
         from ..experiments.ledger import Experiment
 
@@ -91,3 +167,101 @@ def data_from_json(data: Mapping[str, Any] | None) -> Any:
                 fields[field.name] = timedelta(seconds=float(item))
         return Job(**fields)
     return value
+
+
+# ----- tables ------------------------------------------------------------------------------------
+def table_of(frame: "pd.DataFrame") -> Table:
+    """A DataFrame as a :class:`Table` (its index left out)."""
+    types = [column_type(frame[name]) for name in frame.columns]
+    cells = [[_CELL[kind](item) for item in frame[name].tolist()] for name, kind in zip(frame.columns, types)]
+    return Table(columns=[Column(name=str(name), type=kind) for name, kind in zip(frame.columns, types)],
+                 rows=[list(row) for row in zip(*cells)] if cells else [])
+
+
+def frame_of(table: Table) -> "pd.DataFrame":
+    """The DataFrame a :class:`Table` was made from, with the column types it had."""
+    import pandas as pd
+
+    columns = {column.name: [row[i] for row in table.rows] for i, column in enumerate(table.columns)}
+    frame = pd.DataFrame({name: pd.Series(cells, dtype=object) for name, cells in columns.items()},
+                         columns=list(columns))
+    for column in table.columns:
+        frame[column.name] = _READ[column.type](frame[column.name])
+    return frame
+
+
+def column_type(series: "pd.Series") -> ColumnType:
+    """How :func:`table_of` writes a column: by its dtype; an object column of text alone is ``string``."""
+    from pandas.api import types
+
+    if types.is_bool_dtype(series):
+        return ColumnType.BOOLEAN
+    if types.is_integer_dtype(series):
+        return ColumnType.INTEGER
+    if types.is_float_dtype(series):
+        return ColumnType.NUMBER
+    if types.is_datetime64_any_dtype(series):
+        return ColumnType.DATETIME
+    if types.is_timedelta64_dtype(series):
+        return ColumnType.DURATION
+    if types.is_string_dtype(series) and all(_missing(item) or isinstance(item, str) for item in series.tolist()):
+        return ColumnType.STRING
+    return ColumnType.JSON
+
+
+def _missing(item: Any) -> bool:
+    """Whether a cell is missing: None, NaN, NaT or pandas' NA (never a list or a dict)."""
+    import pandas as pd
+
+    return item is None or (not isinstance(item, (str, list, tuple, dict)) and pd.isna(item) is True)
+
+
+def _or_none(convert: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return lambda item: None if _missing(item) else convert(item)
+
+
+def _number(item: Any) -> float | None:
+    value = float(item)
+    return value if math.isfinite(value) else None
+
+
+_CELL: dict[ColumnType, Callable[[Any], Any]] = {
+    ColumnType.STRING: _or_none(str),
+    ColumnType.INTEGER: _or_none(int),
+    ColumnType.NUMBER: _or_none(_number),
+    ColumnType.BOOLEAN: _or_none(bool),
+    ColumnType.DATETIME: _or_none(lambda item: item.isoformat()),
+    ColumnType.DURATION: _or_none(lambda item: item.total_seconds()),
+    ColumnType.JSON: lambda item: None if isinstance(item, float) and not math.isfinite(item) else item,
+}
+
+
+def _read_integers(series: "pd.Series") -> "pd.Series":
+    return series.astype("Int64" if series.isna().any() else "int64")
+
+
+def _read_booleans(series: "pd.Series") -> "pd.Series":
+    return series.astype("boolean" if series.isna().any() else "bool")
+
+
+def _read_datetimes(series: "pd.Series") -> "pd.Series":
+    import pandas as pd
+
+    return pd.to_datetime(series, format="ISO8601")
+
+
+def _read_durations(series: "pd.Series") -> "pd.Series":
+    import pandas as pd
+
+    return pd.to_timedelta(series.astype("float64"), unit="s")
+
+
+_READ: dict[ColumnType, Callable[["pd.Series"], "pd.Series"]] = {
+    ColumnType.STRING: lambda series: series,
+    ColumnType.INTEGER: _read_integers,
+    ColumnType.NUMBER: lambda series: series.astype("float64"),
+    ColumnType.BOOLEAN: _read_booleans,
+    ColumnType.DATETIME: _read_datetimes,
+    ColumnType.DURATION: _read_durations,
+    ColumnType.JSON: lambda series: series,
+}

@@ -1,15 +1,21 @@
-"""Wire models of Betty's REST API and chat socket; ``labextension/src/models.ts`` mirrors them one to one.
+"""Wire models of Betty's REST API and chat socket (``docs/server-api.md``).
 
 Answers are ``TypedDict``s (plain JSON); request bodies and socket messages are pydantic
 models, so a malformed one is refused with one line naming the field. Events themselves are
-``betty_jupyter.agent.events``; outcomes are ``betty_jupyter.agent.wire``.
+``betty_jupyter.agent.events``; outcomes are ``betty_jupyter.agent.wire``; automations are
+``betty_jupyter.agent.automations.definitions``. ``betty_jupyter.schemas`` exports them all
+as JSON Schema, from which the side panel's TypeScript types are generated.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
+
+from ..agent.automations.definitions import Automation, Run, RunStatus
+from ..agent.events import ApprovalRequest
 
 from ..agent.vocabulary import Mode, PersonAnswer
 
@@ -34,6 +40,12 @@ class Cluster(TypedDict):
     default: bool
 
 
+class Clusters(TypedDict):
+    """Answer of ``GET clusters``."""
+
+    clusters: list[Cluster]
+
+
 class ClusterCheck(TypedDict, total=False):
     """Answer of ``POST clusters/{name}/test``; ``fingerprint`` only for an unknown host key."""
 
@@ -42,8 +54,13 @@ class ClusterCheck(TypedDict, total=False):
     fingerprint: str
 
 
+@with_config(ConfigDict(title="LoginQuestion"))
 class LoginQuestionInfo(TypedDict):
-    """One entry of ``GET login-questions``: a question a cluster's login asks now."""
+    """A question a cluster's login node asks now (a second factor), waiting until a person answers or cancels it.
+
+    ``prompt`` and ``instructions`` are the login node's own words (text from another host);
+    ``echo`` is false for a password field; ``asked_at`` is a unix time.
+    """
 
     id: str
     cluster: str
@@ -51,6 +68,12 @@ class LoginQuestionInfo(TypedDict):
     echo: bool
     instructions: str
     asked_at: float
+
+
+class LoginQuestions(TypedDict):
+    """Answer of ``GET login-questions``: the questions waiting now, oldest first."""
+
+    questions: list[LoginQuestionInfo]
 
 
 class Session(TypedDict):
@@ -61,11 +84,23 @@ class Session(TypedDict):
 
     session_id: str
     cluster: str
-    mode: str
+    mode: Mode
     busy: bool
     last_seq: int
     has_model: bool
     user: str | None
+
+
+class AskAnswer(TypedDict):
+    """Answer of ``POST sessions/{id}/ask``: the agent's events follow ``after``."""
+
+    after: int
+
+
+class Approvals(TypedDict):
+    """Answer of ``GET approvals``: the approvals open now, oldest first."""
+
+    approvals: list[ApprovalRequest]
 
 
 class CallStarted(TypedDict):
@@ -92,6 +127,57 @@ class Experiment(TypedDict):
     finished: bool
     page: str
     notebook: str
+
+
+class Experiments(TypedDict):
+    """Answer of ``GET experiments``, oldest first."""
+
+    experiments: list[Experiment]
+
+
+class Automations(TypedDict):
+    """Answer of ``GET automations``, oldest first."""
+
+    automations: list[Automation]
+
+
+class AutomationRuns(TypedDict):
+    """Answer of ``GET automations/{id}/runs``, newest first."""
+
+    runs: list[Run]
+
+
+class RunEvent(TypedDict):
+    """One line of a run's transcript: an event of its session, with the attempt it belongs to (``seq`` starts
+    again at 1 with each attempt)."""
+
+    attempt: int
+    type: str
+    session_id: str
+    seq: int
+    ts: float
+    payload: Any
+
+
+class AutomationRunTranscript(Run):
+    """Answer of ``GET automations/{id}/runs/{run}``: the run and its session's events."""
+
+    model_config = ConfigDict(title="AutomationRunTranscript")
+
+    events: list[RunEvent]
+
+
+class RunQueued(TypedDict):
+    """Answer of ``POST automations/{id}/run``."""
+
+    run_id: str
+    status: RunStatus
+
+
+class KilledRuns(TypedDict):
+    """Answer of ``POST automations/{id}/kill``: the queued and running runs it stopped."""
+
+    killed: list[str]
 
 
 # ----- request bodies ----------------------------------------------------------------------------
@@ -182,8 +268,8 @@ SocketMessage = Annotated[Union[AskMessage, ApprovalMessage, StopMessage], Field
 """Any message the front-end sends over the chat socket, tagged by ``type``."""
 
 
-class SocketError(TypedDict):
-    """The answer to a bad socket message: not an event, no ``seq``; nothing changed."""
+class ServerError(TypedDict):
+    """The chat socket's answer to a bad message: not an event (no ``seq``), and nothing changed."""
 
-    type: Literal["error"]
+    type: Literal["server_error"]
     message: str

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, cast
 
 from ..agent.vocabulary import Mode
 from . import metrics
@@ -104,7 +104,8 @@ class BettyServices:
         """What a front-end shows of one open session; UsageError when it is not open."""
         self.assistant.opened(session_id)
         info = next(i for i in self.assistant.sessions() if i.session_id == session_id)
-        return {"session_id": info.session_id, "cluster": info.cluster, "mode": info.mode, "busy": info.busy,
+        mode = Mode(info.mode)
+        return {"session_id": info.session_id, "cluster": info.cluster, "mode": mode, "busy": info.busy,
                 "last_seq": info.last_seq, "has_model": info.has_model, "user": info.user}
 
     # ----- calls a person started without waiting -----------------------------------------------

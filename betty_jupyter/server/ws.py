@@ -1,7 +1,8 @@
 """The chat WebSocket: ``sessions/{id}/ws?after=N`` replays the session's events after N, then streams them.
 
 The front-end sends ``ask``, ``approval`` and ``stop`` messages (``models.SocketMessage``); a bad
-one is answered with an ``{type: "error", message}`` frame and changes nothing. When the last
+one is answered with a ``{type: "server_error", message}`` frame (``models.ServerError``: not an
+event, so it can never be mistaken for the agent's ``error`` event) and changes nothing. When the last
 socket of a session closes, its open approvals are cancelled (fail closed).
 """
 
@@ -21,7 +22,7 @@ from .base import refused
 
 if TYPE_CHECKING:
     from ..agent.events import Event
-    from .models import SocketError
+    from .models import ServerError
     from .services import BettyServices
 
 
@@ -73,7 +74,7 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         self.services.connected(session_id, self)
 
     def on_message(self, message: str | bytes) -> None:
-        """Act on one front-end message; a bad one gets an error frame."""
+        """Act on one front-end message; a bad one gets a ``server_error`` frame."""
         from pydantic import TypeAdapter, ValidationError
 
         from ..agent.tools.base import validation_problems
@@ -104,7 +105,7 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             self.services.disconnected(self.session_id, self)
 
     def _refuse(self, message: str) -> None:
-        error: SocketError = {"type": "error", "message": message}
+        error: ServerError = {"type": "server_error", "message": message}
         self._send(json.dumps(error))
 
     def _send(self, text: str) -> None:

@@ -6,6 +6,7 @@
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { BettyAPI } from './api';
+import { isServerError } from './contract/checks';
 import { IJobUpdateInfo, jobEnded, parseEvent, PersonDecision } from './events';
 import {
   addNote,
@@ -312,8 +313,8 @@ export class BettyModel {
   }
 
   private _receive(frame: unknown): void {
-    const message = serverError(frame);
-    if (message !== null) {
+    if (isServerError(frame)) {
+      const message = frame.message;
       // Answers wait for their confirmation: a refusal now is most likely theirs.
       if (this._answers.size > 0) {
         this._settleAll(message);
@@ -428,13 +429,4 @@ interface IAnswerWaiting {
   resolve: () => void;
   reject: (error: Error) => void;
   timer: ReturnType<typeof setTimeout>;
-}
-
-/** The message of a server's `{type: "error", message}` frame (not an event: no `seq`). */
-function serverError(frame: unknown): string | null {
-  if (typeof frame !== 'object' || frame === null) {
-    return null;
-  }
-  const { type, seq, message } = frame as Record<string, unknown>;
-  return type === 'error' && seq === undefined && typeof message === 'string' ? message : null;
 }

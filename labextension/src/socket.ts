@@ -18,7 +18,7 @@ export interface IChatSocketOptions {
   url: (after: number) => string;
   /** The last `seq` the panel applied: each (re)connect resumes after it. */
   lastSeq: () => number;
-  /** Each JSON frame the server sends (events, and `{type: "error", message}` frames). */
+  /** Each JSON frame the server sends (events, and `{type: "server_error", message}` frames). */
   onFrame: (frame: unknown) => void;
   /** Each change of status. */
   onStatus?: (status: SocketStatus) => void;

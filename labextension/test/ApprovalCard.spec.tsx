@@ -42,6 +42,7 @@ function card(
       tier: options.tier ?? 1,
       args: { script: SCRIPT, goal: 'train', name: null },
       reason: 'confirm mode asks for tier 1 once per session',
+      task: null,
       preview: {
         kind: 'command',
         title: 'Submit train.sbatch',

@@ -12,7 +12,7 @@ import { AutomationsView, IAutomationsViewProps } from '../src/components/Automa
 import { BettyApp } from '../src/components/BettyApp';
 import { IApprovalRequest } from '../src/events';
 import { BettyModel } from '../src/model';
-import { IAutomation, IAutomationRun, IRunEvent } from '../src/models';
+import { IAutomation, IAutomationRun, IAutomationTrigger, IRunEvent } from '../src/models';
 import { requestAPI } from '../src/request';
 import { allByTestId, byTestId, click, render } from './render';
 
@@ -31,12 +31,21 @@ jest.mock('@jupyterlab/apputils', () => ({
 const NOW = 1_700_000_000;
 const dialog = showDialog as jest.MockedFunction<typeof showDialog>;
 
+function trigger(fields: Partial<IAutomationTrigger>): IAutomationTrigger {
+  return { kind: 'manual', states: [], cluster: null, cron: null, template: null, ...fields };
+}
+
 function automation(id: string, overrides: Partial<IAutomation>): IAutomation {
   return {
     id,
     name: id,
+    persona: 'default',
     prompt: 'look',
-    trigger: { kind: 'manual' },
+    trigger: trigger({}),
+    cluster: null,
+    tools: null,
+    limits: { iterations: 12, tokens: 200_000, seconds: 900 },
+    mode: 'auto',
     status: 'idle',
     failures: 0,
     webhook: false,
@@ -80,7 +89,7 @@ const SUBMIT: IApprovalRequest = {
   tool: 'cluster_submit',
   tier: 2,
   args: { script: '#!/bin/bash\n#SBATCH -p gpu\npython train.py' },
-  preview: { kind: 'script', title: 'Submit to gpu', text: '#!/bin/bash\n#SBATCH -p gpu' },
+  preview: { kind: 'script', title: 'Submit to gpu', text: '#!/bin/bash\n#SBATCH -p gpu', details: {} },
   reason: 'tier 2 always asks',
   task: 'Build watcher'
 };
@@ -122,24 +131,24 @@ class FakeServer {
       automations: [
         automation('triage', {
           name: 'Failed job triage',
-          trigger: { kind: 'job', states: ['FAILED', 'OUT_OF_MEMORY'] }
+          trigger: trigger({ kind: 'job', states: ['FAILED', 'OUT_OF_MEMORY'] })
         }),
         automation('digest', {
           name: 'Daily digest',
           status: 'paused',
-          trigger: { kind: 'schedule', cron: '0 8 * * *' }
+          trigger: trigger({ kind: 'schedule', cron: '0 8 * * *' })
         }),
         automation('build', {
           name: 'Build watcher',
           status: 'active',
-          trigger: { kind: 'webhook' },
+          trigger: trigger({ kind: 'webhook' }),
           webhook: true
         }),
         automation('retry', {
           name: 'Retry',
           status: 'error-suspended',
           failures: 3,
-          trigger: { kind: 'manual' }
+          trigger: trigger({})
         })
       ]
     }),

@@ -116,7 +116,8 @@ describe('ChatView', () => {
           tier: 2,
           args: { job_id: '42' },
           preview: { kind: 'command', title: 'Cancel', text: 'scancel 42', details: {} },
-          reason: 'tier 2'
+          reason: 'tier 2',
+          task: null
         }
       ]
     ]);

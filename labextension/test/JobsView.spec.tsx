@@ -7,9 +7,10 @@ import { act } from 'react';
 import { IJobsViewProps, JobsView } from '../src/components/JobsView';
 import { IExperiments, IOutcome } from '../src/models';
 import { allByTestId, byTestId, click, render } from './render';
+import { QUEUE_COLUMNS, tableOf } from './tables';
 
 function queue(...jobs: [string, string][]): IOutcome {
-  const data = jobs.map(([job_id, state]) => ({
+  const records = jobs.map(([job_id, state]) => ({
     job_id,
     array_job_id: job_id.split('_')[0],
     name: `job ${job_id}`,
@@ -25,7 +26,7 @@ function queue(...jobs: [string, string][]): IOutcome {
     ok: true,
     summary: `${jobs.length} jobs`,
     artifacts: [],
-    data: { kind: 'frame', value: JSON.stringify({ schema: { fields: [] }, data }) }
+    data: { kind: 'table', value: tableOf(QUEUE_COLUMNS, records) }
   };
 }
 
@@ -37,8 +38,15 @@ const EXPERIMENTS: IExperiments = {
       cluster: 'dev',
       submitted: '2024-05-01T10:00:00',
       goal: 'train',
+      script: '#!/bin/bash\npython train.py',
+      script_path: 'scripts/2024-05-01-train.sbatch',
+      partition: 'gpu',
+      resources: {},
+      gpu_estimate: null,
       state: 'RUNNING',
-      finished: false
+      finished: false,
+      page: 'wiki/experiments/2024-05-01-train.md',
+      notebook: 'notebooks/experiments/2024-05-01-train.ipynb'
     },
     {
       slug: '2024-05-01-other',
@@ -46,8 +54,15 @@ const EXPERIMENTS: IExperiments = {
       cluster: 'big',
       submitted: '2024-05-01T10:00:00',
       goal: 'elsewhere',
+      script: '#!/bin/bash\npython train.py',
+      script_path: 'scripts/2024-05-01-other.sbatch',
+      partition: 'gpu',
+      resources: {},
+      gpu_estimate: null,
       state: 'RUNNING',
-      finished: false
+      finished: false,
+      page: 'wiki/experiments/2024-05-01-other.md',
+      notebook: 'notebooks/experiments/2024-05-01-other.ipynb'
     }
   ]
 };

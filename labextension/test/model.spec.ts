@@ -55,6 +55,7 @@ function session(overrides: Partial<ISession> = {}): ISession {
     busy: false,
     last_seq: 0,
     has_model: true,
+    user: null,
     ...overrides
   };
 }
@@ -122,7 +123,8 @@ const REQUEST = {
   tier: 2,
   args: { job_id: '42' },
   preview: { kind: 'command', title: 'Cancel 42', text: 'scancel 42', details: {} },
-  reason: 'tier 2 always asks'
+  reason: 'tier 2 always asks',
+  task: null
 };
 
 describe('BettyModel', () => {
@@ -275,7 +277,7 @@ describe('BettyModel', () => {
     chat().setStatus('open');
     const answer = model.decide('a1', 'approved');
     expect(chat().sent[0]).toEqual({ type: 'approval', approval_id: 'a1', decision: 'approved' });
-    chat().options.onFrame({ type: 'error', message: 'approval a1 was already answered' });
+    chat().options.onFrame({ type: 'server_error', message: 'approval a1 was already answered' });
     await expect(answer).rejects.toThrow('approval a1 was already answered');
     expect(model.transcript.items).toHaveLength(0);
   });
@@ -323,7 +325,15 @@ describe('BettyModel', () => {
 
   it('shows an error frame of the server as a note', async () => {
     const { model, chat } = await started();
-    chat().options.onFrame({ type: 'error', message: 'unknown message type' });
+    chat().options.onFrame({ type: 'server_error', message: 'unknown message type' });
     expect(model.transcript.items[0]).toMatchObject({ kind: 'note', text: 'unknown message type' });
+  });
+
+  it("an error event is the agent's, never taken for a server error frame", async () => {
+    const { model, chat } = await started();
+    chat().options.onFrame({ type: 'error', message: 'looks like a refusal' });
+    expect(model.transcript.items).toEqual([]);
+    chat().frame('error', 1, { message: 'the model timed out', code: 'model_timeout', retryable: true }, 's-dev');
+    expect(model.transcript.items[0]).toMatchObject({ kind: 'note', text: 'the model timed out' });
   });
 });

@@ -46,7 +46,8 @@ function request(approvalId: string, callId: string, tool = 'cluster_cancel') {
     tier: 2,
     args: { job_id: '42' },
     preview: PREVIEW,
-    reason: 'tier 2 always asks'
+    reason: 'tier 2 always asks',
+    task: null
   };
 }
 
@@ -367,7 +368,8 @@ describe('reduce: odd frames', () => {
     ['a string', 'message'],
     ['an array', [1, 2]],
     ['no seq', { type: 'message', session_id: SESSION, payload: { role: 'user', text: 'x' } }],
-    ['a server error frame', { type: 'error', message: 'bad message' }],
+    ['a server error frame', { type: 'server_error', message: 'bad message' }],
+    ['an error frame without seq', { type: 'error', message: 'bad message' }],
     ['seq 0', ev('message', 0, { role: 'user', text: 'x' })],
     ['a fractional seq', ev('message', 1.5, { role: 'user', text: 'x' })],
     ['an unknown type', ev('telemetry', 1, { anything: true })],
@@ -397,7 +399,7 @@ describe('reduce: odd frames', () => {
       ev('telemetry', 1, {}),
       null,
       ev('message_delta', 2, { text: 'still ' }),
-      { type: 'error', message: 'bad message' },
+      { type: 'server_error', message: 'bad message' },
       ev('message_delta', 3, { text: 'here' })
     ]);
     expect((state.items[0] as IMessageItem).text).toBe('still here');
@@ -406,6 +408,16 @@ describe('reduce: odd frames', () => {
   it('parseEvent gives the typed event or null', () => {
     expect(parseEvent(TURN[0])?.type).toBe('message');
     expect(parseEvent(ev('nope', 1, {}))).toBeNull();
+  });
+
+  it('parseEvent checks every field the schema names, and lets through fields it does not know yet', () => {
+    expect(parseEvent(ev('tool_result', 1, result('c1')))?.type).toBe('tool_result');
+    const { artifacts, ...withoutArtifacts } = result('c1');
+    expect(artifacts).toEqual([]);
+    expect(parseEvent(ev('tool_result', 1, withoutArtifacts))).toBeNull();
+    expect(parseEvent(ev('tool_result', 1, { ...result('c1'), duration_ms: -1 }))).toBeNull();
+    const newer = ev('tool_result', 1, { ...result('c1'), decision: 'auto' });
+    expect(parseEvent(newer)?.payload).toMatchObject({ call_id: 'c1', decision: 'auto' });
   });
 
   it('an empty transcript takes the session of its first event', () => {

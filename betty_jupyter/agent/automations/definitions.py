@@ -40,6 +40,8 @@ class _Strict(BaseModel):
 class Trigger(_Strict):
     """What starts a run: a watched job's state change, a cron schedule, a webhook delivery, or a person."""
 
+    model_config = ConfigDict(extra="forbid", title="AutomationTrigger")
+
     kind: TriggerKind = "manual"
     states: list[str] = Field(default_factory=list, description="job: the states that fire it (none: every change)")
     cluster: str | None = Field(default=None, description="job: only jobs of this cluster")
@@ -128,6 +130,8 @@ class Automation(AutomationSpec):
 
 class Run(BaseModel):
     """One run of an automation: what fired it, where it stands, what it used and how it ended."""
+
+    model_config = ConfigDict(title="AutomationRun")
 
     id: str
     automation: str

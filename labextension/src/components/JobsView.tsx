@@ -5,7 +5,7 @@
  */
 import * as React from 'react';
 
-import { IJobRow, jobRows } from '../frame';
+import { IJobRow, jobRows } from '../table';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
 import { visibleText } from '../safe';
 

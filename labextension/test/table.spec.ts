@@ -1,69 +1,66 @@
 /**
- * Tables from tool outcomes: pandas' orient="table" JSON as the server writes it.
+ * Tables from tool outcomes, as the server writes them: `{columns: [{name, type}], rows: [[…]]}`.
  */
-import { formatDuration, frameRows, jobRows } from '../src/frame';
-import { IOutcome } from '../src/models';
+import { formatDuration, jobRows, tableRows } from '../src/table';
+import { IOutcome, ITable } from '../src/models';
 import { experimentNotebook, experimentPage, IExperiment } from '../src/models';
+import { QUEUE_COLUMNS, tableOf } from './tables';
 
-// `cluster_queue`'s frame as betty_jupyter.agent.wire writes it (pandas to_json, orient="table").
-const QUEUE = JSON.stringify({
-  schema: {
-    fields: [
-      { name: 'job_id', type: 'string' },
-      { name: 'state', type: 'any', constraints: { enum: ['PENDING', 'RUNNING'] } },
-      { name: 'elapsed', type: 'duration' }
-    ],
-    pandas_version: '1.4.0'
+// `cluster_queue`'s table as betty_jupyter.agent.wire writes it (durations in seconds).
+const QUEUE = tableOf(QUEUE_COLUMNS, [
+  {
+    job_id: '123',
+    array_job_id: '123',
+    name: 'train run',
+    user: 'alice',
+    partition: 'gpu',
+    state: 'RUNNING',
+    reason: '',
+    elapsed: 3723,
+    time_limit: 86400,
+    gpus: 1,
+    gpu_type: 'a100'
   },
-  data: [
-    {
-      job_id: '123',
-      array_job_id: '123',
-      array_task_id: '',
-      name: 'train run',
-      user: 'alice',
-      partition: 'gpu',
-      state: 'RUNNING',
-      reason: '',
-      elapsed: 'P0DT1H2M3S',
-      time_limit: 'P1DT0H0M0S',
-      gpus: 1,
-      gpu_type: 'a100'
-    },
-    {
-      job_id: '124_3',
-      array_job_id: '124',
-      array_task_id: '3',
-      name: 'sweep',
-      partition: 'cpu',
-      state: 'PENDING',
-      reason: 'Priority',
-      elapsed: 'P0DT0H0M0S',
-      time_limit: null,
-      gpus: 0,
-      gpu_type: ''
-    }
-  ]
-});
+  {
+    job_id: '124_3',
+    array_job_id: '124',
+    name: 'sweep',
+    partition: 'cpu',
+    state: 'PENDING',
+    reason: 'Priority',
+    elapsed: 0,
+    time_limit: null,
+    gpus: 0,
+    gpu_type: ''
+  }
+]);
 
 function outcome(data: IOutcome['data'], ok = true): IOutcome {
   return { ok, summary: '2 jobs', artifacts: [], data };
 }
 
-describe('frames', () => {
-  it('reads the rows of a pandas table', () => {
-    expect(frameRows(QUEUE).map(row => row.job_id)).toEqual(['123', '124_3']);
+describe('tables', () => {
+  it('reads the rows of a table by column name', () => {
+    expect(tableRows(QUEUE).map(row => row.job_id)).toEqual(['123', '124_3']);
+    expect(tableRows(QUEUE)[1]).toMatchObject({ user: null, time_limit: null, gpus: 0 });
   });
 
-  it.each([['not json'], ['{"schema": {}}'], ['null'], ['[1, 2]'], ['{"data": "rows"}']])(
-    '%s has no rows',
-    text => {
-      expect(frameRows(text)).toEqual([]);
-    }
-  );
+  it.each([
+    [{ columns: [], rows: [] }],
+    [{ columns: 'x', rows: [[1]] }],
+    [{ columns: [{ name: 'a', type: 'string' }], rows: 'rows' }],
+    [null]
+  ])('%j has no named rows', table => {
+    expect(tableRows(table as unknown as ITable).filter(row => Object.keys(row).length)).toEqual([]);
+  });
+
+  it('leaves out a row that is not a list', () => {
+    const table = { columns: [{ name: 'a', type: 'string' }], rows: [['x'], 'y', null] };
+    expect(tableRows(table as unknown as ITable)).toEqual([{ a: 'x' }]);
+  });
 
   it('turns the queue into job rows', () => {
-    expect(jobRows(outcome({ kind: 'frame', value: QUEUE }))).toEqual([
+    expect(jobRows(outcome({ kind: 'table', value: QUEUE }))).toEqual([
       {
         jobId: '123',
         arrayJobId: '123',
@@ -89,17 +86,15 @@ describe('frames', () => {
     ]);
   });
 
-  it('an outcome that is not a frame has no job rows', () => {
+  it('an outcome that is not a table has no job rows', () => {
     expect(jobRows(outcome(null))).toEqual([]);
     expect(jobRows(outcome({ kind: 'json', value: { rows: [] } }))).toEqual([]);
   });
 
   it.each([
-    ['P0DT0H5M0S', '0:05:00'],
-    ['P0DT12H0M30.5S', '12:00:30'],
-    ['P2DT3H4M5S', '2-03:04:05'],
-    ['P1D', '1-00:00:00'],
     [300, '0:05:00'],
+    [43230.5, '12:00:30'],
+    [183845, '2-03:04:05'],
     [93784.9, '1-02:03:04'],
     [0, '0:00:00'],
     [null, ''],

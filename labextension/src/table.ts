@@ -1,11 +1,12 @@
 /**
- * Tables from Betty's tool outcomes: a pandas `orient="table"` JSON string becomes rows,
- * and the queue's rows become the jobs the Jobs tab lists.
+ * Tables from Betty's tool outcomes (`{columns: [{name, type}], rows: [[…]]}`, see
+ * `docs/server-api.md`) become rows by column name, and the queue's rows become the jobs the
+ * Jobs tab lists.
  */
-import { IOutcome } from './models';
+import { IOutcome, ITable } from './models';
 
-/** One row of a frame, as pandas wrote it. */
-export type FrameRow = Record<string, unknown>;
+/** One row of a table, each cell under its column's name. */
+export type TableRow = Record<string, unknown>;
 
 /** A job of the queue, in the fields the Jobs tab shows. */
 export interface IJobRow {
@@ -21,23 +22,18 @@ export interface IJobRow {
   gpus: string;
 }
 
-/** The rows of a pandas `orient="table"` JSON string; [] when it is not one. */
-export function frameRows(json: string): FrameRow[] {
-  let table: unknown;
-  try {
-    table = JSON.parse(json);
-  } catch {
-    return [];
-  }
-  const data = (table as { data?: unknown } | null)?.data;
-  return Array.isArray(data)
-    ? data.filter((row): row is FrameRow => typeof row === 'object' && row !== null)
-    : [];
+/** The rows of a table, each cell under its column's name; a row that is not a list is left out. */
+export function tableRows(table: ITable): TableRow[] {
+  const names = Array.isArray(table?.columns) ? table.columns.map(column => column.name) : [];
+  const rows: unknown[] = Array.isArray(table?.rows) ? table.rows : [];
+  return rows
+    .filter((row): row is unknown[] => Array.isArray(row))
+    .map(row => Object.fromEntries(names.map((name, i) => [name, row[i] ?? null])));
 }
 
-/** The rows of an outcome whose data is a frame; [] for any other outcome. */
-export function outcomeRows(outcome: IOutcome): FrameRow[] {
-  return outcome.data?.kind === 'frame' ? frameRows(String(outcome.data.value)) : [];
+/** The rows of an outcome whose data is a table; [] for any other outcome. */
+export function outcomeRows(outcome: IOutcome): TableRow[] {
+  return outcome.data?.kind === 'table' ? tableRows(outcome.data.value) : [];
 }
 
 /** The queue's rows (`cluster_queue`'s frame) as jobs. */
@@ -59,12 +55,9 @@ export function jobRows(outcome: IOutcome): IJobRow[] {
   });
 }
 
-const ISO_DURATION = /^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$/;
-
 /**
- * A duration in Slurm's own notation (`1:02:03`, `2-00:00:00`): from seconds (how
- * `betty_jupyter.agent.wire` writes a timedelta column) or an ISO 8601 duration (pandas'
- * own `P0DT1H2M3S`); '' for null, the text itself when it is neither.
+ * A duration in Slurm's own notation (`1:02:03`, `2-00:00:00`) from seconds (how a table's
+ * `duration` column is written); '' for null, the text itself for anything else.
  */
 export function formatDuration(value: unknown): string {
   if (value === null || value === undefined || value === '') {
@@ -73,12 +66,7 @@ export function formatDuration(value: unknown): string {
   if (typeof value === 'number') {
     return Number.isFinite(value) ? slurmTime(value) : '';
   }
-  const match = ISO_DURATION.exec(String(value));
-  if (!match) {
-    return String(value);
-  }
-  const [days, hours, minutes, seconds] = [1, 2, 3, 4].map(i => Number(match[i] ?? 0));
-  return slurmTime(((days * 24 + hours) * 60 + minutes) * 60 + seconds);
+  return String(value);
 }
 
 function slurmTime(totalSeconds: number): string {
