@@ -20,7 +20,7 @@ _EXTRA = "stack-specific switches"
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty gpu`` and its actions."""
-    from . import Parser
+    from .parser import Parser
 
     gpu = commands.add_parser(
         "gpu", help="estimate GPU memory for a model and say where it fits",
