@@ -237,7 +237,6 @@ class Delegation:
     def written_page(self, call: "ToolCallRequest") -> str | None:
         """The wiki page ``call`` would write (its real name, links followed), or None."""
         from ..wiki import WikiStore
-        from .tools.wiki import real_page_name
 
         if call.name != "wiki_write":
             return None
@@ -248,7 +247,7 @@ class Delegation:
         if not isinstance(page, str):
             return None
         try:
-            return real_page_name(WikiStore(self.parent.context.workspace.wiki), page)
+            return WikiStore(self.parent.context.workspace.wiki).real_name(page)
         except BettyError:
             return page  # the call will be refused; locking its name costs nothing
 
@@ -514,10 +513,8 @@ async def _wiki(context: ToolContext, name: str) -> str:
 
 
 async def _job(context: ToolContext, ident: str) -> str:
-    from .tools.jobs import job_line
-
     job = await context.slurm.job(ident)
-    lines = [job_line(job)]
+    lines = [job.line()]
     streams = [("out", job.stdout_path)]
     if job.stderr_path and job.stderr_path != job.stdout_path:
         streams.append(("err", job.stderr_path))
