@@ -196,7 +196,7 @@ class AgentSession:
     async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                         reason: str) -> tuple[Any, "Approval"] | Answer:
         """Preview, ask, wait: the (possibly edited) args and the decision, or the outcome when it does not run."""
-        from .approvals import revalidated
+        from .tools.base import revalidated
 
         try:
             preview = await tool.preview(self.context, args)

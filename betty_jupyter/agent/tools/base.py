@@ -219,3 +219,17 @@ def clip(text: str, lines: int = SUMMARY_LINES, chars: int = SUMMARY_CHARS, keep
         return shown
     note = f"[… cut to {len(shown.splitlines())} of {len(rows)} lines; the action log has the whole output]"
     return f"{shown}\n{note}" if keep == "head" else f"{note}\n{shown}"
+
+
+async def revalidated(tool: Tool[A], ctx: ToolContext, edited: Mapping[str, Any] | str) -> tuple[A, Preview]:
+    """A person's edited arguments checked by ``tool`` and previewed again; ToolError when they are refused.
+
+    Show the new preview (the edit approves what the person wrote, not what the model asked)
+    and decide again with ``tool.tier_for(args)``: an edit may change the tier (``wiki_write``).
+    """
+    try:
+        args = tool.parse(edited)
+        preview = await tool.dry_run(ctx, args)
+    except ToolError as error:
+        raise ToolError(f"the edited call is refused: {error}", error.details) from error
+    return args, preview
