@@ -55,6 +55,16 @@ class Resolution(BaseModel):
         return self.decision in APPROVING
 
 
+class Approver(Protocol):
+    """Where a session's approval cards wait for a person: an :class:`ApprovalBroker`, or one that passes its cards
+    on to a broker with a wait of its own (an automation's cards wait as long as its run may last)."""
+
+    def request(self, request: ApprovalInfo, *, session_id: str | None = None,
+                timeout: float | None = None) -> "asyncio.Future[Resolution]":
+        """Open ``request`` (emit its event first); the future resolves with the person's answer, or fails closed."""
+        ...
+
+
 @dataclass
 class _Pending:
     request: ApprovalInfo

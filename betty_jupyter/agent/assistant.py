@@ -79,7 +79,7 @@ class Assistant:
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,
                       mode: str | None = None) -> "AgentSession":
         """The open session ``session_id``, or a new (or resumed) one on ``cluster`` in ``mode``."""
-        from .session import new_session_id, open_session
+        from .session import SessionSpec, new_session_id, open_session
 
         ident = session_id or new_session_id()
         lock = self._opening.setdefault(ident, asyncio.Lock())
@@ -92,9 +92,9 @@ class Assistant:
                 if mode:
                     self.set_mode(ident, mode)
                 return known
-            opened = await open_session(self.workspace, self.config, cluster=cluster, mode=mode or self.mode,
-                                        session_id=ident, broker=self.broker, require_model=False)
-            opened.actions = self.actions
+            opened = await open_session(self.workspace, self.config, SessionSpec(
+                session_id=ident, cluster=cluster, mode=mode or self.mode, broker=self.broker, actions=self.actions,
+                require_model=False))
             self._sessions[ident] = opened
             return opened
 
@@ -119,7 +119,7 @@ class Assistant:
         """Switch one session's agent between off, propose, confirm and auto (its grants are kept)."""
         from .policy import ApprovalPolicy
 
-        self.opened(session_id).policy = ApprovalPolicy(mode, self.config.rules)
+        self.opened(session_id).set_policy(ApprovalPolicy(mode, self.config.rules))
 
     # ----- what a person asks -------------------------------------------------------------------
     def busy(self, session_id: str) -> bool:

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from ...cluster.profiles import ClusterProfile
     from ...cluster.slurm import SlurmClient
     from ...experiments.workspace import Workspace
-    from ..loop import AgentSession
     from ..policy import Call
+    from ..tasks import Delegator
 
 A = TypeVar("A", bound=BaseModel)
 SUMMARY_LINES = 40
@@ -38,7 +38,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TIER_WORDS = {Tier.AUTO: "never asks", Tier.ONCE_PER_SESSION: "asks once per session", Tier.ALWAYS_ASK: "always asks"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolContext:
     """What every tool may use; the host builds one per session."""
 
@@ -47,8 +47,8 @@ class ToolContext:
     workspace: "Workspace"
     session_id: str
     scratchpad: Path
-    session: "AgentSession | None" = field(default=None, repr=False, compare=False)
-    """The session the tools run in (it sets itself here): ``delegate_tasks`` starts its children from it."""
+    delegator: "Delegator | None" = field(default=None, repr=False, compare=False)
+    """Where ``delegate_tasks`` hands its tasks: the session's, set as the session is built (None outside one)."""
 
     @classmethod
     def open(cls, profile: "ClusterProfile", workspace: "Workspace", session_id: str) -> "ToolContext":
