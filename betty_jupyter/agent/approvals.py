@@ -56,8 +56,11 @@ class Resolution(BaseModel):
 
 
 class Approver(Protocol):
-    """Where a session's approval cards wait for a person: an :class:`ApprovalBroker`, or one that passes its cards
-    on to a broker with a wait of its own (an automation's cards wait as long as its run may last)."""
+    """Where a session's approval cards wait for a person: an :class:`ApprovalBroker`, or one in front of it.
+
+    An automation's run passes its cards on to the Assistant's broker with a wait of its own (as
+    long as the run may last).
+    """
 
     def request(self, request: ApprovalInfo, *, session_id: str | None = None,
                 timeout: float | None = None) -> "asyncio.Future[Resolution]":

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from ..errors import BettyError, ToolError, UsageError
 from . import events as ev
-from .loop import AgentSession, Limits, SessionParts
+from .loop import AgentSession, SessionParts
 from .tasks import (TOOL, ResourceSpec, Strategy, TaskResult, TaskSpec, checked_answer, child_prompt, cut,
                     first_message, manifest_of)
 
@@ -286,13 +286,11 @@ class _Batch:
                           delegator=None)
         stream = ev.EventStream(parent.session_id, max_events=1000)
         stream.subscribe(forwarder)
-        limits = Limits(max_iterations=parent.limits.max_iterations, max_tokens=max(0, budget),
-                        max_seconds=parent.limits.max_seconds, history_chars=parent.limits.history_chars,
-                        keep_recent=parent.limits.keep_recent)
+        task = spec.title if parent.task is None else f"{parent.task} › {spec.title}"
         parts = SessionParts(
             session_id=parent.session_id, model=parent.model, registry=registry, context=context, grants=self.grants,
             broker=parent.broker, stream=stream, actions=parent.actions, system_prompt=child_prompt(registry, context),
-            user=parent.user, limits=limits, task=spec.title if parent.task is None else f"{parent.task} › {spec.title}",
+            user=parent.user, limits=replace(parent.limits, max_tokens=max(0, budget)), task=task,
             gate=parent.before_tool, parent=parent, guard=self.delegation)
         return AgentSession(parts, parent.policy)
 
