@@ -18,7 +18,7 @@ from llm_server import ScriptedLLM, call, fail, malformed_args, respond, say, st
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
 from betty_jupyter.agent.loop import Limits
-from betty_jupyter.agent.session import open_session
+from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.workspace import Workspace
@@ -63,7 +63,7 @@ class Person:
 
 async def converse(workspace, config, prompt: str, mode: str = "confirm", answer: str | None = "approved"):
     broker = ApprovalBroker(timeout=60)
-    session = await open_session(workspace, config, mode=mode, broker=broker)
+    session = await open_session(workspace, config, SessionSpec(mode=mode, broker=broker))
     person = Person(broker, answer)
     events: list[Any] = []
     session.stream.subscribe(events.append)
@@ -77,7 +77,7 @@ async def converse(workspace, config, prompt: str, mode: str = "confirm", answer
 
 async def ask_twice(workspace, config, first: str, second: str, mode: str = "confirm"):
     """Two questions in one session; (first reason, second reason, events)."""
-    session = await open_session(workspace, config, mode=mode)
+    session = await open_session(workspace, config, SessionSpec(mode=mode))
     events: list[Any] = []
     session.stream.subscribe(events.append)
     try:
@@ -168,7 +168,7 @@ def test_a_denied_approval_runs_nothing_and_the_model_is_told(ssh_profile, works
 def test_a_disconnected_approver_means_denied(ssh_profile, workspace):
     async def scenario(llm):
         broker = ApprovalBroker(timeout=60)
-        session = await open_session(workspace, config_for(llm, ssh_profile), broker=broker)
+        session = await open_session(workspace, config_for(llm, ssh_profile), SessionSpec(broker=broker))
         session.stream.subscribe(lambda e: e.type == "approval_request" and asyncio.get_running_loop().call_soon(
             broker.cancel_all, "the panel disconnected", session.session_id))
         events: list[Any] = []
@@ -195,7 +195,7 @@ def test_auto_mode_still_asks_before_submitting(ssh_profile, workspace):
 
 def test_a_hostile_command_is_refused_before_the_transport_sees_it(ssh_profile, workspace):
     async def scenario(llm):
-        session = await open_session(workspace, config_for(llm, ssh_profile), mode="auto")
+        session = await open_session(workspace, config_for(llm, ssh_profile), SessionSpec(mode="auto"))
         seen: list[Any] = []
         real = session.context.slurm.transport.run
 
@@ -297,14 +297,14 @@ def test_a_stalled_stream_is_cut_off_and_asked_again(ssh_profile, workspace):
 
 
 def test_a_long_history_is_summarised_and_the_scratchpad_stays_exact(ssh_profile, workspace):
-    from betty_jupyter.agent.loop import Limits
-
     steps = [say("A" * 4000), say("second answer"), say("SUMMARY: the person trains Llama; job 4242 failed"),
              say("third answer")]
     with ScriptedLLM(steps) as llm:
         async def scenario():
-            session = await open_session(workspace, config_for(llm, ssh_profile))
-            session.limits = Limits(history_chars=len(session.messages[0]["content"]) + 3000, keep_recent=2)
+            probe = await open_session(workspace, config_for(llm, ssh_profile))
+            await probe.context.close()
+            limits = Limits(history_chars=len(probe.messages[0]["content"]) + 3000, keep_recent=2)
+            session = await open_session(workspace, config_for(llm, ssh_profile), SessionSpec(limits=limits))
             await session.ask("first question")
             await session.ask("second question")
             session.context.scratchpad.parent.mkdir(parents=True, exist_ok=True)
@@ -389,11 +389,11 @@ def test_a_kept_session_resumes_with_its_history_and_its_token_budget(ssh_profil
         config = config_for(llm, ssh_profile)
 
         async def scenario():
-            first = await open_session(workspace, config, session_id="s-resume-1")
+            first = await open_session(workspace, config, SessionSpec(session_id="s-resume-1"))
             await first.ask("how is the queue?")
             save(first, workspace)
             await first.context.slurm.transport.close()
-            second = await open_session(workspace, config, session_id="s-resume-1")
+            second = await open_session(workspace, config, SessionSpec(session_id="s-resume-1"))
             await second.ask("and now?")
             await second.context.slurm.transport.close()
             return first, second
@@ -411,15 +411,14 @@ def test_a_damaged_kept_session_is_one_clear_error(ssh_profile, workspace):
     kept.parent.mkdir(parents=True, exist_ok=True)
     kept.write_text("{not json")
     with ScriptedLLM([]) as llm, pytest.raises(UsageError, match="session s-broken cannot be resumed"):
-        asyncio.run(open_session(workspace, config_for(llm, ssh_profile), session_id="s-broken"))
+        asyncio.run(open_session(workspace, config_for(llm, ssh_profile), SessionSpec(session_id="s-broken")))
     with ScriptedLLM([]) as llm, pytest.raises(UsageError, match="is not a session id"):
-        asyncio.run(open_session(workspace, config_for(llm, ssh_profile), session_id="../../etc"))
+        asyncio.run(open_session(workspace, config_for(llm, ssh_profile), SessionSpec(session_id="../../etc")))
 
 
 def test_a_gate_before_each_tool_call_can_hold_and_stop_a_run(ssh_profile, workspace):
     """What automations use to pause a run before its next tool call, and to kill it."""
     async def scenario(llm: ScriptedLLM) -> tuple[list[str], str, list[str]]:
-        session = await open_session(workspace, config_for(llm, ssh_profile), mode="auto")
         gate_log: list[str] = []
         opened = asyncio.Event()
 
@@ -430,7 +429,7 @@ def test_a_gate_before_each_tool_call_can_hold_and_stop_a_run(ssh_profile, works
             else:
                 raise asyncio.CancelledError  # killed before the second call
 
-        session.before_tool = gate
+        session = await open_session(workspace, config_for(llm, ssh_profile), SessionSpec(mode="auto", gate=gate))
         events: list[Any] = []
         session.stream.subscribe(events.append)
         task = asyncio.get_running_loop().create_task(session.ask("two reads"))
@@ -456,9 +455,8 @@ def test_a_gate_before_each_tool_call_can_hold_and_stop_a_run(ssh_profile, works
 def test_the_wall_time_breaker_and_the_task_label_on_cards(ssh_profile, workspace):
     async def scenario(llm: ScriptedLLM) -> tuple[str, list[Any]]:
         broker = ApprovalBroker(timeout=60)
-        session = await open_session(workspace, config_for(llm, ssh_profile), broker=broker)
-        session.task = "babysit job 42"
-        session.limits = Limits(max_seconds=0.5)
+        session = await open_session(workspace, config_for(llm, ssh_profile), SessionSpec(
+            broker=broker, task="babysit job 42", limits=Limits(max_seconds=0.5)))
         events: list[Any] = []
         session.stream.subscribe(events.append)
         session.stream.subscribe(Person(broker, "denied"))

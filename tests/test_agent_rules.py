@@ -24,7 +24,7 @@ from betty_jupyter.agent.loop import Limits
 from betty_jupyter.agent.models import Tier
 from betty_jupyter.agent.policy import ApprovalPolicy, SessionGrants
 from betty_jupyter.agent.registry import default_registry
-from betty_jupyter.agent.session import open_session
+from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.agent.tools import ToolContext
 from betty_jupyter.cluster.profiles import ClusterProfile
 from betty_jupyter.config import BettyConfig
@@ -168,8 +168,8 @@ def one_call_per_turn(tool: str, arguments: list[dict[str, Any]], told: list[str
 async def converse(workspace: Workspace, config: BettyConfig, turns: int, answer: str = "denied"
                    ) -> tuple[str, list[Any], Any]:
     broker = ApprovalBroker(timeout=120)
-    session = await open_session(workspace, config, mode="auto", broker=broker)
-    session.limits = Limits(max_iterations=turns + 2)
+    session = await open_session(workspace, config, SessionSpec(mode="auto", broker=broker,
+                                                                limits=Limits(max_iterations=turns + 2)))
     events: list[Any] = []
 
     def person(event: Any) -> None:

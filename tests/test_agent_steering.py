@@ -22,7 +22,7 @@ from test_server_support import llm, server_config  # noqa: F401  (fixtures)
 
 from betty_jupyter.agent.approvals import ApprovalBroker
 from betty_jupyter.agent.loop import Limits
-from betty_jupyter.agent.session import open_session
+from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import WikiStore, init_workspace
@@ -115,8 +115,8 @@ def scripted(tries: list[dict[str, Any]], told: list[str]) -> list[Step]:
 
 async def converse(workspace: Workspace, config: BettyConfig, answer: str, turns: int) -> tuple[str, Person, Any]:
     broker = ApprovalBroker(timeout=GUARD)
-    session = await open_session(workspace, config, mode="auto", broker=broker)
-    session.limits = Limits(max_iterations=turns + 2)
+    session = await open_session(workspace, config, SessionSpec(mode="auto", broker=broker,
+                                                                limits=Limits(max_iterations=turns + 2)))
     person = Person(broker, answer, workspace.wiki, fingerprint(workspace.wiki))
     session.stream.subscribe(person)
     try:

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from betty_jupyter.agent.approvals import ApprovalBroker, ApprovalError, Resolution, revalidated
+from betty_jupyter.agent.approvals import ApprovalBroker, ApprovalError, Resolution
 from betty_jupyter.agent.models import Tier
 from betty_jupyter.agent.tools import ToolError, WikiWrite
+from betty_jupyter.agent.tools.base import revalidated
 
 
 @dataclass(frozen=True)

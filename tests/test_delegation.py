@@ -23,7 +23,8 @@ from llm_server import ScriptedLLM, Step, call, respond, say, stall
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
 from betty_jupyter.agent.delegation import Delegation
-from betty_jupyter.agent.session import open_session
+from betty_jupyter.agent.registry import default_registry
+from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import WikiStore, init_workspace
@@ -171,7 +172,7 @@ async def converse(workspace: Workspace, config: BettyConfig, prompt: str, mode:
                    person: Callable[[ApprovalBroker], Any] = Person) -> tuple[Any, list[Any], Any, str]:
     """One question to a fresh session; waits for its background tasks too."""
     broker = ApprovalBroker(timeout=60)
-    session = await open_session(workspace, config, mode=mode, broker=broker)
+    session = await open_session(workspace, config, SessionSpec(mode=mode, broker=broker))
     events: list[Any] = []
     answering = person(broker)
     session.stream.subscribe(events.append)
@@ -309,8 +310,8 @@ def test_a_tool_the_parent_lacks_or_delegation_itself_is_refused(ssh_profile, wo
              say("I cannot delegate that.")]
 
     async def scenario(llm: ScriptedLLM) -> list[Any]:
-        session = await open_session(workspace, config_for(llm, ssh_profile), mode="auto")
-        session.registry = session.registry.subset(n for n in session.registry.names() if n != "cluster_cancel")
+        tools = tuple(name for name in default_registry().names() if name != "cluster_cancel")
+        session = await open_session(workspace, config_for(llm, ssh_profile), SessionSpec(mode="auto", tools=tools))
         events: list[Any] = []
         session.stream.subscribe(events.append)
         try:
@@ -545,7 +546,7 @@ def test_cancelling_background_tasks_closes_their_cards_and_notes_it(ssh_profile
 
     async def scenario(llm: ScriptedLLM) -> tuple[Any, list[Any], int]:
         broker = ApprovalBroker(timeout=60)
-        session = await open_session(workspace, config_for(llm, ssh_profile), mode="auto", broker=broker)
+        session = await open_session(workspace, config_for(llm, ssh_profile), SessionSpec(mode="auto", broker=broker))
         events: list[Any] = []
         session.stream.subscribe(events.append)
         try:

@@ -19,8 +19,9 @@ import pytest
 from hostile import AttackerHost
 from llm_server import ScriptedLLM, Step, call, respond, say
 
-from betty_jupyter.agent.delegation import checked_answer
-from betty_jupyter.agent.session import open_session
+from betty_jupyter.agent.loop import Limits
+from betty_jupyter.agent.session import SessionSpec, open_session
+from betty_jupyter.agent.tasks import checked_answer
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.errors import SchemaError, ToolError
 from betty_jupyter.experiments.workspace import Workspace
@@ -213,8 +214,8 @@ def test_delegate_tasks_with_a_hostile_result_schema_is_refused_before_any_helpe
     async def scenario(llm: ScriptedLLM) -> str:
         config = BettyConfig(clusters=[{**ssh_profile.to_dict(), "name": "betty-dev"}],
                              llm={"base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 1})
-        session = await open_session(workspace, config, mode="auto")
-        session.limits = type(session.limits)(max_iterations=len(hostile) + 4)
+        session = await open_session(workspace, config, SessionSpec(mode="auto",
+                                                                    limits=Limits(max_iterations=len(hostile) + 4)))
         try:
             return await session.ask("count the pages of the index, with a helper")
         finally:

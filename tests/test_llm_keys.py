@@ -118,7 +118,7 @@ def test_openai_s_endpoint_is_explicit_so_openai_base_url_cannot_redirect_the_ke
 def test_nothing_of_the_environment_reaches_the_model_or_the_action_log(secrets_in_env, local_profile, tmp_path):
     """A model that asks for the environment and writes a key into a script gets refusals; nothing leaks."""
     from betty_jupyter.agent.approvals import ApprovalBroker
-    from betty_jupyter.agent.session import open_session
+    from betty_jupyter.agent.session import SessionSpec, open_session
     from betty_jupyter.config import BettyConfig
     from betty_jupyter.experiments.workspace import Workspace
     from betty_jupyter.wiki import init_workspace
@@ -135,7 +135,7 @@ def test_nothing_of_the_environment_reaches_the_model_or_the_action_log(secrets_
 
         async def converse() -> str:
             broker = ApprovalBroker(timeout=60)
-            session = await open_session(workspace, config, mode="confirm", broker=broker)
+            session = await open_session(workspace, config, SessionSpec(mode="confirm", broker=broker))
 
             def deny(event: Any) -> None:
                 if event.type == "approval_request":

@@ -6,8 +6,9 @@ resolved ``timed_out`` after its timeout, and ``cancelled`` when its front-end g
 (:meth:`ApprovalBroker.cancel_all`). Only ``approved``, ``approved_for_session`` and
 ``edited`` let the tool run (:attr:`Resolution.approved`); anything else means it does not.
 
-Edited arguments are the person's own call: :func:`revalidated` checks them with the tool's
-argument model and previews them again, so what runs is what was shown.
+Edited arguments are the person's own call: the loop checks them with the tool's argument
+model and previews them again (:func:`~betty_jupyter.agent.tools.base.revalidated`), so what
+runs is what was shown.
 """
 
 from __future__ import annotations
@@ -15,18 +16,15 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, TypeVar, cast
+from typing import Any, Mapping, Protocol, cast
 
 from pydantic import BaseModel
 
 from ..errors import ApprovalError as ApprovalError  # defined with the others, importable here too
-from .models import Preview
-from .tools.base import Tool, ToolContext, ToolError
 from .vocabulary import APPROVING, PERSON_ANSWERS, Decision, Resolved
 
 DEFAULT_TIMEOUT = 600.0
 _REMEMBERED = 1000  # answered ids kept to tell "answered twice" from "unknown"
-A = TypeVar("A", bound=BaseModel)
 
 
 
@@ -53,6 +51,19 @@ class Resolution(BaseModel):
     def approved(self) -> bool:
         """Whether the tool may run (fail closed: anything else means no)."""
         return self.decision in APPROVING
+
+
+class Approver(Protocol):
+    """Where a session's approval cards wait for a person: an :class:`ApprovalBroker`, or one in front of it.
+
+    An automation's run passes its cards on to the Assistant's broker with a wait of its own (as
+    long as the run may last).
+    """
+
+    def request(self, request: ApprovalInfo, *, session_id: str | None = None,
+                timeout: float | None = None) -> "asyncio.Future[Resolution]":
+        """Open ``request`` (emit its event first); the future resolves with the person's answer, or fails closed."""
+        ...
 
 
 @dataclass
@@ -141,17 +152,3 @@ class ApprovalBroker:
     def _forget(self, approval_id: str) -> None:
         """The waiter went away (its task was cancelled): the request is closed as cancelled."""
         self._resolve(approval_id, Resolution(decision=Decision.CANCELLED, reason="the waiting call was stopped"))
-
-
-async def revalidated(tool: Tool[A], ctx: ToolContext, edited: Mapping[str, Any] | str) -> tuple[A, Preview]:
-    """A person's edited arguments checked by ``tool`` and previewed again; ToolError when they are refused.
-
-    Show the new preview (the edit approves what the person wrote, not what the model asked)
-    and decide again with ``tool.tier_for(args)``: an edit may change the tier (``wiki_write``).
-    """
-    try:
-        args = tool.parse(edited)
-        preview = await tool.dry_run(ctx, args)
-    except ToolError as error:
-        raise ToolError(f"the edited call is refused: {error}", error.details) from error
-    return args, preview

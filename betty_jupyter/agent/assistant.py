@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import ApprovalError, UsageError
 from . import events as ev
 from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
-from .vocabulary import DoneReason
+from .vocabulary import DoneReason, Mode
 
 if TYPE_CHECKING:
     from ..config import BettyConfig
@@ -53,7 +53,7 @@ class SessionInfo:
 class Assistant:
     """Every session, approval and watched job of one workspace in this process."""
 
-    def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = "confirm",
+    def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = Mode.CONFIRM,
                  approval_timeout: float = DEFAULT_TIMEOUT) -> None:
         from .actions import ActionLog
         from .policy import ApprovalPolicy
@@ -80,7 +80,7 @@ class Assistant:
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,
                       mode: str | None = None) -> "AgentSession":
         """The open session ``session_id``, or a new (or resumed) one on ``cluster`` in ``mode``."""
-        from .session import new_session_id, open_session
+        from .session import SessionSpec, new_session_id, open_session
 
         ident = session_id or new_session_id()
         lock = self._opening.setdefault(ident, asyncio.Lock())
@@ -93,9 +93,9 @@ class Assistant:
                 if mode:
                     self.set_mode(ident, mode)
                 return known
-            opened = await open_session(self.workspace, self.config, cluster=cluster, mode=mode or self.mode,
-                                        session_id=ident, broker=self.broker, require_model=False)
-            opened.actions = self.actions
+            opened = await open_session(self.workspace, self.config, SessionSpec(
+                session_id=ident, cluster=cluster, mode=mode or self.mode, broker=self.broker, actions=self.actions,
+                require_model=False))
             self._sessions[ident] = opened
             return opened
 
@@ -120,7 +120,7 @@ class Assistant:
         """Switch one session's agent between off, propose, confirm and auto (its grants are kept)."""
         from .policy import ApprovalPolicy
 
-        self.opened(session_id).policy = ApprovalPolicy(mode, self.config.rules)
+        self.opened(session_id).set_policy(ApprovalPolicy(mode, self.config.rules))
 
     # ----- what a person asks -------------------------------------------------------------------
     def busy(self, session_id: str) -> bool:

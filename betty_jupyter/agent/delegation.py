@@ -1,7 +1,9 @@
 """Delegation: child sessions that each work on one task, with their own instructions, resources and tools.
 
-``delegate_tasks`` (``tools/delegate.py``) hands a list of :class:`TaskSpec` to the
-:class:`Delegation` of the session that called it. Each task runs as a :class:`ChildSession`:
+``delegate_tasks`` (``tools/delegate.py``) hands a list of :class:`~.tasks.TaskSpec` to the
+:class:`Delegation` of the session that called it: the session's builder gives its tools that
+delegation as their ``ToolContext.delegator``. Each task runs as a child session, an
+:class:`~.loop.AgentSession` built with its parent and the delegation as its guard:
 
 - the parent's model, approval broker, action log, cluster link, workspace and gate
   (``before_tool``); the parent's policy, read again at every call, so a stricter mode set
@@ -21,10 +23,8 @@
 
 Tasks run at most ``max_parallel`` at a time. On a failure, ``fail_fast`` cancels the other
 tasks, ``continue`` collects it, and ``retry`` runs the task again (:data:`RETRIES` times)
-with the earlier failure named. A task's answer is one JSON value checked against its
-``result_schema`` (JSON schema, draft 2020-12 unless its ``$schema`` names another draft); without a
-schema the answer is its text. A schema's references must resolve inside it: nothing is ever
-fetched (:mod:`betty_jupyter.json_schema`).
+with the earlier failure named. What a task is, what its helper is told
+and how its answer is checked are in :mod:`.tasks`.
 
 Two children never write the same wiki page at once: a child's ``wiki_write`` holds the
 page's lock from its preview to its write, so the diff a person approves is the change
@@ -34,155 +34,39 @@ that lands (WikiStore's file lock makes each write atomic, not preview and write
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import re
 import time
 import uuid
-import weakref
-from dataclasses import dataclass
-from datetime import date
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
-from pydantic import Field, field_validator
-
-from ..errors import BettyError, SchemaError, ToolError
+from ..errors import BettyError, ToolError, UsageError
 from . import events as ev
-from .loop import AgentSession, Answer, Limits
-from .models import ToolArgs
+from .loop import AgentSession, SessionParts
+from .tasks import (TOOL, ResourceSpec, Strategy, TaskResult, TaskSpec, checked_answer, child_prompt, cut,
+                    first_message, manifest_of)
 from .vocabulary import Decision
 
 if TYPE_CHECKING:
     from .llm import ToolCallRequest
     from .policy import Call
     from .tools.base import ToolContext
-    from .registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-Strategy = Literal["fail_fast", "continue", "retry"]
 RETRIES = 2
 """Extra attempts a failed task gets under ``retry``."""
-MAX_TASKS = 32
-MAX_PARALLEL = 16
-RESOURCE_CHARS = 4000
-LOG_LINES = 40
-FILE_LINES = 80
 NOTE_CHARS = 2000
-TOOL = "delegate_tasks"
-_READS = {"job": "job_logs", "file": "cluster_run", "wiki": "wiki_read", "experiment": "wiki_read"}
-
-
-class ResourceSpec(ToolArgs):
-    """One thing a task is given to work on."""
-
-    type: Literal["wiki", "job", "file", "experiment"]
-    location: str = Field(min_length=1, max_length=1000, description=(
-        "wiki: a page name ('howto/x.md'); job: a job id; file: a path on the cluster under a readable root; "
-        "experiment: its slug or job id"))
-
-
-class TaskSpec(ToolArgs):
-    """One task for one child session."""
-
-    title: str = Field(min_length=1, max_length=120, description="a short title; it labels the task's approval cards")
-    instructions: str = Field(min_length=1, max_length=20_000, description="what the helper must find out or do")
-    resources: list[ResourceSpec] = Field(default_factory=list, max_length=20,
-                                          description="what is loaded into the helper's first message")
-    tools: list[str] = Field(default_factory=list, max_length=20,
-                             description="the tools the helper may call: some of yours, none else")
-    result_schema: dict[str, Any] | None = Field(
-        None, description="JSON schema its answer must match; without one the answer is free text")
-
-    @field_validator("title")
-    @classmethod
-    def _one_line(cls, title: str) -> str:
-        if not title.strip() or "\n" in title or "\r" in title:
-            raise ValueError("a title is one line of text")
-        return title.strip()
-
-    @field_validator("result_schema")
-    @classmethod
-    def _a_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-        from ..json_schema import offline_validator
-
-        if schema is not None:
-            try:
-                offline_validator(schema)
-            except SchemaError as error:
-                raise ValueError(str(error)) from None
-        return schema
-
-
-@dataclass
-class TaskResult:
-    """How one task ended: ``ok`` with its checked ``result``, ``failed`` with why, or ``cancelled``."""
-
-    task_id: str
-    title: str
-    status: Literal["ok", "failed", "cancelled"] = "cancelled"
-    result: Any = None
-    error: str = ""
-    attempts: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return dict(self.__dict__)
-
-    def line(self) -> str:
-        """``task_… (title): {"oom": true}``, or what went wrong."""
-        head = f"{self.task_id} ({self.title})"
-        if self.status == "ok":
-            return f"{head}: {json.dumps(self.result, ensure_ascii=False, default=str)}"
-        tries = f" after {self.attempts} attempts" if self.attempts > 1 else ""
-        return f"{head}: {self.status}{tries} — {self.error}"
-
-
-def check_tasks(parent: AgentSession, tasks: Sequence[TaskSpec]) -> None:
-    """Refuse what no child may have: a tool its parent lacks, delegation itself, a read the person denies."""
-    from .policy import Rules
-
-    if isinstance(parent, ChildSession):
-        raise ToolError(f"{TOOL}: a helper cannot delegate further; do the task with your own tools")
-    for spec in tasks:
-        if TOOL in spec.tools:
-            raise ToolError(f"{TOOL}: task {spec.title!r} asks for {TOOL}; a helper cannot delegate further")
-        try:
-            parent.registry.subset(spec.tools)
-        except ToolError as error:
-            raise ToolError(f"{TOOL}: task {spec.title!r}: {error}") from None
-        for resource in spec.resources:
-            denied = Rules.covering(parent.policy.rules.deny, [resource_read(parent.context, resource)])
-            if denied:
-                raise ToolError(f"{TOOL}: task {spec.title!r} may not be given {resource.type} "
-                                f"{resource.location}: refused by your rule deny {denied}")
-
-
-def resource_read(context: ToolContext, resource: ResourceSpec) -> "Call":
-    """The direct call that reads what ``resource`` loads, with the arguments the person's rules see."""
-    from .registry import default_registry
-
-    name, raw = _read_of(resource)
-    tool = default_registry().get(name)
-    try:
-        return name, tool.rule_values(context, tool.parse(raw))
-    except BettyError:
-        return name, raw  # the manifest refuses it when it loads; the rules see it as written
-
-
-def _read_of(resource: ResourceSpec) -> tuple[str, dict[str, Any]]:
-    """The tool call that reads the same thing, so the person's deny and ask rules hold for manifests too."""
-    tool = _READS[resource.type]
-    if resource.type == "job":
-        return tool, {"job_id": resource.location}
-    if resource.type == "file":
-        return tool, {"command": f"tail -n {FILE_LINES} -- {resource.location}"}
-    page = resource.location if resource.type == "wiki" else f"experiments/{resource.location}.md"
-    return tool, {"page": page}
 
 
 class Delegation:
-    """The delegated tasks of one parent session: its page locks and the tasks running in the background."""
+    """The delegated tasks of one parent session: its page locks and the tasks running in the background.
+
+    A session's builder makes one per session (``SessionParts.delegation``); the session's tools
+    reach it as their ``ToolContext.delegator``, and its children hold their calls through it.
+    """
 
     def __init__(self, parent: AgentSession) -> None:
         self.parent = parent
@@ -191,11 +75,30 @@ class Delegation:
 
     @classmethod
     def of(cls, parent: AgentSession) -> "Delegation":
-        """The delegation of ``parent`` (made on first use)."""
-        found = _DELEGATIONS.get(parent)
-        if found is None:
-            found = _DELEGATIONS[parent] = cls(parent)
+        """The delegation of ``parent``; UsageError when it was built without one (a delegated task's session)."""
+        found = parent.context.delegator
+        if not isinstance(found, cls):
+            raise UsageError(f"session {parent.session_id} cannot delegate tasks")
         return found
+
+    def check(self, tasks: Sequence[TaskSpec], read: "Callable[[ResourceSpec], Call]") -> None:
+        """Refuse what no child may have: a tool its parent lacks, delegation itself, a read the person denies."""
+        from .policy import Rules
+
+        if self.parent.parent is not None:
+            raise ToolError(f"{TOOL}: a helper cannot delegate further; do the task with your own tools")
+        for spec in tasks:
+            if TOOL in spec.tools:
+                raise ToolError(f"{TOOL}: task {spec.title!r} asks for {TOOL}; a helper cannot delegate further")
+            try:
+                self.parent.registry.subset(spec.tools)
+            except ToolError as error:
+                raise ToolError(f"{TOOL}: task {spec.title!r}: {error}") from None
+            for resource in spec.resources:
+                denied = Rules.covering(self.parent.policy.rules.deny, [read(resource)])
+                if denied:
+                    raise ToolError(f"{TOOL}: task {spec.title!r} may not be given {resource.type} "
+                                    f"{resource.location}: refused by your rule deny {denied}")
 
     async def run(self, tasks: Sequence[TaskSpec], on_error: Strategy = "continue",
                   max_parallel: int = 4) -> list[TaskResult]:
@@ -231,6 +134,16 @@ class Delegation:
             task.cancel()
         return len(running)
 
+    @contextlib.asynccontextmanager
+    async def holding(self, call: "ToolCallRequest") -> AsyncIterator[None]:
+        """Around a child's call: the lock of the wiki page it writes, from its preview to its write."""
+        page = self.written_page(call)
+        if page is None:
+            yield
+            return
+        async with self.page_lock(page):
+            yield
+
     def page_lock(self, page: str) -> asyncio.Lock:
         """The lock a child holds from a write's preview to the write itself."""
         return self._pages.setdefault(page, asyncio.Lock())
@@ -238,7 +151,6 @@ class Delegation:
     def written_page(self, call: "ToolCallRequest") -> str | None:
         """The wiki page ``call`` would write (its real name, links followed), or None."""
         from ..wiki import WikiStore
-        from .tools.wiki import real_page_name
 
         if call.name != "wiki_write":
             return None
@@ -249,28 +161,9 @@ class Delegation:
         if not isinstance(page, str):
             return None
         try:
-            return real_page_name(WikiStore(self.parent.context.workspace.wiki), page)
+            return WikiStore(self.parent.context.workspace.wiki).real_name(page)
         except BettyError:
             return page  # the call will be refused; locking its name costs nothing
-
-
-_DELEGATIONS: "weakref.WeakKeyDictionary[AgentSession, Delegation]" = weakref.WeakKeyDictionary()
-
-
-class ChildSession(AgentSession):
-    """A session working on one delegated task for ``parent``."""
-
-    def __init__(self, *, parent: AgentSession, delegation: Delegation, **parts: Any) -> None:
-        super().__init__(**parts)
-        self.parent, self.delegation = parent, delegation
-
-    async def _call(self, call: "ToolCallRequest", person: str | None = None) -> Answer:
-        self.policy = self.parent.policy  # the parent's mode now, never one it has left
-        page = self.delegation.written_page(call)
-        if page is None:
-            return await super()._call(call, person)
-        async with self.delegation.page_lock(page):
-            return await super()._call(call, person)
 
 
 class _Forwarder:
@@ -385,25 +278,22 @@ class _Batch:
         except ToolError as error:
             return False, str(error), child.tokens
 
-    def _child(self, task_id: str, spec: TaskSpec, forwarder: _Forwarder, budget: int) -> ChildSession:
-        from .tools.base import ToolContext
-
+    def _child(self, task_id: str, spec: TaskSpec, forwarder: _Forwarder, budget: int) -> AgentSession:
+        """The task's session: the parent's parts, its own tools, context, stream and share of the tokens."""
         parent, home = self.parent, self.parent.context
         registry = parent.registry.subset(spec.tools)
         ident = f"{home.session_id}-{task_id}"
-        context = ToolContext(profile=home.profile, slurm=home.slurm, workspace=home.workspace, session_id=ident,
-                              scratchpad=home.workspace.state / "scratchpads" / f"{ident}.md")
+        context = replace(home, session_id=ident, scratchpad=home.workspace.state / "scratchpads" / f"{ident}.md",
+                          delegator=None)
         stream = ev.EventStream(parent.session_id, max_events=1000)
         stream.subscribe(forwarder)
-        limits = Limits(max_iterations=parent.limits.max_iterations, max_tokens=max(0, budget),
-                        max_seconds=parent.limits.max_seconds, history_chars=parent.limits.history_chars,
-                        keep_recent=parent.limits.keep_recent)
-        return ChildSession(
-            parent=parent, delegation=self.delegation, session_id=parent.session_id, model=parent.model,
-            registry=registry, context=context, policy=parent.policy, grants=self.grants, broker=parent.broker,
-            stream=stream, actions=parent.actions, system_prompt=child_prompt(registry, context), user=parent.user,
-            limits=limits, task=spec.title if parent.task is None else f"{parent.task} › {spec.title}",
-            before_tool=parent.before_tool)
+        task = spec.title if parent.task is None else f"{parent.task} › {spec.title}"
+        parts = SessionParts(
+            session_id=parent.session_id, model=parent.model, registry=registry, context=context, grants=self.grants,
+            broker=parent.broker, stream=stream, actions=parent.actions, system_prompt=child_prompt(registry, context),
+            user=parent.user, limits=replace(parent.limits, max_tokens=max(0, budget)), task=task,
+            gate=parent.before_tool, parent=parent, guard=self.delegation)
+        return AgentSession(parts, parent.policy)
 
     def _announce(self, result: TaskResult, duration_ms: float) -> None:
         """The task's end as a ``tool_result`` in the parent's stream; in the background, in its notes too."""
@@ -415,12 +305,12 @@ class _Batch:
             _add_to_notes(self.parent.context, result)
 
 
-def _add_to_notes(context: ToolContext, result: TaskResult) -> None:
+def _add_to_notes(context: "ToolContext", result: TaskResult) -> None:
     from ..wiki.files import append_durably, write_atomically
 
     body = (json.dumps(result.result, ensure_ascii=False, default=str) if result.status == "ok"
             else f"{result.status}: {result.error}")
-    section = f"## Delegated task {result.task_id}: {result.title} ({result.status})\n{_cut(body, NOTE_CHARS)}\n"
+    section = f"## Delegated task {result.task_id}: {result.title} ({result.status})\n{cut(body, NOTE_CHARS)}\n"
     try:
         if context.scratchpad.exists():
             append_durably(context.scratchpad, "\n" + section)
@@ -430,136 +320,6 @@ def _add_to_notes(context: ToolContext, result: TaskResult) -> None:
         log.warning("cannot add task %s to the notes %s: %s", result.task_id, context.scratchpad, exc)
 
 
-# ----- what a child is told ----------------------------------------------------------------------
-
-_CHILD_RULES = """\
-You are a helper that Betty, an assistant for researchers who run work on a Slurm cluster, started for one task.
-You see only the task and the resources below, not Betty's conversation with the person.
-- Work from the resources given and the tools listed; you cannot do anything else.
-- A call above tier 0 may wait for the person's approval; a denied call did not run. Do not repeat it.
-- Keep job ids, paths and numbers exact."""
-
-
-def child_prompt(registry: "ToolRegistry", context: ToolContext) -> str:
-    """A child's system prompt: who it is, its tools with their tiers, the allowlist when it may run commands."""
-    tools = ("Tools (tier 0 runs at once; tier 1 asks once; tier 2 always asks):\n" + registry.describe()
-             if len(registry) else "You have no tools: answer from the resources alone.")
-    sections = [_CHILD_RULES, tools]
-    if "cluster_run" in registry:
-        sections.append("Read-only commands cluster_run accepts:\n" + context.policy().describe())
-    sections.append(f"Cluster: {context.profile.name}. Today is {date.today().isoformat()}.")
-    return "\n\n".join(sections)
-
-
-def first_message(spec: TaskSpec, manifest: str, earlier: str = "") -> str:
-    """The task, its resources, and how to answer."""
-    parts = [f"Task: {spec.title}\n\n{spec.instructions}", f"Resources (already loaded for you):\n\n{manifest}"]
-    if earlier:
-        parts.append(f"An earlier attempt at this task failed: {earlier}")
-    if spec.result_schema is None:
-        parts.append("When you are done, answer in a few lines; your answer is passed back as it is.")
-    else:
-        parts.append("When you are done, answer with one JSON value and nothing else (no prose, no code fence), "
-                     "valid against this JSON schema:\n" + json.dumps(spec.result_schema, ensure_ascii=False))
-    return "\n\n".join(parts)
-
-
-def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
-    """The child's final answer: its text, or the JSON value checked against ``schema``; ToolError saying why not."""
-    from ..json_schema import first_problem, offline_validator
-
-    answer = text.strip()
-    if not answer:
-        raise ToolError("the helper gave no answer")
-    if schema is None:
-        return answer
-    fenced = re.fullmatch(r"```(?:json)?\s*\n(.*?)\n?```", answer, re.S)
-    try:
-        value = json.loads(fenced.group(1) if fenced else answer)
-    except ValueError as error:
-        raise ToolError(f"the helper's answer is not JSON ({error}): {_cut(answer, 80)!r}") from None
-    try:
-        problem = first_problem(offline_validator(schema), value, "the answer")
-    except SchemaError as error:
-        raise ToolError(f"result_schema: {error}") from None
-    if problem is not None:
-        raise ToolError(f"the helper's answer does not match result_schema: {problem}")
-    return value
-
-
 def _last_text(child: AgentSession) -> str:
     last = child.messages[-1] if child.messages else {}
     return str(last.get("content") or "") if last.get("role") == "assistant" else ""
-
-
-# ----- the manifest ------------------------------------------------------------------------------
-
-async def manifest_of(context: ToolContext, resources: Sequence[ResourceSpec]) -> str:
-    """Each resource as a short section: what a child starts from. A resource that cannot be read is a BettyError."""
-    if not resources:
-        return "(none: work from the instructions)"
-    sections = []
-    for resource in resources:
-        try:
-            text = await _READERS[resource.type](context, resource.location)
-        except BettyError as error:
-            raise ToolError(f"{resource.type} {resource.location}: {error}") from error
-        sections.append(f"### {resource.type} {resource.location}\n{text.rstrip()}")
-    return "\n\n".join(sections)
-
-
-async def _wiki(context: ToolContext, name: str) -> str:
-    from ..wiki import WikiStore
-
-    return _cut(WikiStore(context.workspace.wiki).read(name).text, RESOURCE_CHARS)
-
-
-async def _job(context: ToolContext, ident: str) -> str:
-    from .tools.jobs import job_line
-
-    job = await context.slurm.job(ident)
-    lines = [job_line(job)]
-    streams = [("out", job.stdout_path)]
-    if job.stderr_path and job.stderr_path != job.stdout_path:
-        streams.append(("err", job.stderr_path))
-    for stream, path in streams:
-        if not path:
-            continue
-        text = await context.slurm.tail(job.job_id, stream, LOG_LINES)
-        lines.append(f"std{stream} ({path}), last {LOG_LINES} lines:\n"
-                     + (_cut(text, RESOURCE_CHARS // 2, keep="tail") if text.strip() else "(empty)"))
-    return "\n".join(lines)
-
-
-async def _file(context: ToolContext, path: str) -> str:
-    from ..cluster.commands import run_allowed
-
-    result = await run_allowed(context.slurm.transport, context.policy(), ["tail", "-n", str(FILE_LINES), "--", path])
-    if not result.ok:
-        first = next((line for line in result.stderr.splitlines() if line.strip()), f"exit {result.exit_code}")
-        raise ToolError(f"cannot read it: {first}")
-    return f"(last {FILE_LINES} lines)\n" + _cut(result.stdout, RESOURCE_CHARS, keep="tail")
-
-
-async def _experiment(context: ToolContext, slug_or_job: str) -> str:
-    from ..experiments.ledger import Ledger
-    from ..wiki import WikiStore
-
-    found = Ledger(context.workspace.ledger_path).get(slug_or_job) if context.workspace.ledger_path.exists() else None
-    if found is None:
-        raise ToolError("no experiment with this slug or job id is recorded in this project")
-    record = found.experiment
-    head = (f"experiment {record.slug}: job {record.job_id} on {record.cluster}, last seen {found.state}; "
-            f"submitted {record.submitted}; goal: {record.goal}")
-    store = WikiStore(context.workspace.wiki)
-    page = store.read(record.page).text if store.exists(record.page) else "(its page is missing)"
-    return f"{head}\nwiki/{record.page}:\n{_cut(page, RESOURCE_CHARS)}"
-
-
-_READERS = {"wiki": _wiki, "job": _job, "file": _file, "experiment": _experiment}
-
-
-def _cut(text: str, chars: int, keep: str = "head") -> str:
-    if len(text) <= chars:
-        return text
-    return text[:chars] + "\n[… cut]" if keep == "head" else "[… cut]\n" + text[-chars:]

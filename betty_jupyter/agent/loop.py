@@ -13,8 +13,9 @@ import asyncio
 import json
 import time
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from ..errors import BettyError, ModelError
 from . import events as ev
@@ -24,12 +25,16 @@ from .vocabulary import Decision, DoneReason
 
 if TYPE_CHECKING:
     from .actions import ActionLog
-    from .approvals import ApprovalBroker
+    from .approvals import Approver
     from .llm import ChatModel, ToolCallRequest
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
+    from .tasks import Delegator
     from .tools.base import Tool, ToolContext
+
+Gate = Callable[[str], Awaitable[None]]
+"""Awaited before each tool call with the tool's name: a paused run waits there, a killed one raises."""
 
 
 @dataclass
@@ -61,33 +66,139 @@ class Limits:
     keep_recent: int = 8
 
 
-class AgentSession:
-    """One conversation: its messages, grants, budget, and the parts it works with."""
+class CallGuard(Protocol):
+    """Held around each tool call of a session: a delegated task's holds the lock of the wiki page it writes."""
 
-    def __init__(self, *, session_id: str, model: "ChatModel | None", registry: "ToolRegistry", context: "ToolContext",
-                 policy: "ApprovalPolicy", grants: "SessionGrants", broker: "ApprovalBroker", stream: ev.EventStream,
-                 actions: "ActionLog", system_prompt: str, user: str | None = None, limits: Limits = Limits(),
-                 messages: list[dict[str, Any]] | None = None, no_model_reason: str = "",
-                 task: str | None = None, before_tool: "Callable[[str], Awaitable[None]] | None" = None) -> None:
-        self.session_id = session_id
-        self.model, self.registry, self.context = model, registry, context
-        context.session = self
-        self.policy, self.grants, self.broker = policy, grants, broker
-        self.stream, self.actions, self.user, self.limits = stream, actions, user, limits
-        self.messages = messages or [{"role": "system", "content": system_prompt}]
-        self.tokens = 0
-        self.no_model_reason = no_model_reason or "no chat model is configured"
-        self.task = task
-        """What this session works on for someone else (a delegated task, an automation): shown on its cards."""
-        self.before_tool = before_tool
-        """Awaited before each tool call with the tool's name: a paused run waits there, a killed one raises."""
+    def holding(self, call: "ToolCallRequest") -> AbstractAsyncContextManager[None]:
+        """Entered before the call is decided, left once it has ended."""
+        ...
+
+
+@dataclass(frozen=True)
+class SessionParts:
+    """Everything one session works with, complete before it is built; nothing replaces a part afterwards.
+
+    Hosts do not fill this in: :func:`~betty_jupyter.agent.session.open_session` builds it from a
+    :class:`~betty_jupyter.agent.session.SessionSpec`, the delegation from a child's parent.
+    """
+
+    session_id: str
+    model: "ChatModel | None"
+    registry: "ToolRegistry"
+    context: "ToolContext"
+    grants: "SessionGrants"
+    broker: "Approver"
+    stream: ev.EventStream
+    actions: "ActionLog"
+    system_prompt: str
+    user: str | None = None
+    limits: Limits = Limits()
+    task: str | None = None
+    """What this session works on for someone else (a delegated task, an automation): shown on its cards."""
+    gate: Gate | None = None
+    no_model_reason: str = ""
+    parent: "AgentSession | None" = None
+    """The session a delegated task works for: its policy decides the task's calls, read again at every call."""
+    guard: CallGuard | None = None
+    """Held around each tool call (a delegated task's page locks)."""
+    delegation: "Callable[[AgentSession], Delegator] | None" = None
+    """Makes the session's delegator, through which its ``delegate_tasks`` starts children (None: it cannot)."""
+
+
+class AgentSession:
+    """One conversation: its messages, grants, budget, and the parts it was built with (read-only)."""
+
+    def __init__(self, parts: SessionParts, policy: "ApprovalPolicy", *, messages: list[dict[str, Any]] | None = None,
+                 tokens: int = 0) -> None:
+        self._parts, self._policy = parts, policy
+        self._context = (parts.context if parts.delegation is None
+                         else replace(parts.context, delegator=parts.delegation(self)))
+        self.messages = messages or [{"role": "system", "content": parts.system_prompt}]
+        self.tokens = tokens
+        """Tokens used so far: the budget is per session, across resumes (and a delegated task's count here too)."""
+
+    # ----- what it was built with ----------------------------------------------------------------
+    @property
+    def session_id(self) -> str:
+        """The id its events, approvals and action log carry (a delegated task's is its parent's)."""
+        return self._parts.session_id
+
+    @property
+    def model(self) -> "ChatModel | None":
+        """The chat model (None: no model is configured; a person's own calls still run)."""
+        return self._parts.model
+
+    @property
+    def registry(self) -> "ToolRegistry":
+        """The tools this session may call."""
+        return self._parts.registry
+
+    @property
+    def context(self) -> "ToolContext":
+        """What its tools use: the cluster link, the workspace, the scratchpad, the delegator."""
+        return self._context
+
+    @property
+    def grants(self) -> "SessionGrants":
+        """The tools a person approved for the whole session."""
+        return self._parts.grants
+
+    @property
+    def broker(self) -> "Approver":
+        """Where its approval cards wait for a person."""
+        return self._parts.broker
+
+    @property
+    def stream(self) -> ev.EventStream:
+        """Its events."""
+        return self._parts.stream
+
+    @property
+    def actions(self) -> "ActionLog":
+        """The action log each of its calls is written to."""
+        return self._parts.actions
+
+    @property
+    def user(self) -> str | None:
+        """The person's login name on the cluster, when it answered."""
+        return self._parts.user
+
+    @property
+    def limits(self) -> Limits:
+        """Its breakers and context budget."""
+        return self._parts.limits
+
+    @property
+    def task(self) -> str | None:
+        """What it works on for someone else (a delegated task, an automation): shown on its cards."""
+        return self._parts.task
+
+    @property
+    def before_tool(self) -> Gate | None:
+        """The gate awaited before each tool call (an automation's pause and kill switch)."""
+        return self._parts.gate
+
+    @property
+    def parent(self) -> "AgentSession | None":
+        """The session this one works on a delegated task for."""
+        return self._parts.parent
+
+    @property
+    def policy(self) -> "ApprovalPolicy":
+        """The policy deciding its calls now; a delegated task's is its parent's, never a mode the parent has left."""
+        return self._policy if self._parts.parent is None else self._parts.parent.policy
+
+    def set_policy(self, policy: "ApprovalPolicy") -> None:
+        """The mode switch: decide the next calls with ``policy`` (grants are kept, children follow)."""
+        self._policy = policy
 
     # ----- the loop --------------------------------------------------------------------------
     async def ask(self, prompt: str) -> str:
         """Answer ``prompt``, calling tools as the model asks and the policy allows; returns the done reason."""
         if self.model is None:
             self.stream.emit("message", ev.Message(role="user", text=prompt))
-            self.stream.emit("error", ev.ErrorInfo(message=self.no_model_reason, code="no_model"))
+            self.stream.emit("error", ev.ErrorInfo(message=self._parts.no_model_reason or "no chat model is configured",
+                                                   code="no_model"))
             self.stream.emit("done", ev.Done(reason=DoneReason.ERROR))
             return DoneReason.ERROR
         self.messages.append({"role": "user", "content": prompt})
@@ -159,6 +270,13 @@ class AgentSession:
         return (await self._call(call, person)).outcome
 
     async def _call(self, call: "ToolCallRequest", person: str | None = None) -> Answer:
+        """Everything about one call (held by the guard when the session has one)."""
+        if self._parts.guard is None:
+            return await self._answer(call, person)
+        async with self._parts.guard.holding(call):
+            return await self._answer(call, person)
+
+    async def _answer(self, call: "ToolCallRequest", person: str | None) -> Answer:
         """Everything about one call: what it did, and what the model is told."""
         began = time.perf_counter()
         try:
@@ -198,7 +316,7 @@ class AgentSession:
     async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                         reason: str) -> tuple[Any, "Approval"] | Answer:
         """Preview, ask, wait: the (possibly edited) args and the decision, or the outcome when it does not run."""
-        from .approvals import revalidated
+        from .tools.base import revalidated
 
         try:
             preview = await tool.preview(self.context, args)

@@ -31,10 +31,9 @@ async def call_as_person(workspace: "Workspace", config: "BettyConfig", tool: st
     ``ToolOutcome(ok=False)`` with one line for the person, as they do in every face.
     """
     from .approvals import ApprovalBroker
-    from .session import open_session
+    from .session import SessionSpec, open_session
 
     broker = ApprovalBroker()
-    session = await open_session(workspace, config, cluster=cluster, broker=broker, require_model=False)
     answering: set[asyncio.Task[None]] = set()
 
     async def answer_card(request: "ev.ApprovalRequest") -> None:
@@ -50,9 +49,9 @@ async def call_as_person(workspace: "Workspace", config: "BettyConfig", tool: st
             answering.add(task)
             task.add_done_callback(answering.discard)
 
-    unsubscribe = session.stream.subscribe(on_event)
+    session = await open_session(workspace, config, SessionSpec(cluster=cluster, broker=broker, listeners=(on_event,),
+                                                                require_model=False))
     try:
         return await session.run_tool(tool, args, person)
     finally:
-        unsubscribe()
         await session.context.slurm.transport.close()

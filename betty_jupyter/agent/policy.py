@@ -170,7 +170,7 @@ class SessionGrants:
 class ApprovalPolicy:
     """The decision for each call, from the mode, the tier, the rules and the session's grants."""
 
-    def __init__(self, mode: str = "confirm", rules: Rules | Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(self, mode: str = Mode.CONFIRM, rules: Rules | Mapping[str, Sequence[str]] | None = None) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         self.mode = Mode(mode)

@@ -1,4 +1,9 @@
-"""Building an agent session from configuration (the one composition root every host uses), and keeping it."""
+"""Building an agent session from one spec and Betty's configuration (the one builder every host uses), and keeping it.
+
+A host says what it wants of a session in a :class:`SessionSpec` (its cluster, mode, broker,
+action log, task, tools, limits, gate) and :func:`open_session` builds the session once,
+complete: nothing patches a session afterwards (its parts are read-only).
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,52 @@ import json
 import os
 import re
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import BettyError, ConfigError, UsageError
 from . import events as ev
-from .loop import AgentSession, Limits
+from .loop import AgentSession, Gate, Limits, SessionParts
+from .vocabulary import Mode
 
 if TYPE_CHECKING:
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
-    from .approvals import ApprovalBroker
+    from .actions import ActionLog
+    from .approvals import Approver
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """What a host asks of a session; :func:`open_session` builds it from this and Betty's configuration."""
+
+    session_id: str | None = None
+    """Resume this session when it was kept (default: a new one)."""
+    cluster: str | None = None
+    """The cluster profile (default: the active one)."""
+    mode: str = Mode.CONFIRM
+    """How much its agent may do without asking: off, propose, confirm or auto."""
+    broker: "Approver | None" = None
+    """Where its approval cards wait (default: a broker of its own)."""
+    actions: "ActionLog | None" = None
+    """The action log its calls are written to (default: the workspace's)."""
+    stream: ev.EventStream | None = None
+    """Its event stream (default: a new one)."""
+    listeners: tuple[Callable[[ev.Event], None], ...] = ()
+    """Subscribed to its stream before it is built (an automation run's transcript and control)."""
+    task: str | None = None
+    """What it works on for someone else (an automation): shown on its cards."""
+    tools: tuple[str, ...] | None = None
+    """Only these of Betty's tools (default: every tool); the system prompt lists them all."""
+    limits: Limits | None = None
+    """Its breakers and context budget (default: :func:`configured_limits`)."""
+    gate: Gate | None = None
+    """Awaited before each tool call (an automation's pause and kill switch)."""
+    require_model: bool = True
+    """Without a configured chat model: False still builds it (a person's calls run, asking explains the fix)."""
 
 
 def new_session_id() -> str:
@@ -31,25 +69,32 @@ def sessions_dir(workspace: "Workspace") -> Path:
     return workspace.state / "sessions"
 
 
-async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster: str | None = None,
-                       mode: str = "confirm", session_id: str | None = None, broker: "ApprovalBroker | None" = None,
-                       stream: ev.EventStream | None = None, require_model: bool = True) -> AgentSession:
-    """Everything a session needs, from Betty's configuration; resumes ``session_id`` when it was kept.
+def configured_limits(config: "BettyConfig") -> Limits:
+    """A session's breakers and context budget as ``llm.max_iterations``, ``max_tokens`` and ``history_chars`` set."""
+    defaults = Limits()
+    return Limits(max_iterations=int(config.llm.get("max_iterations", defaults.max_iterations)),
+                  max_tokens=int(config.llm.get("max_tokens", defaults.max_tokens)),
+                  history_chars=int(config.llm.get("history_chars", defaults.history_chars)))
 
-    Without a configured chat model this raises ConfigError, unless ``require_model`` is
+
+async def open_session(workspace: "Workspace", config: "BettyConfig", spec: SessionSpec = SessionSpec()) -> AgentSession:
+    """The session ``spec`` asks for, complete, from Betty's configuration; resumes ``spec.session_id`` when kept.
+
+    Without a configured chat model this raises ConfigError, unless ``spec.require_model`` is
     False: then the session still runs a person's tool calls, and asking it explains how to
-    configure a model.
+    configure a model. A tool ``spec.tools`` names that Betty lacks is a ToolError.
     """
     from ..cluster.slurm import SlurmClient
     from .actions import ActionLog
     from .approvals import ApprovalBroker
+    from .delegation import Delegation
     from .llm import ChatModel, LLMSettings
     from .policy import ApprovalPolicy, SessionGrants
     from .prompt import persona_text, system_prompt
     from .registry import default_registry
     from .tools.base import ToolContext
 
-    ident = session_id or new_session_id()
+    ident = spec.session_id or new_session_id()
     if not _SESSION_ID.match(ident):
         raise UsageError(f"{ident[:40]!r} is not a session id (letters, digits, - and _)")
     kept, tokens = _load(workspace, ident)  # before any connection opens: a damaged file leaks nothing
@@ -57,30 +102,29 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", *, cluster
         model: ChatModel | None = ChatModel(LLMSettings.from_config(config.llm))
         no_model = ""
     except ConfigError as error:
-        if require_model:
+        if spec.require_model:
             raise
         model, no_model = None, str(error)
-    profile = config.profile(cluster)
+    policy = ApprovalPolicy(spec.mode, config.rules)
+    every_tool = default_registry()
+    registry = every_tool if spec.tools is None else every_tool.subset(spec.tools)
+    profile = config.profile(spec.cluster)
     slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env,
                         readable_roots=profile.readable_roots)
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
     context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
-    registry = default_registry()
     partitions, user = await _cluster_facts(slurm)
-    prompt = system_prompt(persona_text(workspace.wiki), registry, profile.policy(), profile.name, partitions)
-    messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
-    defaults = Limits()
-    limits = Limits(max_iterations=int(config.llm.get("max_iterations", defaults.max_iterations)),
-                    max_tokens=int(config.llm.get("max_tokens", defaults.max_tokens)),
-                    history_chars=int(config.llm.get("history_chars", defaults.history_chars)))
-    session = AgentSession(
+    prompt = system_prompt(persona_text(workspace.wiki), every_tool, profile.policy(), profile.name, partitions)
+    stream = spec.stream or ev.EventStream(ident)
+    for listener in spec.listeners:
+        stream.subscribe(listener)
+    parts = SessionParts(
         session_id=ident, model=model, no_model_reason=no_model, registry=registry, context=context,
-        policy=ApprovalPolicy(mode, config.rules), grants=SessionGrants(), broker=broker or ApprovalBroker(),
-        stream=stream or ev.EventStream(ident), actions=ActionLog(workspace.root), system_prompt=prompt,
-        user=user, limits=limits, messages=messages,
-    )
-    session.tokens = tokens  # the token budget is per session, across resumes
-    return session
+        grants=SessionGrants(), broker=spec.broker or ApprovalBroker(), stream=stream,
+        actions=spec.actions or ActionLog(workspace.root), system_prompt=prompt, user=user,
+        limits=spec.limits or configured_limits(config), task=spec.task, gate=spec.gate, delegation=Delegation)
+    messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
+    return AgentSession(parts, policy, messages=messages, tokens=tokens)
 
 
 async def _cluster_facts(slurm: Any) -> tuple[Any, str | None]:

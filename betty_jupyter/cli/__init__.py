@@ -9,23 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import NoReturn, Sequence
+from typing import Sequence
 
 from .._version import __version__
 from ..errors import BettyError
 from . import actions, agent, cluster, devcluster, experiments, gpu, llm, wiki
+from .parser import Parser
 
-EXIT_USAGE = 2
 # Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them.
 _COMMAND_MODULES = (devcluster, cluster, gpu, experiments, wiki, actions, agent, llm)
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the fix, not a usage dump."""
-
-    def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see `{self.prog} --help`)", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:

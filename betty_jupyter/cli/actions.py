@@ -29,7 +29,7 @@ _SUMMARY_WIDTH = 80
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty log`` and its actions."""
-    from . import Parser
+    from .parser import Parser
 
     log = commands.add_parser("log", help="what Betty's agent did: every tool call, its decision and result",
                               description="Read the action log of a workspace (DIR/.betty/actions/).")

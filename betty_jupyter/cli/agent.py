@@ -47,14 +47,12 @@ def _ask(args: argparse.Namespace) -> int:
 
 async def _conversation(args: argparse.Namespace, approve: str) -> int:
     from ..agent.approvals import ApprovalBroker
-    from ..agent.session import open_session, save
+    from ..agent.session import SessionSpec, open_session, save
     from ..config import load_config
     from ..experiments.workspace import Workspace
 
     workspace = Workspace.at(args.dir)
     broker = ApprovalBroker(timeout=args.timeout)
-    session = await open_session(workspace, load_config(), cluster=args.cluster, mode=args.mode,
-                                 session_id=args.session, broker=broker)
     pending: set[asyncio.Task[None]] = set()
 
     def on_event(event: "Event") -> None:
@@ -64,7 +62,8 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
             pending.add(task)
             task.add_done_callback(pending.discard)
 
-    session.stream.subscribe(on_event)
+    session = await open_session(workspace, load_config(), SessionSpec(
+        session_id=args.session, cluster=args.cluster, mode=args.mode, broker=broker, listeners=(on_event,)))
     try:
         reason = await session.ask(args.prompt)
     finally:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the cluster commands."""
-    from . import Parser
+    from .parser import Parser
 
     which = Parser(add_help=False)
     which.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
@@ -73,7 +73,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def _add_cluster_admin(commands: argparse._SubParsersAction, which: argparse.ArgumentParser,  # type: ignore[type-arg]
                        as_json: argparse.ArgumentParser) -> None:
-    from . import Parser
+    from .parser import Parser
 
     cluster = commands.add_parser("cluster", help="configured clusters: list, add, test, trust")
     actions = cluster.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty dev-cluster`` and its actions."""
-    from . import Parser
+    from .parser import Parser
 
     dev = commands.add_parser(
         "dev-cluster",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty experiments`` and ``betty watch``."""
-    from . import Parser
+    from .parser import Parser
 
     where = Parser(add_help=False)
     where.add_argument("--dir", type=Path, default=Path("."), help="the project directory (default: here)")

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty gpu`` and its actions."""
     from ..gpu.options import job_options
-    from . import Parser
+    from .parser import Parser
 
     gpu = commands.add_parser(
         "gpu", help="estimate GPU memory for a model and say where it fits",

@@ -24,7 +24,7 @@ WATCH_SECONDS = 30.0
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty llm serve``."""
-    from . import Parser
+    from .parser import Parser
 
     llm = commands.add_parser("llm", help="the chat model: run your own on the cluster (`betty llm serve`)")
     actions = llm.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty init`` and ``betty wiki`` with its actions."""
-    from . import Parser
+    from .parser import Parser
 
     init = commands.add_parser(
         "init", help="set up a workspace: the seed wiki, notebooks/experiments/ and .betty/",

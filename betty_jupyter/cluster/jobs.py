@@ -120,3 +120,18 @@ class Job:
     work_dir: str | None = None
     stdout_path: str | None = None
     stderr_path: str | None = None
+
+    def line(self) -> str:
+        """The job in one line: ``job 12 (train) RUNNING · partition gpu · elapsed 0:01:02 · node n1``."""
+        parts = [f"job {self.job_id} ({self.name}) {self.state.value}", f"partition {self.partition or '?'}"]
+        if self.exit_code and self.state.finished:
+            parts.append(f"exit code {self.exit_code}")
+        if self.elapsed is not None:
+            parts.append(f"elapsed {self.elapsed}")
+        if self.nodelist:
+            parts.append(f"node {self.nodelist}")
+        if self.reason and not self.state.finished and self.reason != "None":
+            parts.append(f"waiting: {self.reason}")
+        if self.gpus:
+            parts.append(f"{self.gpus} GPU(s) {self.gpu_type or ''}".rstrip())
+        return " · ".join(parts)

@@ -66,6 +66,10 @@ class WikiStore:
         """The real absolute path of page ``name``; WikiError naming the rule when the name is refused."""
         return self._target(name).path
 
+    def real_name(self, name: str) -> str:
+        """The name of the file page ``name`` is (links inside the wiki followed); WikiError when refused."""
+        return self.path(name).relative_to(self.root).as_posix()
+
     def exists(self, name: str) -> bool:
         """Whether page ``name`` exists (a refused name is a WikiError, not False)."""
         return self._target(name).path.is_file()

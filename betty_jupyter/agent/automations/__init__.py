@@ -8,4 +8,6 @@
     store.py        SQLite under ``.betty/``: automations, hashed webhook secrets, runs with leases
     control.py      the gate before each tool call: pause holds a run there, kill stops it
     runner.py       claims queued runs, runs each as an agent session, the sweeper, the triggers
+    host.py         what a run's code is given: the runner as its host, the session of a run
+    builtins.py     the automations Betty's own code runs (babysitter.py: the job babysitter), by id
 """

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..loop import AgentSession
     from ..models import ToolOutcome
     from .definitions import Automation, Run
-    from .runner import AutomationRunner
+    from .host import RunHost
 
 log = logging.getLogger(__name__)
 BABYSITTER_ID = "job-babysitter"
@@ -61,7 +61,7 @@ BABYSITTER = AutomationSpec(
 """Installed paused (off until a person resumes it); ``limits.seconds`` is how long its cards wait."""
 
 
-async def babysit(runner: "AutomationRunner", automation: "Automation", run: "Run") -> tuple[str, str | None, str]:
+async def babysit(runner: "RunHost", automation: "Automation", run: "Run") -> tuple[str, str | None, str]:
     """One run: diagnose the job that fired it, record and show the diagnosis, propose its correction once."""
     fired = run.payload if run.trigger == "job" and isinstance(run.payload, dict) else {}
     ledger = Ledger(runner.assistant.workspace.ledger_path)
@@ -78,7 +78,7 @@ async def babysit(runner: "AutomationRunner", automation: "Automation", run: "Ru
 class _Visit:
     """The babysitter's look at one failed job, in a session of the run's own."""
 
-    def __init__(self, runner: "AutomationRunner", automation: "Automation", run: "Run", ledger: Ledger) -> None:
+    def __init__(self, runner: "RunHost", automation: "Automation", run: "Run", ledger: Ledger) -> None:
         self.runner, self.automation, self.run, self.ledger = runner, automation, run, ledger
         self.workspace = runner.assistant.workspace
 
@@ -106,22 +106,11 @@ class _Visit:
                 await session.context.close()
 
     async def _open(self, experiment: Experiment) -> "AgentSession":
-        from ..approvals import ApprovalBroker
-        from ..session import open_session
-        from .runner import _PatientBroker
-        from .transcripts import TranscriptWriter, transcript_path
+        from ..session import SessionSpec
+        from .host import open_run_session
 
-        assistant = self.runner.assistant
-        session = await open_session(self.workspace, assistant.config, cluster=experiment.cluster, mode="auto",
-                                     session_id=self.run.session_id, broker=assistant.broker, require_model=False)
-        session.broker = cast(ApprovalBroker, _PatientBroker(assistant.broker, self.automation.limits.seconds))
-        session.actions = assistant.actions
-        session.task = f"{PERSON}: job {experiment.job_id}"
-        session.stream.subscribe(TranscriptWriter(transcript_path(self.workspace.state, self.run.id),
-                                                  self.run.attempts))
-        if self.runner.on_session is not None:
-            self.runner.on_session(session)
-        return session
+        spec = SessionSpec(cluster=experiment.cluster, mode="auto", task=f"{PERSON}: job {experiment.job_id}")
+        return await open_run_session(self.runner, self.run, spec, self.automation.limits.seconds)
 
     async def _diagnose(self, slurm: "SlurmClient", experiment: Experiment, job: "Job", tail: str | None) -> Experiment:
         from ...experiments.diagnosis import diagnose, partition_limits

@@ -12,9 +12,10 @@ scratchpad itself when the run is resumed) and the rendered prompt.
 Tier 2 always waits for a person: the policy asks for it in every mode, and the card is an
 ordinary pending approval (``GET /betty/api/approvals``) that waits as long as the run may last.
 
-A built-in automation's runs are run by its own code instead of a model (:func:`built_in`: the
-job babysitter); a task such a run leaves behind (its card waiting for a person) is held by
-:meth:`AutomationRunner.keep`, so the kill switch and a stopping server end it.
+A built-in automation's runs are run by its own code instead of a model (the table
+:data:`~.builtins.BUILT_INS`: the job babysitter); a task such a run leaves behind (its card
+waiting for a person) is held by :meth:`AutomationRunner.keep`, so the kill switch and a
+stopping server end it.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import os
 import socket
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import BettyError
 from ..vocabulary import DoneReason
@@ -36,11 +37,9 @@ from . import triggers
 from .control import RunControl
 from .definitions import Automation, Run, persona_page
 from .templates import render
-from .transcripts import TranscriptWriter, transcript_path
 
 if TYPE_CHECKING:
     from ...experiments.watcher import JobUpdate
-    from ..approvals import ApprovalBroker
     from ..assistant import Assistant
     from ..loop import AgentSession
     from .store import AutomationStore
@@ -54,17 +53,6 @@ SCRATCHPAD_RULES = (
     "resumed. Before each step that changes something (a wiki write, a submission), append to the scratchpad "
     "what you are about to do, and once it is done, that it is done. Never repeat a step the scratchpad marks "
     "as done.")
-
-
-BuiltIn = Callable[["AutomationRunner", Automation, Run], Awaitable[tuple[str, "str | None", str]]]
-"""Code that runs a built-in automation's run in place of a model; returns (status, code, result)."""
-
-
-def built_in(ident: str) -> BuiltIn | None:
-    """The code behind a built-in automation (the job babysitter), or None for one a model runs."""
-    from .babysitter import BABYSITTER_ID, babysit
-
-    return {BABYSITTER_ID: babysit}.get(ident)
 
 
 @dataclass(frozen=True)
@@ -92,21 +80,6 @@ class Budget:
         return None
 
 
-class _PatientBroker:
-    """The Assistant's broker, whose cards for this run wait as long as the run may last."""
-
-    def __init__(self, broker: "ApprovalBroker", timeout: float) -> None:
-        self.broker, self.timeout = broker, timeout
-
-    def request(self, request: Any, *, session_id: str | None = None,
-                timeout: float | None = None) -> "asyncio.Future[Any]":
-        """Open the card on the shared broker, with the run's wait."""
-        return self.broker.request(request, session_id=session_id, timeout=timeout or self.timeout)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.broker, name)
-
-
 class AutomationRunner:
     """The automations of the Assistant's workspace, run in this process."""
 
@@ -130,12 +103,13 @@ class AutomationRunner:
     def store(self) -> "AutomationStore":
         """The workspace's automation store (made, with the paused daily digest and job babysitter, on first use)."""
         if self._store is None:
-            from .babysitter import BABYSITTER, BABYSITTER_ID
+            from .builtins import BUILT_INS
             from .store import AutomationStore, store_path
 
             self._store = AutomationStore(store_path(self.assistant.workspace.state), max_failures=self.max_failures)
             self._store.install_digest()
-            self._store.install_paused(BABYSITTER_ID, BABYSITTER)
+            for ident, built_in in BUILT_INS.items():
+                self._store.install_paused(ident, built_in.spec)
         return self._store
 
     # ----- starting and stopping ------------------------------------------------------------------
@@ -263,6 +237,8 @@ class AutomationRunner:
         self._wake.set()
 
     async def _attempt(self, run: Run, control: RunControl) -> tuple[str, str | None, str]:
+        from .builtins import BUILT_INS
+
         automation = self.store.get(run.automation)
         if automation is None:
             return "failed", "deleted", "the automation was deleted"
@@ -270,20 +246,14 @@ class AutomationRunner:
         spent = budget.exhausted()
         if spent:
             return "breaker", *spent
-        code = built_in(automation.id)
-        if code is not None:
-            return await code(self, automation, run)
+        built_in = BUILT_INS.get(automation.id)
+        if built_in is not None:
+            return await built_in.run(self, automation, run)
         try:
-            session = await self._open(automation, run, budget)
+            session = await self._open(automation, run, budget, control)
         except BettyError as error:
             return "failed", "setup", str(error)
         try:
-            session.before_tool = control.gate
-            session.stream.subscribe(control)
-            session.stream.subscribe(TranscriptWriter(transcript_path(self.assistant.workspace.state, run.id),
-                                                      run.attempts))
-            if self.on_session is not None:
-                self.on_session(session)
             return await self._ask(session, first_message(automation, run, self._persona(automation),
                                                           _read(session.context.scratchpad)), control, budget)
         finally:
@@ -319,23 +289,17 @@ class AutomationRunner:
             return "breaker", control.code, control.error
         return "failed", control.code or "error", control.error or "the run ended with an error"
 
-    async def _open(self, automation: Automation, run: Run, budget: Budget) -> "AgentSession":
-        from ..approvals import ApprovalBroker
-        from ..loop import Limits
-        from ..session import open_session
+    async def _open(self, automation: Automation, run: Run, budget: Budget, control: RunControl) -> "AgentSession":
+        """The run's session: the automation's mode, tools and name, the budget left as its breakers, the gate."""
+        from ..session import SessionSpec, configured_limits
+        from .host import open_run_session
 
-        broker = self.assistant.broker
-        session = await open_session(self.assistant.workspace, self.assistant.config, cluster=automation.cluster,
-                                     mode=automation.mode, session_id=run.session_id, broker=broker,
-                                     require_model=False)
-        session.broker = cast(ApprovalBroker, _PatientBroker(broker, budget.seconds))
-        session.actions = self.assistant.actions
-        session.task = automation.name
-        if automation.tools is not None:
-            session.registry = session.registry.subset(dict.fromkeys([*automation.tools, "scratchpad"]))
-        session.limits = Limits(max_iterations=budget.iterations, max_tokens=budget.tokens,
-                                max_seconds=budget.seconds, history_chars=session.limits.history_chars)
-        return session
+        tools = None if automation.tools is None else tuple(dict.fromkeys([*automation.tools, "scratchpad"]))
+        limits = replace(configured_limits(self.assistant.config), max_iterations=budget.iterations,
+                         max_tokens=budget.tokens, max_seconds=budget.seconds)
+        spec = SessionSpec(cluster=automation.cluster, mode=automation.mode, task=automation.name, tools=tools,
+                           limits=limits, gate=control.gate, listeners=(control,))
+        return await open_run_session(self, run, spec, budget.seconds)
 
     def _persona(self, automation: Automation) -> str:
         return persona_page(self.assistant.workspace, automation.persona) or ""

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from ...cluster.profiles import ClusterProfile
     from ...cluster.slurm import SlurmClient
     from ...experiments.workspace import Workspace
-    from ..loop import AgentSession
     from ..policy import Call
+    from ..tasks import Delegator
 
 A = TypeVar("A", bound=BaseModel)
 SUMMARY_LINES = 40
@@ -38,7 +38,7 @@ _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _TIER_WORDS = {Tier.AUTO: "never asks", Tier.ONCE_PER_SESSION: "asks once per session", Tier.ALWAYS_ASK: "always asks"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolContext:
     """What every tool may use; the host builds one per session."""
 
@@ -47,8 +47,8 @@ class ToolContext:
     workspace: "Workspace"
     session_id: str
     scratchpad: Path
-    session: "AgentSession | None" = field(default=None, repr=False, compare=False)
-    """The session the tools run in (it sets itself here): ``delegate_tasks`` starts its children from it."""
+    delegator: "Delegator | None" = field(default=None, repr=False, compare=False)
+    """Where ``delegate_tasks`` hands its tasks: the session's, set as the session is built (None outside one)."""
 
     @classmethod
     def open(cls, profile: "ClusterProfile", workspace: "Workspace", session_id: str) -> "ToolContext":
@@ -219,3 +219,17 @@ def clip(text: str, lines: int = SUMMARY_LINES, chars: int = SUMMARY_CHARS, keep
         return shown
     note = f"[… cut to {len(shown.splitlines())} of {len(rows)} lines; the action log has the whole output]"
     return f"{shown}\n{note}" if keep == "head" else f"{note}\n{shown}"
+
+
+async def revalidated(tool: Tool[A], ctx: ToolContext, edited: Mapping[str, Any] | str) -> tuple[A, Preview]:
+    """A person's edited arguments checked by ``tool`` and previewed again; ToolError when they are refused.
+
+    Show the new preview (the edit approves what the person wrote, not what the model asked)
+    and decide again with ``tool.tier_for(args)``: an edit may change the tier (``wiki_write``).
+    """
+    try:
+        args = tool.parse(edited)
+        preview = await tool.dry_run(ctx, args)
+    except ToolError as error:
+        raise ToolError(f"the edited call is refused: {error}", error.details) from error
+    return args, preview

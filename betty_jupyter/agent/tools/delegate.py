@@ -1,6 +1,7 @@
 """``delegate_tasks``: hand tasks to child sessions, each with its instructions, resources and some tools.
 
-The machinery is in :mod:`..delegation`; this is the tool the model (or a person) calls.
+The machinery is in :mod:`..delegation`, reached through the :class:`~..tasks.Delegator` the
+session's builder put in the tool context; this is the tool the model (or a person) calls.
 Delegating changes nothing by itself: every call a child makes goes through the policy,
 and its cards reach the person labelled with the task. Loading job logs or cluster files
 into the children's first messages is a read of tier 1, so the call is tier 1 then.
@@ -8,18 +9,22 @@ into the children's first messages is a read of tier 1, so the call is tier 1 th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pydantic import Field, model_validator
 
-from ..delegation import MAX_PARALLEL, MAX_TASKS, Strategy, TaskSpec
+from ...errors import BettyError
 from ..models import Preview, Tier, ToolOutcome
+from ..tasks import MAX_PARALLEL, MAX_TASKS, ResourceSpec, Strategy, TaskSpec, read_of
 from .base import Tool, ToolArgs, ToolContext, ToolError
+from .cluster import ClusterRun, JobLogs
+from .wiki import WikiRead
 
 if TYPE_CHECKING:
-    from ..delegation import TaskResult
-    from ..loop import AgentSession
     from ..policy import Call
+    from ..tasks import Delegator, TaskResult
+
+_READING_TOOLS: dict[str, type[Tool[Any]]] = {tool.name: tool for tool in (JobLogs, ClusterRun, WikiRead)}
 
 
 class DelegateArgs(ToolArgs):
@@ -59,8 +64,6 @@ class DelegateTasks(Tool[DelegateArgs]):
 
     def reads_for(self, ctx: ToolContext, args: DelegateArgs) -> "list[Call]":
         """Each resource as the direct call reading it: the person's deny and ask rules cover what helpers are given."""
-        from ..delegation import resource_read
-
         return [resource_read(ctx, resource) for task in args.tasks for resource in task.resources]
 
     def tier_text(self) -> str:
@@ -69,9 +72,7 @@ class DelegateTasks(Tool[DelegateArgs]):
 
     async def preview(self, ctx: ToolContext, args: DelegateArgs) -> Preview:
         """Each task with its tools and what it is given; refused as the run would refuse it."""
-        from ..delegation import check_tasks
-
-        check_tasks(_session(ctx), args.tasks)
+        _checked(ctx, args.tasks)
         lines = []
         for number, task in enumerate(args.tasks, 1):
             given = ", ".join(f"{r.type} {r.location}" for r in task.resources) or "nothing"
@@ -84,11 +85,7 @@ class DelegateTasks(Tool[DelegateArgs]):
 
     async def run(self, ctx: ToolContext, args: DelegateArgs) -> ToolOutcome:
         """The checked results (sync), or the task ids (in the background)."""
-        from ..delegation import Delegation, check_tasks
-
-        session = _session(ctx)
-        check_tasks(session, args.tasks)
-        delegation = Delegation.of(session)
+        delegation = _checked(ctx, args.tasks)
         if not args.sync:
             ids = delegation.start(args.tasks, args.on_error, args.max_parallel)
             summary = (f"started {len(ids)} task(s) in the background: "
@@ -99,10 +96,22 @@ class DelegateTasks(Tool[DelegateArgs]):
         return _outcome(results, args.on_error)
 
 
-def _session(ctx: ToolContext) -> "AgentSession":
-    if ctx.session is None:
+def resource_read(ctx: ToolContext, resource: ResourceSpec) -> "Call":
+    """The direct call that reads what ``resource`` loads, with the arguments the person's rules see."""
+    name, raw = read_of(resource)
+    tool = _READING_TOOLS[name]()
+    try:
+        return name, tool.rule_values(ctx, tool.parse(raw))
+    except BettyError:
+        return name, raw  # the manifest refuses it when it loads; the rules see it as written
+
+
+def _checked(ctx: ToolContext, tasks: Sequence[TaskSpec]) -> "Delegator":
+    """The session's delegator, once it has refused what no child may have."""
+    if ctx.delegator is None:
         raise ToolError("delegate_tasks runs inside an agent session; this context has none")
-    return ctx.session
+    ctx.delegator.check(tasks, lambda resource: resource_read(ctx, resource))
+    return ctx.delegator
 
 
 def _outcome(results: "list[TaskResult]", on_error: str) -> ToolOutcome:

@@ -174,7 +174,7 @@ class ClusterStatus(Tool[JobArgs]):
     async def run(self, ctx: ToolContext, args: JobArgs) -> ToolOutcome:
         """The job's record in ``data``; the page's auto region rewritten when it is recorded."""
         job = await ctx.slurm.job(args.job_id)
-        line = job_line(job)
+        line = job.line()
         experiment = recorded_experiment(ctx.workspace, ctx.profile.name, job.job_id)
         artifacts = []
         if experiment is not None:
@@ -182,22 +182,6 @@ class ClusterStatus(Tool[JobArgs]):
             line += f"; page wiki/{experiment.page} updated"
             artifacts.append(f"wiki/{experiment.page}")
         return ToolOutcome(summary=line, full=line, data=job, artifacts=artifacts)
-
-
-def job_line(job: "Job") -> str:
-    """``job 12 (train) RUNNING · partition gpu · elapsed 0:01:02 · node n1``."""
-    parts = [f"job {job.job_id} ({job.name}) {job.state.value}", f"partition {job.partition or '?'}"]
-    if job.exit_code and job.state.finished:
-        parts.append(f"exit code {job.exit_code}")
-    if job.elapsed is not None:
-        parts.append(f"elapsed {job.elapsed}")
-    if job.nodelist:
-        parts.append(f"node {job.nodelist}")
-    if job.reason and not job.state.finished and job.reason != "None":
-        parts.append(f"waiting: {job.reason}")
-    if job.gpus:
-        parts.append(f"{job.gpus} GPU(s) {job.gpu_type or ''}".rstrip())
-    return " · ".join(parts)
 
 
 def recorded_experiment(workspace: "Workspace", cluster: str, job: str) -> "Experiment | None":

@@ -40,16 +40,11 @@ def wiki_store(ctx: ToolContext) -> "WikiStore":
     return WikiStore(ctx.workspace.wiki)
 
 
-def real_page_name(store: "WikiStore", name: str) -> str:
-    """The name of the file page ``name`` is (links inside the wiki followed); WikiError when refused."""
-    return store.path(name).relative_to(store.root).as_posix()
-
-
 def page_rule_values(ctx: ToolContext, args: "ReadArgs | WriteArgs") -> dict[str, Any]:
     """Arguments with the page's real name, so a rule on ``private/*`` holds for a link to it; as written when refused."""
     values = args.model_dump(mode="json")
     try:
-        values["page"] = real_page_name(wiki_store(ctx), args.page)
+        values["page"] = wiki_store(ctx).real_name(args.page)
     except WikiError:
         pass  # the call is refused when it runs; the rules see the name as written
     return values
@@ -238,7 +233,7 @@ def steers_the_agent(page: str) -> bool:
 
 def _check_target(store: "WikiStore", name: str) -> None:
     """Refuse names that reach another page through a link: the tier is decided on the name."""
-    real = real_page_name(store, name)
+    real = store.real_name(name)
     if real != name:
         raise ToolError(f"wiki_write: {name} is a link to {real}; write to {real} itself")
 

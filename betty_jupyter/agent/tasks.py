@@ -1,0 +1,264 @@
+"""A delegated task: what it is, what its helper starts from, and how its answer is checked.
+
+``delegate_tasks`` (``tools/delegate.py``) takes a list of :class:`TaskSpec` and hands them to
+the :class:`Delegator` its session's builder put in the tool context; the session machinery
+behind it is in :mod:`.delegation`. This module needs neither: the tool and the delegation
+both stand on it.
+
+A task's resources are loaded into its helper's first message (:func:`manifest_of`): job
+records with the end of their logs, wiki pages, files read through the cluster's allowlist,
+experiment records. Each is read as the direct call :func:`read_of` names would read it, so
+the person's deny and ask rules hold for manifests too. A task's answer is one JSON value
+checked against its ``result_schema`` (JSON schema, draft 2020-12 unless its ``$schema``
+names another draft), or its text without a schema (:func:`checked_answer`). A schema's
+references must resolve inside it: nothing is ever fetched (:mod:`betty_jupyter.json_schema`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, Sequence
+
+from pydantic import Field, field_validator
+
+from ..errors import BettyError, SchemaError, ToolError
+from .models import ToolArgs
+
+if TYPE_CHECKING:
+    from .policy import Call
+    from .registry import ToolRegistry
+    from .tools.base import ToolContext
+
+Strategy = Literal["fail_fast", "continue", "retry"]
+MAX_TASKS = 32
+MAX_PARALLEL = 16
+RESOURCE_CHARS = 4000
+LOG_LINES = 40
+FILE_LINES = 80
+TOOL = "delegate_tasks"
+_READS = {"job": "job_logs", "file": "cluster_run", "wiki": "wiki_read", "experiment": "wiki_read"}
+
+
+class ResourceSpec(ToolArgs):
+    """One thing a task is given to work on."""
+
+    type: Literal["wiki", "job", "file", "experiment"]
+    location: str = Field(min_length=1, max_length=1000, description=(
+        "wiki: a page name ('howto/x.md'); job: a job id; file: a path on the cluster under a readable root; "
+        "experiment: its slug or job id"))
+
+
+class TaskSpec(ToolArgs):
+    """One task for one child session."""
+
+    title: str = Field(min_length=1, max_length=120, description="a short title; it labels the task's approval cards")
+    instructions: str = Field(min_length=1, max_length=20_000, description="what the helper must find out or do")
+    resources: list[ResourceSpec] = Field(default_factory=list, max_length=20,
+                                          description="what is loaded into the helper's first message")
+    tools: list[str] = Field(default_factory=list, max_length=20,
+                             description="the tools the helper may call: some of yours, none else")
+    result_schema: dict[str, Any] | None = Field(
+        None, description="JSON schema its answer must match; without one the answer is free text")
+
+    @field_validator("title")
+    @classmethod
+    def _one_line(cls, title: str) -> str:
+        if not title.strip() or "\n" in title or "\r" in title:
+            raise ValueError("a title is one line of text")
+        return title.strip()
+
+    @field_validator("result_schema")
+    @classmethod
+    def _a_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        from ..json_schema import offline_validator
+
+        if schema is not None:
+            try:
+                offline_validator(schema)
+            except SchemaError as error:
+                raise ValueError(str(error)) from None
+        return schema
+
+
+@dataclass
+class TaskResult:
+    """How one task ended: ``ok`` with its checked ``result``, ``failed`` with why, or ``cancelled``."""
+
+    task_id: str
+    title: str
+    status: Literal["ok", "failed", "cancelled"] = "cancelled"
+    result: Any = None
+    error: str = ""
+    attempts: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return dict(self.__dict__)
+
+    def line(self) -> str:
+        """``task_… (title): {"oom": true}``, or what went wrong."""
+        head = f"{self.task_id} ({self.title})"
+        if self.status == "ok":
+            return f"{head}: {json.dumps(self.result, ensure_ascii=False, default=str)}"
+        tries = f" after {self.attempts} attempts" if self.attempts > 1 else ""
+        return f"{head}: {self.status}{tries} — {self.error}"
+
+
+class Delegator(Protocol):
+    """What ``delegate_tasks`` asks of the session it runs in; the session builder sets one in the tool context."""
+
+    def check(self, tasks: Sequence[TaskSpec], read: "Callable[[ResourceSpec], Call]") -> None:
+        """Refuse (ToolError) what no child may have; ``read`` names the direct call reading a resource."""
+        ...
+
+    async def run(self, tasks: Sequence[TaskSpec], on_error: Strategy = "continue",
+                  max_parallel: int = 4) -> list[TaskResult]:
+        """Run ``tasks`` and return how each ended, in order (the caller waits)."""
+        ...
+
+    def start(self, tasks: Sequence[TaskSpec], on_error: Strategy = "continue", max_parallel: int = 4) -> list[str]:
+        """Start ``tasks`` in the background and return their ids."""
+        ...
+
+
+def read_of(resource: ResourceSpec) -> tuple[str, dict[str, Any]]:
+    """The tool call that reads the same thing, so the person's deny and ask rules hold for manifests too."""
+    tool = _READS[resource.type]
+    if resource.type == "job":
+        return tool, {"job_id": resource.location}
+    if resource.type == "file":
+        return tool, {"command": f"tail -n {FILE_LINES} -- {resource.location}"}
+    page = resource.location if resource.type == "wiki" else f"experiments/{resource.location}.md"
+    return tool, {"page": page}
+
+
+# ----- what a child is told ----------------------------------------------------------------------
+
+_CHILD_RULES = """\
+You are a helper that Betty, an assistant for researchers who run work on a Slurm cluster, started for one task.
+You see only the task and the resources below, not Betty's conversation with the person.
+- Work from the resources given and the tools listed; you cannot do anything else.
+- A call above tier 0 may wait for the person's approval; a denied call did not run. Do not repeat it.
+- Keep job ids, paths and numbers exact."""
+
+
+def child_prompt(registry: "ToolRegistry", context: "ToolContext") -> str:
+    """A child's system prompt: who it is, its tools with their tiers, the allowlist when it may run commands."""
+    tools = ("Tools (tier 0 runs at once; tier 1 asks once; tier 2 always asks):\n" + registry.describe()
+             if len(registry) else "You have no tools: answer from the resources alone.")
+    sections = [_CHILD_RULES, tools]
+    if "cluster_run" in registry:
+        sections.append("Read-only commands cluster_run accepts:\n" + context.policy().describe())
+    sections.append(f"Cluster: {context.profile.name}. Today is {date.today().isoformat()}.")
+    return "\n\n".join(sections)
+
+
+def first_message(spec: TaskSpec, manifest: str, earlier: str = "") -> str:
+    """The task, its resources, and how to answer."""
+    parts = [f"Task: {spec.title}\n\n{spec.instructions}", f"Resources (already loaded for you):\n\n{manifest}"]
+    if earlier:
+        parts.append(f"An earlier attempt at this task failed: {earlier}")
+    if spec.result_schema is None:
+        parts.append("When you are done, answer in a few lines; your answer is passed back as it is.")
+    else:
+        parts.append("When you are done, answer with one JSON value and nothing else (no prose, no code fence), "
+                     "valid against this JSON schema:\n" + json.dumps(spec.result_schema, ensure_ascii=False))
+    return "\n\n".join(parts)
+
+
+def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
+    """The child's final answer: its text, or the JSON value checked against ``schema``; ToolError saying why not."""
+    from ..json_schema import first_problem, offline_validator
+
+    answer = text.strip()
+    if not answer:
+        raise ToolError("the helper gave no answer")
+    if schema is None:
+        return answer
+    fenced = re.fullmatch(r"```(?:json)?\s*\n(.*?)\n?```", answer, re.S)
+    try:
+        value = json.loads(fenced.group(1) if fenced else answer)
+    except ValueError as error:
+        raise ToolError(f"the helper's answer is not JSON ({error}): {cut(answer, 80)!r}") from None
+    try:
+        problem = first_problem(offline_validator(schema), value, "the answer")
+    except SchemaError as error:
+        raise ToolError(f"result_schema: {error}") from None
+    if problem is not None:
+        raise ToolError(f"the helper's answer does not match result_schema: {problem}")
+    return value
+
+
+# ----- the manifest ------------------------------------------------------------------------------
+
+async def manifest_of(context: "ToolContext", resources: Sequence[ResourceSpec]) -> str:
+    """Each resource as a short section: what a child starts from. A resource that cannot be read is a BettyError."""
+    if not resources:
+        return "(none: work from the instructions)"
+    sections = []
+    for resource in resources:
+        try:
+            text = await _READERS[resource.type](context, resource.location)
+        except BettyError as error:
+            raise ToolError(f"{resource.type} {resource.location}: {error}") from error
+        sections.append(f"### {resource.type} {resource.location}\n{text.rstrip()}")
+    return "\n\n".join(sections)
+
+
+async def _wiki(context: "ToolContext", name: str) -> str:
+    from ..wiki import WikiStore
+
+    return cut(WikiStore(context.workspace.wiki).read(name).text, RESOURCE_CHARS)
+
+
+async def _job(context: "ToolContext", ident: str) -> str:
+    job = await context.slurm.job(ident)
+    lines = [job.line()]
+    streams = [("out", job.stdout_path)]
+    if job.stderr_path and job.stderr_path != job.stdout_path:
+        streams.append(("err", job.stderr_path))
+    for stream, path in streams:
+        if not path:
+            continue
+        text = await context.slurm.tail(job.job_id, stream, LOG_LINES)
+        lines.append(f"std{stream} ({path}), last {LOG_LINES} lines:\n"
+                     + (cut(text, RESOURCE_CHARS // 2, keep="tail") if text.strip() else "(empty)"))
+    return "\n".join(lines)
+
+
+async def _file(context: "ToolContext", path: str) -> str:
+    from ..cluster.commands import run_allowed
+
+    result = await run_allowed(context.slurm.transport, context.policy(), ["tail", "-n", str(FILE_LINES), "--", path])
+    if not result.ok:
+        first = next((line for line in result.stderr.splitlines() if line.strip()), f"exit {result.exit_code}")
+        raise ToolError(f"cannot read it: {first}")
+    return f"(last {FILE_LINES} lines)\n" + cut(result.stdout, RESOURCE_CHARS, keep="tail")
+
+
+async def _experiment(context: "ToolContext", slug_or_job: str) -> str:
+    from ..experiments.ledger import Ledger
+    from ..wiki import WikiStore
+
+    found = Ledger(context.workspace.ledger_path).get(slug_or_job) if context.workspace.ledger_path.exists() else None
+    if found is None:
+        raise ToolError("no experiment with this slug or job id is recorded in this project")
+    record = found.experiment
+    head = (f"experiment {record.slug}: job {record.job_id} on {record.cluster}, last seen {found.state}; "
+            f"submitted {record.submitted}; goal: {record.goal}")
+    store = WikiStore(context.workspace.wiki)
+    page = store.read(record.page).text if store.exists(record.page) else "(its page is missing)"
+    return f"{head}\nwiki/{record.page}:\n{cut(page, RESOURCE_CHARS)}"
+
+
+_READERS = {"wiki": _wiki, "job": _job, "file": _file, "experiment": _experiment}
+
+
+def cut(text: str, chars: int, keep: str = "head") -> str:
+    """``text`` cut to ``chars`` characters (its head or its tail), marked where it was cut."""
+    if len(text) <= chars:
+        return text
+    return text[:chars] + "\n[… cut]" if keep == "head" else "[… cut]\n" + text[-chars:]
