@@ -159,9 +159,11 @@ class Assistant:
         task.cancel()
         return True
 
-    async def call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str,
+    async def call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str | None,
                    call_id: str | None = None) -> "ToolOutcome":
         """A tool call a person made (magic, panel button): same policy, approvals and log as the agent's.
+
+        ``person`` None makes it another agent's call (an MCP client's), decided by the session's mode.
 
         ``call_id`` (letters, digits, _ and -) names the call in its events, so the caller can follow it.
         """

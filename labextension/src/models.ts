@@ -55,6 +55,8 @@ export interface ISessionRequest {
   cluster?: string;
   mode?: Mode;
   session_id?: string;
+  /** The other agent a new session works for (an MCP client), named on its cards. */
+  agent?: string;
 }
 
 /** A tool outcome's data, tagged with its kind; a frame is pandas' `orient="table"` JSON. */
