@@ -53,20 +53,27 @@ class BettyLink:
         self.base, self.client = url.rstrip("/") + "/betty/api/", client
 
     async def request(self, method: str, route: str, body: Any = None, *, timeout: float | None = 30.0,
-                      params: dict[str, Any] | None = None) -> dict[str, Any]:
-        """One JSON request to ``route``; the decoded answer."""
+                      ) -> dict[str, Any]:
+        """One JSON request to ``route`` (no ``timeout``: as long as the server takes); the decoded answer."""
         try:
-            answer = await self.client.request(method, self.base + route, json=body, params=params,
+            answer = await self.client.request(method, self.base + route, json=body,
                                                timeout=httpx.Timeout(timeout, connect=10.0))
         except httpx.HTTPError as error:
             raise TransportError(f"Betty's server at {self.base} does not answer ({error or type(error).__name__}); "
                                  "is Jupyter running with Betty's extension?") from None
         if answer.status_code == 403:
             raise UsageError("Betty's server refused the token: set BETTY_SERVER_TOKEN to the Jupyter server's token")
+        said = _error_line(answer)
+        if answer.status_code == 404 and not said:
+            raise UsageError(f"{self.base} is not Betty's API (404): give the Jupyter server's URL, "
+                             "and check that Betty's extension is enabled there")
         if answer.is_error:
-            said = _error_line(answer) or f"Betty's server answered {answer.status_code}"
-            raise (SessionGone if answer.status_code == 404 else UsageError)(said)
-        data: dict[str, Any] = answer.json()
+            kind = SessionGone if answer.status_code == 404 else TransportError if answer.is_server_error else UsageError
+            raise kind(said or f"Betty's server answered {answer.status_code}")
+        try:
+            data: dict[str, Any] = answer.json()
+        except ValueError:
+            raise UsageError(f"{self.base} did not answer in JSON: is it Betty's API?") from None
         return data
 
 
@@ -113,17 +120,15 @@ class BettyFace:
 
     async def _in_session(self, ctx: ServerRequestContext[Any], method: str, route: str, body: Any = None,
                           timeout: float | None = 30.0) -> dict[str, Any]:
-        """A request to the session's ``route``; the session is opened again once if the server forgot it."""
-        for attempt in (1, 2):
-            session = await self._session_id(ctx)
-            try:
-                return await self.link.request(method, f"sessions/{session}/{route}".rstrip("/"), body,
-                                               timeout=timeout)
-            except SessionGone:
-                if attempt == 2:
-                    raise
+        """A request to the session's ``route``; when the server forgot the session (Jupyter restarted), a new one."""
+        session = await self._session_id(ctx)
+        try:
+            return await self.link.request(method, f"sessions/{session}/{route}".rstrip("/"), body, timeout=timeout)
+        except SessionGone:
+            if self._session == session:
                 self._session = None
-        raise AssertionError("unreachable")
+        session = await self._session_id(ctx)
+        return await self.link.request(method, f"sessions/{session}/{route}".rstrip("/"), body, timeout=timeout)
 
     async def _session_id(self, ctx: ServerRequestContext[Any]) -> str:
         async with self._opening:

@@ -186,7 +186,13 @@ def test_a_wrong_token_and_bad_arguments_are_one_line_each(server: JupyterServer
         async with betty_mcp(server, token="not-the-token") as client:
             with pytest.raises(MCPError) as refused:
                 await client.list_tools()
-            assert "refused the token" in refused.value.message
+            assert refused.value.message == ("Betty's server refused the token: "
+                                             "set BETTY_SERVER_TOKEN to the Jupyter server's token")
+            wrong = await client.call_tool("cluster_queue", {})
+            assert wrong.is_error and "refused the token" in text(wrong)
+        async with betty_mcp(server, "--url", server.url + "elsewhere/") as client:
+            lost = await client.call_tool("cluster_queue", {})
+            assert lost.is_error and text(lost).startswith(f"{server.url}elsewhere/betty/api/ is not Betty's API (404)")
         async with betty_mcp(server, "--mode", "auto") as client:
             bad = await client.call_tool("gpu_estimate", {"model": "Llama-3.1-8B"})
             assert bad.is_error and "method: is required" in text(bad)
