@@ -171,7 +171,7 @@ def _client_name(ctx: ServerRequestContext[Any]) -> str:
 def _tool(info: dict[str, Any]) -> types.Tool:
     tier = int(info["tier"])
     return types.Tool(name=info["name"], description=f"{info['description']}\n\n{TIERS.get(tier, '')}".strip(),
-                      input_schema=info["schema"], annotations=types.ToolAnnotations(title=info["name"]))
+                      input_schema=info["schema"])
 
 
 def _result(text: str, *, error: bool) -> types.CallToolResult:
