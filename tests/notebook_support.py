@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import run_betty
+from jupyter_server_proc import JupyterServer
 from kernel_driver import Kernel
 from llm_server import ScriptedLLM
 
@@ -33,6 +34,16 @@ def llm() -> Iterator[ScriptedLLM]:
 def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
     """A project made by ``betty init``, with the dev cluster and the scripted model configured."""
     return new_project(tmp_path_factory.mktemp("notebook-project"), dev_cluster, llm)
+
+
+@pytest.fixture(scope="module")
+def server(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
+    """A real ``jupyter server`` with Betty's extension serving the project, stopped after the module."""
+    running = JupyterServer(project["root"], project["env"], tmp_path_factory.mktemp("runtime"))
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 def new_project(root: Path, dev_cluster: dict[str, str], llm: ScriptedLLM,

@@ -18,16 +18,7 @@ from betty_jupyter.notebook.backend import find_server
 from jupyter_server_proc import JupyterServer, PanelPerson
 from kernel_driver import Kernel
 from llm_server import call, say
-from notebook_support import SCRIPT, llm, one_error_line, project  # noqa: F401 (fixtures)
-
-
-@pytest.fixture(scope="module")
-def server(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    running = JupyterServer(project["root"], project["env"], tmp_path_factory.mktemp("runtime"))
-    try:
-        yield running
-    finally:
-        running.stop()
+from notebook_support import SCRIPT, llm, one_error_line, project, server  # noqa: F401 (fixtures)
 
 
 @pytest.fixture(scope="module")

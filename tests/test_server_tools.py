@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 
@@ -15,11 +16,14 @@ from test_server_support import (  # noqa: F401  (fixtures)
     llm,
     open_session,
     refusal,
+    until,
 )
 
 pytestmark = pytest.mark.cluster
 
 ESTIMATE = {"model": "Llama-3.1-8B", "method": "lora", "batch_size": 1, "seq_len": 1024}
+PAGE = {"page": "notes/agent-call.md", "mode": "create", "body": "x\n",
+        "frontmatter": {"name": "Agent call", "description": "a test page", "type": "note"}}
 
 
 async def test_sessions_open_list_resume_and_switch_mode(jp_fetch):
@@ -140,3 +144,64 @@ async def test_metrics_count_tool_calls_tokens_approvals_and_slurm_commands(jp_f
     assert grew("betty_slurm_command_seconds_count", command="sinfo") >= 1
     used = len(json.dumps(llm.requests[-1]["messages"], sort_keys=True)) // 4 + len("Nothing to do.") // 4
     assert grew("betty_llm_tokens_total") == used  # the scripted model's usage figures
+
+
+async def test_a_session_lists_its_tools_with_their_tiers_and_schemas(jp_fetch):
+    session_id = (await open_session(jp_fetch))["session_id"]
+    tools = {tool["name"]: tool for tool in (await call(jp_fetch, "GET", "sessions", session_id, "tools"))["tools"]}
+    assert {"cluster_queue", "cluster_submit", "gpu_estimate", "wiki_write"} <= set(tools)
+    assert (tools["gpu_estimate"]["tier"], tools["cluster_queue"]["tier"], tools["cluster_submit"]["tier"]) == (0, 1, 2)
+    submit = tools["cluster_submit"]
+    assert submit["schema"]["type"] == "object" and "script" in submit["schema"]["required"]
+    assert "title" not in submit["schema"] and submit["description"]
+    assert (await refusal(jp_fetch, "GET", "sessions", "s-gone", "tools"))[0] == 404
+
+
+async def test_an_agents_call_is_decided_as_the_agents_and_names_the_agent(jp_fetch):
+    session_id = (await open_session(jp_fetch, mode="confirm", agent="an editor (MCP)"))["session_id"]
+
+    async def card():
+        pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
+        return pending[0] if pending else None
+
+    reading = asyncio.ensure_future(call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_partitions",
+                                         body={"caller": "agent"}))
+    asked = await until("the tier 1 card an agent's read raises", card)  # a person's own read would just run
+    assert (asked["tool"], asked["tier"], asked["task"]) == ("cluster_partitions", 1, "an editor (MCP)")
+    await call(jp_fetch, "POST", "approvals", asked["approval_id"], body={"decision": "approved_for_session"})
+    first = await reading
+    assert first["ok"] and "gpu" in first["text"] and first["data"]["kind"] == "frame"
+    again = await call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_partitions",
+                       body={"caller": "agent"})
+    assert again["ok"]  # asked once per session
+    records = (await call(jp_fetch, "GET", "actions", params={"session": session_id}))["actions"]
+    assert [(r["tool"], r["decision"], r["task"]) for r in records] == [
+        ("cluster_partitions", "approved_for_session", "an editor (MCP)"),
+        ("cluster_partitions", "auto", "an editor (MCP)")]
+    assert records[0]["approver"].endswith("(server API)") and records[1]["approver"] is None
+    code, error = await refusal(jp_fetch, "POST", "sessions", body={"agent": "x\u001b[2J"})
+    assert code == 400 and error.startswith("agent: String should match pattern")
+
+
+async def test_a_card_whose_caller_hung_up_is_cancelled(jp_fetch, jp_http_port, jp_base_url, jp_auth_header):
+    session_id = (await open_session(jp_fetch))["session_id"]
+    body = json.dumps({"args": PAGE, "caller": "agent", "call_id": "call_hung_up"}).encode()
+    _, writer = await asyncio.open_connection("localhost", jp_http_port)
+    writer.write(f"POST {jp_base_url.rstrip('/')}/betty/api/sessions/{session_id}/tools/wiki_write HTTP/1.1\r\n"
+                 f"Host: localhost:{jp_http_port}\r\nAuthorization: {jp_auth_header['Authorization']}\r\n"
+                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    await writer.drain()
+
+    async def pending():
+        return (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
+
+    assert (await until("the card", pending))[0]["call_id"] == "call_hung_up"
+    writer.close()
+    await writer.wait_closed()
+
+    async def logged():
+        return (await call(jp_fetch, "GET", "actions", params={"session": session_id}))["actions"]
+
+    record = (await until("the cancelled call in the action log", logged))[0]
+    assert (record["call_id"], record["decision"], record["ok"]) == ("call_hung_up", "cancelled", None)
+    assert await pending() == []

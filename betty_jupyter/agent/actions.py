@@ -69,6 +69,8 @@ class ActionRecord(BaseModel):
     call_id: str
     tool: str
     tier: int = Field(ge=0, le=2)
+    task: str | None = None
+    """Whom the session worked for when not the person's own chat: a delegated task, an automation, an MCP client."""
     args: dict[str, Any] = Field(default_factory=dict)
     preview: Preview | None = None
     decision: Decision

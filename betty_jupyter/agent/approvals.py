@@ -126,8 +126,12 @@ class ApprovalBroker:
         """Resolve every open approval (of one session, when given) ``cancelled``; returns their ids."""
         ids = [i for i, p in self._pending.items() if session_id is None or p.session_id == session_id]
         for approval_id in ids:
-            self._resolve(approval_id, Resolution(decision=Decision.CANCELLED, reason=reason))
+            self.cancel(approval_id, reason)
         return ids
+
+    def cancel(self, approval_id: str, reason: str) -> None:
+        """Resolve one open approval ``cancelled`` (nothing happens when it is not open)."""
+        self._resolve(approval_id, Resolution(decision=Decision.CANCELLED, reason=reason))
 
     def answered(self, approval_id: str) -> Resolution | None:
         """How an answered approval ended (the newest ones are kept); None while open or when unknown."""

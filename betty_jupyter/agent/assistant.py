@@ -78,8 +78,12 @@ class Assistant:
                 for p in (self.config.profile(c["name"]) for c in self.config.clusters)]
 
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,
-                      mode: str | None = None) -> "AgentSession":
-        """The open session ``session_id``, or a new (or resumed) one on ``cluster`` in ``mode``."""
+                      mode: str | None = None, task: str | None = None) -> "AgentSession":
+        """The open session ``session_id``, or a new (or resumed) one on ``cluster`` in ``mode``.
+
+        ``task`` names whom a new session works for (an MCP client): its cards and action-log lines
+        carry it. An open session keeps the task it was built with.
+        """
         from .session import SessionSpec, new_session_id, open_session
 
         ident = session_id or new_session_id()
@@ -95,7 +99,7 @@ class Assistant:
                 return known
             opened = await open_session(self.workspace, self.config, SessionSpec(
                 session_id=ident, cluster=cluster, mode=mode or self.mode, broker=self.broker, actions=self.actions,
-                require_model=False))
+                task=task, require_model=False))
             self._sessions[ident] = opened
             return opened
 
@@ -159,9 +163,11 @@ class Assistant:
         task.cancel()
         return True
 
-    async def call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str,
+    async def call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str | None,
                    call_id: str | None = None) -> "ToolOutcome":
         """A tool call a person made (magic, panel button): same policy, approvals and log as the agent's.
+
+        ``person`` None makes it another agent's call (an MCP client's), decided by the session's mode.
 
         ``call_id`` (letters, digits, _ and -) names the call in its events, so the caller can follow it.
         """

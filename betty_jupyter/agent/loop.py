@@ -254,11 +254,12 @@ class AgentSession:
             self.stream.emit("message", ev.Message(role="assistant", text=text))
 
     # ----- one tool call ---------------------------------------------------------------------
-    async def run_tool(self, tool: str, args: Mapping[str, Any], person: str,
+    async def run_tool(self, tool: str, args: Mapping[str, Any], person: str | None,
                        call_id: str | None = None) -> ToolOutcome:
         """A call a person typed (a magic, a panel button): the same policy, approvals and action log.
 
         ``person`` names who asked and where (it is the approver of calls that need no card);
+        ``None`` makes it another agent's call (an MCP client's), decided as this session's agent's are.
         ``call_id`` lets the caller follow the call's events (default: a fresh one).
         Tier 2 still waits for an approval of its exact preview; refusals come back as
         ``ToolOutcome(ok=False)``.
@@ -372,7 +373,8 @@ class AgentSession:
 
         duration = _ms(began)
         record = self.actions.record(ActionRecord(
-            ts=time.time(), session_id=self.session_id, call_id=call.call_id, tool=tool, tier=tier, args=args,
+            ts=time.time(), session_id=self.session_id, call_id=call.call_id, tool=tool, tier=tier, task=self.task,
+            args=args,
             preview=approval.preview, decision=approval.decision, approver=approval.approver,
             ok=None if outcome is None else outcome.ok,
             summary="" if outcome is None else outcome.summary, output_ref=None, duration_ms=duration,

@@ -95,16 +95,18 @@ class Outcome(_Wire):
     summary: str
     artifacts: list[str]
     data: OutcomeData | None
+    text: str | None = None
+    """For another agent's call (an MCP client's): what a model is told of it, as Betty's own model would be."""
 
 
 _DATA: TypeAdapter[OutcomeData] = TypeAdapter(OutcomeData)
 
 
-def outcome_to_json(outcome: ToolOutcome) -> dict[str, Any]:
-    """``outcome`` as JSON-ready data (``full`` left out: the action log has it)."""
+def outcome_to_json(outcome: ToolOutcome, text: str | None = None) -> dict[str, Any]:
+    """``outcome`` as JSON-ready data (``full`` left out: the action log has it); ``text`` what a model is told."""
     data = data_to_json(outcome.data)
     answer = Outcome(ok=outcome.ok, summary=outcome.summary, artifacts=list(outcome.artifacts),
-                     data=None if data is None else _DATA.validate_python(data))
+                     data=None if data is None else _DATA.validate_python(data), text=text)
     return answer.model_dump(mode="json")
 
 

@@ -13,11 +13,11 @@ from typing import Sequence
 
 from .._version import __version__
 from ..errors import BettyError
-from . import actions, agent, cluster, devcluster, experiments, gpu, llm, wiki
+from . import actions, agent, cluster, devcluster, experiments, gpu, llm, mcp, wiki
 from .parser import Parser
 
 # Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them.
-_COMMAND_MODULES = (devcluster, cluster, gpu, experiments, wiki, actions, agent, llm)
+_COMMAND_MODULES = (devcluster, cluster, gpu, experiments, wiki, actions, agent, llm, mcp)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -78,7 +78,7 @@ def _server_api_types() -> list[tuple[str, JsonSchemaMode, Any]]:
     from ..agent.automations.definitions import AutomationSpec
     from ..server import models as m
 
-    answers = [m.Health, m.Clusters, m.ClusterCheck, m.LoginQuestions, m.Session, m.AskAnswer, m.CallStarted,
+    answers = [m.Health, m.Clusters, m.ClusterCheck, m.LoginQuestions, m.Session, m.AskAnswer, m.Tools, m.CallStarted,
                m.Approvals, Resolution, m.Experiments, wire.Outcome, m.Automations, m.AutomationRuns,
                m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.ServerError]
     bodies = [m.SessionRequest, m.ModeRequest, m.AskRequest, m.ToolRequest, m.DecisionRequest, m.CancelRequest,

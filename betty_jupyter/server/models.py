@@ -103,6 +103,21 @@ class Approvals(TypedDict):
     approvals: list[ApprovalRequest]
 
 
+class Tools(TypedDict):
+    """Answer of ``GET sessions/{id}/tools``: the tools a session may call, in the registry's order."""
+
+    tools: list["ToolInfo"]
+
+
+class ToolInfo(TypedDict):
+    """One tool a session may call (``GET sessions/{id}/tools``): its arguments' JSON schema and its tier."""
+
+    name: str
+    description: str
+    tier: int
+    schema: dict[str, Any]
+
+
 class CallStarted(TypedDict):
     """Answer of a call started without waiting (``tools`` with ``wait: false``, ``jobs/{id}/cancel``)."""
 
@@ -188,11 +203,12 @@ class Body(BaseModel):
 
 
 class SessionRequest(Body):
-    """Body of ``POST sessions``."""
+    """Body of ``POST sessions``; ``agent`` names the other agent a new session works for (an MCP client)."""
 
     cluster: str | None = None
     mode: Mode | None = None
     session_id: str | None = None
+    agent: str | None = Field(None, pattern=r"^[^\x00-\x1f\x7f-\x9f]{1,100}$")
 
 
 class ModeRequest(Body):
@@ -208,11 +224,16 @@ class AskRequest(Body):
 
 
 class ToolRequest(Body):
-    """Body of ``POST sessions/{id}/tools/{tool}``; ``call_id`` names the call in its events."""
+    """Body of ``POST sessions/{id}/tools/{tool}``; ``call_id`` names the call in its events.
+
+    ``caller: "agent"`` makes it another agent's call (an MCP client's), decided by the session's
+    mode as the agent's calls are, rather than a person's own.
+    """
 
     args: dict[str, Any] = Field(default_factory=dict)
     wait: bool = True
     call_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    caller: Literal["person", "agent"] = "person"
 
 
 class DecisionRequest(Body):

@@ -86,9 +86,13 @@ class BettyServices:
 
     # ----- sessions -----------------------------------------------------------------------------
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,
-                      mode: str | None = None) -> "AgentSession":
-        """The open session ``session_id``, or a new (or resumed) one; instrumented for metrics."""
-        return self._instrument(await self.assistant.session(session_id, cluster=cluster, mode=mode))
+                      mode: str | None = None, agent: str | None = None) -> "AgentSession":
+        """The open session ``session_id``, or a new (or resumed) one; instrumented for metrics.
+
+        ``agent`` names the other agent a session works for (an MCP client): its cards and
+        action-log lines carry the name, as a delegated task's or an automation's do.
+        """
+        return self._instrument(await self.assistant.session(session_id, cluster=cluster, mode=mode, task=agent))
 
     async def desk(self, cluster: str | None = None) -> "AgentSession":
         """The cluster's desk session, for a person's reads outside any chat."""
@@ -109,7 +113,7 @@ class BettyServices:
                 "last_seq": info.last_seq, "has_model": info.has_model, "user": info.user}
 
     # ----- calls a person started without waiting -----------------------------------------------
-    def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str,
+    def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str | None,
                    call_id: str | None = None) -> str:
         """Start a person's tool call in the background; returns its call id (its events carry it)."""
         ident = call_id or f"call_{uuid.uuid4().hex[:12]}"
@@ -118,11 +122,18 @@ class BettyServices:
         task.add_done_callback(self._calls.discard)
         return ident
 
-    async def _call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str, call_id: str) -> None:
+    async def _call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str | None,
+                    call_id: str) -> None:
         try:
             await self.assistant.call(session_id, tool, args, person, call_id)
         except Exception:
             log.exception("Betty's %s call %s in %s failed", tool, call_id, session_id)
+
+    def abandoned(self, session_id: str, call_id: str) -> None:
+        """Nobody waits for ``call_id`` any more (its request's connection closed): its open card is cancelled."""
+        for request in self.assistant.pending(session_id):
+            if request.call_id == call_id:
+                self.assistant.broker.cancel(request.approval_id, "the caller stopped waiting for the answer")
 
     # ----- chat sockets -------------------------------------------------------------------------
     def connected(self, session_id: str, socket: Socket) -> None:

@@ -1,9 +1,10 @@
-"""Chat sessions over REST: open, list, mode, ask, stop, events (long poll) and a person's own tool calls."""
+"""Chat sessions over REST: open, list, mode, ask, stop, events (long poll), the tools and a person's own calls."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from typing import TYPE_CHECKING
 
 from tornado import web
@@ -32,7 +33,8 @@ class SessionsHandler(BettyHandler):
 
         request = self.body(SessionRequest)
         cluster = self.cluster_name(request.cluster)
-        session = await self.services.session(request.session_id, cluster=cluster, mode=request.mode)
+        session = await self.services.session(request.session_id, cluster=cluster, mode=request.mode,
+                                              agent=request.agent)
         self.answer(self.services.info(session.session_id), status=201)
 
 
@@ -114,8 +116,27 @@ class EventsHandler(BettyHandler):
         self.answer({"events": [event.model_dump(mode="json") for event in events], "last_seq": stream.last_seq})
 
 
+class ToolsHandler(BettyHandler):
+    """``GET sessions/{id}/tools``: the tools the session may call, each with its tier and arguments' JSON schema."""
+
+    @web.authenticated
+    def get(self, session_id: str) -> None:
+        """``{tools: [ToolInfo]}``, in the registry's order."""
+        from .models import ToolInfo
+
+        tools: list[ToolInfo] = []
+        for tool in self.session_of(session_id).registry:
+            described = tool.schema()["function"]
+            tools.append({"name": tool.name, "description": tool.description, "tier": int(tool.tier),
+                          "schema": described["parameters"]})
+        self.answer({"tools": tools})
+
+
 class ToolHandler(BettyHandler):
-    """``POST sessions/{id}/tools/{tool}``: a person's own tool call, through the same policy, approvals and log."""
+    """``POST sessions/{id}/tools/{tool}``: a person's own tool call (or another agent's), through the same
+    policy, approvals and log; a waiting call whose caller hangs up has its open card cancelled."""
+
+    waiting: tuple[str, str] | None = None
 
     @web.authenticated
     async def post(self, session_id: str, tool: str) -> None:
@@ -124,12 +145,25 @@ class ToolHandler(BettyHandler):
 
         session = self.session_of(session_id)
         request = self.body(ToolRequest)
+        agent = request.caller == "agent"
         if request.wait:
-            await self.call_tool(session, tool, request.args, request.call_id)
+            call_id = request.call_id or f"call_{uuid.uuid4().hex[:12]}"
+            self.waiting = (session_id, call_id)
+            try:
+                await self.call_tool(session, tool, request.args, call_id, agent=agent)
+            finally:
+                self.waiting = None
             return
         session.registry.get(tool).parse(request.args)  # refused now (400), not later in the background
-        call_id = self.services.start_call(session_id, tool, request.args, self.person, request.call_id)
+        call_id = self.services.start_call(session_id, tool, request.args, None if agent else self.person,
+                                           request.call_id)
         self.answer({"call_id": call_id, "session_id": session_id}, status=202)
+
+    def on_connection_close(self) -> None:
+        """The caller hung up: a card its call still waits on is cancelled, since nobody would get the answer."""
+        if self.waiting is not None:
+            self.services.abandoned(*self.waiting)
+        super().on_connection_close()
 
 
 handlers = [
@@ -139,6 +173,7 @@ handlers = [
     (SESSION + r"/ask", AskHandler),
     (SESSION + r"/stop", StopHandler),
     (SESSION + r"/events", EventsHandler),
+    (SESSION + r"/tools", ToolsHandler),
     (SESSION + r"/tools/(?P<tool>[^/]+)", ToolHandler),
 ]
 """The session routes."""

@@ -26,7 +26,8 @@ function queue(...jobs: [string, string][]): IOutcome {
     ok: true,
     summary: `${jobs.length} jobs`,
     artifacts: [],
-    data: { kind: 'table', value: tableOf(QUEUE_COLUMNS, records) }
+    data: { kind: 'table', value: tableOf(QUEUE_COLUMNS, records) },
+    text: null
   };
 }
 

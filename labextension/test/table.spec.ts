@@ -36,7 +36,7 @@ const QUEUE = tableOf(QUEUE_COLUMNS, [
 ]);
 
 function outcome(data: IOutcome['data'], ok = true): IOutcome {
-  return { ok, summary: '2 jobs', artifacts: [], data };
+  return { ok, summary: '2 jobs', artifacts: [], data, text: null };
 }
 
 describe('tables', () => {

@@ -428,6 +428,7 @@ export interface IOutcome {
   summary: string;
   artifacts: string[];
   data: (ITableData | IExperimentData | IJobData | IJsonData) | null;
+  text: string | null;
 }
 /**
  * A table, such as the queue.
@@ -486,12 +487,13 @@ export interface ISession {
   user: string | null;
 }
 /**
- * Body of ``POST sessions``.
+ * Body of ``POST sessions``; ``agent`` names the other agent a new session works for (an MCP client).
  */
 export interface ISessionRequest {
   cluster?: string | null;
   mode?: Mode | null;
   session_id?: string | null;
+  agent?: string | null;
 }
 /**
  * ``{"type": "stop"}``: stop the agent's answer.
@@ -500,7 +502,21 @@ export interface IStopMessage {
   type: 'stop';
 }
 /**
+ * One tool a session may call (``GET sessions/{id}/tools``): its arguments' JSON schema and its tier.
+ */
+export interface IToolInfo {
+  name: string;
+  description: string;
+  tier: number;
+  schema: {
+    [k: string]: unknown;
+  };
+}
+/**
  * Body of ``POST sessions/{id}/tools/{tool}``; ``call_id`` names the call in its events.
+ *
+ * ``caller: "agent"`` makes it another agent's call (an MCP client's), decided by the session's
+ * mode as the agent's calls are, rather than a person's own.
  */
 export interface IToolRequest {
   args?: {
@@ -508,6 +524,13 @@ export interface IToolRequest {
   };
   wait?: boolean;
   call_id?: string | null;
+  caller?: 'person' | 'agent';
+}
+/**
+ * Answer of ``GET sessions/{id}/tools``: the tools a session may call, in the registry's order.
+ */
+export interface ITools {
+  tools: IToolInfo[];
 }
 /**
  * Body of ``POST clusters/{name}/trust``: the fingerprint the person confirmed.
