@@ -258,6 +258,24 @@ def test_a_dev_cluster_daemon_never_holds_the_secrets_of_the_shell_that_started_
     assert not any(secret in held for secret in (*CANARIES, *CANARIES.values()))
 
 
+def test_a_dev_cluster_daemon_works_in_its_log_directory_not_the_callers(tmp_path, monkeypatch):
+    """A daemon outlives the directory `up` ran in (a checkout in /tmp, deleted later): it never works there."""
+    import shutil
+
+    from betty_jupyter.devcluster.processes import Daemon, ProcessTable
+
+    caller = tmp_path / "checkout"
+    caller.mkdir()
+    monkeypatch.chdir(caller)
+    table = ProcessTable(tmp_path / "run", tmp_path / "log")
+    pid = table.start(Daemon("stand-in", [shutil.which("sleep") or "/bin/sleep", "300"], ready=lambda: True),
+                      timeout=30)
+    try:
+        assert os.readlink(f"/proc/{pid}/cwd") == str(tmp_path / "log")
+    finally:
+        assert table.stop("stand-in")
+
+
 @pytest.mark.cluster
 def test_betty_submit_refuses_a_secret_s_name_in_one_line_before_asking(ssh_profile, tmp_path, canaries):
     import json

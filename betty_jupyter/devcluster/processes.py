@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -99,6 +100,10 @@ class ProcessTable:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # Not the caller's directory, which may be deleted while the daemon runs (a checkout in
+                # /tmp): slurmd's job steps would then write "Unable to get current working directory"
+                # into every job's stderr.
+                cwd=self.log_dir,
                 # A daemon outlives the shell that started it, and any job of the same user could
                 # read its /proc/PID/environ: it never holds that shell's secrets.
                 env={**without_secrets(os.environ), **daemon.env},
@@ -118,7 +123,13 @@ class ProcessTable:
             raise DevClusterError(
                 f"{daemon.name} did not become ready within {timeout:.0f} s: {self.last_words(daemon.name)}"
             )
-        return process.pid
+        pid = process.pid
+        # The daemon outlives this call on purpose (stop() ends it by its pid file): let go of it
+        # without the "still running" warning a forgotten child would deserve.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            del process
+        return pid
 
     def last_words(self, name: str) -> str:
         """The last non-empty line a daemon logged, and where its full log is."""
