@@ -213,7 +213,7 @@ async def test_a_waiting_tool_call_answers_once_its_card_is_approved(jp_fetch):
     await call(jp_fetch, "POST", "approvals", seen[-1]["payload"]["approval_id"], body={"decision": "approved"})
     outcome = await waiting
     assert outcome == {"ok": True, "summary": "created wiki/notes/server-test.md",
-                       "artifacts": ["wiki/notes/server-test.md"], "data": None}
+                       "artifacts": ["wiki/notes/server-test.md"], "data": None, "text": None}
 
 
 async def test_stop_cancels_the_sessions_open_cards(jp_fetch):

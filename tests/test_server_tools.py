@@ -170,7 +170,7 @@ async def test_an_agents_call_is_decided_as_the_agents_and_names_the_agent(jp_fe
     assert (asked["tool"], asked["tier"], asked["task"]) == ("cluster_partitions", 1, "an editor (MCP)")
     await call(jp_fetch, "POST", "approvals", asked["approval_id"], body={"decision": "approved_for_session"})
     first = await reading
-    assert first["ok"] and "gpu" in first["text"] and first["data"]["kind"] == "frame"
+    assert first["ok"] and "gpu" in first["text"] and first["data"]["kind"] == "table"
     again = await call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_partitions",
                        body={"caller": "agent"})
     assert again["ok"]  # asked once per session
