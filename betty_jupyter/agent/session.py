@@ -21,6 +21,7 @@ from .loop import AgentSession, Gate, Limits, SessionParts
 from .vocabulary import Mode
 
 if TYPE_CHECKING:
+    from ..cluster.transport import Transport
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
     from .actions import ActionLog
@@ -57,6 +58,9 @@ class SessionSpec:
     """Awaited before each tool call (an automation's pause and kill switch)."""
     require_model: bool = True
     """Without a configured chat model: False still builds it (a person's calls run, asking explains the fix)."""
+    transport: "Transport | None" = None
+    """Its link to the cluster (default: the profile's, opened now); a fast test passes Betty's
+    :class:`~betty_jupyter.cluster.testing.ScriptedTransport`."""
 
 
 def new_session_id() -> str:
@@ -109,7 +113,8 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     every_tool = default_registry()
     registry = every_tool if spec.tools is None else every_tool.subset(spec.tools)
     profile = config.profile(spec.cluster)
-    slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env,
+    transport = spec.transport if spec.transport is not None else profile.open_transport()
+    slurm = SlurmClient(transport, work_dir=profile.work_dir, job_env=profile.job_env,
                         readable_roots=profile.readable_roots)
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
     context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)

@@ -1,0 +1,67 @@
+"""The agent loop with no cluster at all: Betty's scripted transport under the real loop, policy, approvals
+and action log, and the scripted model over real HTTP. The same journeys against the real cluster are in
+``test_agent_loop.py``; these run in the fast tier (``pytest -m "not cluster"``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from conftest import run_betty
+from llm_server import ScriptedLLM, call, say
+from test_scripted_transport import ROW
+
+from betty_jupyter.agent.actions import ActionLog
+from betty_jupyter.agent.approvals import ApprovalBroker
+from betty_jupyter.agent.session import SessionSpec, open_session
+from betty_jupyter.cluster.testing import ScriptedTransport
+from betty_jupyter.config import BettyConfig
+from betty_jupyter.experiments.workspace import Workspace
+
+PAGE = {"page": "notes/plan.md", "mode": "create", "body": "the plan\n",
+        "frontmatter": {"name": "Plan", "description": "a page the person refuses", "type": "note"}}
+
+
+async def turn(workspace: Workspace, llm: ScriptedLLM, cluster: ScriptedTransport,
+               answers: dict[str, str]) -> tuple[str, list[Any], str]:
+    """One turn in confirm mode; each card is answered by its tool's entry in ``answers``."""
+    broker = ApprovalBroker(timeout=60)
+    events: list[Any] = []
+
+    def person(event: Any) -> None:
+        events.append(event)
+        if event.type == "approval_request":
+            answer = answers[event.payload.tool]
+            asyncio.get_running_loop().call_soon(broker.respond, event.payload.approval_id, answer, "tester")
+
+    config = BettyConfig(clusters=[{"name": "scripted", "transport": "local"}],
+                         llm={"base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 3})
+    session = await open_session(workspace, config, SessionSpec(broker=broker, listeners=(person,),
+                                                                transport=cluster))
+    reason = await session.ask("what runs, and write the plan down")
+    return reason, events, session.session_id
+
+
+def test_a_turn_asks_runs_denies_and_records_each_call_by_its_decision(tmp_path) -> None:
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    workspace = Workspace.at(tmp_path / "project")
+    cluster = ScriptedTransport().on("squeue", stdout=ROW + "\n").on("id", "-un", stdout="alice\n")
+    with ScriptedLLM() as llm:
+        llm.add(call("cluster_queue", {"states": ["RUNNING"]}), call("wiki_write", PAGE), say("One job runs."))
+        reason, events, session_id = asyncio.run(turn(workspace, llm, cluster,
+                                                      {"cluster_queue": "approved", "wiki_write": "denied"}))
+        told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert reason == "finished"
+    kinds = [e.type for e in events if e.type not in ("message_delta", "budget")]
+    assert kinds == ["message", "tool_call", "approval_request", "approval_resolved", "tool_result",
+                     "tool_call", "approval_request", "approval_resolved", "message", "done"]
+    # The read ran once, through the policy's allowlist, with the filter as argv; nothing else touched Slurm.
+    (squeue,) = cluster.ran("squeue")
+    assert squeue[squeue.index("--states") + 1] == "RUNNING" and not cluster.ran("scancel") and not cluster.files
+    result = next(e.payload for e in events if e.type == "tool_result")
+    assert (result.tool, result.ok, result.decision, result.approver) == ("cluster_queue", True, "approved", "tester")
+    assert "train <b>x</b>" in told[0] and "did not run" in told[1]
+    assert not (workspace.wiki / "notes" / "plan.md").exists()
+    records = ActionLog(workspace.root).read(session_id=session_id)
+    assert [(r.tool, r.tier, r.decision, r.approver, r.ok) for r in records] == [
+        ("cluster_queue", 1, "approved", "tester", True), ("wiki_write", 2, "denied", "tester", None)]
