@@ -154,13 +154,15 @@ def llm_for_journey():
         yield llm, submitted
 
 
-def test_a_denied_approval_runs_nothing_and_the_model_is_told(ssh_profile, workspace):
-    with ScriptedLLM([call("cluster_submit", {"script": TRAIN, "goal": "x"}), respond(lambda r: say("ok"))]) as llm:
-        _, events, person, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "submit it",
-                                                         answer="denied"))
-        told = last_tool_message(llm.requests[-1])
-    assert reason == "finished" and len(person.shown) == 1
-    assert "did not approve" in told
+def test_a_denied_approval_runs_nothing_and_ends_the_turn(ssh_profile, workspace):
+    """The person's "no" ends the turn in code: the model is not asked what to try instead."""
+    with ScriptedLLM([call("cluster_submit", {"script": TRAIN, "goal": "x"}), say("let me try another way")]) as llm:
+        session, events, person, reason = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "submit it",
+                                                               answer="denied"))
+        asked = len(llm.requests)
+    assert reason == "denied" and len(person.shown) == 1 and asked == 1
+    assert [e.payload.reason for e in events if e.type == "done"] == ["denied"]
+    assert "did not approve this call (denied)" in session.messages[-1]["content"], "told with the next prompt"
     assert Ledger(workspace.ledger_path).all() == [] if workspace.ledger_path.exists() else True
     assert not [e for e in events if e.type == "tool_result"]
 
@@ -459,7 +461,7 @@ def test_the_wall_time_breaker_and_the_task_label_on_cards(ssh_profile, workspac
             broker=broker, task="babysit job 42", limits=Limits(max_seconds=0.5)))
         events: list[Any] = []
         session.stream.subscribe(events.append)
-        session.stream.subscribe(Person(broker, "denied"))
+        session.stream.subscribe(Person(broker, "approved"))
         try:
             return await session.ask("go"), events
         finally:

@@ -23,8 +23,8 @@ PAGE = {"page": "notes/plan.md", "mode": "create", "body": "the plan\n",
 
 
 async def turn(workspace: Workspace, llm: ScriptedLLM, cluster: ScriptedTransport,
-               answers: dict[str, str]) -> tuple[str, list[Any], str]:
-    """One turn in confirm mode; each card is answered by its tool's entry in ``answers``."""
+               answers: dict[str, str], *prompts: str) -> tuple[list[str], list[Any], str]:
+    """A turn per prompt in one session, confirm mode; each card is answered by its tool's entry in ``answers``."""
     broker = ApprovalBroker(timeout=60)
     events: list[Any] = []
 
@@ -38,8 +38,8 @@ async def turn(workspace: Workspace, llm: ScriptedLLM, cluster: ScriptedTranspor
                          llm={"base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 3})
     session = await open_session(workspace, config, SessionSpec(broker=broker, listeners=(person,),
                                                                 transport=cluster))
-    reason = await session.ask("what runs, and write the plan down")
-    return reason, events, session.session_id
+    reasons = [await session.ask(prompt) for prompt in prompts]
+    return reasons, events, session.session_id
 
 
 def test_a_turn_asks_runs_denies_and_records_each_call_by_its_decision(tmp_path) -> None:
@@ -48,13 +48,15 @@ def test_a_turn_asks_runs_denies_and_records_each_call_by_its_decision(tmp_path)
     cluster = ScriptedTransport().on("squeue", stdout=ROW + "\n").on("id", "-un", stdout="alice\n")
     with ScriptedLLM() as llm:
         llm.add(call("cluster_queue", {"states": ["RUNNING"]}), call("wiki_write", PAGE), say("One job runs."))
-        reason, events, session_id = asyncio.run(turn(workspace, llm, cluster,
-                                                      {"cluster_queue": "approved", "wiki_write": "denied"}))
+        reasons, events, session_id = asyncio.run(turn(
+            workspace, llm, cluster, {"cluster_queue": "approved", "wiki_write": "denied"},
+            "what runs, and write the plan down", "then just tell me"))
+        asked = len(llm.requests)
         told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
-    assert reason == "finished"
+    assert reasons == ["denied", "finished"] and asked == 3, "the denial ended the first turn"
     kinds = [e.type for e in events if e.type not in ("message_delta", "budget")]
     assert kinds == ["message", "tool_call", "approval_request", "approval_resolved", "tool_result",
-                     "tool_call", "approval_request", "approval_resolved", "message", "done"]
+                     "tool_call", "approval_request", "approval_resolved", "done", "message", "message", "done"]
     # The read ran once, through the policy's allowlist, with the filter as argv; nothing else touched Slurm.
     (squeue,) = cluster.ran("squeue")
     assert squeue[squeue.index("--states") + 1] == "RUNNING" and not cluster.ran("scancel") and not cluster.files

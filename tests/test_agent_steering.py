@@ -113,14 +113,19 @@ def scripted(tries: list[dict[str, Any]], told: list[str]) -> list[Step]:
     return [respond(model) for _ in range(len(writes) + 1)]
 
 
-async def converse(workspace: Workspace, config: BettyConfig, answer: str, turns: int) -> tuple[str, Person, Any]:
+async def converse(workspace: Workspace, config: BettyConfig, answer: str,
+                   turns: int) -> tuple[list[str], Person, Any]:
+    """Ask, and after each denial (which ends the turn) say "go on", until the model answers; the done reasons."""
     broker = ApprovalBroker(timeout=GUARD)
     session = await open_session(workspace, config, SessionSpec(mode="auto", broker=broker,
                                                                 limits=Limits(max_iterations=turns + 2)))
     person = Person(broker, answer, workspace.wiki, fingerprint(workspace.wiki))
     session.stream.subscribe(person)
     try:
-        return await session.ask("tidy up the wiki"), person, session
+        reasons = [await session.ask("tidy up the wiki")]
+        while reasons[-1] == "denied" and len(reasons) <= turns:
+            reasons.append(await session.ask("go on"))
+        return reasons, person, session
     finally:
         await session.context.close()
 
@@ -129,9 +134,9 @@ def test_in_auto_mode_every_change_to_what_steers_the_agent_waits_for_a_person(s
     before = fingerprint(workspace.wiki)
     told: list[str] = []
     with ScriptedLLM(scripted([args for args, _ in TRIES], told)) as llm:
-        reason, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "denied", len(TRIES) + 2))
-    assert llm.errors == [] and reason == "finished", llm.errors
+        reasons, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "denied", len(TRIES) + 2))
     cards = [args for args, expected in TRIES if expected == "card"]
+    assert llm.errors == [] and reasons == ["denied"] * len(cards) + ["finished"], (llm.errors, reasons)
     assert [(card.tool, card.tier, card.args["page"]) for card in person.shown] == [
         ("wiki_write", 2, args["page"]) for args in cards]
     assert all(person.untouched_when_shown), "nothing is written while the card waits"
@@ -152,8 +157,8 @@ def test_an_approved_persona_change_writes_exactly_what_was_shown(ssh_profile, w
     persona = workspace.wiki / "personas" / "betty.md"
     told: list[str] = []
     with ScriptedLLM(scripted([TRIES[1][0]], told)) as llm:
-        reason, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "approved", 4))
-    assert llm.errors == [] and reason == "finished", llm.errors
+        reasons, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "approved", 4))
+    assert llm.errors == [] and reasons == ["finished"], llm.errors
     [card] = person.shown
     assert (card.tier, card.preview.kind, card.preview.title) == (2, "diff", "append wiki/personas/betty.md")
     assert person.untouched_when_shown == [True]
@@ -176,8 +181,8 @@ def test_a_helper_in_auto_mode_cannot_change_a_persona_either(ssh_profile, works
         return say("the person said no")
 
     with ScriptedLLM([respond(model) for _ in range(6)]) as llm:
-        reason, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "denied", 4))
-    assert llm.errors == [] and reason == "finished", llm.errors
+        reasons, person, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile), "denied", 4))
+    assert llm.errors == [] and reasons == ["finished"], llm.errors  # the helper's turn ended; the parent's did not
     assert [(card.tool, card.tier, card.task) for card in person.shown] == [("wiki_write", 2, "tidy the persona")]
     assert fingerprint(workspace.wiki) == before
 
@@ -192,7 +197,8 @@ def jp_server_config(llm, ssh_profile, jp_root_dir):  # noqa: F811
 async def test_an_auto_automation_rewriting_its_persona_waits_for_a_person(jp_fetch, llm, jp_root_dir):  # noqa: F811
     persona = jp_root_dir / "wiki" / "personas" / "digest.md"
     before = persona.read_bytes()
-    llm.add(call("wiki_write", {"page": "personas/digest.md", "mode": "append", "text": INJECTED}), say("noted"))
+    # One step: the denial ends the run, so the model is never asked again (it would get an error: no step left).
+    llm.add(call("wiki_write", {"page": "personas/digest.md", "mode": "append", "text": INJECTED}))
     made = await api(jp_fetch, "POST", "automations", body={"name": "Digest keeper", "prompt": "Keep notes.",
                                                              "persona": "digest", "mode": "auto"})
     run_id = (await api(jp_fetch, "POST", "automations", made["id"], "run"))["run_id"]

@@ -341,8 +341,7 @@ def test_a_helpers_card_reaches_the_same_person_labelled_with_its_task(ssh_profi
         if len(done) == 1:
             assert "there is no tool 'cluster_cancel'" in done[0]["content"]
             return call("wiki_write", page)
-        assert "did not approve this call (denied)" in done[1]["content"]
-        return say('{"written": false}')
+        raise AssertionError("a denial ends the helper's turn: its model is not asked again")
 
     def model(request: dict[str, Any]) -> Step:
         if TOOL not in tool_names(request):
@@ -351,7 +350,8 @@ def test_a_helpers_card_reaches_the_same_person_labelled_with_its_task(ssh_profi
         if request["messages"][-1]["role"] == "user":
             return call(TOOL, {"tasks": [{"title": title, "instructions": "write down the threshold",
                                           "resources": [{"type": "wiki", "location": "index.md"}],
-                                          "tools": ["wiki_write"], "result_schema": {"type": "object"}}]})
+                                          "tools": ["wiki_write"], "result_schema": {"type": "object"}}],
+                                "on_error": "retry"})  # a denial is still never retried
         return say("The helper was not allowed to write the page.")
 
     with ScriptedLLM([respond(model) for _ in range(8)]) as llm:
@@ -366,7 +366,7 @@ def test_a_helpers_card_reaches_the_same_person_labelled_with_its_task(ssh_profi
     assert not WikiStore(workspace.wiki).exists("howto/oom-threshold.md")
     assert [e.type for e in events].count("done") == 1, "a helper's own turn never ends the parent's"
     ended = [e.payload for e in events if e.type == "tool_result" and e.payload.call_id.startswith("task_")]
-    assert len(ended) == 1 and ended[0].ok and ended[0].summary.endswith('{"written": false}')
+    assert len(ended) == 1 and not ended[0].ok and "a person denied one of its calls; not retried" in ended[0].summary
     records = ActionLog(workspace.root).read(session_id=session.session_id)
     assert [(r.tool, r.decision) for r in records] == [("cluster_cancel", "refused"), ("wiki_write", "denied"),
                                                        (TOOL, "auto")]

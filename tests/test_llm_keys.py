@@ -143,7 +143,10 @@ def test_nothing_of_the_environment_reaches_the_model_or_the_action_log(secrets_
 
             session.stream.subscribe(deny)
             try:
-                return str(await session.ask("show me your environment"))
+                reasons = [await session.ask("show me your environment")]
+                while reasons[-1] == "denied" and len(reasons) <= len(steps):  # each denial ends a turn
+                    reasons.append(await session.ask("go on"))
+                return str(reasons[-1])
             finally:
                 await session.context.slurm.transport.close()
 

@@ -47,7 +47,7 @@ from . import events as ev
 from .loop import AgentSession, SessionParts
 from .tasks import (TOOL, ResourceSpec, Strategy, TaskResult, TaskSpec, checked_answer, child_prompt, cut,
                     first_message, manifest_of)
-from .vocabulary import Decision
+from .vocabulary import Decision, DoneReason
 
 if TYPE_CHECKING:
     from .llm import ToolCallRequest
@@ -59,6 +59,9 @@ log = logging.getLogger(__name__)
 RETRIES = 2
 """Extra attempts a failed task gets under ``retry``."""
 NOTE_CHARS = 2000
+
+DENIED = "a person denied one of its calls; not retried"
+"""A task's error when the person said no to one of its calls (its turn ended there)."""
 
 
 class Delegation:
@@ -241,7 +244,7 @@ class _Batch:
                 ok, value, used = await self._attempt(result.task_id, spec, result.error, self.share - tokens)
                 tokens += used
                 result.status, result.result, result.error = ("ok", value, "") if ok else ("failed", None, value)
-                if ok:
+                if ok or value == DENIED:  # a person's "no" is never retried
                     break
         if result.status == "failed" and self.on_error == "fail_fast":
             self._fail_fast()
@@ -270,7 +273,9 @@ class _Batch:
             raise
         finally:
             self.parent.tokens += child.tokens
-        if reason != "finished":
+        if reason == DoneReason.DENIED:
+            return False, DENIED, child.tokens
+        if reason != DoneReason.FINISHED:
             why = forwarder.errors[-1] if forwarder.errors else reason
             return False, f"the helper stopped before answering: {why}", child.tokens
         try:

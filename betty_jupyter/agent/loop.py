@@ -52,6 +52,8 @@ class Answer:
 
     outcome: ToolOutcome
     told: str
+    denied: bool = False
+    """A person denied it: the turn ends once every call of the reply is answered."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +196,11 @@ class AgentSession:
 
     # ----- the loop --------------------------------------------------------------------------
     async def ask(self, prompt: str) -> str:
-        """Answer ``prompt``, calling tools as the model asks and the policy allows; returns the done reason."""
+        """Answer ``prompt``, calling tools as the model asks and the policy allows; returns the done reason.
+
+        A person's denial ends the turn (``denied``) once the reply's other calls are answered: the
+        model is told the call did not run, and hears of it again only with the person's next prompt.
+        """
         if self.model is None:
             self.stream.emit("message", ev.Message(role="user", text=prompt))
             self.stream.emit("error", ev.ErrorInfo(message=self._parts.no_model_reason or "no chat model is configured",
@@ -228,6 +234,10 @@ class AgentSession:
             answers = await asyncio.gather(*(self._call(call) for call in reply.tool_calls))
             self.messages.extend({"role": "tool", "tool_call_id": call.call_id, "content": answer.told}
                                  for call, answer in zip(reply.tool_calls, answers))
+            if any(answer.denied for answer in answers):
+                # A person's "no" ends the turn in code: the model is never asked what to try instead.
+                self.stream.emit("done", ev.Done(reason=DoneReason.DENIED))
+                return DoneReason.DENIED
         return self._stop("iteration_limit", f"stopped after {self.limits.max_iterations} model turns without an "
                           "answer; ask again to continue")
 
@@ -337,7 +347,8 @@ class AgentSession:
             outcome = ToolOutcome(ok=False, summary=f"not run: {resolution.decision}"
                                   + (f" ({resolution.reason})" if resolution.reason else ""))
             return Answer(outcome, f"The person did not approve this call ({resolution.decision}), "
-                          "so it did not run. Do not retry it unless they ask.")
+                          "so it did not run. Do not retry it unless they ask.",
+                          denied=resolution.decision == Decision.DENIED)
         if resolution.decision == Decision.EDITED and resolution.args is not None:
             try:
                 args, approval.preview = await revalidated(tool, self.context, resolution.args)

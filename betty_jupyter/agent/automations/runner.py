@@ -287,6 +287,8 @@ class AutomationRunner:
             return "done", None, control.answer
         if reason == "breaker":
             return "breaker", control.code, control.error
+        if reason == DoneReason.DENIED:
+            return "done", None, "stopped: a person denied one of its calls"
         return "failed", control.code or "error", control.error or "the run ended with an error"
 
     async def _open(self, automation: Automation, run: Run, budget: Budget, control: RunControl) -> "AgentSession":
