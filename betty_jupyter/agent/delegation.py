@@ -177,16 +177,16 @@ class _Forwarder:
         self.open: dict[str, str] = {}
         self.errors: list[str] = []
 
-    def __call__(self, event: ev.Event) -> None:
-        payload = event.payload
-        if isinstance(payload, ev.ApprovalRequest):
-            self.open[payload.approval_id] = payload.call_id
-            self.parent.emit(event.type, payload)
-        elif isinstance(payload, ev.ApprovalResolved):
-            self.open.pop(payload.approval_id, None)
-            self.parent.emit(event.type, payload)
-        elif isinstance(payload, ev.ErrorInfo):
-            self.errors.append(payload.message)
+    def __call__(self, event: ev.AnyEvent) -> None:
+        match event:
+            case ev.ApprovalRequestEvent(payload=request):
+                self.open[request.approval_id] = request.call_id
+                self.parent.emit(event.type, request)
+            case ev.ApprovalResolvedEvent(payload=resolved):
+                self.open.pop(resolved.approval_id, None)
+                self.parent.emit(event.type, resolved)
+            case ev.ErrorEvent(payload=error):
+                self.errors.append(error.message)
 
     def close_open(self) -> None:
         for approval_id, call_id in list(self.open.items()):

@@ -297,7 +297,8 @@ def parse_event(data: dict[str, Any] | str | bytes) -> AnyEvent:
     return _EVENTS.validate_python(data)
 
 
-Subscriber = Callable[[Event], None]
+Subscriber = Callable[[AnyEvent], None]
+"""What :meth:`EventStream.subscribe` takes: it gets each event as its own class (narrow with ``isinstance``)."""
 
 
 class EventStream:
@@ -314,7 +315,7 @@ class EventStream:
             raise ValueError("max_events must be at least 1")
         self.session_id = session_id
         self.max_events = max_events
-        self._events: deque[Event] = deque(maxlen=max_events)
+        self._events: deque[AnyEvent] = deque(maxlen=max_events)
         self._subscribers: list[Subscriber] = []
         self._seq = 0
         self._lock = threading.RLock()
@@ -325,7 +326,7 @@ class EventStream:
         with self._lock:
             return self._seq
 
-    def emit(self, type: str, payload: BaseModel) -> Event:
+    def emit(self, type: str, payload: BaseModel) -> AnyEvent:
         """Number ``payload`` as the next event of type ``type``, keep it and send it to every subscriber.
 
         A payload of the wrong model for ``type`` (or an unknown type) is a ValidationError,
@@ -359,7 +360,7 @@ class EventStream:
 
         return unsubscribe
 
-    def since(self, seq: int) -> list[Event]:
+    def since(self, seq: int) -> list[AnyEvent]:
         """The kept events numbered after ``seq``, oldest first.
 
         Only the newest ``max_events`` are kept: when the first returned ``seq`` is above
@@ -368,7 +369,7 @@ class EventStream:
         with self._lock:
             return self._since(seq)
 
-    def _since(self, seq: int) -> list[Event]:
+    def _since(self, seq: int) -> list[AnyEvent]:
         if not self._events:
             return []
         first = self._events[0].seq
@@ -376,7 +377,7 @@ class EventStream:
         return [self._events[i] for i in range(start, len(self._events))]
 
 
-def _deliver(subscriber: Subscriber, event: Event) -> None:
+def _deliver(subscriber: Subscriber, event: AnyEvent) -> None:
     try:
         subscriber(event)
     except Exception:

@@ -9,14 +9,14 @@ supplies ``answer``: how a card is answered where it runs (a prompt on the termi
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, cast
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
-from .vocabulary import Decision, EventType
+from . import events as ev
+from .vocabulary import Decision
 
 if TYPE_CHECKING:
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
-    from . import events as ev
     from .models import ToolOutcome
 
 Answer = Callable[["ev.ApprovalRequest"], Awaitable[Decision]]
@@ -43,9 +43,9 @@ async def call_as_person(workspace: "Workspace", config: "BettyConfig", tool: st
             decision = Decision.DENIED
         broker.respond(request.approval_id, decision, person)
 
-    def on_event(event: "ev.Event") -> None:
-        if event.type == EventType.APPROVAL_REQUEST:
-            task = asyncio.get_running_loop().create_task(answer_card(cast("ev.ApprovalRequest", event.payload)))
+    def on_event(event: "ev.AnyEvent") -> None:
+        if isinstance(event, ev.ApprovalRequestEvent):
+            task = asyncio.get_running_loop().create_task(answer_card(event.payload))
             answering.add(task)
             task.add_done_callback(answering.discard)
 

@@ -13,7 +13,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BettyError, ConfigError, UsageError
 from . import events as ev
@@ -46,7 +46,7 @@ class SessionSpec:
     """The action log its calls are written to (default: the workspace's)."""
     stream: ev.EventStream | None = None
     """Its event stream (default: a new one)."""
-    listeners: tuple[Callable[[ev.Event], None], ...] = ()
+    listeners: tuple[ev.Subscriber, ...] = ()
     """Subscribed to its stream before it is built (an automation run's transcript and control)."""
     task: str | None = None
     """What it works on for someone else (an automation): shown on its cards."""

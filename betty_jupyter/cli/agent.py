@@ -10,14 +10,14 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..agent.vocabulary import MODES, Decision, DoneReason, Mode
 from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..agent.approvals import ApprovalBroker
-    from ..agent.events import Event
+    from ..agent.events import AnyEvent, ApprovalRequest
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,6 +46,7 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 async def _conversation(args: argparse.Namespace, approve: str) -> int:
+    from ..agent import events as ev
     from ..agent.approvals import ApprovalBroker
     from ..agent.session import SessionSpec, open_session, save
     from ..config import load_config
@@ -55,10 +56,10 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
     broker = ApprovalBroker(timeout=args.timeout)
     pending: set[asyncio.Task[None]] = set()
 
-    def on_event(event: "Event") -> None:
+    def on_event(event: "AnyEvent") -> None:
         _show(event, args.json)
-        if event.type == "approval_request":
-            task = asyncio.get_running_loop().create_task(_answer(broker, event, approve))
+        if isinstance(event, ev.ApprovalRequestEvent):
+            task = asyncio.get_running_loop().create_task(_answer(broker, event.payload, approve))
             pending.add(task)
             task.add_done_callback(pending.discard)
 
@@ -74,8 +75,7 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
     return 0 if reason == DoneReason.FINISHED else 1
 
 
-async def _answer(broker: "ApprovalBroker", event: "Event", approve: str) -> None:
-    request: Any = event.payload
+async def _answer(broker: "ApprovalBroker", request: "ApprovalRequest", approve: str) -> None:
     if approve == "ask":
         answer = await asyncio.to_thread(input, "Approve? [y]es / [s]ession / [N]o: ")
         decision = {"y": Decision.APPROVED, "yes": Decision.APPROVED,
@@ -87,21 +87,25 @@ async def _answer(broker: "ApprovalBroker", event: "Event", approve: str) -> Non
     broker.respond(request.approval_id, decision, approver=f"betty ask --approve {approve}")
 
 
-def _show(event: "Event", as_json: bool) -> None:
+def _show(event: "AnyEvent", as_json: bool) -> None:
     if as_json:
         print(event.model_dump_json(), flush=True)
         return
-    payload: Any = event.payload
-    if event.type == "message_delta":
-        sys.stdout.write(payload.text)
-        sys.stdout.flush()
-    elif event.type == "tool_call":
-        print(f"\n→ {payload.tool} {payload.args}", flush=True)
-    elif event.type == "tool_result":
-        print(f"  {'✓' if payload.ok else '✗'} {payload.summary.splitlines()[0] if payload.summary else ''}", flush=True)
-    elif event.type == "approval_request":
-        print(f"\n── {payload.tool} (tier {payload.tier}) needs your approval: {payload.reason}\n"
-              f"{payload.preview.title}\n{payload.preview.text}\n──", flush=True)
-    elif event.type in ("error", "replanning"):
-        print(f"\n[{event.type}] {getattr(payload, 'message', None) or getattr(payload, 'reason', '')}",
-              file=sys.stderr, flush=True)
+    from ..agent import events as ev  # lazy: pydantic models; `betty --help` loads this module, not them
+
+    match event:
+        case ev.MessageDeltaEvent(payload=delta):
+            sys.stdout.write(delta.text)
+            sys.stdout.flush()
+        case ev.ToolCallEvent(payload=call):
+            print(f"\n→ {call.tool} {call.args}", flush=True)
+        case ev.ToolResultEvent(payload=result):
+            print(f"  {'✓' if result.ok else '✗'} {result.summary.splitlines()[0] if result.summary else ''}",
+                  flush=True)
+        case ev.ApprovalRequestEvent(payload=request):
+            print(f"\n── {request.tool} (tier {request.tier}) needs your approval: {request.reason}\n"
+                  f"{request.preview.title}\n{request.preview.text}\n──", flush=True)
+        case ev.ErrorEvent(payload=error):
+            print(f"\n[error] {error.message}", file=sys.stderr, flush=True)
+        case ev.ReplanningEvent(payload=replanning):
+            print(f"\n[replanning] {replanning.reason}", file=sys.stderr, flush=True)

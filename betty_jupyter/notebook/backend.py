@@ -26,11 +26,11 @@ from ..errors import ApprovalError, BettyError, TransportError, UsageError
 if TYPE_CHECKING:
     from ..agent.actions import ActionRecord
     from ..agent.assistant import Assistant
-    from ..agent.events import ApprovalRequest, Event
+    from ..agent.events import AnyEvent, ApprovalRequest
     from ..agent.models import ToolOutcome
     from ..config import BettyConfig
 
-Listener = Callable[["Event"], None]
+Listener = Callable[["AnyEvent"], None]
 POLL_SECONDS = 25
 _TIMEOUT = 30.0
 

@@ -16,15 +16,16 @@ from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from ..agent import events as ev
 from ..agent.vocabulary import Mode
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..agent.events import ApprovalRequest, Event
+    from ..agent.events import AnyEvent, ApprovalRequest
     from ..agent.models import ToolOutcome
     from .backend import Backend
 
-Listener = Callable[["Event"], None]
+Listener = Callable[["AnyEvent"], None]
 PROGRESS_AFTER = 1.0  # seconds before a waiting cell shows what it waits for
 
 
@@ -41,10 +42,10 @@ class Call:
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
-    def on_event(self, event: "Event") -> None:
+    def on_event(self, event: "AnyEvent") -> None:
         """One of this call's events (from another thread)."""
-        if event.type == "approval_request":
-            self.approval = event.payload  # type: ignore[assignment]
+        if isinstance(event, ev.ApprovalRequestEvent):
+            self.approval = event.payload
             self.asked.set()
         with self._lock:
             listeners = list(self._listeners)
@@ -235,7 +236,7 @@ class NotebookBetty:
 
         return stop
 
-    def _route(self, event: "Event") -> None:
+    def _route(self, event: "AnyEvent") -> None:
         call_id = getattr(event.payload, "call_id", None)
         with self._lock:
             call = self._calls.get(call_id) if call_id else None

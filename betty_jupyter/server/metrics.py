@@ -18,14 +18,14 @@ tool results, budget), reading their fields, never their text, and times the com
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Sequence
 
 from prometheus_client import Counter, Histogram
 
-from ..agent.vocabulary import Decision, EventType
+from ..agent import events as ev
+from ..agent.vocabulary import Decision
 
 if TYPE_CHECKING:
-    from ..agent import events as ev
     from ..agent.loop import AgentSession
     from ..cluster.transport import CommandResult, Transport
 
@@ -64,25 +64,22 @@ class CallCounter:
         self._carded: set[str] = set()  # call_ids approved on a card, until their result
         self._asked: dict[str, float] = {}  # approval_id -> when the card was shown
 
-    def __call__(self, event: "ev.Event") -> None:
-        kind, payload = event.type, event.payload
-        if kind == EventType.APPROVAL_REQUEST:
-            request = cast("ev.ApprovalRequest", payload)
-            self._asked[request.approval_id] = event.ts
-            self._tools[request.call_id] = request.tool
-        elif kind == EventType.APPROVAL_RESOLVED:
-            self._resolved(cast("ev.ApprovalResolved", payload), event.ts)
-        elif kind == EventType.TOOL_RESULT:
-            result = cast("ev.ToolResultInfo", payload)
-            carded = result.call_id in self._carded
-            self._carded.discard(result.call_id)
-            decision = result.decision if carded or not result.decision.ran else Decision.AUTO
-            TOOL_CALLS.labels(result.tool, decision.value).inc()
-        elif kind == EventType.BUDGET:
-            tokens = cast("ev.Budget", payload).tokens
-            if tokens > self.tokens:
-                LLM_TOKENS.inc(tokens - self.tokens)
-            self.tokens = tokens
+    def __call__(self, event: "ev.AnyEvent") -> None:
+        match event:
+            case ev.ApprovalRequestEvent(payload=request):
+                self._asked[request.approval_id] = event.ts
+                self._tools[request.call_id] = request.tool
+            case ev.ApprovalResolvedEvent(payload=resolved):
+                self._resolved(resolved, event.ts)
+            case ev.ToolResultEvent(payload=result):
+                carded = result.call_id in self._carded
+                self._carded.discard(result.call_id)
+                decision = result.decision if carded or not result.decision.ran else Decision.AUTO
+                TOOL_CALLS.labels(result.tool, decision.value).inc()
+            case ev.BudgetEvent(payload=budget):
+                if budget.tokens > self.tokens:
+                    LLM_TOKENS.inc(budget.tokens - self.tokens)
+                self.tokens = budget.tokens
 
     def _resolved(self, payload: "ev.ApprovalResolved", ts: float) -> None:
         APPROVAL_WAIT.observe(max(0.0, ts - self._asked.pop(payload.approval_id, ts)))

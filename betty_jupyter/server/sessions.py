@@ -12,7 +12,7 @@ from tornado import web
 from .base import BettyHandler, refused
 
 if TYPE_CHECKING:
-    from ..agent.events import Event
+    from ..agent.events import AnyEvent
 
 MAX_WAIT = 30.0
 SESSION = r"/betty/api/sessions/(?P<session_id>[^/]+)"
@@ -103,7 +103,7 @@ class EventsHandler(BettyHandler):
             loop = asyncio.get_running_loop()
             arrived = asyncio.Event()
             # Subscribing with `after` replays what came meanwhile, so no event slips between check and wait.
-            def wake(_: Event) -> None:
+            def wake(_: AnyEvent) -> None:
                 loop.call_soon_threadsafe(arrived.set)
 
             unsubscribe = stream.subscribe(wake, after=after)

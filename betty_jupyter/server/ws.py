@@ -21,7 +21,7 @@ from ..errors import BettyError
 from .base import refused
 
 if TYPE_CHECKING:
-    from ..agent.events import Event
+    from ..agent.events import AnyEvent
     from .models import ServerError
     from .services import BettyServices
 
@@ -67,7 +67,7 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         loop = asyncio.get_running_loop()
         stream = self.services.assistant.opened(session_id).stream
 
-        def forward(event: "Event") -> None:  # may run in another thread: hand it to the loop, in order
+        def forward(event: "AnyEvent") -> None:  # may run in another thread: hand it to the loop, in order
             loop.call_soon_threadsafe(self._send, event.model_dump_json())
 
         self._unsubscribe = stream.subscribe(forward, after=self.after)

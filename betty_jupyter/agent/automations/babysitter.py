@@ -26,17 +26,17 @@ import asyncio
 import logging
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ...errors import BettyError
 from ...experiments.ledger import Experiment, Ledger
+from .. import events as ev
 from ..vocabulary import Decision, Mode
 from .definitions import AutomationLimits, AutomationSpec, Trigger
 
 if TYPE_CHECKING:
     from ...cluster.jobs import Job
     from ...cluster.slurm import SlurmClient
-    from .. import events as ev
     from ..loop import AgentSession
     from ..models import ToolOutcome
     from .definitions import Automation, Run
@@ -139,9 +139,9 @@ class _Visit:
         """The card, then what became of it, in the record and on the page."""
         answers: list[ev.ApprovalResolved] = []
 
-        def remember(event: "ev.Event") -> None:
-            if event.type == "approval_resolved":
-                answers.append(cast("ev.ApprovalResolved", event.payload))
+        def remember(event: "ev.AnyEvent") -> None:
+            if isinstance(event, ev.ApprovalResolvedEvent):
+                answers.append(event.payload)
 
         session.stream.subscribe(remember)
         try:

@@ -17,12 +17,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import Callable
 
+from .. import events as ev
 from ..vocabulary import APPROVING
-
-if TYPE_CHECKING:
-    from .. import events as ev
 
 PAUSE_POLL = 1.0
 """How often a held gate looks at the store (a pause or resume from another process)."""
@@ -83,26 +81,26 @@ class RunControl:
         return {"tokens": self.tokens, "iterations": self.iterations,
                 "seconds": round(self.seconds_before + time.monotonic() - self.began, 3)}
 
-    def __call__(self, event: "ev.Event") -> None:
+    def __call__(self, event: "ev.AnyEvent") -> None:
         """A subscriber of the session's stream (called on the loop's thread, in order)."""
-        kind, payload = event.type, cast(Any, event.payload)
-        if kind == "tool_call":
-            self._running.add(payload.call_id)
-        elif kind == "approval_request":
-            self._running.discard(payload.call_id)
-            self._asking.add(payload.call_id)
-        elif kind == "approval_resolved":
-            self._asking.discard(payload.call_id)
-            if payload.decision in APPROVING:
-                self._running.add(payload.call_id)
-        elif kind == "tool_result":
-            self._running.discard(payload.call_id)
-        elif kind == "budget":
-            self.tokens = self.tokens_before + payload.tokens
-            self.iterations = self.iterations_before + payload.iterations
-        elif kind == "error":
-            self.code, self.error = payload.code, payload.message
-        elif kind == "message" and payload.role == "assistant":
-            self.answer = payload.text
-        if kind in ("tool_result", "approval_resolved"):
-            self._cancel_when_idle()
+        match event:
+            case ev.ToolCallEvent(payload=call):
+                self._running.add(call.call_id)
+            case ev.ApprovalRequestEvent(payload=request):
+                self._running.discard(request.call_id)
+                self._asking.add(request.call_id)
+            case ev.ApprovalResolvedEvent(payload=resolved):
+                self._asking.discard(resolved.call_id)
+                if resolved.decision in APPROVING:
+                    self._running.add(resolved.call_id)
+                self._cancel_when_idle()
+            case ev.ToolResultEvent(payload=result):
+                self._running.discard(result.call_id)
+                self._cancel_when_idle()
+            case ev.BudgetEvent(payload=budget):
+                self.tokens = self.tokens_before + budget.tokens
+                self.iterations = self.iterations_before + budget.iterations
+            case ev.ErrorEvent(payload=error):
+                self.code, self.error = error.code, error.message
+            case ev.MessageEvent(payload=message) if message.role == "assistant":
+                self.answer = message.text

@@ -29,7 +29,7 @@ class TranscriptWriter:
         self.path, self.attempt = path, attempt
         path.parent.mkdir(parents=True, exist_ok=True)
 
-    def __call__(self, event: "ev.Event") -> None:
+    def __call__(self, event: "ev.AnyEvent") -> None:
         """Append ``event`` (called in order, one at a time, by the stream)."""
         if event.type in SKIPPED:
             return

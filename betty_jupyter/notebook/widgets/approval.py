@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import ipywidgets as widgets
 
+from ...agent import events as ev
 from ...agent.vocabulary import Decision
 from ...errors import BettyError
 from ...safe_text import html_text
 from .html import details_table_html, highlighted_html, pre_html
 
 if TYPE_CHECKING:
-    from ...agent.events import ApprovalRequest, Event
+    from ...agent.events import AnyEvent, ApprovalRequest
 
 Respond = Callable[[str, str, "Mapping[str, Any] | None"], None]
 _TIER_WORDS = {0: "tier 0", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
@@ -117,11 +118,11 @@ class ApprovalCard(widgets.VBox):
         if self._answered_by is not None:
             self.resolved(decision, self._answered_by)
 
-    def on_event(self, event: "Event") -> None:
+    def on_event(self, event: "AnyEvent") -> None:
         """Collapse into a record when this approval is resolved (wherever it was answered)."""
-        payload: Any = event.payload
-        if event.type == "approval_resolved" and payload.approval_id == self.request.approval_id:
-            self.resolved(payload.decision, payload.approver)
+        match event:
+            case ev.ApprovalResolvedEvent(payload=resolved) if resolved.approval_id == self.request.approval_id:
+                self.resolved(resolved.decision, resolved.approver)
 
     def resolved(self, decision: str, approver: str | None) -> None:
         """Turn into a compact record of the decision."""

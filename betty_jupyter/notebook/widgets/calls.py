@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Callable
 
 import ipywidgets as widgets
 
+from ...agent import events as ev
 from ...errors import BettyError
 from ...safe_text import html_text
 from .approval import ApprovalCard, Respond
 
 if TYPE_CHECKING:
-    from ...agent.events import Event
+    from ...agent.events import AnyEvent
     from ...agent.models import ToolOutcome
     from ..session import Call
 
@@ -49,8 +50,8 @@ class CallView(widgets.VBox):
     def __repr__(self) -> str:
         return repr(self.call)
 
-    def _on_event(self, event: "Event") -> None:
-        if event.type == "approval_request":
+    def _on_event(self, event: "AnyEvent") -> None:
+        if isinstance(event, ev.ApprovalRequestEvent):
             self._show_card()
         elif self.card is not None:
             self.card.on_event(event)

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import ipywidgets as widgets
 
+from ...agent import events as ev
 from ...agent.vocabulary import DoneReason
 from ...safe_text import html_text, markdown_html
 from .approval import ApprovalCard, Respond
 
-if TYPE_CHECKING:
-    from ...agent.events import Event
 
 _ENDINGS = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped: an approval was denied",
             DoneReason.BREAKER: "stopped by a limit", DoneReason.ERROR: "stopped by an error",
@@ -45,57 +44,65 @@ class ChatStream(widgets.VBox):
     def __repr__(self) -> str:
         return f"<Betty chat: {self.reason or 'answering'}>"
 
-    def on_event(self, event: "Event") -> None:
+    def on_event(self, event: "ev.AnyEvent") -> None:
         """Draw one event of the session (called from another thread)."""
         with self._lock:
             self._draw(event)
 
-    def _draw(self, event: "Event") -> None:
-        payload: Any = event.payload
-        if event.type == "message_delta":
-            self.text += payload.text
-            self._reply_widget().value = f"<div class='betty-reply' style='white-space:pre-wrap'>{html_text(self.text)}</div>"
-        elif event.type == "message" and payload.role == "assistant":
-            self._reply_widget().value = f"<div class='betty-reply'>{markdown_html(payload.text)}</div>"
-            self._reply, self.text = None, ""
-        elif event.type == "tool_call":
-            self._close_reply()
-            row = widgets.Accordion([widgets.HTML(f"<pre>{html_text(json.dumps(payload.args, indent=2))}</pre>")])
-            row.set_title(0, f"→ {payload.tool}")
-            row.selected_index = None
-            row.add_class("betty-tool-row")
-            self.rows[payload.call_id] = row
-            self._add(row)
-        elif event.type == "tool_result":
-            row = self.rows.get(payload.call_id)
-            mark = "✓" if payload.ok else "✗"
-            first = (payload.summary.splitlines() or [""])[0][:100]
-            if row is not None:
-                row.set_title(0, f"{mark} {payload.tool}: {first}")
-                row.children = [widgets.HTML(f"<pre>{html_text(payload.summary)}</pre>")]
-        elif event.type == "approval_request":
-            self._close_reply()
-            card = ApprovalCard(payload, self._respond)
-            self.cards[payload.approval_id] = card
-            self._add(card)
-        elif event.type == "approval_resolved":
-            if payload.approval_id in self.cards:
-                self.cards[payload.approval_id].resolved(payload.decision, payload.approver)
-        elif event.type in ("error", "replanning"):
-            text = str(getattr(payload, "message", None) or getattr(payload, "reason", ""))
-            colour = "#c62828" if event.type == "error" else "#b58900"
-            self._add(widgets.HTML(f"<div class='betty-{html_text(event.type)}' style='color:{colour}'>{html_text(text)}</div>"))
-        elif event.type == "job_update":
-            self._add(widgets.HTML(f"<small>job {html_text(payload.job_id)}: {html_text(payload.previous)} → "
-                                   f"{html_text(payload.state)}</small>"))
-        elif event.type == "done":
-            self.reason = payload.reason
-            self.status.value = f"<small>{html_text(_ENDINGS.get(payload.reason, payload.reason))}</small>"
-            self.stop_button.layout.display = "none"
-            for card in self.cards.values():
-                if card.decision is None:
-                    card.resolved("cancelled", None)
-            self.done.set()
+    def _draw(self, event: "ev.AnyEvent") -> None:
+        match event:
+            case ev.MessageDeltaEvent(payload=delta):
+                self.text += delta.text
+                self._reply_widget().value = (f"<div class='betty-reply' style='white-space:pre-wrap'>"
+                                              f"{html_text(self.text)}</div>")
+            case ev.MessageEvent(payload=message) if message.role == "assistant":
+                self._reply_widget().value = f"<div class='betty-reply'>{markdown_html(message.text)}</div>"
+                self._reply, self.text = None, ""
+            case ev.ToolCallEvent(payload=call):
+                self._close_reply()
+                row = widgets.Accordion([widgets.HTML(f"<pre>{html_text(json.dumps(call.args, indent=2))}</pre>")])
+                row.set_title(0, f"→ {call.tool}")
+                row.selected_index = None
+                row.add_class("betty-tool-row")
+                self.rows[call.call_id] = row
+                self._add(row)
+            case ev.ToolResultEvent(payload=result):
+                row = self.rows.get(result.call_id)
+                mark = "✓" if result.ok else "✗"
+                first = (result.summary.splitlines() or [""])[0][:100]
+                if row is not None:
+                    row.set_title(0, f"{mark} {result.tool}: {first}")
+                    row.children = [widgets.HTML(f"<pre>{html_text(result.summary)}</pre>")]
+            case ev.ApprovalRequestEvent(payload=request):
+                self._close_reply()
+                card = ApprovalCard(request, self._respond)
+                self.cards[request.approval_id] = card
+                self._add(card)
+            case ev.ApprovalResolvedEvent(payload=resolved):
+                if resolved.approval_id in self.cards:
+                    self.cards[resolved.approval_id].resolved(resolved.decision, resolved.approver)
+            case ev.ErrorEvent(payload=error):
+                self._note("error", error.message, "#c62828")
+            case ev.ReplanningEvent(payload=replanning):
+                self._note("replanning", replanning.reason, "#b58900")
+            case ev.JobUpdateEvent(payload=update):
+                self._add(widgets.HTML(f"<small>job {html_text(update.job_id)}: {html_text(update.previous)} → "
+                                       f"{html_text(update.state)}</small>"))
+            case ev.DoneEvent(payload=done):
+                self._end(done.reason)
+
+    def _note(self, kind: str, text: str, colour: str) -> None:
+        self._add(widgets.HTML(f"<div class='betty-{html_text(kind)}' style='color:{html_text(colour)}'>"
+                               f"{html_text(text)}</div>"))
+
+    def _end(self, reason: DoneReason) -> None:
+        self.reason = reason
+        self.status.value = f"<small>{html_text(_ENDINGS.get(reason, reason))}</small>"
+        self.stop_button.layout.display = "none"
+        for card in self.cards.values():
+            if card.decision is None:
+                card.resolved("cancelled", None)
+        self.done.set()
 
     def _reply_widget(self) -> widgets.HTML:
         if self._reply is None:

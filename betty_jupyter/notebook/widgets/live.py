@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Callable
 
 import ipywidgets as widgets
 
+from ...agent import events as ev
 from ...errors import BettyError
 from ...safe_text import html_text
 from .html import pre_html, state_badge_html
 
 if TYPE_CHECKING:
-    from ...agent.events import Event
+    from ...agent.events import AnyEvent
     from ...cluster.jobs import Job
 
 ReadJob = Callable[[str], "Job"]
@@ -54,9 +55,9 @@ class LiveJob(widgets.VBox):
     def __repr__(self) -> str:
         return f"<Betty live job {self.job.job_id} ({self.job.name}): {self.job.state.value}>"
 
-    def on_event(self, event: "Event") -> None:
+    def on_event(self, event: "AnyEvent") -> None:
         """A ``job_update`` for this job wakes the widget up at once."""
-        if event.type == "job_update" and getattr(event.payload, "job_id", None) == self.job.job_id:
+        if isinstance(event, ev.JobUpdateEvent) and event.payload.job_id == self.job.job_id:
             self._wake.set()
 
     def _follow(self) -> None:
