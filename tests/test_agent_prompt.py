@@ -44,3 +44,15 @@ def test_the_policy_the_cluster_and_the_date_come_from_their_owners():
 def test_without_partitions_the_prompt_says_they_are_unknown():
     text = system_prompt("You are Betty.", default_registry(), CommandPolicy(), "c", None, today=date(2026, 1, 1))
     assert "Partitions: unknown (call cluster_partitions)." in text
+
+
+def test_a_session_with_a_subset_of_tools_is_told_of_those_only():
+    """An automation's or a helper's prompt never names a tool it cannot call (nor cluster_run's allowlist)."""
+    tools = default_registry().subset(["wiki_read", "wiki_write", "scratchpad"])
+    text = system_prompt(persona_text(seed_dir()), tools, CommandPolicy(["/scratch/alice"]), "c", None,
+                         today=date(2026, 1, 1))
+    named = set(re.findall(r"^- ([a-z_]+) \((?:tier \d)", text, re.MULTILINE))
+    assert named == {"wiki_read", "wiki_write", "scratchpad"}
+    others = set(default_registry().names()) - named
+    assert not {word for word in re.findall(r"\b[a-z]+_[a-z]+(?:_[a-z]+)*\b", text) if word in others}
+    assert CommandPolicy(["/scratch/alice"]).describe() not in text and "Partitions: unknown." in text

@@ -119,7 +119,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
     context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
     partitions, user = await _cluster_facts(slurm)
-    prompt = system_prompt(persona_text(workspace.wiki), every_tool, profile.policy(), profile.name, partitions)
+    prompt = system_prompt(persona_text(workspace.wiki), registry, profile.policy(), profile.name, partitions)
     stream = spec.stream or ev.EventStream(ident)
     for listener in spec.listeners:
         stream.subscribe(listener)
