@@ -225,3 +225,29 @@ def test_every_tail_argv_accepted_ends_on_a_real_file(tmp_path_factory, data: st
     log.write_text("line\n" * 50)
     real = [str(log) if word == f"{ROOT}/x" else word for word in allowed.argv]
     assert _run_briefly(real, {"PATH": "/usr/bin:/bin"}, 10) is not None, f"{argv} kept following"
+
+
+def test_every_slurm_command_betty_allows_is_timed_by_its_name_and_has_its_grammar():
+    """One table names a read-only Slurm command: the grammar, the metrics and the prompt follow from it."""
+    import asyncio
+
+    from prometheus_client import REGISTRY
+
+    from betty_jupyter.cluster.options import GRAMMARS
+    from betty_jupyter.cluster.policy import SLURM_LISTINGS, SLURM_PROGRAMS, CommandPolicy
+    from betty_jupyter.cluster.testing import ScriptedTransport
+    from betty_jupyter.server.metrics import TimedTransport
+
+    assert set(SLURM_LISTINGS) | {"scontrol", "sacctmgr"} <= SLURM_PROGRAMS
+    assert set(SLURM_LISTINGS) <= set(GRAMMARS)
+    described = CommandPolicy().describe()
+    timed = TimedTransport(ScriptedTransport().on("sshare", stdout="").on("hostname", stdout="n1\n"))
+
+    def count(command: str) -> float:
+        return REGISTRY.get_sample_value("betty_slurm_command_seconds_count", {"command": command}) or 0.0
+
+    before = {name: count(name) for name in ("sshare", "hostname")}
+    asyncio.run(timed.run(["sshare", "-a"]))
+    asyncio.run(timed.run(["hostname"]))
+    assert count("sshare") == before["sshare"] + 1 and count("hostname") == before["hostname"]
+    assert all(program in described for program in SLURM_LISTINGS)

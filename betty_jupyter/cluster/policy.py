@@ -132,6 +132,9 @@ SLURM_LISTINGS: dict[str, _Rules] = {
 }
 """Slurm's read commands and the options each may carry."""
 
+SLURM_PROGRAMS: frozenset[str] = frozenset({*SLURM_LISTINGS, "scontrol", "sacctmgr", "sbatch", "scancel"})
+"""Slurm's own programs Betty runs: the read commands of this allowlist, and the submit and cancel of its client."""
+
 _JOB_LIST_OPTIONS = {"squeue": ("-j", "-s"), "sprio": ("-j",)}  # their optional value may come as one operand
 
 SCONTROL_OPTIONS = _rules("scontrol", "-d -o -a --json --yaml -M")

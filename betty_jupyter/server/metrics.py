@@ -24,6 +24,7 @@ from prometheus_client import Counter, Histogram
 
 from ..agent import events as ev
 from ..agent.vocabulary import Decision
+from ..cluster.policy import SLURM_PROGRAMS
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentSession
@@ -36,9 +37,6 @@ APPROVAL_WAIT = Histogram("betty_approval_wait_seconds", "Seconds an approval ca
 SLURM_COMMAND = Histogram("betty_slurm_command_seconds", "Seconds a Slurm command took, seen from Betty",
                           ["command"], buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, float("inf")))
 LLM_TOKENS = Counter("betty_llm_tokens", "Tokens Betty's chat model used (prompt and completion)")
-
-SLURM_PROGRAMS = frozenset({"sacct", "sbatch", "scancel", "scontrol", "seff", "sinfo", "sprio", "squeue",
-                            "sshare", "sstat"})
 
 
 def instrument(session: "AgentSession") -> None:
