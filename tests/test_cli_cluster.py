@@ -101,13 +101,16 @@ def test_submit_jobs_logs_history_cancel(betty_env, tmp_path):
     cancelled = betty(betty_env, "cancel", ident, "--yes", "--dir", str(tmp_path))
     assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"cancelled job {ident}", cancelled.stderr
     assert f"cancel job {ident} (cli-run, RUNNING)" in cancelled.stderr and f"scancel {ident}" in cancelled.stderr
-    # the same tool, card and action log line as the panel's and the agent's, with the person as approver
-    [record] = ActionLog(tmp_path).read()
-    assert (record.tool, record.args, record.tier, record.decision, record.ok) == (
+    # the same tools, cards and action log lines as the panel's and the agent's, with the person as approver
+    submit, cancel = ActionLog(tmp_path).read()
+    assert (submit.tool, submit.args["record"], submit.tier, submit.decision, submit.ok) == (
+        "cluster_submit", False, 2, "approved", True)
+    assert submit.approver == f"{getpass.getuser()} (betty submit)" and "not recorded" in submit.preview.title
+    assert (cancel.tool, cancel.args, cancel.tier, cancel.decision, cancel.ok) == (
         "cluster_cancel", {"job_id": ident}, 2, "approved", True)
-    assert record.approver == f"{getpass.getuser()} (betty cancel)" and record.preview is not None
+    assert cancel.approver == f"{getpass.getuser()} (betty cancel)" and cancel.preview is not None
     again = betty(betty_env, "cancel", ident, "--yes", "--dir", str(tmp_path))
-    assert "already ended" in one_error_line(again) and len(ActionLog(tmp_path).read()) == 2
+    assert "already ended" in one_error_line(again) and len(ActionLog(tmp_path).read()) == 3
     history = json.loads(betty(betty_env, "history", ident, "--json").stdout)
     assert history[0]["job_id"] == ident and history[0]["name"] == "cli-run"
 
@@ -118,6 +121,7 @@ def test_submit_refuses_a_script_the_cluster_cannot_run_and_submits_nothing(bett
     line = one_error_line(betty(betty_env, "submit", str(script), "--yes", "--dir", str(tmp_path)))
     assert "line 2: partition 'gpux' does not exist" in line and "line 3: time '1h'" in line
     assert not (tmp_path / "work").exists()
+    assert [(r.tool, r.decision, r.ok) for r in ActionLog(tmp_path).read()] == [("cluster_submit", "refused", False)]
     project = tmp_path / "project"  # in a project, through the tool: refused before any card, and logged
     assert betty(betty_env, "init", str(project)).returncode == 0
     line = one_error_line(betty(betty_env, "submit", str(script), "--yes", "--dir", str(project)))
@@ -130,7 +134,8 @@ def test_submit_without_a_terminal_asks_for_yes(betty_env, tmp_path):
     script = tmp_path / "ok.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH -p gpu --gres=gpu:h100:1\ntrue\n")
     line = one_error_line(betty(betty_env, "submit", str(script), "--dir", str(tmp_path)))
-    assert "(partition gpu, 1 GPU (h100), partition's time limit) needs a confirmation; pass --yes" in line
+    assert line == f"betty: error: Submit {script} needs a confirmation; pass --yes when running without a terminal"
+    assert not ActionLog(tmp_path).read(), "nothing was asked, so nothing was logged"
 
 
 def test_run_allows_reads_and_refuses_everything_else(betty_env, tmp_path):

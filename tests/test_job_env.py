@@ -286,7 +286,9 @@ def test_betty_submit_refuses_a_secret_s_name_in_one_line_before_asking(ssh_prof
     config.write_text(json.dumps({"BettyConfig": {"clusters": [ssh_profile.to_dict()]}}))
     script = tmp_path / "leaky.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --export=ALL,JUPYTER_TOKEN\nenv\n")
-    refused = run_betty("submit", str(script), "--no-record", env={**os.environ, "BETTY_CONFIG": str(config)})
+    # --yes answers a card: the refusal comes before any card, so it is refused all the same, and nothing uploaded
+    refused = run_betty("submit", str(script), "--no-record", "--yes", "--dir", str(tmp_path),
+                        env={**os.environ, "BETTY_CONFIG": str(config)})
     assert refused.returncode != 0 and refused.stderr.strip().splitlines() == [
         "betty: error: line 2: --export names JUPYTER_TOKEN, which looks like a secret; Betty never hands secrets "
         "to jobs: have the job read it from a file only you can read on the cluster"]

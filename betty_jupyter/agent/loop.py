@@ -332,7 +332,7 @@ class AgentSession:
         try:
             preview = await tool.preview(self.context, args)
         except BettyError as error:
-            return self._refused(call, tool, f"the preview failed: {error}", time.perf_counter(), tier)
+            return self._refused(call, tool, str(error), time.perf_counter(), tier)
         request = ev.ApprovalRequest(approval_id=f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
                                      tool=tool.name, tier=tier, args=args.model_dump(mode="json"),
                                      preview=preview, reason=reason, task=self.task)
@@ -362,7 +362,7 @@ class AgentSession:
         try:
             preview = await tool.preview(self.context, args)
         except BettyError as error:
-            return self._refused(call, tool, f"the preview failed: {error}", began, tier)
+            return self._refused(call, tool, str(error), began, tier)
         outcome = ToolOutcome(ok=True, summary=f"proposed, not run (Betty is in propose mode):\n{preview.text}")
         self._log(call, tool, tier, args, Approval(Decision.PROPOSED, None, preview), outcome, began)
         return Answer(outcome, outcome.summary)

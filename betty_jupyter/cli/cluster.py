@@ -254,39 +254,25 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
+    """``betty submit``: the ``cluster_submit`` tool, its card answered on the terminal, recorded in a project."""
+    from ..experiments.workspace import Workspace
+
     try:
         text = args.script.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {args.script}: {exc}") from exc
-    workspace = _record_in(args)
-    if workspace is not None:
-        return _submit_recorded(args, workspace, text)
-
-    def work(client: Any, profile: "ClusterProfile") -> int:
-        from ..cluster.commands import checked_script, default_partition, request_summary
-
-        partitions = client.partitions()
-        script = checked_script(text, partitions)
-        summary = request_summary(script, default_partition(partitions))
-        environment = client.job_environment(text)  # a secret's name is refused before anything is asked
-        _confirm(f"Submit {args.script} to {profile.name} ({summary})?", args.yes,
-                 f"the job's environment: {environment.describe()}")
-        ident = client.submit(text)
-        if not args.no_record:
-            print(f"note: not recorded — {args.dir.absolute()} has no wiki/ (run `betty init` there to keep "
-                  "records)", file=sys.stderr)
-        _print_submitted(args, ident, profile.name, None)
-        return 0
-
-    return _with_client(args, work)
-
-
-def _submit_recorded(args: argparse.Namespace, workspace: Any, text: str) -> int:
-    """``betty submit`` in a project: the ``cluster_submit`` tool, its card answered on the terminal."""
+    workspace = Workspace.at(args.dir)
+    record = not args.no_record and workspace.wiki.is_dir()
     goal = args.goal.strip() or f"{args.script.name}, submitted with betty submit"
-    experiment = _as_person(args, workspace, "cluster_submit", {"script": text, "goal": goal, "name": args.slug},
-                            f"Submit {args.script}?").data
-    _print_submitted(args, experiment.job_id, experiment.cluster, experiment.page)
+    done = _as_person(args, workspace, "cluster_submit",
+                      {"script": text, "goal": goal, "name": args.slug, "record": record}, f"Submit {args.script}?")
+    if record:
+        _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
+        return 0
+    if not args.no_record:
+        print(f"note: not recorded — {args.dir.absolute()} has no wiki/ (run `betty init` there to keep "
+              "records)", file=sys.stderr)
+    _print_submitted(args, done.data["job_id"], done.data["cluster"], None)
     return 0
 
 
@@ -339,16 +325,6 @@ def _show_card(request: Any) -> None:
         if preview.details.get(key):
             print(f"{key}: {terminal_line(str(preview.details[key]))}", file=sys.stderr)
     sys.stderr.flush()
-
-
-def _record_in(args: argparse.Namespace) -> Any:
-    """The workspace that records this submission, or None (``--no-record``, or no wiki here)."""
-    from ..experiments.workspace import Workspace
-
-    if args.no_record:
-        return None
-    workspace = Workspace.at(args.dir)
-    return workspace if workspace.wiki.is_dir() else None
 
 
 def _cancel(args: argparse.Namespace) -> int:

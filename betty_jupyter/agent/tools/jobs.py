@@ -34,6 +34,8 @@ class SubmitArgs(ToolArgs):
     replaces: JobId | None = Field(
         None, description="a job Betty recorded that this script corrects: the card shows the diff against that "
                           "job's script, and the new page links its page")
+    record: bool = Field(True, description="false: submit without writing an experiment page and notebook (the "
+                                           "action log still has the call); only when the person asks for it")
 
 
 class ClusterSubmit(Tool[SubmitArgs]):
@@ -52,19 +54,27 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
         from ...experiments.record import check_recordable
 
-        check_recordable(args.script, args.goal, args.name)
+        if args.record:
+            check_recordable(args.script, args.goal, args.name)
+        elif args.replaces is not None:
+            raise ToolError("replaces: a resubmission is recorded beside the job it corrects; leave record out")
         partitions = await ctx.slurm.partitions()
         script = _checked(args.script, partitions)
         environment = ctx.slurm.job_environment(args.script)
-        slug = planned_slug(ctx.workspace, args.name or script.get("job-name") or "job")
-        remote = f"{ctx.slurm.work_dir}/scripts/{slug}.sbatch"
+        name = args.name or script.get("job-name") or "job"
+        slug = planned_slug(ctx.workspace, name) if args.record else None
+        remote = f"{ctx.slurm.work_dir}/scripts/{slug or '<fresh token>'}.sbatch"
         command = shlex.join(sbatch_argv(environment, "betty:<fresh token>", (), remote))
         resources = request_summary(script, default_partition(partitions))
         details: dict[str, Any] = {
             "cluster": ctx.profile.name, "resources": resources, "script_path": remote, "command": command,
-            "environment": environment.describe(), "page": f"wiki/experiments/{slug}.md",
-            "notebook": f"notebooks/experiments/{slug}.ipynb", "goal": args.goal,
+            "environment": environment.describe(), "goal": args.goal,
         }
+        if slug is None:
+            details["recorded"] = False
+            return Preview(kind="script", title=f"submit {name} to {ctx.profile.name}, not recorded: {resources}",
+                           text=args.script, details=details)
+        details.update(page=f"wiki/experiments/{slug}.md", notebook=f"notebooks/experiments/{slug}.ipynb")
         if args.gpu_estimate is not None:
             details["gpu_estimate"] = args.gpu_estimate
             details["gpu_memory"] = estimate_line(args.gpu_estimate)
@@ -79,6 +89,10 @@ class ClusterSubmit(Tool[SubmitArgs]):
         from ...experiments.record import submit_experiment
 
         _checked(args.script, await ctx.slurm.partitions())
+        if not args.record:
+            ident = await ctx.slurm.submit(args.script)
+            summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
+            return ToolOutcome(summary=summary, data={"job_id": ident, "cluster": ctx.profile.name, "page": None})
         original = _replaced(ctx, args)
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, args.script,
