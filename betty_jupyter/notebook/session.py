@@ -16,7 +16,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..agent.vocabulary import Mode
+from ..agent.vocabulary import MODES, Mode
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -188,8 +188,6 @@ class NotebookBetty:
 
     def set_mode(self, mode: str) -> None:
         """The agent's mode in this notebook's sessions (now and later)."""
-        from ..agent.vocabulary import MODES
-
         if mode not in MODES:
             raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         for ident in list(self._sessions.values()):
