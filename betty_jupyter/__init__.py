@@ -20,6 +20,7 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     """Betty's server extension, found by jupyter_server when it is enabled."""
+    # lazy: the Jupyter server stack; `import betty_jupyter` (the CLI, every kernel) never needs it
     from .server.app import BettyApp
 
     return [{"module": "betty_jupyter", "app": BettyApp}]
@@ -30,6 +31,7 @@ def load_ipython_extension(ipython: Any) -> None:
 
     A cluster's login questions (a second factor) are asked under the running ``%betty`` cell.
     """
+    # lazy: IPython and the magics load on `%load_ext`, never on `import betty_jupyter` or in `betty`
     from .cluster.login import answer_login_questions_with
     from .notebook.display import register
     from .notebook.login import cell_login

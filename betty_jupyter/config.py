@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from jupyter_core.paths import jupyter_config_dir, jupyter_config_path
 from traitlets import Dict, List, TraitError, Unicode, validate
 from traitlets.config import Config, Configurable
 
@@ -98,8 +99,6 @@ class BettyConfig(Configurable):
 
 def config_files() -> list[Path]:
     """Every JSON file Betty reads, in the order it reads them."""
-    from jupyter_core.paths import jupyter_config_path
-
     files: list[Path] = []
     for directory in reversed(jupyter_config_path()):  # system first, the user's own last
         base = Path(directory)
@@ -144,8 +143,6 @@ def _betty_section(path: Path) -> dict[str, Any]:
 
 def user_clusters_file() -> Path:
     """Where ``betty cluster add`` keeps the person's own cluster profiles."""
-    from jupyter_core.paths import jupyter_config_dir
-
     return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_CLUSTERS_FILE
 
 

@@ -19,11 +19,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urljoin
 
+from jsonschema.exceptions import SchemaError as Malformed, best_match
+from jsonschema.validators import validator_for
+from jsonschema_specifications import REGISTRY
+from referencing import Registry
+from referencing.exceptions import InvalidAnchor, NoSuchAnchor, NoSuchResource, PointerToNowhere, Unresolvable
+from referencing.jsonschema import UnknownDialect, specification_with
+
 from .errors import SchemaError
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
-    from referencing import Registry, Resource
+    from referencing import Resource
     from referencing._core import Resolver
 
 DEFAULT_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -35,9 +42,6 @@ _HOW = "define it under $defs and refer to it as '#/$defs/<name>'; Betty never f
 
 def offline_validator(schema: Any) -> "Validator":
     """A validator for ``schema`` that fetches nothing; SchemaError saying what is wrong with it."""
-    from jsonschema.exceptions import SchemaError as Malformed
-    from jsonschema.validators import validator_for
-
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON schema is an object (or true/false), not {type(schema).__name__}")
     _check_depth(schema)
@@ -59,9 +63,6 @@ def first_problem(validator: "Validator", value: Any, whole: str = "the value") 
 
     ``whole`` names the value itself when the problem is at its top.
     """
-    from jsonschema.exceptions import best_match
-    from referencing.exceptions import Unresolvable
-
     try:
         problem = best_match(validator.iter_errors(value))
     except Unresolvable as error:
@@ -76,8 +77,6 @@ def first_problem(validator: "Validator", value: Any, whole: str = "the value") 
 
 def _dialect(schema: Any) -> str:
     """The ``$schema`` of ``schema`` when jsonschema ships it (the default when absent); SchemaError otherwise."""
-    from referencing.jsonschema import UnknownDialect, specification_with
-
     if not isinstance(schema, dict) or "$schema" not in schema:
         return DEFAULT_DIALECT
     dialect = schema["$schema"]
@@ -93,30 +92,21 @@ def _dialect(schema: Any) -> str:
 
 def offline_registry() -> "Registry[Any]":
     """The metaschemas jsonschema ships, and a retrieval that refuses every URI: a registry that never fetches."""
-    from jsonschema_specifications import REGISTRY
-    from referencing import Registry
-
     offline: "Registry[Any]" = Registry(retrieve=_refuse)  # type: ignore[call-arg]
     combined: "Registry[Any]" = REGISTRY.combine(offline)
     return combined
 
 
 def _refuse(uri: str) -> NoReturn:
-    from referencing.exceptions import NoSuchResource
-
     raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # an attrs class mypy does not see through
 
 
 def _resource(schema: Any, dialect: str) -> "Resource[Any]":
-    from referencing.jsonschema import specification_with
-
     return specification_with(dialect).create_resource(schema)
 
 
 def _check_references(registry: "Registry[Any]", root: "Resource[Any]") -> None:
     """Resolve every reference of every subschema where it stands; SchemaError on the first that leaves the schema."""
-    from referencing.exceptions import Unresolvable
-
     stack: list[tuple["Resolver[Any]", "Resource[Any]", str]] = [
         (registry.resolver_with_root(root), root, root.id() or "")]
     while stack:
@@ -147,8 +137,6 @@ def _check_depth(schema: Any) -> None:
 
 
 def _unresolvable(keyword: str, ref: str, target: str, error: Exception) -> NoReturn:
-    from referencing.exceptions import InvalidAnchor, NoSuchAnchor, PointerToNowhere
-
     leads = f" (it leads to {_shown(target)})" if target and target != ref else ""
     if isinstance(error, (PointerToNowhere, NoSuchAnchor, InvalidAnchor)):
         raise SchemaError(f"{keyword} {_shown(ref)}{leads} points to nothing in the schema")

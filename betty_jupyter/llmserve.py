@@ -30,11 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from jupyter_core.paths import jupyter_config_dir
+
+from .cluster.commands import checked_script, default_partition, request_summary
+from .cluster.forward import PortForward
+from .cluster.sbatch import SbatchScript
+from .cluster.transport import ForwardingTransport
 from .errors import SlurmError, UsageError
 from .cluster.jobs import JobState
 
 if TYPE_CHECKING:
-    from .cluster.forward import PortForward
     from .cluster.slurm import SlurmClient
     from .cluster.transport import Transport
 
@@ -158,8 +163,6 @@ class Served:
 
 def render_script(request: ServeRequest, directory: str, key_file: str) -> str:
     """The batch script: directives, the key, the address and port, ``address:port`` beside the log, the server."""
-    from .cluster.sbatch import SbatchScript
-
     body = "\n".join([
         "#!/bin/bash",
         "# An OpenAI-compatible model server for Betty (`betty llm serve`). It writes address:port where",
@@ -186,8 +189,6 @@ def render_script(request: ServeRequest, directory: str, key_file: str) -> str:
 
 async def prepare(client: "SlurmClient", request: ServeRequest) -> ServerJob:
     """Render the script for ``client``'s cluster and check it against its partitions (``ScriptError``)."""
-    from .cluster.commands import checked_script, default_partition, request_summary
-
     directory = f"{await _absolute(client.transport, client.work_dir)}/llm"
     key_file = f"{directory}/{secrets.token_hex(8)}.key"
     text = render_script(request, directory, key_file)
@@ -261,16 +262,12 @@ async def wait_until_serving(client: "SlurmClient", job: ServerJob, job_id: str,
 async def _route(transport: "Transport", job: ServerJob, job_id: str, node: str, local_port: int,
                  on_progress: Callable[[str], None]) -> Served | None:
     """Where Betty reaches the server, once the job has written its address (None before)."""
-    from .cluster.transport import ForwardingTransport
-
     result = await transport.run(["cat", "--", job.address_file(job_id)])
     address, _, port = result.stdout.strip().rpartition(":")
     if not result.ok or not re.fullmatch(r"[0-9A-Fa-f.:]+", address) or not port.isdigit():
         return None
     forward = None
     if isinstance(transport, ForwardingTransport):
-        from .cluster.forward import PortForward
-
         forward = PortForward(transport, address, int(port), local_port)
         url = forward.url
         on_progress(f"forwarding {url} to {address}:{port} on {node}; waiting for the server to answer")
@@ -340,8 +337,6 @@ class LLMSetting:
 
 def user_llm_file() -> Path:
     """Where ``betty llm serve`` writes Betty's LLM setting (beside ``betty cluster add``'s clusters)."""
-    from jupyter_core.paths import jupyter_config_dir
-
     return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_LLM_FILE
 
 

@@ -147,6 +147,7 @@ def image_loads_nothing_remote(url: str) -> bool:
 
 @lru_cache(maxsize=1)
 def _renderer() -> "Markdown":
+    # lazy: mistune renders markdown; `betty --help`, `%load_ext` and the server's start load this module
     import mistune
     from mistune.renderers.html import HTMLRenderer
     from mistune.util import striptags

@@ -1,10 +1,11 @@
-"""The layer rules of DESIGN §1, checked by importing with the outer layers blocked; no import cycle; sessions
-built once."""
+"""The layer rules of DESIGN §1, checked by importing with the outer layers blocked and by reading every import in
+the source; no import cycle; every import inside a function says why it is lazy; sessions built once."""
 
 from __future__ import annotations
 
 import ast
 import pkgutil
+import re
 import subprocess
 import sys
 from collections import deque
@@ -223,6 +224,176 @@ def test_the_cycle_finder_sees_imports_in_functions_and_packages_but_not_type_ch
     assert cycles == [["pkg.a", "pkg.sub", "pkg.sub.b"], ["pkg.own", "pkg.own.d"]]
     assert described(cycles[0], graph) == ("pkg.a -> pkg.sub (pkg/a.py:4) -> pkg.sub.b (pkg/sub/__init__.py:1) "
                                            "-> pkg.a (pkg/sub/b.py:1)")
+
+
+# ----- the layer rules, read from the source ------------------------------------------------------------------------
+
+STDLIB_ONLY = ["devcluster", "cli/__init__.py", "cli/parser.py", "cli/devcluster.py"]
+"""What ``betty dev-cluster`` runs before Betty's dependencies are installed: the standard library and Betty only."""
+CORE = CORE_PACKAGES + ["config.py", "errors.py"]
+
+
+def imported_tops(path: Path, package: str) -> Iterator[tuple[int, str]]:
+    """``(line, top-level name)`` of every module ``path`` imports: at module level, inside functions and classes, and
+    under ``if TYPE_CHECKING:`` too (a layer does not even name what it must not use). A relative import names
+    ``package``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, package if node.level else (node.module or "").split(".")[0]
+
+
+def _sources(package_dir: Path, entries: list[str]) -> Iterator[Path]:
+    """The ``.py`` files of each entry: a subpackage (every module under it) or one module."""
+    for entry in entries:
+        where = package_dir / entry
+        if where.is_dir():
+            yield from sorted(where.rglob("*.py"))
+        elif where.exists():
+            yield where
+
+
+def layer_violations(package_dir: Path) -> list[str]:
+    """``path:line imports NAME (why not)`` for each import, anywhere in a file, that breaks a layer rule: the core
+    (:data:`CORE`) never imports Jupyter, and :data:`STDLIB_ONLY` imports only the standard library and Betty."""
+    package, problems = package_dir.name, []
+    for path in _sources(package_dir, CORE):
+        for line, top in imported_tops(path, package):
+            if top in JUPYTER_MODULES:
+                problems.append(f"{path.relative_to(package_dir.parent)}:{line} imports {top} (the core never imports "
+                                "Jupyter)")
+    for path in _sources(package_dir, STDLIB_ONLY):
+        for line, top in imported_tops(path, package):
+            if top != package and top not in sys.stdlib_module_names:
+                problems.append(f"{path.relative_to(package_dir.parent)}:{line} imports {top} (only the standard "
+                                "library and Betty here)")
+    return problems
+
+
+def test_the_layer_rules_hold_for_every_import_in_the_source():
+    """What the blocked imports above check, read from the source instead: imports inside functions count too."""
+    assert all((PACKAGE_DIR / entry).exists() for entry in CORE + STDLIB_ONLY), "a layer entry was renamed"
+    problems = layer_violations(PACKAGE_DIR)
+    assert not problems, "imports across a layer rule:\n" + "\n".join(problems)
+
+
+def test_the_layer_reader_sees_imports_in_functions_and_under_type_checking(tmp_path):
+    package = tmp_path / "pkg"
+    for folder in ("cluster", "devcluster", "cli", "notebook"):
+        (package / folder).mkdir(parents=True)
+    sources = {
+        "__init__.py": "",
+        "config.py": "import json\nfrom jupyter_server.utils import url_path_join\n",
+        "errors.py": "class Oops(Exception):\n    pass\n",
+        "cluster/__init__.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                               "    from IPython import get_ipython\n",
+        "cluster/jobs.py": "import pandas\n\ndef show():\n    import ipywidgets.widgets as w\n",
+        "devcluster/__init__.py": "import os\nfrom . import up\n",
+        "devcluster/up.py": "import pkg.errors\n\nclass Up:\n    def run(self):\n        import yaml\n",
+        "cli/__init__.py": "from . import devcluster, parser, other\n",
+        "cli/parser.py": "from __future__ import annotations\nimport argparse\n",
+        "cli/devcluster.py": "def run():\n    from ..devcluster import up\n    import requests\n",
+        "cli/other.py": "import tornado\n",
+        "notebook/__init__.py": "import IPython\n",
+    }
+    for name, text in sources.items():
+        (package / name).write_text(text)
+    assert layer_violations(package) == [
+        "pkg/cluster/__init__.py:4 imports IPython (the core never imports Jupyter)",
+        "pkg/cluster/jobs.py:4 imports ipywidgets (the core never imports Jupyter)",
+        "pkg/config.py:2 imports jupyter_server (the core never imports Jupyter)",
+        "pkg/devcluster/up.py:5 imports yaml (only the standard library and Betty here)",
+        "pkg/cli/devcluster.py:3 imports requests (only the standard library and Betty here)",
+    ]
+
+
+# ----- imports inside functions say why ---------------------------------------------------------------------------
+
+LAZY = re.compile(r"#\s*lazy:\s*\S")
+
+
+def unexplained_lazy_imports(package_dir: Path) -> list[str]:
+    """``path:line`` of each import inside a function (not under ``if TYPE_CHECKING:``) that gives no reason.
+
+    A reason is a ``# lazy: <why>`` comment trailing the import, or on its own line directly above a run of import
+    statements with nothing between them (it covers the whole run).
+    """
+    missing = []
+    for path in sorted(package_dir.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines, tree = text.splitlines(), ast.parse(text, str(path))
+        starts = {node.end_lineno: node.lineno for node in ast.walk(tree)
+                  if isinstance(node, (ast.Import, ast.ImportFrom))}
+        for node in _function_imports(tree.body, inside=False):
+            if not _gives_reason(node, lines, starts):
+                missing.append(f"{path.relative_to(package_dir.parent)}:{node.lineno}")
+    return missing
+
+
+def _function_imports(nodes: Iterable[ast.AST], inside: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+    for node in nodes:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            yield from _function_imports(node.orelse, inside)
+            continue
+        if inside and isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        yield from _function_imports(ast.iter_child_nodes(node), inside or isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+
+def _gives_reason(node: ast.Import | ast.ImportFrom, lines: list[str], starts: dict[int | None, int]) -> bool:
+    if any(LAZY.search(lines[number - 1]) for number in range(node.lineno, (node.end_lineno or node.lineno) + 1)):
+        return True
+    above = node.lineno - 1
+    while above in starts:  # an import ends on the line above: the same run
+        above = starts[above] - 1
+    return above >= 1 and LAZY.match(lines[above - 1].strip()) is not None
+
+
+def test_every_import_inside_a_function_says_why_it_is_lazy():
+    """An import inside a function hides a dependency: it stays only where it keeps a start-up light (``betty``,
+    ``import betty_jupyter``, ``%load_ext``, the server's extension), and says so in a ``# lazy:`` comment."""
+    missing = unexplained_lazy_imports(PACKAGE_DIR)
+    assert not missing, ("imports inside functions without a `# lazy: <reason>` (move them to the top of the module, "
+                         "or say why they must wait):\n" + "\n".join(missing))
+
+
+def test_the_lazy_reader_wants_a_reason_on_the_import_or_above_its_run(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("import json\n")
+    (package / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"           # 1
+        "import os  # lazy: not inside a function\n"    # 2
+        "\n"                                            # 3
+        "def f():\n"                                    # 4
+        "    import pandas  # lazy: heavy\n"            # 5
+        "    # lazy: the server stack\n"                # 6
+        "    import tornado\n"                          # 7
+        "    from jupyter_server import (\n"            # 8
+        "        serverapp)\n"                          # 9
+        "    import yaml\n"                             # 10
+        "\n"                                            # 11
+        "def g():\n"                                    # 12
+        "    # lazy: a blank line ends the run\n"       # 13
+        "\n"                                            # 14
+        "    import paramiko\n"                         # 15
+        "    import openai  # lazy:\n"                  # 16
+        "    if TYPE_CHECKING:\n"                       # 17
+        "        import numpy\n"                        # 18
+        "    x = 1\n"                                   # 19
+        "    import mistune\n"                          # 20
+        "\n"                                            # 21
+        "class C:\n"                                    # 22
+        "    import csv\n"                              # 23
+        "    def m(self):\n"                            # 24
+        "        key = lambda: __import__('x')\n"       # 25
+        "        from . import b  # lazy: a cycle\n"    # 26
+        "        from . import c\n"                     # 27
+    )
+    assert unexplained_lazy_imports(package) == ["pkg/a.py:15", "pkg/a.py:16", "pkg/a.py:20", "pkg/a.py:27"]
 
 
 # ----- sessions are built once ------------------------------------------------------------------------------------

@@ -17,15 +17,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ApprovalError, UsageError
+from ..experiments.watcher import ClusterClients, JobWatcher
 from . import events as ev
+from .actions import ActionLog
 from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
+from .policy import ApprovalPolicy
+from .session import SessionSpec, new_session_id, open_session, save
 from .vocabulary import DoneReason, Mode
 
 if TYPE_CHECKING:
     from ..config import BettyConfig
-    from ..experiments.watcher import ClusterClients, JobUpdate, JobWatcher
+    from ..experiments.watcher import JobUpdate
     from ..experiments.workspace import Workspace
-    from .actions import ActionLog, ActionRecord
+    from .actions import ActionRecord
     from .approvals import Resolution
     from .loop import AgentSession
     from .models import ToolOutcome
@@ -55,9 +59,6 @@ class Assistant:
 
     def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = Mode.CONFIRM,
                  approval_timeout: float = DEFAULT_TIMEOUT) -> None:
-        from .actions import ActionLog
-        from .policy import ApprovalPolicy
-
         ApprovalPolicy(mode, config.rules)  # a bad mode or bad rules fail here, not at the first call
         self.workspace, self.config, self.mode = workspace, config, mode
         self.broker = ApprovalBroker(timeout=approval_timeout)
@@ -84,8 +85,6 @@ class Assistant:
         ``task`` names whom a new session works for (an MCP client): its cards and action-log lines
         carry it. An open session keeps the task it was built with.
         """
-        from .session import SessionSpec, new_session_id, open_session
-
         ident = session_id or new_session_id()
         lock = self._opening.setdefault(ident, asyncio.Lock())
         async with lock:
@@ -122,8 +121,6 @@ class Assistant:
 
     def set_mode(self, session_id: str, mode: str) -> None:
         """Switch one session's agent between off, propose, confirm and auto (its grants are kept)."""
-        from .policy import ApprovalPolicy
-
         self.opened(session_id).set_policy(ApprovalPolicy(mode, self.config.rules))
 
     # ----- what a person asks -------------------------------------------------------------------
@@ -144,8 +141,6 @@ class Assistant:
         return task
 
     async def _answer(self, session: "AgentSession", prompt: str) -> str:
-        from .session import save
-
         try:
             return await session.ask(prompt)
         except asyncio.CancelledError:
@@ -207,8 +202,6 @@ class Assistant:
     # ----- the job watcher ----------------------------------------------------------------------
     def watch(self, **options: Any) -> "JobWatcher":
         """Start the job watcher on this loop (once); its updates reach every open session as ``job_update``."""
-        from ..experiments.watcher import ClusterClients, JobWatcher
-
         if self._watcher is None:
             self._clients = ClusterClients(self.config)
             self._watcher = JobWatcher(self.workspace, self._clients, **options)
@@ -234,8 +227,6 @@ class Assistant:
 
     async def close(self) -> None:
         """Stop everything: answers, approvals (cancelled), the watcher, the links to clusters."""
-        from .session import save
-
         for session_id in list(self._asking):
             self.stop(session_id)
         self.broker.cancel_all("Betty is shutting down")

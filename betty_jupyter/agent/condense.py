@@ -28,7 +28,7 @@ def estimate_tokens(text: str) -> int:
 
 def condense(outcome: ToolOutcome, user: str | None = None) -> str:
     """What the model sees of ``outcome``."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; the server starts and opens sessions without it
 
     if not outcome.ok:
         return f"error: {outcome.summary}"

@@ -43,8 +43,11 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Sequence
 
 from ..errors import BettyError, ToolError, UsageError
+from ..wiki import WikiStore
+from ..wiki.files import append_durably, write_atomically
 from . import events as ev
 from .loop import AgentSession, SessionParts
+from .policy import Rules, SessionGrants
 from .tasks import (TOOL, ResourceSpec, Strategy, TaskResult, TaskSpec, checked_answer, child_prompt, cut,
                     first_message, manifest_of)
 from .vocabulary import Decision, DoneReason
@@ -86,8 +89,6 @@ class Delegation:
 
     def check(self, tasks: Sequence[TaskSpec], read: "Callable[[ResourceSpec], Call]") -> None:
         """Refuse what no child may have: a tool its parent lacks, delegation itself, a read the person denies."""
-        from .policy import Rules
-
         if self.parent.parent is not None:
             raise ToolError(f"{TOOL}: a helper cannot delegate further; do the task with your own tools")
         for spec in tasks:
@@ -153,8 +154,6 @@ class Delegation:
 
     def written_page(self, call: "ToolCallRequest") -> str | None:
         """The wiki page ``call`` would write (its real name, links followed), or None."""
-        from ..wiki import WikiStore
-
         if call.name != "wiki_write":
             return None
         try:
@@ -200,8 +199,6 @@ class _Batch:
 
     def __init__(self, delegation: Delegation, tasks: Sequence[TaskSpec], on_error: Strategy, max_parallel: int,
                  notes: bool) -> None:
-        from .policy import SessionGrants
-
         parent = delegation.parent
         self.delegation, self.parent, self.specs = delegation, parent, list(tasks)
         self.on_error, self.notes = on_error, notes
@@ -311,8 +308,6 @@ class _Batch:
 
 
 def _add_to_notes(context: "ToolContext", result: TaskResult) -> None:
-    from ..wiki.files import append_durably, write_atomically
-
     body = (json.dumps(result.result, ensure_ascii=False, default=str) if result.status == "ok"
             else f"{result.status}: {result.error}")
     section = f"## Delegated task {result.task_id}: {result.title} ({result.status})\n{cut(body, NOTE_CHARS)}\n"

@@ -129,7 +129,7 @@ class ChatModel:
     """Chat completions with tools, streamed, retried."""
 
     def __init__(self, settings: LLMSettings) -> None:
-        import openai
+        import openai  # lazy: openai is heavy; a session without a model never needs it
 
         self.settings = settings
         # Always an explicit base_url: left out, the client would take $OPENAI_BASE_URL, and the
@@ -203,7 +203,7 @@ class _translated:
         return None
 
     def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> None:
-        import openai
+        import openai  # lazy: openai is heavy; a session without a model never needs it
 
         if exc is None or isinstance(exc, ModelError):
             return

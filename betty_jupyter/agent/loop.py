@@ -19,14 +19,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from ..errors import BettyError, ModelError
 from . import events as ev
+from .actions import ActionRecord
 from .condense import condense, estimate_tokens
+from .llm import ToolCallRequest
 from .models import ToolOutcome
 from .vocabulary import Decision, DoneReason
 
 if TYPE_CHECKING:
     from .actions import ActionLog
     from .approvals import Approver
-    from .llm import ChatModel, ToolCallRequest
+    from .llm import ChatModel
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
@@ -274,8 +276,6 @@ class AgentSession:
         Tier 2 still waits for an approval of its exact preview; refusals come back as
         ``ToolOutcome(ok=False)``.
         """
-        from .llm import ToolCallRequest
-
         call = ToolCallRequest(call_id=call_id or f"call_{uuid.uuid4().hex[:12]}", name=tool,
                                arguments=json.dumps(dict(args), default=str))
         return (await self._call(call, person)).outcome
@@ -327,7 +327,7 @@ class AgentSession:
     async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                         reason: str) -> tuple[Any, "Approval"] | Answer:
         """Preview, ask, wait: the (possibly edited) args and the decision, or the outcome when it does not run."""
-        from .tools.base import revalidated
+        from .tools.base import revalidated  # lazy: every tool module; the server's start loads the loop without them
 
         try:
             preview = await tool.preview(self.context, args)
@@ -380,8 +380,6 @@ class AgentSession:
     def _record(self, call: "ToolCallRequest", tool: str, tier: int, args: dict[str, Any], approval: "Approval",
                 outcome: ToolOutcome | None, began: float) -> None:
         """The action log first (full output beside it), then the ``tool_result`` event pointing at it."""
-        from .actions import ActionRecord
-
         duration = _ms(began)
         record = self.actions.record(ActionRecord(
             ts=time.time(), session_id=self.session_id, call_id=call.call_id, tool=tool, tier=tier, task=self.task,

@@ -12,6 +12,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
 from . import events as ev
+from .approvals import ApprovalBroker
+from .session import SessionSpec, open_session
 from .vocabulary import Decision
 
 if TYPE_CHECKING:
@@ -30,9 +32,6 @@ async def call_as_person(workspace: "Workspace", config: "BettyConfig", tool: st
     Refusals (a rule, bad arguments, a failed preview, a denied card) come back as
     ``ToolOutcome(ok=False)`` with one line for the person, as they do in every face.
     """
-    from .approvals import ApprovalBroker
-    from .session import SessionSpec, open_session
-
     broker = ApprovalBroker()
     answering: set[asyncio.Task[None]] = set()
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from datetime import date
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ..errors import BettyError
+from ..wiki import WikiStore, seed_dir
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,11 +57,6 @@ def _partitions_text(partitions: "pd.DataFrame | None", can_ask: bool) -> str:
 
 def persona_text(wiki_root: object) -> str:
     """``personas/betty.md`` from the project's wiki, else the seed's, without its frontmatter."""
-    from pathlib import Path
-
-    from ..errors import BettyError
-    from ..wiki import WikiStore, seed_dir
-
     for root in (Path(str(wiki_root)), seed_dir()):
         try:
             return WikiStore(root).read("personas/betty.md").body

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterable, Iterator
 
+from .tools import ALL_TOOLS
 from .tools.base import Tool, ToolError
 
 AnyTool = Tool[Any]
@@ -67,6 +68,4 @@ class ToolRegistry:
 
 def default_registry() -> ToolRegistry:
     """Every tool Betty has."""
-    from .tools import ALL_TOOLS
-
     return ToolRegistry(tool() for tool in ALL_TOOLS)

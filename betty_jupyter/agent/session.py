@@ -17,14 +17,18 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import BettyError, ConfigError, UsageError
 from . import events as ev
+from .actions import ActionLog
+from .approvals import ApprovalBroker
+from .llm import ChatModel, LLMSettings
 from .loop import AgentSession, Gate, Limits, SessionParts
+from .policy import ApprovalPolicy, SessionGrants
+from .prompt import persona_text, system_prompt
 from .vocabulary import Mode
 
 if TYPE_CHECKING:
     from ..cluster.transport import Transport
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
-    from .actions import ActionLog
     from .approvals import Approver
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -88,13 +92,9 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     False: then the session still runs a person's tool calls, and asking it explains how to
     configure a model. A tool ``spec.tools`` names that Betty lacks is a ToolError.
     """
+    # lazy: the tools and the Slurm client load with the first session, not at the server's start
     from ..cluster.slurm import SlurmClient
-    from .actions import ActionLog
-    from .approvals import ApprovalBroker
     from .delegation import Delegation
-    from .llm import ChatModel, LLMSettings
-    from .policy import ApprovalPolicy, SessionGrants
-    from .prompt import persona_text, system_prompt
     from .registry import default_registry
     from .tools.base import ToolContext
 

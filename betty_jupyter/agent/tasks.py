@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Protocol, Sequence
 
 from pydantic import Field, field_validator
 
+from ..cluster.commands import run_allowed
 from ..errors import BettyError, SchemaError, ToolError
+from ..experiments.ledger import Ledger
+from ..wiki import WikiStore
 from .models import ToolArgs
 
 if TYPE_CHECKING:
@@ -73,6 +76,7 @@ class TaskSpec(ToolArgs):
     @field_validator("result_schema")
     @classmethod
     def _a_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        # lazy: jsonschema is heavy; only a task with a result schema needs it, never opening a session
         from ..json_schema import offline_validator
 
         if schema is not None:
@@ -171,6 +175,7 @@ def first_message(spec: TaskSpec, manifest: str, earlier: str = "") -> str:
 
 def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
     """The child's final answer: its text, or the JSON value checked against ``schema``; ToolError saying why not."""
+    # lazy: jsonschema is heavy; only a task with a result schema needs it, never opening a session
     from ..json_schema import first_problem, offline_validator
 
     answer = text.strip()
@@ -209,8 +214,6 @@ async def manifest_of(context: "ToolContext", resources: Sequence[ResourceSpec])
 
 
 async def _wiki(context: "ToolContext", name: str) -> str:
-    from ..wiki import WikiStore
-
     return cut(WikiStore(context.workspace.wiki).read(name).text, RESOURCE_CHARS)
 
 
@@ -230,8 +233,6 @@ async def _job(context: "ToolContext", ident: str) -> str:
 
 
 async def _file(context: "ToolContext", path: str) -> str:
-    from ..cluster.commands import run_allowed
-
     result = await run_allowed(context.slurm.transport, context.policy(), ["tail", "-n", str(FILE_LINES), "--", path])
     if not result.ok:
         first = next((line for line in result.stderr.splitlines() if line.strip()), f"exit {result.exit_code}")
@@ -240,9 +241,6 @@ async def _file(context: "ToolContext", path: str) -> str:
 
 
 async def _experiment(context: "ToolContext", slug_or_job: str) -> str:
-    from ..experiments.ledger import Ledger
-    from ..wiki import WikiStore
-
     found = Ledger(context.workspace.ledger_path).get(slug_or_job) if context.workspace.ledger_path.exists() else None
     if found is None:
         raise ToolError("no experiment with this slug or job id is recorded in this project")

@@ -15,14 +15,15 @@ import dataclasses
 import math
 from datetime import datetime, timedelta
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Literal, Mapping, Union, cast
+from typing import Annotated, Any, Callable, Literal, Mapping, Union, cast
 
+import pandas as pd
+from pandas.api import types
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from ..cluster.jobs import Job, JobState
+from ..experiments.ledger import Experiment
 from .models import ToolOutcome
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 
 class ColumnType(str, Enum):
@@ -118,11 +119,6 @@ def outcome_from_json(data: Mapping[str, Any]) -> ToolOutcome:
 
 def data_to_json(value: Any) -> dict[str, Any] | None:
     """One outcome's ``data`` tagged with its kind."""
-    import pandas as pd
-
-    from ..cluster.jobs import Job
-    from ..experiments.ledger import Experiment
-
     if value is None:
         return None
     if isinstance(value, pd.DataFrame):
@@ -151,12 +147,8 @@ def data_from_json(data: Mapping[str, Any] | None) -> Any:
     if kind == "table":
         return frame_of(Table.model_validate(value))
     if kind == "experiment":
-        from ..experiments.ledger import Experiment
-
         return Experiment(**cast(dict[str, Any], value))
     if kind == "job":
-        from ..cluster.jobs import Job, JobState
-
         fields = dict(cast(dict[str, Any], value))
         fields["state"] = JobState.parse(fields["state"])
         for field in dataclasses.fields(Job):
@@ -182,8 +174,6 @@ def table_of(frame: "pd.DataFrame") -> Table:
 
 def frame_of(table: Table) -> "pd.DataFrame":
     """The DataFrame a :class:`Table` was made from, with the column types it had."""
-    import pandas as pd
-
     columns = {column.name: [row[i] for row in table.rows] for i, column in enumerate(table.columns)}
     frame = pd.DataFrame({name: pd.Series(cells, dtype=object) for name, cells in columns.items()},
                          columns=list(columns))
@@ -194,8 +184,6 @@ def frame_of(table: Table) -> "pd.DataFrame":
 
 def column_type(series: "pd.Series") -> ColumnType:
     """How :func:`table_of` writes a column: by its dtype; an object column of text alone is ``string``."""
-    from pandas.api import types
-
     if types.is_bool_dtype(series):
         return ColumnType.BOOLEAN
     if types.is_integer_dtype(series):
@@ -213,8 +201,6 @@ def column_type(series: "pd.Series") -> ColumnType:
 
 def _missing(item: Any) -> bool:
     """Whether a cell is missing: None, NaN, NaT or pandas' NA (never a list or a dict)."""
-    import pandas as pd
-
     return item is None or (not isinstance(item, (str, list, tuple, dict)) and pd.isna(item) is True)
 
 
@@ -247,14 +233,10 @@ def _read_booleans(series: "pd.Series") -> "pd.Series":
 
 
 def _read_datetimes(series: "pd.Series") -> "pd.Series":
-    import pandas as pd
-
     return pd.to_datetime(series, format="ISO8601")
 
 
 def _read_durations(series: "pd.Series") -> "pd.Series":
-    import pandas as pd
-
     return pd.to_timedelta(series.astype("float64"), unit="s")
 
 

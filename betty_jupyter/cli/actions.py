@@ -9,7 +9,9 @@ same today.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import logging
 import re
 import sys
 from contextlib import contextmanager
@@ -19,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from ..errors import UsageError
 from ..safe_text import terminal_line
+from .parser import Parser
 
 if TYPE_CHECKING:
     from ..agent.actions import ActionLog, ActionRecord, PreviewFunction
@@ -29,8 +32,6 @@ _SUMMARY_WIDTH = 80
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty log`` and its actions."""
-    from .parser import Parser
-
     log = commands.add_parser("log", help="what Betty's agent did: every tool call, its decision and result",
                               description="Read the action log of a workspace (DIR/.betty/actions/).")
     actions = log.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
@@ -62,9 +63,7 @@ def _day(text: str) -> date:
 
 
 def _records(args: argparse.Namespace) -> tuple["ActionLog", list["ActionRecord"]]:
-    import logging
-
-    from ..agent.actions import ActionLog
+    from ..agent.actions import ActionLog  # lazy: the action log needs pydantic; `betty --help` never loads it
 
     if not args.dir.is_dir():
         raise UsageError(f"{args.dir} is not a directory; give the workspace with --dir")
@@ -114,7 +113,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..agent.actions import replay
+    from ..agent.actions import replay  # lazy: the action log needs pydantic; `betty --help` never loads it
 
     log, records = _records(args)
     if not records:
@@ -137,13 +136,13 @@ def _replay(args: argparse.Namespace) -> int:
 @contextmanager
 def _tool_previews(args: argparse.Namespace) -> Iterator["PreviewFunction"]:
     """``preview(tool, args)`` with Betty's own tools on the configured cluster: dry runs only, never ``run``."""
-    import asyncio
-
+    # lazy: pydantic, traitlets; only `betty log replay` needs them
     from ..agent.actions import ActionLogError
     from ..config import load_config
     from ..experiments.workspace import Workspace
 
     try:
+        # lazy: every tool module (pydantic, jsonschema); only `betty log replay` needs them
         from ..agent.registry import default_registry
         from ..agent.tools.base import ToolContext
     except ImportError as exc:

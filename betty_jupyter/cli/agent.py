@@ -46,6 +46,7 @@ def _ask(args: argparse.Namespace) -> int:
 
 
 async def _conversation(args: argparse.Namespace, approve: str) -> int:
+    # lazy: the agent (pydantic) and traitlets; only `betty agent` needs them
     from ..agent import events as ev
     from ..agent.approvals import ApprovalBroker
     from ..agent.session import SessionSpec, open_session, save

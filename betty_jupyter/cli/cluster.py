@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import getpass
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..agent.vocabulary import Decision
 from ..cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ..errors import UsageError
+from ..safe_text import terminal_line
+from .parser import Parser
 
 if TYPE_CHECKING:
     from ..cluster.profiles import ClusterProfile
@@ -19,8 +24,6 @@ if TYPE_CHECKING:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the cluster commands."""
-    from .parser import Parser
-
     which = Parser(add_help=False)
     which.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
     as_json = Parser(add_help=False)
@@ -73,8 +76,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def _add_cluster_admin(commands: argparse._SubParsersAction, which: argparse.ArgumentParser,  # type: ignore[type-arg]
                        as_json: argparse.ArgumentParser) -> None:
-    from .parser import Parser
-
     cluster = commands.add_parser("cluster", help="configured clusters: list, add, test, trust")
     actions = cluster.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
@@ -104,13 +105,14 @@ def _add_cluster_admin(commands: argparse._SubParsersAction, which: argparse.Arg
 
 # ----- helpers -------------------------------------------------------------------------------
 def _config() -> "BettyConfig":
-    from ..config import load_config
+    from ..config import load_config  # lazy: traitlets; `betty --help` never loads the configuration
 
     return load_config()
 
 
 def _with_client(args: argparse.Namespace, work: Callable[[Any, "ClusterProfile"], int]) -> int:
     """Open the profile's transport, hand a blocking SlurmClient to ``work``, always close."""
+    # lazy: the Slurm client; `betty --help` never loads it
     from ..cluster.slurm import SlurmClient
     from ..cluster.sync import Blocking, run_sync
 
@@ -153,6 +155,7 @@ def _cluster_list(args: argparse.Namespace) -> int:
 
 
 def _cluster_add(args: argparse.Namespace) -> int:
+    # lazy: the profiles and traitlets; only `betty cluster add` needs them
     from ..cluster.profiles import ClusterProfile
     from ..config import save_user_cluster
 
@@ -172,6 +175,7 @@ def _cluster_add(args: argparse.Namespace) -> int:
 
 
 def _cluster_test(args: argparse.Namespace) -> int:
+    # lazy: the Slurm client; only `betty cluster test` needs it
     from ..cluster.commands import cluster_check
     from ..cluster.sync import run_sync
 
@@ -180,6 +184,7 @@ def _cluster_test(args: argparse.Namespace) -> int:
 
 
 def _cluster_trust(args: argparse.Namespace) -> int:
+    # lazy: the SSH module; only `betty cluster trust` needs it
     from ..cluster.ssh import presented_host_key, trust_host_key
 
     target = _config().profile(args.cluster).ssh_target()
@@ -200,9 +205,9 @@ def _run_command(args: argparse.Namespace) -> int:
         raise UsageError("give the command after --, e.g. `betty run -- squeue --me`")
 
     def work(client: Any, profile: "ClusterProfile") -> int:
-        from ..cluster.commands import run_allowed
+        from ..cluster.commands import run_allowed  # lazy: the Slurm commands; only `betty run` needs them
 
-        from ..cluster.sync import run_sync
+        from ..cluster.sync import run_sync  # lazy: the background event loop; only `betty run` needs it
 
         result = run_sync(run_allowed(client.target.transport, profile.policy(), words))
         sys.stdout.write(result.stdout)
@@ -213,7 +218,7 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from .output import print_table
+    from .output import print_table  # lazy: pandas is heavy; `betty --help` never loads it
 
     def work(client: Any, profile: "ClusterProfile") -> int:
         user = args.user or (_whoami(client) if args.me else None)
@@ -225,14 +230,14 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _whoami(client: Any) -> str:
-    from ..cluster.sync import run_sync
+    from ..cluster.sync import run_sync  # lazy: the background event loop; only `betty jobs --me` needs it
 
     result = run_sync(client.target.transport.run(["id", "-un"]))
     return str(result.stdout.strip())
 
 
 def _partitions(args: argparse.Namespace) -> int:
-    from .output import print_table
+    from .output import print_table  # lazy: pandas is heavy; `betty --help` never loads it
 
     def work(client: Any, profile: "ClusterProfile") -> int:
         frame = client.partitions()
@@ -243,7 +248,7 @@ def _partitions(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from .output import print_table
+    from .output import print_table  # lazy: pandas is heavy; `betty --help` never loads it
 
     def work(client: Any, profile: "ClusterProfile") -> int:
         frame = client.history(args.job_ids or None, since=args.since, all_users=args.all_users)
@@ -255,7 +260,7 @@ def _history(args: argparse.Namespace) -> int:
 
 def _submit(args: argparse.Namespace) -> int:
     """``betty submit``: the ``cluster_submit`` tool, its card answered on the terminal, recorded in a project."""
-    from ..experiments.workspace import Workspace
+    from ..experiments.workspace import Workspace  # lazy: the workspace; only `betty submit` needs it
 
     try:
         text = args.script.read_text()
@@ -289,11 +294,8 @@ def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: d
     The card's exact preview is printed and answered with y/N (or approved by ``--yes``, which the
     person typed); a refusal or a denial is one line (UsageError).
     """
-    import asyncio
-    import getpass
-
+    # lazy: the agent (pydantic); only `betty submit` and `betty cancel` need it
     from ..agent.person import call_as_person
-    from ..agent.vocabulary import Decision
 
     command = f"betty {args.command}"
     if not args.yes and not sys.stdin.isatty():
@@ -315,8 +317,6 @@ def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: d
 
 def _show_card(request: Any) -> None:
     """A card's preview on the terminal: its title, the exact text, and its facts (hostile text written out)."""
-    from ..safe_text import terminal_line
-
     preview = request.preview
     print(terminal_line(preview.title), file=sys.stderr)
     for line in preview.text.splitlines():
@@ -329,6 +329,7 @@ def _show_card(request: Any) -> None:
 
 def _cancel(args: argparse.Namespace) -> int:
     """``betty cancel``: the ``cluster_cancel`` tool, its card (the job's name and state) answered on the terminal."""
+    # lazy: the job parser and the workspace; only `betty cancel` needs them
     from ..cluster.jobs import job_id
     from ..experiments.workspace import Workspace
 

@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .parser import Parser
+
 if TYPE_CHECKING:
     from ..devcluster import DevCluster
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty dev-cluster`` and its actions."""
-    from .parser import Parser
-
     dev = commands.add_parser(
         "dev-cluster",
         help="a real one-node Slurm cluster with an sshd on 127.0.0.1, for tests and the demo",
@@ -46,6 +46,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     """Carry out one ``betty dev-cluster`` action."""
+    # lazy: the dev cluster's modules; only `betty dev-cluster` needs them
     from ..devcluster import DevCluster, default_port_base
 
     up = args.action == "up"

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import signal
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from .parser import Parser
 
 if TYPE_CHECKING:
     from ..experiments.workspace import Workspace
@@ -17,8 +21,6 @@ if TYPE_CHECKING:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty experiments`` and ``betty watch``."""
-    from .parser import Parser
-
     where = Parser(add_help=False)
     where.add_argument("--dir", type=Path, default=Path("."), help="the project directory (default: here)")
     experiments = commands.add_parser("experiments", help="the experiments recorded in this project")
@@ -43,6 +45,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _workspace(args: argparse.Namespace) -> "Workspace":
+    # lazy: the workspace; only `betty experiments` and `betty watch` need it
     from ..experiments.workspace import Workspace
 
     workspace = Workspace.at(args.dir)
@@ -52,7 +55,7 @@ def _workspace(args: argparse.Namespace) -> "Workspace":
 
 
 def _list(args: argparse.Namespace) -> int:
-    from ..experiments.ledger import Ledger
+    from ..experiments.ledger import Ledger  # lazy: the ledger (SQLite); only `betty experiments` needs it
 
     tracked = Ledger(_workspace(args).ledger_path).all()
     if args.json:
@@ -66,9 +69,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from dataclasses import asdict
-
-    from ..experiments.ledger import Ledger
+    from ..experiments.ledger import Ledger  # lazy: the ledger (SQLite); only `betty experiments` needs it
 
     tracked = Ledger(_workspace(args).ledger_path).get(args.experiment)
     if tracked is None:
@@ -85,7 +86,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from ..experiments.record import repair
+    from ..experiments.record import repair  # lazy: nbformat is heavy; only `betty experiments repair` needs it
 
     repaired = repair(_workspace(args))
     for job, files in repaired.items():
@@ -102,9 +103,6 @@ async def _watch_until_stopped(watcher: "JobWatcher") -> None:
     meets a finishing wait can be lost (``asyncio.wait_for`` before Python 3.12), and the
     watcher would go on.
     """
-    import asyncio
-    import signal
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -113,9 +111,7 @@ async def _watch_until_stopped(watcher: "JobWatcher") -> None:
 
 
 def _watch(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from ..experiments.watcher import watcher_for_config
+    from ..experiments.watcher import watcher_for_config  # lazy: nbformat and traitlets; only `betty watch` needs them
 
     watcher, close = watcher_for_config(_workspace(args), min_interval=args.interval, lease_seconds=args.lease)
     watcher.subscribe(lambda update: print(

@@ -11,14 +11,16 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from ..gpu import advise, catalog, estimate, gpu_type, parse_partition, resolve_model, targets_from
+from ..gpu.hardware import Partition, parse_gpu_type
+from ..gpu.options import job_options, request_from
+from .parser import Parser
+
 if TYPE_CHECKING:
     from ..gpu import Estimate, GpuType
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty gpu`` and its actions."""
-    from ..gpu.options import job_options
-    from .parser import Parser
-
     gpu = commands.add_parser(
         "gpu", help="estimate GPU memory for a model and say where it fits",
         description="Estimate peak GPU memory per GPU for inference or fine-tuning, and advise on GPUs.",
@@ -53,9 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from ..gpu import estimate, gpu_type
-    from ..gpu.options import request_from
-    from ..gpu.report import render_estimate
+    from ..gpu.report import render_estimate  # lazy: the report; only `betty gpu estimate` needs it
 
     result = estimate(args.model, request_from(args))
     gpu = gpu_type(args.gpu) if args.gpu else None
@@ -67,8 +67,6 @@ def _estimate(args: argparse.Namespace) -> int:
 
 
 def _models(as_json: bool) -> int:
-    from ..gpu import catalog
-
     rows = [_model_row(entry.architecture, entry.published_params) for entry in catalog()]
     if as_json:
         print(json.dumps(rows, indent=2))
@@ -90,10 +88,6 @@ def _model_row(arch: Any, published: float) -> dict[str, Any]:
 
 
 def _advise(args: argparse.Namespace) -> int:
-    from ..gpu import advise, gpu_type, parse_partition, resolve_model, targets_from
-    from ..gpu.hardware import parse_gpu_type
-    from ..gpu.options import request_from
-
     arch = resolve_model(args.model)
     partitions = [parse_partition(text) for text in args.partitions]
     if args.cluster is not None:
@@ -107,10 +101,10 @@ def _advise(args: argparse.Namespace) -> int:
 
 def _cluster_partitions(cluster: str | None) -> list[Any]:
     """The GPU partitions of a configured cluster, read with ``sinfo`` through its transport."""
+    # lazy: the Slurm client and traitlets; only `betty gpu advise` needs them
     from ..cluster.slurm import SlurmClient
     from ..cluster.sync import run_sync
     from ..config import load_config
-    from ..gpu.hardware import Partition
 
     transport = load_config().profile(cluster).open_transport()
     try:

@@ -9,11 +9,16 @@ The server has a key of its own, made for this job: it is in no text the command
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
+
+from ..errors import BettyError, SlurmError
+from .cluster import _confirm
+from .parser import Parser
 
 if TYPE_CHECKING:
     from ..cluster.profiles import ClusterProfile
@@ -24,8 +29,6 @@ WATCH_SECONDS = 30.0
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty llm serve``."""
-    from .parser import Parser
-
     llm = commands.add_parser("llm", help="the chat model: run your own on the cluster (`betty llm serve`)")
     actions = llm.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
@@ -56,13 +59,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import logging
-
+    # lazy: the Slurm client, traitlets, paramiko; only `betty llm serve` needs them
     from ..cluster.slurm import SlurmClient
     from ..cluster.sync import Blocking, run_sync
     from ..config import load_config
     from ..llmserve import ServeRequest, forget_key, prepare
-    from .cluster import _confirm
 
     # Until the server listens, each probe through the forward is a refused channel that paramiko
     # would log to the terminal; the wait itself reports progress.
@@ -89,6 +90,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _submit(client: Any, job: "ServerJob") -> str:
     """Submit once; interrupted meanwhile, the submission still finishes so its job can be cancelled."""
+    # lazy: paramiko; only `betty llm serve` needs it
     from ..cluster.sync import submit
     from ..llmserve import submit_server
 
@@ -108,7 +110,7 @@ def _serve_job(args: argparse.Namespace, client: Any, profile: "ClusterProfile",
     One handler covers every moment from the job's id on, so an interruption at any point
     cancels the job and, once Betty's LLM setting was changed, puts the previous one back.
     """
-    from ..llmserve import save_user_llm
+    from ..llmserve import save_user_llm  # lazy: paramiko; only `betty llm serve` needs it
 
     served: Served | None = None
     setting: LLMSetting | None = None
@@ -139,8 +141,8 @@ def _serve_job(args: argparse.Namespace, client: Any, profile: "ClusterProfile",
 
 def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) -> "Served":
     """Wait until the server answers; a failure cancels the job (an interruption is the caller's to handle)."""
+    # lazy: paramiko; only `betty llm serve` needs it
     from ..cluster.sync import submit
-    from ..errors import BettyError, SlurmError
     from ..llmserve import wait_until_serving
 
     waiting = submit(wait_until_serving(client.target, job, job_id, args.model, timeout=args.timeout,
@@ -171,8 +173,6 @@ def _until_the_job_ends(client: Any, job_id: str) -> str:
 
 def _stop(client: Any, job_id: str) -> str | None:
     """Cancel the job unless it has ended; says what it did (None when there was nothing to stop)."""
-    from ..errors import BettyError
-
     try:
         if client.job(job_id).state.finished:
             return None

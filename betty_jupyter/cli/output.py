@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
-if TYPE_CHECKING:
-    import pandas as pd
+import pandas as pd
+
+from ..cluster.tables import readable
+from ..safe_text import terminal_line
 
 
 def print_table(frame: "pd.DataFrame", columns: Sequence[str], as_json: bool, empty: str) -> None:
@@ -17,9 +19,6 @@ def print_table(frame: "pd.DataFrame", columns: Sequence[str], as_json: bool, em
     if frame.empty:
         print(empty)
         return
-    from ..cluster.tables import readable
-    from ..safe_text import terminal_line
-
     # Cells are other people's text (job names, comments): nothing in them may steer the terminal.
     shown = readable(frame, columns).apply(lambda column: column.map(terminal_line))
     shown.columns = [terminal_line(column) for column in shown.columns]
@@ -28,8 +27,6 @@ def print_table(frame: "pd.DataFrame", columns: Sequence[str], as_json: bool, em
 
 def records(frame: "pd.DataFrame") -> list[dict[str, Any]]:
     """Rows as JSON-ready dicts: times in ISO 8601, durations in seconds, missing values null."""
-    import pandas as pd
-
     out = frame.copy()
     for column in out.columns:
         kind = str(out[column].dtype)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
+
+from ..errors import WikiError
+from .parser import Parser
 
 if TYPE_CHECKING:
     from ..wiki import Page, WikiStore
@@ -19,8 +23,6 @@ if TYPE_CHECKING:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty init`` and ``betty wiki`` with its actions."""
-    from .parser import Parser
-
     init = commands.add_parser(
         "init", help="set up a workspace: the seed wiki, notebooks/experiments/ and .betty/",
         description="Copy Betty's seed wiki into DIR/wiki (pages you already have are kept as they are) "
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _init(directory: Path, as_json: bool) -> int:
-    from ..wiki import init_workspace
+    from ..wiki import init_workspace  # lazy: the wiki needs PyYAML and filelock; `betty --help` never loads them
 
     report = init_workspace(directory)
     if as_json:
@@ -91,10 +93,7 @@ def _init(directory: Path, as_json: bool) -> int:
 
 
 def _store(workspace: Path) -> WikiStore:
-    import shlex
-
-    from ..errors import WikiError
-    from ..wiki import WikiStore
+    from ..wiki import WikiStore  # lazy: the wiki needs PyYAML and filelock; `betty --help` never loads them
 
     root = workspace / "wiki"
     if not root.is_dir():
@@ -104,8 +103,7 @@ def _store(workspace: Path) -> WikiStore:
 
 
 def _check_type(kind: str) -> None:
-    from ..errors import WikiError
-    from ..wiki import PAGE_TYPES
+    from ..wiki import PAGE_TYPES  # lazy: the wiki needs PyYAML and filelock; `betty --help` never loads them
 
     if kind not in PAGE_TYPES:
         raise WikiError(f"unknown page type {kind!r}; the types are {', '.join(PAGE_TYPES)}")

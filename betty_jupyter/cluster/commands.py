@@ -7,21 +7,20 @@ from typing import TYPE_CHECKING, Sequence
 
 from .policy import CommandPolicy
 from .reads import READ_LIMIT, run_checked
+from .sbatch import PartitionOffer, SbatchScript
+from .slurm import SlurmClient
 from .transport import CommandResult, Transport
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .profiles import ClusterProfile
-    from .sbatch import PartitionOffer, SbatchScript
 
 
 async def cluster_check(profile: "ClusterProfile") -> str:
     """Reach ``profile``'s cluster and run Slurm there: one line with its partitions and the latency of a
     first and a warm command (``betty cluster test``, the panel's Test). Raises the transport's or
     Slurm's BettyError (a HostKeyError carries the fingerprint to confirm)."""
-    from .slurm import SlurmClient
-
     transport = profile.open_transport()
     try:
         client = SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)
@@ -52,9 +51,7 @@ async def run_allowed(transport: Transport, policy: CommandPolicy, command: str 
 
 def partition_offers(partitions: "pd.DataFrame") -> list["PartitionOffer"]:
     """What each partition offers, from :meth:`SlurmClient.partitions`, as plain data."""
-    import pandas as pd
-
-    from .sbatch import PartitionOffer
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     offers = []
     for row in partitions.to_dict("records"):
@@ -72,8 +69,6 @@ def default_partition(partitions: "pd.DataFrame") -> str | None:
 
 def checked_script(text: str, partitions: "pd.DataFrame") -> "SbatchScript":
     """Parse ``text`` and validate it against the cluster's partitions (ScriptError if it asks the impossible)."""
-    from .sbatch import SbatchScript
-
     script = SbatchScript.parse(text)
     script.validate(partition_offers(partitions), default_partition=default_partition(partitions))
     return script

@@ -12,6 +12,8 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
+from paramiko import SSHException
+
 from ..errors import TransportError
 
 if TYPE_CHECKING:
@@ -83,8 +85,6 @@ class PortForward:
 
 def _pump(client: socket.socket, channel: Any, closed: threading.Event) -> None:
     """Copy bytes both ways until either side ends or the forward is closed."""
-    from paramiko import SSHException
-
     while not closed.is_set():
         readable, _, _ = select.select([client, channel], [], [], 0.5)
         for source, sink in ((client, channel), (channel, client)):

@@ -21,8 +21,10 @@ the person's ssh config. Betty runs the ``ssh`` the person already uses, with th
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import shlex
+import shutil
 import socket
 import stat
 import subprocess
@@ -65,8 +67,6 @@ class OpenSSHTarget:
 
 def ssh_program() -> str:
     """The ``ssh`` client on ``PATH``; a clear error when OpenSSH's client is not installed."""
-    import shutil
-
     found = shutil.which("ssh")
     if not found:
         raise TransportError("the `openssh` transport needs OpenSSH's `ssh` client; install openssh-client")
@@ -133,8 +133,6 @@ def _private_directory(directory: Path) -> Path:
 
 
 def _connection_hash(settings: dict[str, str], alias: str) -> str:
-    import hashlib
-
     key = f"{settings.get('user', '')}@{settings.get('hostname', alias)}:{settings.get('port', '22')}"
     return hashlib.sha1(key.encode()).hexdigest()[:20]
 

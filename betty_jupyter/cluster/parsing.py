@@ -60,7 +60,7 @@ def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
     Any user names their jobs: a name with a line break spans two lines (they are joined
     back), and a row with a separator too many cannot be split exactly and is left out.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     names = [name for _, name in fields]
     if not text.strip():
@@ -95,7 +95,7 @@ def _whole_rows(text: str, width: int) -> list[list[str]]:
 def _by_unique(values: "pd.Series", convert: Callable[[str], Any], dtype: str) -> "pd.Series":
     """Apply ``convert`` once per distinct value: Slurm columns repeat a lot, and plain Python
     on the distinct values beats regular expressions over every row."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     codes, uniques = pd.factorize(values)
     converted = pd.Series([convert(item) for item in uniques], dtype=dtype)
@@ -122,14 +122,14 @@ def duration_seconds(text: str) -> float | None:
 
 def durations(values: "pd.Series") -> "pd.Series":
     """Slurm durations → Timedelta; ``UNLIMITED``, ``INVALID`` and blanks → NaT."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     return pd.to_timedelta(_by_unique(values, duration_seconds, "Float64").astype("float64"), unit="s")
 
 
 def timestamps(values: "pd.Series") -> "pd.Series":
     """``2026-11-22T00:55:14`` → Timestamp; ``Unknown``/``None``/``N/A`` → NaT."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     return pd.to_datetime(values.where(~values.isin(_NO_TIME)), format="%Y-%m-%dT%H:%M:%S", errors="coerce")
 
@@ -154,7 +154,7 @@ def memory_bytes(values: "pd.Series") -> "pd.Series":
 
 def integers(values: "pd.Series") -> "pd.Series":
     """Digits → nullable integers; anything else → <NA>."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     return pd.to_numeric(values, errors="coerce").astype("Int64")
 
@@ -166,7 +166,7 @@ def state_name(text: str) -> str:
 
 def states(values: "pd.Series") -> "pd.Categorical":
     """Job states as a categorical of :class:`JobState` values."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     return pd.Categorical(_by_unique(values, state_name, "object"), categories=_STATE_CATEGORIES)
 
@@ -244,7 +244,7 @@ def parse_partitions(text: str) -> "pd.DataFrame":
     Columns: partition, default, availability, nodes, nodes_idle, cpus, cpus_idle,
     memory_bytes (smallest node), gpus (total), gpu_types ({type: GPUs per node}), time_limit.
     """
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     rows = read_table(text, SINFO_FIELDS)
     partitions: dict[str, dict[str, object]] = {}

@@ -104,26 +104,28 @@ class ClusterProfile:
     def open_transport(self) -> "Transport":
         """A transport for this cluster (it connects lazily, on the first command)."""
         if self.transport == "local":
+            # lazy: the local transport; the server's extension loads profiles without it
             from .local import LocalTransport
 
             return LocalTransport(env=dict(self.env))
         if self.transport == "openssh":
+            # lazy: the OpenSSH transport; the server's extension loads profiles without it
             from .openssh import OpenSSHTransport
 
             return OpenSSHTransport(str(self.host), self._config_path(), user=self.user, pool_size=self.pool_size,
                                     control_persist=self.control_persist)
-        from .ssh import SSHTransport
+        from .ssh import SSHTransport  # lazy: paramiko's transport; an OpenSSH or local cluster never needs it
 
         return SSHTransport(self.ssh_target(), pool_size=self.pool_size)
 
     def ssh_target(self) -> Any:
         """The resolved SSH target (ssh and openssh profiles): where to log in, which known_hosts."""
-        from .ssh import SSHTarget
+        from .ssh import SSHTarget  # lazy: the SSH modules; the server's extension loads profiles without them
 
         if self.transport == "local":
             raise ConfigError(f"cluster {self.name!r} runs locally; it has no SSH host")
         if self.transport == "openssh":
-            from .openssh import resolve
+            from .openssh import resolve  # lazy: the SSH modules; the server's extension loads profiles without them
 
             return resolve(str(self.host), self._config_path(), user=self.user).ssh_target
         return SSHTarget.from_ssh_config(str(self.host), self._config_path(), user=self.user,
@@ -134,14 +136,14 @@ class ClusterProfile:
 
     def policy(self, home: str | None = None) -> "CommandPolicy":
         """The read-only allowlist for this cluster."""
-        from .policy import CommandPolicy
+        from .policy import CommandPolicy  # lazy: the command policy; the server's extension loads profiles without it
 
         return CommandPolicy(readable_roots=self.readable_roots, home=home, extra_commands=self.extra_commands)
 
 
 def _job_env(profile: str, names: Any) -> tuple[str, ...]:
     """The profile's ``job_env``: variable names, none of them a secret's."""
-    from .job_env import name_problem
+    from .job_env import name_problem  # lazy: the batch-script parser; only a profile that sets job_env needs it
 
     if isinstance(names, str) or not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
         raise ConfigError(f"cluster profile {profile!r}: `job_env` must be a list of variable names")

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import PolicyError, SlurmError, SubmissionUnknownError, TransportError, UsageError
 from . import jobfiles, parsing
+from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .policy import AllowedCommand, CommandPolicy
 from .reads import run_checked
+from .sbatch import SbatchScript
 from .transport import CommandResult, Transport
 
 if TYPE_CHECKING:
@@ -256,9 +258,6 @@ class SlurmClient:
     # ----- changing ------------------------------------------------------------------------
     def job_environment(self, script: str) -> "JobEnvironment":
         """The environment a job of ``script`` gets (names only); :class:`ScriptError` when it asks for a secret."""
-        from .job_env import job_environment
-        from .sbatch import SbatchScript
-
         return job_environment(SbatchScript.parse(script), self.job_env)
 
     async def submit(self, script: str, extra_args: Sequence[str] = (), script_name: str | None = None) -> str:
@@ -355,7 +354,7 @@ def _is_job_id(text: str) -> bool:
 
 
 def _missing(item: Any) -> bool:
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     if isinstance(item, str):
         return item == ""

@@ -22,7 +22,7 @@ PARTITION_COLUMNS = ["partition", "default", "availability", "nodes", "nodes_idl
 
 def slurm_duration(value: Any) -> str:
     """A Timedelta as Slurm writes it (``1-02:03:04``, ``02:03``); blank when unknown."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; `betty --help` and `%load_ext` load this module
 
     if value is None or pd.isna(value):
         return ""

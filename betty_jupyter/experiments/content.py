@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..safe_text import fenced, markdown_text, table_cell
+from ..wiki import AUTO_END, AUTO_START
+from ..wiki.regions import without_markers
 from .ledger import Experiment
 
 if TYPE_CHECKING:
@@ -48,8 +50,6 @@ def page_body(experiment: Experiment, auto: str) -> str:
     The goal is shown as written (it may come from the model: nothing in it renders as HTML,
     an image or a link) and the script sits in a fence that no line of it can close.
     """
-    from ..wiki import AUTO_END, AUTO_START
-
     goal = markdown_text(experiment.goal) if experiment.goal else \
         "_What is this run for? Betty never changes this section._"
     goal += _resubmits(experiment, "")
@@ -76,8 +76,6 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
 
     Slurm's fields and the log are other people's text: escaped, fenced, their marker text broken up.
     """
-    from ..wiki.regions import without_markers
-
     now = datetime.now().strftime("%Y-%m-%d %H:%M:%S")
     lines = ["## Status", "", f"**{markdown_text(state)}**" + markdown_text(_status_details(job)), "",
              f"_Updated {now} by Betty's job watcher._", ""]
@@ -86,6 +84,7 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
     if log_tail and state in FAILED_STATES:
         lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
     if experiment.diagnosis:
+        # lazy: the diagnosis and the Slurm commands behind it; the server's start loads this module without them
         from .diagnosis import page_section
 
         lines += ["", page_section(experiment.diagnosis)]
@@ -134,6 +133,7 @@ def _clock(seconds: float) -> str:
 
 def notebook(experiment: Experiment) -> Any:
     """The experiment notebook (nbformat v4): goal, script, record, live status, log, analysis."""
+    # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
     import nbformat.v4 as nbf
 
     job, cluster = json.dumps(experiment.job_id), json.dumps(experiment.cluster)

@@ -21,9 +21,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 
+from ..cluster.commands import partition_offers
 from ..cluster.jobs import Job, JobState
+from ..cluster.parsing import size_bytes
 from ..cluster.sbatch import SbatchScript, format_minutes
 from ..errors import BettyError
+from ..gpu import gpu_type
+from ..safe_text import fenced, markdown_text
+from ..wiki.regions import without_markers
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,9 +66,7 @@ class PartitionLimits:
 
 def partition_limits(partitions: "pd.DataFrame") -> list[PartitionLimits]:
     """Each partition's limits, from :meth:`SlurmClient.partitions` (memory: its smallest node)."""
-    import pandas as pd
-
-    from ..cluster.commands import partition_offers
+    import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
     rows = partitions.to_dict("records")
     return [PartitionLimits(offer.name, None if pd.isna(row["memory_bytes"]) else int(row["memory_bytes"]),
@@ -112,9 +115,6 @@ def page_section(record: Mapping[str, Any]) -> str:
     Evidence is quoted from the job's log, so every value is written as plain text and the diff
     sits in a fence it cannot close.
     """
-    from ..safe_text import fenced, markdown_text
-    from ..wiki.regions import without_markers
-
     title, summary = markdown_text(record.get("title", "Diagnosis")), markdown_text(record.get("summary", ""))
     lines = ["## Diagnosis", "", f"**{title}**: {summary}.", ""]
     for heading, key in (("Evidence", "evidence"), ("The correction", "changes"), ("Also worth trying", "suggestions")):
@@ -128,8 +128,6 @@ def page_section(record: Mapping[str, Any]) -> str:
 
 
 def _resubmission_line(record: Mapping[str, Any]) -> str:
-    from ..safe_text import markdown_text
-
     step = record.get("resubmission") or {}
     state = step.get("state")
     if not record.get("corrected_script"):
@@ -228,8 +226,6 @@ def _more_memory(asked: int | None, peak: int | None, cap: int | None, partition
 
 def _memory_request(case: _Case) -> tuple[str, int | None, int]:
     """(the option to change, the job's whole request in bytes, what a per-CPU or per-GPU value is multiplied by)."""
-    from ..cluster.parsing import size_bytes
-
     script = case.script
     if script.get("mem") is not None:
         return "mem", script.memory_bytes(), 1
@@ -420,8 +416,6 @@ def _requested_gpu_type(script: SbatchScript) -> str | None:
 
 
 def _known_gpu(name: str | None) -> "GpuType | None":
-    from ..gpu import gpu_type
-
     if not name:
         return None
     try:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
+from ..cluster.slurm import SlurmClient
+from ..cluster.sync import Blocking, run_sync
+from ..config import load_config
 from .metrics import parse_metrics
 
 if TYPE_CHECKING:
@@ -15,10 +18,6 @@ T = TypeVar("T")
 
 
 def _with_cluster(cluster: str | None, work: Callable[[Any], T]) -> T:
-    from ..cluster.slurm import SlurmClient
-    from ..cluster.sync import Blocking, run_sync
-    from ..config import load_config
-
     profile = load_config().profile(cluster)
     transport = profile.open_transport()
     try:

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import pandas as pd
+import pandas as pd
 
 _PAIR = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.])")
 
 
 def parse_metrics(text: str) -> "pd.DataFrame":
     """One row per line that holds ``name=value`` (or ``name: value``) numbers, one column per name."""
-    import pandas as pd
-
     rows = []
     for line in text.splitlines():
         found = {name: float(value) for name, value in _PAIR.findall(line)}

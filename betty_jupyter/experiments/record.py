@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import BettyError, ExperimentError, WikiError
 from ..safe_text import markdown_text
+from ..wiki import WikiStore
+from ..wiki.regions import check_no_markers
 from . import content
 from .ledger import Experiment, Ledger
 from .workspace import Workspace
 
 if TYPE_CHECKING:
     from ..cluster.slurm import SlurmClient
-    from ..wiki import WikiStore
 
 _MAX_SLUG = 48
 
@@ -52,8 +53,6 @@ def check_recordable(script: str, goal: str = "", name: str | None = None) -> No
     Marker text (``<!-- betty:auto-…``) in the script, the goal or the name could open or close
     Betty's region of the page; a NUL byte cannot be written into a page at all.
     """
-    from ..wiki.regions import check_no_markers
-
     for text, what in ((script, "the script"), (goal, "the goal"), (name or "", "the experiment's name")):
         try:
             check_no_markers(text, what)
@@ -68,6 +67,7 @@ async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster:
                             gpu_estimate: dict[str, Any] | None = None,
                             replaces: dict[str, str] | None = None) -> Experiment:
     """Submit ``script`` exactly once and record it; nothing is written (or submitted) when it could not be recorded."""
+    # lazy: the batch-script parser; the server's start loads this module without it
     from ..cluster.sbatch import SbatchScript
 
     check_recordable(script, goal, name)
@@ -110,8 +110,6 @@ def record_submission(workspace: Workspace, experiment: Experiment, ledger: Ledg
 
 def write_record(workspace: Workspace, experiment: Experiment) -> list[str]:
     """Write whichever of the page and the notebook is missing; returns what was written."""
-    from ..wiki import WikiStore
-
     store = WikiStore(workspace.wiki)
     written = []
     if not store.exists(experiment.page):
@@ -136,6 +134,7 @@ def _index(store: "WikiStore", experiment: Experiment) -> None:
 
 def write_notebook(path: Path, book: Any) -> None:
     """Write a notebook atomically (temp file in the same directory, then rename)."""
+    # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
     import nbformat
 
     nbformat.validate(book)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import BettyError
+from ..wiki import WikiStore
 from . import content
 from .ledger import Experiment
 from .workspace import Workspace
@@ -30,8 +31,6 @@ async def failure_log(slurm: "SlurmClient", job: "Job", lines: int = LOG_LINES_O
 
 def write_page(workspace: Workspace, experiment: Experiment, job: "Job", log: str | None = None) -> None:
     """Rewrite the page's Status and Runtime (only between Betty's markers) and its ``status`` field."""
-    from ..wiki import WikiStore
-
     state = job.state.value
     WikiStore(workspace.wiki).update_auto(experiment.page, content.auto_region(experiment, job, state, log),
                                           {"status": state})

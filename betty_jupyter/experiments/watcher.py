@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..cluster.sync import run_sync
+from ..config import load_config
 from ..errors import BettyError, WikiError
 from . import content
 from .ledger import Experiment, Ledger, Tracked
@@ -129,6 +131,7 @@ class JobWatcher:
             # The record was never written (see `betty experiments repair`); the ledger keeps the state.
 
     def _write_status_cell(self, experiment: Experiment, job: "Job", state: str) -> None:
+        # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
         import nbformat
 
         path = self.workspace.root / experiment.notebook
@@ -166,6 +169,7 @@ class ClusterClients:
 
     def __call__(self, cluster: str) -> "SlurmClient":
         """The client of ``cluster`` (ConfigError when it is not configured)."""
+        # lazy: the Slurm client; the server's start builds the watcher without it
         from ..cluster.slurm import SlurmClient
 
         if cluster not in self._clients:
@@ -182,8 +186,5 @@ class ClusterClients:
 
 def watcher_for_config(workspace: Workspace, **options: Any) -> tuple[JobWatcher, Callable[[], None]]:
     """A watcher whose clusters come from Betty's configuration, and a function closing their links."""
-    from ..cluster.sync import run_sync
-    from ..config import load_config
-
     clients = ClusterClients(load_config())
     return JobWatcher(workspace, clients, **options), lambda: run_sync(clients.close())

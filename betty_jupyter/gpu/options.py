@@ -7,20 +7,16 @@ parsed options into an :class:`~betty_jupyter.gpu.request.EstimateRequest`.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .request import EstimateRequest
+from .profiles import PROFILES
+from .request import (ATTENTION, CHECKPOINTING, KV_DTYPES, METHODS, OFFLOAD, OPTIMIZERS, PRECISIONS, SHARDING,
+                      EstimateRequest, lora_targets)
 
 _EXTRA = "stack-specific switches"
 
 
 def job_options() -> argparse.ArgumentParser:
     """The options that describe one job, shared by ``estimate`` and ``advise``."""
-    from .profiles import PROFILES
-    from .request import (ATTENTION, CHECKPOINTING, KV_DTYPES, METHODS, OFFLOAD, OPTIMIZERS, PRECISIONS,
-                               SHARDING)
-
     job = argparse.ArgumentParser(add_help=False)
     job.add_argument("--model", required=True, help="catalog name (see `betty gpu models`) or path to a config.json")
     job.add_argument("--method", required=True, choices=METHODS)
@@ -51,8 +47,6 @@ def job_options() -> argparse.ArgumentParser:
 
 def request_from(args: argparse.Namespace) -> EstimateRequest:
     """The :class:`EstimateRequest` that parsed options describe."""
-    from .request import EstimateRequest, lora_targets
-
     return EstimateRequest(
         method=args.method, precision=args.precision, optimizer=args.optimizer, batch_size=args.batch_size,
         seq_len=args.seq_len, grad_ckpt=args.grad_ckpt, gpus=args.gpus, sharding=args.sharding,

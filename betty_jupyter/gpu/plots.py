@@ -8,15 +8,14 @@ only, and only when a picture is asked for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, Sequence
+from typing import Literal, Sequence
+
+from matplotlib.figure import Figure
 
 from .architecture import Architecture
 from .estimate import ITEMS, Estimate, estimate
 from .hardware import GpuType
 from .request import EstimateRequest
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 COLORS = {
     "weights": "#4C72B0", "gradients": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
@@ -28,8 +27,6 @@ LABELS = {"kv_cache": "KV cache", "runtime": "runtime/CUDA"}
 def breakdown_chart(estimates: Estimate | Sequence[Estimate], gpus: Sequence[GpuType] = (),
                     labels: Sequence[str] | None = None) -> Figure:
     """A stacked bar per estimate (weights, gradients, …) with a line at each GPU's capacity."""
-    from matplotlib.figure import Figure
-
     items = [estimates] if isinstance(estimates, Estimate) else list(estimates)
     names = list(labels) if labels else [_bar_label(item) for item in items]
     figure = Figure(figsize=(max(4.0, 1.6 * len(items) + 2.5), 4.5), layout="constrained")
@@ -59,8 +56,6 @@ def _bar_label(item: Estimate) -> str:
 def memory_curve(model: Architecture | str, request: EstimateRequest, values: Sequence[int],
                  vary: Literal["seq_len", "batch_size"] = "seq_len", gpus: Sequence[GpuType] = ()) -> Figure:
     """Peak memory as ``vary`` (sequence length or batch) grows, with each GPU's limit marked."""
-    from matplotlib.figure import Figure
-
     peaks = [estimate(model, request.changed(**{vary: value})).peak_gib for value in values]
     figure = Figure(figsize=(6.0, 4.0), layout="constrained")
     axes = figure.subplots()

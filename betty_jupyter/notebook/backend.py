@@ -21,7 +21,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
+from jupyter_core.paths import jupyter_runtime_dir
+
+from ..cluster.sync import run_sync, submit
+from ..config import load_config
 from ..errors import ApprovalError, BettyError, TransportError, UsageError
+from ..experiments.workspace import Workspace
 
 if TYPE_CHECKING:
     from ..agent.actions import ActionRecord
@@ -97,8 +102,6 @@ def find_server(parent_pid: int | None = None) -> tuple[str, str] | None:
     url = os.environ.get("BETTY_SERVER_URL")
     if url:
         return url, os.environ.get("BETTY_SERVER_TOKEN", "")
-    from jupyter_core.paths import jupyter_runtime_dir
-
     pid = parent_pid if parent_pid is not None else os.getppid()
     for path in sorted(Path(jupyter_runtime_dir()).glob("jpserver-*.json")):
         try:
@@ -130,10 +133,8 @@ class LocalBackend:
     """Betty's core in this kernel: one :class:`Assistant` on Betty's background event loop."""
 
     def __init__(self, workspace_dir: Path, config: "BettyConfig | None" = None, watch: bool = True) -> None:
+        # lazy: the agent (pydantic); a notebook served by the server's extension never needs it
         from ..agent.assistant import Assistant
-        from ..cluster.sync import run_sync
-        from ..config import load_config
-        from ..experiments.workspace import Workspace
 
         self.workspace = Workspace.at(workspace_dir)
         self.where = f"this kernel (project {self.workspace.root})"
@@ -144,8 +145,6 @@ class LocalBackend:
             run_sync(_call_soon(self.assistant.watch))
 
     def _run(self, work: Any, timeout: float | None = None) -> Any:
-        from ..cluster.sync import run_sync
-
         return run_sync(work, timeout)
 
     def clusters(self) -> list[dict[str, Any]]:
@@ -163,8 +162,6 @@ class LocalBackend:
 
     def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> "Future[ToolOutcome]":
         """Start a person's tool call on the background loop."""
-        from ..cluster.sync import submit
-
         return submit(self.assistant.call(session_id, tool, args, self.person, call_id))
 
     def ask(self, session_id: str, prompt: str) -> None:
@@ -230,6 +227,7 @@ class ServerBackend:
 
     def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> "Future[ToolOutcome]":
         """POST sessions/{id}/tools/{tool}, waiting for the outcome in a worker thread."""
+        # lazy: pydantic and pandas; `%load_ext` and connecting to the server never need them
         from ..agent.wire import outcome_from_json
 
         def call() -> "ToolOutcome":
@@ -249,7 +247,7 @@ class ServerBackend:
 
     def subscribe(self, session_id: str, listener: Listener, after: int) -> Callable[[], None]:
         """Long-polls GET sessions/{id}/events in a thread, handing each event to ``listener``."""
-        from ..agent.events import parse_event
+        from ..agent.events import parse_event  # lazy: pydantic; `%load_ext` and connecting to the server never need it
 
         stop = threading.Event()
 
@@ -280,6 +278,7 @@ class ServerBackend:
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """GET actions."""
+        # lazy: pydantic; `%load_ext` and connecting to the server never need it
         from ..agent.actions import ActionRecord
 
         query: dict[str, Any] = {"limit": limit}
@@ -289,6 +288,7 @@ class ServerBackend:
 
     def pending(self) -> list["ApprovalRequest"]:
         """GET approvals: those of every session on the server, automations' included."""
+        # lazy: pydantic; `%load_ext` and connecting to the server never need it
         from ..agent.events import ApprovalRequest
 
         return [ApprovalRequest.model_validate(item) for item in self._call("GET", "approvals")["approvals"]]

@@ -12,6 +12,10 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from IPython.display import display
 
+from ..cluster.jobs import Job
+from ..gpu import Estimate
+from .session import Call
+
 if TYPE_CHECKING:
     import ipywidgets as widgets
     from IPython.core.interactiveshell import InteractiveShell
@@ -35,7 +39,7 @@ def _take(value: Any) -> "widgets.Widget | None":
 
 def job_frame(frame: Any, view: "widgets.Widget") -> Any:
     """``frame`` as a DataFrame that shows as ``view`` (operations on it give plain DataFrames)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; `%load_ext` never needs it
 
     class JobFrame(pd.DataFrame):
         """A DataFrame of jobs, shown as Betty's live job table."""
@@ -57,10 +61,6 @@ def job_frame(frame: Any, view: "widgets.Widget") -> Any:
 
 def register(shell: "InteractiveShell") -> None:
     """Show Jobs, Estimates and pending calls the Betty way in ``shell``."""
-    from ..cluster.jobs import Job
-    from ..gpu import Estimate
-    from .session import Call
-
     formatter = shell.display_formatter.ipython_display_formatter  # type: ignore[union-attr]
     formatter.for_type(Job, _show_job)
     formatter.for_type(Estimate, _show_estimate)
@@ -68,14 +68,14 @@ def register(shell: "InteractiveShell") -> None:
 
 
 def _show_job(job: Any) -> None:
-    from .widgets.live import LiveJob
+    from .widgets.live import LiveJob  # lazy: ipywidgets; `%load_ext` never needs it
 
     view = _take(job)
     display(view if view is not None else LiveJob(job, None, None))
 
 
 def _show_estimate(result: Any) -> None:
-    from .widgets.gpu import EstimateView
+    from .widgets.gpu import EstimateView  # lazy: ipywidgets and matplotlib; `%load_ext` never needs them
 
     view = _take(result)
     display(view if view is not None else EstimateView(result))

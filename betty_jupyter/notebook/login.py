@@ -12,6 +12,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from IPython import get_ipython
+
 from ..cluster.login import LoginQuestion
 from ..errors import TransportError
 from ..safe_text import terminal_line
@@ -53,8 +55,6 @@ class CellLogin:
 
 
 def _kernel() -> Any:
-    from IPython import get_ipython
-
     return getattr(get_ipython(), "kernel", None)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -17,14 +18,20 @@ from IPython.display import display
 
 from .._version import __version__
 from ..agent.vocabulary import MODES
+from ..cluster.jobs import job_id
+from ..cluster.tables import HISTORY_COLUMNS, QUEUE_COLUMNS
 from ..errors import BettyError, ToolError, UsageError
+from ..gpu import estimate, gpu_type
+from ..gpu.options import job_options, request_from
+from ..safe_text import markdown_html
+from .display import job_frame, shown_as
 from .login import cell_login
+from .session import Call, NotebookBetty
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from ..agent.models import ToolOutcome
-    from .session import Call, NotebookBetty
 
 SETTLE_SECONDS = 60.0
 """How long ``%betty wait`` waits after a job's end for accounting to record its exit code."""
@@ -82,8 +89,6 @@ def _job_parser(name: str, description: str) -> MagicParser:
 
 
 def _job_id(text: str) -> str:
-    from ..cluster.jobs import job_id
-
     try:
         return job_id(text)
     except UsageError as error:
@@ -120,8 +125,8 @@ class BettyMagics(Magics):
     def connection(self) -> "NotebookBetty":
         """This notebook's Betty, connected on first use (the server's extension, or this kernel)."""
         if self._betty is None:
+            # lazy: the backend and the configuration it reads; `%load_ext` never needs them
             from .backend import connect
-            from .session import NotebookBetty
 
             BettyMagics._betty = NotebookBetty(connect())
         assert self._betty is not None
@@ -130,7 +135,7 @@ class BettyMagics(Magics):
     def _run(self, tool: str, args: dict[str, Any], label: str,
              extra: "Callable[[ToolOutcome], list[Any]] | None" = None) -> "ToolOutcome | Call":
         """Call ``tool`` as the person; the outcome once done, or the pending call when it waits for approval."""
-        from .display import shown_as
+        # lazy: ipywidgets; `%load_ext` never needs it
         from .widgets.calls import CallView
         from .widgets.progress import waiting
 
@@ -145,8 +150,6 @@ class BettyMagics(Magics):
 
     def _read(self, tool: str, args: dict[str, Any], label: str) -> Any:
         """A read's data (it waits for a person only when a rule says so: then the pending call)."""
-        from .session import Call
-
         result = self._run(tool, args, label)
         return result if isinstance(result, Call) else result.data
 
@@ -194,7 +197,7 @@ class BettyMagics(Magics):
         return f"Betty runs in {self.connection.backend.where}"
 
     def _clusters(self, args: argparse.Namespace, cell: str | None) -> "pd.DataFrame":
-        import pandas as pd
+        import pandas as pd  # lazy: pandas is heavy; `%load_ext` never needs it
 
         betty = self.connection
         rows = betty.backend.clusters()
@@ -223,8 +226,6 @@ class BettyMagics(Magics):
         return parser
 
     def _squeue(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from ..cluster.tables import QUEUE_COLUMNS
-
         me = self.connection.user() if args.me else None
         if args.me and not me:
             raise UsageError("Betty could not learn your login name on this cluster, so --me cannot filter")
@@ -233,9 +234,7 @@ class BettyMagics(Magics):
         return self._job_table("cluster_queue", query, f"queue on {self._where()}", QUEUE_COLUMNS)
 
     def _job_table(self, tool: str, query: dict[str, Any], title: str, columns: list[str]) -> Any:
-        from .display import job_frame
-        from .session import Call
-        from .widgets.jobs import JobTable
+        from .widgets.jobs import JobTable  # lazy: ipywidgets; `%load_ext` never needs it
 
         frame = self._read(tool, query, f"reading the {title}")
         if isinstance(frame, Call):
@@ -249,7 +248,7 @@ class BettyMagics(Magics):
         return job_frame(frame, table)
 
     def _cancel_view(self, job_id: str) -> Any:
-        from .widgets.calls import CallView
+        from .widgets.calls import CallView  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
         return CallView(betty.start("cluster_cancel", {"job_id": job_id}), betty.respond)
@@ -266,8 +265,6 @@ class BettyMagics(Magics):
         return parser
 
     def _sacct(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from ..cluster.tables import HISTORY_COLUMNS
-
         query = {"job_ids": args.job_ids or None, "since": args.since, "all_users": args.all_users or None}
         return self._job_table("cluster_history", query, f"history on {self._where()}", HISTORY_COLUMNS)
 
@@ -279,9 +276,6 @@ class BettyMagics(Magics):
         return self._live(args.job_id, with_log=True)
 
     def _live(self, job_id: str, with_log: bool, stream: str = "out", lines: int = 20) -> Any:
-        from .display import shown_as
-        from .session import Call
-
         job = self._read("cluster_status", {"job_id": job_id}, f"reading job {job_id}")
         if isinstance(job, Call):
             return job
@@ -289,7 +283,7 @@ class BettyMagics(Magics):
 
     def _live_view(self, job: Any, with_log: bool = True, stream: str = "out", lines: int = 20) -> Any:
         """A :class:`LiveJob` for ``job``, woken by the watcher's updates and re-reading it until it ends."""
-        from .widgets.live import LiveJob
+        from .widgets.live import LiveJob  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
 
@@ -318,9 +312,7 @@ class BettyMagics(Magics):
         return parser
 
     def _wait(self, args: argparse.Namespace, cell: str | None) -> Any:
-        import time
-
-        from .widgets.progress import waiting
+        from .widgets.progress import waiting  # lazy: ipywidgets; `%load_ext` never needs it
 
         if args.every < 1 or args.timeout <= 0:
             raise UsageError("%betty wait: --every is at least 1 second and --timeout positive")
@@ -357,8 +349,6 @@ class BettyMagics(Magics):
             return self._live(args.job_id, with_log=True, stream=stream, lines=args.lines)
         outcome = self._run("job_logs", {"job_id": args.job_id, "stream": stream, "lines": args.lines},
                             f"reading job {args.job_id}'s std{stream}")
-        from .session import Call
-
         if isinstance(outcome, Call):
             return outcome
         print(outcome.summary)
@@ -373,8 +363,6 @@ class BettyMagics(Magics):
 
     @staticmethod
     def _gpu_parser() -> MagicParser:
-        from ..gpu.options import job_options
-
         parser = MagicParser(prog="%betty gpu", parents=[job_options()], add_help=True,
                              description="GPU memory per GPU for one job (the options of `betty gpu estimate`); "
                              "`%betty gpu calculator` opens sliders instead")
@@ -386,10 +374,7 @@ class BettyMagics(Magics):
         return parser
 
     def _gpu(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from ..gpu.options import request_from
-        from ..gpu import estimate, gpu_type
-        from .display import shown_as
-        from .widgets.gpu import GpuCalculator
+        from .widgets.gpu import GpuCalculator  # lazy: ipywidgets and matplotlib; `%load_ext` never needs them
 
         if args.action == "calculator":
             shape = {"batch_size": args.batch_size, "seq_len": args.seq_len, "gpus": args.gpus}
@@ -398,7 +383,7 @@ class BettyMagics(Magics):
             raise UsageError("%betty gpu: --model and --method are needed (or `%betty gpu calculator`)")
         result = estimate(args.model, request_from(args))
         if args.gpu:
-            from .widgets.gpu import EstimateView
+            from .widgets.gpu import EstimateView  # lazy: ipywidgets and matplotlib; `%load_ext` never needs them
 
             return shown_as(result, EstimateView(result, [gpu_type(args.gpu)]))
         return result
@@ -428,7 +413,7 @@ class BettyMagics(Magics):
         return parser
 
     def _ask(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from .widgets.chat import ChatStream
+        from .widgets.chat import ChatStream  # lazy: ipywidgets; `%load_ext` never needs it
 
         prompt = " ".join(args.prompt) + (("\n" + cell) if cell else "")
         if not prompt.strip():
@@ -454,8 +439,6 @@ class BettyMagics(Magics):
         return parser
 
     def _wiki(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from .session import Call
-
         if args.action == "search":
             if not args.words:
                 raise UsageError("%betty wiki search: give words to look for")
@@ -469,8 +452,6 @@ class BettyMagics(Magics):
             raise UsageError("%betty wiki show: name the page, e.g. `%betty wiki show clusters/dev-cluster.md`")
         data = self._read("wiki_read", {"page": page}, f"reading wiki/{page}")
         if isinstance(data, dict):
-            from ..safe_text import markdown_html
-
             # A page is anyone's text: rendered here so its raw HTML stays text and its remote images stay unloaded.
             body = str(data.get("body", ""))
             display({"text/html": markdown_html(body), "text/plain": body}, raw=True)
@@ -491,9 +472,9 @@ class BettyMagics(Magics):
         return betty.mode
 
     def _approvals(self, args: argparse.Namespace, cell: str | None) -> Any:
-        import ipywidgets as widgets
+        import ipywidgets as widgets  # lazy: ipywidgets; `%load_ext` never needs it
 
-        from .widgets.approval import ApprovalCard
+        from .widgets.approval import ApprovalCard  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
         pending = betty.backend.pending()
@@ -512,7 +493,7 @@ class BettyMagics(Magics):
         return parser
 
     def _log(self, args: argparse.Namespace, cell: str | None) -> "pd.DataFrame":
-        import pandas as pd
+        import pandas as pd  # lazy: pandas is heavy; `%load_ext` never needs it
 
         betty = self.connection
         session = None if args.all else betty.session_id()

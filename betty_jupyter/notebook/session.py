@@ -16,8 +16,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from ..agent import events as ev
-from ..agent.vocabulary import Mode
+from ..agent.vocabulary import MODES, Mode
 from ..errors import UsageError
 
 if TYPE_CHECKING:
@@ -44,6 +43,8 @@ class Call:
 
     def on_event(self, event: "AnyEvent") -> None:
         """One of this call's events (from another thread)."""
+        from ..agent import events as ev  # lazy: pydantic; `%load_ext betty_jupyter` never needs it
+
         if isinstance(event, ev.ApprovalRequestEvent):
             self.approval = event.payload
             self.asked.set()
@@ -189,8 +190,6 @@ class NotebookBetty:
 
     def set_mode(self, mode: str) -> None:
         """The agent's mode in this notebook's sessions (now and later)."""
-        from ..agent.vocabulary import MODES
-
         if mode not in MODES:
             raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
         for ident in list(self._sessions.values()):

@@ -25,6 +25,12 @@ from pydantic import TypeAdapter
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaMode
 from pydantic_core import core_schema
 
+from ..agent import wire
+from ..agent.approvals import Resolution
+from ..agent.automations.definitions import AutomationSpec
+from ..agent.events import AnyEvent
+from ..server import models as m
+
 DIRECTORY = Path(__file__).parent
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 EVENTS_ID = "https://betty-jupyter.org/schemas/events/v1"
@@ -64,8 +70,6 @@ def _with_header(schema_id: str, title: str, description: str, body: dict[str, A
 
 def events_schema() -> dict[str, Any]:
     """The JSON Schema of every event (as sent): a ``oneOf`` tagged by ``type``."""
-    from ..agent.events import AnyEvent
-
     body = TypeAdapter(AnyEvent).json_schema(mode="serialization", schema_generator=ContractSchema)
     return _with_header(EVENTS_ID, "BettyEvent",
                         "One event of Betty's agent: {type, session_id, seq, ts, payload}.", body)
@@ -73,11 +77,6 @@ def events_schema() -> dict[str, Any]:
 
 def _server_api_types() -> list[tuple[str, JsonSchemaMode, Any]]:
     """Every type of the REST API and the chat socket, by the name the schema gives it, with its mode."""
-    from ..agent import wire
-    from ..agent.approvals import Resolution
-    from ..agent.automations.definitions import AutomationSpec
-    from ..server import models as m
-
     answers = [m.Health, m.Clusters, m.ClusterCheck, m.LoginQuestions, m.Session, m.AskAnswer, m.Tools, m.CallStarted,
                m.Approvals, Resolution, m.Experiments, wire.Outcome, m.Automations, m.AutomationRuns,
                m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.ServerError]

@@ -15,7 +15,9 @@ from traitlets import Enum, Float, Unicode
 from .._version import __version__
 from ..agent.vocabulary import MODES, Mode
 from ..config import BettyConfig, load_config
+from ..experiments.workspace import Workspace
 from . import handlers
+from .services import BettyServices
 
 
 class BettyApp(ExtensionApp):
@@ -45,9 +47,6 @@ class BettyApp(ExtensionApp):
 
     def initialize_settings(self) -> None:
         """Read the configuration and set up the services every handler shares (the Assistant comes later)."""
-        from ..experiments.workspace import Workspace
-        from .services import BettyServices
-
         betty_config = load_config(self.config)
         assert self.serverapp is not None
         workspace = Workspace.at(self.workspace or self.serverapp.root_dir)

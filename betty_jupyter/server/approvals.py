@@ -25,6 +25,7 @@ class ApprovalHandler(BettyHandler):
     @web.authenticated
     def post(self, approval_id: str) -> None:
         """The ``Resolution``; 404 for an unknown approval, 409 for one already answered."""
+        # lazy: the request models are pydantic; the server's extension loads without them
         from .models import DecisionRequest
 
         request = self.body(DecisionRequest)

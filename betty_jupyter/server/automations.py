@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
+from ..agent.automations.transcripts import read_transcript, transcript_path
 from .base import BettyHandler, refused
 
 try:
@@ -52,6 +53,7 @@ class AutomationBase(BettyHandler):
 
     def definition(self) -> "AutomationSpec":
         """The body as a definition whose persona, tools and cluster exist here; 400 naming what does not."""
+        # lazy: pydantic and croniter; the server's extension loads without them
         from ..agent.automations.definitions import AutomationSpec, problems
 
         spec = self.body(AutomationSpec)
@@ -177,8 +179,6 @@ class RunHandler(AutomationBase):
     @web.authenticated
     def get(self, automation_id: str, run_id: str) -> None:
         """``Run`` + ``events``: its session's events after the first N (all attempts)."""
-        from ..agent.automations.transcripts import read_transcript, transcript_path
-
         run = self.runner.store.run(run_id)
         if run is None or run.automation != automation_id:
             raise refused(404, f"automation {automation_id[:60]} has no run {run_id[:40]!r}")
@@ -196,6 +196,7 @@ class HookHandler(BettyHandler):
     @allow_unauthenticated
     def post(self, automation_id: str) -> None:
         """202 ``{run_id, status}`` once queued; 200 ``replayed`` for a known delivery id; 403 without the secret."""
+        # lazy: pydantic and croniter; the server's extension loads without them
         from ..agent.automations.store import AutomationStore, store_path
 
         secret = self.request.headers.get(SECRET_HEADER, "")

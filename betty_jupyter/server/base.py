@@ -76,8 +76,9 @@ def json_object(text: bytes | str) -> dict[str, Any]:
 
 def parse_body(model: type[B], text: bytes | str) -> B:
     """A request body checked by ``model``; a 400 naming each problem on one line when it is refused."""
-    from pydantic import ValidationError
+    from pydantic import ValidationError  # lazy: pydantic and the tools; the server's extension loads without them
 
+    # lazy: pydantic and the tools; the server's extension loads without them
     from ..agent.tools.base import validation_problems
 
     try:
@@ -169,6 +170,7 @@ class BettyHandler(ExtensionHandlerMixin, APIHandler):
         With ``agent`` it is another agent's call (an MCP client's), decided by the session's mode, and
         the Outcome carries ``text`` too: what a model is told of it, as Betty's own model would be.
         """
+        # lazy: pydantic and pandas; the server's extension loads without them
         from ..agent.condense import condense
         from ..agent.wire import outcome_to_json
 

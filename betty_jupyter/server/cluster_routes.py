@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
+from ..cluster.jobs import job_id
 from ..errors import BettyError, HostKeyError
 from .base import BettyHandler, refused
 
@@ -24,7 +25,7 @@ CLUSTER = r"/betty/api/clusters/(?P<name>[^/]+)"
 
 async def check_cluster(profile: "ClusterProfile") -> "ClusterCheck":
     """Can Betty reach ``profile``'s cluster and run Slurm there? An unknown host key carries its fingerprint."""
-    from ..cluster.commands import cluster_check
+    from ..cluster.commands import cluster_check  # lazy: the Slurm client; the server's extension loads without it
 
     try:
         return {"ok": True, "message": await cluster_check(profile)}
@@ -36,9 +37,9 @@ async def check_cluster(profile: "ClusterProfile") -> "ClusterCheck":
 
 def recorded_fingerprints(target: "SSHTarget") -> list[str]:
     """The fingerprints known_hosts already holds for ``target`` (none when the file is missing)."""
-    import paramiko
+    import paramiko  # lazy: paramiko is heavy; the server's extension loads without it
 
-    from ..cluster.ssh import fingerprint
+    from ..cluster.ssh import fingerprint  # lazy: paramiko is heavy; the server's extension loads without it
 
     try:
         keys = paramiko.HostKeys(target.known_hosts)
@@ -72,6 +73,7 @@ class ClusterTrustHandler(BettyHandler):
     @web.authenticated
     async def post(self, name: str) -> None:
         """``{trusted: true, fingerprint}``; 409 when the host presents (or has recorded) another key."""
+        # lazy: paramiko and the pydantic request model; the server's extension loads without them
         from ..cluster.ssh import trust_host_key
         from .models import TrustRequest
 
@@ -133,7 +135,7 @@ class CancelHandler(BettyHandler):
     @web.authenticated
     async def post(self, job: str) -> None:
         """202 ``{call_id, session_id}``."""
-        from ..cluster.jobs import job_id
+        # lazy: the request models are pydantic; the server's extension loads without them
         from .models import CancelRequest
 
         ident = job_id(job)

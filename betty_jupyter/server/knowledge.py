@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def model_rows() -> list[dict[str, Any]]:
     """The built-in model catalog: each architecture's shape, its parameter count and published size."""
-    from ..gpu import catalog
+    from ..gpu import catalog  # lazy: the GPU catalog; the server's extension loads without it
 
     return [{**dataclasses.asdict(entry.architecture), "params": entry.architecture.params(),
              "published_params": entry.published_params, "source": entry.source, "aliases": list(entry.aliases)}
@@ -65,7 +65,7 @@ class WikiHandler(BettyHandler):
 
     def store(self) -> "WikiStore":
         """The workspace's wiki."""
-        from ..wiki import WikiStore
+        from ..wiki import WikiStore  # lazy: the wiki needs filelock; the server's extension loads without it
 
         workspace = self.services.workspace
         if not workspace.wiki.is_dir():
@@ -113,7 +113,7 @@ class ExperimentsHandler(BettyHandler):
 
     def ledger(self) -> "Ledger":
         """The ledger of recorded experiments."""
-        from ..experiments.ledger import Ledger
+        from ..experiments.ledger import Ledger  # lazy: the ledger (SQLite); the server's extension loads without it
 
         return Ledger(self.services.workspace.ledger_path)
 

@@ -29,6 +29,7 @@ class LoginQuestionHandler(BettyHandler):
     @web.authenticated
     def post(self, ident: str) -> None:
         """``{answered: true}``; 404 when no login waits on ``ident`` (answered, cancelled or timed out)."""
+        # lazy: the request models are pydantic; the server's extension loads without them
         from .models import LoginAnswer
 
         if not self.services.login_desk.answer(ident, self.body(LoginAnswer).answer):

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Sequence
 
 from prometheus_client import Counter, Histogram
 
-from ..agent import events as ev
 from ..agent.vocabulary import Decision
 from ..cluster.policy import SLURM_PROGRAMS
 
 if TYPE_CHECKING:
+    from ..agent import events as ev
     from ..agent.loop import AgentSession
     from ..cluster.transport import CommandResult, Transport
 
@@ -63,6 +63,8 @@ class CallCounter:
         self._asked: dict[str, float] = {}  # approval_id -> when the card was shown
 
     def __call__(self, event: "ev.AnyEvent") -> None:
+        from ..agent import events as ev  # lazy: the events' pydantic models; loading the extension never needs them
+
         match event:
             case ev.ApprovalRequestEvent(payload=request):
                 self._asked[request.approval_id] = event.ts

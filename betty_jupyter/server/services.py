@@ -16,7 +16,9 @@ import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from ..agent.vocabulary import Mode
+from ..cluster.login import answer_login_questions_with, stop_answering
 from . import metrics
+from .login_desk import LoginDesk
 
 if TYPE_CHECKING:
     from ..agent.assistant import Assistant
@@ -49,14 +51,13 @@ class BettyServices:
         self._instrumented: set[str] = set()
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
-        from .login_desk import LoginDesk
-
         self.login_desk = LoginDesk()
 
     @property
     def assistant(self) -> "Assistant":
         """The server's one Assistant (built on first use; a bad mode or bad rules are a ConfigError here)."""
         if self._assistant is None:
+            # lazy: the agent (pydantic) loads when the server's loop starts, after the extension
             from ..agent.assistant import Assistant
 
             self._assistant = Assistant(self.workspace, self.config, mode=self._mode,
@@ -67,6 +68,7 @@ class BettyServices:
     def automations(self) -> "AutomationRunner":
         """The server's automation runner (built on first use; it runs once :meth:`start` started it)."""
         if self._automations is None:
+            # lazy: the agent (pydantic) loads when the server's loop starts, after the extension
             from ..agent.automations.runner import AutomationRunner
 
             self._automations = AutomationRunner(self.assistant, lease_seconds=self._automation_lease,
@@ -78,8 +80,6 @@ class BettyServices:
 
         From now on a cluster's login questions (a second factor) wait in :attr:`login_desk` for the panel.
         """
-        from ..cluster.login import answer_login_questions_with
-
         answer_login_questions_with(self.login_desk)
         self.assistant.watch()
         self.automations.start()
@@ -152,8 +152,6 @@ class BettyServices:
     # ----- shutting down ------------------------------------------------------------------------
     async def close(self) -> None:
         """Stop the background calls, close the sockets, then close the Assistant (watcher, links)."""
-        from ..cluster.login import stop_answering
-
         stop_answering(self.login_desk)
         for task in list(self._calls):
             task.cancel()

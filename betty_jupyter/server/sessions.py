@@ -29,6 +29,7 @@ class SessionsHandler(BettyHandler):
     @web.authenticated
     async def post(self) -> None:
         """A new session on ``cluster`` in ``mode``, or the kept ``session_id`` resumed: 201 Session."""
+        # lazy: the request models are pydantic; the server's extension loads without them
         from .models import SessionRequest
 
         request = self.body(SessionRequest)
@@ -54,6 +55,7 @@ class ModeHandler(BettyHandler):
     @web.authenticated
     def put(self, session_id: str) -> None:
         """Set the mode; answers the session."""
+        # lazy: the request models are pydantic; the server's extension loads without them
         from .models import ModeRequest
 
         self.session_of(session_id)
@@ -67,6 +69,7 @@ class AskHandler(BettyHandler):
     @web.authenticated
     def post(self, session_id: str) -> None:
         """Start the answer; its events follow ``after``. 409 while the session still answers."""
+        # lazy: the request models are pydantic; the server's extension loads without them
         from .models import AskRequest
 
         session = self.session_of(session_id)
@@ -122,7 +125,7 @@ class ToolsHandler(BettyHandler):
     @web.authenticated
     def get(self, session_id: str) -> None:
         """``{tools: [ToolInfo]}``, in the registry's order."""
-        from .models import ToolInfo
+        from .models import ToolInfo  # lazy: the request models are pydantic; the server's extension loads without them
 
         tools: list[ToolInfo] = []
         for tool in self.session_of(session_id).registry:
@@ -141,6 +144,7 @@ class ToolHandler(BettyHandler):
     @web.authenticated
     async def post(self, session_id: str, tool: str) -> None:
         """``wait: true``: the Outcome once it ran; ``wait: false``: 202 ``{call_id, session_id}`` at once."""
+        # lazy: the request models are pydantic; the server's extension loads without them
         from .models import ToolRequest
 
         session = self.session_of(session_id)

@@ -75,8 +75,10 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     def on_message(self, message: str | bytes) -> None:
         """Act on one front-end message; a bad one gets a ``server_error`` frame."""
+        # lazy: pydantic and the tools; the server's extension loads without them
         from pydantic import TypeAdapter, ValidationError
 
+        # lazy: pydantic and the tools; the server's extension loads without them
         from ..agent.tools.base import validation_problems
         from .models import ApprovalMessage, AskMessage, SocketMessage
 

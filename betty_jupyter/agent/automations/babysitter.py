@@ -30,9 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import BettyError
 from ...experiments.ledger import Experiment, Ledger
+from ...experiments.refresh import LOG_LINES_ON_FAILURE, failure_log, write_page
+from ...wiki import WikiStore
 from .. import events as ev
+from ..session import SessionSpec
 from ..vocabulary import Decision, Mode
 from .definitions import AutomationLimits, AutomationSpec, Trigger
+from .host import open_run_session
 
 if TYPE_CHECKING:
     from ...cluster.jobs import Job
@@ -106,15 +110,12 @@ class _Visit:
                 await session.context.close()
 
     async def _open(self, experiment: Experiment) -> "AgentSession":
-        from ..session import SessionSpec
-        from .host import open_run_session
-
         spec = SessionSpec(cluster=experiment.cluster, mode="auto", task=f"{PERSON}: job {experiment.job_id}")
         return await open_run_session(self.runner, self.run, spec, self.automation.limits.seconds)
 
     async def _diagnose(self, slurm: "SlurmClient", experiment: Experiment, job: "Job", tail: str | None) -> Experiment:
+        # lazy: the diagnosis and the Slurm commands behind it; the server's start builds the runner without them
         from ...experiments.diagnosis import diagnose, partition_limits
-        from ...wiki import WikiStore
 
         found = diagnose(job, tail, experiment.script, partition_limits(await slurm.partitions()),
                          experiment.gpu_estimate, requested_memory_bytes=await _requested_memory(slurm, job.job_id))
@@ -172,8 +173,6 @@ class _Visit:
 
     def _show(self, experiment: Experiment, job: "Job", tail: str | None) -> None:
         """Rewrite the page's Betty region with the diagnosis; a page that was never written is left to repair."""
-        from ...experiments.refresh import LOG_LINES_ON_FAILURE, write_page
-
         shown = "\n".join((tail or "").splitlines()[-LOG_LINES_ON_FAILURE:]) or None
         try:
             write_page(self.workspace, experiment, job, shown)
@@ -211,14 +210,12 @@ def _outcome(outcome: "ToolOutcome", answers: list["ev.ApprovalResolved"]) -> di
 
 
 async def _log(slurm: "SlurmClient", job: "Job") -> str | None:
-    from ...experiments.refresh import failure_log
-
     return await failure_log(slurm, job, LOG_LINES)
 
 
 async def _requested_memory(slurm: "SlurmClient", job_id: str) -> int | None:
     """Accounting's ReqMem of the job (what it had when its script asked for no memory itself)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is heavy; the server starts and opens sessions without it
 
     history = await slurm.history([job_id])
     rows = history[history["job_id"] == job_id]

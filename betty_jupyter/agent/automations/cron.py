@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from croniter import croniter
+
 FIELDS = 5
 _NICKNAMES = ("@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly")
 
 
 def check(expression: str) -> str:
     """``expression`` when it is a valid five-field cron expression; ValueError with one line saying why not."""
-    from croniter import croniter
-
     text = " ".join(expression.split())
     if text.lower() in _NICKNAMES:
         return text.lower()
@@ -33,8 +33,6 @@ def next_time(expression: str, after: datetime | None = None) -> datetime:
 
     A naive ``after`` (and the default, now) is the server's local time.
     """
-    from croniter import croniter
-
     start = after or datetime.now()
     start = start if start.tzinfo is not None else start.astimezone()
     following: datetime = croniter(check(expression), start).get_next(datetime)

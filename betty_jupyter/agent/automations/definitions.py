@@ -12,12 +12,17 @@ trigger, ``payload.*`` for a webhook.
 from __future__ import annotations
 
 import re
+import secrets
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...cluster.jobs import JobState
+from ...errors import BettyError
+from ...wiki import WikiStore, seed_dir
 from ..vocabulary import AutomationMode, Mode
 from . import templates
+from .cron import check
 
 if TYPE_CHECKING:
     from ...config import BettyConfig
@@ -58,8 +63,6 @@ class Trigger(_Strict):
         if self.kind != "webhook" and self.template:
             raise ValueError("template belongs to a webhook trigger (map fields in the prompt instead)")
         if self.kind == "schedule":
-            from .cron import check
-
             if not self.cron:
                 raise ValueError("a schedule trigger needs cron, e.g. '0 8 * * *' (every day at 08:00)")
             check(self.cron)
@@ -71,8 +74,6 @@ class Trigger(_Strict):
 
 
 def _job_states(states: list[str]) -> list[str]:
-    from ...cluster.jobs import JobState
-
     known = {state.value for state in JobState}
     wanted = [state.strip().upper() for state in states]
     unknown = [state for state in wanted if state not in known]
@@ -160,8 +161,6 @@ class Run(BaseModel):
 
 def new_id(name: str) -> str:
     """An automation id from its name: ``nightly-failures-3f9a1c`` (it names the webhook URL)."""
-    import secrets
-
     slug = _SLUG.sub("-", name.lower()).strip("-")[:40] or "automation"
     return f"{slug}-{secrets.token_hex(3)}"
 
@@ -173,6 +172,7 @@ def session_id_of(run_id: str) -> str:
 
 def problems(spec: AutomationSpec, workspace: "Workspace", config: "BettyConfig") -> list[str]:
     """What a definition names that does not exist here: its persona page, tools or cluster."""
+    # lazy: every tool module; the server's start reads automations without them
     from ..registry import default_registry
 
     found = []
@@ -193,9 +193,6 @@ def problems(spec: AutomationSpec, workspace: "Workspace", config: "BettyConfig"
 
 def persona_page(workspace: "Workspace", name: str) -> str | None:
     """The body of ``personas/<name>.md``, from the project's wiki or else the seed's; None when neither has it."""
-    from ...errors import BettyError
-    from ...wiki import WikiStore, seed_dir
-
     if not re.match(PERSONA_NAME, name):
         return None
     for root in (workspace.wiki, seed_dir()):

@@ -12,6 +12,9 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
+from ..session import open_session
+from .transcripts import TranscriptWriter, transcript_path
+
 if TYPE_CHECKING:
     from ..approvals import ApprovalBroker, ApprovalInfo, Resolution
     from ..assistant import Assistant
@@ -56,9 +59,6 @@ class PatientBroker:
 
 async def open_run_session(host: RunHost, run: "Run", spec: "SessionSpec", wait: float) -> "AgentSession":
     """The session of ``run`` as ``spec`` asks for it, on the Assistant's broker (cards waiting ``wait`` seconds)."""
-    from ..session import open_session
-    from .transcripts import TranscriptWriter, transcript_path
-
     assistant = host.assistant
     transcript = TranscriptWriter(transcript_path(assistant.workspace.state, run.id), run.attempts)
     session = await open_session(assistant.workspace, assistant.config, replace(

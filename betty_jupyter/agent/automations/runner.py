@@ -32,17 +32,21 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import BettyError
+from .. import events as ev
+from ..session import SessionSpec, configured_limits
 from ..vocabulary import DoneReason
 from . import triggers
+from .builtins import BUILT_INS
 from .control import RunControl
 from .definitions import Automation, Run, persona_page
+from .host import open_run_session
+from .store import AutomationStore, store_path
 from .templates import render
 
 if TYPE_CHECKING:
     from ...experiments.watcher import JobUpdate
     from ..assistant import Assistant
     from ..loop import AgentSession
-    from .store import AutomationStore
 
 log = logging.getLogger(__name__)
 MAX_RESULT = 8000
@@ -103,9 +107,6 @@ class AutomationRunner:
     def store(self) -> "AutomationStore":
         """The workspace's automation store (made, with the paused daily digest and job babysitter, on first use)."""
         if self._store is None:
-            from .builtins import BUILT_INS
-            from .store import AutomationStore, store_path
-
             self._store = AutomationStore(store_path(self.assistant.workspace.state), max_failures=self.max_failures)
             self._store.install_digest()
             for ident, built_in in BUILT_INS.items():
@@ -237,8 +238,6 @@ class AutomationRunner:
         self._wake.set()
 
     async def _attempt(self, run: Run, control: RunControl) -> tuple[str, str | None, str]:
-        from .builtins import BUILT_INS
-
         automation = self.store.get(run.automation)
         if automation is None:
             return "failed", "deleted", "the automation was deleted"
@@ -261,8 +260,6 @@ class AutomationRunner:
 
     async def _ask(self, session: "AgentSession", prompt: str, control: RunControl,
                    budget: Budget) -> tuple[str, str | None, str]:
-        from .. import events as ev
-
         loop = asyncio.get_running_loop()
         control.attach(loop.create_task(session.ask(prompt)))
         assert control.task is not None
@@ -293,9 +290,6 @@ class AutomationRunner:
 
     async def _open(self, automation: Automation, run: Run, budget: Budget, control: RunControl) -> "AgentSession":
         """The run's session: the automation's mode, tools and name, the budget left as its breakers, the gate."""
-        from ..session import SessionSpec, configured_limits
-        from .host import open_run_session
-
         tools = None if automation.tools is None else tuple(dict.fromkeys([*automation.tools, "scratchpad"]))
         limits = replace(configured_limits(self.assistant.config), max_iterations=budget.iterations,
                          max_tokens=budget.tokens, max_seconds=budget.seconds)

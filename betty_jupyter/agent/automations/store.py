@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ...storage import connect
-from .definitions import DIGEST, DIGEST_ID, Automation, AutomationSpec, Run, session_id_of
+from .definitions import DIGEST, DIGEST_ID, Automation, AutomationSpec, Run, new_id, session_id_of
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS automations (
@@ -113,8 +113,6 @@ class AutomationStore:
     def create(self, spec: AutomationSpec, ident: str | None = None,
                status: str = "idle") -> tuple[Automation, str | None]:
         """Store a new automation; its webhook secret (shown once) when its trigger is a webhook."""
-        from .definitions import new_id
-
         ident = ident or new_id(spec.name)
         secret, salt, digest = _new_secret() if spec.trigger.kind == "webhook" else (None, None, None)
         now = time.time()

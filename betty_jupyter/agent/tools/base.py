@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Mapping, Ty
 
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
+from ...cluster.jobs import job_id
+from ...cluster.slurm import SlurmClient
 from ...errors import BettyError, UsageError
 from ...errors import ToolError as ToolError  # defined with the others, importable here too
 from ..models import Preview, Tier, ToolOutcome
@@ -26,7 +28,6 @@ from ..models import ToolArgs as ToolArgs  # defined beside the other shared mod
 if TYPE_CHECKING:
     from ...cluster.policy import CommandPolicy
     from ...cluster.profiles import ClusterProfile
-    from ...cluster.slurm import SlurmClient
     from ...experiments.workspace import Workspace
     from ..policy import Call
     from ..tasks import Delegator
@@ -53,8 +54,6 @@ class ToolContext:
     @classmethod
     def open(cls, profile: "ClusterProfile", workspace: "Workspace", session_id: str) -> "ToolContext":
         """A context on ``profile``'s cluster (its link opens lazily) for session ``session_id``."""
-        from ...cluster.slurm import SlurmClient
-
         if not _SESSION_ID.match(session_id):
             raise ToolError(f"session id {session_id[:40]!r} must be letters, digits, . _ - (it names a file)")
         slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env,
@@ -72,8 +71,6 @@ class ToolContext:
 
 
 def _checked_job_id(value: object) -> str:
-    from ...cluster.jobs import job_id
-
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError("a Slurm job id is text such as '123' or '123_4'")
     try:

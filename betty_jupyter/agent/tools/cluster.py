@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
+from ...cluster.commands import run_allowed
+from ...cluster.jobs import JobState
+from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS, readable
 from ...errors import BettyError, PolicyError
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, clip
@@ -24,8 +26,6 @@ TABLE_ROWS = 20
 def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_ROWS) -> str:
     """The chosen columns of ``frame`` as aligned text, cells as a person reads them; the first ``rows`` rows
     (all when None)."""
-    from ...cluster.tables import readable
-
     shown = readable(frame, columns)
     if rows is not None:
         shown = shown.head(rows)
@@ -85,8 +85,6 @@ class ClusterRun(Tool[RunArgs]):
 
     async def run(self, ctx: ToolContext, args: RunArgs) -> ToolOutcome:
         """Run it through :func:`run_allowed`: the policy refuses before the transport sees anything."""
-        from ...cluster.commands import run_allowed
-
         result = await run_allowed(ctx.slurm.transport, ctx.policy(), args.command)
         full = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr.strip() else "")
         if not result.ok:
@@ -107,8 +105,6 @@ class QueueArgs(ToolArgs):
     @field_validator("states")
     @classmethod
     def _known_states(cls, states: list[str] | None) -> list[str] | None:
-        from ...cluster.jobs import JobState
-
         for state in states or []:
             if JobState.parse(state) is JobState.UNKNOWN:
                 known = ", ".join(s.value for s in JobState if s is not JobState.UNKNOWN)

@@ -6,13 +6,16 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
+from ...gpu import (EstimateRequest, Partition, advise, estimate, find_model, gpu_type, load_config, parse_partition,
+                    targets_from)
+from ...gpu.hardware import parse_gpu_type
 from ...gpu.request import (Attention, Checkpointing, KvDtype, Method, Offload, Optimizer, Precision, Sharding,
                             lora_targets)
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError
 
 if TYPE_CHECKING:
-    from ...gpu import Architecture, Estimate, EstimateRequest, Partition
+    from ...gpu import Architecture, Estimate
 
 
 class JobShape(ToolArgs):
@@ -43,8 +46,6 @@ class JobShape(ToolArgs):
 
     def request(self) -> "EstimateRequest":
         """The checked :class:`EstimateRequest` these options describe."""
-        from ...gpu import EstimateRequest
-
         return EstimateRequest(
             method=self.method, precision=self.precision, optimizer=self.optimizer, batch_size=self.batch_size,
             seq_len=self.seq_len, grad_ckpt=self.grad_ckpt, gpus=self.gpus, sharding=self.sharding,
@@ -64,8 +65,6 @@ class JobShape(ToolArgs):
 
 def model_architecture(ctx: ToolContext, model: str) -> "Architecture":
     """A catalog model, or a ``config.json`` that lies inside the project (nothing else is read)."""
-    from ...gpu import find_model, load_config
-
     if not model.endswith(".json"):
         return find_model(model).architecture
     root = ctx.workspace.root.resolve()
@@ -103,8 +102,6 @@ class GpuEstimate(Tool[EstimateArgs]):
 
     async def run(self, ctx: ToolContext, args: EstimateArgs) -> ToolOutcome:
         """The estimate; ``data`` is its JSON form (what ``cluster_submit`` takes as ``gpu_estimate``)."""
-        from ...gpu import estimate, gpu_type
-
         result = estimate(model_architecture(ctx, args.model), args.request())
         gpu = gpu_type(args.gpu) if args.gpu else None
         data = result.as_dict(gpu)
@@ -143,9 +140,6 @@ class GpuAdvise(Tool[AdviseArgs]):
 
     async def run(self, ctx: ToolContext, args: AdviseArgs) -> ToolOutcome:
         """The advice; ``data`` is its JSON form."""
-        from ...gpu import advise, gpu_type, parse_partition, targets_from
-        from ...gpu.hardware import parse_gpu_type
-
         partitions = [parse_partition(text) for text in args.partitions or []]
         types = [parse_gpu_type(text) for text in args.gpu_types or []]
         if not partitions and not types:
@@ -160,8 +154,6 @@ class GpuAdvise(Tool[AdviseArgs]):
 
 async def cluster_partitions(ctx: ToolContext) -> list["Partition"]:
     """The session cluster's GPU partitions as plain data for the GPU layer."""
-    from ...gpu import Partition
-
     frame = await ctx.slurm.partitions()
     return [Partition(str(row["partition"]), dict(row["gpu_types"])) for row in frame.to_dict("records")
             if row["gpu_types"]]

@@ -8,7 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
+from ...cluster.commands import checked_script, default_partition, request_summary
+from ...cluster.slurm import sbatch_argv
+from ...experiments.diagnosis import script_diff
 from ...experiments.ledger import Ledger
+from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...experiments.refresh import refresh_page
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
@@ -49,11 +53,6 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
     async def preview(self, ctx: ToolContext, args: SubmitArgs) -> Preview:
         """The script exactly as uploaded, what it asks for, where it goes, its environment and the sbatch command."""
-        from ...cluster.commands import default_partition, request_summary
-        from ...cluster.slurm import sbatch_argv
-
-        from ...experiments.record import check_recordable
-
         if args.record:
             check_recordable(args.script, args.goal, args.name)
         elif args.replaces is not None:
@@ -86,8 +85,6 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
     async def run(self, ctx: ToolContext, args: SubmitArgs) -> ToolOutcome:
         """Check the script again, submit it once, write the page, notebook and log line."""
-        from ...experiments.record import submit_experiment
-
         _checked(args.script, await ctx.slurm.partitions())
         if not args.record:
             ident = await ctx.slurm.submit(args.script)
@@ -118,8 +115,6 @@ def _replaced(ctx: ToolContext, args: SubmitArgs) -> "Experiment | None":
 
 def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, details: dict[str, Any]) -> Preview:
     """The new script as a diff against the one it corrects, every line shown (whole-file context)."""
-    from ...experiments.diagnosis import script_diff
-
     details["replaces"] = {"job_id": original.job_id, "experiment": original.slug, "page": f"wiki/{original.page}"}
     whole = max(original.script.count("\n"), args.script.count("\n")) + 1
     diff = script_diff(original.script, args.script, f"{original.slug}.sbatch (job {original.job_id})",
@@ -129,8 +124,6 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
 
 
 def _checked(text: str, partitions: Any) -> "SbatchScript":
-    from ...cluster.commands import checked_script
-
     return checked_script(text, partitions)
 
 
@@ -145,8 +138,6 @@ def estimate_line(gpu_estimate: dict[str, Any]) -> str:
 
 def planned_slug(workspace: "Workspace", name: str) -> str:
     """The slug :func:`submit_experiment` will choose for ``name`` today, found without writing anything."""
-    from ...experiments.record import new_slug
-
     ledger = Ledger(workspace.ledger_path) if workspace.ledger_path.exists() else _NoLedger()
     return new_slug(workspace, ledger, name, date.today())
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from ...wiki.files import write_atomically
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError, clip
 from .wiki import unified_diff
@@ -48,8 +49,6 @@ class Scratchpad(Tool[NotesArgs]):
 
     async def run(self, ctx: ToolContext, args: NotesArgs) -> ToolOutcome:
         """The notes, or what was written."""
-        from ...wiki.files import write_atomically
-
         before = _notes(ctx)
         if args.action == "read":
             return ToolOutcome(summary=clip(before, 200, MAX_NOTES_CHARS) or "(no notes yet)", full=before)

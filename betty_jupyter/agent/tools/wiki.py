@@ -18,11 +18,15 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, model_validator
 
 from ...errors import WikiError
+from ...wiki import LOG, WikiStore, check_frontmatter
+from ...wiki.names import check_page_name
+from ...wiki.page import compose, render_frontmatter
+from ...wiki.regions import check_no_markers, check_one_line, find_region, outside
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError, clip
 
 if TYPE_CHECKING:
-    from ...wiki import Page, WikiStore
+    from ...wiki import Page
 
 STEERING_PAGES = ("index.md", "SCHEMA.md")
 """Pages the agent is guided by, besides the persona pages: the wiki's map and its schema."""
@@ -35,8 +39,6 @@ MAX_TEXT = 200_000
 
 def wiki_store(ctx: ToolContext) -> "WikiStore":
     """The session project's wiki."""
-    from ...wiki import WikiStore
-
     return WikiStore(ctx.workspace.wiki)
 
 
@@ -163,9 +165,6 @@ class WikiWrite(Tool[WriteArgs]):
         experiments/; 2 for a new page or a whole new body elsewhere; else (an append, a
         frontmatter change) 1.
         """
-        from ...wiki import LOG
-        from ...wiki.names import check_page_name
-
         try:
             page = check_page_name(args.page)
         except WikiError:
@@ -203,8 +202,6 @@ class WikiWrite(Tool[WriteArgs]):
 
     async def run(self, ctx: ToolContext, args: WriteArgs) -> ToolOutcome:
         """Write through WikiStore (atomic, locked, the person's text kept)."""
-        from ...wiki import LOG
-
         store = wiki_store(ctx)
         _check_target(store, args.page)
         if args.mode == "create":
@@ -239,18 +236,12 @@ def _check_target(store: "WikiStore", name: str) -> None:
 
 
 def _current(store: "WikiStore", name: str) -> str:
-    from ...wiki import LOG
-
     if name == LOG and not store.exists(name):
         return ""
     return store.read(name).text
 
 
 def _created(store: "WikiStore", args: WriteArgs) -> str:
-    from ...wiki import check_frontmatter
-    from ...wiki.page import render_frontmatter
-    from ...wiki.regions import find_region
-
     if store.exists(args.page):
         raise ToolError(f"wiki_write: {args.page} already exists; update it instead")
     frontmatter = args.frontmatter or {}
@@ -262,9 +253,6 @@ def _created(store: "WikiStore", args: WriteArgs) -> str:
 
 
 def _updated(store: "WikiStore", args: WriteArgs) -> str:
-    from ...wiki import LOG, check_frontmatter
-    from ...wiki.page import compose
-
     if args.page == LOG:
         raise ToolError("wiki_write: log.md is append-only; append one line to it instead")
     page = store.read(args.page)
@@ -277,8 +265,6 @@ def _updated(store: "WikiStore", args: WriteArgs) -> str:
 
 
 def _kept_outside(page: "Page", body: str) -> str:
-    from ...wiki.regions import find_region, outside
-
     _no_nul(body)
     new_region = find_region(body, page.name)
     old_region = find_region(page.body, page.name)
@@ -289,9 +275,6 @@ def _kept_outside(page: "Page", body: str) -> str:
 
 
 def _appended(store: "WikiStore", name: str, text: str) -> str:
-    from ...wiki import LOG
-    from ...wiki.regions import check_no_markers, check_one_line
-
     _no_nul(text)
     check_no_markers(text, "appended text")
     before = _current(store, name)

@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any, Sequence
 import ipywidgets as widgets
 
 from ...errors import BettyError
+from ...gpu import GPU_TYPES, advise, catalog, estimate, targets_from
+from ...gpu.plots import breakdown_chart
+from ...gpu.report import render_estimate
+from ...gpu.request import CHECKPOINTING, METHODS, PRECISIONS, SHARDING, EstimateRequest
 from ...safe_text import html_text
 from .html import pre_html
 
 if TYPE_CHECKING:
     from ...gpu import Estimate, Partition
-    from ...gpu.request import EstimateRequest
 
 SEQ_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -26,8 +29,6 @@ DEFAULT_GPUS = ("A100-40GB", "A100-80GB", "H100-80GB", "L40S", "RTX4090")
 
 def chart_png(result: "Estimate", gpus: Sequence[Any]) -> bytes:
     """The stacked-bar breakdown as PNG bytes (for an Image widget, safe from any thread)."""
-    from ...gpu.plots import breakdown_chart
-
     figure = breakdown_chart(result, gpus)
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=80)
@@ -39,9 +40,6 @@ class GpuCalculator(widgets.VBox):
 
     def __init__(self, model: str = "Llama-3.1-8B", method: str = "lora", partitions: "Sequence[Partition]" = (),
                  **shape: Any) -> None:
-        from ...gpu import catalog
-        from ...gpu.request import CHECKPOINTING, METHODS, PRECISIONS, SHARDING
-
         self.partitions = list(partitions)
         self.estimate: Estimate | None = None
         self.advice: Any = None
@@ -83,8 +81,6 @@ class GpuCalculator(widgets.VBox):
 
     def request(self) -> "EstimateRequest":
         """The job shape the controls describe."""
-        from ...gpu.request import EstimateRequest
-
         return EstimateRequest(method=self.method.value, precision=self.precision.value,
                                batch_size=int(self.batch.value), seq_len=int(self.seq_len.value),
                                gpus=int(self.gpus.value), grad_ckpt=self.grad_ckpt.value,
@@ -92,8 +88,6 @@ class GpuCalculator(widgets.VBox):
 
     def update(self) -> None:
         """Estimate again and redraw the chart and the advice."""
-        from ...gpu import GPU_TYPES, advise, estimate, targets_from
-
         try:
             request = self.request()
             self.estimate = estimate(self.model.value, request)
@@ -115,8 +109,6 @@ class EstimateView(widgets.VBox):
     """One estimate: its breakdown as text and as a stacked bar, with capacity lines for ``gpus``."""
 
     def __init__(self, result: "Estimate", gpus: Sequence[Any] = ()) -> None:
-        from ...gpu.report import render_estimate
-
         self.result = result
         text = render_estimate(result, gpus[0] if len(gpus) == 1 else None)
         super().__init__([widgets.HTML(pre_html(text)), widgets.Image(value=chart_png(result, gpus), format="png")])

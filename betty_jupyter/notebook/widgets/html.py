@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+
 from ...safe_text import html_text, visible
 
 STATE_COLOURS = {
@@ -29,10 +33,6 @@ def highlighted_html(text: str, language: str) -> str:
 
     Invisible control characters are written out first, so a script shows every character it holds.
     """
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import get_lexer_by_name
-
     formatter = HtmlFormatter(noclasses=True, nowrap=False, style="default")
     return str(highlight(visible(text), get_lexer_by_name(language), formatter))
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import ipywidgets as widgets
 
+from ...cluster.tables import readable
 from ...errors import BettyError
 from ...safe_text import html_text
 from .html import STATE_COLOURS
@@ -23,8 +24,6 @@ _ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQU
 
 def styled_html(frame: "pd.DataFrame", columns: Sequence[str], sort_by: str | None, ascending: bool) -> str:
     """``frame`` as an HTML table (durations as Slurm writes them), states coloured, sorted by ``sort_by``."""
-    from ...cluster.tables import readable
-
     shown = frame
     if sort_by and sort_by in shown.columns:
         shown = shown.sort_values(sort_by, ascending=ascending, kind="stable", na_position="last")
