@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..agent.loop import AgentSession
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
+    from .mcp_http import McpEndpoint
     from .models import Session, ToolInfo
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class BettyServices:
         self._instrumented: set[str] = set()
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
+        self._mcp: McpEndpoint | None = None
         from .login_desk import LoginDesk
 
         self.login_desk = LoginDesk()
@@ -75,6 +77,15 @@ class BettyServices:
             self._automations = AutomationRunner(self.assistant, lease_seconds=self._automation_lease,
                                                  on_session=metrics.instrument)
         return self._automations
+
+    @property
+    def mcp(self) -> "McpEndpoint":
+        """The server's MCP endpoint (built at its first request; it needs the ``mcp`` package)."""
+        if self._mcp is None:
+            from .mcp_http import McpEndpoint
+
+            self._mcp = McpEndpoint(self)
+        return self._mcp
 
     def start(self) -> None:
         """Build the Assistant, start its job watcher and the automation runner on the running loop (once).
@@ -211,6 +222,8 @@ class BettyServices:
         for sockets in list(self._sockets.values()):
             for socket in list(sockets):
                 socket.close(1001, "the Jupyter server is stopping")
+        if self._mcp is not None:
+            await self._mcp.close()
         if self._automations is not None:
             await self._automations.close()  # its running runs go back to the queue for the next server
         if self._assistant is not None:
