@@ -108,14 +108,13 @@ class McpEndpoint:
 class McpHandler(BettyHandler):
     """``POST|GET|DELETE /betty/mcp``: one request of an MCP client, after Jupyter authenticated it."""
 
-    _gone: asyncio.Event
     _body_read = False
     _content_type = "application/json"
 
-    async def prepare(self) -> None:  # type: ignore[override]  # as BettyHandler's own
-        """Jupyter's authentication (and XSRF rules), as for every route of Betty."""
+    def initialize(self, *args: Any, **kwargs: Any) -> None:
+        """As every handler of the extension; the request's client has not left yet."""
+        super().initialize(*args, **kwargs)
         self._gone = asyncio.Event()
-        await super().prepare()
 
     @web.authenticated
     async def post(self) -> None:
