@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -16,14 +15,12 @@ import pytest
 from jupyter_server_proc import JupyterServer
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
-from mcp_types import CallToolResult, Implementation
+from mcp_support import CLIENT, api, card_for, logged, text, until
+from mcp_types import CallToolResult
 from notebook_support import SCRIPT, llm, project, server  # noqa: F401 (fixtures)
 from test_server_support import job_state, scancel
 
 pytestmark = pytest.mark.cluster
-
-GUARD = 180.0  # a guard against a hang on a loaded machine, not a measurement
-CLIENT = Implementation(name="betty-test-client", version="1.0")
 
 
 def betty_mcp(server: JupyterServer, *args: str, token: str | None = None, handshake: bool = False) -> Client:
@@ -37,40 +34,6 @@ def betty_mcp(server: JupyterServer, *args: str, token: str | None = None, hands
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     command = StdioServerParameters(command=sys.executable, args=["-m", "betty_jupyter.cli", "mcp", *args], env=env)
     return Client(command, client_info=CLIENT, mode="legacy" if handshake else "auto")
-
-
-def text(result: CallToolResult) -> str:
-    return "\n".join(getattr(block, "text", "") for block in result.content)
-
-
-async def api(server: JupyterServer, method: str, route: str, body: Any = None) -> Any:
-    """One request to the server's Betty API, off the event loop (urllib blocks)."""
-    return await anyio.to_thread.run_sync(lambda: server.request(method, route, body))
-
-
-async def until(what: str, check: Callable[[], Awaitable[Any]]) -> Any:
-    """Poll ``check`` until it returns something true; that value."""
-    with anyio.move_on_after(GUARD):
-        while not (value := await check()):
-            await anyio.sleep(0.2)
-        return value
-    pytest.fail(f"{what} did not happen within {GUARD:g} s")
-
-
-async def card_for(server: JupyterServer, tool: str) -> dict[str, Any]:
-    """The open card of ``tool`` that betty mcp's session raised."""
-    async def open_card() -> dict[str, Any] | None:
-        return next((a for a in (await api(server, "GET", "approvals"))["approvals"]
-                     if a["tool"] == tool and a["task"] == "betty-test-client (MCP)"), None)
-
-    card: dict[str, Any] = await until(f"the {tool} card", open_card)
-    return card
-
-
-async def logged(server: JupyterServer, call_id: str) -> dict[str, Any] | None:
-    """The action log's line of ``call_id`` (None before it is written)."""
-    records = (await api(server, "GET", "actions?limit=1000"))["actions"]
-    return next((r for r in records if r["call_id"] == call_id), None)
 
 
 def test_a_client_lists_the_tools_and_its_reads_ask_once_per_session_in_confirm_mode(server: JupyterServer) -> None:

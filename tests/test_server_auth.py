@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -50,7 +51,7 @@ def contract_routes() -> set[tuple[str, str]]:
 def test_the_route_table_is_the_contracts():
     served = {(method, url.removeprefix("/betty/api/").replace("x1", "{}")) for method, url in route_methods()}
     assert served == contract_routes()
-    assert len(served) == 44
+    assert len(served) == 47
 
 
 def test_only_the_webhook_route_skips_jupyters_authentication():
@@ -99,3 +100,13 @@ async def test_the_webhook_route_refuses_a_jupyter_token_without_the_secret(jp_f
         assert json.loads(refused.value.response.body) == {
             "error": "this webhook needs its automation's secret in the X-Betty-Secret header"}
     assert not (jp_root_dir / ".betty" / "automations").exists()  # no run was recorded
+
+
+async def test_the_mcp_route_without_the_mcp_package_says_what_to_install(jp_fetch, jp_root_dir, monkeypatch):
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if betty-jupyter[mcp] were not installed
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch("betty", "mcp", method="POST", body="{}")
+    assert refused.value.code == 501
+    assert json.loads(refused.value.response.body) == {"error": (
+        "Betty's MCP endpoint needs the MCP package in the Jupyter server's environment: "
+        "pip install 'betty-jupyter[mcp]', then restart Jupyter")}

@@ -183,7 +183,7 @@ async def test_approvals_answered_over_rest(jp_fetch, jp_root_dir):
     card = seen[-1]["payload"]
     assert card["call_id"] == started["call_id"] and card["preview"]["title"] == "create wiki/notes/server-test.md"
     listed = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
-    assert listed == [card]
+    assert listed == [{**card, "session_id": session_id, "task": None}], "the card, and whose it is"
     assert (await call(jp_fetch, "GET", "approvals", params={"session": "s-other"}))["approvals"] == []
 
     assert (await refusal(jp_fetch, "POST", "approvals", card["approval_id"], body={"decision": "maybe"}))[0] == 400

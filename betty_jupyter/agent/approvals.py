@@ -139,7 +139,11 @@ class ApprovalBroker:
 
     def pending(self, session_id: str | None = None) -> list[ApprovalInfo]:
         """The open requests (of one session, when given), oldest first: what a reconnecting front-end shows."""
-        return [p.request for p in sorted(self._pending.values(), key=lambda p: p.opened)
+        return [request for _, request in self.waiting(session_id)]
+
+    def waiting(self, session_id: str | None = None) -> list[tuple[str | None, ApprovalInfo]]:
+        """The open requests (of one session, when given) with the session each waits in, oldest first."""
+        return [(p.session_id, p.request) for p in sorted(self._pending.values(), key=lambda p: p.opened)
                 if session_id is None or p.session_id == session_id]
 
     def _resolve(self, approval_id: str, resolution: Resolution) -> None:

@@ -173,7 +173,13 @@ class Assistant:
     # ----- approvals ----------------------------------------------------------------------------
     def pending(self, session_id: str | None = None) -> list[ev.ApprovalRequest]:
         """Approvals waiting for a person (of one session, when given), oldest first."""
-        return [request for request in self.broker.pending(session_id) if isinstance(request, ev.ApprovalRequest)]
+        return [request for _, request in self.waiting(session_id)]
+
+    def waiting(self, session_id: str | None = None) -> list[tuple[str, ev.ApprovalRequest]]:
+        """Approvals waiting for a person (of one session, when given), each with the session it waits in,
+        oldest first: the cards of MCP clients' sessions and automations' runs as well as the chats'."""
+        return [(waits_in or "", request) for waits_in, request in self.broker.waiting(session_id)
+                if isinstance(request, ev.ApprovalRequest)]
 
     def respond(self, approval_id: str, decision: str, approver: str,
                 args: Mapping[str, Any] | None = None) -> "Resolution":

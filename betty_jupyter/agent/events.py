@@ -83,8 +83,8 @@ class ApprovalRequest(Payload):
     args: dict[str, Any]
     preview: Preview
     reason: str
-    task: str | None = Field(None, description="the delegated task or automation the call belongs to, when not "
-                             "the person's own conversation")
+    task: str | None = Field(None, description="whom the call's session works for, when not the person's own "
+                             "conversation: a delegated task, an automation, an MCP client ('claude-code (MCP)')")
 
 
 class ApprovalResolved(Payload):

@@ -17,7 +17,7 @@ from ..gpu.options import job_options, request_from
 from .parser import Parser
 
 if TYPE_CHECKING:
-    from ..gpu import Estimate, GpuType
+    pass
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty gpu`` and its actions."""

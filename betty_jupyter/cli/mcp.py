@@ -39,7 +39,7 @@ def _mcp(args: argparse.Namespace) -> int:
     if not token:
         raise UsageError("set BETTY_SERVER_TOKEN (or JUPYTER_TOKEN) to the Jupyter server's token; "
                          "betty mcp reads it only from the environment")
-    from ..mcp_server import serve  # lazy: the mcp package (optional); only `betty mcp` needs it
+    from ..mcp_stdio import serve  # lazy: the mcp package (optional); only `betty mcp` needs it
 
     serve(url, token, cluster=args.cluster, mode=args.mode)
     return 0

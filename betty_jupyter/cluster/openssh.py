@@ -30,7 +30,6 @@ import stat
 import subprocess
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Sequence, Union

@@ -21,7 +21,6 @@ import inspect
 import os
 import posixpath
 import socket
-import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 

@@ -289,9 +289,9 @@ class ServerBackend:
     def pending(self) -> list["ApprovalRequest"]:
         """GET approvals: those of every session on the server, automations' included."""
         # lazy: pydantic; `%load_ext` and connecting to the server never need it
-        from ..agent.events import ApprovalRequest
+        from ..server.models import WaitingApproval
 
-        return [ApprovalRequest.model_validate(item) for item in self._call("GET", "approvals")["approvals"]]
+        return [WaitingApproval.model_validate(item) for item in self._call("GET", "approvals")["approvals"]]
 
 
 def _quote(part: str) -> str:

@@ -10,13 +10,16 @@ MAX_ACTIONS = 10_000
 
 
 class ApprovalsHandler(BettyHandler):
-    """``GET approvals?session=ID``: the approvals open now, oldest first."""
+    """``GET approvals?session=ID``: the approvals open now, oldest first, each with its session and task."""
 
     @web.authenticated
     def get(self) -> None:
-        """``{approvals: [ApprovalRequest]}``."""
-        pending = self.assistant.pending(self.query("session"))
-        self.answer({"approvals": [request.model_dump(mode="json") for request in pending]})
+        """``{approvals: [WaitingApproval]}``."""
+        from .models import WaitingApproval  # lazy: the request models are pydantic; the extension loads without them
+
+        waiting = [WaitingApproval(**request.model_dump(), session_id=session_id).model_dump(mode="json")
+                   for session_id, request in self.assistant.waiting(self.query("session"))]
+        self.answer({"approvals": waiting})
 
 
 class ApprovalHandler(BettyHandler):

@@ -164,19 +164,13 @@ class BettyHandler(ExtensionHandlerMixin, APIHandler):
             raise refused(404, f"no open session {session_id[:40]!r}; open it with POST sessions") from None
 
     async def call_tool(self, session: "AgentSession", tool: str, args: dict[str, Any],
-                        call_id: str | None = None, *, agent: bool = False) -> None:
-        """Run ``tool`` in ``session`` as this person's own call and answer its Outcome (400 for bad arguments).
-
-        With ``agent`` it is another agent's call (an MCP client's), decided by the session's mode, and
-        the Outcome carries ``text`` too: what a model is told of it, as Betty's own model would be.
-        """
-        # lazy: pydantic and pandas; the server's extension loads without them
-        from ..agent.condense import condense
-        from ..agent.wire import outcome_to_json
+                        call_id: str | None = None) -> None:
+        """Run ``tool`` in ``session`` as this person's own call and answer its Outcome (400 for bad arguments)."""
+        from ..agent.wire import outcome_to_json  # lazy: pydantic and pandas; the extension loads without them
 
         session.registry.get(tool).parse(args)  # a bad name or bad arguments: 400 now, not a failed call
-        outcome = await self.assistant.call(session.session_id, tool, args, None if agent else self.person, call_id)
-        self.answer(outcome_to_json(outcome, condense(outcome, session.user) if agent else None))
+        outcome = await self.assistant.call(session.session_id, tool, args, self.person, call_id)
+        self.answer(outcome_to_json(outcome))
 
     # ----- output -------------------------------------------------------------------------------
     def answer(self, data: Any, status: int = 200) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import approvals, automations, cluster_routes, knowledge, login, sessions, ws
+from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, sessions, ws
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -39,5 +39,6 @@ handlers: list[tuple[str, type[Any]]] = [
     *login.handlers,
     *knowledge.handlers,
     *automations.handlers,
+    *mcp_http.handlers,
 ]
 """Every route of Betty's server extension (``docs/server-api.md``), each with its handler class."""

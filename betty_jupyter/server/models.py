@@ -97,10 +97,20 @@ class AskAnswer(TypedDict):
     after: int
 
 
+class WaitingApproval(ApprovalRequest):
+    """An approval open now, as ``GET approvals`` lists it: the card its ``approval_request`` event carried, and
+    the session whose call waits on it. ``task`` names whom that session works for (an MCP client, an automation,
+    a delegated task); it is None in a person's own chat."""
+
+    model_config = ConfigDict(title="WaitingApproval")
+
+    session_id: str = Field(description="the session whose call waits on the answer")
+
+
 class Approvals(TypedDict):
     """Answer of ``GET approvals``: the approvals open now, oldest first."""
 
-    approvals: list[ApprovalRequest]
+    approvals: list[WaitingApproval]
 
 
 class Tools(TypedDict):

@@ -4,13 +4,15 @@ It holds the server's configuration and workspace, its one
 :class:`~betty_jupyter.agent.assistant.Assistant` — built when the server's loop starts (or
 by the first request, whichever comes first), so loading the agent does not delay Jupyter's
 start-up — and adds what only a server needs: sessions instrumented for Prometheus as they
-open, calls a person started without waiting, and the chat sockets open on each session
-(when the last one closes, the session's open approvals are cancelled).
+open, calls a person started without waiting, another agent's calls (an MCP client's, over
+REST or the MCP endpoint alike), and the chat sockets open on each session (when the last one
+closes, the session's open approvals are cancelled).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
@@ -23,10 +25,12 @@ from .login_desk import LoginDesk
 if TYPE_CHECKING:
     from ..agent.assistant import Assistant
     from ..agent.automations.runner import AutomationRunner
+    from ..agent.events import AnyEvent
     from ..agent.loop import AgentSession
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
-    from .models import Session
+    from .mcp_http import McpEndpoint
+    from .models import Session, ToolInfo
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,7 @@ class BettyServices:
         self._instrumented: set[str] = set()
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
+        self._mcp: McpEndpoint | None = None
         self.login_desk = LoginDesk()
 
     @property
@@ -74,6 +79,15 @@ class BettyServices:
             self._automations = AutomationRunner(self.assistant, lease_seconds=self._automation_lease,
                                                  on_session=metrics.instrument)
         return self._automations
+
+    @property
+    def mcp(self) -> "McpEndpoint":
+        """The server's MCP endpoint (built at its first request; it needs the ``mcp`` package)."""
+        if self._mcp is None:
+            from .mcp_http import McpEndpoint  # lazy: the optional mcp package, at the endpoint's first request
+
+            self._mcp = McpEndpoint(self)
+        return self._mcp
 
     def start(self) -> None:
         """Build the Assistant, start its job watcher and the automation runner on the running loop (once).
@@ -129,6 +143,53 @@ class BettyServices:
         except Exception:
             log.exception("Betty's %s call %s in %s failed", tool, call_id, session_id)
 
+    async def agent_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+        """Another agent's call (an MCP client's) in ``session_id``, decided by the session's mode: its Outcome with
+        ``text``, what a model is told of it. A bad tool name or bad arguments are refused (ToolError) before anything
+        runs. When the caller stops waiting (its task is cancelled) the call's open card is cancelled; a call already
+        running finishes, and is logged."""
+        # lazy: pydantic and pandas; the extension loads without them
+        from ..agent.condense import condense
+        from ..agent.wire import outcome_to_json
+
+        session = self.assistant.opened(session_id)
+        session.registry.get(tool).parse(args)
+        running = asyncio.ensure_future(self.assistant.call(session_id, tool, args, None, call_id))
+        self._calls.add(running)
+        running.add_done_callback(self._calls.discard)
+        try:
+            outcome = await asyncio.shield(running)  # the caller leaving must not cut the call short: it is logged
+        except asyncio.CancelledError:
+            self.abandoned(session_id, call_id)
+            running.add_done_callback(_logged)
+            raise
+        return outcome_to_json(outcome, condense(outcome, session.user))
+
+    def tools(self, session_id: str) -> list["ToolInfo"]:
+        """The tools an open session may call, in the registry's order: tier and the arguments' JSON schema."""
+        registry = self.assistant.opened(session_id).registry
+        return [{"name": tool.name, "description": tool.description, "tier": int(tool.tier),
+                 "schema": tool.schema()["function"]["parameters"]} for tool in registry]
+
+    async def events(self, session_id: str, after: int, wait: float = 0.0) -> list["AnyEvent"]:
+        """The session's events after ``after``; with ``wait``, held up to that many seconds until there is one."""
+        stream = self.assistant.opened(session_id).stream
+        if wait > 0 and not stream.since(after):
+            loop = asyncio.get_running_loop()
+            arrived = asyncio.Event()
+
+            # Subscribing with `after` replays what came meanwhile, so no event slips between check and wait.
+            def wake(_: "AnyEvent") -> None:
+                loop.call_soon_threadsafe(arrived.set)
+
+            unsubscribe = stream.subscribe(wake, after=after)
+            try:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(arrived.wait(), wait)
+            finally:
+                unsubscribe()
+        return stream.since(after)
+
     def abandoned(self, session_id: str, call_id: str) -> None:
         """Nobody waits for ``call_id`` any more (its request's connection closed): its open card is cancelled."""
         for request in self.assistant.pending(session_id):
@@ -160,7 +221,15 @@ class BettyServices:
         for sockets in list(self._sockets.values()):
             for socket in list(sockets):
                 socket.close(1001, "the Jupyter server is stopping")
+        if self._mcp is not None:
+            await self._mcp.close()
         if self._automations is not None:
             await self._automations.close()  # its running runs go back to the queue for the next server
         if self._assistant is not None:
             await self._assistant.close()
+
+
+def _logged(call: "asyncio.Task[Any]") -> None:
+    """A call nobody waits for any more: a failure is logged here rather than lost."""
+    if not call.cancelled() and call.exception() is not None:
+        log.error("Betty's call failed after its caller left", exc_info=call.exception())

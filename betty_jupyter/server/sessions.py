@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
-from typing import TYPE_CHECKING
 
 from tornado import web
 
 from .base import BettyHandler, refused
-
-if TYPE_CHECKING:
-    from ..agent.events import AnyEvent
 
 MAX_WAIT = 30.0
 SESSION = r"/betty/api/sessions/(?P<session_id>[^/]+)"
@@ -101,21 +95,7 @@ class EventsHandler(BettyHandler):
         """``{events, last_seq}``."""
         stream = self.session_of(session_id).stream
         after = int(self.query_number("after", 0, 0, 2**53))
-        wait = self.query_number("wait", 0, 0, MAX_WAIT)
-        if wait > 0 and not stream.since(after):
-            loop = asyncio.get_running_loop()
-            arrived = asyncio.Event()
-            # Subscribing with `after` replays what came meanwhile, so no event slips between check and wait.
-            def wake(_: AnyEvent) -> None:
-                loop.call_soon_threadsafe(arrived.set)
-
-            unsubscribe = stream.subscribe(wake, after=after)
-            try:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(arrived.wait(), wait)
-            finally:
-                unsubscribe()
-        events = stream.since(after)
+        events = await self.services.events(session_id, after, self.query_number("wait", 0, 0, MAX_WAIT))
         self.answer({"events": [event.model_dump(mode="json") for event in events], "last_seq": stream.last_seq})
 
 
@@ -125,14 +105,8 @@ class ToolsHandler(BettyHandler):
     @web.authenticated
     def get(self, session_id: str) -> None:
         """``{tools: [ToolInfo]}``, in the registry's order."""
-        from .models import ToolInfo  # lazy: the request models are pydantic; the server's extension loads without them
-
-        tools: list[ToolInfo] = []
-        for tool in self.session_of(session_id).registry:
-            described = tool.schema()["function"]
-            tools.append({"name": tool.name, "description": tool.description, "tier": int(tool.tier),
-                          "schema": described["parameters"]})
-        self.answer({"tools": tools})
+        self.session_of(session_id)
+        self.answer({"tools": self.services.tools(session_id)})
 
 
 class ToolHandler(BettyHandler):
@@ -154,7 +128,10 @@ class ToolHandler(BettyHandler):
             call_id = request.call_id or f"call_{uuid.uuid4().hex[:12]}"
             self.waiting = (session_id, call_id)
             try:
-                await self.call_tool(session, tool, request.args, call_id, agent=agent)
+                if agent:
+                    self.answer(await self.services.agent_call(session_id, tool, request.args, call_id))
+                else:
+                    await self.call_tool(session, tool, request.args, call_id)
             finally:
                 self.waiting = None
             return

@@ -65,6 +65,11 @@ export class BettyAPI {
     return this.get(`approvals?session=${encodeURIComponent(sessionId)}`);
   }
 
+  /** Every approval waiting for a person now, of every session, each with its session and task. */
+  waitingApprovals(): Promise<IApprovals> {
+    return this.get('approvals');
+  }
+
   /** Answer an approval; `args` only with `edited`. */
   decide(
     approvalId: string,

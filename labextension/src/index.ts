@@ -1,7 +1,7 @@
 /**
  * Betty's JupyterLab extension: the side panel, its commands (palette, file browser and
- * notebook context menus), its settings and the toasts of jobs that ended and of logins that
- * wait on the person.
+ * notebook context menus), its settings and the toasts of jobs that ended, of logins that
+ * wait on the person and of other sessions' approval cards (an MCP client's, an automation's).
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
@@ -10,15 +10,16 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
+import { ISignal } from '@lumino/signaling';
 
 import { BettyAPI } from './api';
 import { IJobUpdateInfo } from './events';
-import { LoginQuestions } from './logins';
 import { BettyModel, ISavedSession, panelSettings } from './model';
 import { BettyPanel } from './panel';
 import { askAboutCellPrompt, sizeGpusPrompt, submitScriptPrompt } from './prompts';
 import { visibleText } from './safe';
 import { activeCode } from './selection';
+import { othersThan, whose } from './waiting';
 
 const bettyIconSvg = `<svg xmlns="http://www.w3.org/2000/svg" width="16" viewBox="0 0 24 24">
   <g class="jp-icon3" fill="#616161">
@@ -72,10 +73,29 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer?.add(panel, panel.id);
 
     model.jobEnded.connect((_, job) => toastJobEnded(job, open));
-    toastLoginQuestions(
+    const showPanel = () => app.shell.activateById(panel.id);
+    toastWhileWaiting(
       model.logins,
+      () => model.logins.questions.map(question => question.id),
+      question => ({
+        id: question.id,
+        text: `${visibleText(question.cluster)} asks to log in: answer it in Betty's panel`
+      }),
       () => panel.isVisible,
-      () => app.shell.activateById(panel.id)
+      showPanel
+    );
+    toastWhileWaiting(
+      model.waiting,
+      () =>
+        othersThan(model.waiting.approvals, model.session?.session_id ?? null).map(
+          a => a.approval_id
+        ),
+      approval => ({
+        id: approval.approval_id,
+        text: `${visibleText(whose(approval))} waits for your approval of ${approval.tool} in Betty's panel`
+      }),
+      () => panel.isVisible,
+      showPanel
     );
     void startModel(model, settingRegistry, state);
 
@@ -221,28 +241,38 @@ function toastJobEnded(job: IJobUpdateInfo, open: (path: string) => void): void 
   );
 }
 
+/** What asks the person something, one item at a time (login questions, waiting approvals). */
+interface IAsking<T> {
+  readonly asked: ISignal<unknown, T>;
+  readonly changed: ISignal<unknown, void>;
+}
+
 /**
- * A toast for each login question that arrives while the panel is hidden, so a login does not
- * wait unseen; it goes once the question is answered, cancelled or timed out.
+ * A toast for each item `source` asks while the panel is hidden, so nothing waits unseen; it
+ * goes once the item is no longer among those `waiting` lists (answered, cancelled, timed out).
  */
-function toastLoginQuestions(
-  logins: LoginQuestions,
+function toastWhileWaiting<T>(
+  source: IAsking<T>,
+  waiting: () => string[],
+  toastOf: (item: T) => { id: string; text: string },
   panelShown: () => boolean,
   showPanel: () => void
 ): void {
   const toasts = new Map<string, string>();
-  logins.asked.connect((_, question) => {
-    if (!panelShown()) {
-      const toast = Notification.warning(
-        `${visibleText(question.cluster)} asks to log in: answer it in Betty's panel`,
-        { autoClose: false, actions: [{ label: 'Open Betty', callback: showPanel }] }
-      );
-      toasts.set(question.id, toast);
+  source.asked.connect((_, item) => {
+    const { id, text } = toastOf(item);
+    if (!panelShown() && waiting().includes(id)) {
+      const toast = Notification.warning(text, {
+        autoClose: false,
+        actions: [{ label: 'Open Betty', callback: showPanel }]
+      });
+      toasts.set(id, toast);
     }
   });
-  logins.changed.connect(() => {
+  source.changed.connect(() => {
+    const still = new Set(waiting());
     for (const [id, toast] of toasts) {
-      if (!logins.questions.some(question => question.id === id)) {
+      if (!still.has(id)) {
         Notification.dismiss(toast);
         toasts.delete(id);
       }

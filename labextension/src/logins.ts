@@ -9,20 +9,16 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { BettyAPI } from './api';
 import { ILoginQuestion } from './models';
+import { Poll } from './poll';
 import { BettyRequestError } from './request';
+
+export { BACKOFF_MS, FAILURES_BEFORE_BACKOFF, POLL_MS } from './poll';
 
 /** The calls the questions need: `BettyAPI` itself, or a fake in tests. */
 export type LoginAPI = Pick<
   BettyAPI,
   'loginQuestions' | 'answerLoginQuestion' | 'cancelLoginQuestion'
 >;
-
-/** Milliseconds between reads of the waiting questions. */
-export const POLL_MS = 2_000;
-/** Milliseconds between reads once {@link FAILURES_BEFORE_BACKOFF} reads in a row failed. */
-export const BACKOFF_MS = 10_000;
-/** Failed reads in a row after which the panel reads less often, until one succeeds. */
-export const FAILURES_BEFORE_BACKOFF = 3;
 
 /** The login questions waiting for the person, and their answers on the way to the server. */
 export class LoginQuestions {
@@ -32,10 +28,7 @@ export class LoginQuestions {
   problem: string | null = null;
 
   private readonly _api: LoginAPI;
-  private _running = false;
-  private _generation = 0;
-  private _timer: ReturnType<typeof setTimeout> | null = null;
-  private _failures = 0;
+  private readonly _poll: Poll<ILoginQuestion[]>;
   /** Answered or cancelled here: a read that began before the answer may still list them. */
   private readonly _settled = new Set<string>();
   private readonly _seen = new Set<string>();
@@ -44,6 +37,10 @@ export class LoginQuestions {
 
   constructor(api: LoginAPI) {
     this._api = api;
+    this._poll = new Poll(
+      async () => (await api.loginQuestions()).questions,
+      questions => this._show(questions)
+    );
   }
 
   /** Fires when the questions or the problem change. */
@@ -58,27 +55,17 @@ export class LoginQuestions {
 
   /** Whether the questions are being read. */
   get running(): boolean {
-    return this._running;
+    return this._poll.running;
   }
 
   /** Read the questions now and every {@link POLL_MS} from then on; a second start does nothing. */
   start(): void {
-    if (this._running) {
-      return;
-    }
-    this._running = true;
-    this._failures = 0;
-    void this._read(++this._generation);
+    this._poll.start();
   }
 
   /** Stop reading; a read under way is ignored when it answers. */
   stop(): void {
-    this._running = false;
-    this._generation += 1;
-    if (this._timer !== null) {
-      clearTimeout(this._timer);
-      this._timer = null;
-    }
+    this._poll.stop();
   }
 
   /** Stop for good. */
@@ -122,25 +109,6 @@ export class LoginQuestions {
     this._settled.add(id);
     this.questions = this.questions.filter(question => question.id !== id);
     this._changed.emit();
-  }
-
-  private async _read(generation: number): Promise<void> {
-    this._timer = null;
-    let questions: ILoginQuestion[] | null = null;
-    try {
-      questions = (await this._api.loginQuestions()).questions;
-    } catch {
-      // The server is away or restarting: read again, less often while it stays away.
-    }
-    if (generation !== this._generation) {
-      return;
-    }
-    this._failures = questions === null ? this._failures + 1 : 0;
-    if (questions !== null) {
-      this._show(questions);
-    }
-    const delay = this._failures >= FAILURES_BEFORE_BACKOFF ? BACKOFF_MS : POLL_MS;
-    this._timer = setTimeout(() => void this._read(generation), delay);
   }
 
   private _show(listed: ILoginQuestion[]): void {

@@ -18,6 +18,7 @@ import {
   reviveApprovals
 } from './transcript';
 import { LoginQuestions } from './logins';
+import { WaitingApprovals } from './waiting';
 import { ICluster, ISession, Mode, MODES, SocketMessage } from './models';
 import { ChatSocket, chatSocketUrl, IChatSocketOptions, SocketStatus } from './socket';
 
@@ -83,6 +84,8 @@ export class BettyModel {
   settings: IPanelSettings;
   /** What the clusters' login nodes ask the person (read while the panel is attached). */
   readonly logins: LoginQuestions;
+  /** The approvals waiting for the person in every session (read while the panel is attached). */
+  readonly waiting: WaitingApprovals;
 
   private readonly _api: BettyAPI;
   private readonly _makeSocket: (options: IChatSocketOptions) => ChatSocket;
@@ -99,6 +102,7 @@ export class BettyModel {
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
     this._makeSocket = options.socket ?? (socketOptions => new ChatSocket(socketOptions));
     this.logins = new LoginQuestions(options.api);
+    this.waiting = new WaitingApprovals(options.api);
   }
 
   /** Fires on every change of the state. */
@@ -254,9 +258,10 @@ export class BettyModel {
     this._changed.emit();
   }
 
-  /** Close the socket and stop reading login questions, for good. */
+  /** Close the socket and stop reading login questions and waiting approvals, for good. */
   dispose(): void {
     this.logins.dispose();
+    this.waiting.dispose();
     this._generation += 1;
     this._socket?.dispose();
     this._socket = null;

@@ -40,6 +40,7 @@ export type {
   ISessionRequest,
   IStopMessage,
   ITable,
+  IWaitingApproval,
   SocketMessage
 } from './contract/serverApi';
 

@@ -44,14 +44,19 @@ export class BettyPanel extends ReactWidget {
     return <BettyApp model={this.model} onOpen={this._open} />;
   }
 
-  /** Login questions are read while the panel is attached, shown or not: a login waits on them. */
+  /**
+   * Login questions and waiting approvals are read while the panel is attached, shown or not: a
+   * login, or another agent's call, waits on them.
+   */
   protected onAfterAttach(message: Message): void {
     super.onAfterAttach(message);
     this.model.logins.start();
+    this.model.waiting.start();
   }
 
   protected onBeforeDetach(message: Message): void {
     this.model.logins.stop();
+    this.model.waiting.stop();
     super.onBeforeDetach(message);
   }
 

@@ -56,6 +56,17 @@ export interface IApprovalItem {
   resolution: IApprovalResolved | null;
 }
 
+/** The card of an approval that waits for an answer. */
+export function pendingApproval(request: IApprovalRequest): IApprovalItem {
+  return {
+    kind: 'approval',
+    key: request.approval_id,
+    request,
+    status: 'pending',
+    resolution: null
+  };
+}
+
 /** A short line in the transcript: a plan, an error, a change of course, an ended turn, a job. */
 export interface INoteItem {
   kind: 'note';

@@ -18,7 +18,6 @@ from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 
 if TYPE_CHECKING:
-    from ...cluster.jobs import Job
     from ...cluster.sbatch import SbatchScript
     from ...experiments.ledger import Experiment
     from ...experiments.workspace import Workspace

@@ -13,7 +13,7 @@ import * as React from 'react';
 import { BettyAPI } from '../api';
 import { Decision, IApprovalRequest, jobEnded, PersonDecision } from '../events';
 import { IAutomation, IAutomationRun, IAutomationTrigger, IResolution } from '../models';
-import { IApprovalItem } from '../transcript';
+import { IApprovalItem, pendingApproval } from '../transcript';
 import { ApprovalCard } from './ApprovalCard';
 import { RunTranscript } from './RunTranscript';
 import { Sparkline } from './Sparkline';
@@ -350,7 +350,7 @@ function AutomationCard(props: IAutomationCardProps): JSX.Element {
           {waiting.map(each => (
             <ApprovalCard
               key={each.request.approval_id}
-              item={pendingItem(each.request)}
+              item={pendingApproval(each.request)}
               onDecide={(decision, args) => props.onDecide(each, decision, args)}
             />
           ))}
@@ -494,11 +494,6 @@ function isUnderWay(run: IAutomationRun): boolean {
 
 function isRunning(card: IAutomationCard, runId: string): boolean {
   return card.runs.some(run => run.id === runId && run.status === 'running');
-}
-
-function pendingItem(request: IApprovalRequest): IApprovalItem {
-  const key = request.approval_id;
-  return { kind: 'approval', key, request, status: 'pending', resolution: null };
 }
 
 function decidedItem(request: IApprovalRequest, resolution: IResolution): IApprovalItem {

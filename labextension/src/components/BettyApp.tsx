@@ -1,6 +1,7 @@
 /**
  * The whole side panel: the questions of logins waiting on the person (when there are any),
- * the header, then the Chat, Jobs, Experiments and Automations tabs.
+ * the header, the approvals other sessions wait on (MCP clients', automations'), then the
+ * Chat, Jobs, Experiments and Automations tabs.
  * Every tab stays mounted (hidden when not shown), so a draft prompt or a scroll position
  * survives a look at the jobs.
  */
@@ -13,6 +14,7 @@ import { ExperimentsView } from './ExperimentsView';
 import { Header } from './Header';
 import { JobsView } from './JobsView';
 import { LoginQuestionsView } from './LoginQuestionCard';
+import { WaitingApprovalsView } from './WaitingApprovalsView';
 
 /** Props of {@link BettyApp}. */
 export interface IBettyAppProps {
@@ -58,6 +60,10 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           {model.error}
         </div>
       )}
+      <WaitingApprovalsView
+        waiting={model.waiting}
+        chatSession={model.session?.session_id ?? null}
+      />
       <div className="betty-Tabs" role="tablist">
         {TABS.map(tab => (
           <button

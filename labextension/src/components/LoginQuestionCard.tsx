@@ -9,6 +9,7 @@
 import * as React from 'react';
 
 import { LoginQuestions } from '../logins';
+import { useChanges } from './changes';
 import { ILoginQuestion } from '../models';
 import { visibleText } from '../safe';
 
@@ -152,17 +153,4 @@ export function LoginQuestionsView({ logins }: ILoginQuestionsViewProps): JSX.El
       )}
     </div>
   );
-}
-
-/** Render again whenever `logins` changes. */
-function useChanges(logins: LoginQuestions): void {
-  const [, rendered] = React.useReducer((count: number) => count + 1, 0);
-  React.useEffect(() => {
-    const changed = () => rendered();
-    logins.changed.connect(changed);
-    rendered(); // a change between the first render and this effect is not missed
-    return () => {
-      logins.changed.disconnect(changed);
-    };
-  }, [logins]);
 }

@@ -136,7 +136,7 @@ export interface IApprovalRequest {
   preview: IPreview;
   reason: string;
   /**
-   * the delegated task or automation the call belongs to, when not the person's own conversation
+   * whom the call's session works for, when not the person's own conversation: a delegated task, an automation, an MCP client ('claude-code (MCP)')
    */
   task: string | null;
 }

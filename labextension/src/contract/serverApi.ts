@@ -2,7 +2,7 @@
 // (https://betty-jupyter.org/schemas/server-api/v1); do not edit: change the pydantic models, then run
 // `python -m betty_jupyter.schemas` and `npm run generate`.
 
-import { IApprovalRequest } from './events';
+import { IPreview } from './events';
 
 /**
  * How a table column's cells are written; every cell may also be ``null`` (missing).
@@ -30,7 +30,34 @@ export interface IApprovalMessage {
  * Answer of ``GET approvals``: the approvals open now, oldest first.
  */
 export interface IApprovals {
-  approvals: IApprovalRequest[];
+  approvals: IWaitingApproval[];
+}
+/**
+ * An approval open now, as ``GET approvals`` lists it: the card its ``approval_request`` event carried, and
+ * the session whose call waits on it. ``task`` names whom that session works for (an MCP client, an automation,
+ * a delegated task); it is None in a person's own chat.
+ */
+export interface IWaitingApproval {
+  approval_id: string;
+  call_id: string;
+  tool: string;
+  /**
+   * 0 never asks, 1 asks once per session, 2 always asks
+   */
+  tier: number;
+  args: {
+    [k: string]: unknown;
+  };
+  preview: IPreview;
+  reason: string;
+  /**
+   * whom the call's session works for, when not the person's own conversation: a delegated task, an automation, an MCP client ('claude-code (MCP)')
+   */
+  task: string | null;
+  /**
+   * the session whose call waits on the answer
+   */
+  session_id: string;
 }
 /**
  * Answer of ``POST sessions/{id}/ask``: the agent's events follow ``after``.

@@ -1,0 +1,211 @@
+"""``/betty/mcp``: Betty's MCP server (:mod:`betty_jupyter.mcp_server`) over streamable HTTP, in the Jupyter server.
+
+Every request is authenticated by Jupyter as Betty's other routes are (the token in an
+``Authorization`` header or ``?token=``, or the browser's cookie with its XSRF token), then handed,
+as ASGI, to the ``mcp`` package's session manager; its answer streams back, as server-sent events
+while a call waits for a person. The token goes no further than Jupyter: the ``Authorization`` and
+``Cookie`` headers and the query stay here. ``?cluster=`` and ``?mode=`` choose the client's session.
+
+The calls reach the server's services in process (:class:`ServerBetty`), exactly as
+``POST sessions/{id}/tools/{tool}`` with ``caller: "agent"`` does. The ``mcp`` package (the extra
+``betty-jupyter[mcp]``) is imported at the first request; without it the route answers 501.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..agent.vocabulary import MODES
+from .base import BettyHandler, refused
+
+if TYPE_CHECKING:
+    from ..mcp_server import Context, SessionOptions
+    from .services import BettyServices
+
+OPTIONS = "betty.session"
+"""The key of the ASGI scope that carries the options of the client's session."""
+_KEPT_BACK = {b"authorization", b"cookie"}
+
+
+class ServerBetty:
+    """This server's sessions, as the MCP face uses them: the same services the REST routes call."""
+
+    def __init__(self, services: "BettyServices") -> None:
+        self.services = services
+
+    async def open_session(self, agent: str, options: "SessionOptions") -> str:
+        """A new session working for ``agent``."""
+        session = await self.services.session(cluster=options.cluster, mode=options.mode, agent=agent)
+        return session.session_id
+
+    async def tools(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's tools."""
+        return [dict(info) for info in self.services.tools(session_id)]
+
+    async def last_seq(self, session_id: str) -> int:
+        """The ``seq`` of the session's newest event."""
+        return self.services.assistant.opened(session_id).stream.last_seq
+
+    async def call(self, session_id: str, tool: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
+        """Another agent's call; when the client stops waiting, its open card is cancelled."""
+        return await self.services.agent_call(session_id, tool, args, call_id)
+
+    async def events(self, session_id: str, after: int, wait: float) -> list[dict[str, Any]]:
+        """The session's events after ``after``, held up to ``wait`` seconds."""
+        return [event.model_dump(mode="json") for event in await self.services.events(session_id, after, wait)]
+
+
+class McpEndpoint:
+    """The MCP server of this Jupyter server, served by the ``mcp`` package's streamable-HTTP session manager.
+
+    Stateful: a client that opens with the ``initialize`` handshake keeps its MCP session (and the
+    name it gave) across its requests; a client of the newer protocol sends its name with each one.
+    Answers stream as server-sent events, so a client hears progress while a person decides.
+    """
+
+    def __init__(self, services: "BettyServices") -> None:
+        # lazy: the mcp package is optional; the route answers 501 without it, and loads it at its first request
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+        from ..mcp_server import BettyFace, mcp_server
+
+        face = BettyFace(ServerBetty(services), _options)
+        # Jupyter already checked Host and Origin (and XSRF) before a request gets here.
+        self.manager = StreamableHTTPSessionManager(mcp_server(face))
+        self._running: asyncio.Task[None] | None = None
+        self._started: asyncio.Future[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def handle(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Serve one request (ASGI); the session manager starts with the first one."""
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_future()
+            self._running = asyncio.get_running_loop().create_task(self._run(self._started))
+        await asyncio.shield(self._started)
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _run(self, started: "asyncio.Future[None]") -> None:
+        try:
+            async with self.manager.run():
+                started.set_result(None)
+                await self._stop.wait()
+        except Exception as error:
+            if not started.done():
+                started.set_exception(error)
+            raise
+
+    async def close(self) -> None:
+        """End every MCP session and stop the manager."""
+        self._stop.set()
+        if self._running is not None:
+            await asyncio.gather(self._running, return_exceptions=True)
+
+
+class McpHandler(BettyHandler):
+    """``POST|GET|DELETE /betty/mcp``: one request of an MCP client, after Jupyter authenticated it."""
+
+    _body_read = False
+    _content_type = "application/json"
+
+    def initialize(self, *args: Any, **kwargs: Any) -> None:
+        """As every handler of the extension; the request's client has not left yet."""
+        super().initialize(*args, **kwargs)
+        self._gone = asyncio.Event()
+
+    @web.authenticated
+    async def post(self) -> None:
+        """A JSON-RPC message from the client."""
+        await self._serve()
+
+    @web.authenticated
+    async def get(self) -> None:
+        """The stream of a session's messages to the client."""
+        await self._serve()
+
+    @web.authenticated
+    async def delete(self) -> None:
+        """The client ends its session."""
+        await self._serve()
+
+    def compute_etag(self) -> None:
+        """No ETag: an answer is a message, not a document."""
+        return None
+
+    def on_connection_close(self) -> None:
+        """The client hung up: the MCP server hears a disconnect (a call it waited on cancels its card)."""
+        self._gone.set()
+        super().on_connection_close()
+
+    def on_finish(self) -> None:
+        """The answer is complete: anything still listening for the client hears it left."""
+        self._gone.set()
+        super().on_finish()
+
+    async def _serve(self) -> None:
+        if importlib.util.find_spec("mcp") is None:
+            raise refused(501, "Betty's MCP endpoint needs the MCP package in the Jupyter server's environment: "
+                          "pip install 'betty-jupyter[mcp]', then restart Jupyter")
+        from ..mcp_server import SessionOptions  # lazy: it imports the optional mcp package, checked just above
+
+        cluster, mode = self.query("cluster"), self.query("mode")
+        if mode is not None and mode not in MODES:
+            raise refused(400, f"?mode= is one of {', '.join(MODES)}, not {mode[:30]!r}")
+        options = SessionOptions(self.cluster_name(cluster) if cluster else None, mode)
+        await self.services.mcp.handle(self._scope(options), self._receive, self._send)
+
+    def _scope(self, options: "SessionOptions") -> dict[str, Any]:
+        request = self.request
+        headers = [(name.lower().encode("latin-1"), value.encode("latin-1"))
+                   for name, value in request.headers.get_all()]
+        return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
+                "http_version": request.version.removeprefix("HTTP/"), "method": request.method,
+                "scheme": request.protocol, "path": request.path, "raw_path": request.path.encode("latin-1"),
+                "query_string": b"", "root_path": "", "client": (request.remote_ip, 0), "server": None,
+                "headers": [(name, value) for name, value in headers if name not in _KEPT_BACK], OPTIONS: options}
+
+    async def _receive(self) -> dict[str, Any]:
+        if not self._body_read:
+            self._body_read = True
+            return {"type": "http.request", "body": self.request.body, "more_body": False}
+        await self._gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if self._gone.is_set():
+            return  # the client left, or its answer is complete
+        if message["type"] == "http.response.start":
+            self.set_status(message["status"])
+            for name, value in message.get("headers", []):
+                name, value = name.decode("latin-1"), value.decode("latin-1")
+                if name.lower() == "content-type":
+                    self._content_type = value
+                elif name.lower() != "content-length":  # tornado counts, or streams in chunks
+                    self.set_header(name, value)
+            self.set_header("Content-Type", self._content_type)
+        elif message["type"] == "http.response.body":
+            self.write(message.get("body", b""))
+            if not message.get("more_body", False):
+                self.finish(set_content_type=self._content_type)
+                return
+            try:
+                await self.flush()
+            except StreamClosedError:
+                self._gone.set()
+
+
+def _options(ctx: "Context") -> "SessionOptions":
+    """The options of the request's session, as the handler checked them."""
+    from ..mcp_server import SessionOptions  # lazy: the optional mcp package; only a request that found it gets here
+
+    options = ctx.request.scope.get(OPTIONS) if ctx.request is not None else None
+    return options if isinstance(options, SessionOptions) else SessionOptions()
+
+
+handlers = [
+    (r"/betty/mcp", McpHandler),
+]
+"""The MCP route."""

@@ -1,0 +1,69 @@
+"""An MCP client's card answered in the side panel, in a real browser: Debian's Chromium on a real JupyterLab on the
+dev cluster, the ``mcp`` package's client on the server's ``/betty/mcp``.
+
+The client asks to submit a job; its tier-2 card is in no chat, yet the panel shows it by itself under "Waiting
+for you", named after the client, with the exact script; the person approves it there, and the client's call
+returns the job id of a job really queued in Slurm. Screenshots: ``test-artifacts/screenshots/mcp-*.png``.
+"""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import anyio
+import httpx2
+from jupyter_server_proc import JupyterServer
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_support import CLIENT, TASK, text
+from notebook_support import SCRIPT, llm, project  # noqa: F401 (fixtures)
+from panel_support import WAIT_MS, lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401
+from playwright.sync_api import Page, expect
+from test_server_support import job_state, scancel
+
+JOB = SCRIPT.format(name="mcp-panel", seconds=300)
+
+
+async def submit_over_mcp(lab: JupyterServer) -> str:
+    """The client's ``cluster_submit`` call over streamable HTTP, with the server's token; its answer's text."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {lab.token}"},
+                                  timeout=httpx2.Timeout(30, read=WAIT_MS / 1000)) as http:
+        async with Client(streamable_http_client(f"{lab.url}betty/mcp?mode=auto", http_client=http),
+                          client_info=CLIENT) as client:
+            result = await client.call_tool("cluster_submit", {"script": JOB, "goal": "test the panel"})
+    assert not result.is_error, text(result)
+    return text(result)
+
+
+def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: JupyterServer, page: Page,
+                                                                      dev_cluster: dict[str, str]) -> None:
+    with screenshot_on_failure(page, "failure", "mcp"), ThreadPoolExecutor(1) as outside:
+        panel = open_the_panel(page, lab)
+        calling = outside.submit(anyio.run, submit_over_mcp, lab)
+        waiting = panel.get_by_test_id("betty-waiting")
+        item = waiting.get_by_test_id("betty-waiting-item")
+        expect(item).to_have_count(1, timeout=WAIT_MS)  # read every 2 s; the client connects meanwhile
+        expect(item.get_by_test_id("betty-waiting-for")).to_have_text(f"for {TASK}")
+        expect(waiting.get_by_test_id("betty-waiting-count")).to_have_text("1")
+        card = item.get_by_test_id("betty-approval-card")
+        expect(card).to_have_attribute("data-tool", "cluster_submit")
+        expect(card.get_by_test_id("betty-approval-tier")).to_have_text("tier 2")
+        preview = card.get_by_test_id("betty-preview")
+        for line in JOB.strip().splitlines():
+            expect(preview.locator(".betty-Preview-line", has_text=line)).to_have_count(1)
+        expect(panel.get_by_test_id("betty-pending-count")).to_have_count(0)  # not a card of the panel's chat
+        screenshot(page, "waiting", "mcp")
+        assert not calling.done()  # the client still waits for the person
+
+        card.get_by_test_id("betty-approve").click()
+        expect(waiting).to_have_count(0, timeout=WAIT_MS)
+        answer = calling.result(timeout=WAIT_MS / 1000)
+    job_id = re.search(r"submitted job (\d+)", answer).group(1)
+    try:
+        assert job_state(dev_cluster, job_id) in ("PENDING", "RUNNING")
+        line = next(r for r in lab.request("GET", "actions?limit=1000")["actions"]
+                    if r["tool"] == "cluster_submit" and r["task"] == TASK)
+        assert (line["decision"], line["ok"]) == ("approved", True) and line["approver"].endswith("(server API)")
+    finally:
+        scancel(dev_cluster, job_id)
