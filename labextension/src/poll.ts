@@ -3,6 +3,9 @@
  * {@link POLL_MS}, less often while the server does not answer. The login questions and the
  * approvals waiting for the person are read this way.
  */
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { BettyRequestError } from './request';
 
 /** Milliseconds between reads. */
 export const POLL_MS = 2_000;
@@ -65,5 +68,119 @@ export class Poll<T> {
     }
     const delay = this._failures >= FAILURES_BEFORE_BACKOFF ? BACKOFF_MS : POLL_MS;
     this._timer = setTimeout(() => void this._tick(generation), delay);
+  }
+}
+
+/**
+ * Things that wait on the person, read with a {@link Poll}: which wait now (oldest first), each
+ * announced once on {@link asked} when the panel first sees it, and what became of an answer sent
+ * from here. An answered one goes at once, even if a read that began before the answer still
+ * lists it.
+ */
+export class WaitingList<T> {
+  /** What waits now, oldest first. */
+  items: readonly T[] = [];
+  /** Why the last answer found nothing waiting on it (answered elsewhere, timed out, cancelled). */
+  problem: string | null = null;
+
+  private readonly _poll: Poll<T[]>;
+  private readonly _settled = new Set<string>();
+  private readonly _seen = new Set<string>();
+  private readonly _changed = new Signal<this, void>(this);
+  private readonly _asked = new Signal<this, T>(this);
+
+  /**
+   * @param read - what waits now, from the server
+   * @param idOf - an item's id
+   * @param gone - the HTTP statuses that mean nothing waits on an answer any more
+   */
+  constructor(
+    read: () => Promise<T[]>,
+    private readonly _idOf: (item: T) => string,
+    private readonly _gone: readonly number[]
+  ) {
+    this._poll = new Poll(read, items => this._show(items));
+  }
+
+  /** Fires when the items or the problem change. */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** Fires once for each item the panel sees for the first time. */
+  get asked(): ISignal<this, T> {
+    return this._asked;
+  }
+
+  /** Whether the items are being read. */
+  get running(): boolean {
+    return this._poll.running;
+  }
+
+  /** Read now and every {@link POLL_MS} from then on; a second start does nothing. */
+  start(): void {
+    this._poll.start();
+  }
+
+  /** Stop reading; a read under way is ignored when it answers. */
+  stop(): void {
+    this._poll.stop();
+  }
+
+  /** Stop for good. */
+  dispose(): void {
+    this.stop();
+    Signal.clearData(this);
+  }
+
+  /** Forget {@link problem}. */
+  dismissProblem(): void {
+    if (this.problem !== null) {
+      this.problem = null;
+      this._changed.emit();
+    }
+  }
+
+  /**
+   * Wait for `answer`, an answer to item `id` on its way to the server. The item goes once the
+   * server took it, or when nothing waits on it any more ({@link problem} says why); any other
+   * refusal rejects with its one-line message and the item stays, to be answered again.
+   */
+  protected async settle(id: string, answer: Promise<unknown>): Promise<void> {
+    try {
+      await answer;
+      this.problem = null;
+    } catch (error) {
+      if (!(error instanceof BettyRequestError && this._gone.includes(error.status))) {
+        throw error;
+      }
+      this.problem = error.message;
+    }
+    this._settled.add(id);
+    this.items = this.items.filter(item => this._idOf(item) !== id);
+    this._changed.emit();
+  }
+
+  private _show(listed: T[]): void {
+    const ids = new Set(listed.map(this._idOf));
+    for (const id of [...this._settled, ...this._seen]) {
+      if (!ids.has(id)) {
+        this._settled.delete(id);
+        this._seen.delete(id);
+      }
+    }
+    const items = listed.filter(item => !this._settled.has(this._idOf(item)));
+    const fresh = items.filter(item => !this._seen.has(this._idOf(item)));
+    const same =
+      items.length === this.items.length &&
+      items.every((item, i) => this._idOf(item) === this._idOf(this.items[i]));
+    if (!same) {
+      this.items = items;
+      this._changed.emit();
+    }
+    for (const item of fresh) {
+      this._seen.add(this._idOf(item));
+      this._asked.emit(item);
+    }
   }
 }
