@@ -201,11 +201,17 @@ def test_the_package_has_no_import_cycle():
     assert not cycles, "import cycles:\n" + "\n".join(described(cycle, graph) for cycle in cycles)
 
 
+def written_package(root: Path, sources: dict[str, str]) -> Path:
+    """A package ``pkg`` under ``root`` with these files (relative path -> text), folders made as needed."""
+    package = root / "pkg"
+    for name, text in sources.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+    return package
+
+
 def test_the_cycle_finder_sees_imports_in_functions_and_packages_but_not_type_checking_ones(tmp_path):
-    package = tmp_path / "pkg"
-    (package / "sub").mkdir(parents=True)
-    (package / "own").mkdir()
-    sources = {
+    package = written_package(tmp_path, {
         "__init__.py": "",
         "a.py": "from . import typed\n\ndef later():\n    from .sub.c import x\n",
         "typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\nelse:\n    import os\n",
@@ -214,9 +220,7 @@ def test_the_cycle_finder_sees_imports_in_functions_and_packages_but_not_type_ch
         "sub/c.py": "x = 1\n",
         "own/__init__.py": "from . import d\nNAME = 1\n",
         "own/d.py": "def later():\n    from . import NAME\n",
-    }
-    for name, text in sources.items():
-        (package / name).write_text(text)
+    })
     graph = import_graph(package)
     assert graph["pkg.a"] == {"pkg.typed": "pkg/a.py:1", "pkg.sub.c": "pkg/a.py:4", "pkg.sub": "pkg/a.py:4"}
     assert graph["pkg.typed"] == {}
@@ -280,10 +284,7 @@ def test_the_layer_rules_hold_for_every_import_in_the_source():
 
 
 def test_the_layer_reader_sees_imports_in_functions_and_under_type_checking(tmp_path):
-    package = tmp_path / "pkg"
-    for folder in ("cluster", "devcluster", "cli", "notebook"):
-        (package / folder).mkdir(parents=True)
-    sources = {
+    package = written_package(tmp_path, {
         "__init__.py": "",
         "config.py": "import json\nfrom jupyter_server.utils import url_path_join\n",
         "errors.py": "class Oops(Exception):\n    pass\n",
@@ -297,9 +298,7 @@ def test_the_layer_reader_sees_imports_in_functions_and_under_type_checking(tmp_
         "cli/devcluster.py": "def run():\n    from ..devcluster import up\n    import requests\n",
         "cli/other.py": "import tornado\n",
         "notebook/__init__.py": "import IPython\n",
-    }
-    for name, text in sources.items():
-        (package / name).write_text(text)
+    })
     assert layer_violations(package) == [
         "pkg/cluster/__init__.py:4 imports IPython (the core never imports Jupyter)",
         "pkg/cluster/jobs.py:4 imports ipywidgets (the core never imports Jupyter)",

@@ -4,18 +4,16 @@
  * field, answering, cancelling, a question nobody waits on any more, and the reading of the
  * questions every 2 s while the panel is attached.
  */
-import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 import { act } from 'react';
 
 import { BettyAPI } from '../src/api';
 import { LoginQuestionCard, LoginQuestionsView } from '../src/components/LoginQuestionCard';
 import { BACKOFF_MS, FAILURES_BEFORE_BACKOFF, LoginQuestions, POLL_MS } from '../src/logins';
-import { BettyModel } from '../src/model';
 import { ILoginQuestion } from '../src/models';
-import { BettyPanel } from '../src/panel';
 import { BettyRequestError, requestAPI } from '../src/request';
-import { allByTestId, byTestId, click, render, type } from './render';
+import { expectReadsWhileAttached } from './attached';
+import { allByTestId, byTestId, click, render, settle, type, useFakeClock } from './render';
 
 jest.mock('../src/request', () => ({
   ...jest.requireActual('../src/request'),
@@ -92,22 +90,13 @@ class FakeServer {
 let server: FakeServer;
 let logins: LoginQuestions;
 
+useFakeClock();
 beforeEach(() => {
-  jest.useFakeTimers();
   server = new FakeServer();
   (requestAPI as jest.Mock).mockImplementation(server.answer);
   logins = new LoginQuestions(new BettyAPI());
 });
-afterEach(() => {
-  logins.dispose();
-  jest.useRealTimers();
-});
-
-async function settle(ms = 0): Promise<void> {
-  await act(async () => {
-    await jest.advanceTimersByTimeAsync(ms);
-  });
-}
+afterEach(() => logins.dispose());
 
 /** The cards, once the first read of the questions came back. */
 async function shown() {
@@ -343,18 +332,6 @@ describe('LoginQuestions: reading the questions', () => {
   });
 
   it('the panel reads while attached and stops when disposed', async () => {
-    const model = new BettyModel({ api: new BettyAPI() });
-    const panel = new BettyPanel({ model, open: jest.fn() });
-    await settle(POLL_MS * 2);
-    expect(reads()).toBe(0);
-    await act(async () => Widget.attach(panel, document.body));
-    await settle();
-    expect(reads()).toBe(1);
-    await settle(POLL_MS);
-    expect(reads()).toBe(2);
-    await act(async () => panel.dispose());
-    await settle(POLL_MS * 5);
-    expect(reads()).toBe(2);
-    expect(model.logins.running).toBe(false);
+    await expectReadsWhileAttached(reads, model => model.logins.running);
   });
 });

@@ -4,19 +4,16 @@
  * they are for, the panel's own chat's left to the chat, answering, a card answered elsewhere,
  * and the reading every 2 s while the panel is attached.
  */
-import { Widget } from '@lumino/widgets';
 import * as React from 'react';
-import { act } from 'react';
 
 import { BettyAPI } from '../src/api';
 import { WaitingApprovalsView } from '../src/components/WaitingApprovalsView';
-import { BettyModel } from '../src/model';
 import { IWaitingApproval } from '../src/models';
-import { BettyPanel } from '../src/panel';
 import { POLL_MS } from '../src/poll';
 import { BettyRequestError, requestAPI } from '../src/request';
 import { WaitingApprovals } from '../src/waiting';
-import { allByTestId, byTestId, click, render } from './render';
+import { expectReadsWhileAttached } from './attached';
+import { allByTestId, byTestId, click, render, settle, useFakeClock } from './render';
 
 jest.mock('../src/request', () => ({
   ...jest.requireActual('../src/request'),
@@ -75,22 +72,13 @@ class FakeServer {
 let server: FakeServer;
 let waiting: WaitingApprovals;
 
+useFakeClock();
 beforeEach(() => {
-  jest.useFakeTimers();
   server = new FakeServer();
   (requestAPI as jest.Mock).mockImplementation(server.answer);
   waiting = new WaitingApprovals(new BettyAPI());
 });
-afterEach(() => {
-  waiting.dispose();
-  jest.useRealTimers();
-});
-
-async function settle(ms = 0): Promise<void> {
-  await act(async () => {
-    await jest.advanceTimersByTimeAsync(ms);
-  });
-}
+afterEach(() => waiting.dispose());
 
 /** The section, once the first read of the approvals came back. */
 async function shown(chatSession: string | null = 's-chat') {
@@ -188,19 +176,9 @@ describe('WaitingApprovalsView', () => {
   });
 
   it('the panel reads the approvals while attached, and stops when disposed', async () => {
-    const model = new BettyModel({ api: new BettyAPI() });
-    const panel = new BettyPanel({ model, open: jest.fn() });
-    const reads = () => server.count('GET approvals');
-    await settle(POLL_MS * 2);
-    expect(reads()).toBe(0);
-    await act(async () => Widget.attach(panel, document.body));
-    await settle();
-    expect(reads()).toBe(1);
-    await settle(POLL_MS);
-    expect(reads()).toBe(2);
-    await act(async () => panel.dispose());
-    await settle(POLL_MS * 5);
-    expect(reads()).toBe(2);
-    expect(model.waiting.running).toBe(false);
+    await expectReadsWhileAttached(
+      () => server.count('GET approvals'),
+      model => model.waiting.running
+    );
   });
 });

@@ -77,3 +77,16 @@ export function type(element: HTMLTextAreaElement | HTMLInputElement, value: str
     element.dispatchEvent(new Event('input', { bubbles: true }));
   });
 }
+
+/** Fake timers in every test of the calling file (call it at the top level of a spec). */
+export function useFakeClock(): void {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+}
+
+/** Let `ms` of fake time pass, and what it sets off settle, inside React's `act`. */
+export async function settle(ms = 0): Promise<void> {
+  await act(async () => {
+    await jest.advanceTimersByTimeAsync(ms);
+  });
+}
