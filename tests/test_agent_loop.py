@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import os
 import re
@@ -285,7 +286,7 @@ def test_betty_ask_in_a_script_prints_one_event_per_line(ssh_profile, workspace,
         "message", "tool_call", "approval_request", "approval_resolved", "tool_result", "message", "done"]
     assert events[-1]["payload"]["reason"] == "finished"
     result = next(e["payload"] for e in events if e["type"] == "tool_result")
-    assert (result["decision"], result["approver"]) == ("approved", "betty ask --approve tier1")
+    assert (result["decision"], result["approver"]) == ("approved", f"{getpass.getuser()} (betty ask --approve tier1)")
 
 
 def test_a_stalled_stream_is_cut_off_and_asked_again(ssh_profile, workspace):

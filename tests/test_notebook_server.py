@@ -7,6 +7,7 @@ a person answering over REST), and the other way round.
 
 from __future__ import annotations
 
+import getpass
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_an_approval_asked_in_the_notebook_is_answered_in_the_panel(remote: Kern
         job = remote.run("submission = _\nsubmission.wait(timeout=60).job_id").text.strip("'")
         assert job.isdigit(), job
         remote.wait_for(lambda: "approved by" in remote.texts(card), what="the card to show the panel's answer")
-        assert "(server API)" in remote.texts(card), "the card names who answered, elsewhere"
+        assert f"{getpass.getuser()} (server API)" in remote.texts(card), "the card names who answered, elsewhere"
         assert [a["tool"] for a in person.answered] == ["cluster_submit"]
     finally:
         person.stop()
@@ -85,6 +86,8 @@ def test_a_card_clicked_in_the_notebook_answers_the_server(remote: Kernel, serve
     remote.click(remote.wait_for(lambda: remote.find(card, "betty-approve"), what="the card")[0])
     remote.wait_for(lambda: f"cancelled job {job}" in remote.texts(card), what="the cancellation")
     assert server.request("GET", "approvals")["approvals"] == []
+    cancelled = [a for a in server.request("GET", "actions?limit=50")["actions"] if a["tool"] == "cluster_cancel"]
+    assert [a["approver"] for a in cancelled] == [f"{getpass.getuser()} (notebook)"], "named by the face clicked"
     refused = remote.run("%betty status 999999")
     assert re.search(r"job 999999 is not known", one_error_line(refused))
 

@@ -10,6 +10,7 @@ The browser, the JupyterLab and the screenshots come from ``panel_support``.
 
 from __future__ import annotations
 
+import getpass
 import re
 import time
 
@@ -71,7 +72,10 @@ def approve(page: Page, panel: Locator, model: ScriptedLLM) -> tuple[str, str]:
     card = panel.locator('[data-testid="betty-approval-card"][data-tool="cluster_submit"]')
     card.get_by_test_id("betty-approve").click()
     expect(card).to_have_attribute("data-status", "decided")
-    expect(card.get_by_test_id("betty-approval-record")).to_have_attribute("data-decision", "approved")
+    record = card.get_by_test_id("betty-approval-record")
+    expect(record).to_have_attribute("data-decision", "approved")
+    expect(record).to_contain_text(f"approved by {getpass.getuser()} (side panel)")
+    assert not re.search(r"[0-9a-f]{32}", record.inner_text()), "the person by name, never an anonymous hex id"
     row = panel.locator('[data-testid="betty-tool-row"]', has_text="cluster_submit")
     expect(row).to_have_attribute("data-state", "ok")
     expect(row).to_contain_text(re.compile(r"submitted job \d+ on betty-dev as \d{4}-\d\d-\d\d-panel-demo"))

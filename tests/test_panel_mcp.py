@@ -8,6 +8,7 @@ returns the job id of a job really queued in Slurm. Screenshots: ``test-artifact
 
 from __future__ import annotations
 
+import getpass
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -64,6 +65,6 @@ def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: Jupyt
         assert job_state(dev_cluster, job_id) in ("PENDING", "RUNNING")
         line = next(r for r in lab.request("GET", "actions?limit=1000")["actions"]
                     if r["tool"] == "cluster_submit" and r["task"] == TASK)
-        assert (line["decision"], line["ok"]) == ("approved", True) and line["approver"].endswith("(server API)")
+        assert (line["decision"], line["ok"]) == ("approved", True) and line["approver"] == f"{getpass.getuser()} (side panel)"
     finally:
         scancel(dev_cluster, job_id)

@@ -10,6 +10,7 @@ action log, the events) uses these. They are ``str`` enums, so a member equals i
     Tier       how much a tool may do without a person: 0 never asks, 1 once per session, 2 always
     DoneReason why a turn ended: finished | denied | breaker | error | stopped
     EventType  the ``type`` of each event on the wire
+    Face       where a person answered a card: side panel | notebook | server API
 
 Programs read these fields, never the text of a message.
 """
@@ -135,6 +136,17 @@ class DoneReason(Word):
     """The model or Betty failed."""
     STOPPED = "stopped"
     """A person stopped it."""
+
+
+class Face(Word):
+    """Where a person answered a card, as the action log names it after the person: "alice (side panel)"."""
+
+    SIDE_PANEL = "side panel"
+    """JupyterLab's Betty panel: its chat cards and its list of cards waiting for a person."""
+    NOTEBOOK = "notebook"
+    """A card of the ``%betty`` magics."""
+    SERVER_API = "server API"
+    """Any other client of the REST API (a script, an MCP client)."""
 
 
 class EventType(Word):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,7 +86,7 @@ async def _answer(broker: "ApprovalBroker", request: "ApprovalRequest", approve:
         decision = Decision.APPROVED
     else:
         decision = Decision.DENIED
-    broker.respond(request.approval_id, decision, approver=f"betty ask --approve {approve}")
+    broker.respond(request.approval_id, decision, approver=f"{getpass.getuser()} (betty ask --approve {approve})")
 
 
 def _show(event: "AnyEvent", as_json: bool) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from jupyter_core.paths import jupyter_runtime_dir
 
+from ..agent.vocabulary import Face
 from ..cluster.sync import run_sync, submit
 from ..config import load_config
 from ..errors import ApprovalError, BettyError, TransportError, UsageError
@@ -270,8 +271,8 @@ class ServerBackend:
         return stop.set
 
     def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
-        """POST approvals/{id}."""
-        body: dict[str, Any] = {"decision": decision}
+        """POST approvals/{id}, as the notebook (the action log names the face after the person)."""
+        body: dict[str, Any] = {"decision": decision, "face": Face.NOTEBOOK}
         if args is not None:
             body["args"] = dict(args)
         self._call("POST", f"approvals/{_quote(approval_id)}", body)

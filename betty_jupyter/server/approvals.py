@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tornado import web
 
-from .base import BettyHandler, refused
+from .base import BettyHandler, approver, refused
 
 MAX_ACTIONS = 10_000
 
@@ -23,7 +23,7 @@ class ApprovalsHandler(BettyHandler):
 
 
 class ApprovalHandler(BettyHandler):
-    """``POST approvals/{id}``: a person's answer; the approver is the authenticated user."""
+    """``POST approvals/{id}``: a person's answer; the approver is the authenticated person, in the face they name."""
 
     @web.authenticated
     def post(self, approval_id: str) -> None:
@@ -38,7 +38,8 @@ class ApprovalHandler(BettyHandler):
                 raise refused(404, f"no open approval {approval_id[:40]!r}; it may belong to another server")
             by = f" by {earlier.approver}" if earlier.approver else ""
             raise refused(409, f"approval {approval_id} was already resolved ({earlier.decision}{by}); nothing changed")
-        resolution = self.assistant.respond(approval_id, request.decision, self.person, request.args)
+        resolution = self.assistant.respond(approval_id, request.decision, approver(self.current_user, request.face),
+                                            request.args)
         self.answer(resolution.model_dump(mode="json"))
 
 

@@ -9,15 +9,19 @@ error answer is ``{"error": "one line for a person"}``.
 
 from __future__ import annotations
 
+import getpass
 import json
+import re
 from http.client import responses
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from jupyter_server.auth import User
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
+from ..agent.vocabulary import Face
 from ..errors import ActionLogError, BettyError, ModelError, SlurmError, TransportError
 
 if TYPE_CHECKING:
@@ -36,6 +40,8 @@ API_CONTENT_SECURITY_POLICY = (
 """What Betty adds to Jupyter's Content-Security-Policy on its API answers (JSON, never a page): should a
 browser ever be made to show one as a page, nothing in it may run, load, connect or submit anything. Each
 directive is added after Jupyter's (and the site's), so one the site sets itself keeps precedence."""
+ANONYMOUS_USERNAME = re.compile(r"[0-9a-f]{32}")
+"""The username Jupyter makes up for an identity it does not know (token auth): a random hex id, no person."""
 _STATUS: tuple[tuple[type[BettyError], int], ...] = (
     (TransportError, 502), (SlurmError, 502), (ModelError, 502), (ActionLogError, 500),
 )
@@ -87,6 +93,20 @@ def parse_body(model: type[B], text: bytes | str) -> B:
         raise refused(400, "; ".join(validation_problems(error))) from None
 
 
+def person_name(user: User | None) -> str:
+    """The person behind a Jupyter identity, by name: the identity's own name when it is a person's (a
+    JupyterHub or OnDemand login), else (an anonymous identity under token auth, whose username is a random
+    hex id) the account the Jupyter server runs as, which is the person on a laptop or an OnDemand session."""
+    if user is None or ANONYMOUS_USERNAME.fullmatch(user.username):
+        return getpass.getuser()
+    return user.name or user.display_name or user.username
+
+
+def approver(user: User | None, face: Face) -> str:
+    """How the action log names a person who answered a card: "alice (side panel)"."""
+    return f"{person_name(user)} ({face})"
+
+
 class BettyHandler(ExtensionHandlerMixin, APIHandler):
     """Base of Betty's REST handlers: every method is ``@web.authenticated`` in the subclasses."""
 
@@ -113,8 +133,8 @@ class BettyHandler(ExtensionHandlerMixin, APIHandler):
 
     @property
     def person(self) -> str:
-        """Who makes this request, as the action log names an approver."""
-        return f"{self.current_user.username} (server API)"
+        """Who makes this request, as the action log names an approver (their own calls are the server API's)."""
+        return approver(self.current_user, Face.SERVER_API)
 
     async def prepare(self) -> None:  # type: ignore[override]  # as APIHandler's own
         """Authenticate (Jupyter's own), then make sure the Assistant and its job watcher run on this loop."""

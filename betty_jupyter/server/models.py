@@ -17,7 +17,7 @@ from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing
 from ..agent.automations.definitions import Automation, Run, RunStatus
 from ..agent.events import ApprovalRequest
 
-from ..agent.vocabulary import Mode, PersonAnswer
+from ..agent.vocabulary import Face, Mode, PersonAnswer
 
 PersonDecision = PersonAnswer
 
@@ -247,10 +247,12 @@ class ToolRequest(Body):
 
 
 class DecisionRequest(Body):
-    """Body of ``POST approvals/{id}``; ``args`` only with ``edited``."""
+    """Body of ``POST approvals/{id}``; ``args`` only with ``edited``; ``face``: where the person answered."""
 
     decision: PersonDecision
     args: dict[str, Any] | None = None
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person answered in; the action log names it after them."""
 
 
 class CancelRequest(Body):

@@ -17,8 +17,9 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
+from ..agent.vocabulary import Face
 from ..errors import BettyError
-from .base import refused
+from .base import approver, refused
 
 if TYPE_CHECKING:
     from ..agent.events import AnyEvent
@@ -45,7 +46,7 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     @property
     def person(self) -> str:
         """Who answers cards on this socket, as the action log names an approver."""
-        return f"{self.current_user.username} (side panel)"
+        return approver(self.current_user, Face.SIDE_PANEL)
 
     @ws_authenticated
     async def get(self, session_id: str) -> None:

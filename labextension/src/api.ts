@@ -12,6 +12,7 @@ import {
   IAutomationRuns,
   IAutomations,
   ICallStarted,
+  IDecisionRequest,
   IClusters,
   IExperiments,
   IKilledRuns,
@@ -70,13 +71,17 @@ export class BettyAPI {
     return this.get('approvals');
   }
 
-  /** Answer an approval; `args` only with `edited`. */
+  /** Answer an approval as the side panel (the action log names it so); `args` only with `edited`. */
   decide(
     approvalId: string,
     decision: PersonDecision,
     args?: Record<string, unknown>
   ): Promise<IResolution> {
-    const body = decision === 'edited' ? { decision, args } : { decision };
+    const body: IDecisionRequest = {
+      decision,
+      face: 'side panel',
+      ...(decision === 'edited' ? { args } : {})
+    };
     return this.send(`approvals/${encodeURIComponent(approvalId)}`, 'POST', body);
   }
 

@@ -10,6 +10,10 @@ import { IPreview } from './events';
 export type ColumnType =
   'string' | 'integer' | 'number' | 'boolean' | 'datetime' | 'duration' | 'json';
 /**
+ * Where a person answered a card, as the action log names it after the person: "alice (side panel)".
+ */
+export type Face = 'side panel' | 'notebook' | 'server API';
+/**
  * How much the agent may do by itself; tier 2 always waits for a person, in every mode.
  */
 export type Mode = 'off' | 'propose' | 'confirm' | 'auto';
@@ -338,13 +342,14 @@ export interface IColumn {
   type: ColumnType;
 }
 /**
- * Body of ``POST approvals/{id}``; ``args`` only with ``edited``.
+ * Body of ``POST approvals/{id}``; ``args`` only with ``edited``; ``face``: where the person answered.
  */
 export interface IDecisionRequest {
   decision: 'approved' | 'approved_for_session' | 'edited' | 'denied';
   args?: {
     [k: string]: unknown;
   } | null;
+  face?: Face;
 }
 /**
  * A recorded experiment with the state its job was last seen in (``GET experiments``).
