@@ -68,4 +68,5 @@ echo "Installing Betty into .venv (builds the JupyterLab extension on first inst
 
 # Installs Slurm, munge, MariaDB and OpenSSH from Debian when they are missing (needs root).
 .venv/bin/betty dev-cluster up >/dev/null
+# A BETTY_CONFIG the person exported is kept (one line on stderr says so); the rest is the dev cluster's.
 eval "$(.venv/bin/betty dev-cluster env)"

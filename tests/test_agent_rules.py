@@ -166,7 +166,8 @@ def one_call_per_turn(tool: str, arguments: list[dict[str, Any]], told: list[str
 
 
 async def converse(workspace: Workspace, config: BettyConfig, turns: int, answer: str = "denied"
-                   ) -> tuple[str, list[Any], Any]:
+                   ) -> tuple[list[str], list[Any], Any]:
+    """Ask, and after each denied turn (a denial ends the turn) say "go on", until the model answers."""
     broker = ApprovalBroker(timeout=120)
     session = await open_session(workspace, config, SessionSpec(mode="auto", broker=broker,
                                                                 limits=Limits(max_iterations=turns + 2)))
@@ -179,7 +180,10 @@ async def converse(workspace: Workspace, config: BettyConfig, turns: int, answer
 
     session.stream.subscribe(person)
     try:
-        return await session.ask("read my notes"), events, session
+        reasons = [await session.ask("read my notes")]
+        while reasons[-1] == "denied" and len(reasons) <= turns:
+            reasons.append(await session.ask("go on"))
+        return reasons, events, session
     finally:
         await session.context.close()
 
@@ -192,9 +196,9 @@ def test_in_auto_mode_no_spelling_of_cat_reads_the_file(ssh_profile, secret, tmp
     told: list[str] = []
     steps = one_call_per_turn("cluster_run", [{"command": c} for c in [*commands, f"head -n 1 {secret}"]], told)
     with ScriptedLLM(steps) as llm:
-        reason, events, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile, DENY_CAT),
+        reasons, events, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile, DENY_CAT),
                                                  len(commands) + 1))
-    assert llm.errors == [] and reason == "finished", llm.errors
+    assert llm.errors == [] and reasons == ["finished"], llm.errors
     for command, text in zip(commands, told):
         assert "refused" in text and SECRET not in text, (command, text)
         if command in spellings(str(secret)):
@@ -211,10 +215,10 @@ def test_an_ask_rule_asks_for_every_spelling_and_a_denied_read_never_runs(ssh_pr
     commands = [f"'tail' -n 1 {secret}", f'"t"ail -n 1 {secret.parent}/sub/../notes.txt', f" tail -n 1 -- {secret}"]
     told: list[str] = []
     with ScriptedLLM(one_call_per_turn("cluster_run", [{"command": c} for c in commands], told)) as llm:
-        reason, events, _ = asyncio.run(converse(
+        reasons, events, _ = asyncio.run(converse(
             workspace, config_for(llm, ssh_profile, {"ask": [f"cluster_run(command=tail * {secret})"]}),
             len(commands)))
-    assert llm.errors == [] and reason == "finished", llm.errors
+    assert llm.errors == [] and reasons == ["denied"] * len(commands) + ["finished"], (llm.errors, reasons)
     cards = [e.payload for e in events if e.type == "approval_request"]
     assert len(cards) == len(commands)
     assert {card.preview.text for card in cards} == {f"tail -n 1 {secret}", f"tail -n 1 -- {secret}"}
@@ -248,8 +252,8 @@ def test_a_helper_is_not_given_a_file_an_ask_rule_covers_without_a_person(ssh_pr
         return call("delegate_tasks", delegations[len(told)]) if len(told) < len(delegations) else say("done")
 
     with ScriptedLLM([respond(model) for _ in range(8)]) as llm:
-        reason, events, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile, rules), 4))
-    assert llm.errors == [] and reason == "finished", llm.errors
+        reasons, events, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile, rules), 4))
+    assert llm.errors == [] and reasons == ["denied", "finished"], (llm.errors, reasons)
     [card] = [e.payload for e in events if e.type == "approval_request"]
     assert card.tool == "delegate_tasks" and f"(it covers the read cluster_run tail -n 80 -- {secret})" in card.reason
     assert "did not approve this call (denied)" in told[0]

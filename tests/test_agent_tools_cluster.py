@@ -167,6 +167,8 @@ def test_submit_preview_shows_everything_and_changes_nothing(ctx, calls, ssh_pro
     ("#SBATCH -p bigmem\n", "bigmem"),
     ("#SBATCH -p gpu\n#SBATCH --gres=gpu:h100:9\n", "h100"),
     ("#SBATCH --time=forever\n", "time"),
+    ("#SBATCH -p cpu\n#SBATCH --mem=10T\n",
+     r"line \d+: --mem=10T is more than any node in partition cpu has \(largest: \d+\.\d GiB = \d+M\)"),
 ])
 def test_a_script_that_cannot_run_is_refused_at_preview(ctx, calls, extra, words) -> None:
     text = script(ctx, "never", "true", extra)

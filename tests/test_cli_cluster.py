@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -226,9 +227,13 @@ def test_submit_in_a_project_records_the_experiment_and_watch_keeps_it_current(b
     while "COMPLETED" not in (watched := betty(betty_env, "watch", "--once", "--dir", str(project))).stdout:
         assert time.monotonic() < deadline, watched.stdout + watched.stderr
         time.sleep(1)
-    assert f"job {answer['job_id']} " in watched.stdout and "→ COMPLETED" in watched.stdout
+    slug = answer["page"].removeprefix("experiments/").removesuffix(".md")
+    assert re.fullmatch(rf"(job {answer['job_id']} \({slug}\): (PENDING|RUNNING) → [A-Z]+; page and notebook updated\n)+",
+                        watched.stdout), watched.stdout
+    assert watched.stdout.endswith("→ COMPLETED; page and notebook updated\n")
     again = betty(betty_env, "watch", "--once", "--dir", str(project))
-    assert again.returncode == 0 and again.stdout == "nothing changed: every watched job is as recorded\n"
+    assert again.returncode == 0 and again.stdout == "nothing changed\n"
+    assert json.loads(betty(betty_env, "watch", "--once", "--json", "--dir", str(project)).stdout) == []
     shown = betty(betty_env, "experiments", "show", answer["job_id"], "--dir", str(project))
     assert "state        COMPLETED" in shown.stdout and "goal         Check the record" in shown.stdout
     assert "experiments list" in one_error_line(betty(betty_env, "experiments", "show", "nope", "--dir", str(project)))

@@ -152,4 +152,5 @@ def test_partitions_merge_node_groups():
     assert gpu["default"] and gpu["nodes"] == 5 and gpu["nodes_idle"] == 3 and gpu["cpus"] == 80
     assert gpu["gpu_types"] == {"a100": 4, "h100": 8} and gpu["gpus"] == 3 * 4 + 2 * 8
     assert gpu["memory_bytes"] == 96000 * 2**20 and gpu["time_limit"] == pd.Timedelta(days=2)
+    assert gpu["memory_bytes_max"] == 192000 * 2**20 and partitions.loc["debug", "memory_bytes_max"] == 8000 * 2**20
     assert partitions.loc["debug", "availability"] == "down" and partitions.loc["debug", "gpus"] == 0

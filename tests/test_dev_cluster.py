@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import shutil
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -120,6 +124,41 @@ def test_env_prints_what_a_shell_needs(dev_cluster):
     assert env.returncode == 0
     assert f"export SLURM_CONF={dev_cluster['SLURM_CONF']}" in env.stdout.splitlines()
     assert "export BETTY_DEV_SSH_HOST=betty-dev" in env.stdout.splitlines()
+
+
+INSTALL_SH = Path(__file__).parent.parent / "scripts" / "install.sh"
+BETTY_CLI = f"{shlex.quote(sys.executable)} -m betty_jupyter.cli"
+
+
+def install_sh_env_line() -> str:
+    """The line of scripts/install.sh that sets a shell's variables, running this checkout's betty."""
+    [line] = [line for line in INSTALL_SH.read_text().splitlines() if "dev-cluster env" in line]
+    return line.replace(".venv/bin/betty", BETTY_CLI)
+
+
+@pytest.mark.parametrize("shell", [shell for shell in ("bash", "dash") if shutil.which(shell)])
+@pytest.mark.parametrize("own", ["/home/ada/my betty.json", "/tmp/a'; echo x `id` $HOME.json"])
+def test_the_dev_cluster_env_keeps_a_betty_config_the_person_exported(dev_cluster, shell, own):
+    script = f"{install_sh_env_line()}; printenv BETTY_CONFIG; printenv SLURM_CONF"
+    kept = subprocess.run([shell, "-c", script], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "BETTY_CONFIG": own}, cwd=INSTALL_SH.parent.parent)
+    assert kept.returncode == 0, kept.stderr
+    assert kept.stdout.splitlines() == [own, dev_cluster["SLURM_CONF"]]
+    assert kept.stderr.splitlines() == [f"betty: keeping your BETTY_CONFIG={own} (betty dev-cluster env "
+                                        "--replace-config sets the dev cluster's)"]
+    replaced = subprocess.run(
+        [shell, "-c", f'eval "$({BETTY_CLI} dev-cluster env --replace-config)"; printenv BETTY_CONFIG'],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "BETTY_CONFIG": own})
+    assert (replaced.stdout, replaced.stderr) == (dev_cluster["BETTY_CONFIG"] + "\n", "")
+
+
+def test_the_dev_cluster_env_sets_betty_config_where_none_is_set_or_it_is_already_the_dev_clusters(dev_cluster):
+    environ = {k: v for k, v in os.environ.items() if k != "BETTY_CONFIG"}
+    for already in (None, dev_cluster["BETTY_CONFIG"]):
+        env = environ if already is None else {**environ, "BETTY_CONFIG": already}
+        shown = subprocess.run(["bash", "-c", f"{install_sh_env_line()}; printenv BETTY_CONFIG"],
+                               capture_output=True, text=True, timeout=60, env=env, cwd=INSTALL_SH.parent.parent)
+        assert (shown.stdout, shown.stderr) == (dev_cluster["BETTY_CONFIG"] + "\n", "")
 
 
 def ssh_with_config_changed(dev_cluster, tmp_path, old: str, new: str) -> subprocess.CompletedProcess[str]:

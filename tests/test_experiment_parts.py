@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import date
 
 import pytest
@@ -86,6 +87,63 @@ def test_the_watcher_backs_off_when_nothing_changes_and_more_on_errors(tmp_path)
     for _ in range(10):
         watcher._adjust_interval(changed=False, troubled=False)
     assert watcher.interval == 60.0
+
+
+class QuietSlurm:
+    """A cluster on which no watched job changes."""
+
+    async def snapshot(self, job_ids):
+        return {}
+
+
+def test_a_submission_is_checked_after_2_4_8_seconds_then_every_interval(tmp_path):
+    workspace = Workspace.at(tmp_path)
+    ledger = Ledger(workspace.ledger_path)
+    ledger.add(experiment())
+    watcher = JobWatcher(workspace, lambda cluster: QuietSlurm())  # type: ignore[arg-type, return-value]
+    paces = []
+    for _ in range(7):
+        asyncio.run(watcher.tick())
+        paces.append(watcher.interval)
+    assert paces == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    ledger.add(experiment(slug="2026-11-22-second", job_id="43"))
+    asyncio.run(watcher.tick())
+    assert watcher.interval == 2.0, "a new submission starts the fast checks again"
+
+
+def test_a_waiting_watcher_wakes_for_a_new_submission(tmp_path):
+    workspace = Workspace.at(tmp_path)
+    ledger = Ledger(workspace.ledger_path)
+    ledger.add(experiment())
+    watcher = JobWatcher(workspace, lambda cluster: QuietSlurm(), min_interval=0.05,  # type: ignore[arg-type, return-value]
+                         max_interval=60.0)
+
+    async def wait_then_submit() -> float:
+        await watcher.tick()
+        watcher.interval = 60.0
+        began = time.monotonic()
+        waiting = asyncio.ensure_future(watcher._wait(asyncio.Event()))
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        ledger.add(experiment(slug="2026-11-22-second", job_id="43"))
+        await asyncio.wait_for(waiting, timeout=30)
+        return time.monotonic() - began
+
+    assert asyncio.run(wait_then_submit()) < 30
+
+
+def test_a_change_is_one_line_and_the_same_as_data():
+    from betty_jupyter.cluster.jobs import Job, JobState
+    from betty_jupyter.experiments.watcher import JobUpdate
+
+    job = Job(job_id="42", name="lora", user="ada", partition="gpu", state=JobState.COMPLETED)
+    update = JobUpdate(experiment(), "RUNNING", "COMPLETED", job, ("page", "notebook"))
+    assert update.line() == "job 42 (2026-11-22-lora): RUNNING → COMPLETED; page and notebook updated"
+    assert update.record() == {"job_id": "42", "experiment": "2026-11-22-lora", "cluster": "betty-dev",
+                               "previous": "RUNNING", "state": "COMPLETED", "page": "wiki/experiments/2026-11-22-lora.md",
+                               "notebook": "notebooks/experiments/2026-11-22-lora.ipynb",
+                               "updated": ["page", "notebook"]}
+    assert "betty experiments repair" in JobUpdate(experiment(), "RUNNING", "FAILED", job).line()
 
 
 def test_leases_go_to_one_watcher_until_they_expire(tmp_path):

@@ -192,8 +192,9 @@ def test_a_killed_watcher_is_taken_over_and_every_change_is_applied_once(slurm, 
             second.communicate()
             raise AssertionError("`betty watch` went on after Ctrl-C") from None
     assert second.returncode == 0
-    changes = [line.split(": ", 1)[1] for line in first_lines + second_lines if line.startswith(experiment.slug)]
-    assert changes == [f"job {experiment.job_id} PENDING → RUNNING", f"job {experiment.job_id} RUNNING → COMPLETED"]
+    assert [line for line in first_lines + second_lines if f"({experiment.slug})" in line] == [
+        f"job {experiment.job_id} ({experiment.slug}): {change}; page and notebook updated"
+        for change in ("PENDING → RUNNING", "RUNNING → COMPLETED")]
     assert "**COMPLETED**" in (workspace.wiki / experiment.page).read_text()
 
 

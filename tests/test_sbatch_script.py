@@ -14,6 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from betty_jupyter.cluster import parsing
+from betty_jupyter.cluster.commands import checked_script
 from betty_jupyter.cluster.sbatch import LONG_OPTIONS, Directive, PartitionOffer, SbatchScript
 from betty_jupyter.errors import ScriptError
 
@@ -602,3 +604,42 @@ def test_sbatch_itself_reads_any_directive_line_alike(words: str, sbatch: Sbatch
     assert REFUSED not in read, (words, read)
     for option in ("job-name", "comment", "partition", "qos"):
         assert parsed.get(option) == read.get(option), (words, option, read)
+
+
+# -- memory against the partitions' nodes, from sinfo's own lines --------------------------------
+
+S = parsing.SEPARATOR
+# cpu: nodes of 8000 MB and 15872 MB (15.5 GiB); big: one node of 1 TiB.
+SINFO_LINES = (f"cpu*{S}up{S}0/2/0/2{S}0/16/0/16{S}8000{S}(null){S}1-00:00:00{S}2\n"
+               f"cpu*{S}up{S}0/1/0/1{S}0/8/0/8{S}15872{S}(null){S}1-00:00:00{S}1\n"
+               f"big{S}up{S}0/1/0/1{S}0/64/0/64{S}1048576{S}(null){S}1-00:00:00{S}1\n")
+
+
+def memory_problem(*directives: str) -> str | None:
+    try:
+        checked_script(script(*directives).render(), parsing.parse_partitions(SINFO_LINES))
+    except ScriptError as error:
+        return str(error)
+    return None
+
+
+@pytest.mark.parametrize(("directives", "problem"), [
+    (["--partition=cpu", "--mem=10T"],
+     "line 3: --mem=10T is more than any node in partition cpu has (largest: 15.5 GiB = 15872M)"),
+    (["--mem=15873"], "line 2: --mem=15873 is more than any node in partition cpu has (largest: 15.5 GiB = 15872M)"),
+    (["-p cpu", "-c 4", "--mem-per-cpu=4G"],
+     "line 4: --mem-per-cpu=4G × 4 CPUs is more than any node in partition cpu has (largest: 15.5 GiB = 15872M)"),
+    (["--ntasks-per-node=2", "--cpus-per-task=2", "--mem-per-cpu=3969M"],
+     "line 4: --mem-per-cpu=3969M × 4 CPUs is more than any node in partition cpu has (largest: 15.5 GiB = 15872M)"),
+    (["--mem=15872M"], None),  # exactly the largest node: it fits there
+    (["--mem=16252928K"], None),  # the same in kilobytes
+    (["--mem=15.5G"], "line 2: memory '15.5G' is not a Slurm size"),
+    (["--mem=0"], None),  # all of a node's memory
+    (["--partition=cpu,big", "--mem=1T"], None),  # one of the partitions has such a node
+    (["--partition=big", "--mem=2T"],
+     "line 3: --mem=2T is more than any node in partition big has (largest: 1024.0 GiB = 1048576M)"),
+    (["-c 4", "--mem-per-cpu=3968M"], None),
+])
+def test_memory_no_node_of_the_partition_has_is_refused_in_one_line(directives, problem):
+    found = memory_problem(*directives)
+    assert (found is None) == (problem is None) and (problem is None or found.startswith(problem)), found

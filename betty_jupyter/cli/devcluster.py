@@ -42,6 +42,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     status.add_argument("--json", action="store_true", help="one JSON object for scripts")
     env = actions.add_parser("env", parents=[state_dir], help="print the variables a shell or test needs")
     env.add_argument("--json", action="store_true", help="one JSON object for scripts")
+    env.add_argument("--replace-config", action="store_true",
+                     help="set BETTY_CONFIG to the dev cluster's even when your shell has its own (kept otherwise)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action == "status":
         return _print_status(cluster, args.json)
-    _print_env(cluster, as_json=args.json)
+    _print_env(cluster, as_json=args.json, replace_config=args.replace_config)
     return 0
 
 
@@ -94,12 +96,21 @@ def _print_status(cluster: DevCluster, as_json: bool) -> int:
     return 0 if up else 1
 
 
-def _print_env(cluster: DevCluster, as_json: bool) -> None:
+def _print_env(cluster: DevCluster, as_json: bool, replace_config: bool = False) -> None:
     env = cluster.layout.env()
     if as_json:
         print(json.dumps(env, indent=2))
         return
     for name, value in env.items():
-        print(f"export {name}={shlex.quote(value)}")
+        keep = name == "BETTY_CONFIG" and not replace_config
+        print(_kept_export(name, value) if keep else f"export {name}={shlex.quote(value)}")
+
+
+def _kept_export(name: str, value: str) -> str:
+    """Shell that exports ``name`` as ``value`` unless the shell already has its own, saying so on stderr once."""
+    quoted = shlex.quote(value)
+    return (f'if [ -n "${{{name}:-}}" ] && [ "${name}" != {quoted} ]; then '
+            f'echo "betty: keeping your {name}=${name} (betty dev-cluster env --replace-config sets the dev '
+            f'cluster\'s)" >&2; else {name}={quoted}; fi; export {name}')
 
 

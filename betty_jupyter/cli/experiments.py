@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
+from ..safe_text import terminal_line
 from .parser import Parser
 
 if TYPE_CHECKING:
     from ..experiments.workspace import Workspace
-    from ..experiments.watcher import JobWatcher
+    from ..experiments.watcher import JobUpdate, JobWatcher
+
+FIRST_CHECK = 2.0
+"""Seconds to the first check after a submission or a change; the checks after it double up to ``--interval``."""
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,9 +40,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     repair = actions.add_parser("repair", parents=[where], help="rebuild missing pages and notebooks from the ledger")
     repair.set_defaults(run=_repair)
 
-    watch = commands.add_parser("watch", parents=[where], help="keep experiment pages current as jobs run (foreground)")
-    watch.add_argument("--once", action="store_true", help="check once and exit")
-    watch.add_argument("--interval", type=float, default=5.0, help="shortest seconds between checks (default 5)")
+    watch = commands.add_parser(
+        "watch", parents=[where], help="keep experiment pages current as jobs run (foreground)",
+        description="Keep experiment pages and notebooks current as their jobs run. A job's end is noticed within "
+                    "--interval seconds; after a submission or a change the checks come faster "
+                    f"({FIRST_CHECK:g} s, {FIRST_CHECK * 2:g} s, {FIRST_CHECK * 4:g} s … up to --interval).")
+    watch.add_argument("--once", action="store_true", help="check once, print a line per job that changed, and exit")
+    watch.add_argument("--interval", type=float, default=60.0, metavar="SECONDS",
+                       help="the longest wait between checks: a job's end is noticed within it (default 60)")
+    watch.add_argument("--json", action="store_true",
+                       help="print each change as JSON (with --once: one array, [] when nothing changed)")
     watch.add_argument("--lease", type=float, default=60.0,
                        help="seconds a job stays this watcher's after its last heartbeat (default 60)")
     watch.set_defaults(run=_watch)
@@ -113,13 +124,21 @@ async def _watch_until_stopped(watcher: "JobWatcher") -> None:
 def _watch(args: argparse.Namespace) -> int:
     from ..experiments.watcher import watcher_for_config  # lazy: nbformat and traitlets; only `betty watch` needs them
 
-    watcher, close = watcher_for_config(_workspace(args), min_interval=args.interval, lease_seconds=args.lease)
-    watcher.subscribe(lambda update: print(
-        f"{update.experiment.slug}: job {update.experiment.job_id} {update.previous} → {update.state}", flush=True))
+    if args.interval <= 0:
+        raise UsageError(f"--interval must be more than 0 seconds, not {args.interval:g}")
+    watcher, close = watcher_for_config(_workspace(args), min_interval=min(FIRST_CHECK, args.interval),
+                                        max_interval=args.interval, lease_seconds=args.lease)
+    if not args.once:
+        watcher.subscribe(lambda update: _print_update(update, args.json))
     try:
         if args.once:
-            if not asyncio.run(watcher.tick()):
-                print("nothing changed: every watched job is as recorded", flush=True)
+            updates = asyncio.run(watcher.tick())
+            if args.json:
+                print(json.dumps([update.record() for update in updates], indent=2))
+            for update in [] if args.json else updates:
+                _print_update(update, as_json=False)
+            if not updates and not args.json:
+                print("nothing changed")
         else:
             print(f"watching experiments in {watcher.workspace.root} (Ctrl-C to stop)", file=sys.stderr)
             asyncio.run(_watch_until_stopped(watcher))
@@ -127,3 +146,7 @@ def _watch(args: argparse.Namespace) -> int:
         watcher.ledger.release(watcher.owner)
         close()
     return 0
+
+
+def _print_update(update: "JobUpdate", as_json: bool) -> None:
+    print(json.dumps(update.record()) if as_json else terminal_line(update.line()), flush=True)

@@ -57,7 +57,9 @@ def partition_offers(partitions: "pd.DataFrame") -> list["PartitionOffer"]:
     for row in partitions.to_dict("records"):
         limit = row["time_limit"]
         minutes = None if pd.isna(limit) else int(limit.total_seconds() // 60)
-        offers.append(PartitionOffer(name=str(row["partition"]), gpus=dict(row["gpu_types"]), max_time_minutes=minutes))
+        largest = row.get("memory_bytes_max")
+        offers.append(PartitionOffer(name=str(row["partition"]), gpus=dict(row["gpu_types"]), max_time_minutes=minutes,
+                                     max_memory_bytes=None if pd.isna(largest) else int(largest)))
     return offers
 
 

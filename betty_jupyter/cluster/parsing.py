@@ -38,7 +38,7 @@ SACCT_FIELDS: tuple[tuple[str, str], ...] = (
     ("WorkDir", "work_dir"),
 )
 
-# sinfo --format codes: one row per partition and node configuration
+# sinfo --format codes: one row per partition and node configuration (with --exact, each its own memory)
 SINFO_FIELDS: tuple[tuple[str, str], ...] = (
     ("%P", "partition"), ("%a", "availability"), ("%F", "nodes_by_state"), ("%C", "cpus_by_state"),
     ("%m", "memory"), ("%G", "gres"), ("%l", "time_limit"), ("%D", "nodes"),
@@ -242,7 +242,8 @@ def parse_partitions(text: str) -> "pd.DataFrame":
     """``sinfo`` output (format :data:`SINFO_FIELDS`) → one row per partition.
 
     Columns: partition, default, availability, nodes, nodes_idle, cpus, cpus_idle,
-    memory_bytes (smallest node), gpus (total), gpu_types ({type: GPUs per node}), time_limit.
+    memory_bytes (smallest node), memory_bytes_max (largest node), gpus (total),
+    gpu_types ({type: GPUs per node}), time_limit.
     """
     import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
@@ -253,9 +254,11 @@ def parse_partitions(text: str) -> "pd.DataFrame":
     frame = pd.DataFrame(list(partitions.values()))
     if frame.empty:
         return pd.DataFrame(columns=["partition", "default", "availability", "nodes", "nodes_idle", "cpus",
-                                     "cpus_idle", "memory_bytes", "gpus", "gpu_types", "time_limit"])
+                                     "cpus_idle", "memory_bytes", "memory_bytes_max", "gpus", "gpu_types",
+                                     "time_limit"])
     frame["time_limit"] = durations(frame["time_limit"].astype(str))
     frame["memory_bytes"] = frame["memory_bytes"].astype("Int64")
+    frame["memory_bytes_max"] = frame["memory_bytes_max"].astype("Int64")
     return frame
 
 
@@ -269,7 +272,8 @@ def _merge_partition_row(partitions: dict[str, dict[str, object]], row: object) 
     gpu_types = gres_gpus(str(getattr(row, "gres")))
     entry = partitions.setdefault(name, {
         "partition": name, "default": default, "availability": getattr(row, "availability"), "nodes": 0,
-        "nodes_idle": 0, "cpus": 0, "cpus_idle": 0, "memory_bytes": memory, "gpus": 0, "gpu_types": {},
+        "nodes_idle": 0, "cpus": 0, "cpus_idle": 0, "memory_bytes": memory, "memory_bytes_max": memory,
+        "gpus": 0, "gpu_types": {},
         "time_limit": getattr(row, "time_limit"),
     })
     entry["nodes"] = int(entry["nodes"]) + total  # type: ignore[call-overload]
@@ -277,6 +281,7 @@ def _merge_partition_row(partitions: dict[str, dict[str, object]], row: object) 
     entry["cpus"] = int(entry["cpus"]) + cpus  # type: ignore[call-overload]
     entry["cpus_idle"] = int(entry["cpus_idle"]) + cpus_idle  # type: ignore[call-overload]
     entry["memory_bytes"] = min(int(entry["memory_bytes"]), memory)  # type: ignore[call-overload]
+    entry["memory_bytes_max"] = max(int(entry["memory_bytes_max"]), memory)  # type: ignore[call-overload]
     entry["gpus"] = int(entry["gpus"]) + total * sum(gpu_types.values())  # type: ignore[call-overload]
     types: dict[str, int] = entry["gpu_types"]  # type: ignore[assignment]
     for kind, count in gpu_types.items():

@@ -51,6 +51,8 @@ class PartitionOffer:
     name: str
     gpus: Mapping[str, int]
     max_time_minutes: int | None = None
+    max_memory_bytes: int | None = None
+    """The memory of the partition's largest node (None: not known, nothing checked)."""
 
 
 class SbatchScript:
@@ -219,7 +221,7 @@ class SbatchScript:
             choices = ", ".join(by_name)
             return [(directive.line, f"partition {name!r} does not exist; choose from {choices}") for name in unknown]
         chosen = [by_name[name] for name in names]
-        return self._gpu_problems(chosen, offers) + self._time_problems(chosen)
+        return self._gpu_problems(chosen, offers) + self._time_problems(chosen) + self._memory_problems(chosen)
 
     def _gpu_problems(self, chosen: list[PartitionOffer], offers: Sequence[PartitionOffer]) -> list[tuple[int, str]]:
         found = self._gpu_directive()
@@ -236,6 +238,21 @@ class SbatchScript:
             return []
         minutes = _time_minutes(directive)
         return _unless_one_fits(directive.line, [_time_problem(offer, minutes, directive.value) for offer in chosen])
+
+    def _memory_problems(self, chosen: list[PartitionOffer]) -> list[tuple[int, str]]:
+        problems = []
+        for option, cpus in (("mem", 1), ("mem-per-cpu", self._cpus_per_node())):
+            directive = self._last(option)
+            if directive is None or _malformed(directive, _memory_bytes):
+                continue
+            asked = _memory_bytes(directive) * cpus
+            problems += _unless_one_fits(directive.line, [_memory_problem(offer, asked, directive, cpus) for offer in chosen])
+        return problems
+
+    def _cpus_per_node(self) -> int:
+        """CPUs the script asks for on one node: ``--cpus-per-task`` × ``--ntasks-per-node`` (1 each when unset)."""
+        counts = [re.fullmatch(r"\d+", self.get(option) or "") for option in ("cpus-per-task", "ntasks-per-node")]
+        return math.prod(max(int(count.group()), 1) if count else 1 for count in counts)
 
     def _gpu_directive(self) -> Directive | None:
         for option in ("gpus-per-node", "gres", "gpus"):
@@ -427,6 +444,15 @@ def _time_problem(offer: PartitionOffer, minutes: int | None, value: str | None)
     if limit is None or (minutes is not None and minutes <= limit):
         return None
     return f"time {value} is over partition {offer.name!r}'s limit of {format_minutes(limit)}; ask for at most that"
+
+
+def _memory_problem(offer: PartitionOffer, asked: int, directive: Directive, cpus: int) -> str | None:
+    largest = offer.max_memory_bytes
+    if not largest or asked <= largest:
+        return None
+    times = f" × {cpus} CPUs" if cpus > 1 else ""
+    return (f"--{directive.option}={directive.value}{times} is more than any node in partition {offer.name} has "
+            f"(largest: {largest / 2**30:.1f} GiB = {largest // 2**20}M)")
 
 
 def format_minutes(minutes: int) -> str:

@@ -93,7 +93,8 @@ class SlurmClient:
 
     async def partitions(self) -> "pd.DataFrame":
         """Partitions with state, nodes and CPUs (total and idle), memory, GPU types and time limit."""
-        argv = ["sinfo", "--noheader", "--format", parsing.format_string(parsing.SINFO_FIELDS)]
+        # --exact: nodes of different memory on separate rows, or sinfo prints the smallest as "250+"
+        argv = ["sinfo", "--noheader", "--exact", "--format", parsing.format_string(parsing.SINFO_FIELDS)]
         return parsing.parse_partitions((await self._run(argv)).stdout)
 
     async def history(self, job_ids: Iterable[object] | None = None, since: str | datetime | None = None,

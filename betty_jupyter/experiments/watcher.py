@@ -1,9 +1,13 @@
 """``JobWatcher``: keeps every recorded experiment's page and notebook current as its job runs.
 
-One batched ``sacct`` per cluster per tick for all the jobs it holds, an interval that
-backs off from seconds to minutes while nothing changes (and further when Slurm errs),
-leases with heartbeats in the ledger so a restarted or second watcher takes over exactly
-the jobs a dead one held.
+One batched ``sacct`` per cluster per tick for all the jobs it holds; leases with heartbeats
+in the ledger so a restarted or second watcher takes over exactly the jobs a dead one held.
+
+The pace: a new submission or a change is checked again after ``min_interval`` (2 s), then
+4 s, 8 s … doubling up to ``max_interval`` (60 s), the longest a job's end goes unnoticed
+(four times that while Slurm errs). A watcher waiting between ticks looks at the local
+ledger every ``min_interval`` for a new submission, so a one-second job is seen within
+seconds, not a minute later.
 """
 
 from __future__ import annotations
@@ -41,13 +45,28 @@ class JobUpdate:
     previous: str
     state: str
     job: "Job"
+    written: tuple[str, ...] = ()
+    """What the watcher rewrote for it: ``"page"``, ``"notebook"`` (either is skipped when missing)."""
+
+    def line(self) -> str:
+        """One line for a person: ``job 42 (llama3-lora): RUNNING → COMPLETED; page and notebook updated``."""
+        done = f"{' and '.join(self.written)} updated" if self.written else \
+            "no page or notebook to update (`betty experiments repair` writes them)"
+        return f"job {self.experiment.job_id} ({self.experiment.slug}): {self.previous} → {self.state}; {done}"
+
+    def record(self) -> dict[str, Any]:
+        """The same as data, for ``--json``."""
+        return {"job_id": self.experiment.job_id, "experiment": self.experiment.slug,
+                "cluster": self.experiment.cluster, "previous": self.previous, "state": self.state,
+                "page": f"wiki/{self.experiment.page}", "notebook": self.experiment.notebook,
+                "updated": list(self.written)}
 
 
 class JobWatcher:
     """Watches the unfinished experiments of one workspace."""
 
     def __init__(self, workspace: Workspace, client_for: Callable[[str], "SlurmClient"], *,
-                 lease_seconds: float = 60.0, min_interval: float = 5.0, max_interval: float = 300.0) -> None:
+                 lease_seconds: float = 60.0, min_interval: float = 2.0, max_interval: float = 60.0) -> None:
         self.workspace = workspace
         self.ledger = Ledger(workspace.ledger_path)
         self.client_for = client_for
@@ -60,6 +79,8 @@ class JobWatcher:
         self.settle_seconds = 60.0
         """How long an ended job may wait for accounting's exit code before it is recorded without one."""
         self._unsettled: dict[str, float] = {}
+        self._known: set[str] = set()
+        """Every slug in the ledger at the last tick: one not among them is a new submission."""
 
     def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
         """Call ``callback`` with every :class:`JobUpdate`."""
@@ -68,6 +89,8 @@ class JobWatcher:
     async def tick(self) -> list[JobUpdate]:
         """Claim the free jobs, ask each cluster once, apply what changed; adjusts the interval."""
         held = self.ledger.claim(self.owner, self.lease_seconds)
+        known, self._known = self._known, self.ledger.slugs()
+        submitted = any(tracked.experiment.slug not in known for tracked in held)
         by_cluster: dict[str, list[Tracked]] = defaultdict(list)
         for tracked in held:
             by_cluster[tracked.experiment.cluster].append(tracked)
@@ -78,7 +101,7 @@ class JobWatcher:
                 updates += await self._check_cluster(self.client_for(cluster), tracked_jobs)
             except BettyError:
                 troubled = True  # the link or Slurm erred: try again later, more slowly
-        self._adjust_interval(changed=bool(updates), troubled=troubled)
+        self._adjust_interval(changed=bool(updates) or submitted, troubled=troubled)
         return updates
 
     def _adjust_interval(self, changed: bool, troubled: bool) -> None:
@@ -97,8 +120,9 @@ class JobWatcher:
             if job is None or job.state.value == tracked.state or self._unsettled_end(tracked, job):
                 continue
             log = await failure_log(slurm, job) if job.state.value in content.FAILED_STATES else None
-            if self._apply(tracked, job, log):
-                updates.append(JobUpdate(tracked.experiment, tracked.state, job.state.value, job))
+            written = self._apply(tracked, job, log)
+            if written is not None:
+                updates.append(JobUpdate(tracked.experiment, tracked.state, job.state.value, job, written))
         for update in updates:
             for callback in self.subscribers:
                 callback(update)
@@ -113,51 +137,65 @@ class JobWatcher:
         first = self._unsettled.setdefault(slug, time.monotonic())
         return time.monotonic() - first < self.settle_seconds
 
-    def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> bool:
-        """Write the page's auto region and the notebook's status, then record the state (lease permitting)."""
+    def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> tuple[str, ...] | None:
+        """Write the page's auto region and the notebook's status, then record the state (lease permitting).
+
+        Returns what was written (``"page"``, ``"notebook"``), or None when the lease was lost."""
         experiment, state = tracked.experiment, job.state.value
         if not self.ledger.holds(experiment.slug, self.owner):
-            return False
-        self._write_page(experiment, job, state, log)
-        self._write_status_cell(experiment, job, state)
-        return self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished)
+            return None
+        written: tuple[str, ...] = ("page",) if self._write_page(experiment, job, state, log) else ()
+        written += ("notebook",) if self._write_status_cell(experiment, job, state) else ()
+        return written if self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished) else None
 
-    def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> None:
+    def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> bool:
         try:
             write_page(self.workspace, experiment, job, log)
         except WikiError:
             if (self.workspace.wiki / experiment.page).exists():
                 raise
-            # The record was never written (see `betty experiments repair`); the ledger keeps the state.
+            return False  # the record was never written (see `betty experiments repair`); the ledger keeps the state
+        return True
 
-    def _write_status_cell(self, experiment: Experiment, job: "Job", state: str) -> None:
+    def _write_status_cell(self, experiment: Experiment, job: "Job", state: str) -> bool:
         # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
         import nbformat
 
         path = self.workspace.root / experiment.notebook
         if not path.exists():
-            return
+            return False
         book = nbformat.read(path, as_version=4)
         for cell in book.cells:
             if content.STATUS_TAG in cell.get("metadata", {}).get("tags", []):
                 text = content.status_text(experiment, job, state) + "\n"
                 cell["outputs"] = [nbformat.v4.new_output("stream", name="stdout", text=text)]
         write_notebook(Path(path), book)
+        return True
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set, renewing leases between ticks; releases them at the end."""
         try:
             while not stop.is_set():
                 await self.tick()
-                deadline = time.monotonic() + self.interval
-                while not stop.is_set() and time.monotonic() < deadline:
-                    wait = min(self.lease_seconds / 3, deadline - time.monotonic())
-                    try:
-                        await asyncio.wait_for(stop.wait(), timeout=max(wait, 0.01))
-                    except asyncio.TimeoutError:
-                        self.ledger.claim(self.owner, self.lease_seconds)  # the heartbeat
+                await self._wait(stop)
         finally:
             self.ledger.release(self.owner)
+
+    async def _wait(self, stop: asyncio.Event) -> None:
+        """Until the next tick is due, a new experiment is recorded, or ``stop``; renewing leases meanwhile."""
+        deadline = time.monotonic() + self.interval
+        heartbeat = time.monotonic() + self.lease_seconds / 3
+        while not stop.is_set() and time.monotonic() < deadline:
+            wait = min(self.min_interval, heartbeat - time.monotonic(), deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=max(wait, 0.01))
+            except asyncio.TimeoutError:
+                pass
+            if self.ledger.slugs() - self._known:
+                return  # a new submission: its first checks come fast
+            if time.monotonic() >= heartbeat:
+                self.ledger.claim(self.owner, self.lease_seconds)
+                heartbeat = time.monotonic() + self.lease_seconds / 3
 
 
 class ClusterClients:
