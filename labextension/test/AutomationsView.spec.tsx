@@ -373,7 +373,7 @@ describe('AutomationsView', () => {
     expect(approval.dataset.status).toBe('pending');
     await click(byTestId(approval, 'betty-approve'));
     await settle();
-    expect(server.bodyOf('POST approvals/ap1')).toEqual({ decision: 'approved' });
+    expect(server.bodyOf('POST approvals/ap1')).toEqual({ decision: 'approved', face: 'side panel' });
     expect(byTestId(card('build'), 'betty-approval-record').dataset.decision).toBe('approved');
     expect(card('build').textContent).toContain('approved by ada');
     expect(counted).toHaveBeenLastCalledWith(0);

@@ -140,7 +140,8 @@ describe('WaitingApprovalsView', () => {
     await settle();
     expect(server.count('POST approvals/apr_a')).toBe(1);
     expect(server.bodies[server.calls.indexOf('POST approvals/apr_a')]).toEqual({
-      decision: 'approved'
+      decision: 'approved',
+      face: 'side panel'
     });
     expect(allByTestId(container, 'betty-waiting-item')).toHaveLength(0);
   });
@@ -150,7 +151,8 @@ describe('WaitingApprovalsView', () => {
     await click(byTestId(container, 'betty-deny'));
     await settle();
     expect(server.bodies[server.calls.indexOf('POST approvals/apr_a')]).toEqual({
-      decision: 'denied'
+      decision: 'denied',
+      face: 'side panel'
     });
   });
 
