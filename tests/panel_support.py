@@ -25,6 +25,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
 DOC_SCREENSHOTS = REPO / "docs" / "screenshots"
 WAIT_MS = 180_000  # a guard against a hang on a slow, shared machine, not a measurement
+# Every expect() in the panel tests waits up to WAIT_MS for its condition (Playwright's own default is 5 s,
+# which a busy 2-core machine can miss while JupyterLab opens a notebook).
+expect.set_options(timeout=WAIT_MS)
 
 
 @pytest.fixture(scope="module")
