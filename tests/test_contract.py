@@ -99,8 +99,8 @@ def test_the_server_error_frame_is_not_an_event() -> None:
 # ----- the panel's generated TypeScript ------------------------------------------------------------
 def generate_typescript(out: Path) -> None:
     """Run the panel's generator (``npm run generate``) into ``out``."""
-    if not (LABEXTENSION / "node_modules" / "json-schema-to-typescript").is_dir():
-        pytest.skip("labextension/node_modules is not installed (scripts/test.sh installs it)")
+    assert (LABEXTENSION / "node_modules" / "json-schema-to-typescript").is_dir(), (
+        "labextension/node_modules is not installed: scripts/install.sh and scripts/test.sh install it")
     node = shutil.which("node")
     assert node, "node is missing on this machine (scripts/install.sh installs Debian's nodejs)"
     subprocess.run([node, "scripts/generate.mjs", str(out)], cwd=LABEXTENSION, check=True, capture_output=True,
