@@ -472,8 +472,6 @@ class BettyMagics(Magics):
         return betty.mode
 
     def _approvals(self, args: argparse.Namespace, cell: str | None) -> Any:
-        import ipywidgets as widgets  # lazy: ipywidgets; `%load_ext` never needs it
-
         from .widgets.approval import ApprovalCard  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
@@ -482,7 +480,8 @@ class BettyMagics(Magics):
             print("Nothing waits for your approval.")
             return []
         cards = [ApprovalCard(request, betty.respond, answered_by=betty.backend.person) for request in pending]
-        display(widgets.VBox(cards))
+        for card in cards:  # each in its own output, which keeps its record once answered
+            display(card)
         return cards
 
     @staticmethod

@@ -2,7 +2,8 @@
 
 It never blocks the kernel: the buttons answer through the backend, and the card turns
 into a one-line record of the decision once the approval is resolved (here, in the side
-panel, or by a timeout).
+panel, or by a timeout). Its output then keeps that record, and what was asked, as static
+HTML and text (:mod:`.record`), so a saved notebook still says who decided what.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import ipywidgets as widgets
 from ...agent import events as ev
 from ...agent.vocabulary import Decision
 from ...errors import BettyError
-from ...safe_text import html_text
+from ...safe_text import html_text, visible
 from .html import details_table_html, highlighted_html, pre_html
+from .record import Record, Recorded
 
 if TYPE_CHECKING:
     from ...agent.events import AnyEvent, ApprovalRequest
@@ -41,7 +43,13 @@ def preview_html(request: "ApprovalRequest") -> str:
             f"{body}</div>")
 
 
-class ApprovalCard(widgets.VBox):
+def _header_html(request: "ApprovalRequest") -> str:
+    task = f" <span class='betty-task'>for {html_text(request.task)}</span>" if request.task else ""
+    return (f"<b>{html_text(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})"
+            f"</span><br><i>{html_text(request.reason)}</i>")
+
+
+class ApprovalCard(Recorded, widgets.VBox):
     """One approval: tool, tier, reason, the exact preview, and Approve / for session / Deny / Edit."""
 
     def __init__(self, request: "ApprovalRequest", respond: Respond, answered_by: str | None = None) -> None:
@@ -49,10 +57,8 @@ class ApprovalCard(widgets.VBox):
         automation's), the name its record shows once the answer is accepted."""
         self.request, self._respond, self._answered_by = request, respond, answered_by
         self.decision: str | None = None
-        task = f" <span class='betty-task'>for {html_text(request.task)}</span>" if request.task else ""
-        header = widgets.HTML(
-            f"<b>{html_text(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
-            f"<br><i>{html_text(request.reason)}</i>")
+        self.approver: str | None = None
+        header = widgets.HTML(_header_html(request))
         preview = widgets.HTML(preview_html(request) + details_table_html(request.preview.details))
         self.approve = self._button("Approve", "success", Decision.APPROVED, "betty-approve")
         self.approve_session = self._button("Approve for session", "info", Decision.APPROVED_FOR_SESSION,
@@ -83,7 +89,7 @@ class ApprovalCard(widgets.VBox):
         return f"<Betty approval: {self.request.tool} (tier {self.request.tier}), {state}>"
 
     def _button(self, label: str, style: str, decision: str, css: str) -> widgets.Button:
-        button = widgets.Button(description=label, button_style=style)
+        button = widgets.Button(description=label, button_style=style, layout=widgets.Layout(width="auto"))
         button.add_class(css)
         button.on_click(lambda _: self._answer(decision, None))
         return button
@@ -128,10 +134,37 @@ class ApprovalCard(widgets.VBox):
         """Turn into a compact record of the decision."""
         if self.decision is not None:
             return
-        self.decision = decision
-        by = f" by {approver}" if approver else ""
-        line = (f"<span class='betty-decision betty-decision-{html_text(decision)}'>"
-                f"{html_text(_DECISION_WORDS.get(decision, decision))}"
-                f"{html_text(by)}</span> — <b>{html_text(self.request.tool)}</b>: {html_text(self.request.preview.title)}")
-        self.children = [widgets.HTML(line)]
+        self.decision, self.approver = decision, approver
+        self.children = [widgets.HTML(self._decision_html())]
         self.layout.border = "1px solid #ddd"
+        self.rerecord()
+
+    def _decision_words(self) -> str:
+        assert self.decision is not None
+        by = f" by {self.approver}" if self.approver else ""
+        return f"{_DECISION_WORDS.get(self.decision, self.decision)}{by}"
+
+    def _decision_html(self) -> str:
+        assert self.decision is not None
+        return (f"<span class='betty-decision betty-decision-{html_text(self.decision)}'>"
+                f"{html_text(self._decision_words())}</span> — <b>{html_text(self.request.tool)}</b>: "
+                f"{html_text(self.request.preview.title)}")
+
+    @property
+    def settled(self) -> bool:
+        """Answered (or expired): the card is a record now."""
+        return self.decision is not None
+
+    def record(self) -> Record:
+        """While it waits: what is asked. Once answered: the decision, who made it, and what was asked."""
+        request, preview = self.request, self.request.preview
+        asked_html = preview_html(request) + details_table_html(preview.details)
+        asked_text = f"{preview.title}\n{preview.text.rstrip()}"
+        if self.decision is None:
+            return Record(f"<div class='betty-record betty-approval'>{_header_html(request)}{asked_html}"
+                          f"<i>waiting for a person's answer</i></div>",
+                          visible(f"{request.tool} ({_TIER_WORDS.get(request.tier, '')}), waiting for a person's "
+                                  f"answer: {request.reason}\n{asked_text}"))
+        return Record(f"<div class='betty-record betty-approval'>{self._decision_html()}"
+                      f"<details><summary>what was asked</summary>{asked_html}</details></div>",
+                      visible(f"{self._decision_words()} — {request.tool}: {asked_text}"))
