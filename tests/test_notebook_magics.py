@@ -73,7 +73,7 @@ def test_job_table_refresh_sort_and_auto_refresh_through_the_comm(kernel: Kernel
 
 def test_sinfo_and_sacct(kernel: Kernel) -> None:
     partitions = kernel.run("%betty sinfo")
-    assert "cpu" in partitions.text and "gpu" in partitions.text
+    assert "cpu" in partitions.plain and "gpu" in partitions.plain and "INFINITE" in partitions.plain
     job = submit(kernel, "short", seconds=1)
     # accounting records a job a moment after the controller has it
     kernel.wait_for(lambda: lists_job(kernel, kernel.run(f"%betty sacct {job}").widgets[0], job), timeout=60,
@@ -152,7 +152,7 @@ def test_submit_malformed_script_is_one_line(kernel: Kernel) -> None:
 # ----- GPU, wiki, mode, log, help ------------------------------------------------------------------
 def test_gpu_estimate_and_calculator(kernel: Kernel) -> None:
     cell = kernel.run("%betty gpu --model Llama-3.1-8B --method lora --batch-size 2")
-    assert cell.status == "ok" and cell.widgets, cell.stderr
+    assert cell.status == "ok" and "GiB per GPU" in cell.plain, cell.stderr
     peak = kernel.run("round(_.peak_gib, 1), _.request.batch_size")
     expected = subprocess.run([str(Path(__file__).parents[1] / ".venv/bin/betty"), "gpu", "estimate", "--model",
                                "Llama-3.1-8B", "--method", "lora", "--batch-size", "2", "--json"],
@@ -243,10 +243,12 @@ def test_ask_without_a_model_explains_how_to_configure_one(project: dict[str, An
     try:
         driver.run("%load_ext betty_jupyter")
         cell = driver.run('%betty ask "what runs now?"')
-        chat = cell.widgets[0]
-        text = driver.wait_for(lambda: "Ollama" in driver.texts(chat) and driver.texts(chat), what="the explanation")
+        # The turn ends at once: its output is the record of it (or becomes so).
+        [shown] = cell.outputs
+        text = driver.wait_for(lambda: "Ollama" in shown["data"]["text/html"] and shown["data"]["text/html"],
+                               what="the explanation")
         assert "Betty&#x27;s chat needs a model" in text and "vLLM server" in text
-        assert driver.run("%betty sinfo").text.count("gpu") >= 1, "every other command works without a model"
+        assert driver.run("%betty sinfo").plain.count("gpu") >= 1, "every other command works without a model"
     finally:
         driver.close()
 

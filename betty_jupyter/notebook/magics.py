@@ -19,12 +19,12 @@ from IPython.display import display
 from .._version import __version__
 from ..agent.vocabulary import MODES
 from ..cluster.jobs import job_id
-from ..cluster.tables import HISTORY_COLUMNS, QUEUE_COLUMNS
+from ..cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ..errors import BettyError, ToolError, UsageError
 from ..gpu import estimate, gpu_type
 from ..gpu.options import job_options, request_from
 from ..safe_text import markdown_html
-from .display import job_frame, shown_as
+from .display import job_frame, shown_as, table_frame
 from .login import cell_login
 from .session import Call, NotebookBetty
 
@@ -254,7 +254,8 @@ class BettyMagics(Magics):
         return CallView(betty.start("cluster_cancel", {"job_id": job_id}), betty.respond)
 
     def _sinfo(self, args: argparse.Namespace, cell: str | None) -> Any:
-        return self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
+        frame = self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
+        return frame if isinstance(frame, Call) else table_frame(frame, PARTITION_COLUMNS)
 
     @staticmethod
     def _sacct_parser() -> MagicParser:
