@@ -48,7 +48,7 @@ def state_badge_html(state: str) -> str:
 def details_table_html(details: Mapping[str, Any]) -> str:
     """A small two-column table of a preview's details (nested values as text, a GPU estimate as its breakdown)."""
     rows_html = "".join(f"<tr><th style='text-align:left;padding-right:8px;vertical-align:top'>{html_text(k)}</th>"
-                        f"<td>{_value_html(k, v)}</td></tr>" for k, v in details.items()
+                        f"<td style='overflow-wrap:anywhere'>{_value_html(k, v)}</td></tr>" for k, v in details.items()
                         if v not in (None, "", {}, []))
     return f'<table class="betty-details" style="font-size:90%">{rows_html}</table>' if rows_html else ""
 
