@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pandas as pd
 import pytest
 
 from betty_jupyter.cluster import parsing
+from betty_jupyter.cluster.jobs import Job, JobState
 from betty_jupyter.cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS, memory_text, readable, text_table
+from betty_jupyter.experiments.content import status_text
+from betty_jupyter.experiments.ledger import Experiment
 from betty_jupyter.gpu import EstimateRequest, estimate
 from betty_jupyter.gpu.report import render_estimate, render_estimate_record
 
@@ -73,3 +78,15 @@ def test_a_submissions_gpu_estimate_reads_as_its_breakdown():
     odd = render_estimate_record({"model": "m", "breakdown": {"weights": "lots", "runtime": 1.0}, "peak_gib": True,
                                   "notes": "not a list"})
     assert odd == "m\n  runtime            1.00 GiB"
+
+
+@pytest.mark.parametrize(("state", "shown"), [
+    ("RUNNING", "job 12 on dev: RUNNING · elapsed 00:01:00 · peak memory 600 MiB"),
+    ("FAILED", "job 12 on dev: FAILED · exit code 1:0 · elapsed 00:01:00 · peak memory 600 MiB"),
+])
+def test_an_experiments_status_line_names_an_exit_code_only_once_the_job_ended(state, shown):
+    experiment = Experiment(slug="s", job_id="12", cluster="dev", submitted="2026-11-20", goal="g", script="#!/bin/bash",
+                            script_path="~/s.sbatch")
+    job = Job(job_id="12", name="s", user="u", partition="cpu", state=JobState(state),
+              exit_code="0:0" if state == "RUNNING" else "1:0", elapsed=timedelta(minutes=1), max_rss_bytes=600 * 2**20)
+    assert status_text(experiment, job, state) == shown
