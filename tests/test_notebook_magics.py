@@ -99,8 +99,11 @@ def test_logs(kernel: Kernel) -> None:
     err = kernel.run(f"%betty logs {job} --err --lines 5")
     assert err.status == "ok" and not err.stderr
     assert "--lines must be between 1 and 2000" in one_error_line(kernel.run(f"%betty logs {job} --lines 0"))
-    follow = kernel.run(f"%betty logs {job} --follow")
-    kernel.wait_for(lambda: "finished" in kernel.texts(follow.widgets[0]), timeout=60, what="the followed log")
+    # Once the job has ended, the followed log is a record that stays in the saved notebook.
+    [follow] = kernel.run(f"%betty logs {job} --follow").outputs
+    kernel.wait_for(lambda: "finished" in follow["data"]["text/plain"]
+                    and "application/vnd.jupyter.widget-view+json" not in follow["data"], timeout=60,
+                    what="the followed log's record")
 
 
 # ----- approvals -----------------------------------------------------------------------------------

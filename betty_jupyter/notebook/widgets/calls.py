@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Callable
 import ipywidgets as widgets
 
 from ...agent import events as ev
-from ...errors import BettyError
 from ...agent.vocabulary import Decision
+from ...errors import BettyError
 from ...safe_text import html_text, visible
 from .approval import ApprovalCard, Respond
 from .record import Note, Record, Recorded
