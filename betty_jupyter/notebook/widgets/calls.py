@@ -51,6 +51,9 @@ def outcome_text(outcome: "ToolOutcome") -> str:
 class Followup(Recorded, widgets.VBox):
     """Where what follows a call appears (the job it submitted, followed live), in an output of its own."""
 
+    def __repr__(self) -> str:
+        return "<Betty what follows the call>"
+
     def fill(self, items: "list[widgets.Widget]") -> None:
         """Show ``items``; their milestones update this output's record."""
         for item in items:
@@ -92,8 +95,8 @@ class CallView(Recorded, widgets.VBox):
 
     @property
     def settled(self) -> bool:
-        """Done: the card (if any) answered and the outcome known."""
-        return self.call.future.done()
+        """Done: the outcome known and the card (if any) showing who answered it."""
+        return self.call.future.done() and (self.card is None or self.card.decision is not None)
 
     def record(self) -> Record:
         """The card's record (if it asked), then how the call stands or what it did."""

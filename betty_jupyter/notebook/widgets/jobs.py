@@ -6,6 +6,7 @@ cancel started from it is decided.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -41,7 +42,9 @@ def styled_html(frame: "pd.DataFrame", columns: Sequence[str], sort_by: str | No
         return f"color: {STATE_COLOURS[state]}; font-weight: bold" if state in STATE_COLOURS else ""
 
     # Styler writes values into the HTML as they are: every cell and header goes through the one escaper.
-    styler = table.style.hide(axis="index").format(html_text).format_index(html_text, axis=1)
+    # Its element ids come from the content, not at random, so the same table is the same HTML.
+    uuid = hashlib.sha1(table.to_json().encode()).hexdigest()[:10]
+    styler = table.style.set_uuid(uuid).hide(axis="index").format(html_text).format_index(html_text, axis=1)
     if "state" in table.columns:
         styler = styler.map(colour, subset=["state"])
     return str(styler.set_table_attributes('class="betty-jobs"').to_html())

@@ -8,7 +8,7 @@ from typing import Callable
 import ipywidgets as widgets
 from IPython.display import display, update_display
 
-from ...safe_text import html_text, visible
+from ...safe_text import html_text
 from .record import WIDGET_VIEW
 
 
@@ -18,11 +18,11 @@ def waiting(label: str) -> Callable[[], Callable[[], None]]:
     def show() -> Callable[[], None]:
         line = widgets.HTML(f"<i class='betty-progress'>⏳ {html_text(label)}…</i>")
         output = f"betty-progress-{uuid.uuid4().hex}"
-        view = {WIDGET_VIEW: line._repr_mimebundle_()[WIDGET_VIEW], "text/plain": visible(f"⏳ {label}…")}
-        display(view, raw=True, display_id=output)
+        # Only the widget view, no text, and nothing once removed: a saved notebook keeps nothing of a line
+        # that came and went.
+        display({WIDGET_VIEW: line._repr_mimebundle_()[WIDGET_VIEW]}, raw=True, display_id=output)
 
         def remove() -> None:
-            # Nothing is left: a saved notebook keeps nothing of a line that came and went.
             update_display({}, raw=True, display_id=output)
             line.close()
 

@@ -72,11 +72,15 @@ class Recorded:
         self._within = outer
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        """The record as HTML (in a ``betty-record`` element) and as text (under the widget's one-line summary),
+        beside the widget's view until it is settled."""
         record = self.record()
         bundle: dict[str, Any] = {}
         if not self.settled:
             bundle = {k: v for k, v in cast(Any, super())._repr_mimebundle_(**kwargs).items() if k == WIDGET_VIEW}
-        bundle.update({"text/html": record.html, "text/plain": record.text})
+        record_html = record.html
+        bundle.update({"text/html": f"<div class='betty-record'>{record_html}</div>",
+                       "text/plain": visible(repr(self)) + (f"\n{record.text}" if record.text else "")})
         return bundle
 
     def _ipython_display_(self) -> None:
