@@ -161,10 +161,10 @@ class ApprovalCard(Recorded, widgets.VBox):
         asked_html = preview_html(request) + details_table_html(preview.details)
         asked_text = f"{preview.title}\n{preview.text.rstrip()}"
         if self.decision is None:
-            return Record(f"<div class='betty-record betty-approval'>{_header_html(request)}{asked_html}"
+            return Record(f"<div class='betty-approval'>{_header_html(request)}{asked_html}"
                           f"<i>waiting for a person's answer</i></div>",
                           visible(f"{request.tool} ({_TIER_WORDS.get(request.tier, '')}), waiting for a person's "
                                   f"answer: {request.reason}\n{asked_text}"))
-        return Record(f"<div class='betty-record betty-approval'>{self._decision_html()}"
+        return Record(f"<div class='betty-approval'>{self._decision_html()}"
                       f"<details><summary>what was asked</summary>{asked_html}</details></div>",
                       visible(f"{self._decision_words()} — {request.tool}: {asked_text}"))

@@ -148,7 +148,7 @@ class EstimateView(Recorded, widgets.VBox):
     def record(self) -> Record:
         """The breakdown and the chart."""
         title = f"GPU memory of {self.result.model}"
-        return Record(f"<div class='betty-record betty-estimate'>{pre_html(self.text)}{chart_html(self.png, title)}</div>",
+        return Record(f"<div class='betty-estimate'>{pre_html(self.text)}{chart_html(self.png, title)}</div>",
                       visible(self.text))
 
     def __repr__(self) -> str:
