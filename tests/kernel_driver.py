@@ -135,7 +135,7 @@ class Kernel:
 
     def save(self, path: Path) -> None:
         """The cells run so far, with their outputs as they stand now, written as a notebook (nbformat 4)."""
-        import nbformat
+        import nbformat  # lazy: only a test that saves the notebook needs it
 
         book = nbformat.v4.new_notebook()
         for count, cell in enumerate(self.cells, start=1):
