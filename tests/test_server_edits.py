@@ -83,7 +83,12 @@ async def test_resubmit_opens_a_card_with_the_recorded_script_and_submits_nothin
     card = await open_card(jp_fetch, started["session_id"])
     assert card["tool"] == "cluster_submit" and card["call_id"] == started["call_id"]
     assert card["args"]["script"] == script(name) and card["args"]["replaces"] == job_id
-    assert card["preview"]["kind"] == "diff" and card["preview"]["details"]["replaces"]["job_id"] == job_id
+    assert card["preview"]["kind"] == "script" and card["preview"]["text"] == script(name)
+    assert card["preview"]["details"]["replaces"]["job_id"] == job_id and "unchanged" in card["preview"]["title"]
+    edited = {**card["args"], "script": script(name, mem="300M")}
+    preview = (await call(jp_fetch, "POST", "approvals", card["approval_id"], "preview", body={"args": edited}))[
+        "preview"]
+    assert preview["kind"] == "diff" and "-#SBATCH --mem=100M" in preview["text"] and "+#SBATCH --mem=300M" in preview["text"]
     before = (await call(jp_fetch, "GET", "experiments"))["experiments"]
     await call(jp_fetch, "POST", "approvals", card["approval_id"], body={"decision": "denied"})
     assert (await call(jp_fetch, "GET", "experiments"))["experiments"] == before
