@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tornado import web
 
+from ..agent.vocabulary import Decision
 from .base import BettyHandler, approver, refused
 
 MAX_ACTIONS = 10_000
@@ -32,7 +33,7 @@ class ApprovalHandler(BettyHandler):
         from .models import DecisionRequest
 
         request = self.body(DecisionRequest)
-        if request.decision == "edited" and request.args is not None:
+        if request.decision == Decision.EDITED and request.args is not None:
             await self.assistant.repreview(approval_id, request.args)  # a refused edit: 400, the card stays open
         if not any(open_.approval_id == approval_id for open_ in self.assistant.pending()):
             earlier = self.assistant.answered(approval_id)
