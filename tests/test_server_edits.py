@@ -5,6 +5,7 @@ job's Resubmit… opens a card with its script and submits nothing by itself."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from typing import Any
@@ -16,6 +17,7 @@ from test_server_support import (  # noqa: F401  (fixtures)
     jp_server_config,
     llm,
     open_session,
+    read_until,
     refusal,
     scancel,
     submit_and_approve,
@@ -95,3 +97,23 @@ async def test_resubmit_opens_a_card_with_the_recorded_script_and_submits_nothin
 
     code, error = await refusal(jp_fetch, "POST", "jobs", "999999", "resubmit")
     assert code == 404 and "not submitted through Betty" in error
+
+
+async def test_an_edit_refused_on_the_chat_socket_leaves_the_card_open(jp_fetch, jp_ws_fetch, dev_cluster):
+    session_id = (await open_session(jp_fetch))["session_id"]
+    socket = await jp_ws_fetch("betty", "api", "sessions", session_id, "ws")
+    name = f"socket-{uuid.uuid4().hex[:8]}"
+    await call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_submit",
+               body={"args": {"script": script(name), "goal": "an edit over the socket"}, "wait": False})
+    seen: list[dict[str, Any]] = []
+    card = (await read_until(socket, "approval_request", seen))["payload"]
+    wrong = {"script": script(name, partition="gpu-large"), "goal": card["args"]["goal"]}
+    socket.write_message(json.dumps({"type": "approval", "approval_id": card["approval_id"], "decision": "edited",
+                                     "args": wrong}))
+    frame = await read_until(socket, "server_error", seen)
+    assert "gpu-large" in frame["message"] and "\n" not in frame["message"]
+    assert [c["approval_id"] for c in (await call(jp_fetch, "GET", "approvals"))["approvals"]] == [card["approval_id"]]
+    socket.write_message(json.dumps({"type": "approval", "approval_id": card["approval_id"], "decision": "denied"}))
+    resolved = await read_until(socket, "approval_resolved", seen)
+    assert resolved["payload"]["decision"] == "denied"
+    socket.close()
