@@ -95,6 +95,11 @@ def edit_the_card(page: Page, card: Locator) -> None:
     expect(repreview.locator(".betty-Preview-line", has_text="#SBATCH --mem=200M")).to_have_count(1)
     expect(repreview.locator(".betty-Preview-line", has_text="<img src=x")).to_have_count(1)
     screenshot(page, "re-previewed", prefix="edit")
+    page.set_viewport_size({"width": 1024, "height": 700})
+    form.get_by_test_id("betty-edit-send").scroll_into_view_if_needed()
+    expect(form.get_by_test_id("betty-edit-send")).to_be_in_viewport()
+    screenshot(page, "re-previewed-1024", prefix="edit")
+    page.set_viewport_size({"width": 1500, "height": 950})
 
 
 def approve_the_edit(page: Page, panel: Locator, card: Locator) -> str:
