@@ -148,7 +148,8 @@ def test_an_edited_submission_card_is_checked_again_and_runs_as_edited(kernel: K
                     what="the refused partition")
     status = kernel.models[kernel.find(root, "betty-edit-status")[0]]["value"]
     assert "line 2" in status and "nowhere" in status and "\n" not in status
-    html = [kernel.models[m]["value"] for m in kernel.descendants(root) if kernel.models[m].get("_model_name") == "HTMLModel"]
+    html = [kernel.models[m]["value"] for m in kernel.descendants(root)
+            if kernel.models[m].get("_model_name") == "HTMLModel"]
     assert any("&lt;img src=x" in each for each in html) and not any("<img" in each for each in html), (
         "hostile text is escaped in every HTML the card shows")
     kernel.click(send)  # disabled: nothing is sent

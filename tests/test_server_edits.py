@@ -90,7 +90,8 @@ async def test_resubmit_opens_a_card_with_the_recorded_script_and_submits_nothin
     edited = {**card["args"], "script": script(name, mem="300M")}
     preview = (await call(jp_fetch, "POST", "approvals", card["approval_id"], "preview", body={"args": edited}))[
         "preview"]
-    assert preview["kind"] == "diff" and "-#SBATCH --mem=100M" in preview["text"] and "+#SBATCH --mem=300M" in preview["text"]
+    assert preview["kind"] == "diff"
+    assert "-#SBATCH --mem=100M" in preview["text"] and "+#SBATCH --mem=300M" in preview["text"]
     before = (await call(jp_fetch, "GET", "experiments"))["experiments"]
     await call(jp_fetch, "POST", "approvals", card["approval_id"], body={"decision": "denied"})
     assert (await call(jp_fetch, "GET", "experiments"))["experiments"] == before

@@ -197,7 +197,7 @@ class Assistant:
     async def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
         """The preview of a person's edit of an open card, checked by the same tool and policy code as the
         model's call; ToolError (one line) when the edit is refused, ApprovalError when the card is not open."""
-        from .tools.base import revalidated  # lazy: every tool module; the server's start loads the assistant without them
+        from .tools.base import revalidated  # lazy: every tool module; the assistant loads without them
 
         waits_in, request = self._open(approval_id)
         session = self._sessions.get(waits_in) or self._elsewhere.get(waits_in)

@@ -28,7 +28,8 @@ class ApprovalHandler(BettyHandler):
 
     @web.authenticated
     async def post(self, approval_id: str) -> None:
-        """The ``Resolution``; 400 for an edit the tool refuses (the card stays open), 404 for an unknown approval, 409 for one already answered."""
+        """The ``Resolution``; 400 for an edit the tool refuses (the card stays open), 404 for an unknown
+        approval, 409 for one already answered."""
         # lazy: the request models are pydantic; the server's extension loads without them
         from .models import DecisionRequest
 

@@ -32,7 +32,7 @@ _RED = "#c62828"
 
 
 def resources_of(text: str) -> dict[str, str]:
-    """What the script's ``#SBATCH`` lines ask for ('' where they say nothing); ScriptError when sbatch would refuse it."""
+    """What the script's ``#SBATCH`` lines ask for ('' where they say nothing); ScriptError if sbatch would refuse it."""
     script = SbatchScript.parse(text)
     gpus = script.gpu_request()
     return {"partition": script.get("partition") or "", "time": script.get("time") or "",
