@@ -1,4 +1,4 @@
-"""Clusters and their jobs: list, test, trust a host key; queue, history, partitions, cancel.
+"""Clusters and their jobs: list, test, trust a host key; queue, history, partitions, cancel, resubmit.
 
 Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
 session (``desk-<cluster>``), so they pass the same policy and land in the action log.
@@ -148,6 +148,34 @@ class CancelHandler(BettyHandler):
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 
+class ResubmitHandler(BettyHandler):
+    """``POST jobs/{id}/resubmit {session_id?, cluster?}``: ``cluster_submit`` of the script Betty recorded for the
+    job, as a correction of it, starts; its card (the diff against the recorded script) arrives as an event, and
+    nothing is submitted until a person approves it there."""
+
+    @web.authenticated
+    async def post(self, job: str) -> None:
+        """202 ``{call_id, session_id}``; 404 when Betty recorded no experiment for the job."""
+        # lazy: the tools and the pydantic request models; the server's extension loads without them
+        from ..agent.tools.jobs import recorded_experiment
+        from .models import ResubmitRequest
+
+        ident = job_id(job)
+        request = self.body(ResubmitRequest)
+        if request.session_id:
+            session = self.session_of(request.session_id)
+        else:
+            session = await self.services.desk(self.cluster_name(request.cluster))
+        cluster = session.context.profile.name
+        original = recorded_experiment(self.services.workspace, cluster, ident)
+        if original is None:
+            raise refused(404, f"job {ident} was not submitted through Betty on {cluster}: there is no recorded "
+                               "script to resubmit")
+        args = {"script": original.script, "goal": original.goal or f"resubmit job {ident}", "replaces": ident}
+        call_id = self.services.start_call(session.session_id, "cluster_submit", args, self.person)
+        self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
+
+
 class PartitionsHandler(BettyHandler):
     """``GET partitions?cluster=``: partitions, nodes and GPUs (``cluster_partitions``)."""
 
@@ -165,6 +193,7 @@ handlers = [
     (r"/betty/api/jobs", JobsHandler),
     (r"/betty/api/jobs/history", HistoryHandler),
     (r"/betty/api/jobs/(?P<job>[^/]+)/cancel", CancelHandler),
+    (r"/betty/api/jobs/(?P<job>[^/]+)/resubmit", ResubmitHandler),
     (r"/betty/api/partitions", PartitionsHandler),
 ]
 """The cluster and job routes."""

@@ -16,6 +16,7 @@ from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing
 
 from ..agent.automations.definitions import Automation, Run, RunStatus
 from ..agent.events import ApprovalRequest
+from ..agent.models import Preview
 
 from ..agent.vocabulary import Face, Mode, PersonAnswer
 
@@ -253,6 +254,25 @@ class DecisionRequest(Body):
     args: dict[str, Any] | None = None
     face: Face = Face.SERVER_API
     """Which of Betty's faces the person answered in; the action log names it after them."""
+
+
+class EditRequest(Body):
+    """Body of ``POST approvals/{id}/preview``: the person's edit of the card's arguments, to check and preview."""
+
+    args: dict[str, Any]
+
+
+class EditPreview(TypedDict):
+    """Answer of ``POST approvals/{id}/preview``: what the edit would do, checked as the model's call is."""
+
+    preview: Preview
+
+
+class ResubmitRequest(Body):
+    """Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session)."""
+
+    session_id: str | None = None
+    cluster: str | None = None
 
 
 class CancelRequest(Body):

@@ -5,6 +5,7 @@
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { CodeEditor, IEditorServices } from '@jupyterlab/codeeditor';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
@@ -55,18 +56,31 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'Betty side panel: an assistant for researchers on Slurm clusters.',
   autoStart: true,
-  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, IStateDB, IDefaultFileBrowser],
+  optional: [
+    ILayoutRestorer,
+    ICommandPalette,
+    ISettingRegistry,
+    IStateDB,
+    IDefaultFileBrowser,
+    IEditorServices
+  ],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
     state: IStateDB | null,
-    fileBrowser: IDefaultFileBrowser | null
+    fileBrowser: IDefaultFileBrowser | null,
+    editorServices: IEditorServices | null
   ) => {
     const model = new BettyModel({ api: new BettyAPI() });
     const open = (path: string) => void app.commands.execute('docmanager:open', { path });
-    const panel = new BettyPanel({ model, open });
+    const editors = editorServices && {
+      factory: editorServices.factoryService.newInlineEditor,
+      Model: CodeEditor.Model,
+      mimeType: editorServices.mimeTypeService.getMimeTypeByLanguage({ name: 'shell' }) || 'text/x-sh'
+    };
+    const panel = new BettyPanel({ model, open, editors });
     panel.title.icon = bettyIcon;
     panel.title.caption = 'Betty';
     app.shell.add(panel, 'right', { rank: 600 });

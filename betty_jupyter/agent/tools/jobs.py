@@ -118,8 +118,11 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
     whole = max(original.script.count("\n"), args.script.count("\n")) + 1
     diff = script_diff(original.script, args.script, f"{original.slug}.sbatch (job {original.job_id})",
                        f"{slug}.sbatch", context=whole)
-    return Preview(kind="diff", title=f"resubmit {original.slug} as {slug} to {original.cluster}: "
-                   f"{details['resources']}", text=diff, details=details)
+    title = f"resubmit {original.slug} as {slug} to {original.cluster}: {details['resources']}"
+    if not diff:  # the same script again: show it, since a diff would be empty
+        return Preview(kind="script", title=f"{title} (the script of job {original.job_id}, unchanged)",
+                       text=args.script, details=details)
+    return Preview(kind="diff", title=title, text=diff, details=details)
 
 
 def _checked(text: str, partitions: Any) -> "SbatchScript":

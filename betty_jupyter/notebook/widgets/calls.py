@@ -12,6 +12,7 @@ from ...agent import events as ev
 from ...errors import BettyError
 from ...safe_text import html_text
 from .approval import ApprovalCard, Respond
+from .edit import Check
 
 if TYPE_CHECKING:
     from ...agent.events import AnyEvent
@@ -34,10 +35,10 @@ def outcome_line(outcome: "ToolOutcome") -> str:
 class CallView(widgets.VBox):
     """Follows one :class:`Call`: shows its card when it asks, its outcome when it ends."""
 
-    def __init__(self, call: "Call", respond: Respond, extra: Extra | None = None) -> None:
+    def __init__(self, call: "Call", respond: Respond, extra: Extra | None = None, check: Check | None = None) -> None:
         super().__init__([])
         self.add_class("betty-call")
-        self.call, self._respond, self._extra = call, respond, extra
+        self.call, self._respond, self._extra, self._check = call, respond, extra, check
         self.card: ApprovalCard | None = None
         self.status = widgets.HTML(f"<i>{html_text(call.tool)}: waiting for your approval…</i>")
         self._lock = threading.Lock()
@@ -60,7 +61,7 @@ class CallView(widgets.VBox):
         with self._lock:
             if self.card is not None or self.call.approval is None:
                 return
-            self.card = ApprovalCard(self.call.approval, self._respond)
+            self.card = ApprovalCard(self.call.approval, self._respond, check=self._check)
             self.children = [self.card, self.status]
 
     def _done(self, future: "Future[ToolOutcome]") -> None:

@@ -12,6 +12,7 @@ from ...agent import events as ev
 from ...agent.vocabulary import DoneReason
 from ...safe_text import html_text, markdown_html
 from .approval import ApprovalCard, Respond
+from .edit import Check
 
 
 _ENDINGS = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped: an approval was denied",
@@ -22,8 +23,8 @@ _ENDINGS = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped: an approval wa
 class ChatStream(widgets.VBox):
     """One turn of a conversation, drawn from the session's events until ``done``."""
 
-    def __init__(self, prompt: str, respond: Respond, stop: Callable[[], Any]) -> None:
-        self._respond, self._stop_agent = respond, stop
+    def __init__(self, prompt: str, respond: Respond, stop: Callable[[], Any], check: Check | None = None) -> None:
+        self._respond, self._stop_agent, self._check = respond, stop, check
         self.done = threading.Event()
         self.reason: str | None = None
         self.text = ""
@@ -75,7 +76,7 @@ class ChatStream(widgets.VBox):
                     row.children = [widgets.HTML(f"<pre>{html_text(result.summary)}</pre>")]
             case ev.ApprovalRequestEvent(payload=request):
                 self._close_reply()
-                card = ApprovalCard(request, self._respond)
+                card = ApprovalCard(request, self._respond, check=self._check)
                 self.cards[request.approval_id] = card
                 self._add(card)
             case ev.ApprovalResolvedEvent(payload=resolved):

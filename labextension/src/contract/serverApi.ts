@@ -352,6 +352,20 @@ export interface IDecisionRequest {
   face?: Face;
 }
 /**
+ * Answer of ``POST approvals/{id}/preview``: what the edit would do, checked as the model's call is.
+ */
+export interface IEditPreview {
+  preview: IPreview;
+}
+/**
+ * Body of ``POST approvals/{id}/preview``: the person's edit of the card's arguments, to check and preview.
+ */
+export interface IEditRequest {
+  args: {
+    [k: string]: unknown;
+  };
+}
+/**
  * A recorded experiment with the state its job was last seen in (``GET experiments``).
  */
 export interface IExperiment {
@@ -489,6 +503,13 @@ export interface IResolution {
     [k: string]: unknown;
   } | null;
   reason: string;
+}
+/**
+ * Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session).
+ */
+export interface IResubmitRequest {
+  session_id?: string | null;
+  cluster?: string | null;
 }
 /**
  * Answer of ``POST automations/{id}/run``.
