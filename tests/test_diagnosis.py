@@ -191,7 +191,8 @@ def test_a_script_without_time_gets_twice_the_limit_accounting_recorded() -> Non
     (" 45%|████▌     | 450/1000 [00:18<00:22]", "45%", "00:50:00"),  # 40 min in all, +25% = 50
     ("progress: 36% done", "36%", "01:15:00"),  # 50 min in all, +25% = 62.5, to the quarter hour
 ])
-def test_timeout_with_printed_progress_asks_for_the_time_the_rest_takes(printed: str, shown: str, expected: str) -> None:
+def test_timeout_with_printed_progress_asks_for_the_time_the_rest_takes(printed: str, shown: str,
+                                                                      expected: str) -> None:
     script = HEAD + "#SBATCH --time=00:18:00\npython3 train.py\n"
     log = f"loading data\n{printed}\nslurmstepd: error: *** JOB 4242 CANCELLED AT x DUE TO TIME LIMIT ***\n"
     found = diagnose(sacct_job("TIMEOUT", "0:0", elapsed="00:18:00", limit="00:18:00"), log, script, partitions())

@@ -199,7 +199,8 @@ def _host_memory(case: _Case) -> Diagnosis:
     peak = job.max_rss_bytes
     evidence = [_state_line(job)]
     if peak:
-        evidence.append(f"peak memory ({_peak_source(job)}) {_size(peak)}" + (f" of the {_size(asked)} asked" if asked else ""))
+        evidence.append(f"peak memory ({_peak_source(job)}) {_size(peak)}"
+                        + (f" of the {_size(asked)} asked" if asked else ""))
     elif asked:
         evidence.append(f"it asked for {_size(asked)} (--{option}); accounting recorded no peak before it was killed")
     evidence += _quoted(case.lines, _HOST_OOM)

@@ -431,9 +431,10 @@ def _quantization_term(layout: Layout) -> str:
         constants = "one absmax per 64 weights" + (", double-quantized" if request.double_quant else "")
     else:
         constants = "one float32 scale per row"
-    largest = dequantized_bytes(layout) / layout.compute_bytes
-    return (f"constants for {_count(quantized)} weights ({constants}) + the one {_count(largest)}-weight matrix "
-            f"dequantized to {_dtype(layout, layout.compute_bytes)} at a time ({dequantized_bytes(layout) / GIB:.2f} GiB)")
+    buffer = dequantized_bytes(layout)
+    return (f"constants for {_count(quantized)} weights ({constants}) + the one "
+            f"{_count(buffer / layout.compute_bytes)}-weight matrix dequantized to "
+            f"{_dtype(layout, layout.compute_bytes)} at a time ({buffer / GIB:.2f} GiB)")
 
 
 def _activations_term(layout: Layout, kept_inputs: float) -> str:

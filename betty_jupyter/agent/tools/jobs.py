@@ -130,7 +130,7 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
 
 
 def _checked(args: SubmitArgs, partitions: Any) -> "SbatchScript":
-    """The script checked against the partitions; ToolError ``can't submit: line N: …`` (lines as the person sees them)."""
+    """The script checked against the partitions; ToolError ``can't submit: line N: …`` (as the person sees it)."""
     try:
         return checked_script(args.script, partitions)
     except ScriptError as error:
