@@ -210,6 +210,7 @@ def test_progress_is_read_from_fixed_shapes_and_never_quoted() -> None:
     assert last_progress([hostile]) is None
     assert last_progress([redrawn, "GPU util 99%, accuracy 87.5%"]) == Progress(0.6, "60%")
     assert last_progress(["epoch 12/10"]) is None and last_progress(["step 0 of 0"]) is None
+    assert last_progress(["epoch:" + " " * 100_000 + "3 /" + " " * 100_000]) is None  # read without backtracking
     found = diagnose(sacct_job("TIMEOUT", "0:0", elapsed="00:01:00", limit="00:01:00"), hostile,
                      HEAD + "#SBATCH --time=1\ntrue\n", partitions())
     assert found.changes == ("--time 1 → 00:02:00: it printed no progress Betty can read (such as epoch 3/10, step "

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-_COUNTED = re.compile(r"\b(?P<word>epoch|step|iteration|iter|batch)\s*[:=#]?\s*(?P<done>\d{1,9})\s*(?:/|\bof\b)\s*"
+# One run of spaces each side of a separator, so a line of a million spaces is read in linear time.
+_COUNTED = re.compile(r"\b(?P<word>epoch|step|iteration|iter|batch)\s*(?:[:=#]\s*)?(?P<done>\d{1,9})\s*(?:/|\bof\b)\s*"
                       r"(?P<total>\d{1,9})\b", re.I)
 _PERCENT = re.compile(r"(?<![\d.])(?P<percent>\d{1,3}(?:\.\d{1,3})?)\s?%(?:\||\s*(?:done|complete)\b)|"
                       r"\b(?:progress|done|complete[d]?)\b[^\d\n]{0,3}(?P<after>\d{1,3}(?:\.\d{1,3})?)\s?%", re.I)
