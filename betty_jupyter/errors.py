@@ -76,7 +76,30 @@ class SubmissionUnknownError(SlurmError):
 
 
 class ScriptError(BettyError):
-    """A batch script is malformed or asks for resources the cluster does not offer."""
+    """A batch script is malformed or asks for resources the cluster does not offer.
+
+    ``problems`` keeps each problem with the script line it is on (1-based), so a face that
+    shows the script under a line of its own (a ``%%betty submit`` cell) can name the lines
+    as the person sees them (:meth:`numbered_from`); the message is the same list from line 1.
+    """
+
+    def __init__(self, message: str, problems: "tuple[tuple[int | None, str], ...]" = ()) -> None:
+        super().__init__(message)
+        self.problems = problems or ((None, message),)
+
+    @classmethod
+    def at(cls, *problems: "tuple[int | None, str]") -> "ScriptError":
+        """The error for ``(line, problem)`` pairs: ``line 4: …; line 6: …``."""
+        return cls(_numbered(problems, 1), tuple(problems))
+
+    def numbered_from(self, first_line: int) -> str:
+        """The problems, each named by its line when the script's first line is line ``first_line``."""
+        return _numbered(self.problems, first_line)
+
+
+def _numbered(problems: "tuple[tuple[int | None, str], ...]", first_line: int) -> str:
+    return "; ".join(message if line is None else f"line {line + first_line - 1}: {message}"
+                     for line, message in problems)
 
 
 class UsageError(BettyError):

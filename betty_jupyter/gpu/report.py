@@ -15,7 +15,8 @@ def render_estimate(result: Estimate, gpu: GpuType | None = None) -> str:
         f"{request.framework}, {request.gpus} GPU{'s' if request.gpus > 1 else ''}, {tokens}",
     ]
     for name, value in result.breakdown.items():
-        lines.append(f"  {name.replace('_', ' '):<14}{value:>9.2f} GiB")
+        term = result.terms.get(name)
+        lines.append(f"  {name.replace('_', ' '):<14}{value:>9.2f} GiB" + (f"  {term}" if term else ""))
     lines.append(f"  {'peak':<14}{result.peak_gib:>9.2f} GiB per GPU (at the {result.peak_moment})")
     if result.cpu_gib:
         lines.append(f"  {'CPU RAM':<14}{result.cpu_gib:>9.2f} GiB (offloaded or paged)")

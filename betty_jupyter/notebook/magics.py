@@ -403,7 +403,8 @@ class BettyMagics(Magics):
         def follow_job(outcome: "ToolOutcome") -> list[Any]:
             return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
 
-        return self._run("cluster_submit", {"script": cell, "goal": goal, "name": args.slug},
+        # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
+        return self._run("cluster_submit", {"script": cell, "goal": goal, "name": args.slug, "first_line": 2},
                          f"checking the script against {self._where()}", follow_job)
 
     @staticmethod
