@@ -78,6 +78,10 @@ async def test_a_cluster_added_while_the_server_runs_is_listed_and_checked(jp_fe
     lost = await call(jp_fetch, "GET", "clusters", "nowhere", "health")
     assert lost["ok"] is False and lost["problem"] == "host-unknown"
     assert lost["message"].startswith(f"no-such-host.invalid: {resolver_says('no-such-host.invalid')}")
+    betty_cluster_add("far", "--host", "nowhere", "--ssh-config", str(config), "--openssh")
+    far = await call(jp_fetch, "GET", "clusters", "far", "health")
+    assert far["ok"] is False and far["problem"] == "host-unknown"
+    assert "Could not resolve hostname no-such-host.invalid" in far["message"]
     code, error = await refusal(jp_fetch, "GET", "jobs", params={"cluster": "nowhere", "mine": "1"})
     assert code == 502 and error.startswith("no-such-host.invalid: ") and "who you are" not in error
 
