@@ -281,7 +281,7 @@ class OpenSSHTransport(ShellPool):
         if asked is not None and asked.asked and "permission denied" in reason.lower():
             return TransportError(f"{target.alias} refused the login after the answer to {asked.asked[-1].strip()!r}; "
                                   "try again (a one-time code is good for about 30 seconds)", LinkProblem.LOGIN)
-        return TransportError(f"cannot log in to {target.alias} with ssh: {reason}", _problem_in(reason))
+        return TransportError(f"cannot log in to {target.alias} with ssh: {reason}", ssh_problem(reason))
 
     def close_blocking(self) -> None:
         """Close every shell and stop answering prompts."""
@@ -341,7 +341,7 @@ _SSH_SAYS = (
 )
 
 
-def _problem_in(reason: str) -> LinkProblem:
+def ssh_problem(reason: str) -> LinkProblem:
     """The problem the last line ``ssh`` printed names (LINK when it names none Betty knows)."""
     said = reason.lower()
     return next((problem for words, problem in _SSH_SAYS if words in said), LinkProblem.LINK)
