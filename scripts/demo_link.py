@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -60,9 +59,9 @@ def running(pid: int) -> bool:
 
 def notebook_link(info: dict[str, Any], path: str) -> str:
     """``…/lab/tree/PATH?token=…&betty=open``: JupyterLab on the notebook, Betty's panel open."""
-    query = {"token": info["token"]} if info.get("token") else {}
+    query = {"token": str(info["token"])} if info.get("token") else {}
     query["betty"] = "open"
-    return (urllib.parse.urljoin(info["url"], "lab/tree/" + urllib.parse.quote(path))
+    return (urllib.parse.urljoin(str(info["url"]), "lab/tree/" + urllib.parse.quote(path))
             + "?" + urllib.parse.urlencode(query))
 
 
@@ -93,9 +92,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("path", help="the notebook to open, relative to the server's root")
     parser.add_argument("--within", type=float, default=180.0, help="seconds to wait for the server")
     args = parser.parse_args(argv)
-    info = wait_for(args.pid, args.within)
+    try:
+        info = wait_for(args.pid, args.within)
+    except KeyboardInterrupt:  # Ctrl+C while JupyterLab starts: demo.sh stops it, no traceback here
+        raise SystemExit(130) from None
     print(banner(notebook_link(info, args.path)), flush=True)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
