@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
-from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
+from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
 
 from ..agent.automations.definitions import Automation, Run, RunStatus
 from ..agent.events import ApprovalRequest
 from ..agent.models import Preview
 
 from ..agent.vocabulary import Face, Mode, PersonAnswer
+from ..errors import LinkProblem
 
 PersonDecision = PersonAnswer
 
@@ -45,6 +46,22 @@ class Clusters(TypedDict):
     """Answer of ``GET clusters``."""
 
     clusters: list[Cluster]
+
+
+class ClusterHealth(TypedDict):
+    """Answer of ``GET clusters/{name}/health``: can Betty use the cluster now, and if not, why.
+
+    ``message`` is one line naming the cause ("no-such-host.invalid: Name or service not known");
+    ``problem`` the same as a word (None when ``ok``); ``fingerprint`` only for a host key to confirm;
+    ``checked_at`` is the unix time of the check (answers are kept a few seconds).
+    """
+
+    cluster: str
+    ok: bool
+    message: str
+    problem: LinkProblem | None
+    checked_at: float
+    fingerprint: NotRequired[str]
 
 
 class ClusterCheck(TypedDict, total=False):

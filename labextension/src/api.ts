@@ -13,6 +13,7 @@ import {
   IAutomations,
   ICallStarted,
   IDecisionRequest,
+  IClusterHealth,
   IClusters,
   IEditPreview,
   IEditRequest,
@@ -37,6 +38,11 @@ export class BettyAPI {
   /** The configured clusters. */
   clusters(): Promise<IClusters> {
     return this.get('clusters');
+  }
+
+  /** Whether Betty can use `cluster` now (reached, host key known, Slurm answers), and if not why. */
+  clusterHealth(cluster: string): Promise<IClusterHealth> {
+    return this.get(`clusters/${encodeURIComponent(cluster)}/health`);
   }
 
   /** A new session, or the kept one `request.session_id` resumed. */

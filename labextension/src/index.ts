@@ -49,6 +49,9 @@ export const OPEN_COMMAND = CommandIDs.open;
 /** The file type of Slurm batch scripts, so the file browser can offer "Submit with Betty". */
 export const SBATCH_FILE_TYPE = 'betty-sbatch';
 
+/** The query parameter that opens the side panel: `/lab/tree/…?betty=open`. */
+export const PANEL_PARAMETER = 'betty';
+
 const PLUGIN_ID = 'betty-jupyter:plugin';
 const SESSION_KEY = `${PLUGIN_ID}:session`;
 
@@ -112,6 +115,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       showPanel
     );
     void startModel(model, settingRegistry, state);
+    // A link that asks for the panel (the demo's first link) shows it once the layout is restored.
+    if (new URLSearchParams(window.location.search).get(PANEL_PARAMETER) === 'open') {
+      void app.restored.then(showPanel);
+    }
 
     addCommands(app, panel, fileBrowser);
     for (const command of [CommandIDs.open, CommandIDs.askCell, CommandIDs.sizeGpus]) {

@@ -22,6 +22,7 @@ export type {
   ICallStarted,
   ICluster,
   IClusterCheck,
+  IClusterHealth,
   IClusters,
   IColumn,
   IDecisionRequest,
@@ -44,6 +45,7 @@ export type {
   IStopMessage,
   ITable,
   IWaitingApproval,
+  LinkProblem,
   SocketMessage
 } from './contract/serverApi';
 

@@ -49,6 +49,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
     <div className="betty-App" data-testid="betty-app">
       <LoginQuestionsView logins={model.logins} />
       <Header
+        api={model.api}
         clusters={model.clusters}
         cluster={model.cluster}
         mode={model.session?.mode ?? null}

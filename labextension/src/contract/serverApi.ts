@@ -5,6 +5,19 @@
 import { IPreview } from './events';
 
 /**
+ * Why a cluster could not be used, as a word a front-end can key on (a TransportError's ``problem``).
+ */
+export type LinkProblem =
+  | 'host-unknown'
+  | 'refused'
+  | 'no-answer'
+  | 'host-key-unknown'
+  | 'host-key-changed'
+  | 'login'
+  | 'link'
+  | 'slurm'
+  | 'config';
+/**
  * How a table column's cells are written; every cell may also be ``null`` (missing).
  */
 export type ColumnType =
@@ -326,6 +339,21 @@ export interface ICluster {
 export interface IClusterCheck {
   ok?: boolean;
   message?: string;
+  fingerprint?: string;
+}
+/**
+ * Answer of ``GET clusters/{name}/health``: can Betty use the cluster now, and if not, why.
+ *
+ * ``message`` is one line naming the cause ("no-such-host.invalid: Name or service not known");
+ * ``problem`` the same as a word (None when ``ok``); ``fingerprint`` only for a host key to confirm;
+ * ``checked_at`` is the unix time of the check (answers are kept a few seconds).
+ */
+export interface IClusterHealth {
+  cluster: string;
+  ok: boolean;
+  message: string;
+  problem: LinkProblem | null;
+  checked_at: number;
   fingerprint?: string;
 }
 /**
