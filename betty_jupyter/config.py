@@ -73,6 +73,16 @@ class BettyConfig(Configurable):
             seen.add(profile.name)
         return profiles
 
+    def take_clusters(self, newer: "BettyConfig") -> bool:
+        """Take ``newer``'s cluster profiles and default cluster (a configuration re-read); whether they changed.
+
+        Only the clusters are taken: the model, the rules and the mode stay as the host started with them.
+        """
+        changed = (self.clusters, self.default_cluster) != (newer.clusters, newer.default_cluster)
+        if changed:
+            self.clusters, self.default_cluster = newer.clusters, newer.default_cluster
+        return changed
+
     @property
     def cluster_names(self) -> list[str]:
         """Names of the configured clusters, in configuration order."""
@@ -110,6 +120,22 @@ def config_files() -> list[Path]:
     return [path for path in files if path.is_file()]
 
 
+def config_signature() -> tuple[tuple[str, int, int], ...]:
+    """What Betty's configuration files are now: each one's path, modification time and size.
+
+    It changes when a file is written (``betty cluster add``), added or removed, so a
+    long-running host re-reads its configuration only when this differs from the last one.
+    """
+    signature = []
+    for path in config_files():
+        try:
+            found = path.stat()
+        except OSError:  # removed between the listing and now: the next look sees it gone
+            continue
+        signature.append((str(path), found.st_mtime_ns, found.st_size))
+    return tuple(signature)
+
+
 def load_config(server_config: Config | None = None) -> BettyConfig:
     """Betty's configuration from Jupyter's config files, the server's config and ``$BETTY_CONFIG``."""
     sections = [_betty_section(path) for path in config_files()]
@@ -130,6 +156,25 @@ def load_config(server_config: Config | None = None) -> BettyConfig:
         return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=llm, rules=rules)
     except TraitError as error:
         raise ConfigError(str(error)) from error
+
+
+def beyond_files(server_config: Config | None) -> Config | None:
+    """What the server's own ``BettyConfig`` says beyond Betty's configuration files as they are now.
+
+    Jupyter reads the same files into the server's config when it starts; re-reading the files
+    later must not let those start-up copies override what the files say since (a profile
+    replaced with ``betty cluster add``). What remains is what only the server was given: its
+    command line, a test's or a spawner's config.
+    """
+    if server_config is None or "BettyConfig" not in server_config:
+        return server_config
+    sections = [_betty_section(path) for path in config_files()]
+    in_files = [profile for section in sections for profile in section.get("clusters", [])]
+    own = dict(server_config["BettyConfig"])
+    own["clusters"] = [profile for profile in own.get("clusters", []) if profile not in in_files]
+    if any(own.get("default_cluster") == section.get("default_cluster") for section in sections):
+        own.pop("default_cluster", None)
+    return Config({"BettyConfig": own})
 
 
 def _betty_section(path: Path) -> dict[str, Any]:

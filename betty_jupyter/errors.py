@@ -4,7 +4,7 @@
 
     BettyError                  anything Betty raises on purpose; str(error) is the one line a person sees
     ├── ConfigError             Betty's configuration is missing or wrong
-    ├── TransportError          a command could not be carried to the cluster or back
+    ├── TransportError          a command could not be carried to the cluster or back (its ``problem`` says why)
     │   ├── HostKeyError            the cluster's host key is unknown or does not match
     │   └── CommandTimeout          a command ran past its time limit
     ├── PolicyError             a command is not on the read-only allowlist
@@ -30,6 +30,31 @@ boundary where they happen, with ``raise … from exc``.
 
 from __future__ import annotations
 
+from enum import Enum
+
+
+class LinkProblem(str, Enum):
+    """Why a cluster could not be used, as a word a front-end can key on (a TransportError's ``problem``)."""
+
+    HOST_UNKNOWN = "host-unknown"
+    """The host name does not resolve (DNS)."""
+    REFUSED = "refused"
+    """The host answered, but nothing listens on the SSH port."""
+    NO_ANSWER = "no-answer"
+    """The host did not answer in time."""
+    HOST_KEY_UNKNOWN = "host-key-unknown"
+    """known_hosts has no key for the host yet."""
+    HOST_KEY_CHANGED = "host-key-changed"
+    """The host presents another key than the one known_hosts recorded."""
+    LOGIN = "login"
+    """The host refused to log the person in."""
+    LINK = "link"
+    """Any other failure of the link."""
+    SLURM = "slurm"
+    """The cluster was reached, but Slurm did not answer."""
+    CONFIG = "config"
+    """The cluster's profile cannot be used as it is."""
+
 
 class BettyError(Exception):
     """Base of every error Betty raises on purpose; its message is one line for a person."""
@@ -40,7 +65,14 @@ class ConfigError(BettyError):
 
 
 class TransportError(BettyError):
-    """A command could not be carried to the cluster or its answer back (link down, auth failed)."""
+    """A command could not be carried to the cluster or its answer back (link down, auth failed).
+
+    ``problem`` says which way it failed, where the boundary that raised it could tell.
+    """
+
+    def __init__(self, message: str, problem: LinkProblem = LinkProblem.LINK) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 class HostKeyError(TransportError):
@@ -55,7 +87,8 @@ class HostKeyError(TransportError):
         what = "presented a DIFFERENT host key than the one recorded" if changed else "has an unknown host key"
         super().__init__(
             f"{host} {what} ({key_type} {fingerprint}); if you trust this fingerprint, add it with "
-            f"`betty cluster trust` (it is written to {known_hosts})"
+            f"`betty cluster trust` (it is written to {known_hosts})",
+            LinkProblem.HOST_KEY_CHANGED if changed else LinkProblem.HOST_KEY_UNKNOWN,
         )
 
 
@@ -76,7 +109,30 @@ class SubmissionUnknownError(SlurmError):
 
 
 class ScriptError(BettyError):
-    """A batch script is malformed or asks for resources the cluster does not offer."""
+    """A batch script is malformed or asks for resources the cluster does not offer.
+
+    ``problems`` keeps each problem with the script line it is on (1-based), so a face that
+    shows the script under a line of its own (a ``%%betty submit`` cell) can name the lines
+    as the person sees them (:meth:`numbered_from`); the message is the same list from line 1.
+    """
+
+    def __init__(self, message: str, problems: "tuple[tuple[int | None, str], ...]" = ()) -> None:
+        super().__init__(message)
+        self.problems = problems or ((None, message),)
+
+    @classmethod
+    def at(cls, *problems: "tuple[int | None, str]") -> "ScriptError":
+        """The error for ``(line, problem)`` pairs: ``line 4: …; line 6: …``."""
+        return cls(_numbered(problems, 1), tuple(problems))
+
+    def numbered_from(self, first_line: int) -> str:
+        """The problems, each named by its line when the script's first line is line ``first_line``."""
+        return _numbered(self.problems, first_line)
+
+
+def _numbered(problems: "tuple[tuple[int | None, str], ...]", first_line: int) -> str:
+    return "; ".join(message if line is None else f"line {line + first_line - 1}: {message}"
+                     for line, message in problems)
 
 
 class UsageError(BettyError):

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Install everything, bring the dev cluster up and open JupyterLab with Betty on the tour notebook,
-# in a demo project (wiki, experiment notebooks) under demo/ (or $BETTY_DEMO_DIR).
-source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
+# Install everything (pip only when the checkout changed), bring the dev cluster up and start JupyterLab with
+# Betty in a demo project (wiki, experiment notebooks) under demo/ (or $BETTY_DEMO_DIR). Once JupyterLab
+# answers, a banner gives the link that opens the tour notebook with Betty's panel beside it.
+# Arguments go to `jupyter lab` (--port=N, say). Ctrl+C stops it.
+# No extras; an explicit "" keeps this script's own arguments (for jupyter lab) from reaching install.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/install.sh" ""
 
 repo="$PWD"
 demo="${BETTY_DEMO_DIR:-$repo/demo}"
@@ -11,5 +14,15 @@ cp -n notebooks/0[1-9]-*.ipynb "$demo/notebooks/" 2>/dev/null || true
 root_flag=()
 [ "$(id -u)" -eq 0 ] && root_flag=(--allow-root)
 cd "$demo"
-exec "$repo/.venv/bin/jupyter" lab "${root_flag[@]}" --no-browser --ip=127.0.0.1 \
-  --ServerApp.root_dir="$demo" notebooks/01-tour.ipynb "$@"
+"$repo/.venv/bin/jupyter-lab" "${root_flag[@]}" --no-browser --ip=127.0.0.1 --ServerApp.root_dir="$demo" "$@" &
+server=$!
+stop_server() {
+  kill -TERM "$server" 2>/dev/null || true
+  wait "$server" || true
+}
+trap 'stop_server; exit 130' INT TERM
+if ! "$repo/.venv/bin/python" "$repo/scripts/demo_link.py" "$server" notebooks/01-tour.ipynb; then
+  stop_server
+  exit 1
+fi
+wait "$server"

@@ -62,9 +62,39 @@ if [ ! -x .venv/bin/python ]; then
   echo "Creating .venv" >&2
   python3 -m venv .venv
 fi
-echo "Installing Betty into .venv (builds the JupyterLab extension on first install)" >&2
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+
+# What an editable install depends on: the project's metadata, what becomes the side panel's build, the
+# schemas its types are generated from. Python sources are not in it: an editable install reads them live.
+install_inputs() {
+  find pyproject.toml install.json betty_jupyter/_version.py betty_jupyter/schemas jupyter-config \
+    labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
+    labextension/schema labextension/scripts labextension/src labextension/style \
+    -type f ! -name '*.pyc' -print0 2>/dev/null | LC_ALL=C sort -z | xargs -0 sha256sum
+}
+install_stamp=".venv/.betty-install-stamp"
+# A path missing from this checkout leaves the hash different, never the script stopped.
+checkout_hash="$({ .venv/bin/python --version; install_inputs || true; } | sha256sum | cut -d' ' -f1)"
+
+# True when .venv holds an install of exactly these inputs, with every extra asked for now.
+installed_already() {
+  local hash installed wanted
+  [ -f "$install_stamp" ] && [ -x .venv/bin/betty ] && [ -f betty_jupyter/labextension/package.json ] || return 1
+  read -r hash installed <"$install_stamp" || return 1
+  [ "$hash" = "$checkout_hash" ] || return 1
+  for wanted in ${extras//,/ }; do
+    [[ ",${installed:-}," == *",$wanted,"* ]] || return 1
+  done
+}
+
+if installed_already; then
+  echo "betty: .venv already has this checkout installed; skipping pip install" >&2
+else
+  echo "Installing Betty into .venv (builds the JupyterLab extension on first install)" >&2
+  rm -f "$install_stamp"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  echo "$checkout_hash ${extras:-}" >"$install_stamp"
+fi
 
 # Installs Slurm, munge, MariaDB and OpenSSH from Debian when they are missing (needs root).
 .venv/bin/betty dev-cluster up >/dev/null

@@ -33,8 +33,9 @@ expect.set_options(timeout=WAIT_MS)
 @pytest.fixture(scope="module")
 def lab(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
     """``jupyter lab`` serving the project, with its own Jupyter config: no saved workspace, and no toast
-    asking about Jupyter news over the panel's buttons."""
-    config = tmp_path_factory.mktemp("lab-config")
+    asking about Jupyter news over the panel's buttons. The config directory is the project's
+    ``jupyter_config_dir`` when it names one (a test that runs ``betty cluster add`` against it)."""
+    config = Path(project.get("jupyter_config_dir") or tmp_path_factory.mktemp("lab-config"))
     notifications = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
     notifications.mkdir(parents=True)
     (notifications / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import time
 import uuid
@@ -163,19 +164,30 @@ def test_submit_preview_shows_everything_and_changes_nothing(ctx, calls, ssh_pro
     assert jobs_named(ctx, name) == []
 
 
+LARGEST = r"\(largest: \d+\.\d GiB = \d+M\)"
+
+
 @pytest.mark.parametrize("extra, words", [
-    ("#SBATCH -p bigmem\n", "bigmem"),
-    ("#SBATCH -p gpu\n#SBATCH --gres=gpu:h100:9\n", "h100"),
-    ("#SBATCH --time=forever\n", "time"),
-    ("#SBATCH -p cpu\n#SBATCH --mem=10T\n",
-     r"line \d+: --mem=10T is more than any node in partition cpu has \(largest: \d+\.\d GiB = \d+M\)"),
+    ("#SBATCH -p bigmem\n", "line 4: partition 'bigmem' does not exist; choose cpu or gpu"),
+    ("#SBATCH -p gpu\n#SBATCH --gres=gpu:h100:9\n",
+     r"line 5: 9 GPUs per node is more than partition 'gpu' has \(4 a100, 2 h100 per node\); ask for at most 2 per "
+     "node or spread over more nodes"),
+    ("#SBATCH --gres=gpu:v100:1\n", r"line 4: partition 'cpu' has no 'v100' GPUs; it offers 4 a100, 2 h100 per node"),
+    ("#SBATCH --time=forever\n", r"line 4: time 'forever' is not a Slurm time; use e.g. 01:00:00 or 1-00:00:00"),
+    ("#SBATCH -p cpu\n#SBATCH --mem=10T\n", rf"line 5: --mem=10T is more than any node in partition cpu has {LARGEST}"),
+    ("#SBATCH -p gpu\n#SBATCH --gres=gpu:a100:2\n#SBATCH --mem-per-gpu=100G\n",
+     rf"line 6: --mem-per-gpu=100G × 2 GPUs is more than any node in partition gpu has {LARGEST}"),
 ])
 def test_a_script_that_cannot_run_is_refused_at_preview(ctx, calls, extra, words) -> None:
+    """One line that starts "can't submit:", names the script's line and says what the cluster offers."""
     text = script(ctx, "never", "true", extra)
-    with pytest.raises(ToolError, match=words):
+    with pytest.raises(ToolError, match=f"^can't submit: {words}$"):
         dry_run(ClusterSubmit(), ctx, {"script": text, "goal": "nope"})
     outcome = execute(ClusterSubmit(), ctx, {"script": text, "goal": "nope"})
-    assert not outcome.ok
+    assert not outcome.ok and re.fullmatch(f"can't submit: {words}", outcome.summary)
+    in_a_cell = execute(ClusterSubmit(), ctx, {"script": text, "goal": "nope", "first_line": 2})
+    line = int(re.match(r"line (\d+)", words).group(1))
+    assert in_a_cell.summary.startswith(f"can't submit: line {line + 1}: ")
     assert not any(argv[0] in ("sbatch", "<put>") for argv in calls)
 
 

@@ -7,6 +7,7 @@ and the kill switch withdraws its card. Off until enabled."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import uuid
 from pathlib import Path
@@ -23,10 +24,15 @@ from betty_jupyter.experiments.ledger import Experiment, Ledger
 from betty_jupyter.experiments.watcher import JobUpdate
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import AUTO_END, AUTO_START, init_workspace
+from conftest import run_betty
 
 pytestmark = pytest.mark.cluster
 
 GUARD = 240.0  # a guard against a hang, not a measurement
+# Without a measured peak above the request (a cgroup stops a job at its limit), the proposal doubles and says why.
+UNMEASURED = (r"(accounting measured no peak \(MaxRSS\) before it was killed|its measured peak, \d+ MiB \(MaxRSS of "
+              r"step batch\), did not pass the 100 MiB it asked for: the limit stopped it before it showed what it "
+              r"needs); asking twice the request")
 T = TypeVar("T")
 MEMORY_HOG = """#!/bin/bash
 #SBATCH --job-name={name}
@@ -44,12 +50,19 @@ CUDA_CRASH = """#!/bin/bash
 echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB." >&2
 exit 1
 """
+BIG_HOG = """#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --chdir={root}
+#SBATCH --mem=100M
+#SBATCH --time=00:05:00
+python3 -c 'import time; x = bytearray(600 * 2**20); x[::4096] = b"x" * len(x[::4096]); time.sleep(30)'
+"""
 SLEEPER = """#!/bin/bash
 #SBATCH --job-name={name}
 #SBATCH --chdir={root}
 #SBATCH --mem=100M
 #SBATCH --time=1
-sleep 600
+for epoch in $(seq 1 40); do echo "epoch $epoch/40 loss=0.5"; sleep 5; done
 """
 
 
@@ -146,7 +159,7 @@ def test_an_out_of_memory_job_gets_a_diagnosis_and_one_resubmission_that_runs_on
             shown = region(workspace, original)
             assert "## Diagnosis" in shown and "**Out of memory**" in shown
             assert "state OUT_OF_MEMORY" in shown and re.search(r"oom[-_]kill", shown)  # 22.05 and 24.11 wordings
-            assert "- --mem 100M → 200M (twice the request)" in shown and task in shown
+            assert re.search(rf"- --mem 100M → 200M: {UNMEASURED}", shown) and task in shown
             recorded = betty.experiment(original.slug).diagnosis
             assert recorded["cause"] == "out_of_memory" and recorded["resubmission"]["state"] == "proposed"
             assert run.trigger == "job" and run.delivery_id == f"job:betty-dev:{original.job_id}:OUT_OF_MEMORY"
@@ -206,7 +219,56 @@ def test_an_out_of_memory_job_gets_a_diagnosis_and_one_resubmission_that_runs_on
     run_scenario(scenario)
 
 
-def test_a_timed_out_job_gets_twice_the_time_and_a_denied_proposal_submits_nothing(workspace, config):
+def memory_enforcement() -> str:
+    """How the dev cluster holds jobs to --mem: ``polling`` lets a job grow past it until Slurm's next sample."""
+    status = run_betty("dev-cluster", "status", "--json")
+    assert status.returncode == 0, status.stderr
+    return json.loads(status.stdout)["memory_enforcement"]
+
+
+def test_the_memory_proposal_rests_on_the_measured_peak(workspace, config):
+    """A job takes 600 MiB with --mem=100M. Where Slurm polls, it is killed once sampled over its limit and
+    accounting keeps that peak: the proposal is the peak + 25%, saying so. Where a cgroup stops it at the
+    limit, no peak above it exists: the proposal doubles and says why."""
+    name = f"babysat-{uuid.uuid4().hex[:6]}"
+    polling = memory_enforcement() == "polling"
+
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        try:
+            betty.runner.resume(BABYSITTER_ID)
+            original = await betty.submit(BIG_HOG.format(name=name, root=workspace.root), "600 MiB in 100M")
+            task = f"job babysitter: job {original.job_id}"
+            card = (await until("the babysitter's card", lambda: betty.cards(task)))[0]
+            change = betty.experiment(original.slug).diagnosis["changes"][0]
+            shown = region(workspace, original)
+            if polling:
+                found = re.fullmatch(r"--mem 100M → (\d+)M: it peaked at (\d+) MiB \(MaxRSS of step batch\); "
+                                     r"asking (\d+) MiB = peak \+ 25%, rounded up", change)
+                assert found, change
+                new, peak, asked = (int(value) for value in found.groups())
+                # what the job took (600 MiB and Python), plus a quarter, up to the next 64 MiB
+                assert 600 <= peak < 700 and new == asked and new % 64 == 0
+                assert 1.25 * peak - 1 <= new < 1.25 * peak + 65
+                assert f"peak memory (MaxRSS of step batch) {peak} MiB of the 100 MiB asked" in shown
+            else:
+                assert re.fullmatch(f"--mem 100M → 200M: {UNMEASURED}", change), change
+                new = 200
+            assert changed(card.preview.text) == ["-#SBATCH --mem=100M", f"+#SBATCH --mem={new}M"]
+            assert f"Resubmission of {original.slug}: out of memory — {change}" == card.args["goal"]
+            betty.assistant.respond(card.approval_id, "denied", "the researcher")
+            await until("the denial to be recorded", lambda: "Not resubmitted: denied by the researcher" in
+                        region(workspace, original))
+        finally:
+            await betty.close()
+
+    run_scenario(scenario)
+
+
+def test_a_timed_out_job_gets_the_time_its_progress_asks_for_and_a_denied_proposal_submits_nothing(workspace,
+                                                                                                      config):
+    """The job prints epoch n/40 every 5 s and is stopped at its 1-minute limit: the proposal is the time the
+    whole run takes at that pace, plus a quarter, and says what it rests on."""
     name = f"babysat-{uuid.uuid4().hex[:6]}"
 
     async def scenario() -> None:
@@ -215,8 +277,18 @@ def test_a_timed_out_job_gets_twice_the_time_and_a_denied_proposal_submits_nothi
             betty.runner.resume(BABYSITTER_ID)
             original = await betty.submit(SLEEPER.format(name=name, root=workspace.root), "sleep past the limit")
             card = (await until("the babysitter's card", lambda: betty.cards(f"job babysitter: job {original.job_id}")))[0]
-            assert changed(card.preview.text) == ["-#SBATCH --time=1", "+#SBATCH --time=00:02:00"]
+            change = betty.experiment(original.slug).diagnosis["changes"][0]
+            found = re.fullmatch(r"--time 1 → 00:(\d\d):00: it printed epoch (\d+)/40 after 00:(\d\d):(\d\d), so "
+                                 r"the whole run takes about 00:(\d\d):(\d\d); asking 00:\1:00 = that \+ 25%, "
+                                 r"rounded up", change)
+            assert found, change
+            minutes, epoch, *clocks = (int(value) for value in found.groups())
+            ran, whole = 60 * clocks[0] + clocks[1], 60 * clocks[2] + clocks[3]
+            assert 60 <= ran < 240 and 1 <= epoch <= 40 and abs(whole - ran * 40 / epoch) <= 1
+            assert minutes == -(-(1.25 * whole) // 60) and minutes > 2  # more than twice the limit: the pace asks it
+            assert changed(card.preview.text) == ["-#SBATCH --time=1", f"+#SBATCH --time=00:{minutes:02d}:00"]
             shown = region(workspace, original)
+            assert f"the last progress it printed: epoch {epoch}/40" in shown
             assert "**Out of time**" in shown and "DUE TO TIME LIMIT" in shown
             betty.assistant.respond(card.approval_id, "denied", "the researcher")
             await until("the denial to be recorded", lambda: "Not resubmitted: denied by the researcher" in

@@ -120,7 +120,8 @@ def test_submit_refuses_a_script_the_cluster_cannot_run_and_submits_nothing(bett
     script = tmp_path / "bad.sbatch"
     script.write_text("#!/bin/bash\n#SBATCH --partition=gpux\n#SBATCH --time=1h\necho never\n")
     line = one_error_line(betty(betty_env, "submit", str(script), "--yes", "--dir", str(tmp_path)))
-    assert "line 2: partition 'gpux' does not exist" in line and "line 3: time '1h'" in line
+    assert line == ("betty: error: can't submit: line 2: partition 'gpux' does not exist; choose cpu or gpu; line 3: "
+                    "time '1h' is not a Slurm time; use e.g. 01:00:00 or 1-00:00:00")
     assert not (tmp_path / "work").exists()
     assert [(r.tool, r.decision, r.ok) for r in ActionLog(tmp_path).read()] == [("cluster_submit", "refused", False)]
     project = tmp_path / "project"  # in a project, through the tool: refused before any card, and logged

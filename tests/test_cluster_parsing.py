@@ -96,6 +96,7 @@ def test_history_folds_steps_into_their_job_with_the_peak_memory():
 
     text = "\n".join([
         row("10", "OUT_OF_MEMORY"), row("10.batch", "OUT_OF_MEMORY", "2G"), row("10.0", "OUT_OF_MEMORY", "900M"),
+        row("10.extern", "COMPLETED", "0"),
         row("11_3", "CANCELLED by 1000"), row("11_3.batch", "CANCELLED", "10K"),
         row("12", "COMPLETED", name="no steps"),
     ]) + "\n"
@@ -103,6 +104,7 @@ def test_history_folds_steps_into_their_job_with_the_peak_memory():
     assert list(history["job_id"]) == ["10", "11_3", "12"]
     assert list(history["state"]) == ["OUT_OF_MEMORY", "CANCELLED", "COMPLETED"]
     assert list(history["max_rss_bytes"].astype(object).where(history["max_rss_bytes"].notna(), None)) == [2 * 2**30, 10 * 1024, None]
+    assert [None if pd.isna(name) else name for name in history["max_rss_step"]] == ["batch", "batch", None]
     assert list(history["gpus"]) == [2, 2, 2] and set(history["gpu_type"]) == {"a100"}
     assert history["elapsed"].iloc[0] == pd.Timedelta(minutes=10)
     assert history["submitted"].iloc[0] == pd.Timestamp("2026-11-20T10:00:00")
@@ -154,3 +156,17 @@ def test_partitions_merge_node_groups():
     assert gpu["memory_bytes"] == 96000 * 2**20 and gpu["time_limit"] == pd.Timedelta(days=2)
     assert gpu["memory_bytes_max"] == 192000 * 2**20 and partitions.loc["debug", "memory_bytes_max"] == 8000 * 2**20
     assert partitions.loc["debug", "availability"] == "down" and partitions.loc["debug", "gpus"] == 0
+
+
+def test_the_peak_names_its_step_in_slurms_units():
+    """MaxRSS is per step, in K, M or G: the job's peak is the largest, named after the step that reached it."""
+    def row(ident, rss):
+        values = {name_: "" for _, name_ in parsing.SACCT_FIELDS}
+        values.update(job_id=ident, job_id_raw=ident, name="train", state="FAILED", max_rss=rss)
+        return S.join(values[name_] for _, name_ in parsing.SACCT_FIELDS)
+
+    text = "\n".join([row("7", ""), row("7.batch", "631212K"), row("7.0", "1.5G"), row("7.1", "900M"),
+                      row("8", ""), row("8.batch", ""), row("8.extern", "0")]) + "\n"
+    history = parsing.parse_history(text)
+    assert history["max_rss_bytes"].iloc[0] == round(1.5 * 2**30) and history["max_rss_step"].iloc[0] == "0"
+    assert history["max_rss_bytes"].iloc[1] == 0 and history["max_rss_step"].iloc[1] == "extern"

@@ -15,6 +15,7 @@ from betty_jupyter.cluster.transport import CommandResult
 from betty_jupyter.errors import ScriptError
 from betty_jupyter.experiments.diagnosis import (Diagnosis, PartitionLimits, diagnose, page_section,
                                                  partition_limits, script_diff)
+from betty_jupyter.experiments.progress import Progress, last_progress
 
 SEP = "\x1f"
 SINFO = [["cpu*", "up", "0/1/0/1", "0/8/0/8", "23593", "(null)", "infinite", "1"],
@@ -85,23 +86,47 @@ def test_out_of_memory_doubles_mem_and_changes_only_that_line(log: str) -> None:
     assert "state OUT_OF_MEMORY, exit code 0:125, elapsed 00:00:03" in found.evidence
     assert any("Detected 1 oom" in line for line in found.evidence)
     assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=200M"]
-    assert found.changes == ("--mem 100M → 200M (twice the request)",)
+    assert found.changes == ("--mem 100M → 200M: accounting measured no peak (MaxRSS) before it was killed; asking "
+                             "twice the request",)
 
 
 def test_a_peak_far_over_the_request_sets_the_new_request() -> None:
     script = HEAD + "#SBATCH --mem 2G\npython3 train.py\n"
     found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem="2G", max_rss="3250000K"), None, script,
                      partitions())
-    assert "peak memory (MaxRSS) 3.1 GiB of the 2.0 GiB asked" in found.evidence
-    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem 2G", "+#SBATCH --mem=5G"]
-    assert found.changes == ("--mem 2G → 5G (1.5 × its peak)",)
+    assert "peak memory (MaxRSS of step batch) 3.1 GiB of the 2.0 GiB asked" in found.evidence
+    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem 2G", "+#SBATCH --mem=4G"]
+    assert found.changes == ("--mem 2G → 4G: it peaked at 3.1 GiB (MaxRSS of step batch); asking 4.0 GiB = peak + "
+                             "25%, rounded up",)
+
+
+def test_a_job_killed_by_polling_is_sized_from_its_measured_peak_not_doubled() -> None:
+    """Slurm polled 612 MiB in a job that asked 100M (and reports FAILED): 612 MiB + 25% is 765, so 768M."""
+    script = HEAD + "#SBATCH --mem=100M\npython3 train.py\n"
+    log = ("slurmstepd-node1: error: StepId=4242.batch exceeded memory limit (641728512 > 104857600), being killed\n"
+           "slurmstepd-node1: error: Exceeded job memory limit\n")
+    found = diagnose(sacct_job("FAILED", "0:9", max_rss="626688K"), log, script, partitions())
+    assert found.cause == "out_of_memory"
+    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=768M"]
+    assert found.changes == ("--mem 100M → 768M: it peaked at 612 MiB (MaxRSS of step batch); asking 768 MiB = "
+                             "peak + 25%, rounded up",)
+
+
+def test_a_peak_held_at_the_request_by_a_cgroup_says_why_it_doubles() -> None:
+    script = HEAD + "#SBATCH --mem=100M\npython3 train.py\n"
+    found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", max_rss="98304K"), OOM_LOG, script, partitions())
+    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=200M"]
+    assert found.changes == ("--mem 100M → 200M: its measured peak, 96 MiB (MaxRSS of step batch), did not pass "
+                             "the 100 MiB it asked for: the limit stopped it before it showed what it needs; asking "
+                             "twice the request",)
 
 
 def test_memory_is_capped_at_a_node_and_a_job_that_has_it_all_gets_no_proposal() -> None:
     capped = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem="20G"), OOM_LOG,
                       HEAD + "#SBATCH --mem=20G\ntrue\n", partitions())
     assert changed_lines(HEAD + "#SBATCH --mem=20G\ntrue\n", capped.corrected_script)[1] == "+#SBATCH --mem=23593M"
-    assert capped.changes == ("--mem 20G → 23593M (all of a node's memory in partition cpu)",)
+    assert capped.changes == ("--mem 20G → 23593M: accounting measured no peak (MaxRSS) before it was killed; asking "
+                              "twice the request — capped at the 23.0 GiB of a node in partition cpu",)
     for mem in ("23593M", "0"):
         full = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem=mem), OOM_LOG,
                         HEAD + f"#SBATCH --mem={mem}\ntrue\n", partitions())
@@ -145,7 +170,9 @@ def test_timeout_doubles_the_time_limit_and_changes_only_that_line() -> None:
 def test_time_is_capped_at_the_partitions_limit_and_at_the_limit_nothing_is_proposed() -> None:
     script = HEAD + "#SBATCH -p gpu\n#SBATCH --time=1-12:00:00\ntrue\n"
     found = diagnose(sacct_job("TIMEOUT", "0:0", partition="gpu", limit="1-12:00:00"), None, script, partitions())
-    assert found.changes == ("--time 1-12:00:00 → 2-00:00:00 (partition gpu's limit)",)
+    assert found.changes == ("--time 1-12:00:00 → 2-00:00:00: it printed no progress Betty can read (such as epoch "
+                             "3/10, step 1200/5000 or 45%); asking twice the limit it reached — capped at partition "
+                             "gpu's limit",)
     at_limit = HEAD + "#SBATCH -p gpu\n#SBATCH --time=2-00:00:00\ntrue\n"
     stuck = diagnose(sacct_job("TIMEOUT", "0:0", partition="gpu", limit="2-00:00:00"), None, at_limit, partitions())
     assert stuck.unchanged and "whole time limit of partition gpu (2-00:00:00)" in stuck.suggestions[0]
@@ -156,6 +183,38 @@ def test_a_script_without_time_gets_twice_the_limit_accounting_recorded() -> Non
     script = HEAD + "sleep 600\n"
     found = diagnose(sacct_job("TIMEOUT", "0:0", limit="00:01:00", elapsed="00:01:05"), None, script, partitions())
     assert changed_lines(script, found.corrected_script) == ["+#SBATCH --time=00:02:00"]
+
+
+@pytest.mark.parametrize("printed, shown, expected", [
+    ("Epoch 3/10 loss=0.41", "epoch 3/10", "01:15:00"),  # 00:18:00 for 3 of 10: 60 min in all, +25% = 75
+    ("step=1200/5000 lr=3e-4", "step 1200/5000", "01:45:00"),  # 75 min in all, +25% = 93.75, to the quarter hour
+    (" 45%|████▌     | 450/1000 [00:18<00:22]", "45%", "00:50:00"),  # 40 min in all, +25% = 50
+    ("progress: 36% done", "36%", "01:15:00"),  # 50 min in all, +25% = 62.5, to the quarter hour
+])
+def test_timeout_with_printed_progress_asks_for_the_time_the_rest_takes(printed: str, shown: str,
+                                                                      expected: str) -> None:
+    script = HEAD + "#SBATCH --time=00:18:00\npython3 train.py\n"
+    log = f"loading data\n{printed}\nslurmstepd: error: *** JOB 4242 CANCELLED AT x DUE TO TIME LIMIT ***\n"
+    found = diagnose(sacct_job("TIMEOUT", "0:0", elapsed="00:18:00", limit="00:18:00"), log, script, partitions())
+    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --time=00:18:00", f"+#SBATCH --time={expected}"]
+    assert f"the last progress it printed: {shown}" in found.evidence
+    assert found.changes[0].startswith(f"--time 00:18:00 → {expected}: it printed {shown} after 00:18:00, so the "
+                                       "whole run takes about ")
+    assert found.changes[0].endswith(f"; asking {expected} = that + 25%, rounded up")
+
+
+def test_progress_is_read_from_fixed_shapes_and_never_quoted() -> None:
+    """A log line is anyone's text: only the numbers are kept, and a bar redrawn with \\r counts its last state."""
+    hostile = "epoch <img src=x onerror=alert(1)> 3/10 **bold** [link](javascript:x)\n"
+    redrawn = " 10%|█         | 1/10\r 20%|██        | 2/10\r 60%|██████    | 6/10\n"
+    assert last_progress([hostile]) is None
+    assert last_progress([redrawn, "GPU util 99%, accuracy 87.5%"]) == Progress(0.6, "60%")
+    assert last_progress(["epoch 12/10"]) is None and last_progress(["step 0 of 0"]) is None
+    assert last_progress(["epoch:" + " " * 100_000 + "3 /" + " " * 100_000]) is None  # read without backtracking
+    found = diagnose(sacct_job("TIMEOUT", "0:0", elapsed="00:01:00", limit="00:01:00"), hostile,
+                     HEAD + "#SBATCH --time=1\ntrue\n", partitions())
+    assert found.changes == ("--time 1 → 00:02:00: it printed no progress Betty can read (such as epoch 3/10, step "
+                             "1200/5000 or 45%); asking twice the limit it reached",)
 
 
 # ----- GPU memory ----------------------------------------------------------------------------------------------------
@@ -244,7 +303,7 @@ def test_the_page_section_shows_cause_evidence_diff_and_where_the_card_is() -> N
     record["resubmission"] = {"state": "proposed", "task": "job babysitter: job 4242"}
     text = page_section(record)
     assert text.startswith("## Diagnosis\n\n**Out of memory**: the job needed more memory than it asked for (100 MiB).")
-    assert "- --mem 100M → 200M (twice the request)" in text and "````diff\n" in text
+    assert "- --mem 100M → 200M: accounting measured no peak" in text and "````diff\n" in text
     assert "-#SBATCH --mem=100M\n+#SBATCH --mem=200M" in text
     assert "the card “job babysitter: job 4242”" in text and "betty:auto-" not in text
     record["resubmission"] = {"state": "submitted", "job_id": "4243", "slug": "2026-03-02-train-retry",

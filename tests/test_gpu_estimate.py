@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from betty_jupyter.errors import GpuEstimateError
 from betty_jupyter.gpu import EstimateRequest, estimate, find_model
 from betty_jupyter.gpu.estimate import GIB
+from betty_jupyter.gpu.report import render_estimate
 
 LLAMA3_8B = find_model("Llama-3-8B").architecture
 
@@ -246,3 +247,52 @@ def test_impossible_requests_name_the_option(options: dict, named: str) -> None:
         estimate("Llama-3-8B", **options)
     assert named in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+# ----- QLoRA against LoRA, term by term --------------------------------------------------------------
+LLAMA2_7B = find_model("Llama-2-7B").architecture
+
+
+@pytest.mark.parametrize("framework", ["hf", "torchtune"])
+def test_qlora_needs_less_than_lora_for_the_same_llama_7b_and_batch(framework: str) -> None:
+    options = dict(batch_size=4, seq_len=2048, framework=framework)
+    lora, qlora = (estimate(LLAMA2_7B, method=method, **options) for method in ("lora", "qlora"))
+    assert qlora.peak_gib < lora.peak_gib - 5
+    # the same adapters and the same tokens: only the frozen base and its constants differ
+    assert qlora.breakdown["activations"] == lora.breakdown["activations"]
+    assert qlora.breakdown["optimizer"] == lora.breakdown["optimizer"]
+    quantized = LLAMA2_7B.linear_params()
+    # the layers' linear weights go from 2 bytes to half a byte; embeddings, norms and the output layer stay bf16
+    assert (lora.breakdown["weights"] - qlora.breakdown["weights"]) * GIB == pytest.approx(quantized * (2 - 0.5))
+    scales = quantized * (1 / 64 + 4 / (64 * 256))
+    one_matrix = 2 * LLAMA2_7B.hidden * 3 * LLAMA2_7B.hidden  # Q, K and V together: 4096 × 12288 in bf16
+    assert qlora.breakdown["quantization"] * GIB == pytest.approx(scales + one_matrix)
+    assert lora.breakdown["quantization"] == 0
+
+
+def test_the_breakdown_names_what_each_qlora_term_holds() -> None:
+    result = estimate(LLAMA2_7B, method="qlora", batch_size=4, seq_len=2048, framework="hf")
+    terms = result.terms
+    assert terms["weights"] == ("6.48B layer weights in 4-bit NF4 (0.5 byte each) + 262.4M other weights "
+                                "(embeddings, norms, output layer) in bf16 + "
+                                "8.4M adapter weights in float32")
+    assert terms["quantization"] == ("constants for 6.48B weights (one absmax per 64 weights, double-quantized) + "
+                                     "the one 50.3M-weight matrix dequantized to bf16 at a time (0.09 GiB)")
+    assert "kv_cache" not in terms and "gradients" not in terms  # nothing there at this peak
+    assert "matmul keeps" not in terms["activations"]
+    shown = render_estimate(result)
+    assert "  weights            3.54 GiB  6.48B layer weights in 4-bit NF4" in shown
+    assert result.as_dict()["terms"] == terms
+
+
+def test_bitsandbytes_before_0_43_2_kept_every_4bit_input_and_the_breakdown_says_so() -> None:
+    """LitGPT's measured QLoRA ran a bitsandbytes whose 4-bit matmul kept its input: more activations than LoRA."""
+    options = dict(batch_size=4, seq_len=2048, framework="litgpt")
+    lora, qlora = (estimate(LLAMA2_7B, method=method, **options) for method in ("lora", "qlora"))
+    assert qlora.peak_gib > lora.peak_gib  # right for that stack at this batch: the kept inputs outweigh the weights
+    kept = qlora.breakdown["activations"] - lora.breakdown["activations"]
+    # every frozen projection without an adapter keeps its bf16 input: o_proj (h), gate/up (h), down (i)
+    per_token = 2 * (LLAMA2_7B.hidden + LLAMA2_7B.hidden + LLAMA2_7B.intermediate) * LLAMA2_7B.layers
+    assert kept * GIB == pytest.approx(4 * 2048 * per_token)
+    assert f"{kept:.2f} GiB of it are the inputs the nf4 matmul keeps for every frozen layer" in qlora.terms[
+        "activations"]

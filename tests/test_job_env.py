@@ -20,7 +20,7 @@ from betty_jupyter.cluster.profiles import ClusterProfile
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.cluster.slurm import SlurmClient, sbatch_argv
 from betty_jupyter.cluster.sync import Blocking, run_sync
-from betty_jupyter.errors import ConfigError, ScriptError, SlurmError
+from betty_jupyter.errors import ConfigError, ScriptError, SlurmError, ToolError
 from betty_jupyter.secret_names import is_secret_name
 from conftest import wait_for_job
 
@@ -212,7 +212,8 @@ def test_the_submit_card_shows_the_environment_by_name(local_profile, canaries, 
         text = "#!/bin/bash\n#SBATCH --export=ALL,MODE=fast\n#SBATCH --time=1\nenv\n"
         shown = run_sync(ClusterSubmit().preview(context, ClusterSubmit.Args(script=text, goal="env")))
         refused = "#!/bin/bash\n#SBATCH --export=JUPYTERHUB_API_TOKEN\nenv\n"
-        with pytest.raises(ScriptError, match="JUPYTERHUB_API_TOKEN, which looks like a secret"):
+        with pytest.raises(ToolError, match="^can't submit: line 2: --export names JUPYTERHUB_API_TOKEN, which looks "
+                                            "like a secret"):
             run_sync(ClusterSubmit().preview(context, ClusterSubmit.Args(script=refused, goal="env")))
     finally:
         run_sync(context.close())
@@ -290,8 +291,8 @@ def test_betty_submit_refuses_a_secret_s_name_in_one_line_before_asking(ssh_prof
     refused = run_betty("submit", str(script), "--no-record", "--yes", "--dir", str(tmp_path),
                         env={**os.environ, "BETTY_CONFIG": str(config)})
     assert refused.returncode != 0 and refused.stderr.strip().splitlines() == [
-        "betty: error: line 2: --export names JUPYTER_TOKEN, which looks like a secret; Betty never hands secrets "
-        "to jobs: have the job read it from a file only you can read on the cluster"]
+        "betty: error: can't submit: line 2: --export names JUPYTER_TOKEN, which looks like a secret; Betty never "
+        "hands secrets to jobs: have the job read it from a file only you can read on the cluster"]
     assert not Path(ssh_profile.work_dir).exists()
 
 

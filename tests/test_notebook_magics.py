@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from conftest import ssh
 from kernel_driver import Kernel
 from llm_server import ScriptedLLM, call, say
 from notebook_support import SCRIPT, kernel, lists_job, llm, one_error_line, project, submit  # noqa: F401 (fixtures)
@@ -130,22 +131,51 @@ def test_cancel_denied_then_approved_and_the_kernel_stays_free(kernel: Kernel) -
     assert decisions.stdout.strip() == "['denied', 'approved']", decisions.errors
 
 
-def test_edited_approval_with_bad_json_sends_nothing(kernel: Kernel) -> None:
-    job = submit(kernel, "edited", seconds=300)
-    root = kernel.run(f"%betty cancel {job}").widgets[0]
+def test_an_edited_submission_card_is_checked_again_and_runs_as_edited(kernel: Kernel, dev_cluster) -> None:
+    hostile = "# <img src=x onerror=alert(1)> \x1b[31mred"
+    script = SCRIPT.format(name="nb-edit", seconds=300).replace("echo started", f"{hostile}\necho started")
+    cell = kernel.run(f"%%betty submit --slug nb-edit --goal 'test an edit in the notebook'\n{script}")
+    root = cell.widgets[0]
     kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-edit"), what="the card")[0])
-    editor = kernel.find(root, "betty-editor")[0]
-    kernel.set_value(editor, value="{not json")
-    kernel.click(kernel.find(root, "betty-send-edit")[0])
-    kernel.wait_for(lambda: "not JSON" in kernel.texts(root), what="the JSON error")
-    assert kernel.find(root, "betty-deny"), "the card still waits"
-    kernel.click(kernel.find(root, "betty-deny")[0])
-    kernel.wait_for(lambda: "denied by" in kernel.texts(root), what="the denial")
+    text = kernel.wait_for(lambda: kernel.find(root, "betty-edit-arg-script"), what="the script field")[0]
+    assert kernel.models[text]["value"] == script, "the script as its lines, not an escaped JSON string"
+    memory = kernel.find(root, "betty-edit-mem")[0]
+    assert kernel.models[memory]["value"] == "100M"
+    send = kernel.find(root, "betty-send-edit")[0]
+    kernel.wait_for(lambda: kernel.models[send].get("disabled") is False, what="the first check")
+
+    kernel.set_value(memory, value="200M")
+    kernel.wait_for(lambda: "#SBATCH --mem=200M" in kernel.models[text]["value"], what="the field rewriting its line")
+    kernel.set_value(text, value=kernel.models[text]["value"].replace("#!/bin/bash", "#!/bin/bash\n#SBATCH -p nowhere"))
+    kernel.wait_for(lambda: "nowhere" in kernel.texts(root) and kernel.models[send].get("disabled") is True,
+                    what="the refused partition")
+    status = kernel.models[kernel.find(root, "betty-edit-status")[0]]["value"]
+    assert "line 2" in status and "nowhere" in status and "\n" not in status
+    html = [kernel.models[m]["value"] for m in kernel.descendants(root)
+            if kernel.models[m].get("_model_name") == "HTMLModel"]
+    assert any("&lt;img src=x" in each for each in html) and not any("<img" in each for each in html), (
+        "hostile text is escaped in every HTML the card shows")
+    kernel.click(send)  # disabled: nothing is sent
+
+    kernel.set_value(text, value=kernel.models[text]["value"].replace("#SBATCH -p nowhere\n", ""))
+    kernel.wait_for(lambda: kernel.models[send].get("disabled") is False, what="the edit checked again")
+    preview = kernel.find(root, "betty-edit-preview")[0]
+    assert "--mem=200M" in kernel.models[preview]["value"]
+    assert kernel.find(root, "betty-approve"), "the card still waits"
+    kernel.click(send)
+    found = kernel.wait_for(lambda: re.search(r"submitted job (\d+)", kernel.texts(root)), what="the job id")
+    job = found.group(1)
+    try:
+        shown = ssh(dev_cluster, f"scontrol show job -o {job}").stdout
+        assert "MinMemoryNode=200M" in shown, shown
+    finally:
+        ssh(dev_cluster, f"scancel {job}")
 
 
 def test_submit_malformed_script_is_one_line(kernel: Kernel) -> None:
+    # the cell's line 1 is the magic's own, so the directive is on the cell's line 3
     cell = kernel.run("%%betty submit\n#!/bin/bash\n#SBATCH --partition=nowhere\necho hi\n")
-    assert "nowhere" in one_error_line(cell)
+    assert one_error_line(cell) == "betty: can't submit: line 3: partition 'nowhere' does not exist; choose cpu or gpu"
     empty = kernel.run("%%betty submit\n\n")
     assert "batch script as the cell's body" in one_error_line(empty)
     line = kernel.run("%betty submit")

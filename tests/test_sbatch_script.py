@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from betty_jupyter.cluster import parsing
-from betty_jupyter.cluster.commands import checked_script
-from betty_jupyter.cluster.sbatch import LONG_OPTIONS, Directive, PartitionOffer, SbatchScript
+from betty_jupyter.cluster.commands import cant_submit, checked_script
+from betty_jupyter.cluster.sbatch import LONG_OPTIONS, Directive, PartitionOffer, SbatchScript, one_of
 from betty_jupyter.errors import ScriptError
 
 SCRIPT = """#!/bin/bash
@@ -386,7 +386,7 @@ def test_malformed_gpu_requests(value: str) -> None:
 
 def test_unknown_partition() -> None:
     assert problems("#!/bin/bash\n#SBATCH -p gpux\nhostname\n", [OFFERS[0], OFFERS[1]]) == (
-        "line 2: partition 'gpux' does not exist; choose from cpu, gpu"
+        "line 2: partition 'gpux' does not exist; choose cpu or gpu"
     )
 
 
@@ -398,7 +398,7 @@ def test_every_partition_in_a_list_must_exist() -> None:
 @pytest.mark.parametrize(
     ("directives", "message"),
     [
-        (["-p cpu", "--gres=gpu:1"], "line 3: partition 'cpu' has no GPUs; choose a partition with GPUs (gpu, debug)"),
+        (["-p cpu", "--gres=gpu:1"], "line 3: partition 'cpu' has no GPUs; choose a partition with GPUs (gpu or debug)"),
         (["-p gpu", "--gres=gpu:v100:1"], "line 3: partition 'gpu' has no 'v100' GPUs; it offers 4 a100, 2 h100 per node"),
         (["-p gpu", "--gres=gpu:h100:4"], "line 3: 4 GPUs per node is more than partition 'gpu' has"),
         (["-p gpu", "--gpus-per-node=5"], "line 3: 5 GPUs per node is more than partition 'gpu' has"),
@@ -455,7 +455,7 @@ def test_several_problems_are_reported_together_in_line_order() -> None:
             "line 2: time '1h' is not a Slurm time; use e.g. 01:00:00 or 1-00:00:00",
             "line 3: memory 'lots' is not a Slurm size; write a whole number with an optional unit K, M, G or T "
             "(megabytes by default), e.g. 16G",
-            "line 5: partition 'cpu' has no GPUs; choose a partition with GPUs (gpu, debug) or drop the GPU request",
+            "line 5: partition 'cpu' has no GPUs; choose a partition with GPUs (gpu or debug) or drop the GPU request",
             "line 7: #SBATCH after the first command is ignored by sbatch; move it up",
         ]
     )
@@ -643,3 +643,35 @@ def memory_problem(*directives: str) -> str | None:
 def test_memory_no_node_of_the_partition_has_is_refused_in_one_line(directives, problem):
     found = memory_problem(*directives)
     assert (found is None) == (problem is None) and (problem is None or found.startswith(problem)), found
+
+
+@pytest.mark.parametrize(("directives", "problem"), [
+    (["--gres=gpu:2", "--mem-per-gpu=8G"],
+     "line 3: --mem-per-gpu=8G × 2 GPUs is more than any node in partition cpu has (largest: 15.5 GiB = 15872M)"),
+    (["--gpus-per-node=1", "--mem-per-gpu=16G"],
+     "line 3: --mem-per-gpu=16G is more than any node in partition cpu has (largest: 15.5 GiB = 15872M)"),
+    (["--gres=gpu:2", "--mem-per-gpu=7936M"], None),  # 2 × 7936M is exactly the largest node
+])
+def test_memory_per_gpu_counts_the_gpus_per_node(directives, problem):
+    offers = parsing.parse_partitions(SINFO_LINES.replace("(null)", "gpu:a100:4"))
+    try:
+        checked_script(script(*directives).render(), offers)
+        found = None
+    except ScriptError as error:
+        found = str(error)
+    assert found == problem
+
+
+def test_a_refusal_names_lines_as_the_person_sees_them_and_the_choices_in_words():
+    """One wording for every face: ``can't submit: line N: …``, N counted from where the script starts."""
+    text = "#!/bin/bash\n#SBATCH --job-name=x\n#SBATCH --partition=gpu-large\n#SBATCH --time=soon\necho\n"
+    with pytest.raises(ScriptError) as refused:
+        checked_script(text, parsing.parse_partitions(SINFO_LINES))
+    assert cant_submit(refused.value) == ("can't submit: line 3: partition 'gpu-large' does not exist; choose cpu or "
+                                          "big; line 4: time 'soon' is not a Slurm time; use e.g. 01:00:00 or "
+                                          "1-00:00:00")
+    in_a_cell = cant_submit(refused.value, first_line=2)  # under a %%betty submit line
+    assert in_a_cell.startswith("can't submit: line 4: partition 'gpu-large' does not exist; choose cpu or big; "
+                                "line 5: time 'soon'")
+    assert [one_of(names) for names in ([], ["cpu"], ["cpu", "gpu"], ["a", "b", "c"])] == ["", "cpu", "cpu or gpu",
+                                                                                           "a, b or c"]

@@ -107,6 +107,18 @@ async def test_a_bad_tool_call_is_a_400_with_one_line(jp_fetch, tool, body, expe
     assert (await call(jp_fetch, "GET", "sessions", session_id))["last_seq"] == 0
 
 
+async def test_a_submission_the_cluster_cannot_run_is_refused_in_the_line_the_panel_shows(jp_fetch):
+    """The panel's own call: refused before any card, in one line that names the script's lines and the choices."""
+    session_id = (await open_session(jp_fetch))["session_id"]
+    script = ("#!/bin/bash\n#SBATCH --job-name=never\n#SBATCH --time=1\n#SBATCH --partition='<b>gpu-large</b>'\n"
+              "#SBATCH --mem=10T\ntrue\n")
+    outcome = await call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_submit",
+                         body={"args": {"script": script, "goal": "never runs"}})
+    assert not outcome["ok"] and outcome["summary"] == (
+        "can't submit: line 4: partition '<b>gpu-large</b>' does not exist; choose cpu or gpu")
+    assert (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"] == []
+
+
 async def test_a_tool_call_in_an_unknown_session_is_a_404(jp_fetch):
     code, error = await refusal(jp_fetch, "POST", "sessions", "s-gone", "tools", "gpu_estimate",
                                 body={"args": ESTIMATE})

@@ -11,7 +11,7 @@ import pytest
 
 from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport, trust_host_key
 from betty_jupyter.cluster.sync import run_sync
-from betty_jupyter.errors import CommandTimeout, HostKeyError, TransportError
+from betty_jupyter.errors import CommandTimeout, HostKeyError, LinkProblem, TransportError
 from conftest import run_betty
 from sshd_faults import client_port, kill_connection, sshd_pids_for
 
@@ -244,8 +244,9 @@ def test_sshd_stopped_entirely_is_a_clear_error_not_a_hang(ssh, dev_cluster):
         kill_connection(dev_cluster_port(dev_cluster), client_port(ssh))
         time.sleep(0.3)
         began = time.monotonic()
-        with pytest.raises(TransportError, match="cannot reach 127.0.0.1"):
+        with pytest.raises(TransportError, match=r"127\.0\.0\.1:\d+ refused the connection") as refused:
             ssh.run_blocking(("true",))
+        assert refused.value.problem == LinkProblem.REFUSED
         assert time.monotonic() - began < 30
     finally:
         restored = run_betty("dev-cluster", "up")

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from .actions import ActionRecord
     from .approvals import Resolution
     from .loop import AgentSession
-    from .models import ToolOutcome
+    from .models import Preview, ToolOutcome
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Assistant:
         self.broker = ApprovalBroker(timeout=approval_timeout)
         self.actions: ActionLog = ActionLog(workspace.root)
         self._sessions: dict[str, AgentSession] = {}
+        self._elsewhere: weakref.WeakValueDictionary[str, AgentSession] = weakref.WeakValueDictionary()
         self._opening: dict[str, asyncio.Lock] = {}
         self._asking: dict[str, asyncio.Task[str]] = {}
         self._watcher: JobWatcher | None = None
@@ -187,6 +189,31 @@ class Assistant:
         if not approver.strip():
             raise ApprovalError("an answer names who gave it")
         return self.broker.respond(approval_id, decision, approver, args)
+
+    def adopt(self, session: "AgentSession") -> None:
+        """A session opened outside :meth:`session` (an automation's run) whose cards a person may edit here."""
+        self._elsewhere[session.session_id] = session
+
+    async def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
+        """The preview of a person's edit of an open card, checked by the same tool and policy code as the
+        model's call; ToolError (one line) when the edit is refused, ApprovalError when the card is not open."""
+        from .tools.base import revalidated  # lazy: every tool module; the assistant loads without them
+
+        waits_in, request = self._open(approval_id)
+        session = self._sessions.get(waits_in) or self._elsewhere.get(waits_in)
+        if session is None:
+            raise ApprovalError(f"approval {approval_id} waits in a session this server cannot check edits in; "
+                                "approve it as asked or deny it")
+        _, preview = await revalidated(session.registry.get(request.tool), session.context, args)
+        return preview
+
+    def _open(self, approval_id: str) -> tuple[str, ev.ApprovalRequest]:
+        """The open card ``approval_id`` and the session it waits in; ApprovalError when none is open."""
+        for waits_in, request in self.waiting():
+            if request.approval_id == approval_id:
+                return waits_in, request
+        raise ApprovalError(f"no open approval {approval_id[:40]!r}; it was answered, expired or belongs "
+                            "to another server")
 
     def answered(self, approval_id: str) -> "Resolution | None":
         """How an answered approval ended; None while it is open or when it is unknown."""

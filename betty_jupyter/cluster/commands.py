@@ -14,6 +14,7 @@ from .transport import CommandResult, Transport
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..errors import ScriptError
     from .profiles import ClusterProfile
 
 
@@ -74,6 +75,15 @@ def checked_script(text: str, partitions: "pd.DataFrame") -> "SbatchScript":
     script = SbatchScript.parse(text)
     script.validate(partition_offers(partitions), default_partition=default_partition(partitions))
     return script
+
+
+def cant_submit(error: "ScriptError", first_line: int = 1) -> str:
+    """The one line that refuses a submission: ``can't submit: line 4: partition 'gpu-large' does not exist; …``.
+
+    Lines are named as the person sees them: ``first_line`` is the number the script's first line
+    has where they wrote it (2 in a ``%%betty submit`` cell, under the magic's own line).
+    """
+    return f"can't submit: {error.numbered_from(first_line)}"
 
 
 def request_summary(script: "SbatchScript", fallback_partition: str | None = None) -> str:

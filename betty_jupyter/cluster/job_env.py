@@ -95,10 +95,8 @@ def job_environment(script: SbatchScript, profile_names: Sequence[str] = ()) -> 
     """The environment a job of ``script`` gets; :class:`ScriptError` ("line N: …") for a secret or malformed name."""
     refused = [directive for directive in script.directives if directive.option == "export-file"]
     if refused:
-        raise ScriptError(
-            f"line {refused[-1].line}: #SBATCH --export-file would load a whole environment into the job; "
-            "name the variables it needs in #SBATCH --export=NAME,… instead"
-        )
+        raise ScriptError.at((refused[-1].line, "#SBATCH --export-file would load a whole environment into the job; "
+                                                "name the variables it needs in #SBATCH --export=NAME,… instead"))
     base = (*JOB_NAMES, *profile_names)
     asked = [directive for directive in script.directives if directive.option == "export"]
     if not asked:
@@ -108,7 +106,7 @@ def job_environment(script: SbatchScript, profile_names: Sequence[str] = ()) -> 
     words = [_unquoted(item).upper() for item in items]
     if any(word in _ONLY_SLURM for word in words):
         if len(items) > 1:
-            raise ScriptError(f"line {line}: --export={value} mixes NONE or NIL with names; keep one or the other")
+            raise ScriptError.at((line, f"--export={value} mixes NONE or NIL with names; keep one or the other"))
         return JobEnvironment((), only_slurm=words[0])
     names, assignments = list(base), []
     for item in items:
@@ -117,7 +115,7 @@ def job_environment(script: SbatchScript, profile_names: Sequence[str] = ()) -> 
             continue
         problem = name_problem(name)
         if problem:
-            raise ScriptError(f"line {line}: --export {problem}")
+            raise ScriptError.at((line, f"--export {problem}"))
         if equals:
             assignments.append(item)
         else:

@@ -116,6 +116,9 @@ class Job:
     gpus: int = 0
     gpu_type: str | None = None
     max_rss_bytes: int | None = None
+    """The largest MaxRSS of the job's steps (accounting's sample of its peak memory)."""
+    max_rss_step: str | None = None
+    """The step that reached it (``batch``, ``0``…)."""
     comment: str | None = None
     work_dir: str | None = None
     stdout_path: str | None = None

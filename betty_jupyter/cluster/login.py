@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from ..errors import TransportError
+from ..errors import LinkProblem, TransportError
 from ..safe_text import terminal_line
 
 
@@ -76,7 +76,7 @@ def ask(question: LoginQuestion) -> str:
         return ask_on_terminal(question)
     raise TransportError(
         f"{question.cluster} asks {question.prompt.strip()!r} to log in, and nothing here can ask you; "
-        f"answer it in Betty's panel, or run `betty cluster test` in a terminal"
+        f"answer it in Betty's panel, or run `betty cluster test` in a terminal", LinkProblem.LOGIN
     )
 
 

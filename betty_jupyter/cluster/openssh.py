@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Sequence, Union
 
-from ..errors import HostKeyError, TransportError
+from ..errors import HostKeyError, LinkProblem, TransportError
 from ..secret_names import without_secrets
 from .askpass import AskpassListener
 from .remote_shell import PipeChannel, RemoteShell, ShellClosed, ShellPool, shell_command
@@ -280,8 +280,8 @@ class OpenSSHTransport(ShellPool):
         reason = lines[-1] if lines else (str(cause) if cause else "ssh exited without saying why")
         if asked is not None and asked.asked and "permission denied" in reason.lower():
             return TransportError(f"{target.alias} refused the login after the answer to {asked.asked[-1].strip()!r}; "
-                                  "try again (a one-time code is good for about 30 seconds)")
-        return TransportError(f"cannot log in to {target.alias} with ssh: {reason}")
+                                  "try again (a one-time code is good for about 30 seconds)", LinkProblem.LOGIN)
+        return TransportError(f"cannot log in to {target.alias} with ssh: {reason}", ssh_problem(reason))
 
     def close_blocking(self) -> None:
         """Close every shell and stop answering prompts."""
@@ -328,6 +328,23 @@ class OpenSSHTransport(ShellPool):
             reason = err.decode(errors="replace").strip().splitlines()
             raise TransportError(f"cannot write {remote_path} on {self.alias}: {reason[-1] if reason else 'ssh failed'}")
         return out.decode(errors="replace")
+
+
+# What ssh prints when it gives up, and which problem each says (ssh's own words, in lower case).
+_SSH_SAYS = (
+    ("could not resolve hostname", LinkProblem.HOST_UNKNOWN),
+    ("name or service not known", LinkProblem.HOST_UNKNOWN),
+    ("connection refused", LinkProblem.REFUSED),
+    ("timed out", LinkProblem.NO_ANSWER),
+    ("permission denied", LinkProblem.LOGIN),
+    ("too many authentication failures", LinkProblem.LOGIN),
+)
+
+
+def ssh_problem(reason: str) -> LinkProblem:
+    """The problem the last line ``ssh`` printed names (LINK when it names none Betty knows)."""
+    said = reason.lower()
+    return next((problem for words, problem in _SSH_SAYS if words in said), LinkProblem.LINK)
 
 
 # How long a person has to answer a login question before the login gives up.

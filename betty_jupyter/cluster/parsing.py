@@ -215,16 +215,20 @@ def parse_history(text: str) -> "pd.DataFrame":
     """``sacct`` output (format :data:`SACCT_FIELDS`, steps included) → one typed row per job.
 
     Steps (``123.batch``, ``123.0``) are folded into their job: the job keeps its own row and
-    takes the largest MaxRSS any of its steps reached.
+    takes the largest MaxRSS any of its steps reached (``max_rss_bytes``), with the name of
+    that step (``max_rss_step``: ``batch``, ``0``…).
     """
     frame = read_table(text, SACCT_FIELDS)
     step = frame["job_id"].str.contains(".", regex=False)
     # sacct prints each job's steps right after it: number the jobs, and steps take their number.
     owner = (~step).cumsum()
-    measured = step & (frame["max_rss"] != "")
-    peak = memory_bytes(frame.loc[measured, "max_rss"]).groupby(owner[measured]).max()
+    sizes = memory_bytes(frame.loc[step & (frame["max_rss"] != ""), "max_rss"]).dropna().astype("int64")
+    largest = sizes.groupby(owner.loc[sizes.index]).idxmax()  # job number → row of its largest step
+    peak = sizes.loc[largest.to_numpy()].set_axis(largest.index)
+    names = frame.loc[largest.to_numpy(), "job_id"].str.rsplit(".", n=1).str[-1].set_axis(largest.index)
     jobs = frame[~step].copy()
     jobs["max_rss_bytes"] = owner[~step].map(peak).astype("Int64")
+    jobs["max_rss_step"] = owner[~step].map(names)
     jobs["state"] = states(jobs["state"])
     jobs["elapsed"] = durations(jobs["elapsed"])
     jobs["time_limit"] = durations(jobs["time_limit"])

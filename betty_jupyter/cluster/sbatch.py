@@ -114,7 +114,7 @@ class SbatchScript:
         problems = self._placement_problems() + self._value_problems()
         problems += self._partition_problems(partitions, default_partition)
         if problems:
-            raise ScriptError("; ".join(f"line {line}: {message}" for line, message in sorted(problems)))
+            raise ScriptError.at(*sorted(problems))
 
     def time_minutes(self) -> int | None:
         """The time limit in minutes (seconds round up); None when unset or unlimited (UNLIMITED, 0)."""
@@ -152,7 +152,7 @@ class SbatchScript:
         try:
             return read(directive)
         except Malformed as exc:
-            raise ScriptError(f"line {directive.line}: {exc}") from None
+            raise ScriptError.at((directive.line, str(exc))) from None
 
     # -- edits -------------------------------------------------------------------------------
 
@@ -218,8 +218,8 @@ class SbatchScript:
         names = directive.value.split(",") if directive and directive.value else [str(default)]
         unknown = [name for name in names if name not in by_name]
         if directive and unknown:
-            choices = ", ".join(by_name)
-            return [(directive.line, f"partition {name!r} does not exist; choose from {choices}") for name in unknown]
+            return [(directive.line, f"partition {name!r} does not exist; choose {one_of(list(by_name))}")
+                    for name in unknown]
         chosen = [by_name[name] for name in names]
         return self._gpu_problems(chosen, offers) + self._time_problems(chosen) + self._memory_problems(chosen)
 
@@ -241,13 +241,21 @@ class SbatchScript:
 
     def _memory_problems(self, chosen: list[PartitionOffer]) -> list[tuple[int, str]]:
         problems = []
-        for option, cpus in (("mem", 1), ("mem-per-cpu", self._cpus_per_node())):
+        for option, count, unit in (("mem", 1, ""), ("mem-per-cpu", self._cpus_per_node(), "CPUs"),
+                                    ("mem-per-gpu", self._gpu_count_per_node(), "GPUs")):
             directive = self._last(option)
             if directive is None or _malformed(directive, _memory_bytes):
                 continue
-            asked = _memory_bytes(directive) * cpus
-            problems += _unless_one_fits(directive.line, [_memory_problem(offer, asked, directive, cpus) for offer in chosen])
+            asked = _memory_bytes(directive) * count
+            problems += _unless_one_fits(directive.line, [_memory_problem(offer, asked, directive, count, unit)
+                                                          for offer in chosen])
         return problems
+
+    def _gpu_count_per_node(self) -> int:
+        """GPUs the script asks for on one node (1 when it asks for none, or in a form the GPU check refuses)."""
+        found = self._gpu_directive()
+        request = None if found is None or _malformed(found, self._gpus_per_node) else self._gpus_per_node(found)
+        return request[1] if request else 1
 
     def _cpus_per_node(self) -> int:
         """CPUs the script asks for on one node: ``--cpus-per-task`` × ``--ntasks-per-node`` (1 each when unset)."""
@@ -319,16 +327,14 @@ class _Found:
 
 def _check_whole_script(text: str) -> None:
     if not text.startswith("#!"):
-        raise ScriptError("line 1: a batch script must start with a shebang such as #!/bin/bash")
+        raise ScriptError.at((1, "a batch script must start with a shebang such as #!/bin/bash"))
     if "\0" in text:
         line = _line_of(text, "\0")
-        raise ScriptError(f"line {line}: the script holds a NUL character, which Slurm refuses; remove it")
+        raise ScriptError.at((line, "the script holds a NUL character, which Slurm refuses; remove it"))
     if "\r\n" in text:
         line = _line_of(text, "\r\n")
-        raise ScriptError(
-            f"line {line}: the script has DOS line breaks (\\r\\n), which sbatch refuses; "
-            "save it with Unix line breaks (dos2unix)"
-        )
+        raise ScriptError.at((line, "the script has DOS line breaks (\\r\\n), which sbatch refuses; "
+                                    "save it with Unix line breaks (dos2unix)"))
 
 
 def _line_of(text: str, needle: str) -> int:
@@ -422,7 +428,7 @@ def _gpu_item(item: str, directive: Directive) -> tuple[str | None, int] | None:
 def _gpu_problem(offer: PartitionOffer, request: tuple[str | None, int], offers: Sequence[PartitionOffer]) -> str | None:
     kind, count = request
     if not offer.gpus:
-        with_gpus = ", ".join(other.name for other in offers if other.gpus) or "none here"
+        with_gpus = one_of([other.name for other in offers if other.gpus]) or "none here"
         return f"partition {offer.name!r} has no GPUs; choose a partition with GPUs ({with_gpus}) or drop the GPU request"
     if kind is not None and kind not in offer.gpus:
         return f"partition {offer.name!r} has no {kind!r} GPUs; it offers {_gpu_text(offer)} per node"
@@ -446,13 +452,19 @@ def _time_problem(offer: PartitionOffer, minutes: int | None, value: str | None)
     return f"time {value} is over partition {offer.name!r}'s limit of {format_minutes(limit)}; ask for at most that"
 
 
-def _memory_problem(offer: PartitionOffer, asked: int, directive: Directive, cpus: int) -> str | None:
+def _memory_problem(offer: PartitionOffer, asked: int, directive: Directive, count: int, unit: str) -> str | None:
     largest = offer.max_memory_bytes
     if not largest or asked <= largest:
         return None
-    times = f" × {cpus} CPUs" if cpus > 1 else ""
+    times = f" × {count} {unit}" if count > 1 else ""
     return (f"--{directive.option}={directive.value}{times} is more than any node in partition {offer.name} has "
             f"(largest: {largest / 2**30:.1f} GiB = {largest // 2**20}M)")
+
+
+def one_of(choices: Sequence[str]) -> str:
+    """Choices as a person reads them: ``cpu``, ``cpu or gpu``, ``cpu, gpu or bigmem``."""
+    names = list(choices)
+    return " or ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def format_minutes(minutes: int) -> str:

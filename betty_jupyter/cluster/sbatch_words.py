@@ -90,7 +90,7 @@ def read_directive_line(index: int, line: str) -> list[tuple[Directive, Place]]:
             position = last + 1
         return found
     except Malformed as exc:
-        raise ScriptError(f"line {index + 1}: {exc}") from None
+        raise ScriptError.at((index + 1, str(exc))) from None
 
 
 def split_words(line: str, start: int) -> list[_Word]:

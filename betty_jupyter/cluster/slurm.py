@@ -374,7 +374,7 @@ def _job_from_row(row: Mapping[str, Any], paths: dict[str, str]) -> Job:
         elapsed=_py(value("elapsed")), time_limit=_py(value("time_limit")),
         nodes=_int(value("nodes")), nodelist=value("nodelist"),
         gpus=_int(value("gpus")) or 0, gpu_type=value("gpu_type"),
-        max_rss_bytes=_int(value("max_rss_bytes")),
+        max_rss_bytes=_int(value("max_rss_bytes")), max_rss_step=value("max_rss_step"),
         comment=value("comment"), work_dir=paths.get("WorkDir") or value("work_dir"),
         stdout_path=paths.get("StdOut"), stderr_path=paths.get("StdErr"),
     )

@@ -24,7 +24,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..errors import ConfigError, HostKeyError, TransportError
+from ..errors import ConfigError, HostKeyError, LinkProblem, TransportError
 from .login import keyboard_interactive_handler
 from .remote_shell import RemoteShell, ShellClosed, ShellPool
 from .transport import CommandResult
@@ -276,7 +276,7 @@ def _log_in(client: Any, target: SSHTarget, options: dict[str, Any]) -> None:
         if asked:
             raise TransportError(
                 f"{target.hostname}:{target.port} refused the login after the answer to {asked[-1].strip()!r}; "
-                "try again (a one-time code is good for about 30 seconds)"
+                "try again (a one-time code is good for about 30 seconds)", LinkProblem.LOGIN
             ) from failed
         raise
 
@@ -325,12 +325,29 @@ class _translated_errors:
                                self.target.known_hosts, changed=True) from exc
         if isinstance(exc, paramiko.AuthenticationException):
             raise TransportError(
-                f"{where} refused to log in {self.target.user or 'you'} ({exc}); check IdentityFile in your ssh config"
+                f"{where} refused to log in {self.target.user or 'you'} ({exc}); check IdentityFile in your ssh config",
+                LinkProblem.LOGIN,
             ) from exc
         if isinstance(exc, (socket.timeout, TimeoutError)):
-            raise TransportError(f"{where} did not answer within the connect timeout; is the host reachable?") from exc
+            raise TransportError(f"{where} did not answer within the connect timeout; is the host reachable?",
+                                 LinkProblem.NO_ANSWER) from exc
+        if isinstance(exc, socket.gaierror):
+            raise TransportError(f"{self.target.hostname}: {exc.strerror or exc}; check HostName for "
+                                 f"{self.target.alias} in your ssh config", LinkProblem.HOST_UNKNOWN) from exc
+        if _refused(exc):
+            raise TransportError(f"{where} refused the connection; is sshd running there, and is the port right?",
+                                 LinkProblem.REFUSED) from exc
         if isinstance(exc, (OSError, paramiko.SSHException, EOFError)):
             raise TransportError(f"cannot reach {where} ({exc}); is sshd running and the host reachable?") from exc
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether connecting was refused at every address the host has (paramiko gathers one error per address)."""
+    if isinstance(exc, ConnectionRefusedError):
+        return True
+    errors = getattr(exc, "errors", None)  # paramiko's NoValidConnectionsError
+    return isinstance(errors, dict) and bool(errors) and all(isinstance(e, ConnectionRefusedError)
+                                                              for e in errors.values())
 
 
 def presented_host_key(target: SSHTarget, timeout: float = 15.0) -> tuple[str, str, Any]:

@@ -29,6 +29,7 @@ from ..errors import BettyError
 from ..gpu import gpu_type
 from ..safe_text import fenced, markdown_text
 from ..wiki.regions import without_markers
+from .progress import Progress, last_progress
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,7 +44,7 @@ MIB, GIB = 2**20, 2**30
 QUOTED_LINES = 3
 _CUDA_OOM = re.compile(r"CUDA out of memory|torch\.(?:cuda\.)?OutOfMemoryError|CUDA error: out of memory|"
                        r"CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation", re.I)
-_HOST_OOM = re.compile(r"oom[-_ ]kill|Exceeded job memory limit|out-of-memory handler|\bMemoryError\b|"
+_HOST_OOM = re.compile(r"oom[-_ ]kill|Exceeded (?:job )?memory limit|out-of-memory handler|\bMemoryError\b|"
                        r"std::bad_alloc|Cannot allocate memory", re.I)
 _TIME_LIMIT = re.compile(r"DUE TO TIME LIMIT", re.I)
 _ERROR = re.compile(r"error|Traceback|Exception|No such file|command not found|Segmentation fault|Killed|Abort", re.I)
@@ -188,40 +189,69 @@ def cause_of(job: Job, lines: Sequence[str]) -> Cause:
 
 
 # ----- host memory ---------------------------------------------------------------------------------
+HEADROOM = 1.25
+"""What a new request adds to a measured peak (memory) or an extrapolated run time: 25%."""
+
+
 def _host_memory(case: _Case) -> Diagnosis:
     option, asked, count = _memory_request(case)
-    peak = case.job.max_rss_bytes
-    evidence = [_state_line(case.job)]
+    job = case.job
+    peak = job.max_rss_bytes
+    evidence = [_state_line(job)]
     if peak:
-        evidence.append(f"peak memory (MaxRSS) {_size(peak)}" + (f" of the {_size(asked)} asked" if asked else ""))
+        evidence.append(f"peak memory ({_peak_source(job)}) {_size(peak)}"
+                        + (f" of the {_size(asked)} asked" if asked else ""))
     elif asked:
         evidence.append(f"it asked for {_size(asked)} (--{option}); accounting recorded no peak before it was killed")
     evidence += _quoted(case.lines, _HOST_OOM)
     summary = "the job needed more memory than it asked for" + (f" ({_size(asked)})" if asked else "")
     cap = case.partition.memory_bytes if case.partition else None
-    more = _more_memory(asked, peak, cap, _name(case.partition))
+    more = _more_memory(asked, job, cap, _name(case.partition))
     if more is None:
         return Diagnosis("out_of_memory", summary, tuple(evidence), suggestions=_no_more_memory(case, asked, cap))
     new, why = more
     value = _size_text(math.ceil(new / count))
     before = f"{_size_text(math.ceil(asked / count))} → " if asked else "added: "
     corrected = case.script.with_options(**{option: value}).text
-    return Diagnosis("out_of_memory", summary, tuple(evidence), (f"--{option} {before}{value} ({why})",),
+    return Diagnosis("out_of_memory", summary, tuple(evidence), (f"--{option} {before}{value}: {why}",),
                      corrected_script=corrected)
 
 
-def _more_memory(asked: int | None, peak: int | None, cap: int | None, partition: str) -> tuple[int, str] | None:
-    """The whole request to ask for next and why: twice the request or 1.5 × the peak, within a node."""
+def _more_memory(asked: int | None, job: Job, cap: int | None, partition: str) -> tuple[int, str] | None:
+    """The whole request to ask for next and why, within a node.
+
+    From the measured peak (the largest MaxRSS of the job's steps) plus :data:`HEADROOM`, when
+    it passed the request; otherwise twice the request, saying why the peak could not be used.
+    """
     if asked == 0:
         return None  # --mem=0 already means all of a node's memory
-    candidates = [(_rounded(2 * asked), "twice the request")] if asked else []
-    candidates += [(_rounded(math.ceil(1.5 * peak)), "1.5 × its peak")] if peak else []
-    if not candidates:
+    peak = job.max_rss_bytes
+    if peak and (asked is None or peak > asked):
+        new = _with_headroom(peak)
+        why = f"it peaked at {_size(peak)} ({_peak_source(job)}); asking {_size(new)} = peak + 25%, rounded up"
+    elif asked and peak:
+        new = _rounded(2 * asked)
+        why = (f"its measured peak, {_size(peak)} ({_peak_source(job)}), did not pass the {_size(asked)} it asked "
+               "for: the limit stopped it before it showed what it needs; asking twice the request")
+    elif asked:
+        new = _rounded(2 * asked)
+        why = "accounting measured no peak (MaxRSS) before it was killed; asking twice the request"
+    else:
         return None
-    new, why = max(candidates)
     if cap and new > cap:
-        new, why = cap, f"all of a node's memory in partition {partition}"
+        new, why = cap, f"{why} — capped at the {_size(cap)} of a node in partition {partition}"
     return None if asked and new <= asked else (new, why)
+
+
+def _peak_source(job: Job) -> str:
+    return f"MaxRSS of step {job.max_rss_step}" if job.max_rss_step else "MaxRSS"
+
+
+def _with_headroom(peak: int) -> int:
+    """The peak plus 25%, rounded up to 64 MiB below 1 GiB, to 256 MiB below 16 GiB, to whole GiB above."""
+    size = math.ceil(HEADROOM * peak)
+    step = 64 * MIB if size < GIB else 256 * MIB if size < 16 * GIB else GIB
+    return math.ceil(size / step) * step
 
 
 def _memory_request(case: _Case) -> tuple[str, int | None, int]:
@@ -268,27 +298,57 @@ def _time(case: _Case) -> Diagnosis:
     limit = script.time_minutes()
     if limit is None and job.time_limit:
         limit = math.ceil(job.time_limit.total_seconds() / 60)
+    progress = last_progress(case.lines)
     evidence = [_state_line(job)]
     if job.elapsed is not None and limit:
         evidence.append(f"it ran {_clock(job.elapsed.total_seconds())} of its {format_minutes(limit)} time limit")
+    if progress is not None:
+        evidence.append(f"the last progress it printed: {progress.shown}")
     evidence += _quoted(case.lines, _TIME_LIMIT)
     summary = "the job reached its time limit before it finished"
     cap = case.partition.max_time_minutes if case.partition else None
-    new = min(2 * limit, cap) if limit and cap else 2 * limit if limit else None
+    longer = _longer_time(limit, job, progress)
+    new, why = longer if longer else (None, "")
+    if new is not None and cap and new > cap:
+        new, why = cap, f"{why} — capped at partition {_name(case.partition)}'s limit"
     if not limit or new is None or new <= limit:
-        longer = [p.name for p in case.partitions if cap and (p.max_time_minutes is None or p.max_time_minutes > cap)]
+        longer_partitions = [p.name for p in case.partitions
+                             if cap and (p.max_time_minutes is None or p.max_time_minutes > cap)]
         tips = ["save checkpoints as it runs and resume from the last one in a new job"]
         if limit and cap:
             tips.insert(0, f"it already asks for the whole time limit of partition {_name(case.partition)} "
                         f"({format_minutes(cap)})")
-        if longer:
-            tips.append(f"partitions with a longer limit: {', '.join(longer)}")
+        if longer_partitions:
+            tips.append(f"partitions with a longer limit: {', '.join(longer_partitions)}")
         return Diagnosis("timeout", summary, tuple(evidence), suggestions=tuple(tips))
-    why = "twice the limit it reached" if new == 2 * limit else f"partition {_name(case.partition)}'s limit"
     before = f"{script.get('time')} → " if script.get("time") is not None else "added: "
-    change = f"--time {before}{format_minutes(new)} ({why})"
+    change = f"--time {before}{format_minutes(new)}: {why}"
     return Diagnosis("timeout", summary, tuple(evidence), (change,),
                      corrected_script=script.with_options(time=format_minutes(new)).text)
+
+
+def _longer_time(limit: int | None, job: Job, progress: "Progress | None") -> tuple[int, str] | None:
+    """The time limit (minutes) to ask for next and why: from the progress it printed, else twice the limit."""
+    if not limit:
+        return None
+    elapsed = job.elapsed.total_seconds() if job.elapsed is not None else None
+    if progress is not None and elapsed and 0 < progress.done < 1:
+        whole = elapsed / progress.done
+        new = _round_minutes(HEADROOM * whole / 60)
+        if new > limit:
+            return new, (f"it printed {progress.shown} after {_clock(elapsed)}, so the whole run takes about "
+                         f"{_clock(whole)}; asking {format_minutes(new)} = that + 25%, rounded up")
+    if progress is None:
+        reason = ("it printed no progress Betty can read (such as epoch 3/10, step 1200/5000 or 45%)")
+    else:
+        reason = f"its last progress, {progress.shown}, does not tell how long the rest takes"
+    return 2 * limit, f"{reason}; asking twice the limit it reached"
+
+
+def _round_minutes(minutes: float) -> int:
+    """Whole minutes below an hour, quarter hours below a day, whole hours above."""
+    step = 1 if minutes < 60 else 15 if minutes < 1440 else 60
+    return math.ceil(minutes / step) * step
 
 
 # ----- GPU memory ----------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ today's layers instead of assuming GPT's:
   of the ``a·s²`` score matrices (Dao et al. 2022);
 * RMSNorm that keeps a float32 copy of its input when the stack upcasts;
 * frozen weights (LoRA): PyTorch only saves a linear layer's input when its weight needs
-  a gradient, so a frozen projection without an adapter saves nothing;
+  a gradient, so a frozen projection without an adapter saves nothing; nor does a frozen
+  4-bit one in bitsandbytes since 0.43.2 (before, ``MatMul4Bit`` kept every input, which
+  made QLoRA need more activation memory than LoRA), while its 8-bit matmul still does;
 * ``torch.compile``, whose fused kernels recompute the activation function instead of
   saving its output.
 
@@ -38,6 +40,7 @@ class Layout:
     request: EstimateRequest
     compute_bytes: int  # bytes of one activation element (4 in fp32, else 2)
     quantized: bool  # the base weights are int8 or nf4
+    keeps_quantized_inputs: bool = False  # the stack's quantized matmul keeps its input for a frozen weight
 
     def saves_input(self, module: str) -> bool:
         """Whether the linear layer ``module`` keeps its input for the backward pass."""
@@ -45,7 +48,7 @@ class Layout:
             return True
         if module in self.request.lora_targets:
             return True  # the adapter's A matrix needs its input
-        return self.quantized and self.request.profile.quantized_linear_saves_input
+        return self.keeps_quantized_inputs
 
     @property
     def profile_upcasts_norm(self) -> bool:

@@ -20,7 +20,7 @@ the forward pass: ``4 + 2 + 4 + 8 = 18`` bytes (Hugging Face, "Model training an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -50,6 +50,8 @@ class Estimate:
     cpu_gib: float = 0.0
     slack_gib: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    terms: dict[str, str] = field(default_factory=dict)
+    """What each non-zero item of ``breakdown`` holds, in words (the same keys)."""
 
     @property
     def peak_gib(self) -> float:
@@ -95,6 +97,7 @@ class Estimate:
             "peak_moment": self.peak_moment,
             "cpu_gib": round(self.cpu_gib, 3),
             "notes": list(self.notes),
+            "terms": dict(self.terms),
         }
         if gpu is not None:
             result.update(gpu=gpu.name, gpu_gib=round(gpu.memory_gib, 2), fits=self.fits(gpu),
@@ -131,7 +134,9 @@ def estimate(model: str | Path | Mapping[str, Any] | Architecture, request: Esti
 
 def _layout(arch: Architecture, request: EstimateRequest) -> Layout:
     precision = request.resolved_precision
-    return Layout(arch, request, compute_bytes=4 if precision == "fp32" else 2, quantized=precision in ("int8", "nf4"))
+    quantized = precision in ("int8", "nf4")
+    return Layout(arch, request, compute_bytes=4 if precision == "fp32" else 2, quantized=quantized,
+                  keeps_quantized_inputs=quantized and precision in request.profile.kept_quantized_inputs)
 
 
 def quantized_params(layout: Layout) -> int:
@@ -141,6 +146,16 @@ def quantized_params(layout: Layout) -> int:
         return 0
     output = layout.request.profile.quantizes_output_layer and not arch.tied_embeddings and arch.kind != "encoder"
     return arch.linear_params() + (arch.vocab * arch.hidden if output else 0)
+
+
+def dequantized_bytes(layout: Layout) -> float:
+    """The one matrix dequantized to the compute dtype at a time, in bytes (0 without quantization)."""
+    arch = layout.arch
+    quantized = quantized_params(layout)
+    if not quantized:
+        return 0.0
+    return layout.compute_bytes * max(arch.largest_matrix(), arch.vocab * arch.hidden
+                                      if quantized > arch.linear_params() else 0)
 
 
 def frozen_weight_bytes(layout: Layout) -> tuple[float, float]:
@@ -153,8 +168,7 @@ def frozen_weight_bytes(layout: Layout) -> tuple[float, float]:
     if not quantized:
         return weights, 0.0
     scales = quantized * (NF4_SCALE_BYTES[request.double_quant] if precision == "nf4" else 4 / arch.hidden)
-    largest = max(arch.largest_matrix(), arch.vocab * arch.hidden if quantized > arch.linear_params() else 0)
-    return weights, scales + layout.compute_bytes * largest  # one matrix dequantized at a time
+    return weights, scales + dequantized_bytes(layout)
 
 
 def _inference(layout: Layout) -> Estimate:
@@ -186,6 +200,7 @@ def _training(layout: Layout) -> Estimate:
     arch, request = layout.arch, layout.request
     states = _model_states(layout)
     activations = training_activations(layout).total
+    kept = activations - training_activations(replace(layout, keeps_quantized_inputs=False)).total
     head_grad = arch.vocab * arch.hidden * _grad_bytes(layout) if request.method == "full" else 0.0
     if request.grad_accum > 1:
         backward_grads = states.gradients  # kept from the previous micro-batch
@@ -198,7 +213,8 @@ def _training(layout: Layout) -> Estimate:
     at_step = not request.optimizer_in_backward and sum(step.values()) > sum(backward.values())
     parts = {**(step if at_step else backward), "kv_cache": 0.0, "quantization": states.quantization}
     notes = states.notes + _context_notes(arch, request) + _training_notes(layout, states, at_step)
-    return _finish(layout, parts, "optimizer step" if at_step else "start of the backward pass", states.cpu, notes)
+    return _finish(layout, parts, "optimizer step" if at_step else "start of the backward pass", states.cpu, notes,
+                   kept if not at_step else 0.0)
 
 
 def _bucket(layout: Layout, states: _States) -> float:
@@ -347,7 +363,8 @@ def _context_notes(arch: Architecture, request: EstimateRequest) -> list[str]:
     return []
 
 
-def _finish(layout: Layout, parts: dict[str, float], moment: str, cpu: float, notes: list[str]) -> Estimate:
+def _finish(layout: Layout, parts: dict[str, float], moment: str, cpu: float, notes: list[str],
+            kept_inputs: float = 0.0) -> Estimate:
     arch, request = layout.arch, layout.request
     profile = request.profile
     allocated = sum(parts.values())
@@ -357,4 +374,77 @@ def _finish(layout: Layout, parts: dict[str, float], moment: str, cpu: float, no
     trainable = _trainable_params(layout) if request.training else 0
     return Estimate(model=arch.name, request=request, params=arch.params(), trainable_params=trainable,
                     breakdown=breakdown, peak_moment=moment, cpu_gib=cpu / GIB, slack_gib=slack / GIB,
-                    notes=tuple(notes))
+                    notes=tuple(notes), terms=_terms(layout, breakdown, kept_inputs))
+
+
+# ----- what each item holds, in words ---------------------------------------------------------------
+def _terms(layout: Layout, breakdown: dict[str, float], kept_inputs: float) -> dict[str, str]:
+    """One line per non-zero item of the breakdown: what it is made of, with the numbers that make it."""
+    request, profile = layout.request, layout.request.profile
+    trainable = _trainable_params(layout) if request.training else layout.arch.params()
+    words = {
+        "weights": _weights_term(layout),
+        "gradients": f"of the {_count(trainable)} trained weights",
+        "optimizer": f"{request.optimizer} states of the {_count(trainable)} trained weights",
+        "activations": _activations_term(layout, kept_inputs),
+        "kv_cache": f"keys and values of {request.batch_size} × {request.seq_len} tokens",
+        "quantization": _quantization_term(layout),
+        "runtime": f"CUDA context {profile.cuda_context_gib:.1f} GiB + the allocator's slack "
+                   f"({profile.allocator_slack:.0%} of the rest)",
+    }
+    return {name: words[name] for name, value in breakdown.items() if value > 0}
+
+
+def _count(params: float) -> str:
+    return f"{params / 1e9:.2f}B" if params >= 1e9 else f"{params / 1e6:.1f}M"
+
+
+def _dtype(layout: Layout, size: float) -> str:
+    half = "fp16" if layout.request.resolved_precision == "fp16" else "bf16"
+    return {4: "float32", 2: half, 1: "int8", 0.5: "4-bit NF4"}.get(size, f"{size}-byte numbers")
+
+
+def _weights_term(layout: Layout) -> str:
+    arch, request = layout.arch, layout.request
+    precision = request.resolved_precision
+    if not request.adapters and request.training:
+        weight = _per_param_bytes(layout)[0]
+        return f"{_count(arch.params())} weights at {weight} bytes each"
+    quantized = quantized_params(layout)
+    rest = arch.params() - quantized
+    parts = []
+    if quantized:
+        parts.append(f"{_count(quantized)} layer weights in {_dtype(layout, WEIGHT_BYTES[precision])} "
+                     f"({WEIGHT_BYTES[precision]} byte each)")
+    kind = "other weights (embeddings, norms, output layer)" if quantized else "weights"
+    parts.append(f"{_count(rest)} {kind} in {_dtype(layout, layout.compute_bytes)}")
+    if request.adapters:
+        adapter = _per_param_bytes(layout)[0]
+        parts.append(f"{_count(_trainable_params(layout))} adapter weights in {_dtype(layout, adapter)}")
+    return " + ".join(parts)
+
+
+def _quantization_term(layout: Layout) -> str:
+    arch, request = layout.arch, layout.request
+    quantized = quantized_params(layout)
+    if request.resolved_precision == "nf4":
+        constants = "one absmax per 64 weights" + (", double-quantized" if request.double_quant else "")
+    else:
+        constants = "one float32 scale per row"
+    buffer = dequantized_bytes(layout)
+    return (f"constants for {_count(quantized)} weights ({constants}) + the one "
+            f"{_count(buffer / layout.compute_bytes)}-weight matrix dequantized to "
+            f"{_dtype(layout, layout.compute_bytes)} at a time ({buffer / GIB:.2f} GiB)")
+
+
+def _activations_term(layout: Layout, kept_inputs: float) -> str:
+    request = layout.request
+    if not request.training:
+        return "one layer's working set and the logits while the prompt is read"
+    checkpointing = {"full": ", layers checkpointed", "selective": ", attention scores recomputed"}
+    line = (f"what {request.batch_size} × {request.seq_len} tokens keep for the backward pass"
+            f"{checkpointing.get(request.grad_ckpt, '')}, and the loss's logits")
+    if kept_inputs > 0:
+        line += (f"; {kept_inputs / GIB:.2f} GiB of it are the inputs the {request.resolved_precision} matmul keeps "
+                 "for every frozen layer")
+    return line

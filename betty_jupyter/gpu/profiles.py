@@ -2,8 +2,8 @@
 
 The same model and settings need different memory under different stacks, because each
 stack makes its own choices: whether RMSNorm keeps a float32 copy of its input, whether
-the loss upcasts logits to float32, whether LoRA adapters are float32, whether the
-quantized matmul saves its input. A profile records those choices, each one a fact about
+the loss upcasts logits to float32, whether LoRA adapters are float32, which
+quantized matmuls keep their input. A profile records those choices, each one a fact about
 the stack's code (named in ``docs/gpu.md``), not a fudge factor fitted to measurements.
 """
 
@@ -24,7 +24,7 @@ class FrameworkProfile:
     adapter_fp32: bool  # LoRA adapters (and their optimizer) in float32 over a half-precision base
     norm_upcast: bool  # eager RMSNorm keeps a float32 copy of its input for backward
     expands_kv_heads: bool  # K and V are repeated to every query head before attention
-    quantized_linear_saves_input: bool  # the 4/8-bit matmul keeps its input even for a frozen weight
+    kept_quantized_inputs: tuple[str, ...]  # precisions whose matmul keeps its input even for a frozen weight
     quantizes_output_layer: bool  # the output layer is quantized along with the transformer layers
     loss_fp32: bool  # cross-entropy upcasts the logits to float32
     logits_kept: bool  # the logits stay referenced through the backward pass
@@ -49,7 +49,8 @@ PROFILES: dict[str, FrameworkProfile] = {
             adapter_fp32=True,
             norm_upcast=True,
             expands_kv_heads=True,
-            quantized_linear_saves_input=True,
+            # bitsandbytes' 8-bit matmul keeps its input; the 4-bit one has not since 0.43.2 (2024).
+            kept_quantized_inputs=("int8",),
             quantizes_output_layer=False,
             loss_fp32=True,
             logits_kept=False,
@@ -66,7 +67,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             adapter_fp32=False,
             norm_upcast=True,
             expands_kv_heads=True,
-            quantized_linear_saves_input=False,
+            kept_quantized_inputs=(),
             quantizes_output_layer=False,
             loss_fp32=True,
             logits_kept=False,
@@ -83,7 +84,8 @@ PROFILES: dict[str, FrameworkProfile] = {
             adapter_fp32=False,
             norm_upcast=True,
             expands_kv_heads=True,
-            quantized_linear_saves_input=True,
+            # The bitsandbytes of LitGPT's measured tables (2023), before 0.43.2 freed the 4-bit input.
+            kept_quantized_inputs=("int8", "nf4"),
             quantizes_output_layer=True,
             loss_fp32=False,
             logits_kept=True,
@@ -100,7 +102,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             adapter_fp32=False,
             norm_upcast=False,
             expands_kv_heads=False,
-            quantized_linear_saves_input=False,
+            kept_quantized_inputs=(),
             quantizes_output_layer=False,
             loss_fp32=False,
             logits_kept=False,

@@ -16,7 +16,7 @@ def render_estimate(result: Estimate, gpu: GpuType | None = None) -> str:
         f"{result.model} ({result.params / 1e9:.2f}B params): {request.method}, {request.resolved_precision}, "
         f"{request.framework}, {request.gpus} GPU{'s' if request.gpus > 1 else ''}, {tokens}",
     ]
-    lines += _breakdown_lines(result.breakdown, result.peak_gib, result.peak_moment)
+    lines += _breakdown_lines(result.breakdown, result.peak_gib, result.peak_moment, result.terms)
     if result.cpu_gib:
         lines.append(f"  {'CPU RAM':<14}{result.cpu_gib:>9.2f} GiB (offloaded or paged)")
     if gpu is not None:
@@ -35,16 +35,21 @@ def render_estimate_record(data: Mapping[str, Any]) -> str:
     about = ", ".join(str(data[key]) for key in ("model", "method", "precision", "framework") if data.get(key))
     breakdown = data.get("breakdown")
     parts = {str(k): v for k, v in breakdown.items() if _number(v)} if isinstance(breakdown, Mapping) else {}
+    terms = data.get("terms")
+    said = {str(k): str(v) for k, v in terms.items() if isinstance(v, str)} if isinstance(terms, Mapping) else {}
     peak = data.get("peak_gib")
     lines = [about] if about else []
-    lines += _breakdown_lines(parts, peak if _number(peak) else None, str(data.get("peak_moment") or "peak"))
+    lines += _breakdown_lines(parts, peak if _number(peak) else None, str(data.get("peak_moment") or "peak"), said)
     notes = data.get("notes")
     lines += [f"  note: {note}" for note in notes if isinstance(note, str)] if isinstance(notes, list) else []
     return "\n".join(lines)
 
 
-def _breakdown_lines(breakdown: Mapping[str, float], peak: float | None, moment: str) -> list[str]:
-    lines = [f"  {name.replace('_', ' '):<14}{value:>9.2f} GiB" for name, value in breakdown.items()]
+def _breakdown_lines(breakdown: Mapping[str, float], peak: float | None, moment: str,
+                     terms: Mapping[str, str]) -> list[str]:
+    """One line per part (with what its term holds), then the peak."""
+    lines = [f"  {name.replace('_', ' '):<14}{value:>9.2f} GiB" + (f"  {terms[name]}" if terms.get(name) else "")
+             for name, value in breakdown.items()]
     if peak is not None:
         lines.append(f"  {'peak':<14}{peak:>9.2f} GiB per GPU (at the {moment})")
     return lines

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..agent.actions import ActionRecord
     from ..agent.assistant import Assistant
     from ..agent.events import AnyEvent, ApprovalRequest
-    from ..agent.models import ToolOutcome
+    from ..agent.models import Preview, ToolOutcome
     from ..config import BettyConfig
 
 Listener = Callable[["AnyEvent"], None]
@@ -79,6 +79,10 @@ class Backend(Protocol):
 
     def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
         """Answer an approval as this person."""
+        ...
+
+    def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
+        """The preview of a person's edit of an open card, checked as the model's call is; BettyError when refused."""
         ...
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
@@ -178,8 +182,15 @@ class LocalBackend:
         return self.assistant.opened(session_id).stream.subscribe(listener, after=after)
 
     def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
-        """Answer on the loop that owns the approval."""
+        """Answer on the loop that owns the approval; an edit is checked first, and a refused one leaves it open."""
+        if decision == "edited" and args is not None:
+            self.repreview(approval_id, args)
         self._run(_call_soon(lambda: self.assistant.respond(approval_id, decision, self.person, args)))
+
+    def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
+        """The edit checked and previewed by the session's own tool, on the loop that owns the approval."""
+        preview: "Preview" = self._run(self.assistant.repreview(approval_id, args))
+        return preview
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """From the workspace's action log."""
@@ -276,6 +287,13 @@ class ServerBackend:
         if args is not None:
             body["args"] = dict(args)
         self._call("POST", f"approvals/{_quote(approval_id)}", body)
+
+    def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
+        """POST approvals/{id}/preview: the server checks the edit with the session's own tool."""
+        from ..agent.models import Preview  # lazy: pydantic; `%load_ext` and connecting to the server never need it
+
+        answer = self._call("POST", f"approvals/{_quote(approval_id)}/preview", {"args": dict(args)})
+        return Preview.model_validate(answer["preview"])
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """GET actions."""

@@ -142,7 +142,7 @@ class BettyMagics(Magics):
         betty = self.connection
         call = betty.start(tool, {k: v for k, v in args.items() if v is not None})
         if not call.settle(waiting(label)):
-            return shown_as(call, CallView(call, betty.respond, extra))
+            return shown_as(call, CallView(call, betty.respond, extra, check=betty.repreview))
         outcome: ToolOutcome = call.future.result()
         if not outcome.ok:
             raise ToolError(outcome.summary.strip().splitlines()[0] if outcome.summary.strip() else "failed")
@@ -251,7 +251,7 @@ class BettyMagics(Magics):
         from .widgets.calls import CallView  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
-        return CallView(betty.start("cluster_cancel", {"job_id": job_id}), betty.respond)
+        return CallView(betty.start("cluster_cancel", {"job_id": job_id}), betty.respond, check=betty.repreview)
 
     def _sinfo(self, args: argparse.Namespace, cell: str | None) -> Any:
         frame = self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
@@ -404,7 +404,8 @@ class BettyMagics(Magics):
         def follow_job(outcome: "ToolOutcome") -> list[Any]:
             return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
 
-        return self._run("cluster_submit", {"script": cell, "goal": goal, "name": args.slug},
+        # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
+        return self._run("cluster_submit", {"script": cell, "goal": goal, "name": args.slug, "first_line": 2},
                          f"checking the script against {self._where()}", follow_job)
 
     @staticmethod
@@ -421,7 +422,7 @@ class BettyMagics(Magics):
             raise UsageError("%betty ask: ask something, e.g. `%betty ask which partition has free GPUs?`")
         betty = self.connection
         session = betty.session_id()
-        chat = ChatStream(prompt.strip(), betty.respond, lambda: betty.backend.stop(session))
+        chat = ChatStream(prompt.strip(), betty.respond, lambda: betty.backend.stop(session), check=betty.repreview)
         stop = betty.follow(chat.on_event)
 
         def until_done(event: Any) -> None:
@@ -480,7 +481,8 @@ class BettyMagics(Magics):
         if not pending:
             print("Nothing waits for your approval.")
             return []
-        cards = [ApprovalCard(request, betty.respond, answered_by=betty.backend.person) for request in pending]
+        cards = [ApprovalCard(request, betty.respond, answered_by=betty.backend.person, check=betty.repreview)
+                 for request in pending]
         for card in cards:  # each in its own output, which keeps its record once answered
             display(card)
         return cards

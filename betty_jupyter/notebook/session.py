@@ -21,7 +21,7 @@ from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..agent.events import AnyEvent, ApprovalRequest
-    from ..agent.models import ToolOutcome
+    from ..agent.models import Preview, ToolOutcome
     from .backend import Backend
 
 Listener = Callable[["AnyEvent"], None]
@@ -249,3 +249,7 @@ class NotebookBetty:
     def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
         """Answer an approval as the person at this notebook."""
         self.backend.respond(approval_id, decision, args)
+
+    def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
+        """A person's edit of an open card, checked by the same code as the model's call and previewed again."""
+        return self.backend.repreview(approval_id, args)

@@ -51,7 +51,7 @@ class BettyApp(ExtensionApp):
         assert self.serverapp is not None
         workspace = Workspace.at(self.workspace or self.serverapp.root_dir)
         services = BettyServices(workspace, betty_config, mode=self.mode, approval_timeout=self.approval_timeout,
-                                 automation_lease=self.automation_lease_seconds)
+                                 automation_lease=self.automation_lease_seconds, server_config=self.config)
         self.settings.update(betty_config=betty_config, betty_services=services)
         self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,
                       ", ".join(betty_config.cluster_names) or "none")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tornado import web
 
+from ..agent.vocabulary import Decision
 from .base import BettyHandler, approver, refused
 
 MAX_ACTIONS = 10_000
@@ -26,12 +27,15 @@ class ApprovalHandler(BettyHandler):
     """``POST approvals/{id}``: a person's answer; the approver is the authenticated person, in the face they name."""
 
     @web.authenticated
-    def post(self, approval_id: str) -> None:
-        """The ``Resolution``; 404 for an unknown approval, 409 for one already answered."""
+    async def post(self, approval_id: str) -> None:
+        """The ``Resolution``; 400 for an edit the tool refuses (the card stays open), 404 for an unknown
+        approval, 409 for one already answered."""
         # lazy: the request models are pydantic; the server's extension loads without them
         from .models import DecisionRequest
 
         request = self.body(DecisionRequest)
+        if request.decision == Decision.EDITED and request.args is not None:
+            await self.assistant.repreview(approval_id, request.args)  # a refused edit: 400, the card stays open
         if not any(open_.approval_id == approval_id for open_ in self.assistant.pending()):
             earlier = self.assistant.answered(approval_id)
             if earlier is None:
@@ -41,6 +45,22 @@ class ApprovalHandler(BettyHandler):
         resolution = self.assistant.respond(approval_id, request.decision, approver(self.current_user, request.face),
                                             request.args)
         self.answer(resolution.model_dump(mode="json"))
+
+
+class ApprovalPreviewHandler(BettyHandler):
+    """``POST approvals/{id}/preview {args}``: a person's edit of an open card, checked by the same tool and
+    policy code as the model's call and previewed again; nothing runs and the card stays open."""
+
+    @web.authenticated
+    async def post(self, approval_id: str) -> None:
+        """``EditPreview``; 400 with the one-line reason for a refused edit, 404 when the card is not open."""
+        from .models import EditRequest  # lazy: the request models are pydantic; the extension loads without them
+
+        if not any(open_.approval_id == approval_id for open_ in self.assistant.pending()):
+            raise refused(404, f"no open approval {approval_id[:40]!r}; it was answered, expired or belongs to "
+                               "another server")
+        preview = await self.assistant.repreview(approval_id, self.body(EditRequest).args)
+        self.answer({"preview": preview.model_dump(mode="json")})
 
 
 class ActionsHandler(BettyHandler):
@@ -57,6 +77,7 @@ class ActionsHandler(BettyHandler):
 handlers = [
     (r"/betty/api/approvals", ApprovalsHandler),
     (r"/betty/api/approvals/(?P<approval_id>[^/]+)", ApprovalHandler),
+    (r"/betty/api/approvals/(?P<approval_id>[^/]+)/preview", ApprovalPreviewHandler),
     (r"/betty/api/actions", ActionsHandler),
 ]
 """The approval and action-log routes."""

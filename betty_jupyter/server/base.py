@@ -128,8 +128,8 @@ class BettyHandler(ExtensionHandlerMixin, APIHandler):
 
     @property
     def betty_config(self) -> "BettyConfig":
-        """Betty's configuration."""
-        return self.services.config
+        """Betty's configuration, its clusters as the configuration files say now."""
+        return self.services.current_config()
 
     @property
     def person(self) -> str:

@@ -1,4 +1,4 @@
-"""Clusters and their jobs: list, test, trust a host key; queue, history, partitions, cancel.
+"""Clusters and their jobs: list, health, test, trust a host key; queue, history, partitions, cancel, resubmit.
 
 Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
 session (``desk-<cluster>``), so they pass the same policy and land in the action log.
@@ -16,6 +16,7 @@ from ..errors import BettyError, HostKeyError
 from .base import BettyHandler, refused
 
 if TYPE_CHECKING:
+    from ..agent.loop import AgentSession
     from ..cluster.profiles import ClusterProfile
     from ..cluster.ssh import SSHTarget
     from .models import ClusterCheck
@@ -49,13 +50,36 @@ def recorded_fingerprints(target: "SSHTarget") -> list[str]:
     return [fingerprint(found[kind]) for kind in found.keys()] if found else []
 
 
+async def login_name(session: "AgentSession") -> str:
+    """The person's login name on the session's cluster, asked now (the session could not learn it when it opened);
+    the link's own error, naming its cause, when the cluster cannot be reached."""
+    who = await session.context.slurm.transport.run(["id", "-un"], 30.0)
+    name = who.stdout.strip()
+    if not who.ok or not name:
+        said = who.stderr.strip().splitlines()
+        raise refused(502, f"`id -un` on {session.context.profile.name} failed: "
+                           f"{said[-1][:200] if said else f'exit code {who.exit_code}'}")
+    return name
+
+
 class ClustersHandler(BettyHandler):
     """``GET clusters``: the configured clusters."""
 
     @web.authenticated
     def get(self) -> None:
-        """``{clusters: [{name, transport, host, default}]}``."""
+        """``{clusters: [{name, transport, host, default}]}``, as the configuration files say now."""
+        self.services.current_config()
         self.answer({"clusters": self.assistant.clusters()})
+
+
+class ClusterHealthHandler(BettyHandler):
+    """``GET clusters/{name}/health``: reachable, host key known, Slurm answers? (a read, kept a few seconds)."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        """``{cluster, ok, message, problem, checked_at, fingerprint?}``."""
+        health = await self.services.health(self.cluster_name(name))
+        self.answer(health.as_dict())
 
 
 class ClusterTestHandler(BettyHandler):
@@ -101,10 +125,7 @@ class JobsHandler(BettyHandler):
         session = await self.services.desk(self.cluster_name(self.query("cluster")))
         args: dict[str, Any] = {}
         if self.query("mine", "0") not in ("0", "false", "no"):
-            if not session.user:
-                raise refused(502, f"{session.context.profile.name} did not say who you are (`id -un` failed); "
-                                   "try again once the cluster answers")
-            args["user"] = session.user
+            args["user"] = session.user or await login_name(session)
         states = [s.strip() for value in self.get_query_arguments("state") for s in value.split(",") if s.strip()]
         if states:
             args["states"] = states
@@ -148,6 +169,34 @@ class CancelHandler(BettyHandler):
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 
+class ResubmitHandler(BettyHandler):
+    """``POST jobs/{id}/resubmit {session_id?, cluster?}``: ``cluster_submit`` of the script Betty recorded for the
+    job, as a correction of it, starts; its card (the diff against the recorded script) arrives as an event, and
+    nothing is submitted until a person approves it there."""
+
+    @web.authenticated
+    async def post(self, job: str) -> None:
+        """202 ``{call_id, session_id}``; 404 when Betty recorded no experiment for the job."""
+        # lazy: the tools and the pydantic request models; the server's extension loads without them
+        from ..agent.tools.jobs import recorded_experiment
+        from .models import ResubmitRequest
+
+        ident = job_id(job)
+        request = self.body(ResubmitRequest)
+        if request.session_id:
+            session = self.session_of(request.session_id)
+        else:
+            session = await self.services.desk(self.cluster_name(request.cluster))
+        cluster = session.context.profile.name
+        original = recorded_experiment(self.services.workspace, cluster, ident)
+        if original is None:
+            raise refused(404, f"job {ident} was not submitted through Betty on {cluster}: there is no recorded "
+                               "script to resubmit")
+        args = {"script": original.script, "goal": original.goal or f"resubmit job {ident}", "replaces": ident}
+        call_id = self.services.start_call(session.session_id, "cluster_submit", args, self.person)
+        self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
+
+
 class PartitionsHandler(BettyHandler):
     """``GET partitions?cluster=``: partitions, nodes and GPUs (``cluster_partitions``)."""
 
@@ -160,11 +209,13 @@ class PartitionsHandler(BettyHandler):
 
 handlers = [
     (r"/betty/api/clusters", ClustersHandler),
+    (CLUSTER + r"/health", ClusterHealthHandler),
     (CLUSTER + r"/test", ClusterTestHandler),
     (CLUSTER + r"/trust", ClusterTrustHandler),
     (r"/betty/api/jobs", JobsHandler),
     (r"/betty/api/jobs/history", HistoryHandler),
     (r"/betty/api/jobs/(?P<job>[^/]+)/cancel", CancelHandler),
+    (r"/betty/api/jobs/(?P<job>[^/]+)/resubmit", ResubmitHandler),
     (r"/betty/api/partitions", PartitionsHandler),
 ]
 """The cluster and job routes."""

@@ -12,12 +12,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, with_config
-from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
+from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
 
 from ..agent.automations.definitions import Automation, Run, RunStatus
 from ..agent.events import ApprovalRequest
+from ..agent.models import Preview
 
 from ..agent.vocabulary import Face, Mode, PersonAnswer
+from ..errors import LinkProblem
 
 PersonDecision = PersonAnswer
 
@@ -44,6 +46,22 @@ class Clusters(TypedDict):
     """Answer of ``GET clusters``."""
 
     clusters: list[Cluster]
+
+
+class ClusterHealth(TypedDict):
+    """Answer of ``GET clusters/{name}/health``: can Betty use the cluster now, and if not, why.
+
+    ``message`` is one line naming the cause ("no-such-host.invalid: Name or service not known");
+    ``problem`` the same as a word (None when ``ok``); ``fingerprint`` only for a host key to confirm;
+    ``checked_at`` is the unix time of the check (answers are kept a few seconds).
+    """
+
+    cluster: str
+    ok: bool
+    message: str
+    problem: LinkProblem | None
+    checked_at: float
+    fingerprint: NotRequired[str]
 
 
 class ClusterCheck(TypedDict, total=False):
@@ -253,6 +271,25 @@ class DecisionRequest(Body):
     args: dict[str, Any] | None = None
     face: Face = Face.SERVER_API
     """Which of Betty's faces the person answered in; the action log names it after them."""
+
+
+class EditRequest(Body):
+    """Body of ``POST approvals/{id}/preview``: the person's edit of the card's arguments, to check and preview."""
+
+    args: dict[str, Any]
+
+
+class EditPreview(TypedDict):
+    """Answer of ``POST approvals/{id}/preview``: what the edit would do, checked as the model's call is."""
+
+    preview: Preview
+
+
+class ResubmitRequest(Body):
+    """Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session)."""
+
+    session_id: str | None = None
+    cluster: str | None = None
 
 
 class CancelRequest(Body):

@@ -7,6 +7,12 @@ start-up — and adds what only a server needs: sessions instrumented for Promet
 open, calls a person started without waiting, another agent's calls (an MCP client's, over
 REST or the MCP endpoint alike), and the chat sockets open on each session (when the last one
 closes, the session's open approvals are cancelled).
+
+The clusters follow the configuration files as they are now: a cluster added with ``betty
+cluster add`` while the server runs is there at the next request (:meth:`current_config`).
+A cluster's health (:meth:`health`) is checked over its desk session's connection and kept
+for :data:`HEALTH_KEPT` seconds, so a panel asking every few seconds costs the login node one
+read now and then.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from ..agent.vocabulary import Mode
 from ..cluster.login import answer_login_questions_with, stop_answering
+from ..config import beyond_files, config_signature, load_config
+from ..errors import BettyError, ConfigError, LinkProblem
 from . import metrics
 from .login_desk import LoginDesk
 
@@ -26,13 +35,19 @@ if TYPE_CHECKING:
     from ..agent.assistant import Assistant
     from ..agent.automations.runner import AutomationRunner
     from ..agent.events import AnyEvent
+    from traitlets.config import Config
+
     from ..agent.loop import AgentSession
+    from ..cluster.health import ClusterHealth
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
     from .mcp_http import McpEndpoint
     from .models import Session, ToolInfo
 
 log = logging.getLogger(__name__)
+
+HEALTH_KEPT = 20.0
+"""Seconds a cluster's health check is kept before the next request checks again."""
 
 
 class Socket(Protocol):
@@ -46,8 +61,11 @@ class BettyServices:
     """The one Assistant of this server, and the sockets and background calls around it."""
 
     def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = Mode.CONFIRM,
-                 approval_timeout: float = 600.0, automation_lease: float = 60.0) -> None:
+                 approval_timeout: float = 600.0, automation_lease: float = 60.0,
+                 server_config: "Config | None" = None) -> None:
         self.workspace, self.config = workspace, config
+        self._server_config, self._config_signature = beyond_files(server_config), config_signature()
+        self._health: dict[str, tuple[str, float, asyncio.Task[ClusterHealth]]] = {}
         self._mode, self._approval_timeout = mode, approval_timeout
         self._assistant: Assistant | None = None
         self._automation_lease = automation_lease
@@ -97,6 +115,46 @@ class BettyServices:
         answer_login_questions_with(self.login_desk)
         self.assistant.watch()
         self.automations.start()
+
+    # ----- clusters -----------------------------------------------------------------------------
+    def current_config(self) -> "BettyConfig":
+        """The configuration, its clusters re-read when a configuration file changed since the last look.
+
+        A file that cannot be read now keeps the clusters as they were (a warning in the server's log).
+        """
+        signature = config_signature()
+        if signature != self._config_signature:
+            self._config_signature = signature
+            try:
+                if self.config.take_clusters(load_config(self._server_config)):
+                    log.info("Betty's clusters are now: %s", ", ".join(self.config.cluster_names) or "none")
+            except ConfigError as error:
+                log.warning("Betty keeps its clusters as they were: %s", error)
+        return self.config
+
+    async def health(self, cluster: str) -> "ClusterHealth":
+        """``cluster``'s health: checked over its desk session's connection, kept :data:`HEALTH_KEPT` seconds.
+
+        Requests that come while a check runs wait for that one; a changed profile is checked afresh.
+        """
+        profile = self.current_config().profile(cluster)
+        shape = repr(sorted(profile.to_dict().items()))
+        kept = self._health.get(profile.name)
+        if kept is not None and kept[0] == shape and (not kept[2].done() or time.monotonic() - kept[1] < HEALTH_KEPT):
+            return await asyncio.shield(kept[2])
+        check = asyncio.get_running_loop().create_task(self._check_health(profile.name))
+        self._health[profile.name] = (shape, time.monotonic(), check)
+        return await asyncio.shield(check)
+
+    async def _check_health(self, cluster: str) -> "ClusterHealth":
+        # lazy: the cluster's policy; the extension loads without it
+        from ..cluster.health import ClusterHealth, check_health
+
+        try:
+            session = await self.desk(cluster)
+        except BettyError as error:
+            return ClusterHealth(cluster, False, str(error), LinkProblem.CONFIG, checked_at=time.time())
+        return await check_health(cluster, session.context.slurm.transport, session.context.profile.policy())
 
     # ----- sessions -----------------------------------------------------------------------------
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,
@@ -214,6 +272,8 @@ class BettyServices:
     async def close(self) -> None:
         """Stop the background calls, close the sockets, then close the Assistant (watcher, links)."""
         stop_answering(self.login_desk)
+        for _, _, check in self._health.values():
+            check.cancel()
         for task in list(self._calls):
             task.cancel()
         if self._calls:

@@ -17,7 +17,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from ..agent.vocabulary import Face
+from ..agent.vocabulary import Decision, Face
 from ..errors import BettyError
 from .base import approver, refused
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from ..agent.events import AnyEvent
     from .models import ServerError
     from .services import BettyServices
+
+
+_CHECKING: set["asyncio.Future[None]"] = set()
+"""Edited answers from sockets being checked before they answer their card."""
 
 
 class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
@@ -88,6 +92,10 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             request = TypeAdapter(SocketMessage).validate_python(data)
             if isinstance(request, AskMessage):
                 self.services.assistant.ask(self.session_id, request.prompt)
+            elif isinstance(request, ApprovalMessage) and request.decision == Decision.EDITED and request.args:
+                checking = asyncio.ensure_future(self._answer_edited(request.approval_id, request.args))
+                _CHECKING.add(checking)  # held until done: the loop keeps only a weak reference
+                checking.add_done_callback(_CHECKING.discard)
             elif isinstance(request, ApprovalMessage):
                 self.services.assistant.respond(request.approval_id, request.decision, self.person, request.args)
             else:
@@ -95,6 +103,14 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         except ValueError as error:
             problems = validation_problems(error) if isinstance(error, ValidationError) else [str(error)]
             self._refuse("a message is {type: ask|approval|stop, …}: " + "; ".join(problems))
+        except BettyError as error:
+            self._refuse(str(error))
+
+    async def _answer_edited(self, approval_id: str, args: dict[str, Any]) -> None:
+        """An edit is checked by the tool's own code first; a refused one leaves the card open, with its one line."""
+        try:
+            await self.services.assistant.repreview(approval_id, args)
+            self.services.assistant.respond(approval_id, Decision.EDITED, self.person, args)
         except BettyError as error:
             self._refuse(str(error))
 

@@ -13,12 +13,16 @@ import {
   IAutomations,
   ICallStarted,
   IDecisionRequest,
+  IClusterHealth,
   IClusters,
+  IEditPreview,
+  IEditRequest,
   IExperiments,
   IKilledRuns,
   ILoginQuestions,
   IOutcome,
   IResolution,
+  IResubmitRequest,
   IRunQueued,
   ISession,
   ISessionRequest,
@@ -34,6 +38,11 @@ export class BettyAPI {
   /** The configured clusters. */
   clusters(): Promise<IClusters> {
     return this.get('clusters');
+  }
+
+  /** Whether Betty can use `cluster` now (reached, host key known, Slurm answers), and if not why. */
+  clusterHealth(cluster: string): Promise<IClusterHealth> {
+    return this.get(`clusters/${encodeURIComponent(cluster)}/health`);
   }
 
   /** A new session, or the kept one `request.session_id` resumed. */
@@ -85,6 +94,15 @@ export class BettyAPI {
     return this.send(`approvals/${encodeURIComponent(approvalId)}`, 'POST', body);
   }
 
+  /**
+   * A person's edit of open card `approvalId`, checked by the same code as the model's call and
+   * previewed again; nothing runs. Rejects with the one-line reason when the edit is refused.
+   */
+  repreview(approvalId: string, args: Record<string, unknown>): Promise<IEditPreview> {
+    const body: IEditRequest = { args };
+    return this.send(`approvals/${encodeURIComponent(approvalId)}/preview`, 'POST', body);
+  }
+
   /** What the clusters' login nodes ask now (a second factor), oldest first. */
   loginQuestions(): Promise<ILoginQuestions> {
     return this.get('login-questions');
@@ -111,6 +129,27 @@ export class BettyAPI {
       session_id: sessionId,
       cluster
     });
+  }
+
+  /**
+   * Resubmit a job Betty recorded on `cluster`: a `cluster_submit` card with its script arrives
+   * as an event in `sessionId`; nothing is submitted until a person approves it.
+   */
+  resubmitJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
+    const body: IResubmitRequest = { session_id: sessionId, cluster };
+    return this.send(`jobs/${encodeURIComponent(jobId)}/resubmit`, 'POST', body);
+  }
+
+  /** The partitions of `cluster` (`cluster_partitions`'s outcome: a table). */
+  partitions(cluster: string): Promise<IOutcome> {
+    return this.get(`partitions?cluster=${encodeURIComponent(cluster)}`);
+  }
+
+  /** The person's jobs of `cluster` in accounting since `since` (`now-7days`), finished ones included. */
+  history(cluster: string, since: string): Promise<IOutcome> {
+    return this.get(
+      `jobs/history?cluster=${encodeURIComponent(cluster)}&since=${encodeURIComponent(since)}`
+    );
   }
 
   /** The experiments recorded in the workspace, with their jobs' states. */

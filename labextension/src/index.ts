@@ -5,6 +5,7 @@
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
+import { CodeEditor, IEditorServices } from '@jupyterlab/codeeditor';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
@@ -48,6 +49,9 @@ export const OPEN_COMMAND = CommandIDs.open;
 /** The file type of Slurm batch scripts, so the file browser can offer "Submit with Betty". */
 export const SBATCH_FILE_TYPE = 'betty-sbatch';
 
+/** The query parameter that opens the side panel: `/lab/tree/…?betty=open`. */
+export const PANEL_PARAMETER = 'betty';
+
 const PLUGIN_ID = 'betty-jupyter:plugin';
 const SESSION_KEY = `${PLUGIN_ID}:session`;
 
@@ -55,18 +59,31 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'Betty side panel: an assistant for researchers on Slurm clusters.',
   autoStart: true,
-  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, IStateDB, IDefaultFileBrowser],
+  optional: [
+    ILayoutRestorer,
+    ICommandPalette,
+    ISettingRegistry,
+    IStateDB,
+    IDefaultFileBrowser,
+    IEditorServices
+  ],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
     state: IStateDB | null,
-    fileBrowser: IDefaultFileBrowser | null
+    fileBrowser: IDefaultFileBrowser | null,
+    editorServices: IEditorServices | null
   ) => {
     const model = new BettyModel({ api: new BettyAPI() });
     const open = (path: string) => void app.commands.execute('docmanager:open', { path });
-    const panel = new BettyPanel({ model, open });
+    const editors = editorServices && {
+      factory: editorServices.factoryService.newInlineEditor,
+      Model: CodeEditor.Model,
+      mimeType: editorServices.mimeTypeService.getMimeTypeByLanguage({ name: 'shell' }) || 'text/x-sh'
+    };
+    const panel = new BettyPanel({ model, open, editors });
     panel.title.icon = bettyIcon;
     panel.title.caption = 'Betty';
     app.shell.add(panel, 'right', { rank: 600 });
@@ -98,6 +115,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
       showPanel
     );
     void startModel(model, settingRegistry, state);
+    // A link that asks for the panel (the demo's first link) shows it once the layout is restored.
+    if (new URLSearchParams(window.location.search).get(PANEL_PARAMETER) === 'open') {
+      void app.restored.then(showPanel);
+    }
 
     addCommands(app, panel, fileBrowser);
     for (const command of [CommandIDs.open, CommandIDs.askCell, CommandIDs.sizeGpus]) {

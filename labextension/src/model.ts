@@ -91,6 +91,7 @@ export class BettyModel {
   private readonly _makeSocket: (options: IChatSocketOptions) => ChatSocket;
   private _socket: ChatSocket | null = null;
   private readonly _answers = new Map<string, IAnswerWaiting>();
+  private readonly _editOnArrival = new Set<string>();
   private _generation = 0;
   private _toastAfter = 0;
   private readonly _changed = new Signal<this, void>(this);
@@ -234,6 +235,25 @@ export class BettyModel {
       this._note(`The cancel of job ${jobId} waits for approval in session ${answer.session_id}.`);
     }
     this.setTab('chat');
+  }
+
+  /**
+   * Resubmit a job Betty recorded: its `cluster_submit` card arrives in this chat and opens in
+   * the editor with the job's script; nothing is submitted until the person approves it.
+   */
+  async resubmitJob(jobId: string): Promise<void> {
+    const session = this.session;
+    if (session === null) {
+      throw new Error(this.error ?? 'Betty has no chat session yet.');
+    }
+    const answer = await this._api.resubmitJob(jobId, session.session_id, session.cluster);
+    this._editOnArrival.add(answer.call_id);
+    this.setTab('chat');
+  }
+
+  /** Whether the card of call `callId` opens in the editor at once (a Resubmit… the person asked for). */
+  opensEditing(callId: string): boolean {
+    return this._editOnArrival.has(callId);
   }
 
   /** Show `tab`. */

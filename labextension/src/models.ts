@@ -22,9 +22,12 @@ export type {
   ICallStarted,
   ICluster,
   IClusterCheck,
+  IClusterHealth,
   IClusters,
   IColumn,
   IDecisionRequest,
+  IEditPreview,
+  IEditRequest,
   IExperiment,
   IExperiments,
   IHealth,
@@ -33,6 +36,7 @@ export type {
   ILoginQuestions,
   IOutcome,
   IResolution,
+  IResubmitRequest,
   IRunEvent,
   IRunQueued,
   IServerError,
@@ -41,6 +45,7 @@ export type {
   IStopMessage,
   ITable,
   IWaitingApproval,
+  LinkProblem,
   SocketMessage
 } from './contract/serverApi';
 

@@ -7,13 +7,17 @@ import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { BettyApp } from './components/BettyApp';
+import { EditingContext, IEditing, IScriptEditors } from './editing';
 import { BettyModel } from './model';
+import { outcomeRows } from './table';
 
 /** What the panel needs from JupyterLab. */
 export interface IBettyPanelOptions {
   model: BettyModel;
   /** Opens a workspace file (`docmanager:open`). */
   open: (path: string) => void;
+  /** JupyterLab's code editor for scripts on approval cards (null: a plain text area). */
+  editors?: IScriptEditors | null;
 }
 
 /** The side panel. */
@@ -21,6 +25,7 @@ export class BettyPanel extends ReactWidget {
   /** The panel's state. */
   readonly model: BettyModel;
   private readonly _open: (path: string) => void;
+  private readonly _editing: IEditing;
 
   constructor(options: IBettyPanelOptions) {
     super();
@@ -29,6 +34,7 @@ export class BettyPanel extends ReactWidget {
     this.node.dataset.testid = 'betty-panel';
     this.model = options.model;
     this._open = options.open;
+    this._editing = editingOf(this.model, options.editors ?? null);
     this.model.changed.connect(() => this.update(), this);
   }
 
@@ -41,7 +47,11 @@ export class BettyPanel extends ReactWidget {
   }
 
   protected render(): JSX.Element {
-    return <BettyApp model={this.model} onOpen={this._open} />;
+    return (
+      <EditingContext.Provider value={this._editing}>
+        <BettyApp model={this.model} onOpen={this._open} />
+      </EditingContext.Provider>
+    );
   }
 
   /**
@@ -69,4 +79,17 @@ export class BettyPanel extends ReactWidget {
     super.onAfterHide(message);
     this.model.setVisible(false);
   }
+}
+
+/** The edit services of the approval cards in a panel showing `model`. */
+export function editingOf(model: BettyModel, editors: IScriptEditors | null): IEditing {
+  return {
+    repreview: async (approvalId, args) => (await model.api.repreview(approvalId, args)).preview,
+    partitions: async cluster => {
+      const rows = outcomeRows(await model.api.partitions(cluster));
+      return [...new Set(rows.map(row => String(row.partition)))];
+    },
+    editors,
+    opensEditing: request => model.opensEditing(request.call_id)
+  };
 }

@@ -3,6 +3,7 @@
  * `docs/server-api.md`) become rows by column name, and the queue's rows become the jobs the
  * Jobs tab lists.
  */
+import { jobEnded } from './events';
 import { IOutcome, ITable } from './models';
 
 /** One row of a table, each cell under its column's name. */
@@ -53,6 +54,33 @@ export function jobRows(outcome: IOutcome): IJobRow[] {
       gpus: gpus > 0 ? `${gpus}${row.gpu_type ? ` × ${text(row.gpu_type)}` : ''}` : ''
     };
   });
+}
+
+/** A job that ended, as accounting (`cluster_history`) records it. */
+export interface IFinishedJob {
+  jobId: string;
+  name: string;
+  partition: string;
+  /** The state's first word (`CANCELLED by 0` is `CANCELLED`). */
+  state: string;
+  /** `1:0` (exit code : signal); '' when accounting has none. */
+  exitCode: string;
+  ended: string;
+}
+
+/** The jobs that ended in a history outcome (no steps, no running job), the newest first. */
+export function finishedJobs(outcome: IOutcome): IFinishedJob[] {
+  return outcomeRows(outcome)
+    .map(row => ({
+      jobId: text(row.job_id),
+      name: text(row.name),
+      partition: text(row.partition),
+      state: text(row.state).trim().split(/\s+/)[0] ?? '',
+      exitCode: text(row.exit_code),
+      ended: text(row.ended)
+    }))
+    .filter(job => job.jobId !== '' && !job.jobId.includes('.') && jobEnded(job.state))
+    .sort((a, b) => b.ended.localeCompare(a.ended));
 }
 
 /**

@@ -3,10 +3,12 @@
  */
 import * as React from 'react';
 
-import { ApprovalCard, decisionRecord, parseArgs } from '../src/components/ApprovalCard';
+import { ApprovalCard, decisionRecord } from '../src/components/ApprovalCard';
+import { EditingContext, IEditing, RECHECK_DELAY_MS } from '../src/editing';
+import { withResource } from '../src/sbatch';
 import { IApprovalResolved, IPreview } from '../src/events';
 import { ApprovalStatus, IApprovalItem } from '../src/transcript';
-import { allByTestId, byTestId, click, render, type } from './render';
+import { allByTestId, byTestId, click, render, settle, type, useFakeClock } from './render';
 
 const SCRIPT = [
   '#!/bin/bash',
@@ -54,9 +56,39 @@ function card(
   };
 }
 
-function renderCard(item: IApprovalItem, onDecide = jest.fn()) {
-  const { container, rerender } = render(<ApprovalCard item={item} onDecide={onDecide} />);
-  return { container, onDecide, rerender };
+/** Edit services whose server previews any edit as its script, titled with the time it asks for. */
+function fakeEditing() {
+  const repreview = jest.fn(async (_id: string, args: Record<string, unknown>): Promise<IPreview> => {
+    const minutes = /--time=(\d+)/.exec(String(args.script ?? ''))?.[1];
+    return {
+      kind: 'script',
+      title: `submit to betty-dev: partition gpu, time ${minutes ?? '?'} min`,
+      text: String(args.script ?? JSON.stringify(args)),
+      details: {}
+    };
+  });
+  const opensEditing = jest.fn((_request: IApprovalItem['request']) => false);
+  const editing: IEditing = {
+    repreview,
+    partitions: jest.fn(async () => ['cpu', 'gpu']),
+    editors: null,
+    opensEditing
+  };
+  return Object.assign(editing, { repreview, opensEditing });
+}
+
+function renderCard(
+  item: IApprovalItem,
+  onDecide = jest.fn(),
+  editing: IEditing | null = fakeEditing()
+) {
+  const element = (next: IApprovalItem) => (
+    <EditingContext.Provider value={editing}>
+      <ApprovalCard item={next} onDecide={onDecide} />
+    </EditingContext.Provider>
+  );
+  const { container, rerender } = render(element(item));
+  return { container, onDecide, rerender: (next: IApprovalItem) => rerender(element(next)) };
 }
 
 const BUTTONS = ['betty-approve', 'betty-approve-session', 'betty-deny', 'betty-edit'];
@@ -171,47 +203,153 @@ describe('ApprovalCard: answers', () => {
 });
 
 describe('ApprovalCard: Edit', () => {
-  it('opens the arguments as JSON and sends the edited arguments', async () => {
-    const { container, onDecide } = renderCard(card());
+  useFakeClock();
+
+  it('opens the script with its lines, the resource fields and the goal: no JSON', async () => {
+    const { container } = renderCard(card({ details: { cluster: 'betty-dev' } }));
     await click(byTestId(container, 'betty-edit'));
-    const editor = byTestId<HTMLTextAreaElement>(container, 'betty-edit-args');
-    expect(JSON.parse(editor.value)).toEqual({ script: SCRIPT, goal: 'train', name: null });
-    type(editor, JSON.stringify({ script: SCRIPT, goal: 'train longer', name: 'long' }));
-    await click(byTestId(container, 'betty-edit-send'));
+    expect(byTestId<HTMLTextAreaElement>(container, 'betty-edit-script').value).toBe(SCRIPT);
+    await settle();
+    const partition = byTestId<HTMLSelectElement>(container, 'betty-edit-partition');
+    expect(partition.value).toBe('gpu');
+    expect(partition.tagName).toBe('SELECT');
+    expect(Array.from(partition.options).map(option => option.value)).toEqual(['', 'cpu', 'gpu']);
+    expect(byTestId<HTMLInputElement>(container, 'betty-edit-gpus').value).toBe('1');
+    expect(byTestId<HTMLInputElement>(container, 'betty-edit-time').value).toBe('');
+    expect(byTestId<HTMLTextAreaElement>(container, 'betty-edit-arg-goal').value).toBe('train');
+    expect(container.textContent).not.toContain('\\n');
+  });
+
+  it('a field rewrites its #SBATCH line, and editing the line updates the field', async () => {
+    const { container } = renderCard(card());
+    await click(byTestId(container, 'betty-edit'));
+    type(byTestId<HTMLInputElement>(container, 'betty-edit-mem'), '8G');
+    type(byTestId<HTMLInputElement>(container, 'betty-edit-gpus'), '2');
+    const script = byTestId<HTMLTextAreaElement>(container, 'betty-edit-script');
+    expect(script.value.split('\n').slice(0, 4)).toEqual([
+      '#!/bin/bash',
+      '#SBATCH --partition=gpu',
+      '#SBATCH --gres=gpu:a100:2',
+      '#SBATCH --mem=8G'
+    ]);
+    type(script, script.value.replace('--mem=8G', '--mem=16G'));
+    expect(byTestId<HTMLInputElement>(container, 'betty-edit-mem').value).toBe('16G');
+  });
+
+  it('Approve edited waits for the preview of exactly this edit, then sends it', async () => {
+    const editing = fakeEditing();
+    const { container, onDecide } = renderCard(card(), jest.fn(), editing);
+    await click(byTestId(container, 'betty-edit'));
+    const send = byTestId<HTMLButtonElement>(container, 'betty-edit-send');
+    type(byTestId<HTMLInputElement>(container, 'betty-edit-time'), '30');
+    expect(send.disabled).toBe(true);
+    expect(byTestId(container, 'betty-edit-status').dataset.state).toBe('checking');
+    await settle(RECHECK_DELAY_MS);
+    const edited = { script: withResource(SCRIPT, 'time', '30'), goal: 'train', name: null };
+    expect(editing.repreview).toHaveBeenLastCalledWith('a1', edited);
+    expect(send.disabled).toBe(false);
+    expect(byTestId(container, 'betty-edit-preview').textContent).toContain('time 30 min');
+
+    type(byTestId<HTMLInputElement>(container, 'betty-edit-time'), '45');
+    expect(send.disabled).toBe(true); // the preview shown is of the previous edit
+    expect(allByTestId(container, 'betty-edit-preview')).toHaveLength(0);
+    await settle(RECHECK_DELAY_MS);
+    await click(send);
     expect(onDecide).toHaveBeenCalledTimes(1);
     expect(onDecide).toHaveBeenCalledWith('edited', {
-      script: SCRIPT,
-      goal: 'train longer',
-      name: 'long'
+      script: withResource(SCRIPT, 'time', '45'),
+      goal: 'train',
+      name: null
     });
   });
 
-  it.each([
-    ['invalid JSON', '{"goal": "train",', /not valid JSON/],
-    ['a list', '[1, 2]', /must be a JSON object/],
-    ['null', 'null', /must be a JSON object/],
-    ['a string', '"train"', /must be a JSON object/]
-  ])('%s shows an error and sends nothing', async (_name, text, message) => {
-    const { container, onDecide } = renderCard(card());
+  it('an edit the server refuses shows its one line and cannot be approved', async () => {
+    const editing = fakeEditing();
+    editing.repreview.mockRejectedValue(
+      new Error("cluster_submit: line 2: partition 'gpu-large' does not exist; choose cpu or gpu")
+    );
+    const { container, onDecide } = renderCard(card(), jest.fn(), editing);
     await click(byTestId(container, 'betty-edit'));
-    type(byTestId<HTMLTextAreaElement>(container, 'betty-edit-args'), text);
-    await click(byTestId(container, 'betty-edit-send'));
+    await settle(RECHECK_DELAY_MS);
+    const status = byTestId(container, 'betty-edit-status');
+    expect(status.dataset.state).toBe('refused');
+    expect(status.getAttribute('role')).toBe('alert');
+    expect(status.textContent).toMatch(/partition 'gpu-large' does not exist/);
+    const send = byTestId<HTMLButtonElement>(container, 'betty-edit-send');
+    expect(send.disabled).toBe(true);
+    await click(send);
     expect(onDecide).not.toHaveBeenCalled();
-    expect(byTestId(container, 'betty-approval-error').textContent).toMatch(message);
-    expect(byTestId<HTMLTextAreaElement>(container, 'betty-edit-args').value).toBe(text);
+  });
+
+  it('another tool edits each argument in its own field; a bad JSON field is named and not sent', async () => {
+    const editing = fakeEditing();
+    const item = card({ kind: 'diff', text: DIFF });
+    item.request.tool = 'wiki_write';
+    item.request.args = { page: 'index.md', body: '# Index\nnew line', frontmatter: { type: 'index' } };
+    const { container } = renderCard(item, jest.fn(), editing);
+    await click(byTestId(container, 'betty-edit'));
+    expect(byTestId<HTMLTextAreaElement>(container, 'betty-edit-arg-body').value).toBe(
+      '# Index\nnew line'
+    );
+    const frontmatter = byTestId<HTMLTextAreaElement>(container, 'betty-edit-arg-frontmatter');
+    expect(JSON.parse(frontmatter.value)).toEqual({ type: 'index' });
+    type(frontmatter, '{"type": ');
+    await settle(RECHECK_DELAY_MS);
+    expect(byTestId(container, 'betty-edit-status').textContent).toMatch(/^frontmatter: not a JSON value/);
+    expect(editing.repreview).not.toHaveBeenCalled();
+    expect(byTestId<HTMLButtonElement>(container, 'betty-edit-send').disabled).toBe(true);
+  });
+
+  it('hostile text in the script and in the new preview stays text', async () => {
+    const editing = fakeEditing();
+    const hostile = `${SCRIPT}\n# <img src=x onerror="alert(1)"> \u001b[31mred\u001b[0m`;
+    const item = card();
+    item.request.args = { ...item.request.args, script: hostile };
+    const { container } = renderCard(item, jest.fn(), editing);
+    await click(byTestId(container, 'betty-edit'));
+    expect(byTestId<HTMLTextAreaElement>(container, 'betty-edit-script').value).toBe(hostile);
+    await settle(RECHECK_DELAY_MS);
+    const preview = byTestId(container, 'betty-edit-preview');
+    expect(preview.querySelector('img')).toBeNull();
+    expect(preview.textContent).toContain('<img src=x onerror="alert(1)">');
+    expect(preview.textContent).not.toContain('\u001b');
   });
 
   it('Cancel leaves the editor without sending', async () => {
     const { container, onDecide } = renderCard(card());
     await click(byTestId(container, 'betty-edit'));
     await click(byTestId(container, 'betty-edit-cancel'));
-    expect(allByTestId(container, 'betty-edit-args')).toHaveLength(0);
+    expect(allByTestId(container, 'betty-edit-form')).toHaveLength(0);
     expect(allByTestId(container, 'betty-approve')).toHaveLength(1);
     expect(onDecide).not.toHaveBeenCalled();
   });
 
-  it('parseArgs keeps an object as it is', () => {
-    expect(parseArgs('{"job_id": "42", "n": [1]}')).toEqual({ job_id: '42', n: [1] });
+  it('a card asked for with Resubmit… opens in the editor', () => {
+    const editing = fakeEditing();
+    editing.opensEditing.mockReturnValue(true);
+    const { container } = renderCard(card(), jest.fn(), editing);
+    expect(allByTestId(container, 'betty-edit-form')).toHaveLength(1);
+    expect(editing.opensEditing).toHaveBeenCalledWith(expect.objectContaining({ call_id: 'c1' }));
+  });
+
+  it('offers no Edit where nothing can check an edit', () => {
+    const { container } = renderCard(card(), jest.fn(), null);
+    expect(allByTestId(container, 'betty-edit')).toHaveLength(0);
+    expect(allByTestId(container, 'betty-approve')).toHaveLength(1);
+  });
+
+  it('a decided edit shows each argument with its lines, not escaped JSON', () => {
+    const resolution: IApprovalResolved = {
+      approval_id: 'a1',
+      call_id: 'c1',
+      decision: 'edited',
+      approver: 'alice (side panel)',
+      args: { script: SCRIPT, goal: 'train' }
+    };
+    const { container } = renderCard(card({}, { status: 'decided', resolution }));
+    const shown = byTestId(container, 'betty-edited-args');
+    expect(shown.textContent).toContain(SCRIPT);
+    expect(shown.textContent).not.toContain('\\n');
   });
 });
 
@@ -228,14 +366,14 @@ describe('ApprovalCard: expired and decided', () => {
       await click(button);
     }
     expect(onDecide).not.toHaveBeenCalled();
-    expect(allByTestId(container, 'betty-edit-args')).toHaveLength(0);
+    expect(allByTestId(container, 'betty-edit-form')).toHaveLength(0);
   });
 
   it('a pending card that expires while being edited can no longer send', async () => {
     const onDecide = jest.fn();
     const { container, rerender } = renderCard(card(), onDecide);
     await click(byTestId(container, 'betty-edit'));
-    rerender(<ApprovalCard item={card({}, { status: 'expired' })} onDecide={onDecide} />);
+    rerender(card({}, { status: 'expired' }));
     expect(allByTestId(container, 'betty-edit-send')).toHaveLength(0);
     expect(byTestId<HTMLButtonElement>(container, 'betty-approve').disabled).toBe(true);
   });

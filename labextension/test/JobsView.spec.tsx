@@ -5,7 +5,7 @@ import * as React from 'react';
 import { act } from 'react';
 
 import { IJobsViewProps, JobsView } from '../src/components/JobsView';
-import { IExperiments, IOutcome } from '../src/models';
+import { ColumnType, IExperiments, IOutcome } from '../src/models';
 import { allByTestId, byTestId, click, render } from './render';
 import { QUEUE_COLUMNS, tableOf } from './tables';
 
@@ -181,3 +181,89 @@ describe('JobsView', () => {
     expect(byTestId(second.container, 'betty-jobs-empty')).toBeTruthy();
   });
 });
+
+const HISTORY_COLUMNS: [string, ColumnType][] = [
+  ['job_id', 'string'],
+  ['name', 'string'],
+  ['partition', 'string'],
+  ['state', 'string'],
+  ['exit_code', 'string'],
+  ['ended', 'string']
+];
+
+function history(...jobs: [string, string, string, string][]): IOutcome {
+  const records = jobs.map(([job_id, state, exit_code, ended]) => ({
+    job_id,
+    name: job_id === '124' ? '<b>train</b>' : `job ${job_id}`,
+    partition: 'gpu',
+    state,
+    exit_code,
+    ended
+  }));
+  return {
+    ok: true,
+    summary: `${jobs.length} jobs`,
+    artifacts: [],
+    data: { kind: 'table', value: tableOf(HISTORY_COLUMNS, records) },
+    text: null
+  };
+}
+
+describe('JobsView: finished jobs', () => {
+  const finished = () =>
+    history(
+      ['120', 'COMPLETED', '0:0', '2024-05-01T09:00:00'],
+      ['124', 'FAILED', '1:0', '2024-05-01T11:00:00'],
+      ['124.batch', 'FAILED', '1:0', '2024-05-01T11:00:00'],
+      ['125', 'CANCELLED by 0', '0:15', '2024-05-01T10:00:00'],
+      ['126', 'RUNNING', '0:0', '']
+    );
+
+  it('keeps recent finished jobs, newest first, with state and exit code, filterable by state', async () => {
+    const p = props({ loadHistory: jest.fn().mockResolvedValue(finished()), onResubmit: jest.fn() });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    expect(p.loadHistory).toHaveBeenCalledWith('dev');
+    const rows = () => allByTestId(container, 'betty-finished-row');
+    expect(rows().map(row => [row.dataset.jobId, row.dataset.state])).toEqual([
+      ['124', 'FAILED'],
+      ['125', 'CANCELLED'],
+      ['120', 'COMPLETED']
+    ]);
+    expect(rows()[0].textContent).toContain('exit code 1:0');
+    expect(rows()[0].querySelector('b')).toBeNull(); // a job name is text
+    expect(rows()[0].textContent).toContain('<b>train</b>');
+    const filter = byTestId<HTMLSelectElement>(container, 'betty-finished-filter');
+    expect(Array.from(filter.options).map(option => option.value)).toEqual([
+      '',
+      'CANCELLED',
+      'COMPLETED',
+      'FAILED'
+    ]);
+    choose(filter, 'COMPLETED');
+    expect(rows().map(row => row.dataset.jobId)).toEqual(['120']);
+  });
+
+  it('offers Resubmit… for a job Betty recorded, and shows why it was refused', async () => {
+    const onResubmit = jest.fn().mockRejectedValue(new Error('Betty has no chat session yet.'));
+    const p = props({ loadHistory: jest.fn().mockResolvedValue(finished()), onResubmit });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const recorded = allByTestId(container, 'betty-finished-row').filter(
+      row => row.querySelector('[data-testid="betty-resubmit"]') !== null
+    );
+    expect(recorded.map(row => row.dataset.jobId)).toEqual(['124']);
+    await click(byTestId(recorded[0], 'betty-resubmit'));
+    expect(onResubmit).toHaveBeenCalledWith('124');
+    expect(byTestId(container, 'betty-resubmit-error').textContent).toBe(
+      'Betty has no chat session yet.'
+    );
+  });
+});
+
+function choose(select: HTMLSelectElement, value: string): void {
+  act(() => {
+    select.value = value;
+    select.dispatchEvent(new Event('change', { bubbles: true }));
+  });
+}

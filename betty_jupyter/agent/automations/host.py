@@ -64,6 +64,7 @@ async def open_run_session(host: RunHost, run: "Run", spec: "SessionSpec", wait:
     session = await open_session(assistant.workspace, assistant.config, replace(
         spec, session_id=run.session_id, broker=PatientBroker(assistant.broker, wait), actions=assistant.actions,
         listeners=(*spec.listeners, transcript), require_model=False))
+    assistant.adopt(session)
     if host.on_session is not None:
         host.on_session(session)
     return session

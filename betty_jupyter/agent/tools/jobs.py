@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
-from ...cluster.commands import checked_script, default_partition, request_summary
+from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
 from ...cluster.slurm import sbatch_argv
 from ...experiments.diagnosis import script_diff
 from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
+from ...errors import ScriptError
 from ...experiments.refresh import refresh_page
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
@@ -39,6 +40,9 @@ class SubmitArgs(ToolArgs):
                           "job's script, and the new page links its page")
     record: bool = Field(True, description="false: submit without writing an experiment page and notebook (the "
                                            "action log still has the call); only when the person asks for it")
+    first_line: int = Field(1, ge=1, le=1_000_000,
+                            description="the number the person sees beside the script's first line (2 in a "
+                                        "%%betty submit cell, under the magic's own line): refusals name lines so")
 
 
 class ClusterSubmit(Tool[SubmitArgs]):
@@ -57,8 +61,11 @@ class ClusterSubmit(Tool[SubmitArgs]):
         elif args.replaces is not None:
             raise ToolError("replaces: a resubmission is recorded beside the job it corrects; leave record out")
         partitions = await ctx.slurm.partitions()
-        script = _checked(args.script, partitions)
-        environment = ctx.slurm.job_environment(args.script)
+        script = _checked(args, partitions)
+        try:
+            environment = ctx.slurm.job_environment(args.script)
+        except ScriptError as error:
+            raise ToolError(cant_submit(error, args.first_line)) from error
         name = args.name or script.get("job-name") or "job"
         slug = planned_slug(ctx.workspace, name) if args.record else None
         remote = f"{ctx.slurm.work_dir}/scripts/{slug or '<fresh token>'}.sbatch"
@@ -84,7 +91,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
     async def run(self, ctx: ToolContext, args: SubmitArgs) -> ToolOutcome:
         """Check the script again, submit it once, write the page, notebook and log line."""
-        _checked(args.script, await ctx.slurm.partitions())
+        _checked(args, await ctx.slurm.partitions())
         if not args.record:
             ident = await ctx.slurm.submit(args.script)
             summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
@@ -118,12 +125,19 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
     whole = max(original.script.count("\n"), args.script.count("\n")) + 1
     diff = script_diff(original.script, args.script, f"{original.slug}.sbatch (job {original.job_id})",
                        f"{slug}.sbatch", context=whole)
-    return Preview(kind="diff", title=f"resubmit {original.slug} as {slug} to {original.cluster}: "
-                   f"{details['resources']}", text=diff, details=details)
+    title = f"resubmit {original.slug} as {slug} to {original.cluster}: {details['resources']}"
+    if not diff:  # the same script again: show it, since a diff would be empty
+        return Preview(kind="script", title=f"{title} (the script of job {original.job_id}, unchanged)",
+                       text=args.script, details=details)
+    return Preview(kind="diff", title=title, text=diff, details=details)
 
 
-def _checked(text: str, partitions: Any) -> "SbatchScript":
-    return checked_script(text, partitions)
+def _checked(args: SubmitArgs, partitions: Any) -> "SbatchScript":
+    """The script checked against the partitions; ToolError ``can't submit: line N: …`` (as the person sees it)."""
+    try:
+        return checked_script(args.script, partitions)
+    except ScriptError as error:
+        raise ToolError(cant_submit(error, args.first_line)) from error
 
 
 def estimate_line(gpu_estimate: dict[str, Any]) -> str:

@@ -8,7 +8,6 @@ HTML and text (:mod:`.record`), so a saved notebook still says who decided what.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import ipywidgets as widgets
@@ -17,11 +16,13 @@ from ...agent import events as ev
 from ...agent.vocabulary import Decision
 from ...errors import BettyError
 from ...safe_text import html_text, visible
+from .edit import Check, EditForm
 from .html import details_table_html, highlighted_html, pre_html
 from .record import Record, Recorded
 
 if TYPE_CHECKING:
     from ...agent.events import AnyEvent, ApprovalRequest
+    from ...agent.models import Preview
 
 Respond = Callable[[str, str, "Mapping[str, Any] | None"], None]
 _TIER_WORDS = {0: "tier 0", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
@@ -32,7 +33,10 @@ _DECISION_WORDS: dict[str, str] = {Decision.APPROVED: "✓ approved", Decision.A
 
 def preview_html(request: "ApprovalRequest") -> str:
     """The preview as HTML: a command, a highlighted script, a coloured diff, or text."""
-    preview = request.preview
+    return _preview_html(request.preview)
+
+
+def _preview_html(preview: "Preview") -> str:
     if preview.kind == "script":
         body = highlighted_html(preview.text, "bash")
     elif preview.kind == "diff":
@@ -52,10 +56,13 @@ def _header_html(request: "ApprovalRequest") -> str:
 class ApprovalCard(Recorded, widgets.VBox):
     """One approval: tool, tier, reason, the exact preview, and Approve / for session / Deny / Edit."""
 
-    def __init__(self, request: "ApprovalRequest", respond: Respond, answered_by: str | None = None) -> None:
+    def __init__(self, request: "ApprovalRequest", respond: Respond, answered_by: str | None = None,
+                 check: Check | None = None) -> None:
         """``answered_by``: for a card whose session's events this notebook does not follow (an
-        automation's), the name its record shows once the answer is accepted."""
-        self.request, self._respond, self._answered_by = request, respond, answered_by
+        automation's), the name its record shows once the answer is accepted. ``check``: how an edit is
+        checked and previewed again (without it the card offers no Edit, since an unchecked edit may not
+        be approved)."""
+        self.request, self._respond, self._answered_by, self._check = request, respond, answered_by, check
         self.decision: str | None = None
         self.approver: str | None = None
         header = widgets.HTML(_header_html(request))
@@ -67,16 +74,12 @@ class ApprovalCard(Recorded, widgets.VBox):
             self.approve_session.disabled = True
             self.approve_session.tooltip = "tier 2 asks every time: there is nothing to approve for the session"
         self.deny = self._button("Deny", "danger", Decision.DENIED, "betty-deny")
-        self.edit = widgets.Button(description="Edit", icon="pencil")
+        self.edit = widgets.Button(description="Edit", icon="pencil",
+                                   layout=widgets.Layout(display="none" if check is None else None))
         self.edit.add_class("betty-edit")
         self.edit.on_click(lambda _: self._open_editor())
-        self.editor = widgets.Textarea(value=json.dumps(request.args, indent=2),
-                                       layout=widgets.Layout(width="100%", height="12em"))
-        self.editor.add_class("betty-editor")
-        self.send_edit = widgets.Button(description="Approve edited", button_style="warning")
-        self.send_edit.add_class("betty-send-edit")
-        self.send_edit.on_click(lambda _: self._send_edited())
-        self.editing = widgets.VBox([self.editor, self.send_edit], layout=widgets.Layout(display="none"))
+        self.editor: EditForm | None = None
+        self.editing = widgets.VBox([], layout=widgets.Layout(display="none"))
         self.problem = widgets.HTML("")
         self.problem.add_class("betty-problem")
         self.buttons = widgets.HBox([self.approve, self.approve_session, self.deny, self.edit])
@@ -95,34 +98,35 @@ class ApprovalCard(Recorded, widgets.VBox):
         return button
 
     def _open_editor(self) -> None:
+        """The edit form, built once: fields, the check of each change and Approve edited."""
+        if self.editor is None and self._check is not None:
+            self.editor = EditForm(self.request, self._check, _preview_html)
+            self.editor.approve.on_click(lambda _: self._send_edited())
+            self.editing.children = [self.editor]
         self.editing.layout.display = "flex"
 
     def _send_edited(self) -> None:
-        try:
-            args = json.loads(self.editor.value)
-        except ValueError as error:
-            self.problem.value = f"<span style='color:#c62828'>the edited arguments are not JSON: {html_text(str(error))}</span>"
-            return
-        if not isinstance(args, dict):
-            self.problem.value = "<span style='color:#c62828'>the edited arguments must be one JSON object</span>"
-            return
-        self._answer(Decision.EDITED, args)
+        if self.editor is not None and self.editor.checked is not None:
+            self._answer(Decision.EDITED, self.editor.checked)
 
     def _answer(self, decision: str, args: Mapping[str, Any] | None) -> None:
         if self.decision is not None:
             return
-        for button in (self.approve, self.approve_session, self.deny, self.edit, self.send_edit):
+        for button in (self.approve, self.approve_session, self.deny, self.edit, *self._edit_buttons()):
             button.disabled = True
         try:
             self._respond(self.request.approval_id, decision, args)
         except BettyError as error:
             self.problem.value = f"<span style='color:#c62828'>{html_text(str(error))}</span>"
-            for button in (self.approve, self.deny, self.edit, self.send_edit):
+            for button in (self.approve, self.deny, self.edit, *self._edit_buttons()):
                 button.disabled = False
             self.approve_session.disabled = self.request.tier >= 2
             return
         if self._answered_by is not None:
             self.resolved(decision, self._answered_by)
+
+    def _edit_buttons(self) -> list[widgets.Button]:
+        return [] if self.editor is None else [self.editor.approve]
 
     def on_event(self, event: "AnyEvent") -> None:
         """Collapse into a record when this approval is resolved (wherever it was answered)."""

@@ -4,9 +4,11 @@
  */
 import * as React from 'react';
 
+import { EditingContext } from '../editing';
 import { APPROVING, Decision, PersonDecision } from '../events';
 import { visibleText } from '../safe';
 import { IApprovalItem } from '../transcript';
+import { argumentTexts, EditForm } from './EditForm';
 import { PreviewView } from './Preview';
 
 /** Props of {@link ApprovalCard}. */
@@ -73,17 +75,29 @@ function DecidedRecord({ item }: { item: IApprovalItem }): JSX.Element {
         <code>{item.request.tool}</code> {decisionRecord(decision, resolution?.approver ?? null)}
       </summary>
       <PreviewView preview={item.request.preview} />
-      {decision === 'edited' && resolution?.args && (
-        <pre className="betty-Preview-code">{JSON.stringify(resolution.args, null, 2)}</pre>
-      )}
+      {decision === 'edited' && resolution?.args && <EditedArguments args={resolution.args} />}
     </details>
+  );
+}
+
+/** The arguments a person approved with edits, each under its name, its lines as lines. */
+function EditedArguments({ args }: { args: Record<string, unknown> }): JSX.Element {
+  return (
+    <div className="betty-ApprovalCard-edited" data-testid="betty-edited-args">
+      {Object.entries(argumentTexts(args)).map(([name, text]) => (
+        <div key={name}>
+          <div className="betty-ApprovalCard-argumentName">{visibleText(name)}</div>
+          <pre className="betty-Preview-code">{visibleText(text)}</pre>
+        </div>
+      ))}
+    </div>
   );
 }
 
 function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
   const { request, status } = item;
-  const [editing, setEditing] = React.useState(false);
-  const [draft, setDraft] = React.useState('');
+  const edits = React.useContext(EditingContext);
+  const [editing, setEditing] = React.useState(() => edits?.opensEditing(request) ?? false);
   const [error, setError] = React.useState<string | null>(null);
   const [sending, setSending] = React.useState(false);
   const expired = status === 'expired';
@@ -99,19 +113,6 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
       setSending(false);
     }
   };
-  const startEditing = () => {
-    setDraft(JSON.stringify(request.args, null, 2));
-    setError(null);
-    setEditing(true);
-  };
-  const sendEdited = () => {
-    const args = parseArgs(draft);
-    if (typeof args === 'string') {
-      setError(args);
-      return;
-    }
-    void send('edited', args);
-  };
 
   return (
     <>
@@ -122,7 +123,7 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
         </span>
       </div>
       <div className="betty-ApprovalCard-reason">{visibleText(request.reason)}</div>
-      <PreviewView preview={request.preview} />
+      {!(editing && !expired) && <PreviewView preview={request.preview} />}
       {expired && (
         <div className="betty-ApprovalCard-expiredNote" data-testid="betty-approval-expired">
           Expired: the connection to Betty dropped, so this request was cancelled. Ask again if it
@@ -130,40 +131,15 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
         </div>
       )}
       {editing && !expired ? (
-        <div className="betty-ApprovalCard-edit">
-          <label className="betty-ApprovalCard-editLabel">
-            Arguments (JSON)
-            <textarea
-              className="betty-ApprovalCard-args"
-              data-testid="betty-edit-args"
-              spellCheck={false}
-              value={draft}
-              rows={Math.min(16, Math.max(4, draft.split('\n').length))}
-              onChange={event => setDraft(event.target.value)}
-            />
-          </label>
-          <div className="betty-ApprovalCard-buttons">
-            <button
-              className="betty-Button betty-Button-accept"
-              data-testid="betty-edit-send"
-              disabled={disabled}
-              onClick={sendEdited}
-            >
-              Approve edited
-            </button>
-            <button
-              className="betty-Button"
-              data-testid="betty-edit-cancel"
-              disabled={sending}
-              onClick={() => {
-                setEditing(false);
-                setError(null);
-              }}
-            >
-              Cancel
-            </button>
-          </div>
-        </div>
+        <EditForm
+          request={request}
+          disabled={disabled}
+          onApprove={args => void send('edited', args)}
+          onCancel={() => {
+            setEditing(false);
+            setError(null);
+          }}
+        />
       ) : (
         <div className="betty-ApprovalCard-buttons">
           <button
@@ -193,14 +169,20 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
           >
             Deny
           </button>
-          <button
-            className="betty-Button"
-            data-testid="betty-edit"
-            disabled={disabled}
-            onClick={startEditing}
-          >
-            Edit
-          </button>
+          {edits !== null && (
+            <button
+              className="betty-Button"
+              data-testid="betty-edit"
+              title="Change the request; it is checked and previewed again before you can approve it"
+              disabled={disabled}
+              onClick={() => {
+                setError(null);
+                setEditing(true);
+              }}
+            >
+              Edit
+            </button>
+          )}
         </div>
       )}
       {error && (
@@ -210,18 +192,4 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
       )}
     </>
   );
-}
-
-/** The edited arguments, or a one-line message saying why they are not a JSON object. */
-export function parseArgs(text: string): Record<string, unknown> | string {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    return `The arguments are not valid JSON: ${(error as Error).message}`;
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    return 'The arguments must be a JSON object: {"name": value, …}';
-  }
-  return value as Record<string, unknown>;
 }

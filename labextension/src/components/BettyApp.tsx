@@ -36,7 +36,9 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
     () => ({
       loadJobs: (cluster: string) => model.api.myJobs(cluster),
       loadExperiments: () => model.api.experiments(),
-      cancel: (jobId: string) => model.cancelJob(jobId)
+      cancel: (jobId: string) => model.cancelJob(jobId),
+      loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
+      resubmit: (jobId: string) => model.resubmitJob(jobId)
     }),
     [model]
   );
@@ -47,6 +49,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
     <div className="betty-App" data-testid="betty-app">
       <LoginQuestionsView logins={model.logins} />
       <Header
+        api={model.api}
         clusters={model.clusters}
         cluster={model.cluster}
         mode={model.session?.mode ?? null}
@@ -107,6 +110,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           loadExperiments={loaders.loadExperiments}
           onCancel={loaders.cancel}
           onOpen={onOpen}
+          loadHistory={loaders.loadHistory}
+          onResubmit={loaders.resubmit}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'experiments'}>
@@ -114,6 +119,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           visible={shown('experiments')}
           loadExperiments={loaders.loadExperiments}
           onOpen={onOpen}
+          onResubmit={loaders.resubmit}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'automations'}>

@@ -6,6 +6,7 @@ import * as React from 'react';
 
 import { experimentNotebook, experimentPage, IExperiment, IExperiments } from '../models';
 import { visibleText } from '../safe';
+import { ResubmitButton } from './FinishedJobs';
 
 /** Props of {@link ExperimentsView}. */
 export interface IExperimentsViewProps {
@@ -13,13 +14,16 @@ export interface IExperimentsViewProps {
   visible: boolean;
   loadExperiments: () => Promise<IExperiments>;
   onOpen: (path: string) => void;
+  /** Resubmit an experiment's job: its card opens in the chat's editor. */
+  onResubmit?: (jobId: string) => Promise<void>;
 }
 
 /** The Experiments tab. */
 export function ExperimentsView({
   visible,
   loadExperiments,
-  onOpen
+  onOpen,
+  onResubmit
 }: IExperimentsViewProps): JSX.Element {
   const [experiments, setExperiments] = React.useState<IExperiment[] | null>(null);
   const [error, setError] = React.useState<string | null>(null);
@@ -27,8 +31,7 @@ export function ExperimentsView({
   const refresh = React.useCallback(async () => {
     try {
       const answer = await loadExperiments();
-      // Newest first: slugs start with the date.
-      setExperiments([...answer.experiments].sort((a, b) => b.slug.localeCompare(a.slug)));
+      setExperiments(newestFirst(answer.experiments));
       setError(null);
     } catch (reason) {
       setError((reason as Error).message);
@@ -101,10 +104,18 @@ export function ExperimentsView({
               >
                 page
               </button>
+              {onResubmit && <ResubmitButton jobId={experiment.job_id} onResubmit={onResubmit} />}
             </div>
           </li>
         ))}
       </ul>
     </div>
+  );
+}
+
+/** Experiments newest first: by submission time, then by slug (which starts with the date). */
+export function newestFirst(experiments: IExperiment[]): IExperiment[] {
+  return [...experiments].sort(
+    (a, b) => b.submitted.localeCompare(a.submitted) || b.slug.localeCompare(a.slug)
   );
 }

@@ -1,9 +1,13 @@
 /**
  * The panel's header, always visible: the mode switch (coloured by mode), the cluster
- * picker, the connection state and a button for a new chat.
+ * picker (its list read again when opened and every so often), the selected cluster's health
+ * (the dot, with the cause in words when it fails), the chat's connection when it is not open,
+ * and a button for a new chat.
  */
 import * as React from 'react';
 
+import { BettyAPI } from '../api';
+import { healthDot, useClusterStatus } from '../clusterStatus';
 import { ICluster, Mode, MODES } from '../models';
 import { SocketStatus } from '../socket';
 
@@ -19,6 +23,8 @@ export const MODE_HELP: Record<Mode, string> = {
 export interface IHeaderProps {
   clusters: ICluster[];
   cluster: string | null;
+  /** Where the cluster list and the health are read again; without it the header shows `clusters` only. */
+  api?: BettyAPI;
   mode: Mode | null;
   status: SocketStatus;
   onCluster: (name: string) => void;
@@ -35,7 +41,9 @@ const STATUS_TEXT: Record<SocketStatus, string> = {
 
 /** The header: mode switch, cluster picker, connection state, new chat. */
 export function Header(props: IHeaderProps): JSX.Element {
-  const { clusters, cluster, mode, status } = props;
+  const { cluster, mode, status } = props;
+  const { clusters, health, refresh } = useClusterStatus(props.api, cluster, props.clusters);
+  const dot = healthDot(cluster, health);
   return (
     <div className="betty-Header" data-testid="betty-header">
       <div
@@ -68,6 +76,8 @@ export function Header(props: IHeaderProps): JSX.Element {
           title="Switching the cluster starts a new chat on it"
           value={cluster ?? ''}
           disabled={clusters.length === 0}
+          onFocus={refresh}
+          onMouseDown={refresh}
           onChange={event => props.onCluster(event.target.value)}
         >
           {clusters.length === 0 && <option value="">no cluster configured</option>}
@@ -82,12 +92,22 @@ export function Header(props: IHeaderProps): JSX.Element {
           ))}
         </select>
         <span
+          className={`betty-ClusterHealth betty-ClusterHealth-${dot.state}`}
+          data-testid="betty-cluster-health"
+          data-health={dot.state}
+          data-problem={health?.problem ?? ''}
+          role="status"
+          title={dot.tooltip}
+        >
+          ●
+        </span>
+        <span
           className={`betty-Connection betty-Connection-${status}`}
           data-testid="betty-connection"
           data-status={status}
           title={`Chat ${STATUS_TEXT[status]}`}
         >
-          ●{status === 'open' ? null : ` ${STATUS_TEXT[status]}`}
+          {status === 'open' ? null : `chat ${STATUS_TEXT[status]}`}
         </span>
         <button
           className="betty-Button betty-Header-new"
@@ -98,6 +118,11 @@ export function Header(props: IHeaderProps): JSX.Element {
           New chat
         </button>
       </div>
+      {dot.state === 'failing' && (
+        <div className="betty-ClusterProblem" data-testid="betty-cluster-problem" role="alert">
+          {dot.tooltip}
+        </div>
+      )}
     </div>
   );
 }

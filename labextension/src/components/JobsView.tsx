@@ -5,9 +5,10 @@
  */
 import * as React from 'react';
 
-import { IJobRow, jobRows } from '../table';
+import { finishedJobs, IFinishedJob, IJobRow, jobRows } from '../table';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
 import { visibleText } from '../safe';
+import { FinishedJobs } from './FinishedJobs';
 
 /** Props of {@link JobsView}. */
 export interface IJobsViewProps {
@@ -20,11 +21,16 @@ export interface IJobsViewProps {
   /** Ask to cancel: the approval card arrives in the chat. */
   onCancel: (jobId: string) => Promise<void>;
   onOpen: (path: string) => void;
+  /** The person's jobs in accounting since a week ago, finished ones included. */
+  loadHistory?: (cluster: string) => Promise<IOutcome>;
+  /** Resubmit a recorded job: its card opens in the chat's editor. */
+  onResubmit?: (jobId: string) => Promise<void>;
 }
 
 interface IJobsState {
   jobs: IJobRow[];
   experiments: IExperiment[];
+  finished: IFinishedJob[];
   error: string | null;
   loaded: boolean;
   at: Date | null;
@@ -32,10 +38,11 @@ interface IJobsState {
 
 /** The Jobs tab. */
 export function JobsView(props: IJobsViewProps): JSX.Element {
-  const { cluster, visible, refreshSeconds, loadJobs, loadExperiments } = props;
+  const { cluster, visible, refreshSeconds, loadJobs, loadExperiments, loadHistory } = props;
   const [state, setState] = React.useState<IJobsState>({
     jobs: [],
     experiments: [],
+    finished: [],
     error: null,
     loaded: false,
     at: null
@@ -47,13 +54,15 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
       return;
     }
     try {
-      const [outcome, experiments] = await Promise.all([
+      const [outcome, experiments, history] = await Promise.all([
         loadJobs(cluster),
-        loadExperiments().catch(() => ({ experiments: [] }) as IExperiments)
+        loadExperiments().catch(() => ({ experiments: [] }) as IExperiments),
+        loadHistory ? loadHistory(cluster).catch(() => null) : null
       ]);
       setState({
         jobs: outcome.ok ? jobRows(outcome) : [],
         experiments: experiments.experiments,
+        finished: history?.ok ? finishedJobs(history) : [],
         error: outcome.ok ? null : outcome.summary,
         loaded: true,
         at: new Date()
@@ -61,7 +70,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
     } catch (error) {
       setState(previous => ({ ...previous, error: (error as Error).message, loaded: true }));
     }
-  }, [cluster, loadJobs, loadExperiments]);
+  }, [cluster, loadJobs, loadExperiments, loadHistory]);
 
   React.useEffect(() => {
     if (!visible || cluster === null) {
@@ -131,6 +140,16 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
             ))}
           </tbody>
         </table>
+      )}
+      {props.onResubmit && state.loaded && (
+        <FinishedJobs
+          jobs={state.finished}
+          experimentOf={jobId =>
+            state.experiments.find(each => each.job_id === jobId && (cluster === null || each.cluster === cluster))
+          }
+          onResubmit={props.onResubmit}
+          onOpen={props.onOpen}
+        />
       )}
     </div>
   );

@@ -5,6 +5,19 @@
 import { IPreview } from './events';
 
 /**
+ * Why a cluster could not be used, as a word a front-end can key on (a TransportError's ``problem``).
+ */
+export type LinkProblem =
+  | 'host-unknown'
+  | 'refused'
+  | 'no-answer'
+  | 'host-key-unknown'
+  | 'host-key-changed'
+  | 'login'
+  | 'link'
+  | 'slurm'
+  | 'config';
+/**
  * How a table column's cells are written; every cell may also be ``null`` (missing).
  */
 export type ColumnType =
@@ -329,6 +342,21 @@ export interface IClusterCheck {
   fingerprint?: string;
 }
 /**
+ * Answer of ``GET clusters/{name}/health``: can Betty use the cluster now, and if not, why.
+ *
+ * ``message`` is one line naming the cause ("no-such-host.invalid: Name or service not known");
+ * ``problem`` the same as a word (None when ``ok``); ``fingerprint`` only for a host key to confirm;
+ * ``checked_at`` is the unix time of the check (answers are kept a few seconds).
+ */
+export interface IClusterHealth {
+  cluster: string;
+  ok: boolean;
+  message: string;
+  problem: LinkProblem | null;
+  checked_at: number;
+  fingerprint?: string;
+}
+/**
  * Answer of ``GET clusters``.
  */
 export interface IClusters {
@@ -350,6 +378,20 @@ export interface IDecisionRequest {
     [k: string]: unknown;
   } | null;
   face?: Face;
+}
+/**
+ * Answer of ``POST approvals/{id}/preview``: what the edit would do, checked as the model's call is.
+ */
+export interface IEditPreview {
+  preview: IPreview;
+}
+/**
+ * Body of ``POST approvals/{id}/preview``: the person's edit of the card's arguments, to check and preview.
+ */
+export interface IEditRequest {
+  args: {
+    [k: string]: unknown;
+  };
 }
 /**
  * A recorded experiment with the state its job was last seen in (``GET experiments``).
@@ -489,6 +531,13 @@ export interface IResolution {
     [k: string]: unknown;
   } | null;
   reason: string;
+}
+/**
+ * Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session).
+ */
+export interface IResubmitRequest {
+  session_id?: string | null;
+  cluster?: string | null;
 }
 /**
  * Answer of ``POST automations/{id}/run``.

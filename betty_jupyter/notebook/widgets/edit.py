@@ -1,0 +1,187 @@
+"""The edit form of a notebook approval card: a submission as its script with resource fields, any other call as
+one field per argument; every change is checked by the same code as the model's call and previewed again, and
+"Approve edited" waits for that preview.
+
+The fields and the script's ``#SBATCH`` lines stay in step both ways: a field rewrites its line
+(:meth:`SbatchScript.with_options`), and editing the script updates the fields.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import ipywidgets as widgets
+
+from ...cluster.sbatch import SbatchScript
+from ...errors import BettyError
+from ...safe_text import html_text
+
+if TYPE_CHECKING:
+    from ...agent.events import ApprovalRequest
+    from ...agent.models import Preview
+
+Check = Callable[[str, "Mapping[str, Any]"], "Preview"]
+"""Check a person's edit of card ``approval_id``: its new preview, or a BettyError with the one-line reason."""
+
+RESOURCES = (("partition", "Partition"), ("time", "Time"), ("mem", "Memory"), ("gpus", "GPUs"))
+"""The resource fields of a submission's edit: (key, label)."""
+
+_GPU_OPTIONS = ("gres", "gpus_per_node", "gpus")
+_RED = "#c62828"
+
+
+def resources_of(text: str) -> dict[str, str]:
+    """What the script's ``#SBATCH`` lines ask for ('' where they say nothing); ScriptError if sbatch would refuse it."""
+    script = SbatchScript.parse(text)
+    gpus = script.gpu_request()
+    return {"partition": script.get("partition") or "", "time": script.get("time") or "",
+            "mem": script.get("mem") or "", "gpus": str(gpus[1]) if gpus else ""}
+
+
+def with_resource(text: str, key: str, value: str) -> str:
+    """The script with one resource set ('' or GPUs '0' removes its line); every other byte stays as it was."""
+    script = SbatchScript.parse(text)
+    value = value.strip()
+    if key != "gpus":
+        return script.with_options(**{key: value or None}).render()
+    count = None if value in ("", "0") else value
+    option = next((name for name in _GPU_OPTIONS if script.get(name) is not None), "gres")
+    kind = (script.gpu_request() or (None, 0))[0]
+    if option == "gres" and count is not None:
+        written = f"gpu:{kind}:{count}" if kind else f"gpu:{count}"
+    elif option == "gpus" and count is not None and kind:
+        written = f"{kind}:{count}"
+    else:
+        written = count  # type: ignore[assignment]  # None removes the line
+    return script.with_options(**{option: written}).render()
+
+
+def edited_arguments(original: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
+    """The arguments from the form's texts (a string stays a string, anything else is JSON, '' is null).
+
+    BettyError naming the argument that is not JSON.
+    """
+    args: dict[str, Any] = {}
+    for name, text in texts.items():
+        if isinstance(original.get(name), str):
+            args[name] = text
+        elif not text.strip():
+            args[name] = None
+        else:
+            try:
+                args[name] = json.loads(text)
+            except ValueError as error:
+                raise BettyError(f"{name}: not a JSON value ({error}); write a number, true/false, \"text\", "
+                                 "[..] or {..}") from None
+    return args
+
+
+class EditForm(widgets.VBox):
+    """The fields of one card's edit, its check and its preview; ``approve`` is enabled once this edit is checked."""
+
+    def __init__(self, request: "ApprovalRequest", check: Check, render: Callable[["Preview"], str]) -> None:
+        """``render`` draws a preview as HTML, as the card draws the model's."""
+        self.request, self._check, self._render = request, check, render
+        self._syncing = False
+        self.fields: dict[str, widgets.Textarea] = {}
+        self.resources: dict[str, widgets.Text] = {}
+        rows = []
+        self.script_edit = request.tool == "cluster_submit" and isinstance(request.args.get("script"), str)
+        if self.script_edit:
+            rows.append(self._resource_row())
+        for name, value in request.args.items():
+            text = value if isinstance(value, str) else "" if value is None else json.dumps(value, indent=1)
+            field = widgets.Textarea(value=text, description=name if name != "script" else "script",
+                                     continuous_update=False,
+                                     layout=widgets.Layout(width="100%", height=_height(text, name == "script")))
+            field.add_class(f"betty-edit-arg-{name}")
+            field.observe(lambda change, n=name: self._changed(n), names="value")
+            self.fields[name] = field
+            rows.append(field)
+        self.status = widgets.HTML("")
+        self.status.add_class("betty-edit-status")
+        self.preview = widgets.HTML("")
+        self.preview.add_class("betty-edit-preview")
+        self.approve = widgets.Button(description="Approve edited", button_style="warning", disabled=True,
+                                      layout=widgets.Layout(width="auto"))
+        self.approve.add_class("betty-send-edit")
+        self.checked: dict[str, Any] | None = None
+        super().__init__([*rows, self.status, self.preview, self.approve])
+        self.recheck()
+
+    def _resource_row(self) -> widgets.HBox:
+        values = _resources_or_blank(self.request.args["script"])
+        for key, label in RESOURCES:
+            field = widgets.Text(value=values[key], description=label, continuous_update=False,
+                                 layout=widgets.Layout(width="auto"),
+                                 style={"description_width": "initial"})
+            field.add_class(f"betty-edit-{key}")
+            field.observe(lambda change, k=key: self._resource_changed(k), names="value")
+            self.resources[key] = field
+        return widgets.HBox(list(self.resources.values()), layout=widgets.Layout(flex_flow="row wrap"))
+
+    def _resource_changed(self, key: str) -> None:
+        if self._syncing:
+            return
+        script = self.fields["script"]
+        try:
+            rewritten = with_resource(script.value, key, self.resources[key].value)
+        except BettyError as error:
+            self._refused(str(error))
+            return
+        self._syncing = True
+        try:
+            script.value = rewritten
+        finally:
+            self._syncing = False
+        self.recheck()
+
+    def _changed(self, name: str) -> None:
+        if self._syncing:
+            return
+        if name == "script" and self.script_edit:
+            values = _resources_or_blank(self.fields["script"].value)
+            self._syncing = True
+            try:
+                for key, field in self.resources.items():
+                    field.value = values[key]
+            finally:
+                self._syncing = False
+        self.recheck()
+
+    def args(self) -> dict[str, Any]:
+        """The edited arguments as the fields say now; BettyError naming a field that is not JSON."""
+        return edited_arguments(self.request.args, {name: field.value for name, field in self.fields.items()})
+
+    def recheck(self) -> None:
+        """Check the edit as it is now (the same code as the model's call); Approve edited only when it passed."""
+        self.approve.disabled, self.checked = True, None
+        try:
+            args = self.args()
+            preview = self._check(self.request.approval_id, args)
+        except BettyError as error:
+            self._refused(str(error))
+            return
+        self.checked = args
+        self.status.value = ("<span class='betty-edit-ready' style='color:#2e7d32'>Checked: this is what will run "
+                             "if you approve.</span>")
+        self.preview.value = self._render(preview)
+        self.approve.disabled = False
+
+    def _refused(self, reason: str) -> None:
+        self.approve.disabled, self.checked = True, None
+        self.status.value = f"<span class='betty-edit-refused' style='color:{_RED}'>{html_text(reason)}</span>"
+        self.preview.value = ""
+
+
+def _resources_or_blank(text: str) -> dict[str, str]:
+    try:
+        return resources_of(text)
+    except BettyError:
+        return {key: "" for key, _ in RESOURCES}
+
+
+def _height(text: str, script: bool) -> str:
+    lines = text.count("\n") + 1
+    return f"{min(24, max(12 if script else 2, lines + 1)) * 1.4:.1f}em"

@@ -1,0 +1,146 @@
+/**
+ * The Jobs tab's recent finished jobs (from accounting): state and exit code, filterable by
+ * state, and for each job Betty recorded a Resubmit… that opens its script in an approval
+ * card's editor in the chat (nothing is submitted until the person approves that card).
+ */
+import * as React from 'react';
+
+import { experimentNotebook, IExperiment } from '../models';
+import { visibleText } from '../safe';
+import { IFinishedJob } from '../table';
+
+/** How many finished jobs the tab lists. */
+export const RECENT_FINISHED = 30;
+
+/** Props of {@link FinishedJobs}. */
+export interface IFinishedJobsProps {
+  jobs: IFinishedJob[];
+  experimentOf: (jobId: string) => IExperiment | undefined;
+  onResubmit: (jobId: string) => Promise<void>;
+  onOpen: (path: string) => void;
+}
+
+/** The finished jobs, newest first, with a state filter. */
+export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinishedJobsProps): JSX.Element {
+  const [state, setState] = React.useState('');
+  const states = [...new Set(jobs.map(job => job.state))].sort();
+  const shown = jobs.filter(job => state === '' || job.state === state).slice(0, RECENT_FINISHED);
+  return (
+    <section className="betty-FinishedJobs" data-testid="betty-finished-jobs">
+      <div className="betty-Tab-toolbar">
+        <span className="betty-Tab-caption">Finished recently</span>
+        <select
+          className="betty-FinishedJobs-filter"
+          data-testid="betty-finished-filter"
+          aria-label="Show finished jobs in this state"
+          value={state}
+          onChange={event => setState(event.target.value)}
+        >
+          <option value="">every state</option>
+          {states.map(each => (
+            <option key={each} value={each}>
+              {visibleText(each)}
+            </option>
+          ))}
+        </select>
+      </div>
+      {shown.length === 0 ? (
+        <div className="betty-Tab-empty" data-testid="betty-finished-empty">
+          No job of yours finished in the last week{state ? ` as ${visibleText(state)}` : ''}.
+        </div>
+      ) : (
+        <ul className="betty-FinishedJobs-list">
+          {shown.map(job => (
+            <FinishedRow
+              key={job.jobId}
+              job={job}
+              experiment={experimentOf(job.jobId)}
+              onResubmit={onResubmit}
+              onOpen={onOpen}
+            />
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+interface IFinishedRowProps {
+  job: IFinishedJob;
+  experiment: IExperiment | undefined;
+  onResubmit: (jobId: string) => Promise<void>;
+  onOpen: (path: string) => void;
+}
+
+function FinishedRow({ job, experiment, onResubmit, onOpen }: IFinishedRowProps): JSX.Element {
+  return (
+    <li
+      className="betty-JobRow betty-FinishedJobs-row"
+      data-testid="betty-finished-row"
+      data-job-id={job.jobId}
+      data-state={job.state}
+    >
+      <div className="betty-ExperimentRow-head">
+        <span className="betty-JobRow-title">{visibleText(job.name)}</span>
+        <span className={`betty-State betty-State-${job.state}`}>{visibleText(job.state)}</span>
+      </div>
+      <div className="betty-JobRow-sub">
+        <span className="betty-JobRow-id">{job.jobId}</span>
+        {job.partition && ` · ${visibleText(job.partition)}`}
+        {job.exitCode && ` · exit code ${visibleText(job.exitCode)}`}
+        {job.ended && ` · ended ${visibleText(job.ended)}`}
+      </div>
+      {experiment && (
+        <div className="betty-JobRow-links">
+          <button
+            className="betty-Link"
+            data-testid="betty-job-open-notebook"
+            title={experimentNotebook(experiment)}
+            onClick={() => onOpen(experimentNotebook(experiment))}
+          >
+            notebook
+          </button>
+          <ResubmitButton jobId={job.jobId} onResubmit={onResubmit} />
+        </div>
+      )}
+    </li>
+  );
+}
+
+/** Resubmit… a recorded job: its card opens in the chat's editor; a refusal shows its one line. */
+export function ResubmitButton(props: {
+  jobId: string;
+  onResubmit: (jobId: string) => Promise<void>;
+}): JSX.Element {
+  const [busy, setBusy] = React.useState(false);
+  const [problem, setProblem] = React.useState<string | null>(null);
+  const resubmit = async () => {
+    setBusy(true);
+    setProblem(null);
+    try {
+      await props.onResubmit(props.jobId);
+    } catch (error) {
+      setProblem((error as Error).message ?? String(error));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <>
+      <button
+        className="betty-Link"
+        data-testid="betty-resubmit"
+        title="Open this job's script in an approval card in the chat, to edit and approve"
+        disabled={busy}
+        onClick={() => void resubmit()}
+      >
+        Resubmit…
+      </button>
+      {problem && (
+        <div className="betty-Tab-error" role="alert" data-testid="betty-resubmit-error">
+          {visibleText(problem)}
+        </div>
+      )}
+    </>
+  );
+}
