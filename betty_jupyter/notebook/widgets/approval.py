@@ -65,6 +65,8 @@ class ApprovalCard(Recorded, widgets.VBox):
         self.request, self._respond, self._answered_by, self._check = request, respond, answered_by, check
         self.decision: str | None = None
         self.approver: str | None = None
+        self.edited: Mapping[str, Any] | None = None
+        """The arguments as a person edited them, when the decision is ``edited``."""
         header = widgets.HTML(_header_html(request))
         preview = widgets.HTML(preview_html(request) + details_table_html(request.preview.details))
         self.approve = self._button("Approve", "success", Decision.APPROVED, "betty-approve")
@@ -123,7 +125,7 @@ class ApprovalCard(Recorded, widgets.VBox):
             self.approve_session.disabled = self.request.tier >= 2
             return
         if self._answered_by is not None:
-            self.resolved(decision, self._answered_by)
+            self.resolved(decision, self._answered_by, args)
 
     def _edit_buttons(self) -> list[widgets.Button]:
         return [] if self.editor is None else [self.editor.approve]
@@ -132,13 +134,14 @@ class ApprovalCard(Recorded, widgets.VBox):
         """Collapse into a record when this approval is resolved (wherever it was answered)."""
         match event:
             case ev.ApprovalResolvedEvent(payload=resolved) if resolved.approval_id == self.request.approval_id:
-                self.resolved(resolved.decision, resolved.approver)
+                self.resolved(resolved.decision, resolved.approver, resolved.args)
 
-    def resolved(self, decision: str, approver: str | None) -> None:
-        """Turn into a compact record of the decision."""
+    def resolved(self, decision: str, approver: str | None, edited: Mapping[str, Any] | None = None) -> None:
+        """Turn into a compact record of the decision (``edited``: the arguments as the person edited them)."""
         if self.decision is not None:
             return
         self.decision, self.approver = decision, approver
+        self.edited = edited if decision == Decision.EDITED else None
         self.children = [widgets.HTML(self._decision_html())]
         self.layout.border = "1px solid #ddd"
         self.rerecord()
@@ -169,6 +172,18 @@ class ApprovalCard(Recorded, widgets.VBox):
                           f"<i>waiting for a person's answer</i></div>",
                           visible(f"{request.tool} ({_TIER_WORDS.get(request.tier, '')}), waiting for a person's "
                                   f"answer: {request.reason}\n{asked_text}"))
-        return Record(f"<div class='betty-approval'>{self._decision_html()}"
+        edited_html, edited_text = self._edited_parts()
+        return Record(f"<div class='betty-approval'>{self._decision_html()}{edited_html}"
                       f"<details><summary>what was asked</summary>{asked_html}</details></div>",
-                      visible(f"{self._decision_words()} — {request.tool}: {asked_text}"))
+                      visible(f"{self._decision_words()} — {request.tool}: {edited_text}{asked_text}"))
+
+    def _edited_parts(self) -> tuple[str, str]:
+        """What was approved after editing, as HTML and as text (nothing when it was not edited)."""
+        if not self.edited:
+            return "", ""
+        script = self.edited.get("script")
+        others = {k: v for k, v in self.edited.items() if k != "script"}
+        script_html = highlighted_html(script, "bash") if isinstance(script, str) else ""
+        edited_html = f"<div class='betty-edited'><b>as edited</b>{script_html}{details_table_html(others)}</div>"
+        lines = [*([script.rstrip()] if isinstance(script, str) else []), *(f"{k}: {v}" for k, v in others.items())]
+        return edited_html, "as edited:\n" + "\n".join(lines) + "\nasked: "

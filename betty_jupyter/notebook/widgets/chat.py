@@ -108,7 +108,7 @@ class ChatStream(Recorded, widgets.VBox):
                 self._add(card)
             case ev.ApprovalResolvedEvent(payload=resolved):
                 if resolved.approval_id in self.cards:
-                    self.cards[resolved.approval_id].resolved(resolved.decision, resolved.approver)
+                    self.cards[resolved.approval_id].resolved(resolved.decision, resolved.approver, resolved.args)
             case ev.ErrorEvent(payload=error):
                 self._note("error", error.message, "#c62828")
             case ev.ReplanningEvent(payload=replanning):
