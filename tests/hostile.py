@@ -22,7 +22,7 @@ EVIL_HOST = "evil.example"
 # The tags Betty's own HTML uses; anything else in a rendering is someone else's markup come alive.
 BETTY_TAGS = {"a", "b", "i", "em", "strong", "small", "br", "span", "div", "p", "pre", "code", "table", "thead",
               "tbody", "tr", "th", "td", "ul", "ol", "li", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "blockquote",
-              "del", "style", "img", "sup", "section", "colgroup", "col"}
+              "del", "style", "img", "sup", "section", "colgroup", "col", "details", "summary"}
 _URL_ATTRIBUTES = {"href", "src", "xlink:href", "action", "formaction", "srcset", "background", "poster", "data"}
 
 

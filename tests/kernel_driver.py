@@ -2,7 +2,9 @@
 
 Widgets are followed from the messages the kernel sends (``comm_open`` with their state,
 ``comm_msg`` updates); a test clicks a button or changes a value by sending the same comm
-messages the browser's widget manager sends.
+messages the browser's widget manager sends. Outputs are kept as JupyterLab keeps them: an
+``update_display_data`` replaces every output shown with its display id, whenever it comes,
+and :meth:`Kernel.save` writes the cells run so far as the notebook JupyterLab would save.
 """
 
 from __future__ import annotations
@@ -29,11 +31,19 @@ class Cell:
     displays: list[dict[str, Any]] = field(default_factory=list)
     status: str = ""
     prompts: list[str] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    """Each rich output (``display_data``, ``execute_result``) as it stands now, display updates applied."""
+    code: str = ""
 
     @property
     def text(self) -> str:
         """The plain text of the result (empty when there is none)."""
         return "".join(item.get("text/plain", "") for item in self.result)
+
+    @property
+    def plain(self) -> str:
+        """The plain text of everything the cell showed (displays and result)."""
+        return "".join(item.get("text/plain", "") for item in [*self.displays, *self.result])
 
     @property
     def widgets(self) -> list[str]:
@@ -52,6 +62,8 @@ class Kernel:
         self.client.wait_for_ready(timeout=120)
         self.models: dict[str, dict[str, Any]] = {}
         self.closed: set[str] = set()
+        self.cells: list[Cell] = []
+        self._displayed: dict[str, list[dict[str, Any]]] = {}
 
     def close(self) -> None:
         """Stop the kernel."""
@@ -66,7 +78,8 @@ class Kernel:
         as a person would; the prompts land in :attr:`Cell.prompts`.
         """
         msg_id = self.client.execute(code, allow_stdin=answer is not None)
-        cell = Cell()
+        cell = Cell(code=code)
+        self.cells.append(cell)
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
@@ -86,8 +99,15 @@ class Kernel:
             kind, content = message["msg_type"], message["content"]
             if kind == "execute_result":
                 cell.result.append(content["data"])
+                cell.outputs.append({"output_type": kind, "data": content["data"], "metadata": content["metadata"],
+                                     "execution_count": content["execution_count"]})
             elif kind == "display_data":
                 cell.displays.append(content["data"])
+                output = {"output_type": kind, "data": content["data"], "metadata": content["metadata"]}
+                cell.outputs.append(output)
+                display_id = content.get("transient", {}).get("display_id")
+                if display_id:
+                    self._displayed.setdefault(display_id, []).append(output)
             elif kind == "stream":
                 setattr(cell, content["name"], getattr(cell, content["name"]) + content["text"])
             elif kind == "error":
@@ -109,6 +129,20 @@ class Kernel:
                 self.models[content["comm_id"]].update(data.get("state", {}))
         elif kind == "comm_close":
             self.closed.add(content["comm_id"])
+        elif kind == "update_display_data":
+            for output in self._displayed.get(content.get("transient", {}).get("display_id", ""), []):
+                output.update(data=content["data"], metadata=content["metadata"])
+
+    def save(self, path: Path) -> None:
+        """The cells run so far, with their outputs as they stand now, written as a notebook (nbformat 4)."""
+        import nbformat  # lazy: only a test that saves the notebook needs it
+
+        book = nbformat.v4.new_notebook()
+        for count, cell in enumerate(self.cells, start=1):
+            outputs = [nbformat.v4.new_output(**{**output, "data": dict(output["data"])}) for output in cell.outputs]
+            book.cells.append(nbformat.v4.new_code_cell(cell.code, execution_count=count, outputs=outputs))
+        nbformat.validate(book)
+        nbformat.write(book, str(path))
 
     def pump(self, seconds: float = 0.2) -> None:
         """Take in the messages the kernel sent meanwhile (from its background threads)."""

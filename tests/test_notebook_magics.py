@@ -74,7 +74,7 @@ def test_job_table_refresh_sort_and_auto_refresh_through_the_comm(kernel: Kernel
 
 def test_sinfo_and_sacct(kernel: Kernel) -> None:
     partitions = kernel.run("%betty sinfo")
-    assert "cpu" in partitions.text and "gpu" in partitions.text
+    assert "cpu" in partitions.plain and "gpu" in partitions.plain and "INFINITE" in partitions.plain
     job = submit(kernel, "short", seconds=1)
     # accounting records a job a moment after the controller has it
     kernel.wait_for(lambda: lists_job(kernel, kernel.run(f"%betty sacct {job}").widgets[0], job), timeout=60,
@@ -100,8 +100,11 @@ def test_logs(kernel: Kernel) -> None:
     err = kernel.run(f"%betty logs {job} --err --lines 5")
     assert err.status == "ok" and not err.stderr
     assert "--lines must be between 1 and 2000" in one_error_line(kernel.run(f"%betty logs {job} --lines 0"))
-    follow = kernel.run(f"%betty logs {job} --follow")
-    kernel.wait_for(lambda: "finished" in kernel.texts(follow.widgets[0]), timeout=60, what="the followed log")
+    # Once the job has ended, the followed log is a record that stays in the saved notebook.
+    [follow] = kernel.run(f"%betty logs {job} --follow").outputs
+    kernel.wait_for(lambda: "finished" in follow["data"]["text/plain"]
+                    and "application/vnd.jupyter.widget-view+json" not in follow["data"], timeout=60,
+                    what="the followed log's record")
 
 
 # ----- approvals -----------------------------------------------------------------------------------
@@ -182,7 +185,7 @@ def test_submit_malformed_script_is_one_line(kernel: Kernel) -> None:
 # ----- GPU, wiki, mode, log, help ------------------------------------------------------------------
 def test_gpu_estimate_and_calculator(kernel: Kernel) -> None:
     cell = kernel.run("%betty gpu --model Llama-3.1-8B --method lora --batch-size 2")
-    assert cell.status == "ok" and cell.widgets, cell.stderr
+    assert cell.status == "ok" and "GiB per GPU" in cell.plain, cell.stderr
     peak = kernel.run("round(_.peak_gib, 1), _.request.batch_size")
     expected = subprocess.run([str(Path(__file__).parents[1] / ".venv/bin/betty"), "gpu", "estimate", "--model",
                                "Llama-3.1-8B", "--method", "lora", "--batch-size", "2", "--json"],
@@ -273,10 +276,12 @@ def test_ask_without_a_model_explains_how_to_configure_one(project: dict[str, An
     try:
         driver.run("%load_ext betty_jupyter")
         cell = driver.run('%betty ask "what runs now?"')
-        chat = cell.widgets[0]
-        text = driver.wait_for(lambda: "Ollama" in driver.texts(chat) and driver.texts(chat), what="the explanation")
+        # The turn ends at once: its output is the record of it (or becomes so).
+        [shown] = cell.outputs
+        text = driver.wait_for(lambda: "Ollama" in shown["data"]["text/html"] and shown["data"]["text/html"],
+                               what="the explanation")
         assert "Betty&#x27;s chat needs a model" in text and "vLLM server" in text
-        assert driver.run("%betty sinfo").text.count("gpu") >= 1, "every other command works without a model"
+        assert driver.run("%betty sinfo").plain.count("gpu") >= 1, "every other command works without a model"
     finally:
         driver.close()
 

@@ -7,8 +7,7 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from ..cluster.tables import readable
-from ..safe_text import terminal_line
+from ..cluster.tables import text_table
 
 
 def print_table(frame: "pd.DataFrame", columns: Sequence[str], as_json: bool, empty: str) -> None:
@@ -20,9 +19,7 @@ def print_table(frame: "pd.DataFrame", columns: Sequence[str], as_json: bool, em
         print(empty)
         return
     # Cells are other people's text (job names, comments): nothing in them may steer the terminal.
-    shown = readable(frame, columns).apply(lambda column: column.map(terminal_line))
-    shown.columns = [terminal_line(column) for column in shown.columns]
-    print(shown.to_string(index=False))
+    print(text_table(frame, columns))
 
 
 def records(frame: "pd.DataFrame") -> list[dict[str, Any]]:

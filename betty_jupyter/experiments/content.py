@@ -7,6 +7,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..cluster.tables import memory_text
 from ..safe_text import fenced, markdown_text, table_cell
 from ..wiki import AUTO_END, AUTO_START
 from ..wiki.regions import without_markers
@@ -100,14 +101,14 @@ def _status_details(job: "Job | None") -> str:
     if job is None:
         return ""
     parts = []
-    if job.exit_code:
+    if job.exit_code and job.state.finished:  # accounting writes 0:0 for a job still running
         parts.append(f"exit code {job.exit_code}")
     if job.elapsed is not None:
         parts.append(f"elapsed {_clock(job.elapsed.total_seconds())}")
     if job.nodelist:
         parts.append(f"node {job.nodelist}")
     if job.max_rss_bytes:
-        parts.append(f"peak memory {job.max_rss_bytes / 2**20:.0f} MiB")
+        parts.append(f"peak memory {memory_text(job.max_rss_bytes)}")
     if job.reason and job.state.value == "PENDING":
         parts.append(f"waiting: {job.reason}")
     return (" · " + " · ".join(parts)) if parts else ""

@@ -29,7 +29,7 @@ def _with_cluster(cluster: str | None, work: Callable[[Any], T]) -> T:
 def status(job_id: str, cluster: str | None = None) -> "Job":
     """Print and return the job's state now."""
     job: Job = _with_cluster(cluster, lambda slurm: slurm.job(job_id))
-    details = [f"exit code {job.exit_code}"] if job.exit_code else []
+    details = [f"exit code {job.exit_code}"] if job.exit_code and job.state.finished else []
     if job.elapsed is not None:
         details.append(f"elapsed {job.elapsed}")
     if job.reason and not job.state.finished:

@@ -39,23 +39,36 @@ def _take(value: Any) -> "widgets.Widget | None":
 
 def job_frame(frame: Any, view: "widgets.Widget") -> Any:
     """``frame`` as a DataFrame that shows as ``view`` (operations on it give plain DataFrames)."""
+    return _frame_shown(frame, lambda: display(view))
+
+
+def table_frame(frame: Any, columns: list[str]) -> Any:
+    """``frame`` as a DataFrame that shows as a static table of ``columns``, in units a person reads."""
+    from ..cluster.tables import text_table  # lazy: pandas is heavy; `%load_ext` never needs it
+    from .widgets.jobs import styled_html  # lazy: ipywidgets; `%load_ext` never needs it
+
+    shown = {"text/html": styled_html(frame, columns, None, True), "text/plain": text_table(frame, columns)}
+    return _frame_shown(frame, lambda: display(shown, raw=True))
+
+
+def _frame_shown(frame: Any, show: Callable[[], None]) -> Any:
     import pandas as pd  # lazy: pandas is heavy; `%load_ext` never needs it
 
-    class JobFrame(pd.DataFrame):
-        """A DataFrame of jobs, shown as Betty's live job table."""
+    class ShownFrame(pd.DataFrame):
+        """A DataFrame shown the Betty way."""
 
-        _metadata = ["betty_view"]
-        betty_view: "widgets.Widget"
+        _metadata = ["betty_show"]
+        betty_show: Callable[[], None]
 
         @property
         def _constructor(self) -> Callable[..., pd.DataFrame]:
             return pd.DataFrame
 
         def _ipython_display_(self) -> None:
-            display(self.betty_view)
+            self.betty_show()
 
-    result = JobFrame(frame)
-    result.betty_view = view
+    result = ShownFrame(frame)
+    result.betty_show = show
     return result
 
 

@@ -19,12 +19,12 @@ from IPython.display import display
 from .._version import __version__
 from ..agent.vocabulary import MODES
 from ..cluster.jobs import job_id
-from ..cluster.tables import HISTORY_COLUMNS, QUEUE_COLUMNS
+from ..cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ..errors import BettyError, ToolError, UsageError
 from ..gpu import estimate, gpu_type
 from ..gpu.options import job_options, request_from
 from ..safe_text import markdown_html
-from .display import job_frame, shown_as
+from .display import job_frame, shown_as, table_frame
 from .login import cell_login
 from .session import Call, NotebookBetty
 
@@ -254,7 +254,8 @@ class BettyMagics(Magics):
         return CallView(betty.start("cluster_cancel", {"job_id": job_id}), betty.respond, check=betty.repreview)
 
     def _sinfo(self, args: argparse.Namespace, cell: str | None) -> Any:
-        return self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
+        frame = self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
+        return frame if isinstance(frame, Call) else table_frame(frame, PARTITION_COLUMNS)
 
     @staticmethod
     def _sacct_parser() -> MagicParser:
@@ -473,8 +474,6 @@ class BettyMagics(Magics):
         return betty.mode
 
     def _approvals(self, args: argparse.Namespace, cell: str | None) -> Any:
-        import ipywidgets as widgets  # lazy: ipywidgets; `%load_ext` never needs it
-
         from .widgets.approval import ApprovalCard  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
@@ -484,7 +483,8 @@ class BettyMagics(Magics):
             return []
         cards = [ApprovalCard(request, betty.respond, answered_by=betty.backend.person, check=betty.repreview)
                  for request in pending]
-        display(widgets.VBox(cards))
+        for card in cards:  # each in its own output, which keeps its record once answered
+            display(card)
         return cards
 
     @staticmethod

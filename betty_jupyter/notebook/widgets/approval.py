@@ -2,7 +2,8 @@
 
 It never blocks the kernel: the buttons answer through the backend, and the card turns
 into a one-line record of the decision once the approval is resolved (here, in the side
-panel, or by a timeout).
+panel, or by a timeout). Its output then keeps that record, and what was asked, as static
+HTML and text (:mod:`.record`), so a saved notebook still says who decided what.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import ipywidgets as widgets
 from ...agent import events as ev
 from ...agent.vocabulary import Decision
 from ...errors import BettyError
-from ...safe_text import html_text
+from ...safe_text import html_text, visible
 from .edit import Check, EditForm
 from .html import details_table_html, highlighted_html, pre_html
+from .record import Record, Recorded
 
 if TYPE_CHECKING:
     from ...agent.events import AnyEvent, ApprovalRequest
@@ -45,7 +47,13 @@ def _preview_html(preview: "Preview") -> str:
             f"{body}</div>")
 
 
-class ApprovalCard(widgets.VBox):
+def _header_html(request: "ApprovalRequest") -> str:
+    task = f" <span class='betty-task'>for {html_text(request.task)}</span>" if request.task else ""
+    return (f"<b>{html_text(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})"
+            f"</span><br><i>{html_text(request.reason)}</i>")
+
+
+class ApprovalCard(Recorded, widgets.VBox):
     """One approval: tool, tier, reason, the exact preview, and Approve / for session / Deny / Edit."""
 
     def __init__(self, request: "ApprovalRequest", respond: Respond, answered_by: str | None = None,
@@ -56,10 +64,10 @@ class ApprovalCard(widgets.VBox):
         be approved)."""
         self.request, self._respond, self._answered_by, self._check = request, respond, answered_by, check
         self.decision: str | None = None
-        task = f" <span class='betty-task'>for {html_text(request.task)}</span>" if request.task else ""
-        header = widgets.HTML(
-            f"<b>{html_text(request.tool)}</b>{task} <span class='betty-tier'>({_TIER_WORDS.get(request.tier, '')})</span>"
-            f"<br><i>{html_text(request.reason)}</i>")
+        self.approver: str | None = None
+        self.edited: Mapping[str, Any] | None = None
+        """The arguments as a person edited them, when the decision is ``edited``."""
+        header = widgets.HTML(_header_html(request))
         preview = widgets.HTML(preview_html(request) + details_table_html(request.preview.details))
         self.approve = self._button("Approve", "success", Decision.APPROVED, "betty-approve")
         self.approve_session = self._button("Approve for session", "info", Decision.APPROVED_FOR_SESSION,
@@ -86,7 +94,7 @@ class ApprovalCard(widgets.VBox):
         return f"<Betty approval: {self.request.tool} (tier {self.request.tier}), {state}>"
 
     def _button(self, label: str, style: str, decision: str, css: str) -> widgets.Button:
-        button = widgets.Button(description=label, button_style=style)
+        button = widgets.Button(description=label, button_style=style, layout=widgets.Layout(width="auto"))
         button.add_class(css)
         button.on_click(lambda _: self._answer(decision, None))
         return button
@@ -117,7 +125,7 @@ class ApprovalCard(widgets.VBox):
             self.approve_session.disabled = self.request.tier >= 2
             return
         if self._answered_by is not None:
-            self.resolved(decision, self._answered_by)
+            self.resolved(decision, self._answered_by, args)
 
     def _edit_buttons(self) -> list[widgets.Button]:
         return [] if self.editor is None else [self.editor.approve]
@@ -126,16 +134,56 @@ class ApprovalCard(widgets.VBox):
         """Collapse into a record when this approval is resolved (wherever it was answered)."""
         match event:
             case ev.ApprovalResolvedEvent(payload=resolved) if resolved.approval_id == self.request.approval_id:
-                self.resolved(resolved.decision, resolved.approver)
+                self.resolved(resolved.decision, resolved.approver, resolved.args)
 
-    def resolved(self, decision: str, approver: str | None) -> None:
-        """Turn into a compact record of the decision."""
+    def resolved(self, decision: str, approver: str | None, edited: Mapping[str, Any] | None = None) -> None:
+        """Turn into a compact record of the decision (``edited``: the arguments as the person edited them)."""
         if self.decision is not None:
             return
-        self.decision = decision
-        by = f" by {approver}" if approver else ""
-        line = (f"<span class='betty-decision betty-decision-{html_text(decision)}'>"
-                f"{html_text(_DECISION_WORDS.get(decision, decision))}"
-                f"{html_text(by)}</span> — <b>{html_text(self.request.tool)}</b>: {html_text(self.request.preview.title)}")
-        self.children = [widgets.HTML(line)]
+        self.decision, self.approver = decision, approver
+        self.edited = edited if decision == Decision.EDITED else None
+        self.children = [widgets.HTML(self._decision_html())]
         self.layout.border = "1px solid #ddd"
+        self.rerecord()
+
+    def _decision_words(self) -> str:
+        assert self.decision is not None
+        by = f" by {self.approver}" if self.approver else ""
+        return f"{_DECISION_WORDS.get(self.decision, self.decision)}{by}"
+
+    def _decision_html(self) -> str:
+        assert self.decision is not None
+        return (f"<span class='betty-decision betty-decision-{html_text(self.decision)}'>"
+                f"{html_text(self._decision_words())}</span> — <b>{html_text(self.request.tool)}</b>: "
+                f"{html_text(self.request.preview.title)}")
+
+    @property
+    def settled(self) -> bool:
+        """Answered (or expired): the card is a record now."""
+        return self.decision is not None
+
+    def record(self) -> Record:
+        """While it waits: what is asked. Once answered: the decision, who made it, and what was asked."""
+        request, preview = self.request, self.request.preview
+        asked_html = preview_html(request) + details_table_html(preview.details)
+        asked_text = f"{preview.title}\n{preview.text.rstrip()}"
+        if self.decision is None:
+            return Record(f"<div class='betty-approval'>{_header_html(request)}{asked_html}"
+                          f"<i>waiting for a person's answer</i></div>",
+                          visible(f"{request.tool} ({_TIER_WORDS.get(request.tier, '')}), waiting for a person's "
+                                  f"answer: {request.reason}\n{asked_text}"))
+        edited_html, edited_text = self._edited_parts()
+        return Record(f"<div class='betty-approval'>{self._decision_html()}{edited_html}"
+                      f"<details><summary>what was asked</summary>{asked_html}</details></div>",
+                      visible(f"{self._decision_words()} — {request.tool}: {edited_text}{asked_text}"))
+
+    def _edited_parts(self) -> tuple[str, str]:
+        """What was approved after editing, as HTML and as text (nothing when it was not edited)."""
+        if not self.edited:
+            return "", ""
+        script = self.edited.get("script")
+        others = {k: v for k, v in self.edited.items() if k != "script"}
+        script_html = highlighted_html(script, "bash") if isinstance(script, str) else ""
+        edited_html = f"<div class='betty-edited'><b>as edited</b>{script_html}{details_table_html(others)}</div>"
+        lines = [*([script.rstrip()] if isinstance(script, str) else []), *(f"{k}: {v}" for k, v in others.items())]
+        return edited_html, "as edited:\n" + "\n".join(lines) + "\nasked: "

@@ -1,4 +1,8 @@
-"""The chat stream of ``%betty ask``: the reply as it streams, tool calls as collapsible rows, cards inline."""
+"""The chat stream of ``%betty ask``: the reply as it streams, tool calls as collapsible rows, cards inline.
+
+Its output keeps the conversation as static text too (updated when a card is answered), and
+once the turn is over, that record alone.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +14,18 @@ import ipywidgets as widgets
 
 from ...agent import events as ev
 from ...agent.vocabulary import DoneReason
-from ...safe_text import html_text, markdown_html
+from ...safe_text import html_text, markdown_html, visible
 from .approval import ApprovalCard, Respond
 from .edit import Check
+from .record import Note, Record, Recorded
 
 
-_ENDINGS = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped: an approval was denied",
+_ENDINGS: dict[str, str] = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped: an approval was denied",
             DoneReason.BREAKER: "stopped by a limit", DoneReason.ERROR: "stopped by an error",
             DoneReason.STOPPED: "stopped"}
 
 
-class ChatStream(widgets.VBox):
+class ChatStream(Recorded, widgets.VBox):
     """One turn of a conversation, drawn from the session's events until ``done``."""
 
     def __init__(self, prompt: str, respond: Respond, stop: Callable[[], Any], check: Check | None = None) -> None:
@@ -36,14 +41,32 @@ class ChatStream(widgets.VBox):
         self.stop_button.on_click(lambda _: self._stop_agent())
         self.cards: dict[str, ApprovalCard] = {}
         self.rows: dict[str, widgets.Accordion] = {}
-        self._reply: widgets.HTML | None = None
+        self._reply: Note | None = None
         self._lock = threading.RLock()
-        you = widgets.HTML(f"<div class='betty-you'><b>You:</b> {html_text(prompt)}</div>")
-        super().__init__([you, self.items, widgets.HBox([self.status, self.stop_button])])
+        self.you = Note(f"<div class='betty-you'><b>You:</b> {html_text(prompt)}</div>", f"You: {prompt}")
+        super().__init__([self.you, self.items, widgets.HBox([self.status, self.stop_button])])
         self.add_class("betty-chat")
 
     def __repr__(self) -> str:
         return f"<Betty chat: {self.reason or 'answering'}>"
+
+    @property
+    def settled(self) -> bool:
+        """The turn is over."""
+        return self.reason is not None
+
+    def record(self) -> Record:
+        """The question, the reply, each tool call and card, and how the turn ended."""
+        records = [self.you.record()]
+        for item in self.items.children:
+            if isinstance(item, Recorded):
+                records.append(item.record())
+            elif isinstance(item, widgets.Accordion):
+                title = item.get_title(0)
+                records.append(Record(f"<div class='betty-tool-row'>{html_text(title)}</div>", visible(title)))
+        ending = _ENDINGS.get(self.reason, self.reason) if self.reason else "answering…"
+        records.append(Record(f"<small>{html_text(ending)}</small>", visible(ending)) if ending else Record("", ""))
+        return Record.joined(records)
 
     def on_event(self, event: "ev.AnyEvent") -> None:
         """Draw one event of the session (called from another thread)."""
@@ -54,10 +77,13 @@ class ChatStream(widgets.VBox):
         match event:
             case ev.MessageDeltaEvent(payload=delta):
                 self.text += delta.text
-                self._reply_widget().value = (f"<div class='betty-reply' style='white-space:pre-wrap'>"
-                                              f"{html_text(self.text)}</div>")
+                reply = self._reply_widget()
+                reply.value = f"<div class='betty-reply' style='white-space:pre-wrap'>{html_text(self.text)}</div>"
+                reply.text = f"Betty: {self.text}"
             case ev.MessageEvent(payload=message) if message.role == "assistant":
-                self._reply_widget().value = f"<div class='betty-reply'>{markdown_html(message.text)}</div>"
+                reply = self._reply_widget()
+                reply.value = f"<div class='betty-reply'>{markdown_html(message.text)}</div>"
+                reply.text = f"Betty: {message.text}"
                 self._reply, self.text = None, ""
             case ev.ToolCallEvent(payload=call):
                 self._close_reply()
@@ -77,24 +103,25 @@ class ChatStream(widgets.VBox):
             case ev.ApprovalRequestEvent(payload=request):
                 self._close_reply()
                 card = ApprovalCard(request, self._respond, check=self._check)
+                card.recorded_in(self)
                 self.cards[request.approval_id] = card
                 self._add(card)
             case ev.ApprovalResolvedEvent(payload=resolved):
                 if resolved.approval_id in self.cards:
-                    self.cards[resolved.approval_id].resolved(resolved.decision, resolved.approver)
+                    self.cards[resolved.approval_id].resolved(resolved.decision, resolved.approver, resolved.args)
             case ev.ErrorEvent(payload=error):
                 self._note("error", error.message, "#c62828")
             case ev.ReplanningEvent(payload=replanning):
                 self._note("replanning", replanning.reason, "#b58900")
             case ev.JobUpdateEvent(payload=update):
-                self._add(widgets.HTML(f"<small>job {html_text(update.job_id)}: {html_text(update.previous)} → "
-                                       f"{html_text(update.state)}</small>"))
+                line = f"job {update.job_id}: {update.previous} → {update.state}"
+                self._add(Note(f"<small>{html_text(line)}</small>", line))
             case ev.DoneEvent(payload=done):
                 self._end(done.reason)
 
     def _note(self, kind: str, text: str, colour: str) -> None:
-        self._add(widgets.HTML(f"<div class='betty-{html_text(kind)}' style='color:{html_text(colour)}'>"
-                               f"{html_text(text)}</div>"))
+        self._add(Note(f"<div class='betty-{html_text(kind)}' style='color:{html_text(colour)}'>"
+                       f"{html_text(text)}</div>", text))
 
     def _end(self, reason: DoneReason) -> None:
         self.reason = reason
@@ -103,11 +130,12 @@ class ChatStream(widgets.VBox):
         for card in self.cards.values():
             if card.decision is None:
                 card.resolved("cancelled", None)
+        self.rerecord()
         self.done.set()
 
-    def _reply_widget(self) -> widgets.HTML:
+    def _reply_widget(self) -> Note:
         if self._reply is None:
-            self._reply = widgets.HTML("")
+            self._reply = Note("", "")
             self._add(self._reply)
         return self._reply
 

@@ -1,11 +1,14 @@
 """The GPU calculator: pick a model and a job shape, see the memory breakdown and the advice change live.
 
 Estimates are computed here, in the kernel (nothing runs on the cluster), with the same
-functions as ``betty gpu estimate`` and the agent's ``gpu_estimate`` tool.
+functions as ``betty gpu estimate`` and the agent's ``gpu_estimate`` tool. The calculator's
+output keeps the estimate it first showed as static text too; an estimate alone is static
+from the start (its breakdown and its chart), as it never changes.
 """
 
 from __future__ import annotations
 
+import base64
 import io
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -16,8 +19,9 @@ from ...gpu import GPU_TYPES, advise, catalog, estimate, targets_from
 from ...gpu.plots import breakdown_chart
 from ...gpu.report import render_estimate
 from ...gpu.request import CHECKPOINTING, METHODS, PRECISIONS, SHARDING, EstimateRequest
-from ...safe_text import html_text
+from ...safe_text import html_text, visible
 from .html import pre_html
+from .record import Record, Recorded
 
 if TYPE_CHECKING:
     from ...gpu import Estimate, Partition
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 SEQ_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 DEFAULT_GPUS = ("A100-40GB", "A100-80GB", "H100-80GB", "L40S", "RTX4090")
+FRAMEWORK_DEFAULT = ""
+"""The precision dropdown's value for "the framework's default" (a dropdown shows nothing for None)."""
 
 
 def chart_png(result: "Estimate", gpus: Sequence[Any]) -> bytes:
@@ -35,7 +41,12 @@ def chart_png(result: "Estimate", gpus: Sequence[Any]) -> bytes:
     return buffer.getvalue()
 
 
-class GpuCalculator(widgets.VBox):
+def chart_html(png: bytes, title: str) -> str:
+    """The chart as an inline image (it loads nothing from anywhere)."""
+    return f'<img src="data:image/png;base64,{html_text(base64.b64encode(png).decode())}" alt="{html_text(title)}">'
+
+
+class GpuCalculator(Recorded, widgets.VBox):
     """Controls for one job's shape; ``estimate`` and ``advice`` hold the current results."""
 
     def __init__(self, model: str = "Llama-3.1-8B", method: str = "lora", partitions: "Sequence[Partition]" = (),
@@ -43,13 +54,14 @@ class GpuCalculator(widgets.VBox):
         self.partitions = list(partitions)
         self.estimate: Estimate | None = None
         self.advice: Any = None
-        style = {"description_width": "90px"}
+        style = {"description_width": "110px"}  # the longest label ("checkpointing") whole
         models = [entry.name for entry in catalog()]
         self.model = widgets.Dropdown(options=models if model in models else [model, *models], value=model,
                                       description="model", style=style)
         self.method = widgets.Dropdown(options=list(METHODS), value=method, description="method", style=style)
-        self.precision = widgets.Dropdown(options=[("framework default", None), *[(p, p) for p in PRECISIONS]],
-                                          value=shape.get("precision"), description="precision", style=style)
+        self.precision = widgets.Dropdown(options=[("framework default", FRAMEWORK_DEFAULT), *[(p, p) for p in PRECISIONS]],
+                                          value=shape.get("precision") or FRAMEWORK_DEFAULT, description="precision",
+                                          style=style)
         self.batch = widgets.SelectionSlider(options=list(BATCHES), value=shape.get("batch_size", 1),
                                              description="batch", style=style)
         self.seq_len = widgets.SelectionSlider(options=list(SEQ_LENGTHS), value=shape.get("seq_len", 2048),
@@ -66,8 +78,9 @@ class GpuCalculator(widgets.VBox):
         self.summary.add_class("betty-gpu-summary")
         self.advice_box = widgets.HTML("")
         self.advice_box.add_class("betty-gpu-advice")
-        controls = [self.model, self.method, self.precision, self.batch, self.seq_len, self.gpus, self.sharding,
-                    self.grad_ckpt]
+        self.controls = [self.model, self.method, self.precision, self.batch, self.seq_len, self.gpus, self.sharding,
+                         self.grad_ckpt]
+        controls = self.controls
         for control in controls:
             control.observe(lambda _: self.update(), "value")
         super().__init__([widgets.HBox([widgets.VBox(controls[:4]), widgets.VBox(controls[4:])]),
@@ -79,9 +92,21 @@ class GpuCalculator(widgets.VBox):
         peak = f"{self.estimate.peak_gib:.1f} GiB per GPU" if self.estimate else "no estimate"
         return f"<Betty GPU calculator: {self.model.value} {self.method.value}, {peak}>"
 
+    def record(self) -> Record:
+        """The estimate and the advice for the job shape the controls describe now."""
+        shape = ", ".join(f"{control.description} {control.label if isinstance(control, widgets.Dropdown) else control.value}"
+                          for control in self.controls)
+        text = f"GPU calculator: {shape}"
+        if self.estimate is not None:
+            text += "\n" + render_estimate(self.estimate)
+        if self.advice is not None:
+            text += "\n" + self.advice.summary()
+        head = f"<b>{html_text(f'GPU calculator: {shape}')}</b><br>"
+        return Record(head + str(self.summary.value) + str(self.advice_box.value), visible(text))
+
     def request(self) -> "EstimateRequest":
         """The job shape the controls describe."""
-        return EstimateRequest(method=self.method.value, precision=self.precision.value,
+        return EstimateRequest(method=self.method.value, precision=self.precision.value or None,
                                batch_size=int(self.batch.value), seq_len=int(self.seq_len.value),
                                gpus=int(self.gpus.value), grad_ckpt=self.grad_ckpt.value,
                                sharding=self.sharding.value).checked()
@@ -105,14 +130,26 @@ class GpuCalculator(widgets.VBox):
         self.advice_box.value = pre_html(self.advice.summary(), "betty-advice")
 
 
-class EstimateView(widgets.VBox):
+class EstimateView(Recorded, widgets.VBox):
     """One estimate: its breakdown as text and as a stacked bar, with capacity lines for ``gpus``."""
 
     def __init__(self, result: "Estimate", gpus: Sequence[Any] = ()) -> None:
         self.result = result
-        text = render_estimate(result, gpus[0] if len(gpus) == 1 else None)
-        super().__init__([widgets.HTML(pre_html(text)), widgets.Image(value=chart_png(result, gpus), format="png")])
+        self.text = render_estimate(result, gpus[0] if len(gpus) == 1 else None)
+        self.png = chart_png(result, gpus)
+        super().__init__([widgets.HTML(pre_html(self.text)), widgets.Image(value=self.png, format="png")])
         self.add_class("betty-estimate")
+
+    @property
+    def settled(self) -> bool:
+        """Always: an estimate does not change."""
+        return True
+
+    def record(self) -> Record:
+        """The breakdown and the chart."""
+        title = f"GPU memory of {self.result.model}"
+        return Record(f"<div class='betty-estimate'>{pre_html(self.text)}{chart_html(self.png, title)}</div>",
+                      visible(self.text))
 
     def __repr__(self) -> str:
         return f"<Betty estimate: {self.result.model} {self.result.request.method}, {self.result.peak_gib:.1f} GiB per GPU>"

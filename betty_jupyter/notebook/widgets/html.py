@@ -12,6 +12,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
+from ...gpu.report import render_estimate_record
 from ...safe_text import html_text, visible
 
 STATE_COLOURS = {
@@ -45,14 +46,16 @@ def state_badge_html(state: str) -> str:
 
 
 def details_table_html(details: Mapping[str, Any]) -> str:
-    """A small two-column table of a preview's details (nested values as text)."""
-    rows_html = "".join(f"<tr><th style='text-align:left;padding-right:8px'>{html_text(k)}</th>"
-                        f"<td>{html_text(_text(v))}</td></tr>" for k, v in details.items()
+    """A small two-column table of a preview's details (nested values as text, a GPU estimate as its breakdown)."""
+    rows_html = "".join(f"<tr><th style='text-align:left;padding-right:8px;vertical-align:top'>{html_text(k)}</th>"
+                        f"<td style='overflow-wrap:anywhere'>{_value_html(k, v)}</td></tr>" for k, v in details.items()
                         if v not in (None, "", {}, []))
     return f'<table class="betty-details" style="font-size:90%">{rows_html}</table>' if rows_html else ""
 
 
-def _text(value: Any) -> str:
+def _value_html(key: str, value: Any) -> str:
+    if key == "gpu_estimate" and isinstance(value, Mapping):
+        return pre_html(render_estimate_record(value))
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
-    return str(value)
+        return html_text(", ".join(f"{k}={v}" for k, v in value.items()))
+    return html_text(value)

@@ -1,17 +1,23 @@
-"""The job table: the queue or the history, sortable, refreshable, with a cancel button per own job."""
+"""The job table: the queue or the history, sortable, refreshable, with a cancel button per own job.
+
+Its output keeps the table as static HTML and text too: as first shown, and again whenever a
+cancel started from it is decided.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import ipywidgets as widgets
 
-from ...cluster.tables import readable
+from ...cluster.tables import readable, text_table
 from ...errors import BettyError
-from ...safe_text import html_text
+from ...safe_text import html_text, visible
 from .html import STATE_COLOURS
+from .record import Note, Record, Recorded
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,13 +42,15 @@ def styled_html(frame: "pd.DataFrame", columns: Sequence[str], sort_by: str | No
         return f"color: {STATE_COLOURS[state]}; font-weight: bold" if state in STATE_COLOURS else ""
 
     # Styler writes values into the HTML as they are: every cell and header goes through the one escaper.
-    styler = table.style.hide(axis="index").format(html_text).format_index(html_text, axis=1)
+    # Its element ids come from the content, not at random, so the same table is the same HTML.
+    uuid = hashlib.sha1(table.to_json().encode()).hexdigest()[:10]
+    styler = table.style.set_uuid(uuid).hide(axis="index").format(html_text).format_index(html_text, axis=1)
     if "state" in table.columns:
         styler = styler.map(colour, subset=["state"])
     return str(styler.set_table_attributes('class="betty-jobs"').to_html())
 
 
-class JobTable(widgets.VBox):
+class JobTable(Recorded, widgets.VBox):
     """A live table of jobs; ``frame`` holds the rows last read."""
 
     def __init__(self, title: str, frame: "pd.DataFrame", columns: Sequence[str], fetch: Fetch,
@@ -50,13 +58,15 @@ class JobTable(widgets.VBox):
         self.frame, self.columns, self._fetch, self.title = frame, list(columns), fetch, title
         self.mine, self._cancel = mine, cancel
         self.sort_by = widgets.Dropdown(options=["(as listed)", *self.columns], value="(as listed)",
-                                        description="sort by", layout=widgets.Layout(width="220px"))
+                                        description="sort by", style={"description_width": "initial"},
+                                        layout=widgets.Layout(width="auto"))
+        # Buttons as wide as their labels, and room for each dropdown's label: nothing shows cut off.
         self.descending = widgets.ToggleButton(value=False, description="descending", icon="sort-amount-desc",
-                                               layout=widgets.Layout(width="120px"))
-        self.refresh_button = widgets.Button(description="Refresh", icon="refresh", layout=widgets.Layout(width="100px"))
+                                               layout=widgets.Layout(width="auto"))
+        self.refresh_button = widgets.Button(description="Refresh", icon="refresh", layout=widgets.Layout(width="auto"))
         self.refresh_button.add_class("betty-refresh")
         self.auto = widgets.Dropdown(options=INTERVALS, value=0, description="auto-refresh",
-                                     layout=widgets.Layout(width="230px"))
+                                     style={"description_width": "initial"}, layout=widgets.Layout(width="auto"))
         self.auto.add_class("betty-auto-refresh")
         self.updated = widgets.HTML("")
         self.table = widgets.HTML("")
@@ -78,6 +88,14 @@ class JobTable(widgets.VBox):
     def __repr__(self) -> str:
         return f"<Betty job table: {self.title}, {len(self.frame)} job(s)>"
 
+    def record(self) -> Record:
+        """The title, the table as read last, and the cancels started from it."""
+        table = text_table(self.frame, self.columns) if not self.frame.empty else "no jobs"
+        head = Record(f"<b>{html_text(self.title)}</b>", visible(self.title))
+        body = Record(str(self.table.value), table)
+        actions = [view.record() for view in self.actions.children if isinstance(view, Recorded)]
+        return Record.joined([head, body, *actions])
+
     def render(self) -> None:
         """Show ``frame`` with the chosen order, and a cancel button per own active job."""
         sort_by = None if self.sort_by.value == "(as listed)" else str(self.sort_by.value)
@@ -95,7 +113,7 @@ class JobTable(widgets.VBox):
 
     def _cancel_row(self, job: dict[str, str]) -> widgets.Widget:
         button = widgets.Button(description=f"Cancel {job['job_id']}", icon="stop", button_style="danger",
-                                layout=widgets.Layout(width="160px"))
+                                layout=widgets.Layout(width="auto"))
         button.add_class("betty-cancel")
         button.on_click(lambda _: self._start_cancel(job["job_id"]))
         return widgets.HBox([button, widgets.HTML(f"{html_text(job['name'])} ({html_text(job['state'])})")])
@@ -106,7 +124,9 @@ class JobTable(widgets.VBox):
         try:
             view = self._cancel(job_id)
         except BettyError as error:
-            view = widgets.HTML(f"<span style='color:#c62828'>✗ {html_text(str(error))}</span>")
+            view = Note(f"<span style='color:#c62828'>✗ {html_text(str(error))}</span>", f"✗ {error}")
+        if isinstance(view, Recorded):
+            view.recorded_in(self)
         self.actions.children = [*self.actions.children, view]
 
     def refresh(self) -> None:

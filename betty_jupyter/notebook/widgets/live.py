@@ -1,4 +1,7 @@
-"""Live job status: state, elapsed time and the log's tail, kept current until the job ends."""
+"""Live job status: state, elapsed time and the log's tail, kept current until the job ends.
+
+Its output keeps the job's line as static text too, and once the job has ended, that record alone.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ import ipywidgets as widgets
 
 from ...agent import events as ev
 from ...errors import BettyError
-from ...safe_text import html_text
+from ...safe_text import html_text, visible
 from .html import pre_html, state_badge_html
+from .record import Record, Recorded
 
 if TYPE_CHECKING:
     from ...agent.events import AnyEvent
@@ -26,7 +30,7 @@ def _clock(seconds: float) -> str:
     return str(timedelta(seconds=int(max(seconds, 0))))
 
 
-class LiveJob(widgets.VBox):
+class LiveJob(Recorded, widgets.VBox):
     """One job, followed: re-read on each ``job_update`` for it and every ``interval`` seconds until it ends.
 
     Without ``read_job`` it shows the job as it is, without following it.
@@ -46,6 +50,8 @@ class LiveJob(widgets.VBox):
         """Stops the events this widget follows (set by whoever subscribed it)."""
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._line = ""
+        self._log = ""
         self._show()
         if read_job is not None and not job.state.finished:
             threading.Thread(target=self._follow, name=f"betty-live-{job.job_id}", daemon=True).start()
@@ -54,6 +60,16 @@ class LiveJob(widgets.VBox):
 
     def __repr__(self) -> str:
         return f"<Betty live job {self.job.job_id} ({self.job.name}): {self.job.state.value}>"
+
+    @property
+    def settled(self) -> bool:
+        """The job ended (or it is shown as it was, not followed)."""
+        return self._read_job is None or self.job.state.finished
+
+    def record(self) -> Record:
+        """The job's line and the log's tail, as shown now."""
+        text = self._line + (f"\n{self._log}" if self._log else "")
+        return Record(str(self.head.value) + str(self.tail.value), visible(text))
 
     def on_event(self, event: "AnyEvent") -> None:
         """A ``job_update`` for this job wakes the widget up at once."""
@@ -71,6 +87,7 @@ class LiveJob(widgets.VBox):
             self._read_tail()
             if self.job.state.finished:
                 self.unfollow()
+                self.rerecord()
                 return
             self._wake.wait(self.interval)
             self._wake.clear()
@@ -79,13 +96,13 @@ class LiveJob(widgets.VBox):
         if self._read_log is None:
             return
         if self.job.state.value == "PENDING":
-            self.tail.value = pre_html("(no log yet: the job has not started)", "betty-log-tail")
-            return
-        try:
-            text = self._read_log(self.job.job_id)
-        except BettyError as error:
-            text = f"(log not readable: {error})"
-        self.tail.value = pre_html(text or "(nothing written yet)", "betty-log-tail")
+            self._log = "(no log yet: the job has not started)"
+        else:
+            try:
+                self._log = self._read_log(self.job.job_id) or "(nothing written yet)"
+            except BettyError as error:
+                self._log = f"(log not readable: {error})"
+        self.tail.value = pre_html(self._log, "betty-log-tail")
 
     def _show(self) -> None:
         job = self.job
@@ -93,18 +110,20 @@ class LiveJob(widgets.VBox):
         if elapsed is None and job.started is not None:
             now = datetime.now(job.started.tzinfo)
             elapsed = (now - job.started).total_seconds()
-        parts = [f"<b>job {html_text(job.job_id)}</b> ({html_text(job.name)})", state_badge_html(job.state.value)]
+        facts = []
         if elapsed is not None:
-            parts.append(f"elapsed {_clock(elapsed)}")
+            facts.append(f"elapsed {_clock(elapsed)}")
         if job.partition:
-            parts.append(f"partition {html_text(job.partition)}")
+            facts.append(f"partition {job.partition}")
         if job.reason and not job.state.finished and job.reason != "None":
-            parts.append(f"waiting: {html_text(job.reason)}")
+            facts.append(f"waiting: {job.reason}")
         if job.state.finished and job.exit_code:
-            parts.append(f"exit {html_text(job.exit_code)}")
-        if self._read_job is not None and not job.state.finished:
-            parts.append("<small class='betty-following'>following…</small>")
-        self.head.value = " · ".join(parts)
+            facts.append(f"exit code {job.exit_code}")
+        following = self._read_job is not None and not job.state.finished
+        self._line = " · ".join([f"job {job.job_id} ({job.name}) {job.state.value}", *facts])
+        self.head.value = " · ".join([f"<b>job {html_text(job.job_id)}</b> ({html_text(job.name)})",
+                                      state_badge_html(job.state.value), *(html_text(fact) for fact in facts),
+                                      *(["<small class='betty-following'>following…</small>"] if following else [])])
 
     def close(self) -> None:
         """Stop following, then close."""

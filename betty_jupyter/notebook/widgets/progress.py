@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Callable
 
 import ipywidgets as widgets
-from IPython.display import display
+from IPython.display import display, update_display
 
 from ...safe_text import html_text
-
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+from .record import WIDGET_VIEW
 
 
 def waiting(label: str) -> Callable[[], Callable[[], None]]:
@@ -17,9 +17,15 @@ def waiting(label: str) -> Callable[[], Callable[[], None]]:
 
     def show() -> Callable[[], None]:
         line = widgets.HTML(f"<i class='betty-progress'>⏳ {html_text(label)}…</i>")
-        # Only the widget view, no text: a saved notebook keeps nothing of a line that came and went.
-        view = {key: value for key, value in line._repr_mimebundle_().items() if key == WIDGET_VIEW}
-        display(view, raw=True)
-        return lambda: line.close()
+        output = f"betty-progress-{uuid.uuid4().hex}"
+        # Only the widget view, no text, and nothing once removed: a saved notebook keeps nothing of a line
+        # that came and went.
+        display({WIDGET_VIEW: line._repr_mimebundle_()[WIDGET_VIEW]}, raw=True, display_id=output)
+
+        def remove() -> None:
+            update_display({}, raw=True, display_id=output)
+            line.close()
+
+        return remove
 
     return show

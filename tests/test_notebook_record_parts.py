@@ -1,0 +1,44 @@
+"""The records an approval card leaves, built in this process (the kernel tests show them saved)."""
+
+from __future__ import annotations
+
+from betty_jupyter.agent.events import ApprovalRequest
+from betty_jupyter.agent.models import Preview
+from betty_jupyter.notebook.widgets.approval import ApprovalCard
+from betty_jupyter.notebook.widgets.record import WIDGET_VIEW
+from hostile import live_html, shown_text
+
+NAME = "<img src=x onerror=window.__pwned=1>\u202e"
+SCRIPT = f"#!/bin/bash\n#SBATCH --job-name={NAME}\n#SBATCH --mem=100M\necho hi\n"
+
+
+def card() -> ApprovalCard:
+    request = ApprovalRequest(approval_id="a1", call_id="c1", tool="cluster_submit", tier=2, args={"script": SCRIPT},
+                              preview=Preview(kind="script", title=f"submit {NAME}", text=SCRIPT), reason="tier 2")
+    return ApprovalCard(request, lambda *_: None)
+
+
+def test_a_waiting_card_keeps_its_view_and_says_what_is_asked() -> None:
+    bundle = card()._repr_mimebundle_()
+    assert WIDGET_VIEW in bundle and live_html(bundle["text/html"]) == []
+    assert "waiting for a person's answer" in bundle["text/plain"] and "\u202e" not in bundle["text/plain"]
+    assert f"#SBATCH --job-name={NAME}".replace("\u202e", "\\u202e") in shown_text(bundle["text/html"])
+
+
+def test_an_edited_approval_records_what_was_approved_and_what_was_asked() -> None:
+    answered = card()
+    edited = SCRIPT.replace("--mem=100M", "--mem=2G")
+    answered.resolved("edited", "alice (notebook)", {"script": edited, "goal": "<b>more memory</b>"})
+    bundle = answered._repr_mimebundle_()
+    assert WIDGET_VIEW not in bundle, "an answered card is its record alone"
+    text = bundle["text/plain"]
+    assert "✎ approved with edits by alice (notebook) — cluster_submit: as edited:" in text
+    assert text.index("--mem=2G") < text.index("asked: ") < text.index("--mem=100M")
+    assert "goal: <b>more memory</b>" in text
+    assert live_html(bundle["text/html"]) == [] and "&lt;b&gt;more memory&lt;/b&gt;" in bundle["text/html"]
+
+
+def test_an_approval_that_was_not_edited_records_no_edit() -> None:
+    answered = card()
+    answered.resolved("approved", "alice (notebook)", {"script": "ignored"})
+    assert "as edited" not in answered._repr_mimebundle_()["text/plain"]
