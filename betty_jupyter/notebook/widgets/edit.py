@@ -57,6 +57,10 @@ def with_resource(text: str, key: str, value: str) -> str:
     return script.with_options(**{option: written}).render()
 
 
+#: The submission's argument numbering its script's lines as the person saw them (2 under a cell magic).
+SCRIPT_FIRST_LINE = "first_line"
+
+
 def edited_arguments(original: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
     """The arguments from the form's texts (a string stays a string, anything else is JSON, '' is null).
 
@@ -91,6 +95,8 @@ class EditForm(widgets.VBox):
         if self.script_edit:
             rows.append(self._resource_row())
         for name, value in request.args.items():
+            if self.script_edit and name == SCRIPT_FIRST_LINE:
+                continue
             text = value if isinstance(value, str) else "" if value is None else json.dumps(value, indent=1)
             field = widgets.Textarea(value=text, description=name if name != "script" else "script",
                                      continuous_update=False,
@@ -151,8 +157,14 @@ class EditForm(widgets.VBox):
         self.recheck()
 
     def args(self) -> dict[str, Any]:
-        """The edited arguments as the fields say now; BettyError naming a field that is not JSON."""
-        return edited_arguments(self.request.args, {name: field.value for name, field in self.fields.items()})
+        """The edited arguments as the fields say now; BettyError naming a field that is not JSON.
+
+        An edited script's lines are numbered as the form shows them, from 1, whatever cell it came from.
+        """
+        args = edited_arguments(self.request.args, {name: field.value for name, field in self.fields.items()})
+        if self.script_edit and SCRIPT_FIRST_LINE in self.request.args:
+            args[SCRIPT_FIRST_LINE] = 1
+        return args
 
     def recheck(self) -> None:
         """Check the edit as it is now (the same code as the model's call); Approve edited only when it passed."""

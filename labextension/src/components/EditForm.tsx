@@ -67,6 +67,27 @@ export function editedArguments(
   return args;
 }
 
+/** The submission's argument numbering its script's lines as the person saw them (2 under a cell magic). */
+const SCRIPT_FIRST_LINE = 'first_line';
+
+/** The arguments the form offers: an edited script is numbered by the form itself, so not `first_line`. */
+function formArguments(request: IApprovalRequest, script: boolean): Record<string, unknown> {
+  const { [SCRIPT_FIRST_LINE]: _numbering, ...rest } = request.args;
+  return script ? rest : request.args;
+}
+
+/** An edited script's lines are numbered as the form shows them, from 1, whatever cell it came from. */
+function numberedFromTheForm(
+  request: IApprovalRequest,
+  script: boolean,
+  parsed: Record<string, unknown> | string
+): Record<string, unknown> | string {
+  if (typeof parsed === 'string' || !script || !(SCRIPT_FIRST_LINE in request.args)) {
+    return parsed;
+  }
+  return { ...parsed, [SCRIPT_FIRST_LINE]: 1 };
+}
+
 /** The server's answer for one edit. */
 interface ICheck {
   key: string;
@@ -77,12 +98,12 @@ interface ICheck {
 /** The edit form of one card. */
 export function EditForm({ request, disabled, onApprove, onCancel }: IEditFormProps): JSX.Element {
   const editing = React.useContext(EditingContext);
-  const [texts, setTexts] = React.useState<ArgumentTexts>(() => argumentTexts(request.args));
-  const parsed = editedArguments(request.args, texts);
+  const script = isScriptEdit(request.tool, request.args);
+  const [texts, setTexts] = React.useState<ArgumentTexts>(() => argumentTexts(formArguments(request, script)));
+  const parsed = numberedFromTheForm(request, script, editedArguments(request.args, texts));
   const key = typeof parsed === 'string' ? null : editKey(parsed);
   const check = useCheck(editing, request.approval_id, parsed, key);
   const ready = key !== null && check?.key === key && check.preview !== null && !disabled;
-  const script = isScriptEdit(request.tool, request.args);
   const set = (name: string, value: string) =>
     setTexts(previous => ({ ...previous, [name]: value }));
   const others = Object.keys(texts).filter(name => !(script && name === 'script'));
