@@ -94,9 +94,9 @@ def test_a_peak_far_over_the_request_sets_the_new_request() -> None:
     script = HEAD + "#SBATCH --mem 2G\npython3 train.py\n"
     found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem="2G", max_rss="3250000K"), None, script,
                      partitions())
-    assert "peak memory (MaxRSS of step batch) 3.1 GiB of the 2.0 GiB asked" in found.evidence
+    assert "peak memory (MaxRSS of step batch) 3.1 GiB of the 2 GiB asked" in found.evidence
     assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem 2G", "+#SBATCH --mem=4G"]
-    assert found.changes == ("--mem 2G → 4G: it peaked at 3.1 GiB (MaxRSS of step batch); asking 4.0 GiB = peak + "
+    assert found.changes == ("--mem 2G → 4G: it peaked at 3.1 GiB (MaxRSS of step batch); asking 4 GiB = peak + "
                              "25%, rounded up",)
 
 
@@ -126,12 +126,12 @@ def test_memory_is_capped_at_a_node_and_a_job_that_has_it_all_gets_no_proposal()
                       HEAD + "#SBATCH --mem=20G\ntrue\n", partitions())
     assert changed_lines(HEAD + "#SBATCH --mem=20G\ntrue\n", capped.corrected_script)[1] == "+#SBATCH --mem=23593M"
     assert capped.changes == ("--mem 20G → 23593M: accounting measured no peak (MaxRSS) before it was killed; asking "
-                              "twice the request — capped at the 23.0 GiB of a node in partition cpu",)
+                              "twice the request — capped at the 23 GiB of a node in partition cpu",)
     for mem in ("23593M", "0"):
         full = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem=mem), OOM_LOG,
                         HEAD + f"#SBATCH --mem={mem}\ntrue\n", partitions())
         assert full.unchanged and full.corrected_script is None and full.changes == ()
-        assert "it already asks for all the memory a node of partition cpu has (23.0 GiB)" in full.suggestions[0]
+        assert "it already asks for all the memory a node of partition cpu has (23 GiB)" in full.suggestions[0]
         assert full.suggestions[1] == "partitions with bigger nodes: bigmem"
 
 

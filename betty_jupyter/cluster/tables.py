@@ -36,6 +36,11 @@ def memory_text(size: Any) -> str:
 
     if size is None or isinstance(size, bool) or pd.isna(size):
         return ""
+    return size_text(size)
+
+
+def size_text(size: float) -> str:
+    """A known number of bytes as a person reads it: ``100 MiB``, ``1.5 GiB``, ``512 B``."""
     value, unit = float(size), 0
     while abs(value) >= 1024 and unit < len(_SIZE_UNITS) - 1:
         value, unit = value / 1024, unit + 1

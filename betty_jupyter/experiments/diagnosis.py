@@ -25,6 +25,7 @@ from ..cluster.commands import partition_offers
 from ..cluster.jobs import Job, JobState
 from ..cluster.parsing import size_bytes
 from ..cluster.sbatch import SbatchScript, format_minutes
+from ..cluster.tables import size_text
 from ..errors import BettyError
 from ..gpu import gpu_type
 from ..safe_text import fenced, markdown_text
@@ -199,12 +200,12 @@ def _host_memory(case: _Case) -> Diagnosis:
     peak = job.max_rss_bytes
     evidence = [_state_line(job)]
     if peak:
-        evidence.append(f"peak memory ({_peak_source(job)}) {_size(peak)}"
-                        + (f" of the {_size(asked)} asked" if asked else ""))
+        evidence.append(f"peak memory ({_peak_source(job)}) {size_text(peak)}"
+                        + (f" of the {size_text(asked)} asked" if asked else ""))
     elif asked:
-        evidence.append(f"it asked for {_size(asked)} (--{option}); accounting recorded no peak before it was killed")
+        evidence.append(f"it asked for {size_text(asked)} (--{option}); accounting recorded no peak before it was killed")
     evidence += _quoted(case.lines, _HOST_OOM)
-    summary = "the job needed more memory than it asked for" + (f" ({_size(asked)})" if asked else "")
+    summary = "the job needed more memory than it asked for" + (f" ({size_text(asked)})" if asked else "")
     cap = case.partition.memory_bytes if case.partition else None
     more = _more_memory(asked, job, cap, _name(case.partition))
     if more is None:
@@ -228,10 +229,10 @@ def _more_memory(asked: int | None, job: Job, cap: int | None, partition: str) -
     peak = job.max_rss_bytes
     if peak and (asked is None or peak > asked):
         new = _with_headroom(peak)
-        why = f"it peaked at {_size(peak)} ({_peak_source(job)}); asking {_size(new)} = peak + 25%, rounded up"
+        why = f"it peaked at {size_text(peak)} ({_peak_source(job)}); asking {size_text(new)} = peak + 25%, rounded up"
     elif asked and peak:
         new = _rounded(2 * asked)
-        why = (f"its measured peak, {_size(peak)} ({_peak_source(job)}), did not pass the {_size(asked)} it asked "
+        why = (f"its measured peak, {size_text(peak)} ({_peak_source(job)}), did not pass the {size_text(asked)} it asked "
                "for: the limit stopped it before it showed what it needs; asking twice the request")
     elif asked:
         new = _rounded(2 * asked)
@@ -239,7 +240,7 @@ def _more_memory(asked: int | None, job: Job, cap: int | None, partition: str) -
     else:
         return None
     if cap and new > cap:
-        new, why = cap, f"{why} — capped at the {_size(cap)} of a node in partition {partition}"
+        new, why = cap, f"{why} — capped at the {size_text(cap)} of a node in partition {partition}"
     return None if asked and new <= asked else (new, why)
 
 
@@ -272,7 +273,7 @@ def _no_more_memory(case: _Case, asked: int | None, cap: int | None) -> tuple[st
         return ("ask for memory explicitly (#SBATCH --mem=…): Betty cannot tell how much the job had",)
     bigger = [p.name for p in case.partitions if p.memory_bytes and cap and p.memory_bytes > cap]
     found = [f"it already asks for all the memory a node of partition {_name(case.partition)} has "
-             f"({_size(cap or 0)}); make the job use less (smaller chunks of data, fewer workers)"]
+             f"({size_text(cap or 0)}); make the job use less (smaller chunks of data, fewer workers)"]
     if bigger:
         found.append(f"partitions with bigger nodes: {', '.join(bigger)}")
     return tuple(found)
@@ -526,11 +527,6 @@ def _rounded(size: int) -> int:
 def _size_text(size: int) -> str:
     """A size as sbatch takes it: ``8G``, ``200M``."""
     return f"{size // GIB}G" if size % GIB == 0 else f"{math.ceil(size / MIB)}M"
-
-
-def _size(size: int) -> str:
-    """A size for a person: ``200 MiB``, ``1.5 GiB``."""
-    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / MIB:.0f} MiB"
 
 
 def _clock(seconds: float) -> str:
