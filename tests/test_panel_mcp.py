@@ -53,12 +53,14 @@ def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: Jupyt
         preview = card.get_by_test_id("betty-preview")
         for line in JOB.strip().splitlines():
             expect(preview.locator(".betty-Preview-line", has_text=line)).to_have_count(1)
-        expect(panel.get_by_test_id("betty-pending-count")).to_have_count(0)  # not a card of the panel's chat
+        # The Chat tab counts every card waiting for the person, this one too.
+        expect(panel.get_by_test_id("betty-tab-chat").get_by_test_id("betty-pending-count")).to_have_text("1")
         screenshot(page, "waiting", "mcp")
         assert not calling.done()  # the client still waits for the person
 
         card.get_by_test_id("betty-approve").click()
         expect(waiting).to_have_count(0, timeout=WAIT_MS)
+        expect(panel.get_by_test_id("betty-pending-count")).to_have_count(0)
         answer = calling.result(timeout=WAIT_MS / 1000)
     job_id = re.search(r"submitted job (\d+)", answer).group(1)
     try:
