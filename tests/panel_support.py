@@ -151,8 +151,16 @@ def assert_tabs_legible(panel: Locator) -> None:
     for tab in tabs.all():
         box = tab.bounding_box()
         assert box is not None, f"tab {tab.inner_text()!r} is not shown"
-        whole = tab.evaluate("tab => tab.scrollWidth <= tab.clientWidth")
-        assert whole, f"tab {tab.inner_text()!r} is cut off"
+        # The label with room on either side of it, so two labels never run together ("ExperimentsAutomations").
+        room = tab.evaluate("""tab => {
+          const range = document.createRange();
+          range.selectNodeContents(tab);
+          const text = range.getBoundingClientRect();
+          const box = tab.getBoundingClientRect();
+          return Math.min(text.left - box.left, box.right - text.right);
+        }""")
+        assert tab.evaluate("tab => tab.scrollWidth <= tab.clientWidth") and room >= 4, (
+            f"tab {tab.inner_text()!r} is cut off or touches its neighbour ({room:.1f} px to spare)")
         assert box["x"] >= panel_box["x"] - 0.5 and box["x"] + box["width"] <= panel_box["x"] + panel_box["width"] + 0.5, (
             f"tab {tab.inner_text()!r} reaches outside the panel: {box} in {panel_box}")
         boxes.append((tab.inner_text(), box))
