@@ -194,6 +194,39 @@ describe('ChatView', () => {
       expect(document.activeElement).toBe(byTestId(container, 'betty-approve'));
     });
 
+    it('does not move focus to an older card once the newest is answered', () => {
+      const request = (id: string) => [
+        'approval_request',
+        {
+          approval_id: id,
+          call_id: `c-${id}`,
+          tool: 'cluster_cancel',
+          tier: 2,
+          args: {},
+          preview: { kind: 'command', title: 'cancel', text: 'scancel 1', details: {} },
+          reason: 'tier 2',
+          task: null
+        }
+      ];
+      const frames = [request('a8'), request('a9')] as [string, unknown][];
+      const answer = {
+        approval_id: 'a9',
+        call_id: 'c-a9',
+        decision: 'denied',
+        approver: 'ada',
+        args: null
+      };
+      const { container, rerender } = render(<ChatView {...props(transcript(frames))} />);
+      const card = (id: string) =>
+        container.querySelector(`[data-approval-id="${id}"]`) as HTMLElement;
+      expect(document.activeElement).toBe(byTestId(card('a9'), 'betty-approve'));
+      (document.activeElement as HTMLElement).blur();
+      const answered = transcript([...frames, ['approval_resolved', answer]]);
+      rerender(<ChatView {...props(answered)} />);
+      expect(card('a9').dataset.status).toBe('decided');
+      expect(document.activeElement).toBe(document.body);
+    });
+
     it('leaves focus where someone types: a prompt with text, or a field outside the panel', () => {
       const { container, rerender } = render(<ChatView {...props(BEFORE)} />);
       const prompt = byTestId<HTMLTextAreaElement>(container, 'betty-prompt');

@@ -118,6 +118,11 @@ describe('WaitingApprovalsView', () => {
     expect(allByTestId(items[0], 'betty-approve-session')).toHaveLength(0); // tier 2 always asks
   });
 
+  it('takes no focus: its cards come unasked, from other sessions', async () => {
+    await shown();
+    expect(document.activeElement).toBe(document.body);
+  });
+
   it('shows nothing while no other session waits', async () => {
     server.waiting = [approval('apr_chat', { session_id: 's-chat', task: null })];
     const { container } = await shown();

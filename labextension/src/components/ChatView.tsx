@@ -42,8 +42,12 @@ export function ChatView(props: IChatViewProps): JSX.Element {
   }, [transcript.items.length, lastText]);
 
   // A card that arrives is brought to the person: its buttons in view, Approve focused.
-  const arrived = newestPending(transcript);
+  const pending = pendingIds(transcript);
+  const seen = React.useRef(new Set<string>());
   React.useEffect(() => {
+    // Only a card that just arrived: once one is answered, focus does not jump to another.
+    const arrived = pending.filter(id => !seen.current.has(id)).pop();
+    pending.forEach(id => seen.current.add(id));
     const node = list.current;
     const card = Array.from(
       node?.querySelectorAll<HTMLElement>('[data-testid="betty-approval-card"]') ?? []
@@ -52,7 +56,7 @@ export function ChatView(props: IChatViewProps): JSX.Element {
       const panel = node.closest<HTMLElement>('.betty-App') ?? node.closest<HTMLElement>('.betty-Chat');
       revealCard(node, card, panel ?? node);
     }
-  }, [arrived]);
+  }, [pending.join(' ')]); // the ids, not the list: a new list of the same cards changes nothing
 
   return (
     <div className="betty-Chat" data-testid="betty-chat">
@@ -72,13 +76,11 @@ export function ChatView(props: IChatViewProps): JSX.Element {
   );
 }
 
-/** The approval id of the newest card waiting for an answer, if any. */
-function newestPending(transcript: ITranscript): string | null {
-  const pending = transcript.items.filter(
-    item => item.kind === 'approval' && item.status === 'pending'
+/** The approval ids of the cards waiting for an answer, oldest first. */
+function pendingIds(transcript: ITranscript): string[] {
+  return transcript.items.flatMap(item =>
+    item.kind === 'approval' && item.status === 'pending' ? [item.request.approval_id] : []
   );
-  const last = pending[pending.length - 1];
-  return last?.kind === 'approval' ? last.request.approval_id : null;
 }
 
 function ChatWelcome({ hasModel }: { hasModel: boolean | null }): JSX.Element {
