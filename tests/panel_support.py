@@ -24,6 +24,8 @@ from playwright.sync_api import Locator, Page, expect, sync_playwright
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
 DOC_SCREENSHOTS = REPO / "docs" / "screenshots"
+WINDOW = (1400, 900)
+"""The browser window of the panel tests, in pixels (``page`` takes another through indirect parametrization)."""
 WAIT_MS = 180_000  # a guard against a hang on a slow, shared machine, not a measurement
 # Every expect() in the panel tests waits up to WAIT_MS for its condition (Playwright's own default is 5 s,
 # which a busy 2-core machine can miss while JupyterLab opens a notebook).
@@ -48,8 +50,10 @@ def lab(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture
-def page() -> Iterator[Page]:
-    """A page of Debian's Chromium, headless; the test fails (never skips) when Chromium is missing."""
+def page(request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A page of Debian's Chromium, headless, in a window of :data:`WINDOW` (or the ``(width, height)`` the test
+    parametrizes ``page`` with); the test fails (never skips) when Chromium is missing."""
+    width, height = getattr(request, "param", WINDOW)
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium, "
                     "or run scripts/install.sh test); Betty's browser test never downloads a browser")
@@ -57,7 +61,7 @@ def page() -> Iterator[Page]:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True,
                                              args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         try:
-            context = browser.new_context(viewport={"width": 1500, "height": 950})
+            context = browser.new_context(viewport={"width": width, "height": height})
             context.set_default_timeout(WAIT_MS)
             yield context.new_page()
         finally:
@@ -66,11 +70,11 @@ def page() -> Iterator[Page]:
 
 def screenshot(page: Page, name: str, prefix: str = "panel") -> Path:
     """Save the whole window as ``test-artifacts/screenshots/<prefix>-<name>.png``; the side panel test's
-    numbered ones also replace the docs' pictures when ``BETTY_UPDATE_SCREENSHOTS=1``."""
+    numbered ones (prefix ``panel-<width>``) also replace the docs' pictures when ``BETTY_UPDATE_SCREENSHOTS=1``."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{prefix}-{name}.png"
     page.screenshot(path=str(path))
-    if os.environ.get("BETTY_UPDATE_SCREENSHOTS") == "1" and prefix == "panel" and name[0].isdigit():
+    if os.environ.get("BETTY_UPDATE_SCREENSHOTS") == "1" and prefix.startswith("panel-") and name[0].isdigit():
         DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOC_SCREENSHOTS / path.name)
     return path
@@ -113,3 +117,81 @@ def open_the_panel(page: Page, lab: JupyterServer) -> Locator:
     expect(panel.get_by_test_id("betty-connection")).to_have_attribute("data-status", "open", timeout=WAIT_MS)
     expect(panel.get_by_test_id("betty-mode-switch")).to_have_attribute("data-mode", "confirm")
     return panel
+
+
+# Elements of the panel that hide part of their content sideways: those that clip (overflow hidden) with more
+# inside than shows, unless they say so with an ellipsis; the panel and its tabs' pages never scroll sideways.
+# An element that scrolls sideways by itself (a wide table in a tool row) shows its scrollbar, and is fine.
+_HIDDEN_SIDEWAYS = """panel => {
+  const hidden = [];
+  for (const element of [panel, ...panel.querySelectorAll('*')]) {
+    if (element.getClientRects().length === 0) continue;
+    const style = getComputedStyle(element);
+    const page = element === panel || element.classList.contains('betty-TabPanel');
+    const clips = page || style.overflowX === 'hidden' || style.overflowX === 'clip';
+    if (clips && style.textOverflow !== 'ellipsis' && element.scrollWidth > element.clientWidth + 1) {
+      hidden.push(`${element.tagName.toLowerCase()}.${element.className}: ${element.scrollWidth} px in ${element.clientWidth} px`);
+    }
+  }
+  return hidden;
+}"""
+
+
+def assert_nothing_hidden_sideways(panel: Locator) -> None:
+    """No horizontal scrollbar in the panel, and nothing in it cut off at its right edge."""
+    hidden = panel.evaluate(_HIDDEN_SIDEWAYS)
+    assert hidden == [], f"the panel hides content sideways: {hidden}"
+
+
+def assert_tabs_legible(panel: Locator) -> None:
+    """Every tab's label shows whole, inside the panel, and no two tabs overlap."""
+    panel_box = panel.bounding_box()
+    assert panel_box is not None
+    tabs = panel.get_by_role("tab")
+    boxes = []
+    for tab in tabs.all():
+        box = tab.bounding_box()
+        assert box is not None, f"tab {tab.inner_text()!r} is not shown"
+        # The label with room on either side of it, so two labels never run together ("ExperimentsAutomations").
+        room = tab.evaluate("""tab => {
+          const range = document.createRange();
+          range.selectNodeContents(tab);
+          const text = range.getBoundingClientRect();
+          const box = tab.getBoundingClientRect();
+          return Math.min(text.left - box.left, box.right - text.right);
+        }""")
+        assert tab.evaluate("tab => tab.scrollWidth <= tab.clientWidth") and room >= 4, (
+            f"tab {tab.inner_text()!r} is cut off or touches its neighbour ({room:.1f} px to spare)")
+        assert box["x"] >= panel_box["x"] - 0.5 and box["x"] + box["width"] <= panel_box["x"] + panel_box["width"] + 0.5, (
+            f"tab {tab.inner_text()!r} reaches outside the panel: {box} in {panel_box}")
+        boxes.append((tab.inner_text(), box))
+    assert len(boxes) == 4, [name for name, _ in boxes]
+    for i, (name, box) in enumerate(boxes):
+        for other, other_box in boxes[i + 1:]:
+            apart = (box["x"] + box["width"] <= other_box["x"] + 0.5 or other_box["x"] + other_box["width"] <= box["x"] + 0.5
+                     or box["y"] + box["height"] <= other_box["y"] + 0.5
+                     or other_box["y"] + other_box["height"] <= box["y"] + 0.5)
+            assert apart, f"tabs {name!r} and {other!r} overlap: {box} and {other_box}"
+
+
+def assert_in_viewport(page: Page, element: Locator) -> None:
+    """``element`` shows whole in the window, and inside the scrolling list that holds it."""
+    box = element.bounding_box()
+    viewport = page.viewport_size
+    assert box is not None and viewport is not None
+    assert 0 <= box["y"] and box["y"] + box["height"] <= viewport["height"], (
+        f"{box} is outside the window {viewport}")
+    assert 0 <= box["x"] and box["x"] + box["width"] <= viewport["width"], f"{box} is outside the window {viewport}"
+    hidden_by = element.evaluate("""element => {
+      const box = element.getBoundingClientRect();
+      for (let up = element.parentElement; up && up !== document.body; up = up.parentElement) {
+        const style = getComputedStyle(up);
+        if (style.overflowY === 'visible') continue;
+        const room = up.getBoundingClientRect();
+        if (box.top < room.top - 0.5 || box.bottom > room.bottom + 0.5) {
+          return `${up.tagName.toLowerCase()}.${up.className} (${room.top}-${room.bottom}; the element ${box.top}-${box.bottom})`;
+        }
+      }
+      return null;
+    }""")
+    assert hidden_by is None, f"the element is scrolled out of sight in {hidden_by}"

@@ -139,9 +139,9 @@ def read_the_queue_and_the_reply(page: Page, panel: Locator, attacker_host: Atta
     card.get_by_test_id("betty-approve").click()
     row = panel.locator('[data-testid="betty-tool-row"]', has_text="cluster_queue")
     expect(row).to_have_attribute("data-state", "ok", timeout=WAIT_MS)
-    summary = row.locator(".betty-ToolRow-summary").text_content() or ""
+    table = row.get_by_test_id("betty-tool-table").text_content() or ""
     for name in names:
-        assert visible(name) in summary, f"{name!r} is not shown as text in the queue's result: {summary[:2000]}"
+        assert visible(name) in table, f"{name!r} is not shown as text in the queue's result: {table[:2000]}"
     reply = panel.get_by_test_id("betty-message-assistant").last
     expect(reply).to_have_attribute("data-streaming", "false", timeout=WAIT_MS)
     expect(reply).to_contain_text(END, timeout=WAIT_MS)

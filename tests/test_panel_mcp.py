@@ -19,7 +19,15 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import CLIENT, TASK, text
 from notebook_support import SCRIPT, llm, project  # noqa: F401 (fixtures)
-from panel_support import WAIT_MS, lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401
+from panel_support import (  # noqa: F401 (fixtures)
+    WAIT_MS,
+    assert_in_viewport,
+    lab,
+    open_the_panel,
+    page,
+    screenshot,
+    screenshot_on_failure,
+)
 from playwright.sync_api import Page, expect
 from test_server_support import job_state, scancel
 
@@ -53,12 +61,17 @@ def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: Jupyt
         preview = card.get_by_test_id("betty-preview")
         for line in JOB.strip().splitlines():
             expect(preview.locator(".betty-Preview-line", has_text=line)).to_have_count(1)
-        expect(panel.get_by_test_id("betty-pending-count")).to_have_count(0)  # not a card of the panel's chat
+        # Its Approve button is scrolled into view in the list; it comes unasked, so it takes no focus.
+        assert_in_viewport(page, card.get_by_test_id("betty-approve"))
+        expect(card.get_by_test_id("betty-approve")).not_to_be_focused()
+        # The Chat tab counts every card waiting for the person, this one too.
+        expect(panel.get_by_test_id("betty-tab-chat").get_by_test_id("betty-pending-count")).to_have_text("1")
         screenshot(page, "waiting", "mcp")
         assert not calling.done()  # the client still waits for the person
 
         card.get_by_test_id("betty-approve").click()
         expect(waiting).to_have_count(0, timeout=WAIT_MS)
+        expect(panel.get_by_test_id("betty-pending-count")).to_have_count(0)
         answer = calling.result(timeout=WAIT_MS / 1000)
     job_id = re.search(r"submitted job (\d+)", answer).group(1)
     try:

@@ -4,6 +4,7 @@
  * Jobs tab lists.
  */
 import { jobEnded } from './events';
+import { formatDuration, formatTimeLimit } from './format';
 import { IOutcome, ITable } from './models';
 
 /** One row of a table, each cell under its column's name. */
@@ -19,6 +20,7 @@ export interface IJobRow {
   state: string;
   reason: string;
   elapsed: string;
+  /** `INFINITE` when the job has no time limit. */
   timeLimit: string;
   gpus: string;
 }
@@ -50,7 +52,7 @@ export function jobRows(outcome: IOutcome): IJobRow[] {
       state: text(row.state),
       reason: text(row.reason),
       elapsed: formatDuration(row.elapsed),
-      timeLimit: formatDuration(row.time_limit),
+      timeLimit: formatTimeLimit(row.time_limit),
       gpus: gpus > 0 ? `${gpus}${row.gpu_type ? ` × ${text(row.gpu_type)}` : ''}` : ''
     };
   });
@@ -81,35 +83,6 @@ export function finishedJobs(outcome: IOutcome): IFinishedJob[] {
     }))
     .filter(job => job.jobId !== '' && !job.jobId.includes('.') && jobEnded(job.state))
     .sort((a, b) => b.ended.localeCompare(a.ended));
-}
-
-/**
- * A duration in Slurm's own notation (`1:02:03`, `2-00:00:00`) from seconds (how a table's
- * `duration` column is written); '' for null, the text itself for anything else.
- */
-export function formatDuration(value: unknown): string {
-  if (value === null || value === undefined || value === '') {
-    return '';
-  }
-  if (typeof value === 'number') {
-    return Number.isFinite(value) ? slurmTime(value) : '';
-  }
-  return String(value);
-}
-
-function slurmTime(totalSeconds: number): string {
-  const whole = Math.max(0, Math.floor(totalSeconds));
-  const days = Math.floor(whole / 86400);
-  const hours = Math.floor((whole % 86400) / 3600);
-  const minutes = Math.floor((whole % 3600) / 60);
-  const seconds = whole % 60;
-  return days > 0
-    ? `${days}-${pad(hours)}:${pad(minutes)}:${pad(seconds)}`
-    : `${hours}:${pad(minutes)}:${pad(seconds)}`;
-}
-
-function pad(value: number): string {
-  return String(value).padStart(2, '0');
 }
 
 function text(value: unknown): string {

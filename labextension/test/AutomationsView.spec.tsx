@@ -258,7 +258,7 @@ describe('AutomationsView', () => {
     ]);
     const trigger = (id: string) => byTestId(card(id), 'betty-automation-trigger').textContent;
     expect(trigger('triage')).toBe('when a job ends FAILED, OUT_OF_MEMORY');
-    expect(trigger('digest')).toBe('cron 0 8 * * *');
+    expect(trigger('digest')).toBe('daily at 08:00 (cron 0 8 * * *)');
     expect(trigger('build')).toBe('webhook');
     expect(trigger('retry')).toBe('manual');
     expect(byTestId(card('retry'), 'betty-automation-status').className).toContain(
@@ -309,6 +309,12 @@ describe('AutomationsView', () => {
     expect(byTestId<HTMLButtonElement>(card('retry'), 'betty-automation-run-now').disabled).toBe(
       true
     );
+  });
+
+  it('says Enable for a paused automation that never ran, Resume for one that did', async () => {
+    const { card } = await shown();
+    expect(byTestId(card('digest'), 'betty-automation-resume').textContent).toBe('Enable');
+    expect(byTestId(card('retry'), 'betty-automation-resume').textContent).toBe('Resume');
   });
 
   it.each([

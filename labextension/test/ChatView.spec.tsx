@@ -77,6 +77,47 @@ describe('ChatView', () => {
     expect((rows[0] as HTMLDetailsElement).open).toBe(false);
   });
 
+  it('shows the headline of a table summary on the row, the table and arguments when unfolded', () => {
+    const table = ' job_id  name  state\n     12  <b>x</b>  RUNNING';
+    const state = transcript([
+      [
+        'tool_call',
+        {
+          call_id: 'c2',
+          tool: 'cluster_queue',
+          args: { user: 'alice', states: ['RUNNING'], '\u202eevil': 'x' },
+          tier: 1
+        }
+      ],
+      [
+        'tool_result',
+        {
+          call_id: 'c2',
+          tool: 'cluster_queue',
+          ok: true,
+          decision: 'auto',
+          approver: null,
+          summary: `1 job(s): 1 RUNNING\n${table}\n`,
+          duration_ms: 1234,
+          output_ref: null,
+          artifacts: []
+        }
+      ]
+    ]);
+    const { container } = render(<ChatView {...props(state)} />);
+    const row = byTestId(container, 'betty-tool-row');
+    expect(row.querySelector('summary')!.textContent).toBe(
+      '✓ cluster_queue user=alice, states=["RUNNING"], \\u202eevil=x — 1 job(s): 1 RUNNING'
+    );
+    expect(byTestId(row, 'betty-tool-table').textContent).toBe(table);
+    expect(row.querySelector('b')).toBeNull();
+    const names = Array.from(row.querySelectorAll('dt')).map(each => each.textContent);
+    const values = Array.from(row.querySelectorAll('dd')).map(each => each.textContent);
+    expect(names).toEqual(['user', 'states', '\\u202eevil']);
+    expect(values).toEqual(['alice', '["RUNNING"]', 'x']);
+    expect(row.textContent).toContain('took 1.2 s');
+  });
+
   it('sends the prompt and clears the box; Stop is for a busy turn', async () => {
     const p = props(transcript([]));
     const { container, rerender } = render(<ChatView {...p} />);
@@ -127,8 +168,86 @@ describe('ChatView', () => {
     expect(p.onDecide).toHaveBeenCalledWith('a7', 'denied', undefined);
   });
 
+  describe('a card that arrives', () => {
+    const CARD = transcript([
+      ['message', { role: 'user', text: 'submit it' }],
+      [
+        'approval_request',
+        {
+          approval_id: 'a9',
+          call_id: 'c9',
+          tool: 'cluster_submit',
+          tier: 2,
+          args: {},
+          preview: { kind: 'script', title: 'submit', text: '#!/bin/bash', details: {} },
+          reason: 'tier 2',
+          task: null
+        }
+      ]
+    ]);
+    const BEFORE = transcript([['message', { role: 'user', text: 'submit it' }]]);
+
+    it('takes focus to its Approve button from the panel or an empty prompt', () => {
+      const { container, rerender } = render(<ChatView {...props(BEFORE)} />);
+      byTestId<HTMLTextAreaElement>(container, 'betty-prompt').focus();
+      rerender(<ChatView {...props(CARD)} />);
+      expect(document.activeElement).toBe(byTestId(container, 'betty-approve'));
+    });
+
+    it('does not move focus to an older card once the newest is answered', () => {
+      const request = (id: string) => [
+        'approval_request',
+        {
+          approval_id: id,
+          call_id: `c-${id}`,
+          tool: 'cluster_cancel',
+          tier: 2,
+          args: {},
+          preview: { kind: 'command', title: 'cancel', text: 'scancel 1', details: {} },
+          reason: 'tier 2',
+          task: null
+        }
+      ];
+      const frames = [request('a8'), request('a9')] as [string, unknown][];
+      const answer = {
+        approval_id: 'a9',
+        call_id: 'c-a9',
+        decision: 'denied',
+        approver: 'ada',
+        args: null
+      };
+      const { container, rerender } = render(<ChatView {...props(transcript(frames))} />);
+      const card = (id: string) =>
+        container.querySelector(`[data-approval-id="${id}"]`) as HTMLElement;
+      expect(document.activeElement).toBe(byTestId(card('a9'), 'betty-approve'));
+      (document.activeElement as HTMLElement).blur();
+      const answered = transcript([...frames, ['approval_resolved', answer]]);
+      rerender(<ChatView {...props(answered)} />);
+      expect(card('a9').dataset.status).toBe('decided');
+      expect(document.activeElement).toBe(document.body);
+    });
+
+    it('leaves focus where someone types: a prompt with text, or a field outside the panel', () => {
+      const { container, rerender } = render(<ChatView {...props(BEFORE)} />);
+      const prompt = byTestId<HTMLTextAreaElement>(container, 'betty-prompt');
+      type(prompt, 'and then');
+      prompt.focus();
+      rerender(<ChatView {...props(CARD)} />);
+      expect(document.activeElement).toBe(prompt);
+
+      const outside = document.createElement('input');
+      document.body.appendChild(outside);
+      const second = render(<ChatView {...props(BEFORE)} />);
+      outside.focus();
+      second.rerender(<ChatView {...props(CARD)} />);
+      expect(document.activeElement).toBe(outside);
+      outside.remove();
+    });
+  });
+
   it('compactArgs writes arguments in one short line', () => {
     expect(compactArgs({ job_id: '42', lines: 50 })).toBe('job_id=42, lines=50');
+    expect(compactArgs({ model: 'x', precision: null })).toBe('model=x');
     expect(compactArgs({ script: 'x'.repeat(200) }, 20)).toHaveLength(20);
   });
 });

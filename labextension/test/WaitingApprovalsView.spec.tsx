@@ -7,7 +7,9 @@
 import * as React from 'react';
 
 import { BettyAPI } from '../src/api';
+import { BettyApp } from '../src/components/BettyApp';
 import { WaitingApprovalsView } from '../src/components/WaitingApprovalsView';
+import { BettyModel } from '../src/model';
 import { IWaitingApproval } from '../src/models';
 import { POLL_MS } from '../src/poll';
 import { BettyRequestError, requestAPI } from '../src/request';
@@ -116,6 +118,11 @@ describe('WaitingApprovalsView', () => {
     expect(allByTestId(items[0], 'betty-approve-session')).toHaveLength(0); // tier 2 always asks
   });
 
+  it('takes no focus: its cards come unasked, from other sessions', async () => {
+    await shown();
+    expect(document.activeElement).toBe(document.body);
+  });
+
   it('shows nothing while no other session waits', async () => {
     server.waiting = [approval('apr_chat', { session_id: 's-chat', task: null })];
     const { container } = await shown();
@@ -175,6 +182,20 @@ describe('WaitingApprovalsView', () => {
     await shown();
     await settle(POLL_MS * 3);
     expect(asked).toEqual(['apr_a']);
+  });
+
+  it("the Chat tab's badge counts the cards waiting for you in other sessions", async () => {
+    server.waiting = [approval('apr_a'), approval('apr_b', { session_id: 'automation-r1' })];
+    const model = new BettyModel({ api: new BettyAPI() });
+    const { container } = render(<BettyApp model={model} onOpen={jest.fn()} />);
+    model.waiting.start();
+    await settle();
+    const badge = () => allByTestId(byTestId(container, 'betty-tab-chat'), 'betty-pending-count');
+    expect(badge().map(each => each.textContent)).toEqual(['2']);
+    server.waiting = [];
+    await settle(POLL_MS);
+    expect(badge()).toHaveLength(0);
+    model.dispose();
   });
 
   it('the panel reads the approvals while attached, and stops when disposed', async () => {

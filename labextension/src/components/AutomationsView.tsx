@@ -12,6 +12,7 @@ import * as React from 'react';
 
 import { BettyAPI } from '../api';
 import { Decision, IApprovalRequest, jobEnded, PersonDecision } from '../events';
+import { cronWords, formatAgo, formatClock, formatTokens, formatWhen } from '../format';
 import { IAutomation, IAutomationRun, IAutomationTrigger, IResolution } from '../models';
 import { IApprovalItem, pendingApproval } from '../transcript';
 import { ApprovalCard } from './ApprovalCard';
@@ -151,7 +152,8 @@ export function AutomationsView(props: IAutomationsViewProps): JSX.Element {
     <div className="betty-Automations" data-testid="betty-automations">
       <div className="betty-Tab-toolbar">
         <span className="betty-Tab-caption">
-          Automations of this project{at && ` · ${at.toLocaleTimeString()}`}
+          Automations of this project
+          {at && <span className="betty-Tab-clock"> · {formatClock(at)}</span>}
         </span>
         <button
           className="betty-Button"
@@ -263,6 +265,7 @@ function AutomationCard(props: IAutomationCardProps): JSX.Element {
   const [busy, setBusy] = React.useState(false);
   const [openRun, setOpenRun] = React.useState<string | null>(null);
   const held = automation.status === 'paused' || automation.status === 'error-suspended';
+  const enable = automation.status === 'paused' && neverRan(runs);
   const underWay = automation.status === 'active' || runs.some(isUnderWay);
   const press = (action: () => Promise<void>) => async () => {
     setBusy(true);
@@ -290,7 +293,7 @@ function AutomationCard(props: IAutomationCardProps): JSX.Element {
       </div>
       <div className="betty-JobRow-sub" data-testid="betty-automation-trigger">
         {triggerWords(automation.trigger)}
-        {automation.next_due !== null && ` · next ${when(automation.next_due)}`}
+        {automation.next_due !== null && ` · next ${formatWhen(automation.next_due)}`}
       </div>
       {automation.status === 'error-suspended' && (
         <div className="betty-AutomationCard-suspended">
@@ -307,9 +310,14 @@ function AutomationCard(props: IAutomationCardProps): JSX.Element {
             className="betty-Button betty-Button-accept"
             data-testid="betty-automation-resume"
             disabled={busy}
+            title={
+              enable
+                ? 'Turn it on: its schedule and job triggers start firing'
+                : 'Let it work again, from where it waited'
+            }
             onClick={press(props.onResume)}
           >
-            Resume
+            {enable ? 'Enable' : 'Resume'}
           </button>
         ) : (
           <button
@@ -401,7 +409,7 @@ function RunRow({ run, open, api, tick, onToggle }: IRunRowProps): JSX.Element {
         <span className={`betty-RunStatus betty-RunStatus-${run.status}`}>{run.status}</span>
         {run.code && <span className="betty-AutomationRun-code">{run.code}</span>}
         <span className="betty-JobRow-sub">
-          {run.trigger} · {ago(runTime(run))} · {formatTokens(run.tokens)} tokens
+          {run.trigger} · {formatAgo(runTime(run))} · {formatTokens(run.tokens)} tokens
         </span>
       </button>
       {open && <RunTranscript run={run} api={api} follow={isUnderWay(run) ? tick : 0} />}
@@ -421,7 +429,10 @@ function TokensLine({ runs }: { runs: IAutomationRun[] }): JSX.Element {
   );
 }
 
-/** An automation's trigger in words: `when a job ends FAILED, OUT_OF_MEMORY`, `cron 0 8 * * *`. */
+/**
+ * An automation's trigger in words: `when a job ends FAILED, OUT_OF_MEMORY`,
+ * `daily at 08:00 (cron 0 8 * * *)`, `webhook`, `manual`.
+ */
 export function triggerWords(trigger: IAutomationTrigger): string {
   switch (trigger.kind) {
     case 'job': {
@@ -433,8 +444,11 @@ export function triggerWords(trigger: IAutomationTrigger): string {
       const verb = states.every(jobEnded) ? 'ends' : 'becomes';
       return `when a job${where} ${verb} ${states.join(', ')}`;
     }
-    case 'schedule':
-      return `cron ${trigger.cron ?? ''}`.trim();
+    case 'schedule': {
+      const cron = `cron ${trigger.cron ?? ''}`.trim();
+      const words = cronWords(trigger.cron ?? '');
+      return words ? `${words} (${cron})` : cron;
+    }
     case 'webhook':
       return 'webhook';
     default:
@@ -450,42 +464,16 @@ export function lastRunWords(run: IAutomationRun | undefined): string {
   const code = run.code ? ` (${run.code})` : '';
   const waits = run.paused_before ? ` · waits before ${run.paused_before}` : '';
   const used = `${formatTokens(run.tokens)} tokens`;
-  return `last run ${run.status}${code} · ${ago(runTime(run))} · ${used}${waits}`;
-}
-
-/** `950`, `12.3k`, `1.2M`. */
-export function formatTokens(tokens: number): string {
-  if (tokens < 1000) {
-    return String(tokens);
-  }
-  return tokens < 1_000_000
-    ? `${(tokens / 1000).toFixed(1)}k`
-    : `${(tokens / 1_000_000).toFixed(1)}M`;
+  return `last run ${run.status}${code} · ${formatAgo(runTime(run))} · ${used}${waits}`;
 }
 
 function runTime(run: IAutomationRun): number {
   return run.ended ?? run.started ?? run.created;
 }
 
-function ago(seconds: number): string {
-  const past = Date.now() / 1000 - seconds;
-  if (past < 60) {
-    return 'just now';
-  }
-  if (past < 3600) {
-    return `${Math.floor(past / 60)} min ago`;
-  }
-  return past < 86_400 ? `${Math.floor(past / 3600)} h ago` : when(seconds);
-}
-
-function when(seconds: number): string {
-  return new Date(seconds * 1000).toLocaleString([], {
-    weekday: 'short',
-    day: 'numeric',
-    month: 'short',
-    hour: '2-digit',
-    minute: '2-digit'
-  });
+/** No run of it ever started: a paused automation like that was never on, so it is enabled, not resumed. */
+function neverRan(runs: IAutomationRun[]): boolean {
+  return runs.every(run => run.started === null);
 }
 
 function isUnderWay(run: IAutomationRun): boolean {

@@ -8,7 +8,9 @@
 import * as React from 'react';
 
 import { BettyModel, Tab } from '../model';
+import { othersThan } from '../waiting';
 import { AutomationsView } from './AutomationsView';
+import { useChanges } from './changes';
 import { ChatView } from './ChatView';
 import { ExperimentsView } from './ExperimentsView';
 import { Header } from './Header';
@@ -44,6 +46,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
   );
   // Automation runs ask in sessions of their own, not the chat's: the Automations tab counts them.
   const [automationsPending, setAutomationsPending] = React.useState(0);
+  useChanges(model.waiting);
+  const waitingForYou = waitingCount(model);
   const shown = (tab: Tab) => model.visible && model.tab === tab;
   return (
     <div className="betty-App" data-testid="betty-app">
@@ -78,9 +82,13 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
             onClick={() => model.setTab(tab.id)}
           >
             {tab.label}
-            {tab.id === 'chat' && pendingCount(model) > 0 && (
-              <span className="betty-Tab-badge" data-testid="betty-pending-count">
-                {pendingCount(model)}
+            {tab.id === 'chat' && waitingForYou > 0 && (
+              <span
+                className="betty-Tab-badge"
+                data-testid="betty-pending-count"
+                title="Cards waiting for you: this chat's and those under Waiting for you"
+              >
+                {waitingForYou}
               </span>
             )}
             {tab.id === 'automations' && automationsPending > 0 && (
@@ -134,8 +142,10 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
   );
 }
 
-function pendingCount(model: BettyModel): number {
-  return model.transcript.items.filter(
+/** The cards waiting for a person: the chat's own, and every other session's (Waiting for you). */
+function waitingCount(model: BettyModel): number {
+  const chat = model.transcript.items.filter(
     item => item.kind === 'approval' && item.status === 'pending'
   ).length;
+  return chat + othersThan(model.waiting.approvals, model.session?.session_id ?? null).length;
 }

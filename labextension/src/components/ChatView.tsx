@@ -5,6 +5,8 @@
 import * as React from 'react';
 
 import { PersonDecision } from '../events';
+import { formatMilliseconds, summaryParts } from '../format';
+import { revealCard } from '../reveal';
 import { Markdown, visibleText } from '../safe';
 import { IMessageItem, INoteItem, IToolItem, ITranscript, TranscriptItem } from '../transcript';
 import { ApprovalCard } from './ApprovalCard';
@@ -39,6 +41,23 @@ export function ChatView(props: IChatViewProps): JSX.Element {
     }
   }, [transcript.items.length, lastText]);
 
+  // A card that arrives is brought to the person: its buttons in view, Approve focused.
+  const pending = pendingIds(transcript);
+  const seen = React.useRef(new Set<string>());
+  React.useEffect(() => {
+    // Only a card that just arrived: once one is answered, focus does not jump to another.
+    const arrived = pending.filter(id => !seen.current.has(id)).pop();
+    pending.forEach(id => seen.current.add(id));
+    const node = list.current;
+    const card = Array.from(
+      node?.querySelectorAll<HTMLElement>('[data-testid="betty-approval-card"]') ?? []
+    ).find(each => each.dataset.approvalId === arrived);
+    if (node && card) {
+      const panel = node.closest<HTMLElement>('.betty-App') ?? node.closest<HTMLElement>('.betty-Chat');
+      revealCard(node, card, panel ?? node);
+    }
+  }, [pending.join(' ')]); // the ids, not the list: a new list of the same cards changes nothing
+
   return (
     <div className="betty-Chat" data-testid="betty-chat">
       <div className="betty-Chat-transcript" ref={list} data-testid="betty-transcript">
@@ -54,6 +73,13 @@ export function ChatView(props: IChatViewProps): JSX.Element {
       </div>
       <Composer busy={transcript.busy} onSend={props.onSend} onStop={props.onStop} />
     </div>
+  );
+}
+
+/** The approval ids of the cards waiting for an answer, oldest first. */
+function pendingIds(transcript: ITranscript): string[] {
+  return transcript.items.flatMap(item =>
+    item.kind === 'approval' && item.status === 'pending' ? [item.request.approval_id] : []
   );
 }
 
@@ -111,7 +137,11 @@ function MessageRow({ item }: { item: IMessageItem }): JSX.Element {
   );
 }
 
-/** A tool call as one compact row; its arguments and result unfold on click. */
+/**
+ * A tool call as one compact row — its mark, the tool, its arguments in short and the first line
+ * of its summary — that unfolds to its arguments one per line and the rest of its summary (a
+ * table, say) as it is, scrolling sideways inside the row when wider than the panel.
+ */
 export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
   const state =
     item.result !== null
@@ -122,6 +152,7 @@ export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
         ? 'not-run'
         : 'running';
   const mark = { running: '…', ok: '✓', failed: '✗', 'not-run': '–' }[state];
+  const summary = item.result ? summaryParts(item.result.summary) : null;
   return (
     <details
       className={`betty-ToolRow betty-ToolRow-${state}`}
@@ -131,9 +162,9 @@ export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
     >
       <summary>
         <span className="betty-ToolRow-mark">{mark}</span> <code>{item.tool}</code>{' '}
-        <span className="betty-ToolRow-args">{visibleText(compactArgs(item.args))}</span>
-        {item.result && (
-          <span className="betty-ToolRow-summary"> — {visibleText(item.result.summary)}</span>
+        <span className="betty-ToolRow-args">{visibleText(compactArgs(item.args, 48))}</span>
+        {summary && (
+          <span className="betty-ToolRow-summary"> — {visibleText(summary.headline)}</span>
         )}
         {item.notRun && (
           <span className="betty-ToolRow-summary">
@@ -142,15 +173,19 @@ export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
           </span>
         )}
       </summary>
-      <pre className="betty-Preview-code">{visibleText(JSON.stringify(item.args, null, 2))}</pre>
-      {item.result && (
+      <ToolArgs args={item.args} />
+      {item.result && summary && (
         <div className="betty-ToolRow-result">
-          <div>{visibleText(item.result.summary)}</div>
+          {summary.rest && (
+            <pre className="betty-Preview-code betty-ToolRow-table" data-testid="betty-tool-table">
+              {visibleText(summary.rest)}
+            </pre>
+          )}
           {item.result.artifacts?.length > 0 && (
             <div className="betty-ToolRow-artifacts">wrote: {item.result.artifacts.join(', ')}</div>
           )}
           <div className="betty-ToolRow-duration">
-            {Math.round(item.result.duration_ms ?? 0)} ms
+            took {formatMilliseconds(item.result.duration_ms ?? 0)}
           </div>
         </div>
       )}
@@ -158,9 +193,30 @@ export function ToolRow({ item }: { item: IToolItem }): JSX.Element {
   );
 }
 
-/** Arguments in one short line: `job_id=123, stream=out`. */
+/** A call's arguments, one per line: `job id  42`; a script keeps its lines. */
+function ToolArgs({ args }: { args: Record<string, unknown> }): JSX.Element | null {
+  const entries = Object.entries(args).filter(([, value]) => value !== null && value !== undefined);
+  if (entries.length === 0) {
+    return null;
+  }
+  return (
+    <dl className="betty-ToolRow-argList">
+      {entries.map(([name, value]) => (
+        <React.Fragment key={name}>
+          <dt>{visibleText(name.replace(/_/g, ' '))}</dt>
+          <dd>
+            {visibleText(typeof value === 'string' ? value : JSON.stringify(value))}
+          </dd>
+        </React.Fragment>
+      ))}
+    </dl>
+  );
+}
+
+/** Arguments in one short line, those left unset out: `job_id=123, stream=out`. */
 export function compactArgs(args: Record<string, unknown>, limit = 80): string {
   const text = Object.entries(args)
+    .filter(([, value]) => value !== null && value !== undefined)
     .map(([name, value]) => `${name}=${typeof value === 'string' ? value : JSON.stringify(value)}`)
     .join(', ')
     .replace(/\s+/g, ' ');

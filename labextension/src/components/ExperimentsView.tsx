@@ -5,6 +5,7 @@
 import * as React from 'react';
 
 import { experimentNotebook, experimentPage, IExperiment, IExperiments } from '../models';
+import { formatStamp, resourceWords } from '../format';
 import { visibleText } from '../safe';
 import { ResubmitButton } from './FinishedJobs';
 
@@ -85,10 +86,15 @@ export function ExperimentsView({
               <div className="betty-ExperimentRow-goal">{visibleText(experiment.goal)}</div>
             )}
             <div className="betty-JobRow-sub">
-              job {experiment.job_id} on {experiment.cluster}
-              {experiment.partition ? ` · ${experiment.partition}` : ''} · submitted{' '}
-              {experiment.submitted}
+              job {experiment.job_id} on {visibleText(experiment.cluster)}
+              {experiment.partition ? ` · ${visibleText(experiment.partition)}` : ''} · submitted{' '}
+              {formatStamp(experiment.submitted)}
             </div>
+            {resourceWords(experiment.resources ?? {}) && (
+              <div className="betty-JobRow-sub" data-testid="betty-experiment-resources">
+                asked for {visibleText(resourceWords(experiment.resources ?? {}))}
+              </div>
+            )}
             <div className="betty-JobRow-links">
               <button
                 className="betty-Link"

@@ -5,6 +5,7 @@
  */
 import * as React from 'react';
 
+import { formatClock } from '../format';
 import { finishedJobs, IFinishedJob, IJobRow, jobRows } from '../table';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
 import { visibleText } from '../safe';
@@ -98,7 +99,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
       <div className="betty-Tab-toolbar">
         <span className="betty-Tab-caption">
           My jobs{cluster ? ` on ${cluster}` : ''}
-          {state.at && ` · ${state.at.toLocaleTimeString()}`}
+          {state.at && <span className="betty-Tab-clock"> · {formatClock(state.at)}</span>}
         </span>
         <button
           className="betty-Button"

@@ -6,6 +6,7 @@
  */
 import * as React from 'react';
 
+import { revealCard } from '../reveal';
 import { pendingApproval } from '../transcript';
 import { visibleText } from '../safe';
 import { othersThan, WaitingApprovals, whose } from '../waiting';
@@ -25,6 +26,23 @@ export function WaitingApprovalsView(props: IWaitingApprovalsViewProps): JSX.Ele
   useChanges(waiting);
   const approvals = othersThan(waiting.approvals, chatSession);
   const problem = waiting.problem;
+  // The newest card is brought into view in the list, its buttons showing (it takes no focus:
+  // it comes unasked, from another session).
+  const list = React.useRef<HTMLDivElement>(null);
+  const ids = approvals.map(approval => approval.approval_id);
+  const seen = React.useRef(new Set<string>());
+  React.useEffect(() => {
+    // Only a card that just arrived: once one is answered, focus does not jump to another.
+    const newest = ids.filter(id => !seen.current.has(id)).pop();
+    ids.forEach(id => seen.current.add(id));
+    const node = list.current;
+    const card = Array.from(
+      node?.querySelectorAll<HTMLElement>('[data-testid="betty-approval-card"]') ?? []
+    ).find(each => each.dataset.approvalId === newest);
+    if (node && card) {
+      revealCard(node, card);
+    }
+  }, [ids.join(' ')]); // the ids, not the list: a new list of the same cards changes nothing
   if (approvals.length === 0 && problem === null) {
     return null;
   }
@@ -38,7 +56,7 @@ export function WaitingApprovalsView(props: IWaitingApprovalsViewProps): JSX.Ele
           </span>
         )}
       </div>
-      <div className="betty-Waiting-list">
+      <div className="betty-Waiting-list" ref={list}>
         {approvals.map(approval => (
           <div
             key={approval.approval_id}
