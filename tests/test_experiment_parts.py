@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from datetime import date
 
@@ -181,3 +182,14 @@ def test_an_end_without_an_exit_code_waits_for_accounting_then_is_taken(tmp_path
     assert not watcher._unsettled_end(tracked, ended), "after the grace, the end is recorded without one"
     running = Job(job_id="42", name="lora", user="ada", partition="gpu", state=JobState.RUNNING)
     assert not watcher._unsettled_end(tracked, running)
+
+
+def test_the_submission_table_says_what_was_asked_in_a_persons_units():
+    asked = dataclasses.replace(experiment(), resources={"time_minutes": 1505, "memory_bytes": 104857600,
+                                                         "gpus": "1 × h100", "cpus_per_task": "4"})
+    table = next(cell.source for cell in content.notebook(asked).cells if cell.source.startswith("## Submission"))
+    rows = dict(line.strip("| ").split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line
+                and line != "| | |")
+    assert rows["time limit"] == "1-01:05:00" and rows["memory"] == "100 MiB"
+    assert rows["gpus"] == "1 × h100" and rows["cpus per task"] == "4" and rows["submitted"] == "2026-11-22 10:00:00"
+    assert "104857600" not in table and "minutes" not in table and "bytes" not in table

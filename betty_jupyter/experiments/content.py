@@ -7,7 +7,8 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..cluster.tables import memory_text
+from ..cluster.sbatch import format_minutes
+from ..cluster.tables import memory_text, size_text
 from ..safe_text import fenced, markdown_text, table_cell
 from ..wiki import AUTO_END, AUTO_START
 from ..wiki.regions import without_markers
@@ -120,7 +121,7 @@ def _runtime_row(experiment: Experiment, job: "Job | None") -> str:
 
     gpus = f"{job.gpus} × {job.gpu_type or 'gpu'}" if job and job.gpus else "—"
     partition = (job.partition if job else None) or experiment.partition or "—"
-    cells = [experiment.job_id, experiment.cluster, partition, experiment.submitted,
+    cells = [experiment.job_id, experiment.cluster, partition, _submitted(experiment),
              when(job.started if job else None), when(job.ended if job else None), gpus]
     return "| " + " | ".join(table_cell(cell) for cell in cells) + " |"
 
@@ -169,12 +170,26 @@ def notebook(experiment: Experiment) -> Any:
 
 def _record_table(experiment: Experiment) -> str:
     rows = [("job id", experiment.job_id), ("cluster", experiment.cluster),
-            ("partition", experiment.partition or "default"), ("submitted", experiment.submitted),
+            ("partition", experiment.partition or "default"), ("submitted", _submitted(experiment)),
             ("script", experiment.script_path)]
-    rows += [(name.replace("_", " "), str(value)) for name, value in experiment.resources.items()]
+    rows += [_resource_row(name, value) for name, value in experiment.resources.items()]
     table = "\n".join(f"| {table_cell(name)} | {table_cell(value)} |" for name, value in rows)
     text = f"## Submission\n\n| | |\n|---|---|\n{table}"
     if experiment.gpu_estimate:
         peak = experiment.gpu_estimate.get("peak_gib")
         text += f"\n\nGPU memory estimate: **{peak:.1f} GiB per GPU**" if isinstance(peak, (int, float)) else ""
     return text
+
+
+def _submitted(experiment: Experiment) -> str:
+    """When it was submitted, written as the Runtime table writes times (``2026-11-25 00:47:13``)."""
+    return experiment.submitted.replace("T", " ")
+
+
+def _resource_row(name: str, value: Any) -> tuple[str, str]:
+    """One thing the script asked for, in a person's units: ``time limit 00:05:00``, ``memory 100 MiB``."""
+    if name == "time_minutes" and isinstance(value, int):
+        return "time limit", format_minutes(value)
+    if name == "memory_bytes" and isinstance(value, int):
+        return "memory", size_text(value)
+    return name.replace("_", " "), str(value)
