@@ -10,7 +10,7 @@ import { act } from 'react';
 import { BettyAPI } from '../src/api';
 import { AutomationsView, IAutomationsViewProps } from '../src/components/AutomationsView';
 import { BettyApp } from '../src/components/BettyApp';
-import { IApprovalRequest } from '../src/events';
+import { IWaitingApproval } from '../src/contract/serverApi';
 import { BettyModel } from '../src/model';
 import { IAutomation, IAutomationRun, IAutomationTrigger, IRunEvent } from '../src/models';
 import { requestAPI } from '../src/request';
@@ -83,7 +83,7 @@ function run(id: string, automationId: string, overrides: Partial<IAutomationRun
   };
 }
 
-const SUBMIT: IApprovalRequest = {
+const SUBMIT: IWaitingApproval = {
   approval_id: 'ap1',
   call_id: 'c9',
   tool: 'cluster_submit',
@@ -91,7 +91,17 @@ const SUBMIT: IApprovalRequest = {
   args: { script: '#!/bin/bash\n#SBATCH -p gpu\npython train.py' },
   preview: { kind: 'script', title: 'Submit to gpu', text: '#!/bin/bash\n#SBATCH -p gpu', details: {} },
   reason: 'tier 2 always asks',
-  task: 'Build watcher'
+  task: 'Build watcher',
+  session_id: 'automation-r9'
+};
+
+/** A resubmission (as the babysitter proposes): its run r3 is done, its card still waits. */
+const RESUBMIT: IWaitingApproval = {
+  ...SUBMIT,
+  approval_id: 'ap3',
+  call_id: 'c3',
+  task: 'Triage',
+  session_id: 'automation-r3'
 };
 
 function event(attempt: number, seq: number, type: string, payload: unknown): IRunEvent {
@@ -125,7 +135,7 @@ type Route = (body: any) => unknown;
 class FakeServer {
   calls: string[] = [];
   bodies: unknown[] = [];
-  waiting: IApprovalRequest[] = [SUBMIT];
+  waiting: IWaitingApproval[] = [SUBMIT];
   routes: Record<string, Route> = {
     'GET automations': () => ({
       automations: [
@@ -179,7 +189,7 @@ class FakeServer {
     'GET automations/retry/runs?limit=20': () => ({
       runs: [run('r7', 'retry', { status: 'failed', code: 'model', trigger: 'manual', tokens: 10 })]
     }),
-    'GET approvals?session=automation-r9': () => ({ approvals: this.waiting }),
+    'GET approvals': () => ({ approvals: this.waiting }),
     'GET automations/triage/runs/r3': () => ({
       ...run('r3', 'triage', { tokens: 1234 }),
       events: TRANSCRIPT
@@ -366,10 +376,21 @@ describe('AutomationsView', () => {
     expect(allByTestId(card('triage'), 'betty-automation-transcript')).toHaveLength(0);
   });
 
+  it('shows a card a run that ended left waiting, found by what waits and not by run status', async () => {
+    server.waiting = [SUBMIT, RESUBMIT];
+    const counted = jest.fn();
+    const { card } = await shown({ onPendingCount: counted });
+    expect(counted).toHaveBeenLastCalledWith(2);
+    const left = byTestId(card('triage'), 'betty-approval-card');
+    expect(left.dataset.approvalId).toBe('ap3');
+    expect(left.dataset.status).toBe('pending');
+    expect(allByTestId(card('digest'), 'betty-approval-card')).toHaveLength(0);
+  });
+
   it('shows the approval a running run waits on, and approving posts the decision', async () => {
     const counted = jest.fn();
     const { container, card } = await shown({ onPendingCount: counted });
-    expect(server.count('GET approvals?session=automation-r9')).toBe(1);
+    expect(server.count('GET approvals')).toBe(1);
     expect(counted).toHaveBeenLastCalledWith(1);
     expect(byTestId(container, 'betty-automations-pending').textContent).toContain(
       'One action of an automation waits'

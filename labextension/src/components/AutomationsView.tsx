@@ -29,7 +29,7 @@ export type AutomationsAPI = Pick<
   | 'resumeAutomation'
   | 'runAutomation'
   | 'killAutomation'
-  | 'approvals'
+  | 'waitingApprovals'
   | 'decide'
 >;
 
@@ -215,19 +215,25 @@ function NoAutomations(): JSX.Element {
 }
 
 /** Every automation with its recent runs and the approvals its running run waits on. */
+/**
+ * Each automation with its recent runs and the cards they wait on. A card is found by what waits
+ * (every approval open now, matched to a run by its session), never by the run's status: a run
+ * that ended may leave a card for a person (the babysitter's resubmission).
+ */
 async function loadCards(api: AutomationsAPI): Promise<IAutomationCard[]> {
-  const { automations } = await api.automations();
+  const [{ automations }, { approvals }] = await Promise.all([
+    api.automations(),
+    api.waitingApprovals()
+  ]);
   return Promise.all(
     automations.map(async automation => {
       const { runs } = await api.automationRuns(automation.id, RECENT_RUNS);
-      const running = runs.filter(run => run.status === 'running');
-      const waiting = await Promise.all(
-        running.map(async run => {
-          const { approvals } = await api.approvals(run.session_id);
-          return approvals.map(request => ({ runId: run.id, request }));
-        })
+      const waiting = runs.flatMap(run =>
+        approvals
+          .filter(request => request.session_id === run.session_id)
+          .map(request => ({ runId: run.id, request }))
       );
-      return { automation, runs, waiting: waiting.flat() };
+      return { automation, runs, waiting };
     })
   );
 }
