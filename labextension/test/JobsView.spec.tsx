@@ -231,6 +231,8 @@ describe('JobsView: finished jobs', () => {
       ['120', 'COMPLETED']
     ]);
     expect(rows()[0].textContent).toContain('exit code 1:0');
+    expect(rows()[0].textContent).toContain('ended 2024-05-01 11:00');
+    expect(rows()[0].textContent).not.toContain('T11:00');
     expect(rows()[0].querySelector('b')).toBeNull(); // a job name is text
     expect(rows()[0].textContent).toContain('<b>train</b>');
     const filter = byTestId<HTMLSelectElement>(container, 'betty-finished-filter');

@@ -5,6 +5,7 @@
  */
 import * as React from 'react';
 
+import { formatStamp } from '../format';
 import { experimentNotebook, IExperiment } from '../models';
 import { visibleText } from '../safe';
 import { IFinishedJob } from '../table';
@@ -88,7 +89,7 @@ function FinishedRow({ job, experiment, onResubmit, onOpen }: IFinishedRowProps)
         <span className="betty-JobRow-id">{job.jobId}</span>
         {job.partition && ` · ${visibleText(job.partition)}`}
         {job.exitCode && ` · exit code ${visibleText(job.exitCode)}`}
-        {job.ended && ` · ended ${visibleText(job.ended)}`}
+        {job.ended && ` · ended ${visibleText(formatStamp(job.ended))}`}
       </div>
       {experiment && (
         <div className="betty-JobRow-links">
