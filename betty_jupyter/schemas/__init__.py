@@ -79,9 +79,9 @@ def _server_api_types() -> list[tuple[str, JsonSchemaMode, Any]]:
     """Every type of the REST API and the chat socket, by the name the schema gives it, with its mode."""
     answers = [m.Health, m.Clusters, m.ClusterCheck, m.LoginQuestions, m.Session, m.AskAnswer, m.Tools, m.CallStarted,
                m.Approvals, Resolution, m.Experiments, wire.Outcome, m.Automations, m.AutomationRuns,
-               m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.ServerError]
+               m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.NotebookStatuses, m.ServerError]
     bodies = [m.SessionRequest, m.ModeRequest, m.AskRequest, m.ToolRequest, m.DecisionRequest, m.CancelRequest,
-              m.TrustRequest, m.LoginAnswer, AutomationSpec]
+              m.TrustRequest, m.LoginAnswer, m.OpenNotebooksRequest, AutomationSpec]
     return ([(t.__name__, "serialization", t) for t in answers] + [(t.__name__, "validation", t) for t in bodies]
             + [("SocketMessage", "validation", m.SocketMessage)])
 

@@ -3,7 +3,12 @@
  * notebook context menus), its settings and the toasts of jobs that ended, of logins that
  * wait on the person and of other sessions' approval cards (an MCP client's, an automation's).
  */
-import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import {
+  ILabShell,
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -15,6 +20,7 @@ import { ISignal } from '@lumino/signaling';
 import { BettyAPI } from './api';
 import { IJobUpdateInfo } from './events';
 import { BettyModel, ISavedSession, panelSettings } from './model';
+import { NotebookLeases } from './notebooks';
 import { BettyPanel } from './panel';
 import { askAboutCellPrompt, sizeGpusPrompt, submitScriptPrompt } from './prompts';
 import { visibleText } from './safe';
@@ -55,16 +61,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'Betty side panel: an assistant for researchers on Slurm clusters.',
   autoStart: true,
-  optional: [ILayoutRestorer, ICommandPalette, ISettingRegistry, IStateDB, IDefaultFileBrowser],
+  optional: [
+    ILayoutRestorer,
+    ICommandPalette,
+    ISettingRegistry,
+    IStateDB,
+    IDefaultFileBrowser,
+    ILabShell
+  ],
   activate: (
     app: JupyterFrontEnd,
     restorer: ILayoutRestorer | null,
     palette: ICommandPalette | null,
     settingRegistry: ISettingRegistry | null,
     state: IStateDB | null,
-    fileBrowser: IDefaultFileBrowser | null
+    fileBrowser: IDefaultFileBrowser | null,
+    labShell: ILabShell | null
   ) => {
-    const model = new BettyModel({ api: new BettyAPI() });
+    const api = new BettyAPI();
+    const model = new BettyModel({ api });
     const open = (path: string) => void app.commands.execute('docmanager:open', { path });
     const panel = new BettyPanel({ model, open });
     panel.title.icon = bettyIcon;
@@ -73,6 +88,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer?.add(panel, panel.id);
 
     model.jobEnded.connect((_, job) => toastJobEnded(job, open));
+    // Betty writes no file of a notebook open here: its status goes into the open document.
+    const leases = new NotebookLeases(api, () => app.shell.widgets('main'));
+    labShell?.layoutModified.connect(() => void leases.tell());
+    model.jobEnded.connect(() => void leases.tell());
+    leases.start();
     const showPanel = () => app.shell.activateById(panel.id);
     toastWhileWaiting(
       model.logins,
