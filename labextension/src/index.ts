@@ -89,7 +89,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     model.jobEnded.connect((_, job) => toastJobEnded(job, open));
     // Betty writes no file of a notebook open here: its status goes into the open document.
-    const leases = new NotebookLeases(api, () => app.shell.widgets('main'));
+    const leases = new NotebookLeases(
+      api,
+      () => app.shell.widgets('main'),
+      app.serviceManager.contents
+    );
     labShell?.layoutModified.connect(() => void leases.tell());
     model.jobEnded.connect(() => void leases.tell());
     leases.start();
