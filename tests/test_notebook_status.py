@@ -166,3 +166,22 @@ def test_an_unreadable_or_hostile_path_from_the_panel_holds_nothing(tmp_path):
     leases.hold("page-one", hostile)
     assert all(leases.is_open(path) for path in hostile)  # only names: nothing is read or written through them
     assert not leases.is_open(NOTEBOOK)
+
+
+def test_a_running_watcher_says_when_it_wrote_a_notebook_that_was_closed(tmp_path):
+    workspace, ledger, record = recorded(tmp_path)
+    OpenNotebooks(workspace.ledger_path).hold("page-one", [NOTEBOOK])
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm(), min_interval=0.01)  # type: ignore[arg-type, return-value]
+    watcher.settle_seconds = 0
+    asyncio.run(watcher.tick())
+    OpenNotebooks(workspace.ledger_path).hold("page-one", [])
+    stop = asyncio.Event()
+    written: list[str] = []
+
+    def heard(check) -> None:  # type: ignore[no-untyped-def]
+        written.append(check.line())
+        stop.set()
+
+    watcher.subscribe_written(heard)
+    asyncio.run(asyncio.wait_for(watcher.run(stop), timeout=60))
+    assert written == ["job 42 (2026-11-25-lora): notebook's status brought up to COMPLETED (the file said no state)"]

@@ -137,6 +137,8 @@ def _watch(args: argparse.Namespace) -> int:
                                         max_interval=args.interval, lease_seconds=args.lease)
     if not args.once:
         watcher.subscribe(lambda update: _print_update(update, args.json))
+        watcher.subscribe_written(lambda check: print(json.dumps(check.record()) if args.json
+                                                      else terminal_line(check.line()), flush=True))
     try:
         if args.once:
             _watch_once(watcher, args.json)

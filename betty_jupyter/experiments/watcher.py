@@ -80,6 +80,7 @@ class JobWatcher:
         self.max_interval = max_interval
         self.interval = min_interval
         self.subscribers: list[Callable[[JobUpdate], None]] = []
+        self._written_subscribers: list[Callable[[StatusCheck], None]] = []
         self.settle_seconds = 60.0
         """How long an ended job may wait for accounting's exit code before it is recorded without one."""
         self._unsettled: dict[str, float] = {}
@@ -89,6 +90,10 @@ class JobWatcher:
     def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
         """Call ``callback`` with every :class:`JobUpdate`."""
         self.subscribers.append(callback)
+
+    def subscribe_written(self, callback: Callable[[StatusCheck], None]) -> None:
+        """Call ``callback`` with every notebook whose status :meth:`run` wrote once it was closed."""
+        self._written_subscribers.append(callback)
 
     async def tick(self) -> list[JobUpdate]:
         """Claim the free jobs, ask each cluster once, apply what changed; adjusts the interval."""
@@ -177,7 +182,9 @@ class JobWatcher:
         try:
             while not stop.is_set():
                 await self.tick()
-                self.catch_up()
+                for check in self.catch_up():
+                    for callback in self._written_subscribers if check.outcome is Outcome.WRITTEN else ():
+                        callback(check)
                 await self._wait(stop)
         finally:
             self.ledger.release(self.owner)
