@@ -185,3 +185,19 @@ def test_a_running_watcher_says_when_it_wrote_a_notebook_that_was_closed(tmp_pat
     watcher.subscribe_written(heard)
     asyncio.run(asyncio.wait_for(watcher.run(stop), timeout=60))
     assert written == ["job 42 (2026-11-25-lora): notebook's status brought up to COMPLETED (the file said no state)"]
+
+
+def test_a_notebook_written_after_the_watcher_saw_its_job_change_gets_the_state_at_the_next_check(tmp_path):
+    init_workspace(tmp_path)
+    workspace = Workspace.at(tmp_path)
+    ledger = Ledger(workspace.ledger_path)
+    record = experiment()
+    ledger.add(record)  # the submission's record: the ledger first, its files a moment later
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+    watcher.settle_seconds = 0
+    [update] = asyncio.run(watcher.tick())
+    assert update.written == () and not update.notebook_open
+    write_record(workspace, record)
+    assert shown_state(notebook(workspace), record) is None
+    [check] = watcher.catch_up()
+    assert check.outcome is Outcome.WRITTEN and shown_state(notebook(workspace), record) == "COMPLETED"

@@ -113,7 +113,8 @@ def expected_line(ledger: Ledger, tracked: Tracked) -> str:
 
 
 def bring_up_to_date(workspace: Workspace, ledger: Ledger, tracked: Tracked) -> StatusCheck | None:
-    """Write the recorded state into a notebook whose file shows another (not while it is open); None when current.
+    """Write the recorded state into a notebook whose file shows another (not while it is open); None when current
+    or when there is no notebook yet (it stays behind, if it was).
 
     Only the status cell's output changes: every other cell is written back as the file had it.
     """

@@ -153,14 +153,16 @@ class JobWatcher:
         """Write the page's auto region and the notebook's status, then record the state (lease permitting).
 
         Returns whether the page was written (``("page",)`` or ``()``) and what became of the notebook's status,
-        or None when the lease was lost. A notebook open in JupyterLab is left alone and marked behind."""
+        or None when the lease was lost. A notebook open in JupyterLab (or not there yet) is left alone and marked
+        behind."""
         experiment, state = tracked.experiment, job.state.value
         if not self.ledger.holds(experiment.slug, self.owner):
             return None
         page: tuple[str, ...] = ("page",) if self._write_page(experiment, job, state, log) else ()
         line = content.status_text(experiment, job, state)
         notebook = write_status(self.workspace, experiment, line)
-        self.ledger.set_notebook_status(experiment.slug, line, behind=notebook is Outcome.OPEN)
+        # Open, or not written yet (the submission's record is still being written): :meth:`catch_up` writes it later.
+        self.ledger.set_notebook_status(experiment.slug, line, behind=notebook is not Outcome.WRITTEN)
         return (page, notebook) if self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished) \
             else None
 
