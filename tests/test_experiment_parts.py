@@ -143,8 +143,11 @@ def test_a_change_is_one_line_and_the_same_as_data():
     assert update.record() == {"job_id": "42", "experiment": "2026-11-22-lora", "cluster": "betty-dev",
                                "previous": "RUNNING", "state": "COMPLETED", "page": "wiki/experiments/2026-11-22-lora.md",
                                "notebook": "notebooks/experiments/2026-11-22-lora.ipynb",
-                               "updated": ["page", "notebook"]}
+                               "updated": ["page", "notebook"], "notebook_open": False}
     assert "betty experiments repair" in JobUpdate(experiment(), "RUNNING", "FAILED", job).line()
+    held = JobUpdate(experiment(), "RUNNING", "COMPLETED", job, ("page",), notebook_open=True).line()
+    assert held == ("job 42 (2026-11-22-lora): RUNNING → COMPLETED; page updated; the notebook is open in JupyterLab: "
+                    "Betty's panel puts the status in it, your next save writes it")
 
 
 def test_leases_go_to_one_watcher_until_they_expire(tmp_path):

@@ -215,3 +215,43 @@ def test_the_experiment_notebook_runs_top_to_bottom(slurm, workspace, dev_cluste
     table = [o["data"]["text/plain"] for o in analysis if o["output_type"] == "execute_result"][0]
     assert "loss" in table and "0.6" in table
     assert any("image/png" in o.get("data", {}) for o in analysis)  # the plot of the numbers
+
+
+def test_a_job_that_ends_while_its_notebook_is_open_leaves_the_file_and_betty_watch_says_so(slurm, workspace,
+                                                                                            dev_cluster):
+    import nbformat
+
+    from betty_jupyter.experiments.editors import OpenNotebooks
+    from betty_jupyter.experiments.status_cell import shown_state
+
+    experiment = submit(slurm, workspace, "echo done", name="open-notebook")
+    path = workspace.root / experiment.notebook
+    book = nbformat.read(path, as_version=4)
+    book.cells[0].source = "# my notes, saved before the job ended"
+    nbformat.write(book, path)
+    OpenNotebooks(workspace.ledger_path).hold("page-one", [experiment.notebook], seconds=600)
+    before = path.read_bytes()
+    env = {**os.environ, "BETTY_CONFIG": dev_cluster["BETTY_CONFIG"]}
+    once = ("watch", "--once", "--dir", str(workspace.root))
+
+    changes: list[dict[str, object]] = []
+    deadline = time.monotonic() + 180
+    while not any(change["state"] == "COMPLETED" for change in changes):
+        assert time.monotonic() < deadline, changes
+        checked = run_betty(*once, "--json", env=env)
+        assert checked.returncode == 0, checked.stderr
+        changes += [change for change in json.loads(checked.stdout) if "previous" in change]
+    [ended] = [change for change in changes if change["state"] == "COMPLETED"]
+    assert ended["notebook_open"] and ended["updated"] == ["page"]
+    assert path.read_bytes() == before, "the open notebook's file is the person's"
+    assert "**COMPLETED**" in (workspace.wiki / experiment.page).read_text()
+
+    told = run_betty(*once, env=env).stdout
+    assert f"job {experiment.job_id} ({experiment.slug}): the notebook is open in JupyterLab" in told, told
+    OpenNotebooks(workspace.ledger_path).hold("page-one", [])
+    caught = run_betty(*once, env=env).stdout
+    assert f"({experiment.slug}): notebook's status brought up to COMPLETED" in caught, caught
+    book = nbformat.read(path, as_version=4)
+    assert book.cells[0].source == "# my notes, saved before the job ended"
+    assert shown_state(book, experiment) == "COMPLETED"
+    assert run_betty(*once, env=env).stdout.strip() == "nothing changed"

@@ -37,7 +37,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     show.add_argument("experiment", metavar="SLUG|JOBID")
     show.add_argument("--json", action="store_true", help="print JSON for scripts")
     show.set_defaults(run=_show)
-    repair = actions.add_parser("repair", parents=[where], help="rebuild missing pages and notebooks from the ledger")
+    repair = actions.add_parser(
+        "repair", parents=[where], help="rebuild missing pages and notebooks, and bring stale notebook statuses "
+                                        "up to the job's last state (exit 1 when one is open in JupyterLab)")
     repair.set_defaults(run=_repair)
 
     watch = commands.add_parser(
@@ -98,13 +100,18 @@ def _show(args: argparse.Namespace) -> int:
 
 def _repair(args: argparse.Namespace) -> int:
     from ..experiments.record import repair  # lazy: nbformat is heavy; only `betty experiments repair` needs it
+    from ..experiments.status_cell import Outcome, repair_status  # lazy: as above
 
-    repaired = repair(_workspace(args))
+    workspace = _workspace(args)
+    repaired = repair(workspace)
     for job, files in repaired.items():
         print(f"job {job}: wrote {', '.join(files)}")
-    if not repaired:
-        print("every recorded experiment has its page and notebook")
-    return 0
+    checks = repair_status(workspace)
+    for check in checks:
+        print(terminal_line(check.line()))
+    if not repaired and not checks:
+        print("every recorded experiment has its page and notebook, and each notebook shows its job's last state")
+    return 1 if any(check.outcome is Outcome.OPEN for check in checks) else 0
 
 
 async def _watch_until_stopped(watcher: "JobWatcher") -> None:
@@ -130,15 +137,11 @@ def _watch(args: argparse.Namespace) -> int:
                                         max_interval=args.interval, lease_seconds=args.lease)
     if not args.once:
         watcher.subscribe(lambda update: _print_update(update, args.json))
+        watcher.subscribe_written(lambda check: print(json.dumps(check.record()) if args.json
+                                                      else terminal_line(check.line()), flush=True))
     try:
         if args.once:
-            updates = asyncio.run(watcher.tick())
-            if args.json:
-                print(json.dumps([update.record() for update in updates], indent=2))
-            for update in [] if args.json else updates:
-                _print_update(update, as_json=False)
-            if not updates and not args.json:
-                print("nothing changed")
+            _watch_once(watcher, args.json)
         else:
             print(f"watching experiments in {watcher.workspace.root} (Ctrl-C to stop)", file=sys.stderr)
             asyncio.run(_watch_until_stopped(watcher))
@@ -146,6 +149,22 @@ def _watch(args: argparse.Namespace) -> int:
         watcher.ledger.release(watcher.owner)
         close()
     return 0
+
+
+def _watch_once(watcher: "JobWatcher", as_json: bool) -> None:
+    """One check: a line per job that changed and per notebook whose status was (or could not be) brought up to date."""
+    updates = asyncio.run(watcher.tick())
+    changed = {update.experiment.slug for update in updates}
+    checks = [check for check in watcher.catch_up() if check.experiment.slug not in changed]
+    if as_json:
+        print(json.dumps([update.record() for update in updates] + [check.record() for check in checks], indent=2))
+        return
+    for update in updates:
+        _print_update(update, as_json=False)
+    for check in checks:
+        print(terminal_line(check.line()), flush=True)
+    if not updates and not checks:
+        print("nothing changed")
 
 
 def _print_update(update: "JobUpdate", as_json: bool) -> None:

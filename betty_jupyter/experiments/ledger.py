@@ -30,8 +30,16 @@ CREATE TABLE IF NOT EXISTS experiments (
     lease_until REAL NOT NULL DEFAULT 0,
     updated REAL NOT NULL,
     UNIQUE (cluster, job_id)
+);
+CREATE TABLE IF NOT EXISTS notebook_status (
+    slug TEXT PRIMARY KEY,
+    line TEXT NOT NULL,
+    behind INTEGER NOT NULL DEFAULT 0
 )
 """
+
+REBUILT = "REBUILT"
+"""The state of an experiment whose files were rebuilt, until the watcher looks at its job again."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +88,7 @@ class Ledger:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
-            db.execute(_SCHEMA)
+            db.executescript(_SCHEMA)
 
     def _connect(self) -> "AbstractContextManager[sqlite3.Connection]":
         return connect(self.path)
@@ -140,7 +148,7 @@ class Ledger:
     def reopen(self, slug: str) -> None:
         """Have the watcher look at this experiment again (after its files were rebuilt)."""
         with self._connect() as db:
-            db.execute("UPDATE experiments SET state = 'REBUILT', finished = 0 WHERE slug = ?", (slug,))
+            db.execute("UPDATE experiments SET state = ?, finished = 0 WHERE slug = ?", (REBUILT, slug))
 
     def set_state(self, slug: str, owner: str, state: str, finished: bool) -> bool:
         """Record a new state, only while ``owner`` holds the lease; False if it was lost."""
@@ -173,6 +181,27 @@ class Ledger:
                 db.execute("ROLLBACK")
                 raise
         return Experiment(**record) if record is not None and new is not None else None
+
+    def set_notebook_status(self, slug: str, line: str, behind: bool) -> None:
+        """What Betty's status cell of the experiment's notebook should say, and whether its file says it yet."""
+        with self._connect() as db:
+            db.execute("INSERT INTO notebook_status (slug, line, behind) VALUES (?, ?, ?) "
+                       "ON CONFLICT (slug) DO UPDATE SET line = excluded.line, behind = excluded.behind",
+                       (slug, line, int(behind)))
+
+    def notebook_status(self, slug: str) -> str | None:
+        """The line Betty's status cell should say (None: the watcher has written none yet)."""
+        with self._connect() as db:
+            row = db.execute("SELECT line FROM notebook_status WHERE slug = ?", (slug,)).fetchone()
+        return row[0] if row else None
+
+    def notebooks_behind(self) -> list[tuple[Tracked, str]]:
+        """The experiments whose notebook file still lacks the status line Betty last wanted it to say, with it."""
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT e.record, e.state, e.finished, n.line FROM experiments e JOIN notebook_status n "
+                "ON n.slug = e.slug WHERE n.behind = 1 ORDER BY e.rowid").fetchall()
+        return [(_tracked(row[:3]), row[3]) for row in rows]
 
     def release(self, owner: str) -> None:
         """Give up every lease ``owner`` holds (a clean stop)."""

@@ -19,7 +19,6 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..cluster.sync import run_sync
@@ -27,8 +26,8 @@ from ..config import load_config
 from ..errors import BettyError, WikiError
 from . import content
 from .ledger import Experiment, Ledger, Tracked
-from .record import write_notebook
 from .refresh import failure_log, write_page
+from .status_cell import Outcome, StatusCheck, catch_up, write_status
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -47,11 +46,16 @@ class JobUpdate:
     job: "Job"
     written: tuple[str, ...] = ()
     """What the watcher rewrote for it: ``"page"``, ``"notebook"`` (either is skipped when missing)."""
+    notebook_open: bool = False
+    """The notebook was open in JupyterLab, so its file was left alone (the panel puts the status in)."""
 
     def line(self) -> str:
         """One line for a person: ``job 42 (llama3-lora): RUNNING → COMPLETED; page and notebook updated``."""
         done = f"{' and '.join(self.written)} updated" if self.written else \
             "no page or notebook to update (`betty experiments repair` writes them)"
+        if self.notebook_open:
+            done = ("page updated; " if self.written else "") + (
+                "the notebook is open in JupyterLab: Betty's panel puts the status in it, your next save writes it")
         return f"job {self.experiment.job_id} ({self.experiment.slug}): {self.previous} → {self.state}; {done}"
 
     def record(self) -> dict[str, Any]:
@@ -59,7 +63,7 @@ class JobUpdate:
         return {"job_id": self.experiment.job_id, "experiment": self.experiment.slug,
                 "cluster": self.experiment.cluster, "previous": self.previous, "state": self.state,
                 "page": f"wiki/{self.experiment.page}", "notebook": self.experiment.notebook,
-                "updated": list(self.written)}
+                "updated": list(self.written), "notebook_open": self.notebook_open}
 
 
 class JobWatcher:
@@ -76,6 +80,7 @@ class JobWatcher:
         self.max_interval = max_interval
         self.interval = min_interval
         self.subscribers: list[Callable[[JobUpdate], None]] = []
+        self._written_subscribers: list[Callable[[StatusCheck], None]] = []
         self.settle_seconds = 60.0
         """How long an ended job may wait for accounting's exit code before it is recorded without one."""
         self._unsettled: dict[str, float] = {}
@@ -85,6 +90,10 @@ class JobWatcher:
     def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
         """Call ``callback`` with every :class:`JobUpdate`."""
         self.subscribers.append(callback)
+
+    def subscribe_written(self, callback: Callable[[StatusCheck], None]) -> None:
+        """Call ``callback`` with every notebook whose status :meth:`run` wrote once it was closed."""
+        self._written_subscribers.append(callback)
 
     async def tick(self) -> list[JobUpdate]:
         """Claim the free jobs, ask each cluster once, apply what changed; adjusts the interval."""
@@ -120,9 +129,12 @@ class JobWatcher:
             if job is None or job.state.value == tracked.state or self._unsettled_end(tracked, job):
                 continue
             log = await failure_log(slurm, job) if job.state.value in content.FAILED_STATES else None
-            written = self._apply(tracked, job, log)
-            if written is not None:
-                updates.append(JobUpdate(tracked.experiment, tracked.state, job.state.value, job, written))
+            applied = self._apply(tracked, job, log)
+            if applied is not None:
+                written, notebook = applied
+                updates.append(JobUpdate(tracked.experiment, tracked.state, job.state.value, job,
+                                         written + (("notebook",) if notebook is Outcome.WRITTEN else ()),
+                                         notebook_open=notebook is Outcome.OPEN))
         for update in updates:
             for callback in self.subscribers:
                 callback(update)
@@ -137,16 +149,22 @@ class JobWatcher:
         first = self._unsettled.setdefault(slug, time.monotonic())
         return time.monotonic() - first < self.settle_seconds
 
-    def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> tuple[str, ...] | None:
+    def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> tuple[tuple[str, ...], Outcome] | None:
         """Write the page's auto region and the notebook's status, then record the state (lease permitting).
 
-        Returns what was written (``"page"``, ``"notebook"``), or None when the lease was lost."""
+        Returns whether the page was written (``("page",)`` or ``()``) and what became of the notebook's status,
+        or None when the lease was lost. A notebook open in JupyterLab (or not there yet) is left alone and marked
+        behind."""
         experiment, state = tracked.experiment, job.state.value
         if not self.ledger.holds(experiment.slug, self.owner):
             return None
-        written: tuple[str, ...] = ("page",) if self._write_page(experiment, job, state, log) else ()
-        written += ("notebook",) if self._write_status_cell(experiment, job, state) else ()
-        return written if self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished) else None
+        page: tuple[str, ...] = ("page",) if self._write_page(experiment, job, state, log) else ()
+        line = content.status_text(experiment, job, state)
+        notebook = write_status(self.workspace, experiment, line)
+        # Open, or not written yet (the submission's record is still being written): :meth:`catch_up` writes it later.
+        self.ledger.set_notebook_status(experiment.slug, line, behind=notebook is not Outcome.WRITTEN)
+        return (page, notebook) if self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished) \
+            else None
 
     def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> bool:
         try:
@@ -157,26 +175,18 @@ class JobWatcher:
             return False  # the record was never written (see `betty experiments repair`); the ledger keeps the state
         return True
 
-    def _write_status_cell(self, experiment: Experiment, job: "Job", state: str) -> bool:
-        # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
-        import nbformat
-
-        path = self.workspace.root / experiment.notebook
-        if not path.exists():
-            return False
-        book = nbformat.read(path, as_version=4)
-        for cell in book.cells:
-            if content.STATUS_TAG in cell.get("metadata", {}).get("tags", []):
-                text = content.status_text(experiment, job, state) + "\n"
-                cell["outputs"] = [nbformat.v4.new_output("stream", name="stdout", text=text)]
-        write_notebook(Path(path), book)
-        return True
+    def catch_up(self) -> list[StatusCheck]:
+        """Write the status of notebooks that were open when their job changed, once closed; those still open."""
+        return catch_up(self.workspace, self.ledger)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Tick until ``stop`` is set, renewing leases between ticks; releases them at the end."""
         try:
             while not stop.is_set():
                 await self.tick()
+                for check in self.catch_up():
+                    for callback in self._written_subscribers if check.outcome is Outcome.WRITTEN else ():
+                        callback(check)
                 await self._wait(stop)
         finally:
             self.ledger.release(self.owner)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tornado import web
@@ -12,7 +13,7 @@ from .base import BettyHandler, refused
 if TYPE_CHECKING:
     from ..experiments.ledger import Ledger, Tracked
     from ..wiki import WikiStore
-    from .models import Experiment
+    from .models import Experiment, NotebookStatus
 
 
 def model_rows() -> list[dict[str, Any]]:
@@ -139,6 +140,38 @@ class ExperimentHandler(ExperimentsHandler):
         self.answer(experiment_json(tracked))
 
 
+class OpenNotebooksHandler(ExperimentsHandler):
+    """``PUT notebooks/open``: the notebooks one JupyterLab page has open, so Betty leaves their files alone."""
+
+    @web.authenticated
+    def put(self) -> None:
+        """Hold a short lease on each (replacing the page's earlier ones); answer the status lines of the experiments'."""
+        # lazy: the lease table and the status lines; the server's extension loads without them
+        from ..experiments.editors import OpenNotebooks
+        from ..experiments.status_cell import expected_line
+        from .models import OpenNotebooksRequest
+
+        request = self.body(OpenNotebooksRequest)
+        workspace = self.services.workspace
+        named = {self.workspace_path(path): path for path in request.notebooks}
+        named.pop(None, None)
+        OpenNotebooks(workspace.ledger_path).hold(request.holder, [name for name in named if name])
+        ledger = self.ledger()
+        statuses: list[NotebookStatus] = [
+            {"path": named[t.experiment.notebook], "job_id": t.experiment.job_id, "cluster": t.experiment.cluster,
+             "state": t.state, "status": expected_line(ledger, t)}
+            for t in ledger.all() if t.experiment.notebook in named]
+        self.answer({"notebooks": statuses})
+
+    def workspace_path(self, path: str) -> str | None:
+        """A path from Jupyter's root as the workspace names it (None when it lies outside the workspace)."""
+        root = Path(self.settings.get("server_root_dir") or self.services.workspace.root).expanduser()
+        try:
+            return (root / path).resolve().relative_to(self.services.workspace.root.resolve()).as_posix()
+        except (ValueError, OSError):
+            return None
+
+
 handlers = [
     (r"/betty/api/gpu/models", ModelsHandler),
     (r"/betty/api/gpu/estimate", EstimateHandler),
@@ -147,6 +180,7 @@ handlers = [
     (r"/betty/api/wiki/page", PageHandler),
     (r"/betty/api/wiki/search", SearchHandler),
     (r"/betty/api/experiments", ExperimentListHandler),
+    (r"/betty/api/notebooks/open", OpenNotebooksHandler),
     (r"/betty/api/experiments/(?P<slug>[^/]+)", ExperimentHandler),
 ]
 """The GPU, wiki and experiment routes."""

@@ -178,6 +178,23 @@ class Experiments(TypedDict):
     experiments: list[Experiment]
 
 
+class NotebookStatus(TypedDict):
+    """An experiment notebook open in JupyterLab, with the line Betty's status cell should say now."""
+
+    path: str
+    """The notebook's path as the panel sent it (from Jupyter's root)."""
+    job_id: str
+    cluster: str
+    state: str
+    status: str
+
+
+class NotebookStatuses(TypedDict):
+    """Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out)."""
+
+    notebooks: list[NotebookStatus]
+
+
 class Automations(TypedDict):
     """Answer of ``GET automations``, oldest first."""
 
@@ -309,6 +326,14 @@ class LoginAnswer(Body):
     """Body of ``POST login-questions/{id}``: what the person typed for the cluster's login question."""
 
     answer: str = Field(max_length=4096)
+
+
+class OpenNotebooksRequest(Body):
+    """Body of ``PUT notebooks/open``: every notebook one JupyterLab page (``holder``) has open now."""
+
+    holder: str = Field(pattern=r"^[A-Za-z0-9_-]{8,64}$")
+    notebooks: list[Annotated[str, Field(max_length=1000)]] = Field(default_factory=list, max_length=500)
+    """Paths from Jupyter's root, as JupyterLab names them."""
 
 
 # ----- what the side panel sends over the chat socket ------------------------------------------

@@ -20,6 +20,8 @@ import {
   IExperiments,
   IKilledRuns,
   ILoginQuestions,
+  INotebookStatuses,
+  IOpenNotebooksRequest,
   IOutcome,
   IResolution,
   IResubmitRequest,
@@ -155,6 +157,15 @@ export class BettyAPI {
   /** The experiments recorded in the workspace, with their jobs' states. */
   experiments(): Promise<IExperiments> {
     return this.get('experiments');
+  }
+
+  /**
+   * Say which notebooks this JupyterLab page (`holder`) has open now, so Betty leaves their
+   * files alone; the answer has the status line of each that is an experiment's.
+   */
+  openNotebooks(holder: string, notebooks: string[]): Promise<INotebookStatuses> {
+    const body: IOpenNotebooksRequest = { holder, notebooks };
+    return this.send('notebooks/open', 'PUT', body);
   }
 
   /** Every automation, oldest first. */

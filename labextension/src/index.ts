@@ -3,7 +3,12 @@
  * notebook context menus), its settings and the toasts of jobs that ended, of logins that
  * wait on the person and of other sessions' approval cards (an MCP client's, an automation's).
  */
-import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import {
+  ILabShell,
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
 import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { CodeEditor, IEditorServices } from '@jupyterlab/codeeditor';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
@@ -16,6 +21,7 @@ import { ISignal } from '@lumino/signaling';
 import { BettyAPI } from './api';
 import { IJobUpdateInfo } from './events';
 import { BettyModel, ISavedSession, panelSettings } from './model';
+import { NotebookLeases } from './notebooks';
 import { BettyPanel } from './panel';
 import { askAboutCellPrompt, sizeGpusPrompt, submitScriptPrompt } from './prompts';
 import { visibleText } from './safe';
@@ -65,7 +71,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ISettingRegistry,
     IStateDB,
     IDefaultFileBrowser,
-    IEditorServices
+    IEditorServices,
+    ILabShell
   ],
   activate: (
     app: JupyterFrontEnd,
@@ -74,9 +81,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     settingRegistry: ISettingRegistry | null,
     state: IStateDB | null,
     fileBrowser: IDefaultFileBrowser | null,
-    editorServices: IEditorServices | null
+    editorServices: IEditorServices | null,
+    labShell: ILabShell | null
   ) => {
-    const model = new BettyModel({ api: new BettyAPI() });
+    const api = new BettyAPI();
+    const model = new BettyModel({ api });
     const open = (path: string) => void app.commands.execute('docmanager:open', { path });
     const editors = editorServices && {
       factory: editorServices.factoryService.newInlineEditor,
@@ -90,6 +99,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
     restorer?.add(panel, panel.id);
 
     model.jobEnded.connect((_, job) => toastJobEnded(job, open));
+    // Betty writes no file of a notebook open here: its status goes into the open document.
+    const leases = new NotebookLeases(
+      api,
+      () => app.shell.widgets('main'),
+      app.serviceManager.contents
+    );
+    labShell?.layoutModified.connect(() => void leases.tell());
+    model.jobEnded.connect(() => void leases.tell());
+    leases.start();
     const showPanel = () => app.shell.activateById(panel.id);
     toastWhileWaiting(
       model.logins,

@@ -495,6 +495,32 @@ export interface IModeRequest {
   mode: Mode;
 }
 /**
+ * An experiment notebook open in JupyterLab, with the line Betty's status cell should say now.
+ */
+export interface INotebookStatus {
+  path: string;
+  job_id: string;
+  cluster: string;
+  state: string;
+  status: string;
+}
+/**
+ * Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out).
+ */
+export interface INotebookStatuses {
+  notebooks: INotebookStatus[];
+}
+/**
+ * Body of ``PUT notebooks/open``: every notebook one JupyterLab page (``holder``) has open now.
+ */
+export interface IOpenNotebooksRequest {
+  holder: string;
+  /**
+   * @maxItems 500
+   */
+  notebooks?: string[];
+}
+/**
  * What a tool did, as the API answers it: ``ok``, a one-line ``summary``, the files it wrote, its data.
  */
 export interface IOutcome {
