@@ -7,6 +7,7 @@ import * as React from 'react';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments } from '../models';
 import { formatStamp, resourceWords } from '../format';
 import { visibleText } from '../safe';
+import { OpenLink } from './OpenLink';
 import { ResubmitButton } from './FinishedJobs';
 
 /** Props of {@link ExperimentsView}. */
@@ -96,20 +97,16 @@ export function ExperimentsView({
               </div>
             )}
             <div className="betty-JobRow-links">
-              <button
-                className="betty-Link"
-                data-testid="betty-experiment-open-notebook"
-                onClick={() => onOpen(experimentNotebook(experiment))}
+              <OpenLink
+                path={experimentNotebook(experiment)}
+                testId="betty-experiment-open-notebook"
+                onOpen={onOpen}
               >
                 notebook
-              </button>
-              <button
-                className="betty-Link"
-                data-testid="betty-experiment-open-page"
-                onClick={() => onOpen(experimentPage(experiment))}
-              >
+              </OpenLink>
+              <OpenLink path={experimentPage(experiment)} testId="betty-experiment-open-page" onOpen={onOpen}>
                 page
-              </button>
+              </OpenLink>
               {onResubmit && <ResubmitButton jobId={experiment.job_id} onResubmit={onResubmit} />}
             </div>
           </li>

@@ -8,6 +8,7 @@ import * as React from 'react';
 import { formatStamp } from '../format';
 import { experimentNotebook, IExperiment } from '../models';
 import { visibleText } from '../safe';
+import { OpenLink } from './OpenLink';
 import { IFinishedJob } from '../table';
 
 /** How many finished jobs the tab lists. */
@@ -93,14 +94,9 @@ function FinishedRow({ job, experiment, onResubmit, onOpen }: IFinishedRowProps)
       </div>
       {experiment && (
         <div className="betty-JobRow-links">
-          <button
-            className="betty-Link"
-            data-testid="betty-job-open-notebook"
-            title={experimentNotebook(experiment)}
-            onClick={() => onOpen(experimentNotebook(experiment))}
-          >
+          <OpenLink path={experimentNotebook(experiment)} testId="betty-job-open-notebook" onOpen={onOpen}>
             notebook
-          </button>
+          </OpenLink>
           <ResubmitButton jobId={job.jobId} onResubmit={onResubmit} />
         </div>
       )}

@@ -9,6 +9,7 @@ import { formatClock } from '../format';
 import { finishedJobs, IFinishedJob, IJobRow, jobRows } from '../table';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
 import { visibleText } from '../safe';
+import { OpenLink } from './OpenLink';
 import { FinishedJobs } from './FinishedJobs';
 
 /** Props of {@link JobsView}. */
@@ -199,22 +200,12 @@ function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps)
         </div>
         {experiment && (
           <div className="betty-JobRow-links">
-            <button
-              className="betty-Link"
-              data-testid="betty-job-open-notebook"
-              title={experimentNotebook(experiment)}
-              onClick={() => onOpen(experimentNotebook(experiment))}
-            >
+            <OpenLink path={experimentNotebook(experiment)} testId="betty-job-open-notebook" onOpen={onOpen}>
               notebook
-            </button>
-            <button
-              className="betty-Link"
-              data-testid="betty-job-open-page"
-              title={experimentPage(experiment)}
-              onClick={() => onOpen(experimentPage(experiment))}
-            >
+            </OpenLink>
+            <OpenLink path={experimentPage(experiment)} testId="betty-job-open-page" onOpen={onOpen}>
               page
-            </button>
+            </OpenLink>
           </div>
         )}
       </td>
