@@ -30,6 +30,8 @@ boundary where they happen, with ``raise … from exc``.
 
 from __future__ import annotations
 
+import shlex
+
 from enum import Enum
 
 
@@ -84,12 +86,16 @@ class HostKeyError(TransportError):
         self.fingerprint = fingerprint
         self.known_hosts = known_hosts
         self.changed = changed
-        what = "presented a DIFFERENT host key than the one recorded" if changed else "has an unknown host key"
-        super().__init__(
-            f"{host} {what} ({key_type} {fingerprint}); if you trust this fingerprint, add it with "
-            f"`betty cluster trust` (it is written to {known_hosts})",
-            LinkProblem.HOST_KEY_CHANGED if changed else LinkProblem.HOST_KEY_UNKNOWN,
-        )
+        if changed:
+            # `betty cluster trust` adds keys and never replaces one: the person removes the old key themselves.
+            message = (f"{host} presented a DIFFERENT host key than the one recorded ({key_type} {fingerprint}); "
+                       f"this can be an attack. Only if your cluster's staff say its key changed, remove the old "
+                       f"one (`ssh-keygen -R {shlex.quote(host)} -f {shlex.quote(known_hosts)}`) and confirm the new fingerprint with "
+                       f"`betty cluster trust`")
+        else:
+            message = (f"{host} has an unknown host key ({key_type} {fingerprint}); if you trust this fingerprint, "
+                       f"add it with `betty cluster trust` (it is written to {known_hosts})")
+        super().__init__(message, LinkProblem.HOST_KEY_CHANGED if changed else LinkProblem.HOST_KEY_UNKNOWN)
 
 
 class CommandTimeout(TransportError):

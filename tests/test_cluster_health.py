@@ -71,3 +71,13 @@ def test_a_link_that_fails_reports_its_own_problem_and_line(error, problem):
 ])
 def test_what_ssh_prints_names_the_problem(said, problem):
     assert ssh_problem(said) == problem
+
+
+def test_a_changed_host_key_says_to_remove_the_old_one_before_trusting_the_new():
+    changed = str(HostKeyError("[login.example.org]:2222", "ssh-ed25519", "SHA256:abc", "/home/a b/known_hosts",
+                               changed=True))
+    assert "DIFFERENT host key" in changed and "can be an attack" in changed
+    assert "ssh-keygen -R '[login.example.org]:2222' -f '/home/a b/known_hosts'" in changed
+    assert "add it with" not in changed
+    unknown = str(HostKeyError("login.example.org", "ssh-ed25519", "SHA256:abc", "/home/me/known_hosts"))
+    assert "add it with `betty cluster trust`" in unknown and "ssh-keygen" not in unknown
