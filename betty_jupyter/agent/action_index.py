@@ -6,15 +6,14 @@
 
 The JSON lines stay the log and its export format; the index is a cache beside them that any
 reader may rebuild. It holds, for every whole line of its day file: the byte offset, ``ts``,
-the session, the tool, the decision, ``ok`` and the width of the summary shown on one line
-(:func:`~betty_jupyter.safe_text.terminal_words`), and the unreadable lines with why. So a
+the session, the tool, the decision and ``ok``, and the unreadable lines with why. So a
 listing by day, session or tool reads only the lines it shows, and a table knows its column
-widths before its first row.
+widths before its first row (the summary, its last column, needs none).
 
 An index is used only while it still describes its file: the same file (inode) at least as
-long as the part indexed, with the same first bytes and the same last indexed line. Then only
-what was appended since is read; a file replaced, truncated or rewritten is indexed again from
-its start. The line a writer is still appending (no newline yet) is never stored in the index.
+long as the part indexed, with the same first bytes and the same last indexed line, and
+untouched since unless it grew. Then only what was appended since is read; a file replaced,
+truncated or rewritten is indexed again from its start. The line a writer is still appending (no newline yet) is never stored in the index.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
-from ..safe_text import terminal_words
 from ..wiki.files import write_atomically
 
 INDEX_DIR = ".index"
@@ -46,8 +44,6 @@ class IndexedLine(NamedTuple):
     tool: str
     decision: str
     ok: bool | None
-    summary_width: int
-    """The length of the summary shown on one line (before any cut)."""
 
 
 @dataclass
@@ -73,7 +69,6 @@ class DayIndex:
     tools: list[int] = field(default_factory=list)
     decisions: list[int] = field(default_factory=list)
     oks: list[bool | None] = field(default_factory=list)
-    widths: list[int] = field(default_factory=list)
     skipped: list[tuple[int, str]] = field(default_factory=list)
     """Unreadable lines: (line number, why)."""
     _ids: dict[str, int] = field(default_factory=dict, repr=False)
@@ -90,7 +85,7 @@ class DayIndex:
         fields = {name: getattr(self, name) for name in ("end", "lines", "inode", "mtime_ns", "head_size", "head",
                                                          "last_start", "last", "strings",
                                                          "offsets", "ts", "sessions", "tools", "decisions", "oks",
-                                                         "widths", "skipped")}
+                                                         "skipped")}
         return json.dumps({"version": VERSION, **fields}, separators=(",", ":"))
 
     @classmethod
@@ -103,20 +98,32 @@ class DayIndex:
             index = cls(**{**data, "skipped": [(number, why) for number, why in data["skipped"]]})
         except (ValueError, TypeError, KeyError, AttributeError):
             return None
-        columns = (index.offsets, index.ts, index.sessions, index.tools, index.decisions, index.oks, index.widths)
-        if len({len(column) for column in columns}) != 1:
+        if not index._well_formed():
             return None
         index._ids = {text: number for number, text in enumerate(index.strings)}
         return index
+
+    def _well_formed(self) -> bool:
+        """Whether every column is as this module writes it (an index edited by hand is made again)."""
+        columns = (self.offsets, self.ts, self.sessions, self.tools, self.decisions, self.oks)
+        numbers = range(len(self.strings))
+        return (all(type(value) is int for value in (self.end, self.lines, self.inode, self.mtime_ns,
+                                                     self.head_size, self.last_start))
+                and len({len(column) for column in columns}) == 1
+                and all(type(text) is str for text in self.strings)
+                and all(type(offset) is int and 0 <= offset < self.end for offset in self.offsets)
+                and all(type(ts) in (int, float) for ts in self.ts)
+                and all(type(n) is int and n in numbers for column in columns[2:5] for n in column)
+                and all(ok is None or ok is True or ok is False for ok in self.oks))
 
     def selected(self, path: Path, session_id: str | None, tool: str | None) -> list[IndexedLine]:
         """The indexed lines of ``path`` of one session and one tool, when given, in file order."""
         strings = self.strings
         want_session = self._ids.get(session_id, -1) if session_id is not None else None
         want_tool = self._ids.get(tool, -1) if tool is not None else None
-        return [IndexedLine(path, offset, ts, strings[session], strings[tool_number], strings[decision], ok, width)
-                for offset, ts, session, tool_number, decision, ok, width
-                in zip(self.offsets, self.ts, self.sessions, self.tools, self.decisions, self.oks, self.widths)
+        return [IndexedLine(path, offset, ts, strings[session], strings[tool_number], strings[decision], ok)
+                for offset, ts, session, tool_number, decision, ok
+                in zip(self.offsets, self.ts, self.sessions, self.tools, self.decisions, self.oks)
                 if (want_session is None or session == want_session) and (want_tool is None or tool_number == want_tool)]
 
 
@@ -175,8 +182,8 @@ def _still_describes(index: DayIndex, file: Any, status: os.stat_result) -> bool
     """Whether ``file`` is still the file ``index`` was made from, grown at most by appended lines."""
     if index.inode != status.st_ino or status.st_size < index.end:
         return False
-    if index.end == status.st_size and index.mtime_ns == status.st_mtime_ns:
-        return True
+    if index.end == status.st_size:
+        return index.mtime_ns == status.st_mtime_ns  # touched yet no longer: rewritten, not appended to
     if index.end == 0:
         return True
     file.seek(0)
@@ -206,7 +213,6 @@ def _add_lines(index: DayIndex, data: bytes, record_type: Any) -> None:
         index.tools.append(index.intern(record.tool))
         index.decisions.append(index.intern(str(record.decision.value)))
         index.oks.append(record.ok)
-        index.widths.append(summary_width(record.summary))
     index.last_start, index.end = line_start, offset
     index.last = _digest(data[line_start - (offset - len(data)):])
 
@@ -218,8 +224,3 @@ def parse_line(raw: bytes, record_type: Any) -> tuple[Any, str]:
     except ValidationError as exc:
         why = "not JSON" if any(e["type"] == "json_invalid" for e in exc.errors()) else "not an action record"
         return None, why
-
-
-def summary_width(summary: str) -> int:
-    """The length of ``summary`` shown on one line of a table, before any cut."""
-    return len(terminal_words(summary))

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import ActionLogError as ActionLogError  # defined with the others, importable here too
 from ..secret_names import REDACTED as REDACTED, blank_secret_text, is_secret_name
 from ..wiki.files import append_durably, sync_directory
-from .action_index import IndexedLine, load_index, parse_line, summary_width
+from .action_index import IndexedLine, load_index, parse_line
 from .models import Preview
 from .vocabulary import Decision
 
@@ -153,7 +153,7 @@ class ActionLog:
                     self.skipped.append(f"{path.name}:{index.lines + 1}: {why}")
                 elif (session_id is None or record.session_id == session_id) and (tool is None or record.tool == tool):
                     found.append(IndexedLine(path, index.end, record.ts, record.session_id, record.tool,
-                                             str(record.decision.value), record.ok, summary_width(record.summary)))
+                                             str(record.decision.value), record.ok))
         return found
 
     def lines(self, selected: Iterable[IndexedLine]) -> Iterator[tuple[IndexedLine, bytes]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..errors import UsageError
-from ..safe_text import terminal_words
+from ..safe_text import terminal_line
 from .parser import Parser
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _show(args: argparse.Namespace) -> int:
               max(len(header[1]), *map(len, tools.values())),
               max(len(header[2]), *(len(line.decision) for line in selected)),
               max(len(header[3]), *(len(_ok(line.ok)) for line in selected)),
-              max(len(header[4]), *(min(line.summary_width, _SUMMARY_WIDTH) for line in selected))]
+              0]  # the last column: its width would only pad the end of the line, which is cut off
     out.write(_row(header, widths))
     for line, raw in log.lines(selected):
         summary = json.loads(raw)["summary"]  # the line was checked as a record when it was indexed
@@ -206,8 +206,8 @@ def _ok(ok: bool | None) -> str:
 
 def _cell(text: str, width: int = 40) -> str:
     """One line of ``text``: runs of white space as one space, other control characters written
-    out (:func:`~betty_jupyter.safe_text.terminal_words`), cut to ``width``."""
-    flat = terminal_words(text)
+    out (:func:`~betty_jupyter.safe_text.terminal_line`), cut to ``width``."""
+    flat = terminal_line(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
