@@ -159,15 +159,18 @@ class ActionLog:
     def lines(self, selected: Iterable[IndexedLine]) -> Iterator[tuple[IndexedLine, bytes]]:
         """Each selected record's place and its JSON text, read from its day file as it is asked for."""
         file: BinaryIO | None = None
+        path: Path | None = None
         try:
             for line in selected:
-                if file is None or file.name != str(line.path):
+                if line.path != path:
                     if file is not None:
                         file.close()
+                    path = line.path
                     try:
-                        file = open(line.path, "rb")
+                        file = open(path, "rb")
                     except OSError as exc:
-                        raise ActionLogError(f"cannot read the action log {line.path}: {exc.strerror or exc}") from exc
+                        raise ActionLogError(f"cannot read the action log {path}: {exc.strerror or exc}") from exc
+                assert file is not None
                 file.seek(line.offset)
                 yield line, file.readline()
         finally:

@@ -117,7 +117,8 @@ def _show(args: argparse.Namespace) -> int:
               0]  # the last column: its width would only pad the end of the line, which is cut off
     out.write(_row(header, widths))
     for line, raw in log.lines(selected):
-        summary = json.loads(raw)["summary"]  # the line was checked as a record when it was indexed
+        # The line was read as a record when it was indexed: only its summary is wanted here.
+        summary = json.loads(raw.decode("utf-8", "replace"))["summary"]
         out.write(_row((datetime.fromtimestamp(line.ts).strftime(time_format), tools[line.tool], line.decision,
                         _ok(line.ok), _cell(summary, _SUMMARY_WIDTH)), widths))
     return 0
