@@ -13,7 +13,8 @@ one day per 300 lines. Then, paired in the same run (median of `--repeat`):
 - the first `betty log show` after the log grew (its index catching up), once.
 
 It prints the times, the ratio to `jq`, and the growth exponent (the slope of log(time) against
-log(lines) from the smallest size to the largest; 1 is linear, 2 quadratic).
+log(lines) from the smallest size to the largest, and between the two largest, where the fixed
+start-up of a Python program weighs less; 1 is linear, 2 quadratic).
 """
 
 from __future__ import annotations
@@ -139,10 +140,13 @@ def main() -> None:
               f"{one_t:9.2f}s {jq_one:9.2f}s {one_t / jq_one:5.2f}x")
     if len(rows) > 1:
         sizes = [r[0] for r in rows]
-        print(f"growth exponent: show {exponent(sizes, [r[2][0] for r in rows]):.2f}, "
-              f"jq {exponent(sizes, [r[2][1] for r in rows]):.2f}, "
-              f"show --session {exponent(sizes, [r[3][0] for r in rows]):.2f}, "
-              f"first show {exponent(sizes, [r[1] for r in rows]):.2f}")
+        columns = {"show": [r[2][0] for r in rows], "jq": [r[2][1] for r in rows],
+                   "show --session": [r[3][0] for r in rows], "first show": [r[1] for r in rows]}
+        print("growth exponent, smallest to largest: "
+              + ", ".join(f"{name} {exponent(sizes, times):.2f}" for name, times in columns.items()))
+        if len(rows) > 2:  # start-up weighs less between the two largest sizes
+            print("growth exponent, the two largest: "
+                  + ", ".join(f"{name} {exponent(sizes[-2:], times[-2:]):.2f}" for name, times in columns.items()))
     if args.keep is None:
         print(f"(workspaces in {root}; remove them when done)", file=sys.stderr)
 

@@ -16,7 +16,7 @@ import pytest
 from betty_jupyter._version import __version__
 from betty_jupyter.agent import action_index
 from betty_jupyter.agent.action_index import index_path
-from betty_jupyter.agent.actions import ActionLog, ActionRecord
+from betty_jupyter.agent.actions import ActionLog, ActionLogError, ActionRecord
 from betty_jupyter.agent.models import Preview
 from betty_jupyter.safe_text import terminal_line
 
@@ -250,3 +250,15 @@ def test_the_program_leaves_its_objects_to_the_exit(argv: str, frozen: str) -> N
                             timeout=60, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [f"betty {__version__}", frozen]
+
+
+def test_a_day_file_replaced_while_it_is_read_is_one_clear_error(tmp_path: Path) -> None:
+    log = ActionLog(tmp_path)
+    log.record(make(0))
+    selected = log.select()
+    day_file = log.day_file(DAYS[0].date())
+    day_file.write_bytes(b"x" * day_file.stat().st_size)
+    with pytest.raises(ActionLogError, match="changed while it was read; read it again"):
+        list(log.summaries(selected))
+    with pytest.raises(ActionLogError, match="changed while it was read; read it again"):
+        list(log.records(selected))

@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import re
@@ -176,6 +177,18 @@ class ActionLog:
         finally:
             if file is not None:
                 file.close()
+
+    def summaries(self, selected: Iterable[IndexedLine]) -> Iterator[tuple[IndexedLine, str]]:
+        """Each selected record's place and summary: with the index's fields, all a listing shows, read one at a
+        time with the plain JSON reader (the line was checked as a record when it was indexed)."""
+        for line, raw in self.lines(selected):
+            try:
+                summary = json.loads(raw.decode("utf-8", "replace"))["summary"]
+            except (ValueError, KeyError, TypeError):
+                summary = None
+            if not isinstance(summary, str):
+                raise ActionLogError(f"the action log {line.path} changed while it was read; read it again")
+            yield line, summary
 
     def records(self, selected: Iterable[IndexedLine]) -> Iterator[ActionRecord]:
         """The selected records, read one at a time."""

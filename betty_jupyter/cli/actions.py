@@ -94,7 +94,7 @@ def _nothing(args: argparse.Namespace, log: "ActionLog") -> str:
 
 def _show(args: argparse.Namespace) -> int:
     """The table (or ``--json`` array), printed row by row as the records are read: the column widths come from
-    the log's index, so nothing is held but the row being printed."""
+    the log's index, so no record is held but the one being printed."""
     log, selected = _select(args)
     out = sys.stdout
     if args.json:
@@ -116,9 +116,7 @@ def _show(args: argparse.Namespace) -> int:
               max(len(header[3]), *(len(_ok(line.ok)) for line in selected)),
               0]  # the last column: its width would only pad the end of the line, which is cut off
     out.write(_row(header, widths))
-    for line, raw in log.lines(selected):
-        # The line was read as a record when it was indexed: only its summary is wanted here.
-        summary = json.loads(raw.decode("utf-8", "replace"))["summary"]
+    for line, summary in log.summaries(selected):
         out.write(_row((datetime.fromtimestamp(line.ts).strftime(time_format), tools[line.tool], line.decision,
                         _ok(line.ok), _cell(summary, _SUMMARY_WIDTH)), widths))
     return 0
