@@ -12,8 +12,7 @@ builds HTML or markdown from such values calls these functions:
   (nothing in it renders as HTML, an image, a link, a heading or a table cell border);
 - :func:`table_cell` — a value in a cell of a markdown table;
 - :func:`fenced` — text in a code fence it cannot close.
-- :func:`terminal_line` — a value in a table the ``betty`` command prints (:func:`terminal_words`: its
-  white space runs as one space).
+- :func:`terminal_line` — a value in a table the ``betty`` command prints.
 
 Invisible control characters (terminal escapes, bidirectional overrides such as U+202E) are
 shown as ``\\x1b`` / ``\\u202e`` wherever text is shown rather than kept verbatim, so what a
@@ -64,12 +63,6 @@ def terminal_line(text: object) -> str:
     terminal shows; a line break could forge a row.
     """
     return visible(str(text)).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
-
-
-def terminal_words(text: object) -> str:
-    """``text`` as one line of a terminal table, runs of white space (line breaks too) as one space, control
-    characters written out (:func:`terminal_line`)."""
-    return terminal_line(" ".join(str(text).split()))
 
 
 def _escape_code(match: re.Match[str]) -> str:
