@@ -111,7 +111,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="betty log show against jq")
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--keep", type=Path, help="write the workspaces here and keep them (default: a temporary folder)")
+    parser.add_argument("--keep", type=Path,
+                        help="write the workspaces here and keep them (default: a temporary folder)")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="betty-log-bench-"))
     rows = []

@@ -13,7 +13,8 @@ widths before its first row (the summary, its last column, needs none).
 An index is used only while it still describes its file: the same file (inode) at least as
 long as the part indexed, with the same first bytes and the same last indexed line, and
 untouched since unless it grew. Then only what was appended since is read; a file replaced,
-truncated or rewritten is indexed again from its start. The line a writer is still appending (no newline yet) is never stored in the index.
+truncated or rewritten is indexed again from its start. The line a writer is still appending
+(no newline yet) is never stored in the index: each read parses it anew.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ class DayIndex:
         return [IndexedLine(path, offset, ts, strings[session], strings[tool_number], strings[decision], ok)
                 for offset, ts, session, tool_number, decision, ok
                 in zip(self.offsets, self.ts, self.sessions, self.tools, self.decisions, self.oks)
-                if (want_session is None or session == want_session) and (want_tool is None or tool_number == want_tool)]
+                if (want_session is None or session == want_session)
+                and (want_tool is None or tool_number == want_tool)]
 
 
 def index_path(day_file: Path) -> Path:

@@ -120,7 +120,8 @@ class ActionLog:
             self._append(self.day_file(record.day), line)
         return record
 
-    def read(self, day: date | None = None, session_id: str | None = None, tool: str | None = None) -> list[ActionRecord]:
+    def read(self, day: date | None = None, session_id: str | None = None,
+             tool: str | None = None) -> list[ActionRecord]:
         """The records of ``day`` (every day when None), of one session and one tool when given, oldest day first."""
         records = list(self.records(self.select(day, session_id, tool)))
         if self.skipped:
@@ -194,10 +195,11 @@ class ActionLog:
         """The selected records, read one at a time."""
         for line, raw in self.lines(selected):
             try:
-                yield ActionRecord.model_validate_json(raw)
+                record = ActionRecord.model_validate_json(raw)
             except ValidationError:
                 raise ActionLogError(f"the action log {line.path} changed while it was read; "
                                      "read it again") from None
+            yield record
 
     def days(self) -> list[date]:
         """The days that have a log file, oldest first."""
