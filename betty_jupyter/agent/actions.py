@@ -10,6 +10,10 @@
   rewritten, under a ``filelock`` shared by every process, each append reaching the disk.
 - A line torn by a crash (or edited by hand into nonsense) is skipped when reading and
   counted in :attr:`ActionLog.skipped`; the next append starts on a fresh line.
+- Each day file has an index beside it (``.index/<day>.json``, :mod:`.action_index`) that
+  says where each record starts and its session, tool and decision: :meth:`ActionLog.select`
+  answers from it, reading only the lines appended since, and :meth:`ActionLog.records`
+  reads just the records selected, one at a time.
 - Secrets are never written: the value of any argument whose key looks like a secret
   (``api_key``, ``password``, ``token``, ``secret``, …; the rule is
   :func:`betty_jupyter.secret_names.is_secret_name`) becomes ``"[redacted]"``, and those
@@ -23,6 +27,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import os
 import re
@@ -31,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Literal
+from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal
 
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -39,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..errors import ActionLogError as ActionLogError  # defined with the others, importable here too
 from ..secret_names import REDACTED as REDACTED, blank_secret_text, is_secret_name
 from ..wiki.files import append_durably, sync_directory
+from .action_index import IndexedLine, load_index, parse_line
 from .models import Preview
 from .vocabulary import Decision
 
@@ -114,17 +120,86 @@ class ActionLog:
             self._append(self.day_file(record.day), line)
         return record
 
-    def read(self, day: date | None = None, session_id: str | None = None) -> list[ActionRecord]:
-        """The records of ``day`` (every day when None), of one session when given, oldest day first."""
-        self.skipped = []
-        files = [self.day_file(day)] if day is not None else [self.day_file(d) for d in self.days()]
-        records: list[ActionRecord] = []
-        for path in files:
-            records.extend(r for r in self._read_file(path) if session_id is None or r.session_id == session_id)
+    def read(self, day: date | None = None, session_id: str | None = None,
+             tool: str | None = None) -> list[ActionRecord]:
+        """The records of ``day`` (every day when None), of one session and one tool when given, oldest day first."""
+        records = list(self.records(self.select(day, session_id, tool)))
         if self.skipped:
             log.warning("skipped %d unreadable line(s) of the action log in %s: %s", len(self.skipped),
                         self.directory, ", ".join(self.skipped[:5]) + (" …" if len(self.skipped) > 5 else ""))
         return records
+
+    def select(self, day: date | None = None, session_id: str | None = None,
+               tool: str | None = None) -> list[IndexedLine]:
+        """Where the records of ``day`` (every day when None), of one session and one tool when given, are.
+
+        Answered from each day file's index (brought up to date first, reading only what was
+        appended since); :attr:`skipped` says which lines of those files are unreadable.
+        :meth:`records` reads the records themselves.
+        """
+        self.skipped = []
+        files = [self.day_file(day)] if day is not None else [self.day_file(d) for d in self.days()]
+        found: list[IndexedLine] = []
+        for path in files:
+            try:
+                index, partial = load_index(path, ActionRecord)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ActionLogError(f"cannot read the action log {path}: {exc.strerror or exc}") from exc
+            self.skipped.extend(f"{path.name}:{number}: {why}" for number, why in index.skipped)
+            found.extend(index.selected(path, session_id, tool))
+            if partial.strip():  # the last line, still being written (or torn by a crash): read, never indexed
+                record, why = parse_line(partial, ActionRecord)
+                if record is None:
+                    self.skipped.append(f"{path.name}:{index.lines + 1}: {why}")
+                elif (session_id is None or record.session_id == session_id) and (tool is None or record.tool == tool):
+                    found.append(IndexedLine(path, index.end, record.ts, record.session_id, record.tool,
+                                             str(record.decision.value), record.ok))
+        return found
+
+    def lines(self, selected: Iterable[IndexedLine]) -> Iterator[tuple[IndexedLine, bytes]]:
+        """Each selected record's place and its JSON text, read from its day file as it is asked for."""
+        file: BinaryIO | None = None
+        path: Path | None = None
+        try:
+            for line in selected:
+                if line.path != path:
+                    if file is not None:
+                        file.close()
+                    path = line.path
+                    try:
+                        file = open(path, "rb")
+                    except OSError as exc:
+                        raise ActionLogError(f"cannot read the action log {path}: {exc.strerror or exc}") from exc
+                assert file is not None
+                file.seek(line.offset)
+                yield line, file.readline()
+        finally:
+            if file is not None:
+                file.close()
+
+    def summaries(self, selected: Iterable[IndexedLine]) -> Iterator[tuple[IndexedLine, str]]:
+        """Each selected record's place and summary: with the index's fields, all a listing shows, read one at a
+        time with the plain JSON reader (the line was checked as a record when it was indexed)."""
+        for line, raw in self.lines(selected):
+            try:
+                summary = json.loads(raw.decode("utf-8", "replace"))["summary"]
+            except (ValueError, KeyError, TypeError):
+                summary = None
+            if not isinstance(summary, str):
+                raise ActionLogError(f"the action log {line.path} changed while it was read; read it again")
+            yield line, summary
+
+    def records(self, selected: Iterable[IndexedLine]) -> Iterator[ActionRecord]:
+        """The selected records, read one at a time."""
+        for line, raw in self.lines(selected):
+            try:
+                record = ActionRecord.model_validate_json(raw)
+            except ValidationError:
+                raise ActionLogError(f"the action log {line.path} changed while it was read; "
+                                     "read it again") from None
+            yield record
 
     def days(self) -> list[date]:
         """The days that have a log file, oldest first."""
@@ -155,24 +230,6 @@ class ActionLog:
             return path.read_text(encoding="utf-8")
         except OSError:
             return None
-
-    def _read_file(self, path: Path) -> Iterable[ActionRecord]:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise ActionLogError(f"cannot read the action log {path}: {exc.strerror or exc}") from exc
-        records = []
-        for number, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip():
-                continue
-            try:
-                records.append(ActionRecord.model_validate_json(raw))
-            except ValidationError as exc:
-                why = "not JSON" if any(e["type"] == "json_invalid" for e in exc.errors()) else "not an action record"
-                self.skipped.append(f"{path.name}:{number}: {why}")
-        return records
 
     @contextmanager
     def _locked(self) -> Iterator[None]:

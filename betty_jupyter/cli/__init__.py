@@ -7,6 +7,7 @@ machine where Betty's heavier dependencies are not installed yet.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from typing import Sequence
@@ -33,7 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``betty`` console script."""
+    """Entry point of the ``betty`` console script (``argv``: run in-process with these arguments instead)."""
+    code = _run(argv)
+    if argv is None:
+        # The program ends here: leave its objects to the exit rather than have the interpreter's last garbage
+        # collection walk every one of them (frozen, they are out of its reach); the output is flushed as before.
+        gc.freeze()
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "version":

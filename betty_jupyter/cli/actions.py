@@ -17,14 +17,15 @@ import sys
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..errors import UsageError
 from ..safe_text import terminal_line
 from .parser import Parser
 
 if TYPE_CHECKING:
-    from ..agent.actions import ActionLog, ActionRecord, PreviewFunction
+    from ..agent.action_index import IndexedLine
+    from ..agent.actions import ActionLog, PreviewFunction
     from ..agent.models import Preview
 
 _SUMMARY_WIDTH = 80
@@ -39,6 +40,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--day", type=_day, metavar="YYYY-MM-DD", help="only this day (default: every day)")
     common.add_argument("--session", metavar="ID", help="only this agent session")
+    common.add_argument("--tool", metavar="NAME", help="only the calls of this tool (e.g. submit_job)")
     common.add_argument("--dir", type=Path, default=Path("."), metavar="DIR",
                         help="the workspace holding .betty/ (default: the current directory)")
     show = actions.add_parser("show", parents=[common], help="a table: time, tool, decision, ok, summary")
@@ -62,71 +64,96 @@ def _day(text: str) -> date:
     raise argparse.ArgumentTypeError(f"{text!r} is not a date; write it as YYYY-MM-DD, e.g. 2024-05-01")
 
 
-def _records(args: argparse.Namespace) -> tuple["ActionLog", list["ActionRecord"]]:
+def _open(args: argparse.Namespace) -> "ActionLog":
     from ..agent.actions import ActionLog  # lazy: the action log needs pydantic; `betty --help` never loads it
 
     if not args.dir.is_dir():
         raise UsageError(f"{args.dir} is not a directory; give the workspace with --dir")
     # The CLI says itself how many lines it skipped; keep the logger's copy off the terminal.
     logging.getLogger("betty_jupyter.agent.actions").addHandler(logging.NullHandler())
-    log = ActionLog(args.dir)
-    records = log.read(day=args.day, session_id=args.session)
+    return ActionLog(args.dir)
+
+
+def _select(args: argparse.Namespace) -> tuple["ActionLog", list["IndexedLine"]]:
+    """The log and where its records asked for are (from its index); warns once about unreadable lines."""
+    log = _open(args)
+    selected = log.select(day=args.day, session_id=args.session, tool=args.tool)
     if log.skipped:
         shown = ", ".join(log.skipped[:3]) + (" …" if len(log.skipped) > 3 else "")
         print(f"betty: warning: skipped {len(log.skipped)} unreadable line(s) of the action log ({shown})",
               file=sys.stderr)
-    return log, records
+    return log, selected
 
 
 def _nothing(args: argparse.Namespace, log: "ActionLog") -> str:
     where = f" on {args.day.isoformat()}" if args.day else ""
     session = f" for session {args.session}" if args.session else ""
-    return f"no actions are recorded{where}{session} in {log.directory}"
+    tool = f" of tool {_cell(args.tool)}" if args.tool else ""
+    return f"no actions are recorded{where}{session}{tool} in {log.directory}"
 
 
 def _show(args: argparse.Namespace) -> int:
-    log, records = _records(args)
+    """The table (or ``--json`` array), printed row by row as the records are read: the column widths come from
+    the log's index, so no record is held but the one being printed."""
+    log, selected = _select(args)
+    out = sys.stdout
     if args.json:
-        print(json.dumps([r.model_dump(mode="json") for r in records], indent=2, ensure_ascii=False))
+        out.write("[" if selected else "[]")
+        for number, record in enumerate(log.records(selected)):
+            text = json.dumps(record.model_dump(mode="json"), indent=2, ensure_ascii=False)
+            out.write(("\n" if number == 0 else ",\n") + "\n".join("  " + line for line in text.splitlines()))
+        out.write("\n]\n" if selected else "\n")
         return 0
-    if not records:
+    if not selected:
         print(_nothing(args, log))
         return 0
-    rows = [(_when(r.ts, records), _cell(r.tool), r.decision, _ok(r.ok), _cell(r.summary, _SUMMARY_WIDTH))
-            for r in records]
-    _print_table(("time", "tool", "decision", "ok", "summary"), rows)
+    time_format = _time_format(line.ts for line in selected)
+    tools = {tool: _cell(tool) for tool in {line.tool for line in selected}}
+    header = ("time", "tool", "decision", "ok", "summary")
+    widths = [max(len(header[0]), len(datetime.fromtimestamp(selected[0].ts).strftime(time_format))),
+              max(len(header[1]), *map(len, tools.values())),
+              max(len(header[2]), *(len(line.decision) for line in selected)),
+              max(len(header[3]), *(len(_ok(line.ok)) for line in selected)),
+              0]  # the last column: its width would only pad the end of the line, which is cut off
+    out.write(_row(header, widths))
+    for line, summary in log.summaries(selected):
+        out.write(_row((datetime.fromtimestamp(line.ts).strftime(time_format), tools[line.tool], line.decision,
+                        _ok(line.ok), _cell(summary, _SUMMARY_WIDTH)), widths))
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    _, records = _records(args)
-    text = "".join(r.model_dump_json() + "\n" for r in records)
+    log, selected = _select(args)
     if args.output is None:
-        sys.stdout.write(text)
+        for record in log.records(selected):
+            sys.stdout.write(record.model_dump_json() + "\n")
         return 0
     try:
-        args.output.write_text(text, encoding="utf-8")
+        with args.output.open("w", encoding="utf-8") as file:
+            for record in log.records(selected):
+                file.write(record.model_dump_json() + "\n")
     except OSError as exc:
         raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
-    print(f"wrote {len(records)} record(s) to {args.output}", file=sys.stderr)
+    print(f"wrote {len(selected)} record(s) to {args.output}", file=sys.stderr)
     return 0
 
 
 def _replay(args: argparse.Namespace) -> int:
     from ..agent.actions import replay  # lazy: the action log needs pydantic; `betty --help` never loads it
 
-    log, records = _records(args)
-    if not records:
+    log, selected = _select(args)
+    if not selected:
         print(_nothing(args, log))
         return 0
+    time_format = _time_format(line.ts for line in selected)
     with _tool_previews(args) as preview:
-        lines = replay(records, preview)
+        lines = replay(log.records(selected), preview)
     counts: dict[str, int] = {}
     for line in lines:
         counts[line.status] = counts.get(line.status, 0) + 1
         record = line.record
         verdict = f"failed: {line.diff}" if line.status == "failed" else line.status
-        print(f"{_when(record.ts, records)}  {_cell(record.tool)}  {_cell(record.call_id)}  {verdict}")
+        print(f"{datetime.fromtimestamp(record.ts).strftime(time_format)}  {_cell(record.tool)}  {_cell(record.call_id)}  {verdict}")
         if line.status == "changed":
             print("\n".join("    " + _cell(text, 200) for text in line.diff.splitlines()))
     print(f"{len(lines)} preview(s): " + ", ".join(f"{n} {status}" for status, n in counts.items()))
@@ -162,10 +189,14 @@ def _tool_previews(args: argparse.Namespace) -> Iterator["PreviewFunction"]:
         loop.close()
 
 
-def _when(ts: float, records: list["ActionRecord"]) -> str:
-    moment = datetime.fromtimestamp(ts)
-    one_day = len({r.day for r in records}) == 1
-    return moment.strftime("%H:%M:%S" if one_day else "%Y-%m-%d %H:%M:%S")
+def _time_format(stamps: Iterable[float]) -> str:
+    """How a row's time is written: the hour alone when every record is of one (local) day, else the date too."""
+    days: set[date] = set()
+    for ts in stamps:
+        days.add(datetime.fromtimestamp(ts).date())
+        if len(days) > 1:
+            return "%Y-%m-%d %H:%M:%S"
+    return "%H:%M:%S"
 
 
 def _ok(ok: bool | None) -> str:
@@ -179,7 +210,5 @@ def _cell(text: str, width: int = 40) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def _print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, *rows]:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip() + "\n"
