@@ -101,3 +101,27 @@ def test_a_prompt_exit_waits_for_a_thread_that_is_still_working():
     assert process.stdout.readline() == "ready\n"
     out, _ = process.communicate("go\n", timeout=60)
     assert (process.returncode, out) == (0, "finished go\n")
+
+
+def test_each_command_is_found_in_the_module_that_adds_it():
+    import importlib
+
+    from betty_jupyter.cli import COMMAND_MODULES, COMMANDS, build_parser
+    from betty_jupyter.cli.parser import Parser
+
+    for module in COMMAND_MODULES:
+        commands = Parser().add_subparsers()
+        importlib.import_module(f"betty_jupyter.cli.{module}").add_commands(commands)
+        assert set(commands.choices) == {name for name, owner in COMMANDS.items() if owner == module}, module
+    every = build_parser([]).format_help()
+    assert all(name in every for name in COMMANDS)
+    only = build_parser(["jobs", "--me"])
+    assert only.parse_args(["jobs", "--me"]).me and "wiki" not in only.format_help()
+
+
+def test_a_read_imports_only_its_own_commands():
+    code = ("import sys\nfrom betty_jupyter.cli import build_parser\nbuild_parser(['jobs', '--json'])\n"
+            "print(' '.join(sorted(name for name in sys.modules if name.startswith('betty_jupyter.cli.'))))")
+    process = run_python(code)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, out.split()) == (0, ["betty_jupyter.cli.cluster", "betty_jupyter.cli.parser"]), err

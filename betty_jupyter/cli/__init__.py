@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import importlib
 import os
 import sys
 import threading
@@ -15,28 +16,37 @@ from typing import NoReturn, Sequence
 
 from .._version import __version__
 from ..errors import BettyError
-from . import actions, agent, cluster, devcluster, experiments, gpu, llm, mcp, wiki
 from .parser import Parser
 
-# Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them.
-_COMMAND_MODULES = (devcluster, cluster, gpu, experiments, wiki, actions, agent, llm, mcp)
+# Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them; in this order
+# `betty --help` lists them.
+COMMAND_MODULES = ("devcluster", "cluster", "gpu", "experiments", "wiki", "actions", "agent", "llm", "mcp")
+COMMANDS = {
+    "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "jobs": "cluster", "partitions": "cluster",
+    "history": "cluster", "submit": "cluster", "cancel": "cluster", "logs": "cluster", "gpu": "gpu",
+    "experiments": "experiments", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
+    "ask": "agent", "llm": "llm", "mcp": "mcp",
+}
+"""Which module adds each command: a command imports its own module alone (``betty jobs`` starts fast)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``betty`` command line."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``betty`` command line: every command, or only the one ``argv`` names (its options, its help)."""
     parser = Parser(prog="betty", description="Betty: an assistant for researchers on Slurm clusters.")
     parser.add_argument("--version", action="version", version=f"betty {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
     commands.add_parser("version", help="print Betty's version")
-    for module in _COMMAND_MODULES:
-        module.add_commands(commands)
+    words = [word for word in (sys.argv[1:] if argv is None else argv) if not word.startswith("-")]
+    named = COMMANDS.get(words[0]) if words else None
+    for module in COMMAND_MODULES if named is None else (named,):
+        importlib.import_module(f"{__name__}.{module}").add_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``betty`` console script."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         if args.command == "version":
             print(f"betty {__version__}")
