@@ -2,6 +2,7 @@
 
 Run by hand (not a test), with the dev cluster up:
     .venv/bin/python bench/cli_start.py [--sizes 10 100 1000] [--runs 7]
+(from the checkout it times: `python -m` puts the working directory first on the path)
 
 For each queue size it submits that many held jobs, then times whole processes in pairs, one after
 the other: `betty jobs` (a fresh Python, the SSH login, squeue, the table) and the baseline, the same
@@ -58,14 +59,17 @@ def slope(sizes: list[int], times: list[float]) -> float:
     return math.log(times[-1] / times[0]) / math.log(sizes[-1] / sizes[0])
 
 
-def imports(env: dict[str, str]) -> tuple[float, int, list[str]]:
-    """What `betty jobs` imports: seconds (the top-level imports' cumulative time), modules, heavy ones."""
-    done = subprocess.run([sys.executable, "-X", "importtime", *BETTY[1:], "jobs"], env=env, capture_output=True,
-                          text=True, stdin=subprocess.DEVNULL)
-    rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")][1:]
-    top = sum(int(row[1]) for row in rows if row[2].startswith(" ") and not row[2].startswith("  "))
+def imports(env: dict[str, str], runs: int) -> tuple[float, int, list[str]]:
+    """What `betty jobs` imports: seconds (the top-level imports' cumulative time, median of ``runs``),
+    modules, heavy ones."""
+    seconds = []
+    for _ in range(runs):
+        done = subprocess.run([sys.executable, "-X", "importtime", *BETTY[1:], "jobs"], env=env, capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL)
+        rows = [line.split("|") for line in done.stderr.splitlines() if line.startswith("import time:")][1:]
+        seconds.append(sum(int(row[1]) for row in rows if row[2].startswith(" ") and not row[2].startswith("  ")))
     names = {row[2].strip().split(".")[0] for row in rows}
-    return top / 1e6, len(rows), sorted(names & set(HEAVY))
+    return statistics.median(seconds) / 1e6, len(rows), sorted(names & set(HEAVY))
 
 
 def ask_exit(env: dict[str, str], runs: int) -> None:
@@ -134,8 +138,8 @@ def main() -> None:
             print(f"{size:6d} {betty * 1000:8.0f} ms {plain * 1000:8.0f} ms {ratio:5.2f}x")
         print(f"growth exponent of betty jobs ({args.sizes[0]} → {args.sizes[-1]} jobs): "
               f"{slope(args.sizes, betty_times):.2f}")
-        seconds, count, heavy = imports(env)
-        print(f"\nthe read's imports: {seconds * 1000:.0f} ms, {count} modules; "
+        seconds, count, heavy = imports(env, args.runs)
+        print(f"\nthe read's imports (python -X importtime, median): {seconds * 1000:.0f} ms, {count} modules; "
               f"heavy ones loaded: {', '.join(heavy) or 'none'}")
     finally:
         for start in range(0, len(submitted), 500):

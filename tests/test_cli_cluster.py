@@ -310,13 +310,15 @@ def test_reads_load_no_pandas_and_count_each_array_task(betty_env, dev_cluster, 
     assert all(result.returncode == 0 for result in made), [result.stderr for result in made]
     array, single = (result.stdout.strip().split(";")[0] for result in made)
     try:
-        for command in ("jobs", "partitions"):
+        for command, not_loaded in (("jobs", {"pandas", "numpy", "openai", "matplotlib"}),
+                                    ("partitions", {"pandas", "numpy", "openai", "matplotlib"}),
+                                    ("history", {"openai", "matplotlib"})):
             read = subprocess.run([sys.executable, "-X", "importtime", "-m", "betty_jupyter.cli", command],
                                   capture_output=True, text=True, timeout=180, env=betty_env, cwd=REPO,
                                   stdin=subprocess.DEVNULL)
             assert read.returncode == 0, read.stderr[-2000:]
             loaded = {name.split(".")[0] for name in imported_modules(read.stderr)}
-            assert "paramiko" in loaded and not loaded & {"pandas", "numpy", "openai", "matplotlib"}, command
+            assert "paramiko" in loaded and not loaded & not_loaded, (command, loaded & not_loaded)
         shown = betty(betty_env, "jobs")
         rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[1:]}
         assert f"{array}_[0-999%10]" in rows and single in rows, shown.stdout
