@@ -5,22 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from betty_jupyter._version import __version__
 from betty_jupyter.agent import action_index
 from betty_jupyter.agent.action_index import index_path
 from betty_jupyter.agent.actions import ActionLog, ActionLogError, ActionRecord
 from betty_jupyter.agent.models import Preview
 from betty_jupyter.safe_text import terminal_line
 
-from conftest import REPO, run_betty
+from conftest import run_betty
 
 DAYS = [datetime(2024, 5, 1, 9, 30, 0), datetime(2024, 5, 2, 23, 58, 0), datetime(2024, 5, 3, 0, 0, 1)]
 HOSTILE_TOOL = "read_page\x1b]0;owned\x07\u202e"
@@ -236,20 +233,6 @@ def test_an_index_edited_into_nonsense_is_made_again(tmp_path: Path, damage: dic
     where.write_text(json.dumps({**json.loads(where.read_text()), **damage}))
     assert [r.call_id for r in log.read(session_id="s-0")] == ["call_0"]
     assert log.read() == full_scan(tmp_path)[0]
-
-
-FREEZES = ("import gc, sys; from betty_jupyter.cli import main; sys.argv = ['betty', 'version']; "
-           "main({argv}); print(gc.get_freeze_count() > 0)")
-
-
-@pytest.mark.parametrize("argv, frozen", [("", "True"), ("['version']", "False")])
-def test_the_program_leaves_its_objects_to_the_exit(argv: str, frozen: str) -> None:
-    """Run as ``betty``, the command freezes what it made so the interpreter's exit does not collect it all;
-    called in-process with arguments (as tests do), it leaves the garbage collector as it was."""
-    result = subprocess.run([sys.executable, "-c", FREEZES.format(argv=argv)], capture_output=True, text=True,
-                            timeout=60, cwd=REPO)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [f"betty {__version__}", frozen]
 
 
 def test_a_day_file_replaced_while_it_is_read_is_one_clear_error(tmp_path: Path) -> None:

@@ -285,3 +285,57 @@ def test_a_job_name_cannot_steer_the_terminal(betty_env, dev_cluster, tmp_path):
         assert "clear\\x1b[2J\\x1b]0;owned\\x07\\u202etxt.exe\\nforged-row" in row[0]
     finally:
         subprocess.run(["scancel", job_id], env={**os.environ, **dev_cluster}, capture_output=True, timeout=60)
+
+
+def imported_modules(importtime: str) -> set[str]:
+    """The modules ``python -X importtime`` says it imported (its lines on stderr)."""
+    return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines() if line.startswith("import time:")}
+
+
+def test_reads_load_no_pandas_and_count_each_array_task(betty_env, dev_cluster, ssh_profile, tmp_path):
+    import subprocess
+    import sys
+
+    from betty_jupyter.agent.tools.cluster import counts_by_state
+    from betty_jupyter.cluster.parsing import job_count
+    from betty_jupyter.cluster.slurm import SlurmClient
+    from betty_jupyter.cluster.sync import Blocking, run_sync
+    from betty_jupyter.cluster.tables import QUEUE_COLUMNS, text_table
+    from conftest import REPO
+
+    slurm_env = {**os.environ, **dev_cluster}
+    made = [subprocess.run(["sbatch", "--hold", "--parsable", *words, "--wrap", "true"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60, env=slurm_env) for words in
+            (["--array=0-999%10", "--job-name=sweep"], ["--job-name=single"])]
+    assert all(result.returncode == 0 for result in made), [result.stderr for result in made]
+    array, single = (result.stdout.strip().split(";")[0] for result in made)
+    try:
+        for command, not_loaded in (("jobs", {"pandas", "numpy", "openai", "matplotlib"}),
+                                    ("partitions", {"pandas", "numpy", "openai", "matplotlib"}),
+                                    ("history", {"openai", "matplotlib"})):
+            read = subprocess.run([sys.executable, "-X", "importtime", "-m", "betty_jupyter.cli", command],
+                                  capture_output=True, text=True, timeout=180, env=betty_env, cwd=REPO,
+                                  stdin=subprocess.DEVNULL)
+            assert read.returncode == 0, read.stderr[-2000:]
+            loaded = {name.split(".")[0] for name in imported_modules(read.stderr)}
+            assert "paramiko" in loaded and not loaded & not_loaded, (command, loaded & not_loaded)
+        shown = betty(betty_env, "jobs")
+        rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[1:]}
+        assert f"{array}_[0-999%10]" in rows and single in rows, shown.stdout
+        assert not any(name.startswith(f"{array}_") and name != f"{array}_[0-999%10]" for name in rows), \
+            "a pending array is one row"
+        client = Blocking(SlurmClient(ssh_profile.open_transport()))
+        try:
+            frame = client.queue()
+        finally:
+            run_sync(client.target.transport.close())
+        pandas_rows = {line.split()[0]: line.split() for line in text_table(frame, QUEUE_COLUMNS).splitlines()[1:]}
+        assert shown.stdout.splitlines()[0] == text_table(frame, QUEUE_COLUMNS).splitlines()[0]
+        for ident in (f"{array}_[0-999%10]", single):
+            assert rows[ident] == pandas_rows[ident], "the same cells as the pandas table"
+        listed = json.loads(betty(betty_env, "jobs", "--json").stdout)
+        assert [job["tasks"] for job in listed if job["array_job_id"] == array] == [1000]
+        mine = frame[frame["array_job_id"].isin([array, single])]
+        assert job_count(mine) == 1001 and counts_by_state(mine) == "1001 job(s): 1001 PENDING"
+    finally:
+        subprocess.run(["scancel", array, single], env=slurm_env, capture_output=True, timeout=60)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from ..cluster.parsing import job_count, jobs_by
 from .models import ToolOutcome
 
 if TYPE_CHECKING:
@@ -43,16 +44,18 @@ def condense_table(frame: "pd.DataFrame", user: str | None = None) -> str:
     """A small table as it is; a large job table as counts plus the asking person's own jobs."""
     if len(frame) <= TABLE_ROWS:
         return _clip(_rows(frame))
-    parts = [f"{len(frame)} rows."]
+    jobs = job_count(frame)
+    parts = [f"{len(frame)} rows." if jobs == len(frame) else f"{len(frame)} rows, {jobs} jobs (array tasks counted)."]
     for column in ("state", "partition", "user"):
         if column in frame.columns:
-            counts = frame[column].astype(str).value_counts()
+            counts = jobs_by(frame, column)
             shown = ", ".join(f"{name}: {count}" for name, count in counts.head(12).items())
             more = f" (+{len(counts) - 12} more)" if len(counts) > 12 else ""
             parts.append(f"by {column}: {shown}{more}")
     if user and "user" in frame.columns:
         mine = frame[frame["user"].astype(str) == user]
-        parts.append(f"all {len(mine)} jobs of {user}:")
+        parts.append(f"all {job_count(mine)} jobs of {user}:" if len(mine) == job_count(mine)
+                     else f"all {job_count(mine)} jobs of {user}, in {len(mine)} rows:")
         parts.append(_rows(mine) if not mine.empty else "(none)")
     return "\n".join(parts)
 

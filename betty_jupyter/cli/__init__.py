@@ -7,44 +7,46 @@ machine where Betty's heavier dependencies are not installed yet.
 from __future__ import annotations
 
 import argparse
-import gc
+import atexit
+import importlib
 import os
 import sys
-from typing import Sequence
+import threading
+from typing import NoReturn, Sequence
 
 from .._version import __version__
 from ..errors import BettyError
-from . import actions, agent, cluster, devcluster, experiments, gpu, llm, mcp, wiki
 from .parser import Parser
 
-# Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them.
-_COMMAND_MODULES = (devcluster, cluster, gpu, experiments, wiki, actions, agent, llm, mcp)
+# Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them; in this order
+# `betty --help` lists them.
+COMMAND_MODULES = ("devcluster", "cluster", "gpu", "experiments", "wiki", "actions", "agent", "llm", "mcp")
+COMMANDS = {
+    "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "jobs": "cluster", "partitions": "cluster",
+    "history": "cluster", "submit": "cluster", "cancel": "cluster", "logs": "cluster", "gpu": "gpu",
+    "experiments": "experiments", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
+    "ask": "agent", "llm": "llm", "mcp": "mcp",
+}
+"""Which module adds each command: a command imports its own module alone (``betty jobs`` starts fast)."""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``betty`` command line."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``betty`` command line: every command, or only the one ``argv`` names (its options, its help)."""
     parser = Parser(prog="betty", description="Betty: an assistant for researchers on Slurm clusters.")
     parser.add_argument("--version", action="version", version=f"betty {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
     commands.add_parser("version", help="print Betty's version")
-    for module in _COMMAND_MODULES:
-        module.add_commands(commands)
+    words = [word for word in (sys.argv[1:] if argv is None else argv) if not word.startswith("-")]
+    named = COMMANDS.get(words[0]) if words else None
+    for module in COMMAND_MODULES if named is None else (named,):
+        importlib.import_module(f"{__name__}.{module}").add_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``betty`` console script (``argv``: run in-process with these arguments instead)."""
-    code = _run(argv)
-    if argv is None:
-        # The program ends here: leave its objects to the exit rather than have the interpreter's last garbage
-        # collection walk every one of them (frozen, they are out of its reach); the output is flushed as before.
-        gc.freeze()
-    return code
-
-
-def _run(argv: Sequence[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``betty`` console script."""
+    args = build_parser(argv).parse_args(argv)
     try:
         if args.command == "version":
             print(f"betty {__version__}")
@@ -60,3 +62,28 @@ def _run(argv: Sequence[str] | None) -> int:
         # `betty jobs | head`: the reader left; say nothing more and exit as a pipe would.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def run() -> NoReturn:
+    """The ``betty`` console script (and ``python -m betty_jupyter.cli``): :func:`main`, then a prompt exit."""
+    exit_promptly(main())
+
+
+def exit_promptly(code: int) -> NoReturn:
+    """End the process once everything the command wrote is out, skipping the interpreter's teardown.
+
+    Tearing down a process that loaded the agent (a thousand modules, 140k objects) takes longer than
+    many a command: a last garbage collection and every module freed one by one, none of which
+    changes anything outside the process. What does is kept: every ``atexit`` handler runs (logging
+    flushes its files, thread pools finish their work), then both output streams are flushed. While
+    a thread of Betty's that is not a daemon still runs, the ordinary exit waits for it as always.
+    """
+    if any(thread is not threading.main_thread() and not thread.daemon for thread in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # the reader left (`betty jobs | head`) or the stream was closed
+            code = code or 141
+    os._exit(code)

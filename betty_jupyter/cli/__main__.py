@@ -1,7 +1,5 @@
 """``python -m betty_jupyter.cli``: the same as the ``betty`` command."""
 
-import sys
+from . import run
 
-from . import main
-
-sys.exit(main())
+run()

@@ -218,10 +218,14 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from .output import print_table  # lazy: pandas is heavy; `betty --help` never loads it
-
     def work(client: Any, profile: "ClusterProfile") -> int:
         user = args.user or (_whoami(client) if args.me else None)
+        if not args.json:  # the text table needs no pandas: the read starts fast
+            _print_rows(client.queue_rows(user=user, states=args.state, partition=args.partition), QUEUE_COLUMNS,
+                        "no jobs in the queue")
+            return 0
+        from .output import print_table  # lazy: pandas is heavy; only --json needs it
+
         frame = client.queue(user=user, states=args.state, partition=args.partition)
         print_table(frame, QUEUE_COLUMNS, args.json, "no jobs in the queue")
         return 0
@@ -236,10 +240,21 @@ def _whoami(client: Any) -> str:
     return str(result.stdout.strip())
 
 
-def _partitions(args: argparse.Namespace) -> int:
-    from .output import print_table  # lazy: pandas is heavy; `betty --help` never loads it
+def _print_rows(rows: list[dict[str, Any]], columns: list[str], empty: str) -> None:
+    """Plain rows as the aligned text table :func:`.output.print_table` prints, without pandas."""
+    from ..cluster.text_tables import rows_table  # lazy: only the table reads need it
 
+    # Cells are other people's text (job names, comments): nothing in them may steer the terminal.
+    print(rows_table(rows, columns) if rows else empty)
+
+
+def _partitions(args: argparse.Namespace) -> int:
     def work(client: Any, profile: "ClusterProfile") -> int:
+        if not args.json:  # the text table needs no pandas: the read starts fast
+            _print_rows(client.partition_rows(), PARTITION_COLUMNS, "the cluster reports no partitions")
+            return 0
+        from .output import print_table  # lazy: pandas is heavy; only --json needs it
+
         frame = client.partitions()
         print_table(frame, PARTITION_COLUMNS, args.json, "the cluster reports no partitions")
         return 0

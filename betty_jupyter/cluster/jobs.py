@@ -20,6 +20,29 @@ def job_id(value: object) -> str:
     return text
 
 
+def array_task_count(spec: str) -> int:
+    """How many jobs one row of the queue stands for, from its array task ids (squeue's ``%K``).
+
+    A pending array is one row: ``0-999%10`` is 1000 tasks, ``1,3,5-9`` is 7, ``0-20:5`` is 5; a plain
+    job (blank) or one task (``4``) is 1. Text Betty cannot read counts as the one row it is.
+    """
+    text = spec.strip().strip("[]").split("%", 1)[0]
+    if not text:
+        return 1
+    total = 0
+    for part in text.split(","):
+        span, _, step = part.partition(":")
+        first, _, last = span.partition("-")
+        if not (first.isascii() and first.isdigit() and (not last or last.isascii() and last.isdigit())
+                and (not step or step.isascii() and step.isdigit() and int(step) > 0)):
+            return 1
+        if not last:
+            total += 1
+        elif int(last) >= int(first):
+            total += (int(last) - int(first)) // int(step or 1) + 1
+    return max(total, 1)
+
+
 def parse_sbatch_output(stdout: str) -> str:
     """The job id from ``sbatch --parsable`` (``id`` or ``id;cluster``)."""
     lines = [line for line in stdout.strip().splitlines() if line.strip()]

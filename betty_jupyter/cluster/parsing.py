@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import csv
 import io
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import SlurmError
 from ..gres import gpu_counts
-from .jobs import JobState
+from .jobs import JobState, array_task_count
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -207,8 +208,50 @@ def parse_queue(text: str) -> "pd.DataFrame":
     frame["submitted"] = timestamps(frame["submitted"])
     frame["started"] = timestamps(frame["started"])
     for column in ("array_job_id", "array_task_id", "reason", "comment", "nodelist"):
-        frame[column] = frame[column].replace({"N/A": "", "(null)": "", "None": ""})
+        frame[column] = frame[column].replace(_NO_TEXT)
+    frame["tasks"] = _by_unique(frame["array_task_id"], array_task_count, "int64").astype("int64")
     return frame
+
+
+_NO_TEXT = {"N/A": "", "(null)": "", "None": ""}
+
+
+def queue_rows(text: str) -> list[dict[str, Any]]:
+    """``squeue`` output → one dict per row with the columns the text table shows, no pandas.
+
+    The same values :func:`parse_queue` gives (None where it has a missing value), for a read that
+    prints a table and needs nothing else: ``betty jobs`` starts without importing pandas.
+    """
+    names = [name for _, name in SQUEUE_FIELDS]
+    rows: list[dict[str, Any]] = []
+    for cells in _whole_rows(text, len(names)):
+        row: dict[str, Any] = dict(zip(names, cells))
+        row["state"] = state_name(row["state"])
+        row["elapsed"] = _timedelta(duration_seconds(row["elapsed"]))
+        row["time_limit"] = _timedelta(duration_seconds(row["time_limit"]))
+        row["gpus"], row["gpu_type"] = tres_gpus(row["tres_per_node"])
+        for column in ("array_job_id", "array_task_id", "reason", "comment", "nodelist"):
+            row[column] = _NO_TEXT.get(row[column], row[column])
+        row["tasks"] = array_task_count(row["array_task_id"])
+        rows.append(row)
+    return rows
+
+
+def _timedelta(seconds: float | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+def job_count(frame: "pd.DataFrame") -> int:
+    """How many jobs a queue table holds, each task of a pending array counted (one row may be 1000 jobs)."""
+    return int(frame["tasks"].sum()) if "tasks" in frame.columns else len(frame)
+
+
+def jobs_by(frame: "pd.DataFrame", column: str) -> "pd.Series":
+    """Jobs per value of ``column`` (as text), most first, each array task counted."""
+    keys = frame[column].astype(str)
+    if "tasks" not in frame.columns:
+        return keys.value_counts()
+    return frame["tasks"].groupby(keys).sum().sort_values(ascending=False, kind="stable")
 
 
 def parse_history(text: str) -> "pd.DataFrame":
@@ -251,11 +294,7 @@ def parse_partitions(text: str) -> "pd.DataFrame":
     """
     import pandas as pd  # lazy: pandas is heavy; opening a session reads no table
 
-    rows = read_table(text, SINFO_FIELDS)
-    partitions: dict[str, dict[str, object]] = {}
-    for row in rows.itertuples(index=False):
-        _merge_partition_row(partitions, row)
-    frame = pd.DataFrame(list(partitions.values()))
+    frame = pd.DataFrame(partition_rows(text))
     if frame.empty:
         return pd.DataFrame(columns=["partition", "default", "availability", "nodes", "nodes_idle", "cpus",
                                      "cpus_idle", "memory_bytes", "memory_bytes_max", "gpus", "gpu_types",
@@ -266,19 +305,36 @@ def parse_partitions(text: str) -> "pd.DataFrame":
     return frame
 
 
-def _merge_partition_row(partitions: dict[str, dict[str, object]], row: object) -> None:
-    name = str(getattr(row, "partition"))
+def partition_rows(text: str) -> list[dict[str, object]]:
+    """``sinfo`` output → one dict per partition, its time limit still as Slurm wrote it (no pandas)."""
+    names = [name for _, name in SINFO_FIELDS]
+    partitions: dict[str, dict[str, object]] = {}
+    for cells in _whole_rows(text, len(names)):
+        _merge_partition_row(partitions, dict(zip(names, cells)))
+    return list(partitions.values())
+
+
+def plain_partitions(text: str) -> list[dict[str, object]]:
+    """:func:`parse_partitions` as plain dicts without pandas: the time limit a timedelta, None for none."""
+    rows = partition_rows(text)
+    for row in rows:
+        row["time_limit"] = _timedelta(duration_seconds(str(row["time_limit"])))
+    return rows
+
+
+def _merge_partition_row(partitions: dict[str, dict[str, object]], row: dict[str, str]) -> None:
+    name = row["partition"]
     default = name.endswith("*")
     name = name.rstrip("*")
-    _, idle, _, total = (int(n) for n in str(getattr(row, "nodes_by_state")).split("/"))
-    _, cpus_idle, _, cpus = (int(n) for n in str(getattr(row, "cpus_by_state")).split("/"))
-    memory = int(str(getattr(row, "memory")).rstrip("+")) * 1024**2
-    gpu_types = gres_gpus(str(getattr(row, "gres")))
+    _, idle, _, total = (int(n) for n in row["nodes_by_state"].split("/"))
+    _, cpus_idle, _, cpus = (int(n) for n in row["cpus_by_state"].split("/"))
+    memory = int(row["memory"].rstrip("+")) * 1024**2
+    gpu_types = gres_gpus(row["gres"])
     entry = partitions.setdefault(name, {
-        "partition": name, "default": default, "availability": getattr(row, "availability"), "nodes": 0,
+        "partition": name, "default": default, "availability": row["availability"], "nodes": 0,
         "nodes_idle": 0, "cpus": 0, "cpus_idle": 0, "memory_bytes": memory, "memory_bytes_max": memory,
         "gpus": 0, "gpu_types": {},
-        "time_limit": getattr(row, "time_limit"),
+        "time_limit": row["time_limit"],
     })
     entry["nodes"] = int(entry["nodes"]) + total  # type: ignore[call-overload]
     entry["nodes_idle"] = int(entry["nodes_idle"]) + idle  # type: ignore[call-overload]

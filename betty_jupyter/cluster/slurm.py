@@ -81,7 +81,16 @@ class SlurmClient:
     # ----- reading ------------------------------------------------------------------------
     async def queue(self, user: str | None = None, states: Iterable[str] | None = None,
                     partition: str | None = None) -> "pd.DataFrame":
-        """Jobs in the queue (all users unless ``user``), one row per job or pending array."""
+        """Jobs in the queue (all users unless ``user``), one row per job or pending array (its ``tasks``
+        say how many jobs the row stands for)."""
+        return parsing.parse_queue(await self._queue_text(user, states, partition))
+
+    async def queue_rows(self, user: str | None = None, states: Iterable[str] | None = None,
+                         partition: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`queue` as plain dicts, without pandas (what ``betty jobs`` prints)."""
+        return parsing.queue_rows(await self._queue_text(user, states, partition))
+
+    async def _queue_text(self, user: str | None, states: Iterable[str] | None, partition: str | None) -> str:
         argv = ["squeue", "--noheader", "--format", parsing.format_string(parsing.SQUEUE_FIELDS)]
         if user:
             argv += ["--user", _plain(user, "user")]
@@ -89,13 +98,20 @@ class SlurmClient:
             argv += ["--states", ",".join(JobState.parse(s).value for s in states)]
         if partition:
             argv += ["--partition", _plain(partition, "partition")]
-        return parsing.parse_queue((await self._run(argv)).stdout)
+        return (await self._run(argv)).stdout
 
     async def partitions(self) -> "pd.DataFrame":
         """Partitions with state, nodes and CPUs (total and idle), memory, GPU types and time limit."""
+        return parsing.parse_partitions(await self._partitions_text())
+
+    async def partition_rows(self) -> list[dict[str, object]]:
+        """:meth:`partitions` as plain dicts, without pandas (what ``betty partitions`` prints)."""
+        return parsing.plain_partitions(await self._partitions_text())
+
+    async def _partitions_text(self) -> str:
         # --exact: nodes of different memory on separate rows, or sinfo prints the smallest as "250+"
         argv = ["sinfo", "--noheader", "--exact", "--format", parsing.format_string(parsing.SINFO_FIELDS)]
-        return parsing.parse_partitions((await self._run(argv)).stdout)
+        return (await self._run(argv)).stdout
 
     async def history(self, job_ids: Iterable[object] | None = None, since: str | datetime | None = None,
                       all_users: bool = False) -> "pd.DataFrame":

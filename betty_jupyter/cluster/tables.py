@@ -4,6 +4,7 @@ an exit code only for a job that ended, blanks for unknowns."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..safe_text import terminal_line
@@ -50,10 +51,13 @@ def size_text(size: float) -> str:
 
 def slurm_duration(value: Any) -> str:
     """A Timedelta as Slurm writes it (``1-02:03:04``, ``02:03``); blank when unknown."""
-    import pandas as pd  # lazy: pandas is heavy; `betty --help` and `%load_ext` load this module
-
-    if value is None or pd.isna(value):
+    if value is None:
         return ""
+    if not isinstance(value, timedelta):  # pandas' NaT is no timedelta; a plain one needs no pandas
+        import pandas as pd  # lazy: pandas is heavy; `betty --help` and `%load_ext` load this module
+
+        if pd.isna(value):
+            return ""
     seconds = int(value.total_seconds())
     days, rest = divmod(seconds, 86400)
     hours, rest = divmod(rest, 3600)

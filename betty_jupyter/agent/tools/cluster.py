@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from ...cluster.commands import run_allowed
 from ...cluster.jobs import JobState
+from ...cluster.parsing import job_count, jobs_by
 from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS, readable
 from ...errors import BettyError, PolicyError
 from ..models import Preview, Tier, ToolOutcome
@@ -37,11 +38,11 @@ def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_RO
 
 
 def counts_by_state(frame: "pd.DataFrame") -> str:
-    """``3 jobs: 2 RUNNING, 1 PENDING``."""
+    """``3 jobs: 2 RUNNING, 1 PENDING``; each task of a pending array (one row) is a job."""
     if frame.empty:
         return "0 jobs"
-    counts = frame["state"].astype(str).value_counts()
-    return f"{len(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
+    counts = jobs_by(frame, "state")
+    return f"{job_count(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
 
 
 def _command(*words: str | None) -> str:
