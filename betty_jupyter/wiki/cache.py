@@ -111,7 +111,8 @@ def _load(path: Path) -> dict[str, Any]:
         os.close(fd)
     if not isinstance(data, dict) or data.get("version") != _VERSION or not isinstance(data.get("pages"), dict):
         return {}
-    return data["pages"]
+    pages: dict[str, Any] = data["pages"]
+    return pages
 
 
 def _checked(entry: Any) -> Any:

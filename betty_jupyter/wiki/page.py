@@ -20,6 +20,9 @@ MAX_FRONTMATTER_CHARS = 64 * 1024
 _FRONTMATTER = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
+# Where LibYAML and PyYAML part ways (tabs, byte-order marks, Unicode line breaks; tags, anchors,
+# aliases, block scalars, directives, complex keys at the start of a token): PyYAML reads those.
+_PYYAML_ONLY = re.compile(r"[\t\ufeff\x85\u2028\u2029]|(?:^|[\s\[\]{},:-])[!&*|>%@`?]", re.M)
 
 
 class _Loader(yaml.SafeLoader):
@@ -91,9 +94,10 @@ def find_frontmatter(text: str) -> tuple[str, int] | None:
 def parse_frontmatter(name: str, block: str) -> dict[str, Any]:
     """The fields of frontmatter ``block`` of page ``name``; WikiError naming the line when they do not parse.
 
-    LibYAML reads the block when PyYAML has it; a block it refuses, or one holding characters
-    PyYAML's own reader refuses, is read by PyYAML's reader, so the values and the messages are
-    those of :class:`_Loader` either way.
+    LibYAML reads plain blocks (``key: value`` lines, lists, quoted text) when PyYAML has it;
+    a block it refuses, one holding characters PyYAML's reader refuses, and one using YAML's
+    rarer syntax (tags, anchors, block scalars, tabs: where the two parsers differ) are read by
+    PyYAML's own parser, so the values and the messages are those of :class:`_Loader` either way.
     """
     if len(block) > MAX_FRONTMATTER_CHARS:
         raise WikiError(f"{name}: the frontmatter is longer than {MAX_FRONTMATTER_CHARS} characters; "
@@ -110,7 +114,7 @@ def parse_frontmatter(name: str, block: str) -> dict[str, Any]:
 
 
 def _load(block: str) -> Any:
-    if LOADER == "libyaml" and not _NON_PRINTABLE.search(block):
+    if LOADER == "libyaml" and not _PYYAML_ONLY.search(block) and not _NON_PRINTABLE.search(block):
         try:
             return yaml.load(block, Loader=_FastLoader)  # noqa: S506 - a CSafeLoader subclass
         except yaml.YAMLError:
