@@ -273,8 +273,10 @@ class WikiStore:
                 if exc.errno not in (errno.ELOOP, errno.EMLINK):
                     raise
                 return self._target(name).path.read_bytes()  # a link: followed only while it stays inside
-            with os.fdopen(fd, "rb") as opened:
-                return opened.read() if stat.S_ISREG(os.fstat(opened.fileno()).st_mode) else None
+            try:
+                return _read_regular(fd)
+            finally:
+                os.close(fd)
         except (WikiError, OSError):
             return None
 
@@ -321,6 +323,17 @@ class WikiStore:
             yield
         finally:
             lock.release()
+
+
+def _read_regular(fd: int) -> bytes | None:
+    """The whole content of open file ``fd``; None when it is not a regular file (a pipe, a device)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    chunks = []
+    while chunk := os.read(fd, max(info.st_size + 1, 65536)):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _field_matches(value: Any, wanted: str) -> bool:
