@@ -7,6 +7,7 @@ Writes each workspace once with Betty's own page writer (frontmatter as Betty re
 bodies with auto regions, like recorded experiments), then times each command as a whole
 process, cold (no frontmatter cache in .betty/) and warm (the cache a previous run left),
 paired with `grep -rli WORD wiki/` on the same tree; the median of ``--repeat`` runs each.
+"search in-proc" is WikiStore.search in this process (as the agent's tool and the server call it).
 Prints the times, the ratios to grep and the growth exponent of each column (the slope of
 log(time) against log(pages) between the smallest and the largest size).
 """
@@ -27,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from betty_jupyter.wiki import WikiStore  # noqa: E402
 from betty_jupyter.wiki.page import render_frontmatter  # noqa: E402
 
 WORD = "diverged"
@@ -100,7 +102,8 @@ def measure(workspace: Path, repeat: int) -> dict[str, float]:
         "search cold": ([*betty, "search", WORD, "--dir", str(workspace)], True),
         "search warm": ([*betty, "search", WORD, "--dir", str(workspace)], False),
     }
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    store = WikiStore(workspace / "wiki")
+    times: dict[str, list[float]] = {name: [] for name in [*commands, "search in-proc"]}
     for _ in range(repeat):
         for name, (command, cold) in commands.items():
             if cold:
@@ -108,6 +111,9 @@ def measure(workspace: Path, repeat: int) -> dict[str, float]:
             began = time.perf_counter()
             subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=name != "grep")
             times[name].append(time.perf_counter() - began)
+        began = time.perf_counter()
+        store.search(WORD)  # as the agent's wiki_search and the server run it: in a process already started
+        times["search in-proc"].append(time.perf_counter() - began)
     return {name: statistics.median(values) for name, values in times.items()}
 
 

@@ -6,8 +6,9 @@ cache whatever its size and modification time say (an edit within the file syste
 granularity included), and a page moved or copied elsewhere hits it. Only plain values
 (text, numbers, true/false, lists, mappings with text keys; at most :data:`MAX_VALUES` of them)
 are kept; a page with anything else is parsed every time, as is a page when the cache is
-missing, unreadable, corrupt or written by another version: the cache is an optimisation,
-never a source of truth. It is written whole and atomically, so concurrent writers leave one
+missing, unreadable (a link, a folder, over :data:`MAX_CACHE_BYTES`), corrupt, written by
+another version, or when its entry is not a mapping: the cache is an optimisation, never a
+source of truth. It is written whole and atomically, so concurrent writers leave one
 complete file (the last one's).
 """
 
@@ -58,14 +59,13 @@ class FrontmatterCache:
             return Page(name, {}, text, source=text)
         block, body_start = found
         key = hashlib.blake2b(block.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-        entry = _checked(self._entries.get(key))
+        entry = self._known(key)
         if entry is None:
             parsed = self._parse(name, block)
             entry = _checked(parsed)
             if entry is None:
                 return Page(name, parsed, text[body_start:], source=text)
-            self._changed = True
-        self._seen[key] = entry
+            self._seen[key], self._changed = entry, True
         if entry == _BROKEN:
             return Page(name, {}, text, source=text)
         return Page(name, entry, text[body_start:], source=text)
@@ -84,6 +84,16 @@ class FrontmatterCache:
         except OSError:
             return  # a read-only .betty/: the next run parses again
         self._entries, self._changed = dict(entries), False
+
+    def _known(self, key: str) -> Any:
+        """The entry cached under ``key`` as an object no other page holds; None when there is none."""
+        if key in self._seen:
+            return _checked(self._seen[key])  # a second page with the same frontmatter gets its own copy
+        entry = self._entries.get(key)
+        if entry == _BROKEN or type(entry) is dict:  # fresh from the file: JSON values, held by no page yet
+            self._seen[key] = entry
+            return entry
+        return None
 
     @staticmethod
     def _parse(name: str, block: str) -> Any:
