@@ -109,7 +109,7 @@ def measure(workspace: Path, repeat: int) -> dict[str, float]:
             if cold:
                 (workspace / ".betty" / CACHE).unlink(missing_ok=True)
             began = time.perf_counter()
-            subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=name != "grep")
+            subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, check=name != "grep")
             times[name].append(time.perf_counter() - began)
         began = time.perf_counter()
         store.search(WORD)  # as the agent's wiki_search and the server run it: in a process already started
