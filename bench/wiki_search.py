@@ -79,7 +79,8 @@ def write_workspace(workspace: Path, size: int) -> None:
         if kind == "experiment":
             frontmatter.update(job_id=str(100000 + number), cluster="dev-cluster",
                                submitted=f"2026-{1 + number % 12:02d}-{1 + number % 28:02d}T10:31",
-                               script=f"scripts/train_{number % 7}.sh", notebook=f"notebooks/experiments/run-{number:05d}.ipynb")
+                               script=f"scripts/train_{number % 7}.sh",
+                               notebook=f"notebooks/experiments/run-{number:05d}.ipynb")
         lines = [f"# Run {number}", "", "## Why", ""]
         lines += [" ".join(chance.choice(_WORDS) for _ in range(12)) + "." for _ in range(chance.randint(5, 25))]
         if chance.random() < 0.05:

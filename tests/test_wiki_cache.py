@@ -86,7 +86,8 @@ def test_frontmatter_reads_as_pyyaml_alone_reads_it(block: str) -> None:
     assert _outcome(lambda: page_module._load(block)) == python
     assert _outcome(lambda: parse_frontmatter("p.md", block)) == _outcome(lambda: _python_frontmatter(block))
     fast = _outcome(lambda: yaml.load(block, Loader=page_module._FastLoader))  # noqa: S506
-    if fast[0] == "value" and not page_module._PYYAML_ONLY.search(block) and not page_module._NON_PRINTABLE.search(block):
+    plain = not page_module._PYYAML_ONLY.search(block) and not page_module._NON_PRINTABLE.search(block)
+    if fast[0] == "value" and plain:
         assert fast == python  # what LibYAML accepts it reads as PyYAML does (no fallback hides a difference)
 
 
@@ -327,7 +328,8 @@ def test_concurrent_listers_and_writers_leave_a_whole_cache(workspaces: tuple[Wi
 def test_betty_wiki_list_and_search_print_the_same_with_the_cache(workspaces: tuple[WikiStore, WikiStore],
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     cached, plain = workspaces
-    for argv in (["list"], ["list", "--json"], ["search", "diverged"], ["search", "--json", "run", "--type", "experiment"]):
+    for argv in (["list"], ["list", "--json"], ["search", "diverged"],
+                 ["search", "--json", "run", "--type", "experiment"]):
         saved = page_module.LOADER
         page_module.LOADER = "python"
         try:
