@@ -52,12 +52,13 @@ def _character_problem(name: str) -> str | None:
         return f"is longer than {MAX_NAME_CHARS} characters"
     if "\0" in name:
         return "contains a NUL byte"
-    for char in name:
-        if unicodedata.category(char) in _REFUSED_CATEGORIES:
-            return f"contains the control or invisible character U+{ord(char):04X}"
-    normal = unicodedata.normalize("NFKC", name)
-    if normal != name:
-        return f"changes under Unicode NFKC normalisation (to {normal!r}); write the plain characters"
+    if not (name.isascii() and name.isprintable()):  # printable ASCII is in no refused category and NFKC keeps it
+        for char in name:
+            if unicodedata.category(char) in _REFUSED_CATEGORIES:
+                return f"contains the control or invisible character U+{ord(char):04X}"
+        normal = unicodedata.normalize("NFKC", name)
+        if normal != name:
+            return f"changes under Unicode NFKC normalisation (to {normal!r}); write the plain characters"
     if "\\" in name:
         return "contains a backslash; use '/' between folders"
     if ":" in name:

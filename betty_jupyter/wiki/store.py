@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import builtins
+import errno
 import os
+import stat
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,15 +27,19 @@ from typing import Any, Iterator, Mapping
 from filelock import FileLock, Timeout
 
 from ..errors import WikiError
+from .cache import CACHE_FILE, FrontmatterCache
 from .files import append_durably, write_atomically
 from .names import check_folder_name, check_page_name, resolve_inside
-from .page import Page, compose, parse_page, parse_page_leniently, render_frontmatter
+from .page import Page, compose, parse_page, render_frontmatter
 from .regions import check_no_markers, check_one_line, find_region, insert_in_section, outside, replace_region
 from .schema import check_frontmatter
 
 LOG = "log.md"
 INDEX = "index.md"
 LOCK_DIR = ".locks"
+STATE_DIR = ".betty"
+"""Betty's state folder, beside the wiki in its workspace: the frontmatter cache lives there."""
+_FWALK = hasattr(os, "fwalk") and os.open in os.supports_dir_fd  # folders held open while listing (POSIX)
 
 _LOG_FRONTMATTER = {"name": "Log", "type": "note",
                     "description": "What Betty and people did in this workspace, one line each, oldest first."}
@@ -85,18 +91,9 @@ class WikiStore:
         the name rules refuse and links leading out of the wiki are skipped. A page whose frontmatter does not parse is listed with
         empty frontmatter and its whole text as body, so one broken page hides no other.
         """
-        base = self.root
-        if folder:
-            base, _ = resolve_inside(self.root, check_folder_name(folder.rstrip("/")), "folder name")
-        pages = []
-        for directory, folders, files in os.walk(base):
-            folders[:] = [name for name in folders if not name.startswith(".")]
-            for file in files:
-                if file.startswith(".") or not file.endswith(".md"):
-                    continue
-                page = self._read_for_listing(Path(directory, file).relative_to(self.root).as_posix())
-                if page is not None:
-                    pages.append(page)
+        cache = self._cache()
+        pages = [cache.page(name, text) for name, text in self._texts(folder)]
+        cache.save(complete=not folder)
         return sorted(pages, key=lambda page: page.name)
 
     def search(self, query: str = "", **fields: str) -> builtins.list[Page]:
@@ -104,9 +101,18 @@ class WikiStore:
         has each of ``fields`` exactly (``type="experiment"``, ``job_id="123"``; a list field
         matches when one of its items does)."""
         words = query.casefold().split()
-        return [page for page in self.list()
-                if all(word in page.text.casefold() for word in words)
-                and all(_field_matches(page.frontmatter.get(key), str(value)) for key, value in fields.items())]
+        cache = self._cache()
+        pages = []
+        for name, text in self._texts():
+            if words:
+                folded = text.casefold()
+                if not all(word in folded for word in words):
+                    continue  # the words alone rule it out: its frontmatter is not needed
+            page = cache.page(name, text)
+            if all(_field_matches(page.frontmatter.get(key), str(value)) for key, value in fields.items()):
+                pages.append(page)
+        cache.save(complete=not words)
+        return sorted(pages, key=lambda page: page.name)
 
     # Writing
 
@@ -233,13 +239,50 @@ class WikiStore:
         except UnicodeDecodeError:
             raise WikiError(f"{target.name} is not UTF-8 text; save it as UTF-8 in an editor") from None
 
-    def _read_for_listing(self, name: str) -> Page | None:
+    def _texts(self, folder: str = "") -> Iterator[tuple[str, str]]:
+        """The name and stored text of every page under ``folder``, as :meth:`list` describes them."""
+        base = self.root
+        if folder:
+            base, _ = resolve_inside(self.root, check_folder_name(folder.rstrip("/")), "folder name")
+        if not base.is_dir():
+            return  # as os.walk: a folder that is not there holds no pages
+        root = str(self.root)
+        walk = os.fwalk(base) if _FWALK else ((*step, None) for step in os.walk(base))
+        for directory, folders, files, dir_fd in walk:
+            folders[:] = [name for name in folders if not name.startswith(".")]
+            prefix = directory[len(root) + 1:].replace(os.sep, "/")
+            for file in files:
+                if file.startswith(".") or not file.endswith(".md"):
+                    continue
+                name = f"{prefix}/{file}" if prefix else file
+                data = self._read_listed(name, file, dir_fd)
+                if data is not None:
+                    yield name, data.decode("utf-8", errors="replace")
+
+    def _read_listed(self, name: str, file: str, dir_fd: int | None) -> bytes | None:
+        """The bytes of listed page ``name``; None for what is not a page (refused names, links leading
+        out, files gone since the walk, anything but a regular file)."""
         try:
-            target = self._target(name)
-            data = target.path.read_bytes()
+            check_page_name(name)
+            if dir_fd is None:
+                return self._target(name).path.read_bytes()
+            try:
+                # A file in a folder the walk holds open is inside the wiki unless it is a link.
+                fd = os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.EMLINK):
+                    raise
+                return self._target(name).path.read_bytes()  # a link: followed only while it stays inside
+            try:
+                return _read_regular(fd)
+            finally:
+                os.close(fd)
         except (WikiError, OSError):
-            return None  # refused names, links leading out, files gone since the walk: not pages
-        return parse_page_leniently(name, data.decode("utf-8", errors="replace"))
+            return None
+
+    def _cache(self) -> FrontmatterCache:
+        state = self.root.parent / STATE_DIR
+        return FrontmatterCache(state / CACHE_FILE if state.is_dir() and not state.is_symlink() else None)
 
     def _replace(self, target: _Target, page: Page, frontmatter: Mapping[str, Any], body: str) -> Page:
         text = compose(page, frontmatter, body)
@@ -280,6 +323,17 @@ class WikiStore:
             yield
         finally:
             lock.release()
+
+
+def _read_regular(fd: int) -> bytes | None:
+    """The whole content of open file ``fd``; None when it is not a regular file (a pipe, a device)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    chunks = []
+    while chunk := os.read(fd, max(info.st_size + 1, 65536)):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _field_matches(value: Any, wanted: str) -> bool:
