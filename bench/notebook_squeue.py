@@ -12,6 +12,12 @@ reads the kernel's memory above what it held before the first of them. The first
 timed in --fresh new kernels: `%load_ext betty_jupyter` + `%betty squeue --me` against
 `!squeue` (and `!ssh … squeue`, the transport Betty uses). At the end it cancels exactly
 the jobs it submitted.
+
+For a whole-process comparison (farm-bench), `--make-project DIR` makes the project once and
+`--project DIR --one-cell CODE` starts a new kernel there and runs one cell:
+    farm-bench -n 5 --vs "python bench/notebook_squeue.py --project DIR --one-cell '!squeue'" \
+        -- python bench/notebook_squeue.py --project DIR --one-cell '%load_ext betty_jupyter
+    %betty squeue --me'
 """
 
 from __future__ import annotations
@@ -111,12 +117,33 @@ def first_calls(root: Path, env: dict[str, str], cluster: dict[str, str], fresh:
     print(f"  imported by the first %betty squeue: {modules}")
 
 
+def one_cell(args: argparse.Namespace) -> None:
+    """``--make-project`` or ``--one-cell``: one step of a whole-process comparison."""
+    cluster = json.loads(betty("dev-cluster", "env", "--json", env=dict(os.environ)))
+    if args.make_project:
+        args.make_project.mkdir(parents=True, exist_ok=True)
+        project(cluster, args.make_project)
+        return
+    env = {**os.environ, **cluster, "BETTY_CONFIG": str(args.project / "betty.json")}
+    kernel = Kernel(args.project, env)
+    try:
+        timed_cell(kernel, args.one_cell)
+    finally:
+        kernel.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="%betty squeue with many own jobs, and its first call")
     parser.add_argument("--sizes", default="1000,5000,20000")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fresh", type=int, default=5)
+    parser.add_argument("--make-project", metavar="DIR", type=Path, help="make the project in DIR, then stop")
+    parser.add_argument("--project", metavar="DIR", type=Path, help="with --one-cell: the project made before")
+    parser.add_argument("--one-cell", metavar="CODE", help="run CODE in a new kernel in --project, then stop")
     args = parser.parse_args()
+    if args.make_project or args.one_cell:
+        one_cell(args)
+        return
     sizes = sorted(int(size) for size in args.sizes.split(","))
     cluster = json.loads(betty("dev-cluster", "env", "--json", env=dict(os.environ)))
     root = Path(tempfile.mkdtemp(prefix="betty-bench-notebook-"))

@@ -157,6 +157,7 @@ def test_a_first_squeue_in_a_new_kernel_imports_no_chat_client_and_no_plotting(p
     with betty_kernel(project["root"], project["env"]) as fresh:
         cell = fresh.run("%betty squeue --me")
         assert cell.status == "ok" and not cell.stderr, cell.stderr
-        loaded = fresh.run("import sys\nprint(sorted(m for m in ('openai', 'matplotlib', 'pandas') if m in sys.modules))")
-        assert loaded.stdout.strip() == "['pandas']", "the table's DataFrame needs pandas, nothing reads a chart or a model"
+        loaded = fresh.run("import sys\n"
+                           "print(sorted(m for m in ('openai', 'matplotlib', 'pandas') if m in sys.modules))")
+        assert loaded.stdout.strip() == "['pandas']", "the DataFrame needs pandas; nothing needs a chart or a model"
         assert fresh.run("type(_).__mro__[1].__name__").text == "'DataFrame'"

@@ -57,8 +57,10 @@ def styled_html(frame: "pd.DataFrame", columns: Sequence[str], sort_by: str | No
         cells = []
         for at, value in enumerate(values):
             colour = STATE_COLOURS.get(_state_word(value)) if at == state_at else None
-            style = f' style="color: {colour}; font-weight: bold"' if colour else ""
-            cells.append(f"<td{style}>{html_text(value)}</td>")
+            if colour:
+                cells.append(f'<td style="color: {html_text(colour)}; font-weight: bold">{html_text(value)}</td>')
+            else:
+                cells.append(f"<td>{html_text(value)}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
     return f'<table class="betty-jobs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
