@@ -86,6 +86,17 @@ def test_the_table_shows_one_page_with_the_total_and_pages_through(kernel: Kerne
     kernel.click(kernel.find(table, "betty-page-previous")[0])
     kernel.wait_for(lambda: page_ids(kernel, table) == first, what="the first page again")
 
+    # The state filter counts and pages the rows in that state alone, from the first page.
+    kernel.click(kernel.find(table, "betty-page-next")[0])
+    kernel.wait_for(lambda: f"rows {PAGE_ROWS + 1}–" in html_of(kernel, position), what="the second page")
+    pending = int(kernel.run("int((_jobs['state'].astype(str).str.split(' ').str[0] == 'PENDING').sum())").text)
+    chooser = kernel.find(table, "betty-state-filter")[0]
+    kernel.set_value(chooser, index=kernel.models[chooser]["_options_labels"].index("PENDING"))
+    kernel.wait_for(lambda: f"rows 1–{min(pending, PAGE_ROWS)} of {pending:,}" in html_of(kernel, position),
+                    what="the pending jobs' first page")
+    kernel.set_value(chooser, index=0)
+    kernel.wait_for(lambda: f"of {total:,}" in html_of(kernel, position), what="every state again")
+
     # The output a saved notebook keeps: the page shown and the total, never every row.
     [record] = [item["text/html"] for item in cell.result + cell.displays if "text/html" in item]
     assert f"of {total:,}" in record and len(re.findall(r"<tr><td>", record)) == PAGE_ROWS
@@ -117,6 +128,7 @@ def test_the_one_cancel_action_cancels_exactly_the_chosen_job_after_its_card(ker
     options = kernel.models[chooser]["_options_labels"]
     chosen = next(i for i, label in enumerate(options) if label.split(" ")[0] in held)
     victim = options[chosen].split(" ")[0]
+    assert kernel.models[chooser]["index"] == 0, "the page's first own job is chosen to begin with"
     assert set(page_ids(kernel, table)) >= {label.split(" ")[0] for label in options}, "choices come from the page"
     kernel.set_value(chooser, index=chosen)
     kernel.click(kernel.find(table, "betty-cancel")[0])

@@ -174,8 +174,12 @@ class JobTable(Recorded, widgets.VBox):
             self.previous.disabled, self.next.disabled = self.page == 0, self.page >= last
             self.updated.value = f"<small>read {html_text(time.strftime('%H:%M:%S'))}</small>"
             own = self._own_active(self._shown)
+            chosen = self.cancel_job.value
             self.cancel_job.options = [(f"{j['job_id']} {terminal_line(j['name'])} ({j['state']})", j["job_id"])
                                        for j in own]
+            ids = [job["job_id"] for job in own]
+            # the job chosen stays chosen while it is on the page; otherwise the page's first
+            self.cancel_job.value = chosen if chosen in ids else (ids[0] if ids else None)
             self.own.children = [self.cancel_job, self.cancel_button] if own else []
 
     def _own_active(self, rows: "pd.DataFrame") -> list[dict[str, str]]:
