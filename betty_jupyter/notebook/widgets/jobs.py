@@ -30,6 +30,7 @@ INTERVALS = (("off", 0), ("every 15 s", 15), ("every 30 s", 30), ("every 60 s", 
 PAGE_ROWS = 50
 """How many rows one page of a job table shows."""
 ALL_STATES = "(every state)"
+"""The state filter's choice that shows every row."""
 _AS_LISTED = "(as listed)"
 _ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
