@@ -129,13 +129,21 @@ class ChatModel:
     """Chat completions with tools, streamed, retried."""
 
     def __init__(self, settings: LLMSettings) -> None:
-        import openai  # lazy: openai is heavy; a session without a model never needs it
-
         self.settings = settings
-        # Always an explicit base_url: left out, the client would take $OPENAI_BASE_URL, and the
-        # OpenAI key with it, wherever that points.
-        self._client = openai.AsyncOpenAI(api_key=settings.api_key, base_url=settings.base_url or OPENAI_URL,
-                                          timeout=settings.timeout, max_retries=0)
+        self._made: Any = None
+
+    @property
+    def _client(self) -> Any:
+        """The OpenAI client, made on the first question: a session that only reads never imports openai."""
+        if self._made is None:
+            import openai  # lazy: openai is heavy; a session that asks nothing never needs it
+
+            # Always an explicit base_url: left out, the client would take $OPENAI_BASE_URL, and the
+            # OpenAI key with it, wherever that points.
+            self._made = openai.AsyncOpenAI(api_key=self.settings.api_key,
+                                            base_url=self.settings.base_url or OPENAI_URL,
+                                            timeout=self.settings.timeout, max_retries=0)
+        return self._made
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                        on_delta: Callable[[str], None], on_retry: Callable[[str], None]) -> Reply:

@@ -219,7 +219,8 @@ class BettyMagics(Magics):
 
     @staticmethod
     def _squeue_parser() -> MagicParser:
-        parser = _parser("squeue", "the jobs in the queue, as a live table (cancel buttons on your own jobs)")
+        parser = _parser("squeue", "the jobs in the queue, as a live table a page at a time "
+                         "(a Cancel action for your own jobs)")
         parser.add_argument("--me", action="store_true", help="only your jobs")
         parser.add_argument("--partition", metavar="P", help="only this partition")
         parser.add_argument("--state", metavar="S", action="append", help="only jobs in this state (repeatable)")
