@@ -84,8 +84,8 @@ class JobWatcher:
         self.settle_seconds = 60.0
         """How long an ended job may wait for accounting's exit code before it is recorded without one."""
         self._unsettled: dict[str, float] = {}
-        self._known: set[str] = set()
-        """Every slug in the ledger at the last tick: one not among them is a new submission."""
+        self._latest = 0
+        """The ledger's :meth:`~.Ledger.latest` at the last tick: a greater one means a new submission."""
 
     def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
         """Call ``callback`` with every :class:`JobUpdate`."""
@@ -98,8 +98,8 @@ class JobWatcher:
     async def tick(self) -> list[JobUpdate]:
         """Claim the free jobs, ask each cluster once, apply what changed; adjusts the interval."""
         held = self.ledger.claim(self.owner, self.lease_seconds)
-        known, self._known = self._known, self.ledger.slugs()
-        submitted = any(tracked.experiment.slug not in known for tracked in held)
+        latest, self._latest = self._latest, self.ledger.latest()
+        submitted = bool(held) and self._latest > latest
         by_cluster: dict[str, list[Tracked]] = defaultdict(list)
         for tracked in held:
             by_cluster[tracked.experiment.cluster].append(tracked)
@@ -201,7 +201,7 @@ class JobWatcher:
                 await asyncio.wait_for(stop.wait(), timeout=max(wait, 0.01))
             except asyncio.TimeoutError:
                 pass
-            if self.ledger.slugs() - self._known:
+            if self.ledger.latest() > self._latest:
                 return  # a new submission: its first checks come fast
             if time.monotonic() >= heartbeat:
                 self.ledger.claim(self.owner, self.lease_seconds)
