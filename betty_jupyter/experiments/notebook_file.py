@@ -56,13 +56,18 @@ def read_notebook(path: Path) -> Notebook:
     """The notebook at ``path`` (ExperimentError when it is not a notebook)."""
     try:
         book = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, or not JSON
         raise ExperimentError(f"{path} is not a notebook Betty can read ({exc}); fix or remove it") from None
-    if not isinstance(book, dict) or book.get("nbformat") != NBFORMAT:
+    if not isinstance(book, dict):
+        raise ExperimentError(f"{path} is not a notebook Betty can read (no notebook in it); fix or remove it")
+    if book.get("nbformat") != NBFORMAT:
         # lazy: nbformat is heavy; only a notebook in another version needs its converters
         import nbformat
 
-        return dict(nbformat.read(path, as_version=NBFORMAT))
+        try:
+            return dict(nbformat.read(path, as_version=NBFORMAT))
+        except ValueError as exc:
+            raise ExperimentError(f"{path} is not a notebook Betty can read ({exc}); fix or remove it") from None
     return book
 
 
