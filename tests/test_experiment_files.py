@@ -6,20 +6,24 @@ nbformat's own schema file without importing ``nbformat`` (and ``jsonschema`` be
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import sqlite3
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from betty_jupyter.cluster.jobs import Job, JobState
 from betty_jupyter.errors import ExperimentError
 from betty_jupyter.experiments.ledger import Experiment, Ledger, StateChange
 from betty_jupyter.experiments.record import record_submission
 from betty_jupyter.experiments.status_cell import write_status
+from betty_jupyter.experiments.watcher import JobWatcher
 from betty_jupyter.experiments.workspace import Workspace
 from conftest import REPO
 
@@ -170,3 +174,30 @@ def test_a_ticks_states_are_recorded_only_where_the_lease_is_held_and_every_stat
     assert ledger.notebook_status("2026-11-25-theirs") == "job 2: FAILED"
     ledger.add(experiment(slug="2026-11-25-new", job_id="3"))
     assert ledger.latest() > first
+
+
+class EndedSlurm:
+    """A cluster on which every watched job has completed (the real one: ``tests/test_experiments.py``)."""
+
+    async def snapshot(self, job_ids):
+        return {job_id: Job(job_id=job_id, name="lora", user="ada", partition="debug", state=JobState.COMPLETED,
+                            exit_code="0:0", elapsed=timedelta(seconds=3)) for job_id in job_ids}
+
+    async def tail(self, job_id, stream, lines):
+        return ""
+
+
+def test_a_damaged_notebook_is_left_as_it_is_while_its_job_and_the_others_are_recorded(tmp_path):
+    workspace, record, path = recorded(tmp_path)
+    other = record_submission(workspace, experiment(slug="2026-11-25-other", job_id="43"))
+    path.write_text("{not json", encoding="utf-8")
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+
+    updates = asyncio.run(watcher.tick())
+
+    assert {(update.experiment.slug, update.written) for update in updates} == {
+        (record.slug, ("page",)), (other.slug, ("page", "notebook"))}
+    assert {tracked.state for tracked in watcher.ledger.all()} == {"COMPLETED"}
+    assert path.read_text(encoding="utf-8") == "{not json"
+    assert watcher.catch_up() == [] and [t.experiment.slug for t, _ in watcher.ledger.notebooks_behind()] == [record.slug]
+    assert "COMPLETED" in (workspace.wiki / record.page).read_text()

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ExperimentError
 from . import content
 from .editors import OpenNotebooks
 from .ledger import REBUILT, Experiment, Ledger, Tracked
@@ -120,8 +121,15 @@ def bring_up_to_date(workspace: Workspace, ledger: Ledger, tracked: Tracked) -> 
 
 def catch_up(workspace: Workspace, ledger: Ledger) -> list[StatusCheck]:
     """Bring up to date the notebooks that were open when their job changed, now that they are closed (or saved)."""
-    checks = [bring_up_to_date(workspace, ledger, tracked) for tracked, _ in ledger.notebooks_behind()]
-    return [check for check in checks if check is not None]
+    checks = []
+    for tracked, _ in ledger.notebooks_behind():
+        try:
+            check = bring_up_to_date(workspace, ledger, tracked)
+        except ExperimentError:
+            continue  # a damaged file stays behind; `betty experiments repair` says what is wrong with it
+        if check is not None:
+            checks.append(check)
+    return checks
 
 
 def repair_status(workspace: Workspace) -> list[StatusCheck]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..cluster.sync import run_sync
 from ..config import load_config
-from ..errors import BettyError, WikiError
+from ..errors import BettyError, ExperimentError, WikiError
 from . import content
 from .ledger import Experiment, Ledger, StateChange, Tracked
 from .refresh import failure_log, write_page
@@ -173,7 +173,11 @@ class JobWatcher:
             return None
         page: tuple[str, ...] = ("page",) if self._write_page(experiment, job, state, log) else ()
         line = content.status_text(experiment, job, state)
-        return page, write_status(self.workspace, experiment, line), line
+        try:
+            notebook = write_status(self.workspace, experiment, line)
+        except ExperimentError:
+            notebook = Outcome.MISSING  # a damaged file stays as it is, behind; `betty experiments repair` says why
+        return page, notebook, line
 
     def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> bool:
         try:
