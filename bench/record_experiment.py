@@ -108,7 +108,8 @@ def main() -> None:
         tail = times[-max(1, size // 10):]
         baseline = write_same_bytes(workspace, size)
         totals.append(sum(times))
-        print(f"{size:6d} {sum(times):8.2f}s {statistics.median(times) * 1000:8.1f} ms {statistics.median(tail) * 1000:6.1f} ms "
+        print(f"{size:6d} {sum(times):8.2f}s {statistics.median(times) * 1000:8.1f} ms "
+              f"{statistics.median(tail) * 1000:6.1f} ms "
               f"{baseline / size * 1000:8.1f} ms {sum(times) / baseline:5.1f}x")
     slope = math.log(totals[-1] / totals[0]) / math.log(args.sizes[-1] / args.sizes[0])
     print(f"growth exponent (total time, N={args.sizes[0]}→{args.sizes[-1]}): {slope:.2f}")

@@ -165,8 +165,9 @@ def test_a_ticks_states_are_recorded_only_where_the_lease_is_held_and_every_stat
     ledger.claim("them", 60)
     first = ledger.latest()
 
-    recorded_now = ledger.record_states("me", [StateChange("2026-11-25-mine", "COMPLETED", True, "job 1: COMPLETED", False),
-                                               StateChange("2026-11-25-theirs", "FAILED", True, "job 2: FAILED", True)])
+    recorded_now = ledger.record_states("me", [
+        StateChange("2026-11-25-mine", "COMPLETED", True, "job 1: COMPLETED", False),
+        StateChange("2026-11-25-theirs", "FAILED", True, "job 2: FAILED", True)])
 
     assert recorded_now == {"2026-11-25-mine"}
     assert {t.experiment.slug: t.state for t in ledger.all()} == {"2026-11-25-mine": "COMPLETED",
@@ -199,5 +200,6 @@ def test_a_damaged_notebook_is_left_as_it_is_while_its_job_and_the_others_are_re
         (record.slug, ("page",)), (other.slug, ("page", "notebook"))}
     assert {tracked.state for tracked in watcher.ledger.all()} == {"COMPLETED"}
     assert path.read_text(encoding="utf-8") == "{not json"
-    assert watcher.catch_up() == [] and [t.experiment.slug for t, _ in watcher.ledger.notebooks_behind()] == [record.slug]
+    assert watcher.catch_up() == []
+    assert [tracked.experiment.slug for tracked, _ in watcher.ledger.notebooks_behind()] == [record.slug]
     assert "COMPLETED" in (workspace.wiki / record.page).read_text()

@@ -102,7 +102,7 @@ class Tracked:
 
 
 class Ledger:
-    """SQLite access; every call opens its own connection (but see :meth:`kept_open`), so processes can share the file."""
+    """SQLite access; every call opens its own connection (see :meth:`kept_open`), so processes share the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

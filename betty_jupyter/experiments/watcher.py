@@ -161,7 +161,8 @@ class JobWatcher:
         first = self._unsettled.setdefault(slug, time.monotonic())
         return time.monotonic() - first < self.settle_seconds
 
-    def _write_files(self, tracked: Tracked, job: "Job", log: str | None) -> tuple[tuple[str, ...], Outcome, str] | None:
+    def _write_files(self, tracked: Tracked, job: "Job",
+                     log: str | None) -> tuple[tuple[str, ...], Outcome, str] | None:
         """Write the page's auto region and the notebook's status (lease permitting); the caller records the state.
 
         Returns whether the page was written (``("page",)`` or ``()``), what became of the notebook's status and
