@@ -56,11 +56,11 @@ def test_the_notebook_is_valid_and_its_cells_name_the_job():
     import nbformat
 
     book = content.notebook(experiment())
-    nbformat.validate(book)
-    sources = "\n".join(cell.source for cell in book.cells)
+    nbformat.validate(nbformat.from_dict(book))
+    sources = "\n".join(cell["source"] for cell in book["cells"])
     assert 'status("42", cluster="betty-dev")' in sources and "echo hi" in sources
-    tagged = [cell for cell in book.cells if content.STATUS_TAG in cell.metadata.get("tags", [])]
-    assert len(tagged) == 1 and tagged[0].cell_type == "code"
+    tagged = [cell for cell in book["cells"] if content.STATUS_TAG in cell["metadata"].get("tags", [])]
+    assert len(tagged) == 1 and tagged[0]["cell_type"] == "code"
 
 
 def test_the_auto_region_shows_the_log_only_for_failures():
@@ -190,7 +190,7 @@ def test_an_end_without_an_exit_code_waits_for_accounting_then_is_taken(tmp_path
 def test_the_submission_table_says_what_was_asked_in_a_persons_units():
     asked = dataclasses.replace(experiment(), resources={"time_minutes": 1505, "memory_bytes": 104857600,
                                                          "gpus": "1 × h100", "cpus_per_task": "4"})
-    table = next(cell.source for cell in content.notebook(asked).cells if cell.source.startswith("## Submission"))
+    table = next(cell["source"] for cell in content.notebook(asked)["cells"] if cell["source"].startswith("## Submission"))
     rows = dict(line.strip("| ").split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line
                 and line != "| | |")
     assert rows["time limit"] == "1-01:05:00" and rows["memory"] == "100 MiB"

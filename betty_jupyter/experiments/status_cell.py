@@ -11,13 +11,13 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from ..errors import ExperimentError
 from . import content
 from .editors import OpenNotebooks
 from .ledger import REBUILT, Experiment, Ledger, Tracked
-from .record import write_notebook
+from .notebook_file import Notebook, read_notebook, stream_output, write_notebook
 from .workspace import Workspace
 
 _STATE = re.compile(r"job (?P<job>\S+) (?:\(.*\) )?on .+?: (?P<state>[A-Z_]+)\b")
@@ -33,12 +33,12 @@ class Outcome(enum.Enum):
     MISSING = "no notebook"
 
 
-def status_cells(book: Any) -> list[Any]:
+def status_cells(book: Notebook) -> list[dict[str, Any]]:
     """The notebook's status cells (one, unless the person copied it)."""
-    return [cell for cell in book.cells if content.STATUS_TAG in cell.get("metadata", {}).get("tags", [])]
+    return [cell for cell in book["cells"] if content.STATUS_TAG in cell.get("metadata", {}).get("tags", [])]
 
 
-def shown_state(book: Any, experiment: Experiment) -> str | None:
+def shown_state(book: Notebook, experiment: Experiment) -> str | None:
     """The job state the notebook's status cell shows (None when it shows none: not run, not written yet)."""
     for cell in status_cells(book):
         for output in cell.get("outputs", []):
@@ -50,27 +50,16 @@ def shown_state(book: Any, experiment: Experiment) -> str | None:
     return None
 
 
-def read_book(path: Path) -> Any:
-    """The notebook at ``path`` (nbformat v4)."""
-    # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
-    import nbformat
-
-    return nbformat.read(path, as_version=4)
-
-
 def write_status(workspace: Workspace, experiment: Experiment, line: str) -> Outcome:
     """Put ``line`` into the file's status cell, unless the notebook is open in JupyterLab right now."""
-    # lazy: nbformat is heavy; opening a session (`betty agent`, a kernel's own core) writes no notebook
-    import nbformat
-
     path = workspace.root / experiment.notebook
     if not path.exists():
         return Outcome.MISSING
     if OpenNotebooks(workspace.ledger_path).is_open(experiment.notebook):
         return Outcome.OPEN
-    book = read_book(path)
+    book = read_notebook(path)
     for cell in status_cells(book):
-        cell["outputs"] = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
+        cell["outputs"] = [stream_output(line + "\n")]
     write_notebook(path, book)
     return Outcome.WRITTEN
 
@@ -121,7 +110,7 @@ def bring_up_to_date(workspace: Workspace, ledger: Ledger, tracked: Tracked) -> 
     path = workspace.root / tracked.experiment.notebook
     if tracked.state == REBUILT or not path.exists():
         return None
-    shown, line = shown_state(read_book(path), tracked.experiment), expected_line(ledger, tracked)
+    shown, line = shown_state(read_notebook(path), tracked.experiment), expected_line(ledger, tracked)
     if shown == tracked.state or (shown is None and tracked.state == "PENDING"):
         ledger.set_notebook_status(tracked.experiment.slug, line, behind=False)
         return None
@@ -132,8 +121,15 @@ def bring_up_to_date(workspace: Workspace, ledger: Ledger, tracked: Tracked) -> 
 
 def catch_up(workspace: Workspace, ledger: Ledger) -> list[StatusCheck]:
     """Bring up to date the notebooks that were open when their job changed, now that they are closed (or saved)."""
-    checks = [bring_up_to_date(workspace, ledger, tracked) for tracked, _ in ledger.notebooks_behind()]
-    return [check for check in checks if check is not None]
+    checks = []
+    for tracked, _ in ledger.notebooks_behind():
+        try:
+            check = bring_up_to_date(workspace, ledger, tracked)
+        except ExperimentError:
+            continue  # a damaged file stays behind; `betty experiments repair` says what is wrong with it
+        if check is not None:
+            checks.append(check)
+    return checks
 
 
 def repair_status(workspace: Workspace) -> list[StatusCheck]:

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..cluster.sync import run_sync
 from ..config import load_config
-from ..errors import BettyError, WikiError
+from ..errors import BettyError, ExperimentError, WikiError
 from . import content
-from .ledger import Experiment, Ledger, Tracked
+from .ledger import Experiment, Ledger, StateChange, Tracked
 from .refresh import failure_log, write_page
 from .status_cell import Outcome, StatusCheck, catch_up, write_status
 from .workspace import Workspace
@@ -84,8 +84,8 @@ class JobWatcher:
         self.settle_seconds = 60.0
         """How long an ended job may wait for accounting's exit code before it is recorded without one."""
         self._unsettled: dict[str, float] = {}
-        self._known: set[str] = set()
-        """Every slug in the ledger at the last tick: one not among them is a new submission."""
+        self._latest = 0
+        """The ledger's :meth:`~.Ledger.latest` at the last tick: a greater one means a new submission."""
 
     def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
         """Call ``callback`` with every :class:`JobUpdate`."""
@@ -98,8 +98,8 @@ class JobWatcher:
     async def tick(self) -> list[JobUpdate]:
         """Claim the free jobs, ask each cluster once, apply what changed; adjusts the interval."""
         held = self.ledger.claim(self.owner, self.lease_seconds)
-        known, self._known = self._known, self.ledger.slugs()
-        submitted = any(tracked.experiment.slug not in known for tracked in held)
+        latest, self._latest = self._latest, self.ledger.latest()
+        submitted = bool(held) and self._latest > latest
         by_cluster: dict[str, list[Tracked]] = defaultdict(list)
         for tracked in held:
             by_cluster[tracked.experiment.cluster].append(tracked)
@@ -123,17 +123,29 @@ class JobWatcher:
 
     async def _check_cluster(self, slurm: "SlurmClient", tracked_jobs: list[Tracked]) -> list[JobUpdate]:
         jobs = await slurm.snapshot([t.experiment.job_id for t in tracked_jobs])
+        changed = [(tracked, job) for tracked in tracked_jobs
+                   if (job := jobs.get(tracked.experiment.job_id)) is not None and job.state.value != tracked.state
+                   and not self._unsettled_end(tracked, job)]
+        logs = {tracked.experiment.slug: await failure_log(slurm, job)
+                for tracked, job in changed if job.state.value in content.FAILED_STATES}
+        written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
+        with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
+            try:
+                for tracked, job in changed:
+                    files = self._write_files(tracked, job, logs.get(tracked.experiment.slug))
+                    if files is not None:
+                        written[tracked.experiment.slug] = files
+            finally:  # what was written is recorded even when a page could not be
+                recorded = self.ledger.record_states(self.owner, [
+                    StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],
+                                behind=written[slug][1] is not Outcome.WRITTEN)
+                    for tracked, job in changed if (slug := tracked.experiment.slug) in written])
         updates = []
-        for tracked in tracked_jobs:
-            job = jobs.get(tracked.experiment.job_id)
-            if job is None or job.state.value == tracked.state or self._unsettled_end(tracked, job):
-                continue
-            log = await failure_log(slurm, job) if job.state.value in content.FAILED_STATES else None
-            applied = self._apply(tracked, job, log)
-            if applied is not None:
-                written, notebook = applied
+        for tracked, job in changed:
+            if tracked.experiment.slug in recorded:
+                page, notebook, _ = written[tracked.experiment.slug]
                 updates.append(JobUpdate(tracked.experiment, tracked.state, job.state.value, job,
-                                         written + (("notebook",) if notebook is Outcome.WRITTEN else ()),
+                                         page + (("notebook",) if notebook is Outcome.WRITTEN else ()),
                                          notebook_open=notebook is Outcome.OPEN))
         for update in updates:
             for callback in self.subscribers:
@@ -149,22 +161,24 @@ class JobWatcher:
         first = self._unsettled.setdefault(slug, time.monotonic())
         return time.monotonic() - first < self.settle_seconds
 
-    def _apply(self, tracked: Tracked, job: "Job", log: str | None) -> tuple[tuple[str, ...], Outcome] | None:
-        """Write the page's auto region and the notebook's status, then record the state (lease permitting).
+    def _write_files(self, tracked: Tracked, job: "Job",
+                     log: str | None) -> tuple[tuple[str, ...], Outcome, str] | None:
+        """Write the page's auto region and the notebook's status (lease permitting); the caller records the state.
 
-        Returns whether the page was written (``("page",)`` or ``()``) and what became of the notebook's status,
-        or None when the lease was lost. A notebook open in JupyterLab (or not there yet) is left alone and marked
-        behind."""
+        Returns whether the page was written (``("page",)`` or ``()``), what became of the notebook's status and
+        its line, or None when the lease was lost. A notebook open in JupyterLab (or not there yet: the submission's
+        record is still being written) is left alone; the ledger marks it behind and :meth:`catch_up` writes it
+        later."""
         experiment, state = tracked.experiment, job.state.value
         if not self.ledger.holds(experiment.slug, self.owner):
             return None
         page: tuple[str, ...] = ("page",) if self._write_page(experiment, job, state, log) else ()
         line = content.status_text(experiment, job, state)
-        notebook = write_status(self.workspace, experiment, line)
-        # Open, or not written yet (the submission's record is still being written): :meth:`catch_up` writes it later.
-        self.ledger.set_notebook_status(experiment.slug, line, behind=notebook is not Outcome.WRITTEN)
-        return (page, notebook) if self.ledger.set_state(experiment.slug, self.owner, state, job.state.finished) \
-            else None
+        try:
+            notebook = write_status(self.workspace, experiment, line)
+        except ExperimentError:
+            notebook = Outcome.MISSING  # a damaged file stays as it is, behind; `betty experiments repair` says why
+        return page, notebook, line
 
     def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> bool:
         try:
@@ -201,7 +215,7 @@ class JobWatcher:
                 await asyncio.wait_for(stop.wait(), timeout=max(wait, 0.01))
             except asyncio.TimeoutError:
                 pass
-            if self.ledger.slugs() - self._known:
+            if self.ledger.latest() > self._latest:
                 return  # a new submission: its first checks come fast
             if time.monotonic() >= heartbeat:
                 self.ledger.claim(self.owner, self.lease_seconds)

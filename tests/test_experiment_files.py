@@ -1,0 +1,205 @@
+"""What recording writes stays what nbformat would write, without importing nbformat; the ledger is indexed.
+
+The full nbformat validation happens here, in the test: Betty checks its notebooks against
+nbformat's own schema file without importing ``nbformat`` (and ``jsonschema`` behind it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sqlite3
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from betty_jupyter.cluster.jobs import Job, JobState
+from betty_jupyter.errors import ExperimentError
+from betty_jupyter.experiments.ledger import Experiment, Ledger, StateChange
+from betty_jupyter.experiments.record import record_submission
+from betty_jupyter.experiments.status_cell import write_status
+from betty_jupyter.experiments.watcher import JobWatcher
+from betty_jupyter.experiments.workspace import Workspace
+from conftest import REPO
+
+HOSTILE = "</script><img src=x onerror=alert(1)> ünïcödé «ok» 💥\r\nline\ttwo"
+
+
+def experiment(slug: str = "2026-11-25-lora", job_id: str = "42", goal: str = HOSTILE) -> Experiment:
+    return Experiment(slug=slug, job_id=job_id, cluster="betty-dev", submitted="2026-11-25T10:00:00", goal=goal,
+                      script=f"#!/bin/bash\necho '{HOSTILE}'\n", script_path=f"/home/u/.betty/scripts/{slug}.sbatch",
+                      partition="debug", resources={"time_minutes": 5, "gpus": "1 × h100"})
+
+
+def recorded(root: Path) -> tuple[Workspace, Experiment, Path]:
+    workspace = Workspace.at(root)
+    workspace.wiki.mkdir()
+    record = record_submission(workspace, experiment())
+    return workspace, record, workspace.root / record.notebook
+
+
+def test_a_recorded_notebook_is_valid_nbformat_written_as_nbformat_writes_it(tmp_path):
+    _, record, path = recorded(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    book = nbformat.reads(text, as_version=4)
+    nbformat.validate(book)
+    assert text == nbformat.writes(book), "the file is byte for byte what nbformat writes"
+    made = nbformat.v4.new_notebook(cells=[], metadata=book.metadata)
+    assert {key: book[key] for key in made if key != "cells"} == {key: made[key] for key in made if key != "cells"}
+    for cell in book.cells:
+        maker = nbformat.v4.new_code_cell if cell.cell_type == "code" else nbformat.v4.new_markdown_cell
+        assert cell == maker(cell.source, id=cell.id, metadata=cell.metadata), "each cell is what nbformat makes"
+    assert [cell.id for cell in book.cells] == list(dict.fromkeys(cell.id for cell in book.cells))
+    assert "&lt;/script&gt;" in book.cells[0].source and "<img" not in book.cells[0].source
+    assert book.metadata["betty"] == {"job_id": record.job_id, "cluster": record.cluster, "page": record.page}
+
+
+def test_the_status_goes_into_its_cell_and_every_other_byte_is_what_nbformat_would_write(tmp_path):
+    workspace, record, path = recorded(tmp_path)
+    book = nbformat.read(path, as_version=4)
+    book.cells.append(nbformat.v4.new_code_cell("plot()", metadata={"tags": ["mine"], "trusted": True}, outputs=[
+        nbformat.v4.new_output("display_data", data={"text/plain": "a\nb\n", "image/png": "iVBORw0KGgo=\n"}),
+        nbformat.v4.new_output("execute_result", data={"text/html": f"<b>{HOSTILE}</b>"}, execution_count=3),
+        nbformat.v4.new_output("error", ename="E", evalue=HOSTILE, traceback=["line 1", "line 2"]),
+    ], execution_count=3))
+    book.cells[0].source = "# my notes\n\nsaved in JupyterLab"
+    nbformat.write(book, path)
+    line = f"job 42 on betty-dev: COMPLETED · {HOSTILE}"
+
+    write_status(workspace, record, line)
+
+    expected = nbformat.reads(nbformat.writes(book), as_version=4)
+    status = next(cell for cell in expected.cells if "betty-status" in cell.metadata.get("tags", []))
+    status.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
+    assert path.read_text(encoding="utf-8") == nbformat.writes(expected)
+    nbformat.validate(nbformat.read(path, as_version=4))
+
+
+@pytest.mark.parametrize("broken", ['{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": '
+                                    '"code", "metadata": {"tags": ["betty-status"]}}]}', "{not json", "[]"])
+def test_a_broken_notebook_is_refused_in_one_line_and_left_as_it_was(tmp_path, broken):
+    workspace, record, path = recorded(tmp_path)
+    path.write_text(broken, encoding="utf-8")
+    with pytest.raises(ExperimentError) as refused:
+        write_status(workspace, record, "job 42 on betty-dev: COMPLETED")
+    assert "\n" not in str(refused.value) and "notebook" in str(refused.value)
+    assert path.read_text(encoding="utf-8") == broken
+
+
+def test_recording_and_writing_a_status_import_neither_nbformat_nor_jsonschema(tmp_path):
+    code = f"""
+import sys
+from pathlib import Path
+sys.path.insert(0, {str(REPO)!r})
+from betty_jupyter.experiments.ledger import Experiment
+from betty_jupyter.experiments.record import record_submission
+from betty_jupyter.experiments.status_cell import write_status
+from betty_jupyter.experiments.workspace import Workspace
+workspace = Workspace.at({str(tmp_path)!r})
+workspace.wiki.mkdir()
+record = record_submission(workspace, Experiment(**{dataclasses.asdict(experiment())!r}))
+write_status(workspace, record, "job 42 on betty-dev: COMPLETED")
+print(sorted(name for name in ("nbformat", "jsonschema", "rfc3987_syntax", "lark") if name in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert "COMPLETED" in (tmp_path / "notebooks/experiments/2026-11-25-lora.ipynb").read_text()
+
+
+OLD_SCHEMA = """
+CREATE TABLE experiments (slug TEXT PRIMARY KEY, cluster TEXT NOT NULL, job_id TEXT NOT NULL, record TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'PENDING', finished INTEGER NOT NULL DEFAULT 0, owner TEXT,
+    lease_until REAL NOT NULL DEFAULT 0, updated REAL NOT NULL, UNIQUE (cluster, job_id));
+CREATE TABLE notebook_status (slug TEXT PRIMARY KEY, line TEXT NOT NULL, behind INTEGER NOT NULL DEFAULT 0)
+"""
+"""The ledger as Betty wrote it before its queries had indexes."""
+
+
+def test_a_ledger_from_before_the_indexes_gets_them_and_keeps_its_experiments(tmp_path):
+    path = tmp_path / "experiments.sqlite"
+    with sqlite3.connect(path) as db:
+        db.executescript(OLD_SCHEMA)
+        record = experiment()
+        db.execute("INSERT INTO experiments (slug, cluster, job_id, record, updated) VALUES (?, ?, ?, ?, 0)",
+                   (record.slug, record.cluster, record.job_id, json.dumps(dataclasses.asdict(record))))
+        db.execute("INSERT INTO notebook_status (slug, line, behind) VALUES (?, 'job 42 on betty-dev: RUNNING', 1)",
+                   (record.slug,))
+    db.close()
+
+    ledger = Ledger(path)
+
+    with sqlite3.connect(path) as db:
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        plans = {query: " ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + query, args)) for query, args in [
+            ("SELECT record FROM experiments WHERE slug = ? OR job_id = ?", ("x", "42")),
+            ("SELECT record FROM experiments WHERE finished = 0 AND owner = ?", ("me",)),
+            ("SELECT e.record, n.line FROM notebook_status n CROSS JOIN experiments e ON e.slug = n.slug "
+             "WHERE n.behind = 1", ()),
+        ]}
+    db.close()
+    assert {"experiments_by_job", "experiments_unfinished", "notebooks_behind"} <= indexes
+    assert all("SCAN experiments " not in plan + " " and "SCAN e " not in plan + " " for plan in plans.values()), plans
+    assert ledger.get("42") is not None and ledger.get("42").experiment == record  # type: ignore[union-attr]
+    assert [tracked.experiment.slug for tracked, _ in ledger.notebooks_behind()] == [record.slug]
+
+
+def test_taken_slugs_are_the_name_and_its_numbered_ones_only(tmp_path):
+    ledger = Ledger(tmp_path / "experiments.sqlite")
+    for number, slug in enumerate(["2026-11-25-lora", "2026-11-25-lora-2", "2026-11-25-lora-extra", "2026-11-25-lora2",
+                                   "2026-11-25-lor", "2026-11-25-lorb"]):
+        ledger.add(experiment(slug=slug, job_id=str(number)))
+    assert ledger.slugs_from("2026-11-25-lora") == {"2026-11-25-lora", "2026-11-25-lora-2", "2026-11-25-lora-extra"}
+
+
+def test_a_ticks_states_are_recorded_only_where_the_lease_is_held_and_every_status_line_is_kept(tmp_path):
+    ledger = Ledger(tmp_path / "experiments.sqlite")
+    ledger.add(experiment(slug="2026-11-25-mine", job_id="1"))
+    ledger.claim("me", 60)
+    ledger.add(experiment(slug="2026-11-25-theirs", job_id="2"))
+    ledger.claim("them", 60)
+    first = ledger.latest()
+
+    recorded_now = ledger.record_states("me", [
+        StateChange("2026-11-25-mine", "COMPLETED", True, "job 1: COMPLETED", False),
+        StateChange("2026-11-25-theirs", "FAILED", True, "job 2: FAILED", True)])
+
+    assert recorded_now == {"2026-11-25-mine"}
+    assert {t.experiment.slug: t.state for t in ledger.all()} == {"2026-11-25-mine": "COMPLETED",
+                                                                  "2026-11-25-theirs": "PENDING"}
+    assert ledger.notebook_status("2026-11-25-theirs") == "job 2: FAILED"
+    ledger.add(experiment(slug="2026-11-25-new", job_id="3"))
+    assert ledger.latest() > first
+
+
+class EndedSlurm:
+    """A cluster on which every watched job has completed (the real one: ``tests/test_experiments.py``)."""
+
+    async def snapshot(self, job_ids):
+        return {job_id: Job(job_id=job_id, name="lora", user="ada", partition="debug", state=JobState.COMPLETED,
+                            exit_code="0:0", elapsed=timedelta(seconds=3)) for job_id in job_ids}
+
+    async def tail(self, job_id, stream, lines):
+        return ""
+
+
+def test_a_damaged_notebook_is_left_as_it_is_while_its_job_and_the_others_are_recorded(tmp_path):
+    workspace, record, path = recorded(tmp_path)
+    other = record_submission(workspace, experiment(slug="2026-11-25-other", job_id="43"))
+    path.write_text("{not json", encoding="utf-8")
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+
+    updates = asyncio.run(watcher.tick())
+
+    assert {(update.experiment.slug, update.written) for update in updates} == {
+        (record.slug, ("page",)), (other.slug, ("page", "notebook"))}
+    assert {tracked.state for tracked in watcher.ledger.all()} == {"COMPLETED"}
+    assert path.read_text(encoding="utf-8") == "{not json"
+    assert watcher.catch_up() == []
+    assert [tracked.experiment.slug for tracked, _ in watcher.ledger.notebooks_behind()] == [record.slug]
+    assert "COMPLETED" in (workspace.wiki / record.page).read_text()
