@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 import ipywidgets as widgets
 
+from ...cluster.parsing import job_count
 from ...cluster.tables import readable, text_table
 from ...errors import BettyError
 from ...safe_text import html_text, terminal_line, visible
@@ -125,7 +126,7 @@ class JobTable(Recorded, widgets.VBox):
         self.render()
 
     def __repr__(self) -> str:
-        return f"<Betty job table: {self.title}, {len(self.frame)} job(s)>"
+        return f"<Betty job table: {self.title}, {job_count(self.frame)} job(s)>"
 
     def record(self) -> Record:
         """The title, the page shown as read last (with the total), and the cancels started from it."""
