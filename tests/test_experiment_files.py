@@ -12,13 +12,11 @@ import json
 import sqlite3
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from betty_jupyter.cluster.jobs import Job, JobState
 from betty_jupyter.errors import ExperimentError
 from betty_jupyter.experiments.ledger import Experiment, Ledger, StateChange
 from betty_jupyter.experiments.record import record_submission
@@ -26,6 +24,7 @@ from betty_jupyter.experiments.status_cell import write_status
 from betty_jupyter.experiments.watcher import JobWatcher
 from betty_jupyter.experiments.workspace import Workspace
 from conftest import REPO
+from watcher_support import EndedSlurm
 
 HOSTILE = "</script><img src=x onerror=alert(1)> ünïcödé «ok» 💥\r\nline\ttwo"
 
@@ -175,17 +174,6 @@ def test_a_ticks_states_are_recorded_only_where_the_lease_is_held_and_every_stat
     assert ledger.notebook_status("2026-11-25-theirs") == "job 2: FAILED"
     ledger.add(experiment(slug="2026-11-25-new", job_id="3"))
     assert ledger.latest() > first
-
-
-class EndedSlurm:
-    """A cluster on which every watched job has completed (the real one: ``tests/test_experiments.py``)."""
-
-    async def snapshot(self, job_ids):
-        return {job_id: Job(job_id=job_id, name="lora", user="ada", partition="debug", state=JobState.COMPLETED,
-                            exit_code="0:0", elapsed=timedelta(seconds=3)) for job_id in job_ids}
-
-    async def tail(self, job_id, stream, lines):
-        return ""
 
 
 def test_a_damaged_notebook_is_left_as_it_is_while_its_job_and_the_others_are_recorded(tmp_path):

@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import nbformat
 
-from betty_jupyter.cluster.jobs import Job, JobState
 from betty_jupyter.experiments import content
 from betty_jupyter.experiments.editors import OpenNotebooks
 from betty_jupyter.experiments.ledger import Experiment, Ledger
@@ -26,6 +24,7 @@ from betty_jupyter.experiments.watcher import JobWatcher
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki.seed import init_workspace
 from conftest import REPO, run_betty
+from watcher_support import EndedSlurm
 
 NOTEBOOK = "notebooks/experiments/2026-11-25-lora.ipynb"
 EDIT = "# 2026-11-25-lora\n\nMy own notes: the loss plateaued at step 40."
@@ -54,17 +53,6 @@ def recorded(root: Path, job_id: str = "42", cluster: str = "betty-dev") -> tupl
 
 def notebook(workspace: Workspace) -> nbformat.NotebookNode:
     return nbformat.read(workspace.root / NOTEBOOK, as_version=4)
-
-
-class EndedSlurm:
-    """A cluster on which every watched job has completed (the real one is in the last test)."""
-
-    async def snapshot(self, job_ids):
-        return {job_id: Job(job_id=job_id, name="lora", user="ada", partition="debug", state=JobState.COMPLETED,
-                            exit_code="0:0", elapsed=timedelta(seconds=3)) for job_id in job_ids}
-
-    async def tail(self, job_id, stream, lines):
-        return ""
 
 
 def test_a_lease_is_seen_by_every_process_until_it_runs_out_or_the_page_closes_the_notebook(tmp_path):
