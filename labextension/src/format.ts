@@ -72,6 +72,11 @@ export function formatMilliseconds(milliseconds: number): string {
   return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
 }
 
+/** A count with thousands separators (`20,000`), the same in every locale. */
+export function formatCount(value: number): string {
+  return value.toLocaleString('en-US');
+}
+
 /** `950`, `12.3k`, `1.2M`. */
 export function formatTokens(tokens: number): string {
   if (tokens < 1000) {

@@ -23,6 +23,8 @@ export interface IJobRow {
   /** `INFINITE` when the job has no time limit. */
   timeLimit: string;
   gpus: string;
+  /** How many jobs the row is: a pending array's row (`8_[0-999%10]`) is each of its tasks. */
+  tasks: number;
 }
 
 /** The rows of a table, each cell under its column's name; a row that is not a list is left out. */
@@ -44,6 +46,7 @@ export function jobRows(outcome: IOutcome): IJobRow[] {
   return outcomeRows(outcome).map(row => {
     const jobId = text(row.job_id);
     const gpus = Number(row.gpus ?? 0);
+    const tasks = Number(row.tasks ?? 1);
     return {
       jobId,
       arrayJobId: text(row.array_job_id) || jobId,
@@ -53,9 +56,19 @@ export function jobRows(outcome: IOutcome): IJobRow[] {
       reason: text(row.reason),
       elapsed: formatDuration(row.elapsed),
       timeLimit: formatTimeLimit(row.time_limit),
-      gpus: gpus > 0 ? `${gpus}${row.gpu_type ? ` × ${text(row.gpu_type)}` : ''}` : ''
+      gpus: gpus > 0 ? `${gpus}${row.gpu_type ? ` × ${text(row.gpu_type)}` : ''}` : '',
+      tasks: Number.isInteger(tasks) && tasks > 0 ? tasks : 1
     };
   });
+}
+
+/** Jobs per state, each task of a pending array counted, most first (as `job_count` counts). */
+export function jobsByState(jobs: IJobRow[]): [string, number][] {
+  const counts = new Map<string, number>();
+  for (const job of jobs) {
+    counts.set(job.state, (counts.get(job.state) ?? 0) + job.tasks);
+  }
+  return [...counts.entries()].sort((a, b) => b[1] - a[1]);
 }
 
 /** A job that ended, as accounting (`cluster_history`) records it. */

@@ -4,7 +4,8 @@
 import * as React from 'react';
 import { act } from 'react';
 
-import { IJobsViewProps, JobsView } from '../src/components/JobsView';
+import { IJobsViewProps, JOBS_PAGE, JobsView } from '../src/components/JobsView';
+import { RECENT_FINISHED } from '../src/components/FinishedJobs';
 import { ColumnType, IExperiments, IOutcome } from '../src/models';
 import { allByTestId, byTestId, click, render } from './render';
 import { QUEUE_COLUMNS, tableOf } from './tables';
@@ -182,6 +183,116 @@ describe('JobsView', () => {
   });
 });
 
+describe('JobsView: 20,000 jobs, a page at a time', () => {
+  const HOSTILE = '<img src=x onerror="alert(1)"><b>sweep</b>';
+
+  // 20,000 rows: job 1000 + i, every 1000th running, row 150 with a hostile name, and the
+  // last row a pending array of 1000 tasks.
+  function bigQueue(size = 20_000): IOutcome {
+    const array = (i: number) => i === size - 1;
+    const records = Array.from({ length: size }, (_, i) => ({
+      job_id: array(i) ? '8_[0-999%10]' : String(1000 + i),
+      array_job_id: array(i) ? '8' : String(1000 + i),
+      name: i === 150 ? HOSTILE : `job ${1000 + i}`,
+      partition: 'gpu',
+      state: !array(i) && i % 1000 === 999 ? 'RUNNING' : 'PENDING',
+      reason: '',
+      elapsed: 0,
+      time_limit: 3600,
+      gpus: 0,
+      gpu_type: '',
+      tasks: array(i) ? 1000 : 1
+    }));
+    return {
+      ok: true,
+      summary: '20000 jobs',
+      artifacts: [],
+      data: { kind: 'table', value: tableOf(QUEUE_COLUMNS, records) },
+      text: null
+    };
+  }
+
+  async function shown(size = 20_000): Promise<HTMLElement> {
+    const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue(size)) });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    return container;
+  }
+
+  const ids = (container: HTMLElement) =>
+    allByTestId(container, 'betty-job-row').map(row => row.dataset.jobId);
+  const pager = (container: HTMLElement) => byTestId(container, 'betty-jobs-pager');
+
+  it('puts one page of rows in the page, and pages on and back', async () => {
+    const container = await shown();
+    expect(ids(container)).toHaveLength(JOBS_PAGE);
+    expect(ids(container)[0]).toBe('1000');
+    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 1–100 of 20,000');
+    const previous = byTestId<HTMLButtonElement>(pager(container), 'betty-pager-previous');
+    const next = byTestId<HTMLButtonElement>(pager(container), 'betty-pager-next');
+    expect(previous.disabled).toBe(true);
+    await click(next);
+    expect(ids(container)).toHaveLength(JOBS_PAGE);
+    expect(ids(container)[0]).toBe('1100');
+    expect(ids(container)[JOBS_PAGE - 1]).toBe('1199');
+    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 101–200 of 20,000');
+    await click(previous);
+    expect(ids(container)[0]).toBe('1000');
+    expect(previous.disabled).toBe(true);
+  });
+
+  it('ends on a short last page, and keeps within the list when it shrinks', async () => {
+    const loadJobs = jest.fn().mockResolvedValue(bigQueue(250));
+    const { container } = render(<JobsView {...props({ loadJobs })} />);
+    await settle();
+    const next = byTestId<HTMLButtonElement>(pager(container), 'betty-pager-next');
+    await click(next);
+    await click(next);
+    expect(next.disabled).toBe(true);
+    expect(ids(container)).toHaveLength(50);
+    expect(ids(container).slice(-2)).toEqual(['1248', '8_[0-999%10]']);
+    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 201–250 of 250');
+    loadJobs.mockResolvedValue(bigQueue(120));
+    await click(byTestId(container, 'betty-jobs-refresh'));
+    expect(ids(container)).toHaveLength(20);
+    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 101–120 of 120');
+  });
+
+  it('counts each task of a pending array in the summary', async () => {
+    const container = await shown();
+    const summary = byTestId(container, 'betty-jobs-summary');
+    expect(summary.dataset.jobs).toBe('20999');
+    expect(summary.textContent).toBe('20,999 jobs: 20,980 PENDING, 19 RUNNING');
+  });
+
+  it('filters by state across every row, from the first page', async () => {
+    const container = await shown();
+    await click(byTestId(pager(container), 'betty-pager-next'));
+    choose(byTestId<HTMLSelectElement>(container, 'betty-jobs-filter'), 'RUNNING');
+    expect(ids(container)).toEqual(Array.from({ length: 19 }, (_, k) => String(1999 + 1000 * k)));
+    expect(allByTestId(container, 'betty-jobs-pager')).toHaveLength(0);
+    choose(byTestId<HTMLSelectElement>(container, 'betty-jobs-filter'), '');
+    expect(ids(container)[0]).toBe('1000');
+    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 1–100 of 20,000');
+  });
+
+  it('shows a hostile job name on a later page as text', async () => {
+    const container = await shown();
+    await click(byTestId(pager(container), 'betty-pager-next'));
+    const row = allByTestId(container, 'betty-job-row').find(each => each.dataset.jobId === '1150')!;
+    expect(row.textContent).toContain(HOSTILE);
+    expect(row.querySelector('img, b')).toBeNull();
+  });
+
+  it('keeps a cancel asked for while paging away and back', async () => {
+    const container = await shown();
+    await click(byTestId(allByTestId(container, 'betty-job-row')[3], 'betty-job-cancel'));
+    await click(byTestId(pager(container), 'betty-pager-next'));
+    await click(byTestId(pager(container), 'betty-pager-previous'));
+    expect(allByTestId(container, 'betty-job-row')[3].textContent).toContain('approve it in the chat');
+  });
+});
+
 const HISTORY_COLUMNS: [string, ColumnType][] = [
   ['job_id', 'string'],
   ['name', 'string'],
@@ -260,6 +371,30 @@ describe('JobsView: finished jobs', () => {
     expect(byTestId(container, 'betty-resubmit-error').textContent).toBe(
       'Betty has no chat session yet.'
     );
+  });
+});
+
+describe('JobsView: many finished jobs', () => {
+  it('lists a page of them, pages on, and filters across all of them', async () => {
+    const rows: [string, string, string, string][] = Array.from({ length: 100 }, (_, i) => [
+      String(500 + i),
+      i % 40 === 39 ? 'FAILED' : 'COMPLETED',
+      '0:0',
+      `2024-05-01T${String(10 + Math.floor(i / 60)).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}:00`
+    ]);
+    const p = props({ loadHistory: jest.fn().mockResolvedValue(history(...rows)), onResubmit: jest.fn() });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const ids = () => allByTestId(container, 'betty-finished-row').map(row => row.dataset.jobId);
+    expect(ids()).toHaveLength(RECENT_FINISHED);
+    expect(ids()[0]).toBe('599'); // newest first
+    const pager = byTestId(container, 'betty-finished-pager');
+    expect(byTestId(pager, 'betty-pager-range').textContent).toBe('rows 1–30 of 100');
+    await click(byTestId(pager, 'betty-pager-next'));
+    expect(ids()[0]).toBe('569');
+    choose(byTestId<HTMLSelectElement>(container, 'betty-finished-filter'), 'FAILED');
+    expect(ids()).toEqual(['579', '539']);
+    expect(allByTestId(container, 'betty-finished-pager')).toHaveLength(0);
   });
 });
 

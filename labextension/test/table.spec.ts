@@ -1,7 +1,7 @@
 /**
  * Tables from tool outcomes, as the server writes them: `{columns: [{name, type}], rows: [[…]]}`.
  */
-import { jobRows, tableRows } from '../src/table';
+import { IJobRow, jobRows, jobsByState, tableRows } from '../src/table';
 import { IOutcome, ITable } from '../src/models';
 import { experimentNotebook, experimentPage, IExperiment } from '../src/models';
 import { QUEUE_COLUMNS, tableOf } from './tables';
@@ -32,6 +32,19 @@ const QUEUE = tableOf(QUEUE_COLUMNS, [
     time_limit: null,
     gpus: 0,
     gpu_type: ''
+  },
+  {
+    job_id: '8_[0-999%10]',
+    array_job_id: '8',
+    name: 'sweep',
+    partition: 'cpu',
+    state: 'PENDING',
+    reason: 'JobArrayTaskLimit',
+    elapsed: 0,
+    time_limit: 600,
+    gpus: 0,
+    gpu_type: '',
+    tasks: 1000
   }
 ]);
 
@@ -41,7 +54,7 @@ function outcome(data: IOutcome['data'], ok = true): IOutcome {
 
 describe('tables', () => {
   it('reads the rows of a table by column name', () => {
-    expect(tableRows(QUEUE).map(row => row.job_id)).toEqual(['123', '124_3']);
+    expect(tableRows(QUEUE).map(row => row.job_id)).toEqual(['123', '124_3', '8_[0-999%10]']);
     expect(tableRows(QUEUE)[1]).toMatchObject({ user: null, time_limit: null, gpus: 0 });
   });
 
@@ -70,7 +83,8 @@ describe('tables', () => {
         reason: '',
         elapsed: '1:02:03',
         timeLimit: '1-00:00:00',
-        gpus: '1 × a100'
+        gpus: '1 × a100',
+        tasks: 1
       },
       {
         jobId: '124_3',
@@ -81,9 +95,43 @@ describe('tables', () => {
         reason: 'Priority',
         elapsed: '0:00:00',
         timeLimit: 'INFINITE',
-        gpus: ''
+        gpus: '',
+        tasks: 1
+      },
+      {
+        jobId: '8_[0-999%10]',
+        arrayJobId: '8',
+        name: 'sweep',
+        partition: 'cpu',
+        state: 'PENDING',
+        reason: 'JobArrayTaskLimit',
+        elapsed: '0:00:00',
+        timeLimit: '0:10:00',
+        gpus: '',
+        tasks: 1000
       }
     ]);
+  });
+
+  it('counts each task of a pending array, per state, most first', () => {
+    const jobs = jobRows(outcome({ kind: 'table', value: QUEUE }));
+    expect(jobsByState(jobs)).toEqual([
+      ['PENDING', 1001],
+      ['RUNNING', 1]
+    ]);
+  });
+
+  it.each([[null], [0], [-3], [2.5], ['many']])('a row whose tasks is %j is one job', tasks => {
+    const table = tableOf(
+      [
+        ['job_id', 'string'],
+        ['state', 'string'],
+        ['tasks', 'integer']
+      ],
+      [{ job_id: '9', state: 'PENDING', tasks }]
+    );
+    const [job] = jobRows(outcome({ kind: 'table', value: table }));
+    expect((job as IJobRow).tasks).toBe(1);
   });
 
   it('an outcome that is not a table has no job rows', () => {

@@ -24,5 +24,6 @@ export const QUEUE_COLUMNS: [string, ColumnType][] = [
   ['elapsed', 'duration'],
   ['time_limit', 'duration'],
   ['gpus', 'integer'],
-  ['gpu_type', 'string']
+  ['gpu_type', 'string'],
+  ['tasks', 'integer']
 ];

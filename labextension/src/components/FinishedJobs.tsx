@@ -1,6 +1,6 @@
 /**
- * The Jobs tab's recent finished jobs (from accounting): state and exit code, filterable by
- * state, and for each job Betty recorded a Resubmit… that opens its script in an approval
+ * The Jobs tab's recent finished jobs (from accounting), a page at a time: state and exit
+ * code, filterable by state, and for each job Betty recorded a Resubmit… that opens its script in an approval
  * card's editor in the chat (nothing is submitted until the person approves that card).
  */
 import * as React from 'react';
@@ -10,8 +10,9 @@ import { experimentNotebook, IExperiment } from '../models';
 import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
 import { IFinishedJob } from '../table';
+import { Pager, usePage } from './Pager';
 
-/** How many finished jobs the tab lists. */
+/** How many finished jobs the tab lists on a page. */
 export const RECENT_FINISHED = 30;
 
 /** Props of {@link FinishedJobs}. */
@@ -22,37 +23,33 @@ export interface IFinishedJobsProps {
   onOpen: (path: string) => void;
 }
 
-/** The finished jobs, newest first, with a state filter. */
+/** The finished jobs, newest first, a page at a time, with a state filter. */
 export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinishedJobsProps): JSX.Element {
   const [state, setState] = React.useState('');
-  const states = [...new Set(jobs.map(job => job.state))].sort();
-  const shown = jobs.filter(job => state === '' || job.state === state).slice(0, RECENT_FINISHED);
+  const page = usePage(
+    jobs.filter(job => state === '' || job.state === state),
+    RECENT_FINISHED,
+    state
+  );
   return (
     <section className="betty-FinishedJobs" data-testid="betty-finished-jobs">
       <div className="betty-Tab-toolbar">
         <span className="betty-Tab-caption">Finished recently</span>
-        <select
-          className="betty-FinishedJobs-filter"
-          data-testid="betty-finished-filter"
-          aria-label="Show finished jobs in this state"
+        <StateFilter
+          states={jobs.map(job => job.state)}
           value={state}
-          onChange={event => setState(event.target.value)}
-        >
-          <option value="">every state</option>
-          {states.map(each => (
-            <option key={each} value={each}>
-              {visibleText(each)}
-            </option>
-          ))}
-        </select>
+          onChange={setState}
+          testId="betty-finished-filter"
+          label="Show finished jobs in this state"
+        />
       </div>
-      {shown.length === 0 ? (
+      {page.total === 0 ? (
         <div className="betty-Tab-empty" data-testid="betty-finished-empty">
           No job of yours finished in the last week{state ? ` as ${visibleText(state)}` : ''}.
         </div>
       ) : (
         <ul className="betty-FinishedJobs-list">
-          {shown.map(job => (
+          {page.rows.map(job => (
             <FinishedRow
               key={job.jobId}
               job={job}
@@ -63,7 +60,40 @@ export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinish
           ))}
         </ul>
       )}
+      <Pager page={page} testId="betty-finished-pager" />
     </section>
+  );
+}
+
+/** Props of {@link StateFilter}. */
+export interface IStateFilterProps {
+  /** The states of the rows (repeats are fine): each is offered once, sorted. */
+  states: string[];
+  /** The state shown; '' for every state. */
+  value: string;
+  onChange: (state: string) => void;
+  testId: string;
+  /** What the menu does, for a screen reader. */
+  label: string;
+}
+
+/** A menu of the states the rows are in, with "every state" first. */
+export function StateFilter({ states, value, onChange, testId, label }: IStateFilterProps): JSX.Element {
+  return (
+    <select
+      className="betty-FinishedJobs-filter"
+      data-testid={testId}
+      aria-label={label}
+      value={value}
+      onChange={event => onChange(event.target.value)}
+    >
+      <option value="">every state</option>
+      {[...new Set(states)].sort().map(each => (
+        <option key={each} value={each}>
+          {visibleText(each)}
+        </option>
+      ))}
+    </select>
   );
 }
 

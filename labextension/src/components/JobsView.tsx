@@ -1,16 +1,20 @@
 /**
- * The Jobs tab: the person's own jobs on the cluster, refreshed while the tab is visible,
- * each with a cancel button (through an approval card in the chat) and, for jobs recorded
+ * The Jobs tab: the person's own jobs on the cluster, refreshed while the tab is visible, a
+ * page of rows at a time (each array task counted in the summary), each with a cancel button (through an approval card in the chat) and, for jobs recorded
  * as experiments, one click to their notebook or wiki page.
  */
 import * as React from 'react';
 
-import { formatClock } from '../format';
-import { finishedJobs, IFinishedJob, IJobRow, jobRows } from '../table';
+import { formatClock, formatCount } from '../format';
+import { finishedJobs, IFinishedJob, IJobRow, jobRows, jobsByState } from '../table';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
 import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
-import { FinishedJobs } from './FinishedJobs';
+import { FinishedJobs, StateFilter } from './FinishedJobs';
+import { Pager, usePage } from './Pager';
+
+/** How many of the queue's rows the tab shows on a page. */
+export const JOBS_PAGE = 100;
 
 /** Props of {@link JobsView}. */
 export interface IJobsViewProps {
@@ -50,6 +54,15 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
     at: null
   });
   const [cancelling, setCancelling] = React.useState<Record<string, ICancelling>>({});
+  const [shownState, setShownState] = React.useState('');
+  const page = usePage(
+    React.useMemo(
+      () => state.jobs.filter(job => shownState === '' || job.state === shownState),
+      [state.jobs, shownState]
+    ),
+    JOBS_PAGE,
+    shownState
+  );
 
   const refresh = React.useCallback(async () => {
     if (cluster === null) {
@@ -121,6 +134,23 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
         </div>
       )}
       {state.jobs.length > 0 && (
+        <div className="betty-Tab-toolbar">
+          <JobsSummary jobs={state.jobs} />
+          <StateFilter
+            states={state.jobs.map(job => job.state)}
+            value={shownState}
+            onChange={setShownState}
+            testId="betty-jobs-filter"
+            label="Show queued jobs in this state"
+          />
+        </div>
+      )}
+      {state.jobs.length > 0 && page.total === 0 && (
+        <div className="betty-Tab-empty" data-testid="betty-jobs-empty">
+          None of your jobs in the queue is {visibleText(shownState)}.
+        </div>
+      )}
+      {page.total > 0 && (
         <table className="betty-Jobs-table">
           <thead>
             <tr>
@@ -130,7 +160,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
             </tr>
           </thead>
           <tbody>
-            {state.jobs.map(job => (
+            {page.rows.map(job => (
               <JobRow
                 key={job.jobId}
                 job={job}
@@ -143,6 +173,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
           </tbody>
         </table>
       )}
+      <Pager page={page} testId="betty-jobs-pager" />
       {props.onResubmit && state.loaded && (
         <FinishedJobs
           jobs={state.finished}
@@ -167,6 +198,18 @@ export function experimentOf(
     each =>
       (cluster === null || each.cluster === cluster) &&
       (each.job_id === job.jobId || each.job_id === job.arrayJobId)
+  );
+}
+
+/** `20,010 jobs: 20,000 PENDING, 10 RUNNING`, each task of a pending array counted. */
+function JobsSummary({ jobs }: { jobs: IJobRow[] }): JSX.Element {
+  const byState = jobsByState(jobs);
+  const total = byState.reduce((sum, [, jobs]) => sum + jobs, 0);
+  const parts = byState.map(([state, jobs]) => `${formatCount(jobs)} ${visibleText(state)}`);
+  return (
+    <span className="betty-Tab-caption" data-testid="betty-jobs-summary" data-jobs={total}>
+      {formatCount(total)} {total === 1 ? 'job' : 'jobs'}: {parts.join(', ')}
+    </span>
   );
 }
 
