@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..cluster.sync import run_sync
 from ..config import load_config
 from ..errors import BettyError, ExperimentError, WikiError
+from ..wiki.files import one_directory_sync
 from . import content
 from .ledger import Experiment, Ledger, StateChange, Tracked
 from .refresh import failure_log, write_page
@@ -131,10 +132,11 @@ class JobWatcher:
         written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
         with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
             try:
-                for tracked, job in changed:
-                    files = self._write_files(tracked, job, logs.get(tracked.experiment.slug))
-                    if files is not None:
-                        written[tracked.experiment.slug] = files
+                with one_directory_sync():  # every page's rename reaches the disk before the ledger records it
+                    for tracked, job in changed:
+                        files = self._write_files(tracked, job, logs.get(tracked.experiment.slug))
+                        if files is not None:
+                            written[tracked.experiment.slug] = files
             finally:  # what was written is recorded even when a page could not be
                 recorded = self.ledger.record_states(self.owner, [
                     StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],

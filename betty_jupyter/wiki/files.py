@@ -9,7 +9,12 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from typing import Iterator
+
+_DEFERRED: ContextVar[set[Path] | None] = ContextVar("deferred_directory_syncs", default=None)
 
 
 def temporary_name(path: Path) -> Path:
@@ -38,7 +43,34 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
-    sync_directory(path.parent)
+    deferred = _DEFERRED.get()
+    if deferred is None:
+        sync_directory(path.parent)
+    else:
+        deferred.add(path.parent)
+
+
+@contextmanager
+def one_directory_sync() -> Iterator[None]:
+    """Within this block, each :func:`write_atomically` flushes its file but leaves the rename's folder
+    to be flushed once, when the block ends (an error included): many pages written at once cost one
+    flush of their folder, not one each.
+
+    A crash inside the block leaves each page whole, old or new (its new text reached the disk before
+    its rename; an unflushed rename is lost whole); once the block has ended every rename is on disk.
+    Record that the pages were written only after the block.
+    """
+    if _DEFERRED.get() is not None:
+        yield  # an outer block flushes
+        return
+    folders: set[Path] = set()
+    token = _DEFERRED.set(folders)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+        for folder in sorted(folders):
+            sync_directory(folder)
 
 
 def append_durably(path: Path, text: str) -> None:

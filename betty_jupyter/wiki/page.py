@@ -22,6 +22,10 @@ _TIMESTAMP = "tag:yaml.org,2002:timestamp"
 _NON_PRINTABLE = yaml.reader.Reader.NON_PRINTABLE
 # Where LibYAML and PyYAML part ways (tabs, byte-order marks, Unicode line breaks; tags, anchors,
 # aliases, block scalars, directives, complex keys at the start of a token): PyYAML reads those.
+# Text LibYAML's emitter writes as PyYAML's does: one or more printable characters of Unicode's basic plane
+# (no control characters, no NEL, line or paragraph separators, byte-order mark; they are escaped or quoted
+# differently, as are characters beyond the basic plane and the empty key).
+_PLAIN_TEXT = re.compile(r"[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]+")
 _PYYAML_ONLY = re.compile(r"[\t\ufeff\x85\u2028\u2029]|(?:^|[\s\[\]{},:-])[!&*|>%@`?]", re.M)
 
 
@@ -37,10 +41,14 @@ class _Dumper(yaml.SafeDumper):
     """Safe YAML that writes date-like text plainly, matching :class:`_Loader`."""
 
 
+class _FastDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]  # SafeDumper without LibYAML
+    """:class:`_Dumper` on LibYAML's emitter: the same bytes for the values :func:`_plain` admits, ~5× faster."""
+
+
 LOADER = "libyaml" if hasattr(yaml, "CSafeLoader") else "python"
 """Which parser reads frontmatter first: ``libyaml`` when PyYAML has it, else ``python``."""
 
-for _cls in (_Loader, _FastLoader, _Dumper):
+for _cls in (_Loader, _FastLoader, _Dumper, _FastDumper):
     _cls.yaml_implicit_resolvers = {
         first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
         for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
@@ -132,12 +140,28 @@ def parse_page_leniently(name: str, text: str) -> Page:
 
 def render_frontmatter(frontmatter: Mapping[str, Any]) -> str:
     """The ``---`` block for ``frontmatter``, keys in the given order."""
+    fields = dict(frontmatter)
+    dumper = _FastDumper if _plain(fields) else _Dumper
     try:
-        dumped = yaml.dump(dict(frontmatter), Dumper=_Dumper, sort_keys=False, allow_unicode=True,
+        dumped = yaml.dump(fields, Dumper=dumper, sort_keys=False, allow_unicode=True,
                            default_flow_style=False, width=1000)
     except yaml.YAMLError as exc:
         raise WikiError(f"frontmatter values must be text, numbers, true/false, lists or mappings ({exc})") from exc
     return f"---\n{dumped}---\n"
+
+
+def _plain(value: Any) -> bool:
+    """Whether LibYAML's emitter writes ``value`` byte for byte as PyYAML's does (text, numbers, true/false,
+    null, and lists and mappings of them, with every text matching ``_PLAIN_TEXT``)."""
+    if isinstance(value, str):
+        return _PLAIN_TEXT.fullmatch(value) is not None
+    if value is None or isinstance(value, (bool, int, float)):
+        return True
+    if isinstance(value, list):
+        return all(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _plain(key) and _plain(item) for key, item in value.items())
+    return False
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -147,7 +171,10 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"line {mark.line + 2}: {problem}" if mark is not None else str(problem)
 
 
-def compose(page: Page, frontmatter: Mapping[str, Any], body: str) -> str:
-    """The text of ``page`` with new frontmatter and body; the stored block is kept when the values did not change."""
-    head = page.head if dict(frontmatter) == page.frontmatter else render_frontmatter(frontmatter)
-    return head + body
+def compose(page: Page, frontmatter: Mapping[str, Any], body: str, rendered: str | None = None) -> str:
+    """The text of ``page`` with new frontmatter and body; the stored block is kept when the values did not change.
+
+    ``rendered`` is ``frontmatter``'s block when the caller has rendered it already."""
+    if dict(frontmatter) == page.frontmatter:
+        return page.head + body
+    return (render_frontmatter(frontmatter) if rendered is None else rendered) + body

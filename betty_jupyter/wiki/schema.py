@@ -26,6 +26,21 @@ _JOB_ID = re.compile(r"\d+(_\d+)?")
 
 def lint(frontmatter: Mapping[Any, Any]) -> list[str]:
     """Every problem with ``frontmatter``, each a short phrase; an empty list when it is valid."""
+    return _linted(frontmatter)[0]
+
+
+def check_frontmatter(name: str, frontmatter: Mapping[Any, Any]) -> str:
+    """Raise one WikiError listing every problem with ``frontmatter`` of page ``name``; else its ``---`` block."""
+    if not isinstance(frontmatter, Mapping):
+        raise WikiError(f"{name}: frontmatter must be a mapping of fields, not {type(frontmatter).__name__}")
+    problems, block = _linted(frontmatter)
+    if problems:
+        raise WikiError(f"{name}: {'; '.join(problems)}")
+    return block
+
+
+def _linted(frontmatter: Mapping[Any, Any]) -> tuple[list[str], str]:
+    """The problems with ``frontmatter`` and, when there are none, its rendered ``---`` block (rendered once)."""
     problems = [f"the key {key!r} is not text" for key in frontmatter if not isinstance(key, str)]
     for field, hint in REQUIRED_FIELDS.items():
         problems += _required_problems(field, frontmatter.get(field), hint)
@@ -33,21 +48,12 @@ def lint(frontmatter: Mapping[Any, Any]) -> list[str]:
     if isinstance(kind, str) and kind.strip() and kind not in PAGE_TYPES:
         problems.append(f"'type' is {kind!r}, not one of {', '.join(PAGE_TYPES)} (see SCHEMA.md)")
     problems += _optional_problems(frontmatter)
-    if not problems:
-        try:
-            render_frontmatter(frontmatter)
-        except WikiError as error:
-            problems.append(str(error))
-    return problems
-
-
-def check_frontmatter(name: str, frontmatter: Mapping[Any, Any]) -> None:
-    """Raise one WikiError listing every problem with ``frontmatter`` of page ``name``."""
-    if not isinstance(frontmatter, Mapping):
-        raise WikiError(f"{name}: frontmatter must be a mapping of fields, not {type(frontmatter).__name__}")
-    problems = lint(frontmatter)
     if problems:
-        raise WikiError(f"{name}: {'; '.join(problems)}")
+        return problems, ""
+    try:
+        return [], render_frontmatter(frontmatter)
+    except WikiError as error:
+        return [str(error)], ""
 
 
 def _required_problems(field: str, value: Any, hint: str) -> list[str]:

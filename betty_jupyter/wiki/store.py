@@ -119,9 +119,9 @@ class WikiStore:
     def create(self, name: str, frontmatter: Mapping[str, Any], body: str) -> Page:
         """Write a new page; WikiError when it exists or its frontmatter fails the schema."""
         target = self._writable(name, "create")
-        check_frontmatter(name, frontmatter)
+        head = check_frontmatter(name, frontmatter)
         _check_body(name, body)
-        text = render_frontmatter(frontmatter) + body
+        text = head + body
         with self._locked(target):
             if target.path.exists():
                 raise WikiError(f"{name} already exists; change it with an update instead")
@@ -138,9 +138,9 @@ class WikiStore:
         target = self._writable(name, "update")
         with self._locked(target):
             page = self._read(target)
-            merged = _merged(name, page, frontmatter)
+            merged, head = _merged(name, page, frontmatter)
             new_body = page.body if body is None else _kept_outside(name, page.body, body)
-            return self._replace(target, page, merged, new_body)
+            return self._replace(target, page, merged, head, new_body)
 
     def update_auto(self, name: str, content: str, frontmatter: Mapping[str, Any] | None = None) -> Page:
         """Replace what lies between the auto markers with ``content`` and merge ``frontmatter``.
@@ -157,8 +157,8 @@ class WikiStore:
             if region is None:
                 raise WikiError(f"{name} has no region for Betty: add a '<!-- betty:auto-start -->' line and a "
                                 "'<!-- betty:auto-end -->' line where Betty may write")
-            merged = _merged(name, page, frontmatter)
-            return self._replace(target, page, merged, replace_region(page.body, region, content))
+            merged, head = _merged(name, page, frontmatter)
+            return self._replace(target, page, merged, head, replace_region(page.body, region, content))
 
     def append(self, name: str, text: str) -> None:
         """Add ``text`` at the end of existing page ``name`` (on a new line; a final newline is added)."""
@@ -284,8 +284,9 @@ class WikiStore:
         state = self.root.parent / STATE_DIR
         return FrontmatterCache(state / CACHE_FILE if state.is_dir() and not state.is_symlink() else None)
 
-    def _replace(self, target: _Target, page: Page, frontmatter: Mapping[str, Any], body: str) -> Page:
-        text = compose(page, frontmatter, body)
+    def _replace(self, target: _Target, page: Page, frontmatter: Mapping[str, Any], head: str | None,
+                 body: str) -> Page:
+        text = compose(page, frontmatter, body, head)
         if text != page.text:
             self._write(target, text)
         return parse_page(target.name, text)
@@ -344,14 +345,14 @@ def _field_matches(value: Any, wanted: str) -> bool:
     return value is not None and str(value) == wanted
 
 
-def _merged(name: str, page: Page, frontmatter: Mapping[str, Any] | None) -> dict[str, Any]:
+def _merged(name: str, page: Page, frontmatter: Mapping[str, Any] | None) -> tuple[dict[str, Any], str | None]:
+    """The page's frontmatter with ``frontmatter`` merged in, and its checked ``---`` block (None when unchanged)."""
     if frontmatter is None:
-        return page.frontmatter
+        return page.frontmatter, None
     if not isinstance(frontmatter, Mapping):
         raise WikiError(f"{name}: frontmatter must be a mapping of fields, not {type(frontmatter).__name__}")
     merged = {**page.frontmatter, **frontmatter}
-    check_frontmatter(name, merged)
-    return merged
+    return merged, check_frontmatter(name, merged)
 
 
 def _check_text(text: object, what: str) -> str:
