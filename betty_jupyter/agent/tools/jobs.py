@@ -165,6 +165,10 @@ class _NoLedger(Ledger):
         """No slug is taken."""
         return set()
 
+    def slugs_from(self, base: str) -> set[str]:
+        """No slug is taken."""
+        return set()
+
 
 class JobArgs(ToolArgs):
     """One job."""
