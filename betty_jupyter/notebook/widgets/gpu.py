@@ -9,6 +9,7 @@ drawn by :mod:`betty_jupyter.gpu.chart`: showing an estimate imports no plotting
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any, Sequence
 
 import ipywidgets as widgets
@@ -30,6 +31,16 @@ BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 DEFAULT_GPUS = ("A100-40GB", "A100-80GB", "H100-80GB", "L40S", "RTX4090")
 FRAMEWORK_DEFAULT = ""
 """The precision dropdown's value for "the framework's default" (a dropdown shows nothing for None)."""
+
+
+def chart_html(svg: str, title: str) -> str:
+    """The chart as an inline image for a saved record (it loads nothing from anywhere).
+
+    An image rather than inline SVG: in a notebook opened untrusted, JupyterLab's sanitizer keeps
+    the image and would strip the SVG's shapes.
+    """
+    return (f'<img src="data:image/svg+xml;base64,{html_text(base64.b64encode(svg.encode()).decode())}" '
+            f'alt="{html_text(title)}">')
 
 
 class GpuCalculator(Recorded, widgets.VBox):
@@ -133,7 +144,8 @@ class EstimateView(Recorded, widgets.VBox):
 
     def record(self) -> Record:
         """The breakdown and the chart."""
-        return Record(f"<div class='betty-estimate'>{pre_html(self.text)}{self.chart}</div>",
+        title = f"GPU memory of {self.result.model}"
+        return Record(f"<div class='betty-estimate'>{pre_html(self.text)}{chart_html(self.chart, title)}</div>",
                       visible(self.text))
 
     def __repr__(self) -> str:
