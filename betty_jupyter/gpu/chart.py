@@ -26,8 +26,14 @@ COLORS = {
 LABELS = {"kv_cache": "KV cache", "runtime": "runtime/CUDA"}
 """How a part is named in a legend, where its key is not already the word."""
 
-WIDTH, HEIGHT = 460, 300
-LEFT, TOP, BAR_WIDTH, PLOT_WIDTH, PLOT_HEIGHT = 56, 34, 90, 210, 230
+WIDTH = 460
+HEIGHT = 300
+LEFT = 56
+TOP = 34
+BAR_WIDTH = 90
+PLOT_WIDTH = 210
+PLOT_HEIGHT = 230
+"""The chart's size and its plot's place in it, in pixels."""
 
 
 def part_label(part: str) -> str:
