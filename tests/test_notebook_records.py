@@ -9,21 +9,33 @@ finished chat keep the record alone. The kernel driver keeps outputs as JupyterL
 
 from __future__ import annotations
 
+import ast
+import base64
 import getpass
 import re
+import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
+from betty_jupyter.gpu.chart import part_label
 from betty_jupyter.safe_text import visible
 from hostile import live_html, shown_text
 from kernel_driver import WIDGET_VIEW, Cell, Kernel
 from llm_server import ScriptedLLM, call, say
-from notebook_support import SCRIPT, kernel, llm, project, submit  # noqa: F401 (fixtures)
+from notebook_support import SCRIPT, betty_kernel, kernel, llm, project, submit  # noqa: F401 (fixtures)
 
 ME = f"{getpass.getuser()} (notebook)"
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def chart_of(html: str) -> ET.Element:
+    """The SVG chart a record carries as its one inline image."""
+    [data] = re.findall(r'<img src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"', html)
+    return ET.fromstring(base64.b64decode(data))
 
 
 def saved(kernel: Kernel, tmp_path: Path) -> list[list[dict[str, Any]]]:
@@ -116,12 +128,32 @@ def test_a_finished_chat_is_saved_as_the_conversation(kernel: Kernel, llm: Scrip
     assert WIDGET_VIEW not in saved(kernel, tmp_path)[index_of(kernel, cell)][0]
 
 
+def test_a_first_estimate_in_a_new_kernel_draws_its_chart_without_matplotlib(project: dict[str, Any]) -> None:
+    with betty_kernel(project["root"], project["env"]) as fresh:
+        cell = fresh.run("%betty gpu --model Llama-3.1-8B --method lora --gpu a100-80gb")
+        assert cell.status == "ok" and not cell.stderr, cell.stderr
+        loaded = fresh.run("import sys\nprint(sorted(m for m in ('matplotlib', 'PIL') if m in sys.modules))")
+        assert loaded.stdout.strip() == "[]", "the chart is Betty's own SVG: showing it needs no plotting library"
+        [shown] = cell.outputs
+        chart = chart_of(shown["data"]["text/html"])
+        bars = {rect.get("data-part"): rect.findtext(f"{SVG}title") for rect in chart.iter(f"{SVG}rect")
+                if rect.get("data-part")}
+        breakdown = fresh.run("{part: round(gib, 2) for part, gib in _.breakdown.items() if gib}").text
+        expected = {part: f"{part_label(part)} {gib:.2f} GiB" for part, gib in ast.literal_eval(breakdown).items()}
+        assert bars == expected
+        calculator = fresh.run("%betty gpu calculator --model Llama-3.1-8B --method qlora")
+        [drawn] = fresh.find(calculator.widgets[0], "betty-gpu-chart")
+        assert fresh.models[drawn]["value"].startswith("<svg ") and "H100-80GB (80 GiB)" in fresh.models[drawn]["value"]
+        loaded = fresh.run("print(sorted(m for m in ('matplotlib', 'PIL') if m in sys.modules))")
+        assert loaded.stdout.strip() == "[]"
+
+
 def test_estimates_tables_and_the_calculator_carry_their_record(kernel: Kernel, tmp_path: Path) -> None:
     estimate = kernel.run("%betty gpu --model Llama-3.1-8B --method lora --gpu a100-80gb")
     [shown] = estimate.outputs
     assert settled(shown), "an estimate never changes: it is its record from the start"
     assert "GiB per GPU" in shown["data"]["text/plain"] and "on A100-80GB" in shown["data"]["text/plain"]
-    assert '<img src="data:image/png;base64,' in shown["data"]["text/html"]
+    assert "A100-80GB (80 GiB)" in chart_of(shown["data"]["text/html"]).itertext()
 
     calculator = kernel.run("%betty gpu calculator --model Llama-3.1-8B --method qlora")
     [view] = calculator.outputs

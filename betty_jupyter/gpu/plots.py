@@ -3,7 +3,8 @@
 Figures are built with :class:`matplotlib.figure.Figure` directly, never through
 ``pyplot``: nothing global is touched, no window opens, and a caller renders them with
 ``figure.savefig(...)`` (Agg) or lets Jupyter display them. matplotlib is imported here
-only, and only when a picture is asked for.
+only, and only when a picture is asked for; the notebook's views of one estimate draw
+their bar without it (:mod:`.chart`).
 """
 
 from __future__ import annotations
@@ -13,15 +14,10 @@ from typing import Literal, Sequence
 from matplotlib.figure import Figure
 
 from .architecture import Architecture
+from .chart import COLORS, part_label
 from .estimate import ITEMS, Estimate, estimate
 from .hardware import GpuType
 from .request import EstimateRequest
-
-COLORS = {
-    "weights": "#4C72B0", "gradients": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
-    "kv_cache": "#8172B3", "quantization": "#937860", "runtime": "#8C8C8C",
-}
-LABELS = {"kv_cache": "KV cache", "runtime": "runtime/CUDA"}
 
 
 def breakdown_chart(estimates: Estimate | Sequence[Estimate], gpus: Sequence[GpuType] = (),
@@ -36,7 +32,7 @@ def breakdown_chart(estimates: Estimate | Sequence[Estimate], gpus: Sequence[Gpu
         heights = [item.breakdown[part] for item in items]
         if not any(heights):
             continue
-        axes.bar(names, heights, bottom=bottoms, color=COLORS[part], label=LABELS.get(part, part), gid=part)
+        axes.bar(names, heights, bottom=bottoms, color=COLORS[part], label=part_label(part), gid=part)
         bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
     for gpu in gpus:
         axes.axhline(gpu.memory_gib, linestyle="--", color="black", linewidth=1)

@@ -88,7 +88,7 @@ def _show_job(job: Any) -> None:
 
 
 def _show_estimate(result: Any) -> None:
-    from .widgets.gpu import EstimateView  # lazy: ipywidgets and matplotlib; `%load_ext` never needs them
+    from .widgets.gpu import EstimateView  # lazy: ipywidgets; `%load_ext` never needs them
 
     view = _take(result)
     display(view if view is not None else EstimateView(result))

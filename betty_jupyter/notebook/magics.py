@@ -376,7 +376,7 @@ class BettyMagics(Magics):
         return parser
 
     def _gpu(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from .widgets.gpu import GpuCalculator  # lazy: ipywidgets and matplotlib; `%load_ext` never needs them
+        from .widgets.gpu import GpuCalculator  # lazy: ipywidgets; `%load_ext` never needs them
 
         if args.action == "calculator":
             shape = {"batch_size": args.batch_size, "seq_len": args.seq_len, "gpus": args.gpus}
@@ -385,7 +385,7 @@ class BettyMagics(Magics):
             raise UsageError("%betty gpu: --model and --method are needed (or `%betty gpu calculator`)")
         result = estimate(args.model, request_from(args))
         if args.gpu:
-            from .widgets.gpu import EstimateView  # lazy: ipywidgets and matplotlib; `%load_ext` never needs them
+            from .widgets.gpu import EstimateView  # lazy: ipywidgets; `%load_ext` never needs them
 
             return shown_as(result, EstimateView(result, [gpu_type(args.gpu)]))
         return result

@@ -3,20 +3,20 @@
 Estimates are computed here, in the kernel (nothing runs on the cluster), with the same
 functions as ``betty gpu estimate`` and the agent's ``gpu_estimate`` tool. The calculator's
 output keeps the estimate it first showed as static text too; an estimate alone is static
-from the start (its breakdown and its chart), as it never changes.
+from the start (its breakdown and its chart), as it never changes. Charts are inline SVG
+drawn by :mod:`betty_jupyter.gpu.chart`: showing an estimate imports no plotting library.
 """
 
 from __future__ import annotations
 
 import base64
-import io
 from typing import TYPE_CHECKING, Any, Sequence
 
 import ipywidgets as widgets
 
 from ...errors import BettyError
 from ...gpu import GPU_TYPES, advise, catalog, estimate, targets_from
-from ...gpu.plots import breakdown_chart
+from ...gpu.chart import breakdown_svg
 from ...gpu.report import render_estimate
 from ...gpu.request import CHECKPOINTING, METHODS, PRECISIONS, SHARDING, EstimateRequest
 from ...safe_text import html_text, visible
@@ -33,17 +33,14 @@ FRAMEWORK_DEFAULT = ""
 """The precision dropdown's value for "the framework's default" (a dropdown shows nothing for None)."""
 
 
-def chart_png(result: "Estimate", gpus: Sequence[Any]) -> bytes:
-    """The stacked-bar breakdown as PNG bytes (for an Image widget, safe from any thread)."""
-    figure = breakdown_chart(result, gpus)
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=80)
-    return buffer.getvalue()
+def chart_html(svg: str, title: str) -> str:
+    """The chart as an inline image for a saved record (it loads nothing from anywhere).
 
-
-def chart_html(png: bytes, title: str) -> str:
-    """The chart as an inline image (it loads nothing from anywhere)."""
-    return f'<img src="data:image/png;base64,{html_text(base64.b64encode(png).decode())}" alt="{html_text(title)}">'
+    An image rather than inline SVG: in a notebook opened untrusted, JupyterLab's sanitizer keeps
+    the image and would strip the SVG's shapes.
+    """
+    return (f'<img src="data:image/svg+xml;base64,{html_text(base64.b64encode(svg.encode()).decode())}" '
+            f'alt="{html_text(title)}">')
 
 
 class GpuCalculator(Recorded, widgets.VBox):
@@ -72,7 +69,7 @@ class GpuCalculator(Recorded, widgets.VBox):
         self.grad_ckpt = widgets.Dropdown(options=list(CHECKPOINTING),
                                           value=shape.get("grad_ckpt", "none"), description="checkpointing",
                                           style=style)
-        self.chart = widgets.Image(format="png", layout=widgets.Layout(max_width="640px"))
+        self.chart = widgets.HTML("", layout=widgets.Layout(max_width="640px"))
         self.chart.add_class("betty-gpu-chart")
         self.summary = widgets.HTML("")
         self.summary.add_class("betty-gpu-summary")
@@ -126,7 +123,7 @@ class GpuCalculator(Recorded, widgets.VBox):
         self.summary.value = (f"<b>{result.peak_gib:.1f} GiB per GPU</b> at peak — "
                               + ", ".join(f"{html_text(k)} {v:.1f}" for k, v in result.breakdown.items() if v)
                               + "".join(f"<br><small>note: {html_text(n)}</small>" for n in result.notes))
-        self.chart.value = chart_png(result, [t for t in GPU_TYPES if t.name in ("A100-40GB", "H100-80GB")])
+        self.chart.value = breakdown_svg(result, [t for t in GPU_TYPES if t.name in ("A100-40GB", "H100-80GB")])
         self.advice_box.value = pre_html(self.advice.summary(), "betty-advice")
 
 
@@ -136,8 +133,8 @@ class EstimateView(Recorded, widgets.VBox):
     def __init__(self, result: "Estimate", gpus: Sequence[Any] = ()) -> None:
         self.result = result
         self.text = render_estimate(result, gpus[0] if len(gpus) == 1 else None)
-        self.png = chart_png(result, gpus)
-        super().__init__([widgets.HTML(pre_html(self.text)), widgets.Image(value=self.png, format="png")])
+        self.chart = breakdown_svg(result, gpus)
+        super().__init__([widgets.HTML(pre_html(self.text)), widgets.HTML(self.chart)])
         self.add_class("betty-estimate")
 
     @property
@@ -148,7 +145,7 @@ class EstimateView(Recorded, widgets.VBox):
     def record(self) -> Record:
         """The breakdown and the chart."""
         title = f"GPU memory of {self.result.model}"
-        return Record(f"<div class='betty-estimate'>{pre_html(self.text)}{chart_html(self.png, title)}</div>",
+        return Record(f"<div class='betty-estimate'>{pre_html(self.text)}{chart_html(self.chart, title)}</div>",
                       visible(self.text))
 
     def __repr__(self) -> str:
