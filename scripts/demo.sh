@@ -16,9 +16,21 @@ root_flag=()
 cd "$demo"
 "$repo/.venv/bin/jupyter-lab" "${root_flag[@]}" --no-browser --ip=127.0.0.1 --ServerApp.root_dir="$demo" "$@" &
 server=$!
+# JupyterLab is asked to stop; one whose shutdown has not ended after 20 s (it can wait forever on an idle
+# worker thread) is stopped for good, with its kernels.
 stop_server() {
   kill -TERM "$server" 2>/dev/null || true
-  wait "$server" || true
+  local waited=0
+  while kill -0 "$server" 2>/dev/null && ((waited < 40)); do
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  if kill -0 "$server" 2>/dev/null; then
+    echo "betty: JupyterLab did not finish stopping in 20 s; stopping it and its kernels now" >&2
+    pkill -KILL -P "$server" 2>/dev/null || true
+    kill -KILL "$server" 2>/dev/null || true
+  fi
+  wait "$server" 2>/dev/null || true
 }
 trap 'stop_server; exit 130' INT TERM
 if ! "$repo/.venv/bin/python" "$repo/scripts/demo_link.py" "$server" notebooks/01-tour.ipynb; then

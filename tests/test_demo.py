@@ -75,6 +75,7 @@ def test_demo_prints_the_tour_link_once_jupyterlab_answers(dev_cluster, tmp_path
         finally:
             if demo.poll() is None:
                 os.killpg(demo.pid, signal.SIGKILL)
+                demo.wait(60)
             log.close()
             if demo.stdout is not None:
                 demo.stdout.close()
