@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from kernel_driver import Kernel  # noqa: E402
+from timing import timed_cell  # noqa: E402
 
 CASES = {
     "estimate only": "from betty_jupyter.gpu import estimate\nestimate('Llama-3.1-8B', method='lora').peak_gib",
@@ -39,16 +40,6 @@ CASES = {
     "%betty gpu calculator": "%load_ext betty_jupyter\n%betty gpu calculator",
 }
 HEAVY = ("matplotlib", "PIL", "numpy", "pandas", "openai")
-
-
-def timed_cell(kernel: Kernel, code: str) -> float:
-    """Seconds from sending ``code`` until the kernel is idle again with every output sent."""
-    began = time.perf_counter()
-    cell = kernel.run(code, timeout=600)
-    took = time.perf_counter() - began
-    if cell.status != "ok" or cell.stderr.strip() or cell.errors:
-        raise SystemExit(f"{code!r} failed: {cell.errors or cell.stderr}")
-    return took
 
 
 def main() -> None:

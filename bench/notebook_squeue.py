@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from betty_jupyter.cluster import parsing  # noqa: E402
 from kernel_driver import Kernel  # noqa: E402
+from timing import timed_cell  # noqa: E402
 
 NAME = "betty-bench-notebook"
 BASELINE = """\
@@ -70,16 +71,6 @@ def rss_mib(kernel: Kernel) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError("no VmRSS")
-
-
-def timed_cell(kernel: Kernel, code: str) -> float:
-    """Seconds from sending ``code`` until the kernel is idle again with every output sent."""
-    began = time.perf_counter()
-    cell = kernel.run(code, timeout=600)
-    took = time.perf_counter() - began
-    if cell.status != "ok" or cell.stderr.strip() or cell.errors:
-        raise SystemExit(f"{code!r} failed: {cell.errors or cell.stderr}")
-    return took
 
 
 def project(cluster: dict[str, str], root: Path) -> dict[str, str]:
