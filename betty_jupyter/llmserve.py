@@ -66,12 +66,16 @@ PY
 HOST=$(listen_address "$SLURM_SUBMIT_HOST") || {
   echo "betty: cannot tell which address of $(hostname) reaches $SLURM_SUBMIT_HOST" >&2; exit 1; }"""
 
-# Bash, in the job: a port nobody listens on at that address (bash's /dev/tcp connects or fails).
+# Bash, in the job: a port nobody listens on at that address (bash's /dev/tcp connects or fails), below the range
+# the kernel hands out to outgoing connections (whose ports nobody listens on, yet a server cannot bind them).
 _PICK_PORT = """\
 pick_port() {
-  local port
+  local port low=20000 high=32768 first
+  if read -r first _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null && ((first > low + 1000)); then
+    high=$first
+  fi
   for _ in $(seq 100); do
-    port=$((20000 + RANDOM % 30000))
+    port=$((low + RANDOM % (high - low)))
     if ! (exec 3<>"/dev/tcp/$HOST/$port") 2>/dev/null; then echo "$port"; return 0; fi
   done
   return 1
