@@ -239,15 +239,20 @@ class ServerBackend:
 
     def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> "Future[ToolOutcome]":
         """POST sessions/{id}/tools/{tool}, waiting for the outcome in a worker thread."""
-        # lazy: pydantic and pandas; `%load_ext` and connecting to the server never need them
-        from ..agent.wire import outcome_from_json
 
         def call() -> "ToolOutcome":
             answer = self._call("POST", f"sessions/{_quote(session_id)}/tools/{_quote(tool)}",
                                 {"args": dict(args), "wait": True, "call_id": call_id}, timeout=3600)
+            # lazy: pydantic and pandas; `%load_ext` and connecting to the server never need them
+            from ..agent.wire import outcome_from_json
+
             return outcome_from_json(answer)
 
-        return self._pool.submit(call)
+        future = self._pool.submit(call)
+        # lazy: the same modules, loaded here while the request is on its way (one import, whichever thread asks first)
+        from ..agent import wire  # noqa: F401
+
+        return future
 
     def ask(self, session_id: str, prompt: str) -> None:
         """POST sessions/{id}/ask."""
@@ -259,11 +264,12 @@ class ServerBackend:
 
     def subscribe(self, session_id: str, listener: Listener, after: int) -> Callable[[], None]:
         """Long-polls GET sessions/{id}/events in a thread, handing each event to ``listener``."""
-        from ..agent.events import parse_event  # lazy: pydantic; `%load_ext` and connecting to the server never need it
-
         stop = threading.Event()
 
         def poll() -> None:
+            # lazy: pydantic, loaded by this thread while the cell that opened the session goes on
+            from ..agent.events import parse_event
+
             seq = after
             while not stop.is_set():
                 try:

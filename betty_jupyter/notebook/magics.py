@@ -135,13 +135,14 @@ class BettyMagics(Magics):
     def _run(self, tool: str, args: dict[str, Any], label: str,
              extra: "Callable[[ToolOutcome], list[Any]] | None" = None) -> "ToolOutcome | Call":
         """Call ``tool`` as the person; the outcome once done, or the pending call when it waits for approval."""
-        # lazy: ipywidgets; `%load_ext` never needs it
-        from .widgets.calls import CallView
-        from .widgets.progress import waiting
+        from .widgets.progress import waiting  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
         call = betty.start(tool, {k: v for k, v in args.items() if v is not None})
         if not call.settle(waiting(label)):
+            # lazy: the approval card and its editor; a read that asks nobody never needs them
+            from .widgets.calls import CallView
+
             return shown_as(call, CallView(call, betty.respond, extra, check=betty.repreview))
         outcome: ToolOutcome = call.future.result()
         if not outcome.ok:
