@@ -242,7 +242,8 @@ class ServerBackend:
 
         def call() -> "ToolOutcome":
             answer = self._call("POST", f"sessions/{_quote(session_id)}/tools/{_quote(tool)}",
-                                {"args": dict(args), "wait": True, "call_id": call_id}, timeout=3600)
+                                {"args": dict(args), "wait": True, "call_id": call_id, "face": Face.NOTEBOOK},
+                                timeout=3600)
             # lazy: pydantic and pandas; `%load_ext` and connecting to the server never need them
             from ..agent.wire import outcome_from_json
 

@@ -13,7 +13,7 @@ from tornado import web
 
 from ..cluster.jobs import job_id
 from ..errors import BettyError, HostKeyError
-from .base import BettyHandler, refused
+from .base import BettyHandler, approver, refused
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentSession
@@ -165,7 +165,8 @@ class CancelHandler(BettyHandler):
             session = self.session_of(request.session_id)
         else:
             session = await self.services.desk(self.cluster_name(request.cluster))
-        call_id = self.services.start_call(session.session_id, "cluster_cancel", {"job_id": ident}, self.person)
+        call_id = self.services.start_call(session.session_id, "cluster_cancel", {"job_id": ident},
+                                           approver(self.current_user, request.face))
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 
@@ -193,7 +194,8 @@ class ResubmitHandler(BettyHandler):
             raise refused(404, f"job {ident} was not submitted through Betty on {cluster}: there is no recorded "
                                "script to resubmit")
         args = {"script": original.script, "goal": original.goal or f"resubmit job {ident}", "replaces": ident}
-        call_id = self.services.start_call(session.session_id, "cluster_submit", args, self.person)
+        call_id = self.services.start_call(session.session_id, "cluster_submit", args,
+                                           approver(self.current_user, request.face))
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 

@@ -279,6 +279,8 @@ class ToolRequest(Body):
     wait: bool = True
     call_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
     caller: Literal["person", "agent"] = "person"
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person called from; the action log names it after them."""
 
 
 class DecisionRequest(Body):
@@ -307,6 +309,8 @@ class ResubmitRequest(Body):
 
     session_id: str | None = None
     cluster: str | None = None
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person asked from; the action log names it after them."""
 
 
 class CancelRequest(Body):
@@ -314,6 +318,8 @@ class CancelRequest(Body):
 
     session_id: str | None = None
     cluster: str | None = None
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person asked from; the action log names it after them."""
 
 
 class TrustRequest(Body):

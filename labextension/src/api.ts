@@ -129,7 +129,8 @@ export class BettyAPI {
   cancelJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
     return this.send(`jobs/${encodeURIComponent(jobId)}/cancel`, 'POST', {
       session_id: sessionId,
-      cluster
+      cluster,
+      face: 'side panel'
     });
   }
 
@@ -138,7 +139,11 @@ export class BettyAPI {
    * as an event in `sessionId`; nothing is submitted until a person approves it.
    */
   resubmitJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
-    const body: IResubmitRequest = { session_id: sessionId, cluster };
+    const body: IResubmitRequest = {
+      session_id: sessionId,
+      cluster,
+      face: 'side panel'
+    };
     return this.send(`jobs/${encodeURIComponent(jobId)}/resubmit`, 'POST', body);
   }
 

@@ -5,6 +5,10 @@
 import { IPreview } from './events';
 
 /**
+ * Where a person answered a card, as the action log names it after the person: "alice (side panel)".
+ */
+export type Face = 'side panel' | 'notebook' | 'server API';
+/**
  * Why a cluster could not be used, as a word a front-end can key on (a TransportError's ``problem``).
  */
 export type LinkProblem =
@@ -22,10 +26,6 @@ export type LinkProblem =
  */
 export type ColumnType =
   'string' | 'integer' | 'number' | 'boolean' | 'datetime' | 'duration' | 'json';
-/**
- * Where a person answered a card, as the action log names it after the person: "alice (side panel)".
- */
-export type Face = 'side panel' | 'notebook' | 'server API';
 /**
  * How much the agent may do by itself; tier 2 always waits for a person, in every mode.
  */
@@ -323,6 +323,7 @@ export interface ICallStarted {
 export interface ICancelRequest {
   session_id?: string | null;
   cluster?: string | null;
+  face?: Face;
 }
 /**
  * A configured cluster (``GET clusters``).
@@ -564,6 +565,7 @@ export interface IResolution {
 export interface IResubmitRequest {
   session_id?: string | null;
   cluster?: string | null;
+  face?: Face;
 }
 /**
  * Answer of ``POST automations/{id}/run``.
@@ -632,6 +634,7 @@ export interface IToolRequest {
   wait?: boolean;
   call_id?: string | null;
   caller?: 'person' | 'agent';
+  face?: Face;
 }
 /**
  * Answer of ``GET sessions/{id}/tools``: the tools a session may call, in the registry's order.
