@@ -77,6 +77,14 @@ def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
     return pd.DataFrame(_whole_rows(text, len(names)), columns=names, dtype=str)
 
 
+def split_rows(text: str, width: int) -> list[list[str]]:
+    """The rows of ``text`` that have exactly ``width`` fields split by :data:`SEPARATOR`, as lists of text (no pandas).
+
+    A field with a line break (a job's name) joins its lines back; a row with a separator too many is left out.
+    """
+    return _whole_rows(text, width)
+
+
 def _whole_rows(text: str, width: int) -> list[list[str]]:
     """Rows of exactly ``width`` fields, physical lines joined while a row still lacks separators."""
     rows: list[list[str]] = []
