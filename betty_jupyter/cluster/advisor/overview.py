@@ -23,7 +23,7 @@ from ...errors import SlurmError
 from ...gres import gpu_counts
 from ...safe_text import terminal_line
 from ..jobs import JobState
-from ..parsing import SEPARATOR, split_rows
+from ..parsing import SEPARATOR, SQUEUE_FIELDS, split_rows
 
 if TYPE_CHECKING:
     from ..slurm import SlurmClient
@@ -33,6 +33,13 @@ SINFO_NODE_FIELDS: tuple[tuple[str, str], ...] = (
     ("Gres", "gres"), ("GresUsed", "gres_used"), ("Memory", "memory"), ("AllocMem", "memory_allocated"),
 )
 """``sinfo --Node --Format`` fields, one row per node and partition; each ends with Betty's separator."""
+
+QUEUE_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    field for field in SQUEUE_FIELDS
+    if field[1] in ("job_id", "array_task_id", "user", "partition", "state", "elapsed", "nodes", "cpus",
+                    "tres_per_node", "started"))
+"""The queue's columns the overview needs: Betty's pinned ``squeue`` format without the text any user writes (job
+names, comments, reasons), so a name holding Betty's separator or a line break cannot hide a job from the count."""
 
 NODE_STATES = ("idle", "mixed", "allocated", "down", "other")
 """The states a node is counted in: ``down`` takes down, drained, draining and failing nodes; ``other`` the rest
@@ -237,7 +244,7 @@ def cluster_now(jobs: list[dict[str, Any]]) -> datetime:
 
 async def read_overview(slurm: "SlurmClient", user: str | None) -> OverviewData:
     """The cluster now, from one ``sinfo`` and one ``squeue`` run side by side; ``user``'s share (None: no share)."""
-    nodes, jobs = await asyncio.gather(slurm.transport.run(sinfo_argv(), slurm.timeout), slurm.queue_rows())
+    nodes, jobs = await asyncio.gather(slurm.transport.run(sinfo_argv(), slurm.timeout), slurm.queue_rows(fields=QUEUE_FIELDS))
     if not nodes.ok:
         said = (nodes.stderr or nodes.stdout).strip().splitlines()
         raise SlurmError(f"sinfo failed: {said[-1][:200] if said else f'exit code {nodes.exit_code}'}")
