@@ -27,6 +27,7 @@ from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.testing import ScriptedTransport
 from betty_jupyter.cluster.transport import CommandResult, program_name
 from conftest import run_betty
+from test_server_support import call, jp_server_config, llm, refusal  # noqa: F401  (fixtures)
 
 HOSTILE_PARTITION = "<img/src=x/onerror=alert(1)>$\\alpha$"
 """A partition name an admin (or an attacker with scontrol) could give: HTML, and mathtext for matplotlib."""
@@ -310,3 +311,18 @@ def ctx_on_dev(local_profile: Any, tmp_path: Any) -> Iterator[Any]:
     context = ToolContext.open(local_profile, Workspace.at(tmp_path / "project"), "s-overview")
     yield context
     asyncio.run(context.close())
+
+
+# ----- the server route: one read for every panel -------------------------------------------------------------------
+async def test_the_server_route_reads_once_for_panels_asking_at_once(busy: dict[str, Any], jp_fetch: Any) -> None:
+    answers = await asyncio.gather(*(call(jp_fetch, "GET", "clusters", "betty-dev", "overview") for _ in range(4)))
+    again = await call(jp_fetch, "GET", "clusters", "betty-dev", "overview")
+    assert all(answer == answers[0] for answer in [*answers, again]), "one read, kept, for every panel"
+    first = answers[0]
+    assert first["ok"] and first["cluster"] == "betty-dev"
+    names = [entry["partition"] for entry in first["overview"]["partitions"]]
+    assert HOSTILE_PARTITION in names and first["overview"]["mine"]["pending"] == 4
+    actions = (await call(jp_fetch, "GET", "actions", params={"session": "desk-betty-dev"}))["actions"]
+    assert [(a["tool"], a["decision"]) for a in actions] == [("cluster_overview", "approved")]
+    code, error = await refusal(jp_fetch, "GET", "clusters", "nowhere", "overview")
+    assert code == 404 and "nowhere" in error

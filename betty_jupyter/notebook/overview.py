@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
-from IPython.display import display
+from IPython.display import Image, display
 
 from ..cluster.advisor.overview import OVERVIEW_COLUMNS, OverviewData, overview_rows, overview_table, share_line, \
     waits_line
@@ -28,5 +29,8 @@ class ShownOverview(dict):  # type: ignore[type-arg]
         from ..cluster.advisor.overview_figure import overview_figure
 
         overview: Any = self
-        display(overview_figure(overview))
+        png = io.BytesIO()
+        # drawn to PNG here (Agg), so the picture shows whatever matplotlib backend the kernel has, or none
+        overview_figure(overview).savefig(png, format="png", dpi=100)
+        display(Image(data=png.getvalue(), format="png"))
         display({"text/html": overview_html(overview), "text/plain": overview_table(overview)}, raw=True)
