@@ -8,7 +8,7 @@ import asyncio
 import json
 import subprocess
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Iterator
 
 import pytest
@@ -53,7 +53,8 @@ def test_nodes_are_counted_by_state_and_gpus_by_type() -> None:
     gpu = partitions["gpu"]
     assert gpu["default"] and gpu["nodes"] == {"idle": 0, "mixed": 1, "allocated": 0, "down": 1, "other": 0}
     assert gpu["cpus"] == {"allocated": 2, "idle": 6, "down": 8}
-    assert gpu["gpus"] == {"a100": {"allocated": 1, "idle": 3, "down": 4}, "h100": {"allocated": 0, "idle": 2, "down": 0}}
+    assert gpu["gpus"] == {"a100": {"allocated": 1, "idle": 3, "down": 4},
+                           "h100": {"allocated": 0, "idle": 2, "down": 0}}
     assert gpu["memory_bytes"] == 2000 * 1024**2 and gpu["memory_allocated_bytes"] == 200 * 1024**2
     assert partitions[HOSTILE_PARTITION]["cpus"]["down"] == 4 and partitions["cpu"]["nodes"]["idle"] == 1
 
@@ -79,7 +80,7 @@ def test_the_queue_counts_array_tasks_waits_and_the_persons_share() -> None:
                              + node_line("cpu", "mixed", "4/4/0/8"))
     jobs = [
         {"state": "RUNNING", "user": "ada", "partition": "gpu", "cpus": "4", "nodes": "2", "gpus": 1, "tasks": 1,
-         "started": "2026-01-01T10:00:00", "elapsed": __import__("datetime").timedelta(minutes=30)},
+         "started": "2026-01-01T10:00:00", "elapsed": timedelta(minutes=30)},
         {"state": "PENDING", "user": "ada", "partition": "gpu,cpu", "cpus": "1", "nodes": "1", "gpus": 0,
          "tasks": 10, "started": "2026-01-01T10:42:00"},
         {"state": "PENDING", "user": "<b>eve</b>", "partition": "gpu", "cpus": "1", "nodes": "1", "gpus": 0,
@@ -177,7 +178,8 @@ def busy(dev_cluster: dict[str, str]) -> Iterator[dict[str, Any]]:
         return jobs[-1]
 
     try:
-        own_gpu = submit("-p", "gpu", "--gres=gpu:a100:1", "-c", "2", f"--job-name={HOSTILE_JOB}", "--wrap", "sleep 900")
+        own_gpu = submit("-p", "gpu", "--gres=gpu:a100:1", "-c", "2", f"--job-name={HOSTILE_JOB}", "--wrap",
+                         "sleep 900")
         own_hostile = submit("-p", HOSTILE_PARTITION, "-c", "1", "--wrap", "sleep 900")
         stranger = submit("--uid=nobody", "-p", "gpu", "--gres=gpu:h100:2", "-c", "2", "--wrap", "sleep 900")
         running = [own_gpu, own_hostile, stranger]

@@ -1,4 +1,5 @@
-"""Clusters and their jobs: list, health, overview, test, trust a host key; queue, history, partitions, cancel, resubmit.
+"""Clusters and their jobs: list, health, overview, test, trust a host key; queue, history, partitions, cancel,
+resubmit.
 
 Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
 session (``desk-<cluster>``), so they pass the same policy and land in the action log.
@@ -83,7 +84,7 @@ class ClusterHealthHandler(BettyHandler):
 
 
 class ClusterOverviewHandler(BettyHandler):
-    """``GET clusters/{name}/overview``: what the cluster is doing (``cluster_overview``), kept a few seconds for all."""
+    """``GET clusters/{name}/overview``: what the cluster is doing (``cluster_overview``), kept 10 s for everyone."""
 
     @web.authenticated
     async def get(self, name: str) -> None:

@@ -174,11 +174,13 @@ class BettyServices:
         return await asyncio.shield(read)
 
     async def _read_overview(self, cluster: str, person: str) -> "ClusterOverview":
+        from ..cluster.advisor.overview import waits_line  # lazy: the advisor; the extension loads without it
+
         session = await self.desk(cluster)
         outcome = await self.assistant.call(session.session_id, "cluster_overview", {}, person)
-        data = outcome.data if outcome.ok and isinstance(outcome.data, dict) else None
-        message = outcome.summary.splitlines()[-1] if data is not None else outcome.summary
-        return {"cluster": cluster, "ok": data is not None, "message": message, "overview": data}  # type: ignore[typeddict-item]
+        data: Any = outcome.data if outcome.ok and isinstance(outcome.data, dict) else None
+        message = f"expected waits: {waits_line(data)}" if data is not None else outcome.summary
+        return {"cluster": cluster, "ok": data is not None, "message": message, "overview": data}
 
     # ----- sessions -----------------------------------------------------------------------------
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,

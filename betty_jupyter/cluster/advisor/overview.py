@@ -244,7 +244,8 @@ def cluster_now(jobs: list[dict[str, Any]]) -> datetime:
 
 async def read_overview(slurm: "SlurmClient", user: str | None) -> OverviewData:
     """The cluster now, from one ``sinfo`` and one ``squeue`` run side by side; ``user``'s share (None: no share)."""
-    nodes, jobs = await asyncio.gather(slurm.transport.run(sinfo_argv(), slurm.timeout), slurm.queue_rows(fields=QUEUE_FIELDS))
+    nodes, jobs = await asyncio.gather(slurm.transport.run(sinfo_argv(), slurm.timeout),
+                                       slurm.queue_rows(fields=QUEUE_FIELDS))
     if not nodes.ok:
         said = (nodes.stderr or nodes.stdout).strip().splitlines()
         raise SlurmError(f"sinfo failed: {said[-1][:200] if said else f'exit code {nodes.exit_code}'}")

@@ -7,6 +7,7 @@ cluster: every label is drawn with mathtext off, so a ``$`` in a name stays a do
 
 from __future__ import annotations
 
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ...safe_text import terminal_line
@@ -50,18 +51,18 @@ def overview_figure(overview: OverviewData) -> Figure:
     return figure
 
 
-def _stacked(axes: "object", names: list[str], heights: list[list[int]], title: str) -> None:
+def _stacked(axes: Axes, names: list[str], heights: list[list[int]], title: str) -> None:
     bottoms = [0] * len(names)
     for use, values in zip(USE_STATES, heights):
-        axes.bar(names, values, bottom=bottoms, color=USE_COLORS[use], label=use, gid=use)  # type: ignore[attr-defined]
+        axes.bar(names, values, bottom=bottoms, color=USE_COLORS[use], label=use, gid=use)
         bottoms = [b + v for b, v in zip(bottoms, values)]
     _finish(axes, title)
 
 
-def _finish(axes: "object", title: str) -> None:
-    axes.set_title(title, fontsize=11)  # type: ignore[attr-defined]
-    axes.legend(fontsize=8)  # type: ignore[attr-defined]
-    for label in axes.get_xticklabels():  # type: ignore[attr-defined]
+def _finish(axes: Axes, title: str) -> None:
+    axes.set_title(title, fontsize=11)
+    axes.legend(fontsize=8)
+    for label in axes.get_xticklabels():
         label.set_parse_math(False)
         label.set_fontsize(8)
-    axes.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[attr-defined]
+    axes.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
