@@ -43,6 +43,7 @@ _HELP = """\
   use NAME                      work on another cluster from now on
   squeue [--me] [--partition P] [--state S]   the queue, as a live table
   sinfo                         the partitions: nodes, CPUs, GPUs, limits
+  overview                      what the cluster is doing: a figure of partitions by state, the queue, your share
   sacct [JOBID…] [--since WHEN] [--all-users]  jobs from accounting
   status JOBID                  one job, kept current until it ends
   logs JOBID [--err] [--lines N] [--follow]   the end of a job's output
@@ -171,6 +172,8 @@ class BettyMagics(Magics):
             "use": (self._use_parser, self._use),
             "squeue": (self._squeue_parser, self._squeue),
             "sinfo": (lambda: _parser("sinfo", "the partitions of the cluster in use"), self._sinfo),
+            "overview": (lambda: _parser("overview", "what the cluster is doing: CPUs and GPUs by state per "
+                                         "partition, the queue's depth, expected waits, your share"), self._overview),
             "sacct": (self._sacct_parser, self._sacct),
             "status": (self._status_parser, self._status),
             "logs": (self._logs_parser, self._logs),
@@ -258,6 +261,12 @@ class BettyMagics(Magics):
     def _sinfo(self, args: argparse.Namespace, cell: str | None) -> Any:
         frame = self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
         return frame if isinstance(frame, Call) else table_frame(frame, PARTITION_COLUMNS)
+
+    def _overview(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .overview import ShownOverview  # lazy: the figure's module; `%load_ext` never needs it
+
+        overview = self._read("cluster_overview", {}, f"reading what {self._where()} is doing")
+        return overview if isinstance(overview, Call) else ShownOverview(overview)
 
     @staticmethod
     def _sacct_parser() -> MagicParser:

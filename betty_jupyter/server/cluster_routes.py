@@ -1,4 +1,5 @@
-"""Clusters and their jobs: list, health, test, trust a host key; queue, history, partitions, cancel, resubmit.
+"""Clusters and their jobs: list, health, overview, test, trust a host key; queue, history, partitions, cancel,
+resubmit.
 
 Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
 session (``desk-<cluster>``), so they pass the same policy and land in the action log.
@@ -80,6 +81,15 @@ class ClusterHealthHandler(BettyHandler):
         """``{cluster, ok, message, problem, checked_at, fingerprint?}``."""
         health = await self.services.health(self.cluster_name(name))
         self.answer(health.as_dict())
+
+
+class ClusterOverviewHandler(BettyHandler):
+    """``GET clusters/{name}/overview``: what the cluster is doing (``cluster_overview``), kept 10 s for everyone."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        """``{cluster, ok, message, overview}``; ``overview`` is null when the cluster could not be read."""
+        self.answer(await self.services.overview(self.cluster_name(name), self.person))
 
 
 class ClusterTestHandler(BettyHandler):
@@ -212,6 +222,7 @@ class PartitionsHandler(BettyHandler):
 handlers = [
     (r"/betty/api/clusters", ClustersHandler),
     (CLUSTER + r"/health", ClusterHealthHandler),
+    (CLUSTER + r"/overview", ClusterOverviewHandler),
     (CLUSTER + r"/test", ClusterTestHandler),
     (CLUSTER + r"/trust", ClusterTrustHandler),
     (r"/betty/api/jobs", JobsHandler),

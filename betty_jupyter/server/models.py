@@ -19,6 +19,7 @@ from ..agent.events import ApprovalRequest
 from ..agent.models import Preview
 
 from ..agent.vocabulary import Face, Mode, PersonAnswer
+from ..cluster.advisor.overview import OverviewData
 from ..errors import LinkProblem
 
 PersonDecision = PersonAnswer
@@ -62,6 +63,16 @@ class ClusterHealth(TypedDict):
     problem: LinkProblem | None
     checked_at: float
     fingerprint: NotRequired[str]
+
+
+class ClusterOverview(TypedDict):
+    """``GET clusters/{name}/overview``: what the cluster is doing, read at most once per few seconds for everyone."""
+
+    cluster: str
+    ok: bool
+    message: str
+    """The one-line summary, or why the cluster could not be read."""
+    overview: OverviewData | None
 
 
 class ClusterCheck(TypedDict, total=False):

@@ -14,6 +14,7 @@ import {
   ICallStarted,
   IDecisionRequest,
   IClusterHealth,
+  IClusterOverview,
   IClusters,
   IEditPreview,
   IEditRequest,
@@ -45,6 +46,11 @@ export class BettyAPI {
   /** Whether Betty can use `cluster` now (reached, host key known, Slurm answers), and if not why. */
   clusterHealth(cluster: string): Promise<IClusterHealth> {
     return this.get(`clusters/${encodeURIComponent(cluster)}/health`);
+  }
+
+  /** What `cluster` is doing: partitions by state, the queue, the person's share (kept a few seconds by the server). */
+  clusterOverview(cluster: string): Promise<IClusterOverview> {
+    return this.get(`clusters/${encodeURIComponent(cluster)}/overview`);
   }
 
   /** A new session, or the kept one `request.session_id` resumed. */

@@ -358,6 +358,59 @@ export interface IClusterHealth {
   fingerprint?: string;
 }
 /**
+ * ``GET clusters/{name}/overview``: what the cluster is doing, read at most once per few seconds for everyone.
+ */
+export interface IClusterOverview {
+  cluster: string;
+  ok: boolean;
+  message: string;
+  overview: IOverviewData | null;
+}
+/**
+ * The whole cluster now, as every face shows it (and as JSON).
+ */
+export interface IOverviewData {
+  user: string | null;
+  read_at: string;
+  partitions: IPartitionLoad[];
+  mine: IShare;
+}
+/**
+ * One partition now: nodes per state, CPUs and GPUs (by type) per use, its queue, the person's share.
+ */
+export interface IPartitionLoad {
+  partition: string;
+  default: boolean;
+  nodes: {
+    [k: string]: number;
+  };
+  cpus: {
+    [k: string]: number;
+  };
+  gpus: {
+    [k: string]: {
+      [k: string]: number;
+    };
+  };
+  memory_bytes: number;
+  memory_allocated_bytes: number;
+  running: number;
+  pending: number;
+  pending_with_estimate: number;
+  next_start_seconds: number | null;
+  last_start_seconds: number | null;
+  mine: IShare;
+}
+/**
+ * Jobs (each array task counted) and what the running ones hold.
+ */
+export interface IShare {
+  running: number;
+  pending: number;
+  cpus: number;
+  gpus: number;
+}
+/**
  * Answer of ``GET clusters``.
  */
 export interface IClusters {
