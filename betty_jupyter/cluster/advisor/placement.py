@@ -51,7 +51,7 @@ the answer names a cluster of a federation or ``--clusters``)."""
 
 _START_TIME = "%Y-%m-%dT%H:%M:%S"
 _REFUSAL = re.compile(r"^(?:sbatch: error: |allocation failure: |sbatch: )(?P<reason>.+)$")
-_PLAIN_NAME = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
 _STARTS = ("%i", "%P", "%T", "%r", "%S", "%D", "%C")
 _PER_GB = {"K": 1024.0**2, "M": 1024.0, "G": 1.0, "T": 1 / 1024}
 
@@ -68,7 +68,7 @@ class Candidate:
 
     def __post_init__(self) -> None:
         for what, name in (("partition", self.partition), ("GPU type", self.gpu_type)):
-            if name is not None and not _PLAIN_NAME.match(name):
+            if name is not None and not _PLAIN_NAME.fullmatch(name):
                 raise SlurmError(f"{what} {name[:40]!r} has characters Slurm names never use; "
                                  "use letters, digits and . _ + -")
         if self.nodes is not None and not 1 <= self.nodes <= 100_000:
@@ -77,7 +77,8 @@ class Candidate:
     @property
     def label(self) -> str:
         """``gpu (a100)``, ``gpu (a100, 2 nodes)``, ``cpu``: how a person names the place."""
-        inside = [part for part in (self.gpu_type, f"{self.nodes} nodes" if self.nodes else None) if part]
+        nodes = f"{self.nodes} node{'s' if self.nodes != 1 else ''}" if self.nodes else None
+        inside = [part for part in (self.gpu_type, nodes) if part]
         return f"{self.partition} ({', '.join(inside)})" if inside else self.partition
 
 
@@ -153,6 +154,17 @@ class Advice:
         parts = [f"{wait_text(estimate.wait_minutes(self.asked_at))} on {estimate.candidate.label}"
                  for estimate in starting]
         return "starts " + ", ".join(parts)
+
+    def rows(self) -> list[dict[str, str]]:
+        """One row of text per candidate, best first, as every table shows them (cells are not yet escaped)."""
+        return [{
+            "rank": str(number) if estimate.ok else "-", "place": estimate.candidate.label,
+            "starts": estimate.start.strftime("%Y-%m-%d %H:%M") if estimate.start else "",
+            "wait": wait_text(estimate.wait_minutes(self.asked_at)) if estimate.ok else "",
+            "fit": f"{estimate.candidate.headroom_gib:+.1f} GiB" if estimate.candidate.headroom_gib is not None else "",
+            "cost": f"{estimate.cost:g}/h" if estimate.cost is not None else "",
+            "nodes": estimate.nodes or "", "why not": estimate.reason or "",
+        } for number, estimate in enumerate(self.estimates, 1)]
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready form."""
@@ -253,7 +265,7 @@ def _weights(text: str) -> dict[str, float]:
 
 # ----- asking Slurm -----------------------------------------------------------------------------------------------------
 
-def test_only_argv(script: SbatchScript, candidate: Candidate) -> list[str]:
+def estimate_argv(script: SbatchScript, candidate: Candidate) -> list[str]:
     """``sbatch --test-only`` with the script's request and the candidate's partition, GPU type and nodes in its place.
 
     Only the options that shape where and when a job runs are passed (:data:`TEST_ONLY_OPTIONS`), each as
@@ -348,7 +360,7 @@ class PlacementAdvisor:
 
     async def _estimate(self, script: SbatchScript, candidate: Candidate, gate: asyncio.Semaphore,
                         deadline: float) -> StartEstimate:
-        argv = test_only_argv(script, candidate)
+        argv = estimate_argv(script, candidate)
         try:
             allowed = self.policy.check(argv)
         except BettyError as refusal:
@@ -405,11 +417,29 @@ class PlacementAdvisor:
         for line in result.stdout.splitlines():
             name, _, gres = line.strip().partition(SEPARATOR)
             name = name.rstrip("*")
-            if _PLAIN_NAME.match(name):
+            if _PLAIN_NAME.fullmatch(name):
                 found = offers.setdefault(name, {})
                 for kind, count in gpu_counts(gres).items():
                     found[kind] = max(found.get(kind, 0), count)
         return offers
+
+
+async def advise_script(transport: Transport, text: str, *, partitions: Sequence[str] = (),
+                        nodes: Sequence[int] = (), placements: Iterable[Mapping[str, object]] | None = None,
+                        advisor: PlacementAdvisor | None = None) -> Advice:
+    """Advice for a drafted script: the GPU estimate's ``placements`` when given, else every partition (only
+    ``partitions`` when named) and GPU type ``sinfo`` shows, times each node count in ``nodes``."""
+    script = SbatchScript.parse(text)
+    advisor = advisor or PlacementAdvisor(transport)
+    if placements is not None:
+        candidates = await advisor.placement_candidates(placements)
+    else:
+        candidates = await advisor.candidates(script, list(nodes) or [None])
+    if partitions:
+        known = {candidate.partition for candidate in candidates}
+        candidates = [c for c in candidates if c.partition in partitions]
+        candidates += [Candidate(name) for name in partitions if name not in known]
+    return await advisor.advise(script, candidates)
 
 
 def candidates_from_gres(script: SbatchScript, offers: Mapping[str, Mapping[str, int]],
