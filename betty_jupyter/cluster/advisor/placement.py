@@ -37,6 +37,9 @@ from ..transport import CommandResult, Transport
 CACHE_SECONDS = 60.0
 """How long one answer of the scheduler is kept: a second advice within a minute asks nothing."""
 
+NOW_SECONDS = 90
+"""A start this close to the question is "now"."""
+
 GPU_OPTIONS = ("gres", "gpus", "gpus-per-node", "gpus-per-task")
 """The script's GPU options; a GPU candidate replaces them with its own ``--gres=gpu:TYPE:N``."""
 
@@ -103,10 +106,12 @@ class StartEstimate:
         return self.start is not None
 
     def wait_minutes(self, now: datetime) -> int | None:
-        """Whole minutes from ``now`` to the start (0 when it could start now); None without a start."""
+        """Whole minutes from ``now`` to the start, None without a start; 0 when it could start now (within
+        :data:`NOW_SECONDS`: candidates asked together are answered a second or two apart)."""
         if self.start is None:
             return None
-        return max(0, math.ceil((self.start - now).total_seconds() / 60))
+        seconds = (self.start - now).total_seconds()
+        return 0 if seconds <= NOW_SECONDS else math.ceil(seconds / 60)
 
     def as_dict(self, now: datetime) -> dict[str, object]:
         """A JSON-ready form."""
