@@ -173,3 +173,44 @@ def test_betty_advise_prints_the_table_and_json(cluster_env, busy_a100, tmp_path
     assert advice["estimates"][1]["start"] == busy_a100.strftime("%Y-%m-%dT%H:%M:%S")
     bad = run_betty("advise", str(script), "--partition", "gpu;reboot", env=cluster_env)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "characters Slurm names never use" in bad.stderr
+
+
+@pytest.fixture
+def tool_context(ssh_profile, tmp_path: Path):
+    from betty_jupyter.agent.tools import ToolContext
+    from betty_jupyter.experiments.workspace import Workspace
+    from betty_jupyter.wiki import init_workspace
+
+    init_workspace(tmp_path / "project")
+    context = ToolContext.open(ssh_profile, Workspace.at(tmp_path / "project"), "advise-session")
+    yield context
+    run_sync(context.close())
+
+
+def test_the_agent_tool_reads_through_the_policy_and_asks_once_a_minute(tool_context, busy_a100):
+    from betty_jupyter.agent.tools import ClusterAdvise
+    from betty_jupyter.agent.vocabulary import Tier
+
+    tool = ClusterAdvise()
+    assert tool.tier is Tier.ONCE_PER_SESSION
+    transport, asked = tool_context.slurm.transport, []
+    run = transport.run
+
+    async def counting(argv, *args, **kwargs):
+        asked.append(tuple(argv))
+        return await run(argv, *args, **kwargs)
+
+    transport.run = counting  # type: ignore[method-assign]
+    shown = run_sync(tool.dry_run(tool_context, {"script": SCRIPT, "partitions": ["gpu"]}))
+    assert "sbatch --test-only" in shown.text and not asked
+    args = {"script": SCRIPT, "partitions": ["gpu"], "pending": True}
+    outcome = run_sync(tool.execute(tool_context, args))
+    assert outcome.ok and outcome.summary.startswith("starts now on gpu (h100), ~in ")
+    assert [row["label"] for row in outcome.data["estimates"]] == ["gpu (h100)", "gpu (a100)"]
+    assert outcome.data["estimates"][1]["start"] == busy_a100.strftime("%Y-%m-%dT%H:%M:%S")
+    tests_only = [argv for argv in asked if argv[0] == "sbatch"]
+    assert len(tests_only) == 2 and all(argv[1] == "--test-only" for argv in tests_only)
+    again = run_sync(tool.execute(tool_context, args))
+    assert again.data["scheduler_calls"] == 0 and len([a for a in asked if a[0] == "sbatch"]) == 2
+    hostile = run_sync(tool.execute(tool_context, {"script": SCRIPT, "partitions": ["gpu;reboot"]}))
+    assert not hostile.ok and "characters Slurm names never use" in hostile.summary and "\n" not in hostile.summary

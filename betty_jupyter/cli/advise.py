@@ -13,8 +13,6 @@ from pathlib import Path
 from ..errors import UsageError
 from .parser import Parser
 
-COLUMNS = ("rank", "place", "starts", "wait", "fit", "cost", "nodes", "why not")
-
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty advise``."""
@@ -61,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
                                  "start": job.start.isoformat() if job.start else None} for job in pending]
         print(json.dumps(found, indent=2))
         return 0
-    rows = advice.rows()
     print(terminal_line(advice.summary()))
-    print(aligned([*COLUMNS], [[terminal_line(row[column]) for column in COLUMNS] for row in rows]))
+    print(advice.table())
     print(f"({advice.scheduler_calls} question(s) to the scheduler; answers are kept for a minute)")
     if pending is not None:
         print("your pending jobs:" if pending else "you have no pending jobs")

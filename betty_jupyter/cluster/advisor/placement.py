@@ -29,13 +29,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from ...errors import BettyError, SlurmError
+from ...safe_text import terminal_line
 from ..parsing import SEPARATOR
 from ..policy import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
 from ..sbatch import SbatchScript
+from ..text_tables import aligned
 from ..transport import CommandResult, Transport
 
 CACHE_SECONDS = 60.0
 """How long one answer of the scheduler is kept: a second advice within a minute asks nothing."""
+
+TABLE_COLUMNS = ("rank", "place", "starts", "wait", "fit", "cost", "nodes", "why not")
+"""The columns of :meth:`Advice.rows`, in the order every table shows them."""
 
 NOW_SECONDS = 90
 """A start this close to the question is "now"."""
@@ -170,6 +175,11 @@ class Advice:
             "cost": f"{estimate.cost:g}/h" if estimate.cost is not None else "",
             "nodes": estimate.nodes or "", "why not": estimate.reason or "",
         } for number, estimate in enumerate(self.estimates, 1)]
+
+    def table(self) -> str:
+        """:meth:`rows` as aligned text, each cell on one line with its control characters written out."""
+        rows = self.rows()
+        return aligned(list(TABLE_COLUMNS), [[terminal_line(row[column]) for column in TABLE_COLUMNS] for row in rows])
 
     def as_dict(self) -> dict[str, object]:
         """A JSON-ready form."""
@@ -338,9 +348,9 @@ class PlacementAdvisor:
     """
 
     def __init__(self, transport: Transport, *, parallel: int = 4, budget: float = 30.0,
-                 cache: StartCache | None = None) -> None:
+                 cache: StartCache | None = None, policy: CommandPolicy | None = None) -> None:
         self.transport = transport
-        self.policy = CommandPolicy()
+        self.policy = policy or CommandPolicy()
         self.parallel = max(1, parallel)
         self.budget = budget
         self.cache = cache if cache is not None else cache_for(transport)
