@@ -27,6 +27,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from ...errors import BettyError, SlurmError
 from ...safe_text import terminal_line
@@ -38,6 +39,9 @@ from ..transport import CommandResult, Transport
 
 CACHE_SECONDS = 60.0
 """How long one answer of the scheduler is kept: a second advice within a minute asks nothing."""
+
+START_BUDGET = 20.0
+"""Seconds an approval card's start estimate may take; the card is shown before it and never waits for it."""
 
 TABLE_COLUMNS = ("rank", "place", "starts", "wait", "fit", "cost", "nodes", "why not")
 """The columns of :meth:`Advice.rows`, in the order every table shows them."""
@@ -167,14 +171,7 @@ class Advice:
 
     def rows(self) -> list[dict[str, str]]:
         """One row of text per candidate, best first, as every table shows them (cells are not yet escaped)."""
-        return [{
-            "rank": str(number) if estimate.ok else "-", "place": estimate.candidate.label,
-            "starts": estimate.start.strftime("%Y-%m-%d %H:%M") if estimate.start else "",
-            "wait": wait_text(estimate.wait_minutes(self.asked_at)) if estimate.ok else "",
-            "fit": f"{estimate.candidate.headroom_gib:+.1f} GiB" if estimate.candidate.headroom_gib is not None else "",
-            "cost": f"{estimate.cost:g}/h" if estimate.cost is not None else "",
-            "nodes": estimate.nodes or "", "why not": estimate.reason or "",
-        } for number, estimate in enumerate(self.estimates, 1)]
+        return [estimate_row(number, estimate.as_dict(self.asked_at)) for number, estimate in enumerate(self.estimates, 1)]
 
     def table(self) -> str:
         """:meth:`rows` as aligned text, each cell on one line with its control characters written out."""
@@ -185,6 +182,18 @@ class Advice:
         """A JSON-ready form."""
         return {"asked_at": self.asked_at.strftime(_START_TIME), "scheduler_calls": self.scheduler_calls,
                 "summary": self.summary(), "estimates": [estimate.as_dict(self.asked_at) for estimate in self.estimates]}
+
+
+def estimate_row(number: int, estimate: Mapping[str, Any]) -> dict[str, str]:
+    """One estimate in its JSON form (:meth:`StartEstimate.as_dict`) as the text cells of :data:`TABLE_COLUMNS`."""
+    headroom, cost, start = estimate.get("headroom_gib"), estimate.get("cost"), estimate.get("start")
+    return {
+        "rank": str(number) if start else "-", "place": str(estimate.get("label", "")),
+        "starts": str(start or "").replace("T", " ")[:16], "wait": wait_text(estimate.get("wait_minutes")) if start else "",
+        "fit": f"{headroom:+.1f} GiB" if isinstance(headroom, (int, float)) else "",
+        "cost": f"{cost:g}/h" if isinstance(cost, (int, float)) else "", "nodes": str(estimate.get("nodes") or ""),
+        "why not": str(estimate.get("reason") or ""),
+    }
 
 
 def wait_text(minutes: int | None) -> str:
