@@ -98,7 +98,8 @@ def test_estimates_match_what_sbatch_test_only_prints_on_a_busy_cluster(dev_clus
         else:  # free now: Slurm's own answer, asked a moment later, is no earlier
             assert estimate.start <= datetime.strptime(start, "%Y-%m-%dT%H:%M:%S") < busy_a100
     assert [estimate.candidate.gpu_type for estimate in advice.estimates] == ["h100", "h100", "a100", "a100"]
-    assert advice.summary().startswith("starts now on cpu (h100), now on gpu (h100), ~in ")
+    assert re.fullmatch(r"starts now on cpu \(h100\), gpu \(h100\); ~in \d+ min on cpu \(a100\), gpu \(a100\)",
+                        advice.summary())
 
 
 def test_a_rejected_candidate_is_one_line_in_slurm_s_words(dev_cluster, ssh_profile):
@@ -205,7 +206,7 @@ def test_the_agent_tool_reads_through_the_policy_and_asks_once_a_minute(tool_con
     assert "sbatch --test-only" in shown.text and not asked
     args = {"script": SCRIPT, "partitions": ["gpu"], "pending": True}
     outcome = run_sync(tool.execute(tool_context, args))
-    assert outcome.ok and outcome.summary.startswith("starts now on gpu (h100), ~in ")
+    assert outcome.ok and outcome.summary.startswith("starts now on gpu (h100); ~in ")
     assert [row["label"] for row in outcome.data["estimates"]] == ["gpu (h100)", "gpu (a100)"]
     assert outcome.data["estimates"][1]["start"] == busy_a100.strftime("%Y-%m-%dT%H:%M:%S")
     tests_only = [argv for argv in asked if argv[0] == "sbatch"]

@@ -190,7 +190,8 @@ def test_ranking_is_start_then_fit_then_cost() -> None:
     labels = [estimate.candidate.label for estimate in rank(estimates, now)]
     assert labels == ["cheap", "gpu (h100)", "gpu (a100)", "late", "refused"]
     advice = Advice(rank(estimates, now), now, 0)
-    assert advice.summary() == "starts ~in 10 min on cheap, ~in 10 min on gpu (h100), ~in 10 min on gpu (a100)"
+    assert advice.summary() == "starts ~in 10 min on cheap, gpu (h100), gpu (a100); ~in 50 min on late"
+    assert advice.summary(limit=1) == "starts ~in 10 min on cheap, gpu (h100), gpu (a100)"
 
 
 @pytest.mark.parametrize(("minutes", "text"), [(0, "now"), (12, "~in 12 min"), (180, "~3 h"), (4 * 1440, "~4 days"),

@@ -160,14 +160,16 @@ class Advice:
         return next((estimate for estimate in self.estimates if estimate.ok), None)
 
     def summary(self, limit: int = 3) -> str:
-        """``starts ~in 12 min on gpu (a100), ~3 h on gpu (h100)``; why not, when no candidate can start."""
-        starting = [estimate for estimate in self.estimates if estimate.ok][:limit]
-        if not starting:
+        """``starts ~in 12 min on gpu (a100); ~3 h on gpu (h100), cpu (h100)``: places that start alike share their
+        wait, the first ``limit`` waits shown; why not, when no candidate can start."""
+        waits: dict[str, list[str]] = {}
+        for estimate in self.estimates:
+            if estimate.ok:
+                waits.setdefault(wait_text(estimate.wait_minutes(self.asked_at)), []).append(estimate.candidate.label)
+        if not waits:
             first = self.estimates[0].reason if self.estimates else "no candidate placements"
             return f"no start estimate: {first}"
-        parts = [f"{wait_text(estimate.wait_minutes(self.asked_at))} on {estimate.candidate.label}"
-                 for estimate in starting]
-        return "starts " + ", ".join(parts)
+        return "starts " + "; ".join(f"{wait} on {', '.join(labels)}" for wait, labels in list(waits.items())[:limit])
 
     def rows(self) -> list[dict[str, str]]:
         """One row of text per candidate, best first, as every table shows them (cells are not yet escaped)."""
