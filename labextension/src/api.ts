@@ -105,6 +105,14 @@ export class BettyAPI {
     return this.send(`approvals/${encodeURIComponent(approvalId)}/preview`, 'POST', body);
   }
 
+  /**
+   * When and where open submission card `approvalId`'s job would start, one line asked of the
+   * scheduler (`''` for a card that submits nothing); a 404 once the card is answered.
+   */
+  startEstimate(approvalId: string): Promise<{ estimate: string }> {
+    return this.get(`approvals/${encodeURIComponent(approvalId)}/start`);
+  }
+
   /** What the clusters' login nodes ask now (a second factor), oldest first. */
   loginQuestions(): Promise<ILoginQuestions> {
     return this.get('login-questions');
