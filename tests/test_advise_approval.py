@@ -85,3 +85,19 @@ def test_a_failed_estimate_shows_nothing_and_an_answered_card_takes_none() -> No
     release.set()
     late.estimating.join(GUARD)
     assert late.decision == "denied" and late.start.value == ""
+
+
+def test_the_notebook_table_shows_slurm_s_and_the_script_s_text_as_text() -> None:
+    from hostile import live_html
+
+    from betty_jupyter.notebook.widgets.advice import AdviceView
+
+    hostile = "<img src=x onerror=window.__pwned=1>"
+    advice = {"summary": f"starts now on {hostile}", "scheduler_calls": 2, "estimates": [
+        {"label": "gpu (h100)", "start": "2026-11-25T04:12:00", "wait_minutes": 0, "nodes": "n1", "headroom_gib": 3.5},
+        {"label": "nope", "start": None, "reason": f"refused: {hostile}\x1b[2J"},
+    ]}
+    view = AdviceView(advice)
+    assert live_html(view.value) == []
+    assert "&lt;img src=x" in view.value and "2 question(s) to the scheduler" in view.value
+    assert "<td style='padding:2px 8px'>+3.5 GiB</td>" in view.value and "2026-11-25 04:12" in view.value

@@ -425,7 +425,7 @@ class BettyMagics(Magics):
         return parser
 
     def _advise(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from .widgets.advice import AdviceView  # lazy: ipywidgets; `%load_ext` never needs them
+        from .widgets.advice import ShownAdvice  # lazy: ipywidgets; `%load_ext` never needs them
 
         script = cell if cell is not None and cell.strip() else None
         if script is None and args.file:
@@ -439,7 +439,7 @@ class BettyMagics(Magics):
         outcome = self._run("cluster_advise", query, f"asking {self._where()} when it would start")
         if isinstance(outcome, Call):
             return outcome
-        return shown_as(outcome.data, AdviceView(outcome.data))
+        return ShownAdvice(outcome.data)
 
     @staticmethod
     def _ask_parser() -> MagicParser:

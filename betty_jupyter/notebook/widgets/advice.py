@@ -32,3 +32,13 @@ class AdviceView(widgets.HTML):
     def __init__(self, advice: Mapping[str, Any]) -> None:
         super().__init__(advice_html(advice))
         self.add_class("betty-advice-view")
+
+
+class ShownAdvice(dict):  # type: ignore[type-arg]
+    """``cluster_advise``'s data (a plain dict to read from), shown as :class:`AdviceView` when it is a cell's result."""
+
+    def _ipython_display_(self) -> None:
+        # lazy: IPython's display; only a notebook shows the advice
+        from IPython.display import display
+
+        display(AdviceView(self))
