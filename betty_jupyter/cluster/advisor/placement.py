@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from ...errors import BettyError, SlurmError
+from ...gres import gpu_counts
 from ...safe_text import terminal_line
 from ..parsing import SEPARATOR
 from ..policy import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
@@ -432,9 +433,6 @@ class PlacementAdvisor:
         return candidates_from_placements(placements, await self._gres())
 
     async def _gres(self) -> dict[str, dict[str, int]]:
-        # lazy: the GRES reader lives beside the GPU tables; only candidate lists need it
-        from ...gres import gpu_counts
-
         argv = ["sinfo", "--noheader", "--format", f"%P{SEPARATOR}%G"]
         result = await self.transport.run(argv, self.budget)
         if not result.ok:
@@ -490,8 +488,7 @@ def candidates_from_placements(placements: Iterable[Mapping[str, object]],
     The estimate names GPUs by its own catalog (``a100-80gb``); the candidate takes the partition's GRES type
     that is the same GPU. Placements without a partition, or whose GPU the partition does not offer, are left out.
     """
-    # lazy: the GPU catalog; only the GPU estimate's placements need it
-    from ...gpu.hardware import gpu_type
+    from ...gpu.hardware import gpu_type  # lazy: the GPU package and its catalog; only the estimate's placements need it
 
     found = []
     for placement in placements:

@@ -106,7 +106,7 @@ class ApprovalCard(Recorded, widgets.VBox):
         except (BettyError, OSError):
             return
         if line and self.decision is None:
-            self.start.value = f"<span class='betty-start'>⏱ {html_text(line)}</span>"
+            self.start.value = f"<span class='betty-start'><i>{html_text(line)}</i></span>"
 
     def __repr__(self) -> str:
         state = self.decision or "waiting"

@@ -117,7 +117,7 @@ function StartEstimate({ approvalId }: { approvalId: string }): JSX.Element | nu
   }
   return (
     <div className="betty-ApprovalCard-start" data-testid="betty-approval-start">
-      ⏱ {visibleText(line)}
+      {visibleText(line)}
     </div>
   );
 }
