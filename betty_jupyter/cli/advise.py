@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 from ..errors import UsageError
-from .parser import Parser
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
