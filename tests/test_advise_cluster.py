@@ -214,5 +214,12 @@ def test_the_agent_tool_reads_through_the_policy_and_asks_once_a_minute(tool_con
     assert len(tests_only) == 2 and all(argv[1] == "--test-only" for argv in tests_only)
     again = run_sync(tool.execute(tool_context, args))
     assert again.data["scheduler_calls"] == 0 and len([a for a in asked if a[0] == "sbatch"]) == 2
+    # the GPU estimate's placements: both H100 places start now, the one with more headroom first
+    placements = [{"partition": "cpu", "gpu": "H100-80GB", "headroom_gib": 10.0},
+                  {"partition": "gpu", "gpu": "H100-80GB", "headroom_gib": 30.0},
+                  {"partition": "gpu", "gpu": "A100-40GB", "headroom_gib": 35.0}]
+    fitted = run_sync(tool.execute(tool_context, {"script": SCRIPT, "placements": placements}))
+    assert [(row["label"], row["headroom_gib"]) for row in fitted.data["estimates"]] == [
+        ("gpu (h100)", 30.0), ("cpu (h100)", 10.0), ("gpu (a100)", 35.0)]
     hostile = run_sync(tool.execute(tool_context, {"script": SCRIPT, "partitions": ["gpu;reboot"]}))
     assert not hostile.ok and "characters Slurm names never use" in hostile.summary and "\n" not in hostile.summary
