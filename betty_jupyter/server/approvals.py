@@ -69,11 +69,13 @@ class ApprovalStartHandler(BettyHandler):
 
     @web.authenticated
     async def get(self, approval_id: str) -> None:
-        """``{estimate}``: one line, "" for a card that submits nothing; 404 when the card is not open."""
+        """``StartEstimate``: one line, "" for a card that submits nothing; 404 when the card is not open."""
+        from .models import StartEstimate  # lazy: the answer models are pydantic; the extension loads without them
+
         if not any(open_.approval_id == approval_id for open_ in self.assistant.pending()):
             raise refused(404, f"no open approval {approval_id[:40]!r}; it was answered, expired or belongs to "
                                "another server")
-        self.answer({"estimate": await self.assistant.start_estimate(approval_id)})
+        self.answer(StartEstimate(estimate=await self.assistant.start_estimate(approval_id)))
 
 
 class ActionsHandler(BettyHandler):

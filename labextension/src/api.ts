@@ -28,6 +28,7 @@ import {
   IRunQueued,
   ISession,
   ISessionRequest,
+  IStartEstimate,
   Mode
 } from './models';
 import { requestAPI } from './request';
@@ -109,7 +110,7 @@ export class BettyAPI {
    * When and where open submission card `approvalId`'s job would start, one line asked of the
    * scheduler (`''` for a card that submits nothing); a 404 once the card is answered.
    */
-  startEstimate(approvalId: string): Promise<{ estimate: string }> {
+  startEstimate(approvalId: string): Promise<IStartEstimate> {
     return this.get(`approvals/${encodeURIComponent(approvalId)}/start`);
   }
 

@@ -45,6 +45,7 @@ export type {
   IServerError,
   ISession,
   ISessionRequest,
+  IStartEstimate,
   IStopMessage,
   ITable,
   IWaitingApproval,
