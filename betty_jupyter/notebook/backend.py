@@ -85,6 +85,10 @@ class Backend(Protocol):
         """The preview of a person's edit of an open card, checked as the model's call is; BettyError when refused."""
         ...
 
+    def start_estimate(self, approval_id: str) -> str:
+        """When and where an open submission card's job would start, one line ("" for a card that submits nothing)."""
+        ...
+
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """The newest action-log records, oldest first."""
         ...
@@ -191,6 +195,11 @@ class LocalBackend:
         """The edit checked and previewed by the session's own tool, on the loop that owns the approval."""
         preview: "Preview" = self._run(self.assistant.repreview(approval_id, args))
         return preview
+
+    def start_estimate(self, approval_id: str) -> str:
+        """When and where an open submission card's job would start (one line; "" for other cards)."""
+        estimate: str = self._run(self.assistant.start_estimate(approval_id))
+        return estimate
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """From the workspace's action log."""
@@ -301,6 +310,10 @@ class ServerBackend:
 
         answer = self._call("POST", f"approvals/{_quote(approval_id)}/preview", {"args": dict(args)})
         return Preview.model_validate(answer["preview"])
+
+    def start_estimate(self, approval_id: str) -> str:
+        """GET approvals/{id}/start: when and where an open submission card's job would start."""
+        return str(self._call("GET", f"approvals/{_quote(approval_id)}/start", timeout=60)["estimate"])
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """GET actions."""

@@ -250,3 +250,7 @@ class NotebookBetty:
     def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
         """A person's edit of an open card, checked by the same code as the model's call and previewed again."""
         return self.backend.repreview(approval_id, args)
+
+    def start_estimate(self, approval_id: str) -> str:
+        """When and where an open submission card's job would start, one line ("" for other cards)."""
+        return self.backend.start_estimate(approval_id)

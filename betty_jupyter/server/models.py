@@ -315,6 +315,13 @@ class EditPreview(TypedDict):
     preview: Preview
 
 
+class StartEstimate(TypedDict):
+    """Answer of ``GET approvals/{id}/start``: when and where an open submission card's job would start, one line
+    ("" for a card that submits nothing)."""
+
+    estimate: str
+
+
 class ResubmitRequest(Body):
     """Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session)."""
 

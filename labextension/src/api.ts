@@ -29,6 +29,7 @@ import {
   IRunQueued,
   ISession,
   ISessionRequest,
+  IStartEstimate,
   Mode
 } from './models';
 import { requestAPI } from './request';
@@ -109,6 +110,14 @@ export class BettyAPI {
   repreview(approvalId: string, args: Record<string, unknown>): Promise<IEditPreview> {
     const body: IEditRequest = { args };
     return this.send(`approvals/${encodeURIComponent(approvalId)}/preview`, 'POST', body);
+  }
+
+  /**
+   * When and where open submission card `approvalId`'s job would start, one line asked of the
+   * scheduler (`''` for a card that submits nothing); a 404 once the card is answered.
+   */
+  startEstimate(approvalId: string): Promise<IStartEstimate> {
+    return this.get(`approvals/${encodeURIComponent(approvalId)}/start`);
   }
 
   /** What the clusters' login nodes ask now (a second factor), oldest first. */

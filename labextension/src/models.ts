@@ -49,6 +49,7 @@ export type {
   ISession,
   ISessionRequest,
   IShare,
+  IStartEstimate,
   IStopMessage,
   ITable,
   IWaitingApproval,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .advise import ClusterAdvise
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 from .cluster import ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun, JobLogs
 from .delegate import DelegateTasks
@@ -15,12 +16,14 @@ from .wiki import WikiRead, WikiSearch, WikiWrite
 
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterStatus,
-    ClusterCancel, JobLogs, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
+    ClusterCancel, JobLogs, ClusterAdvise, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad,
+    DelegateTasks,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
-    "ALL_TOOLS", "ClusterCancel", "ClusterHistory", "ClusterOverview", "ClusterPartitions", "ClusterQueue", "ClusterRun",
+    "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterHistory", "ClusterOverview", "ClusterPartitions",
+    "ClusterQueue", "ClusterRun",
     "ClusterStatus", "ClusterSubmit", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

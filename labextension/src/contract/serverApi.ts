@@ -664,6 +664,13 @@ export interface IStopMessage {
   type: 'stop';
 }
 /**
+ * Answer of ``GET approvals/{id}/start``: when and where an open submission card's job would start, one line
+ * ("" for a card that submits nothing).
+ */
+export interface IStartEstimate {
+  estimate: string;
+}
+/**
  * One tool a session may call (``GET sessions/{id}/tools``): its arguments' JSON schema and its tier.
  */
 export interface IToolInfo {
