@@ -99,7 +99,7 @@ export function useRowWindow(count: number, options: IRowWindowOptions): IRowWin
     if (scroller.current) {
       scroller.current.scrollTop = 0;
     }
-    setView(previous => ({ ...previous, top: 0 }));
+    setView(previous => (previous.top === 0 ? previous : { ...previous, top: 0 }));
   }, [from]);
 
   // After every change of the rows: a list that shrank under the view, a row height measured.
@@ -150,8 +150,10 @@ export function useRowWindow(count: number, options: IRowWindowOptions): IRowWin
 /** `[first, end)`: the rows of a `count`-row list in `view`, `overscan` more each side. */
 function windowOf(view: IView, count: number, overscan: number): [number, number] {
   const height = view.height > 0 ? view.height : UNLAID_VIEW;
-  const first = Math.floor(view.top / view.rowHeight) - overscan;
-  const end = Math.ceil((view.top + height) / view.rowHeight) + overscan;
+  // never past the list's end, though the list shrank before the scroll caught up
+  const top = Math.min(view.top, Math.max(0, count * view.rowHeight - height));
+  const first = Math.floor(top / view.rowHeight) - overscan;
+  const end = Math.ceil((top + height) / view.rowHeight) + overscan;
   return [Math.min(Math.max(0, first), count), Math.min(Math.max(0, end), count)];
 }
 
