@@ -92,9 +92,10 @@ def report(lines: list[dict]) -> None:
             spread = [run["first"] for run in runs[(name, size)]]
             end = median(name, size, "end")
             end_elements = median(name, size, "endElements")
+            to_end = "—" if end is None else f"{end:8.1f} ms"
+            end_count = "—" if end_elements is None else f"{end_elements:.0f}"
             print(f"{size:>6}  {name:<11} {first:10.1f} ms {first / base:6.1f}x {median(name, size, 'elements'):9.0f} "
-                  f"{'—' if end is None else f'{end:8.1f} ms':>11} {'—' if end_elements is None else f'{end_elements:.0f}':>9}"
-                  f"  ({min(spread):.1f}–{max(spread):.1f})")
+                  f"{to_end:>11} {end_count:>9}  ({min(spread):.1f}–{max(spread):.1f})")
     small, large = sizes[0], sizes[-1]
     for name in names:
         slope = math.log(median(name, large, "first") / median(name, small, "first")) / math.log(large / small)

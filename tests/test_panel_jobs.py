@@ -1,9 +1,10 @@
 """The Jobs tab with hundreds of real jobs, in Debian's Chromium against a real JupyterLab on the dev cluster.
 
 The person has a few hundred held jobs in the queue (submitted with plain ``sbatch`` in one batch, one of them
-with a long hostile name; a few more that run at once and end, for Finished recently), opens the Jobs tab and scrolls
-its list to the end: the last job shows, in view, while only the rows around the view are in the page, every
-row one height, and the scrollbar spans the whole list; Finished recently keeps its own rows in view below. It does so at 1400×900 with the keyboard (End in the focused list) and at 1024×700 by scrolling. The
+with a long hostile name; a few more that run at once and end, for Finished recently), opens the Jobs tab and
+scrolls its list to the end: the last job shows, in view, while only the rows around the view are in the page,
+every row one height, and the scrollbar spans the whole list; Finished recently keeps its own rows in view
+below. It does so at 1400×900 with the keyboard (End in the focused list) and at 1024×700 by scrolling. The
 last job's Cancel still asks through an approval card in the chat, which is denied; the test cancels its jobs
 itself at the end. Screenshots: ``test-artifacts/screenshots/jobs-<width>-*.png``.
 """
@@ -149,7 +150,8 @@ def scroll_to_the_end(page: Page, panel: Locator, job_list: Locator, width: str,
 
 
 def cancel_the_last_job(panel: Locator, job_list: Locator) -> None:
-    """The last job's Cancel asks through a card in the chat, which the person denies."""
+    """The last job's Cancel asks through a card in the chat, which the person denies; back in the Jobs tab, the
+    row says where to approve it, and is as tall as every other row."""
     last = job_list.get_by_test_id("betty-job-row").last
     job_id = last.get_attribute("data-job-id")
     last.get_by_test_id("betty-job-cancel").click()
@@ -159,3 +161,9 @@ def cancel_the_last_job(panel: Locator, job_list: Locator) -> None:
     screenshot(panel.page, "cancel-card", "jobs-1024")
     card.get_by_test_id("betty-deny").click()
     expect(card.get_by_test_id("betty-approval-record")).to_have_attribute("data-decision", "denied")
+    panel.get_by_test_id("betty-tab-jobs").click()
+    row = job_list.locator(f'[data-testid="betty-job-row"][data-job-id="{job_id}"]')
+    expect(row).to_contain_text("approve it in the chat")
+    heights = job_list.evaluate(_LIST)["heights"]
+    assert all(abs(each - heights[0]) < 0.5 for each in heights), f"rows of several heights: {heights}"
+    screenshot(panel.page, "cancel-asked", "jobs-1024")

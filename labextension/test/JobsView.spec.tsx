@@ -343,6 +343,26 @@ describe('JobsView: 20,000 jobs in one list', () => {
     expect(row().textContent).toContain('approve it in the chat');
   });
 
+  it('is where the person left it when they come back to the tab', async () => {
+    const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue()) });
+    const { container, rerender } = render(<JobsView {...p} />);
+    await settle();
+    const scroller = list(container);
+    let height = VIEW;
+    Object.defineProperty(scroller, 'clientHeight', { configurable: true, get: () => height });
+    scrollToRow(scroller, 18_500);
+    expect(ids(container)).toContain('19500');
+    // the tab hidden (the person approving in the chat): no height, and the browser forgets the scroll
+    height = 0;
+    rerender(<JobsView {...p} visible={false} />);
+    scroller.scrollTop = 0;
+    height = VIEW;
+    rerender(<JobsView {...p} visible={true} />);
+    await settle();
+    expect(scroller.scrollTop).toBe(18_500 * JOB_ROW_HEIGHT);
+    expect(ids(container)).toContain('19500');
+  });
+
   it('hands keyboard focus to the list when the focused row scrolls out of the page', async () => {
     const container = await shown();
     const scroller = laidOut(container);

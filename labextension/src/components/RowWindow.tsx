@@ -6,7 +6,8 @@
  *
  * Every row is as tall as the first one shown (the stylesheet gives the rows one height;
  * {@link useRowWindow} measures it). A row that had keyboard focus and scrolls out of the
- * page hands focus to the scrolling list, so the keys go on scrolling it.
+ * page hands focus to the scrolling list, so the keys go on scrolling it. A list in a tab the
+ * person left is where they left it when they come back.
  */
 import * as React from 'react';
 
@@ -64,12 +65,30 @@ export function useRowWindow(count: number, options: IRowWindowOptions): IRowWin
   const scroller = React.useRef<HTMLElement | null>(null);
   const rows = React.useRef<HTMLElement | null>(null);
   const focused = React.useRef<Element | null>(null);
+  /** How far the list was scrolled when it was last on screen; null before it ever was. */
+  const place = React.useRef<number | null>(null);
+  const hidden = React.useRef(false);
   const [view, setView] = React.useState<IView>({ top: 0, height: 0, rowHeight: guess, offset: 0 });
 
   const measure = React.useCallback(() => {
     const element = scroller.current;
     if (element === null) {
       return;
+    }
+    // A hidden tab (the person in the chat, approving a cancel) has no height, and the browser
+    // forgets how far its list was scrolled: keep the rows, and take the place back on return.
+    if (element.clientHeight === 0 && place.current !== null) {
+      hidden.current = true;
+      return;
+    }
+    if (hidden.current) {
+      hidden.current = false;
+      if (element.scrollTop === 0 && place.current !== null && place.current > 0) {
+        element.scrollTop = place.current;
+      }
+    }
+    if (element.clientHeight > 0) {
+      place.current = element.scrollTop;
     }
     // Where the rows start below the scrolling element's top (under a table's column names);
     // where nothing is laid out, at its top.
