@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -18,11 +19,13 @@ import nbformat
 import pytest
 
 from betty_jupyter.errors import ExperimentError
+from betty_jupyter.experiments.editors import OpenNotebooks
 from betty_jupyter.experiments.ledger import Experiment, Ledger, StateChange
 from betty_jupyter.experiments.record import record_submission
 from betty_jupyter.experiments.status_cell import write_status
 from betty_jupyter.experiments.watcher import JobWatcher
 from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.wiki import files
 from conftest import REPO
 from watcher_support import EndedSlurm
 
@@ -95,10 +98,12 @@ def test_recording_and_writing_a_status_import_neither_nbformat_nor_jsonschema(t
 import sys
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
+from betty_jupyter.experiments.editors import OpenNotebooks
 from betty_jupyter.experiments.ledger import Experiment
 from betty_jupyter.experiments.record import record_submission
 from betty_jupyter.experiments.status_cell import write_status
 from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.wiki import files
 workspace = Workspace.at({str(tmp_path)!r})
 workspace.wiki.mkdir()
 record = record_submission(workspace, Experiment(**{dataclasses.asdict(experiment())!r}))
@@ -191,3 +196,72 @@ def test_a_damaged_notebook_is_left_as_it_is_while_its_job_and_the_others_are_re
     assert watcher.catch_up() == []
     assert [tracked.experiment.slug for tracked, _ in watcher.ledger.notebooks_behind()] == [record.slug]
     assert "COMPLETED" in (workspace.wiki / record.page).read_text()
+
+
+def three_recorded(root: Path) -> tuple[Workspace, list[Experiment], dict[str, bytes]]:
+    workspace = Workspace.at(root)
+    workspace.wiki.mkdir()
+    records = [record_submission(workspace, experiment(slug=f"2026-11-25-{name}", job_id=str(number)))
+               for number, name in enumerate(["a", "b", "c"])]
+    files_before = {}
+    for record in records:
+        files_before[record.page] = (workspace.wiki / record.page).read_bytes()
+        files_before[record.notebook] = (workspace.root / record.notebook).read_bytes()
+    return workspace, records, files_before
+
+
+def test_a_page_failing_in_the_middle_of_a_tick_loses_no_other_update_and_the_tick_flushes_once(tmp_path,
+                                                                                                 monkeypatch):
+    workspace, (a, b, c), before = three_recorded(tmp_path)
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+    synced = []
+    sync_file_system = files._sync_file_system
+    monkeypatch.setattr(files, "_sync_file_system", lambda folder: synced.append(folder) or sync_file_system(folder))
+    folders = []
+    monkeypatch.setattr(files, "sync_directory", folders.append)
+    monkeypatch.setattr(os, "fsync", lambda fd: pytest.fail("a file flushed on its own inside the batch"))
+    create = files.temporary_name
+    monkeypatch.setattr(files, "temporary_name", lambda path: create(path) if path.name != f"{b.slug}.md"
+                        else (_ for _ in ()).throw(OSError(28, "No space left on device")))
+
+    assert asyncio.run(watcher.tick()) == []  # the wiki erred: the watcher tries again later
+
+    assert len(synced) == 1 and sorted(folders) == [workspace.root / "notebooks/experiments",
+                                                    workspace.wiki / "experiments"]
+    assert {t.experiment.slug: t.state for t in watcher.ledger.all()} == {a.slug: "COMPLETED", b.slug: "PENDING",
+                                                                          c.slug: "PENDING"}
+    for record in (a, b, c):  # a is new on both sides, b and c as they were; no half-written file anywhere
+        for path in (workspace.wiki / record.page, workspace.root / record.notebook):
+            relative = record.page if path.suffix == ".md" else record.notebook
+            assert (path.read_bytes() == before[relative]) == (record is not a)
+    assert not [path for path in tmp_path.rglob("*.tmp")]
+    monkeypatch.setattr(files, "temporary_name", create)
+
+    updates = asyncio.run(watcher.tick())
+
+    assert {(update.experiment.slug, update.written) for update in updates} == {
+        (b.slug, ("page", "notebook")), (c.slug, ("page", "notebook"))}
+    assert len(synced) == 2 and {t.state for t in watcher.ledger.all()} == {"COMPLETED"}
+
+
+def test_a_notebook_opened_before_its_rename_keeps_its_file_and_waits_behind(tmp_path, monkeypatch):
+    workspace, (a, b, c), before = three_recorded(tmp_path)
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+    write_files = watcher._write_files
+
+    def and_then_b_is_opened(tracked, job, log, open_now):
+        written = write_files(tracked, job, log, open_now)
+        if tracked.experiment.slug == b.slug:  # queued for the flush; then the panel says it is open
+            OpenNotebooks(workspace.ledger_path).hold("lab-1", [b.notebook])
+        return written
+
+    monkeypatch.setattr(watcher, "_write_files", and_then_b_is_opened)
+
+    updates = asyncio.run(watcher.tick())
+
+    assert {(u.experiment.slug, u.written, u.notebook_open) for u in updates} == {
+        (a.slug, ("page", "notebook"), False), (b.slug, ("page",), True), (c.slug, ("page", "notebook"), False)}
+    assert (workspace.root / b.notebook).read_bytes() == before[b.notebook]
+    assert (workspace.root / a.notebook).read_bytes() != before[a.notebook]
+    assert [tracked.experiment.slug for tracked, _ in watcher.ledger.notebooks_behind()] == [b.slug]
+    assert not [path for path in tmp_path.rglob("*.tmp")]

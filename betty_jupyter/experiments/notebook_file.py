@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ExperimentError
+from ..wiki.files import write_atomically
 
 Notebook = dict[str, Any]
 """An nbformat v4 notebook: ``nbformat``, ``nbformat_minor``, ``metadata``, ``cells``."""
@@ -72,12 +72,8 @@ def read_notebook(path: Path) -> Notebook:
 
 
 def write_notebook(path: Path, book: Notebook) -> None:
-    """Validate ``book``, then write it atomically (a temporary file in the same folder, then a rename)."""
-    text = notebook_text(book)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.betty-tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
+    """Validate ``book``, then write it atomically and durably (as wiki pages are: :func:`~..wiki.files.write_atomically`)."""
+    write_atomically(path, notebook_text(book))
 
 
 def notebook_text(book: Notebook) -> str:
