@@ -265,3 +265,35 @@ def test_a_notebook_opened_before_its_rename_keeps_its_file_and_waits_behind(tmp
     assert (workspace.root / a.notebook).read_bytes() != before[a.notebook]
     assert [tracked.experiment.slug for tracked, _ in watcher.ledger.notebooks_behind()] == [b.slug]
     assert not [path for path in tmp_path.rglob("*.tmp")]
+
+
+def test_a_notebook_text_is_what_json_dumps_writes_for_any_values(tmp_path):
+    """Betty's own encoder writes what ``json.dumps(indent=1, sort_keys=True, ensure_ascii=False)`` writes."""
+    from betty_jupyter.experiments import notebook_file
+    from hostile import hostile
+
+    _, _, path = recorded(tmp_path)
+    book = notebook_file.read_notebook(path)
+    values = [*hostile(), HOSTILE, "", 0, -1, 10 ** 30, 1.5, -0.0, 1e300, float("inf"), float("nan"), True, False,
+              None, [], {}, ("a", 2), [[], [{}], {"z": [1, "2"]}], {"b": 1, "a": {"c": None}}]
+    book["metadata"].update({"signature": "sha256:x", "orig_nbformat": 3, "extra": values,
+                             "keys": {"é": 1, "A": 2, "a": 3, "💥": values[:3]}})
+    book["cells"][0]["metadata"]["trusted"] = True
+    status = [cell for cell in book["cells"] if cell["cell_type"] == "code"][0]
+    status["outputs"] = [notebook_file.stream_output(f"{value}\r\nnext\n") for value in values[:8]]
+    status["outputs"].append({"output_type": "stream", "name": "stderr", "text": ["already\n", "split"]})
+    unchanged = json.dumps(book, sort_keys=True)
+
+    stored = json.loads(json.dumps(book))  # what Betty wrote before it had its own encoder
+    for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
+        stored["metadata"].pop(key, None)
+    for cell in stored["cells"]:
+        cell.get("metadata", {}).pop("trusted", None)
+        cell["source"] = cell["source"].splitlines(True) if isinstance(cell["source"], str) else cell["source"]
+        for output in cell.get("outputs", []):
+            if isinstance(output.get("text"), str):
+                output["text"] = output["text"].splitlines(True)
+    expected = json.dumps(stored, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+
+    assert notebook_file.notebook_text(book) == expected
+    assert json.dumps(book, sort_keys=True) == unchanged  # the book itself is left as it was
