@@ -172,3 +172,27 @@ def test_a_batch_puts_its_files_in_place_every_limit_and_a_page_written_twice_is
         store.update_auto("p4.md", "## Status\n\nCOMPLETED", {"status": "COMPLETED"})
     assert len(seen["file systems"]) == 4  # p0 p1 | p2 p3 | p4 before it is read again | p4
     assert "COMPLETED" in (tmp_path / "p4.md").read_text() and "RUNNING" in (tmp_path / "p3.md").read_text()
+
+
+def test_an_update_returns_the_page_as_it_reads_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page an update returns is the one reading the file gives, for hostile values too."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)  # what is written is under test here, not that it is durable
+    store = WikiStore(tmp_path)
+    store.create("a.md", VALID, f"# A\n\n{REGION}\nMine.\n")
+    values = hostile() + TRICKY + [1, 1.5, -0.0, float("inf"), True, None, [], {}, ["a", 2], {"k": ["v"]},
+                                   10 ** 30, "2026-11-25", "yes", "0x10", "1e3", "~", "null", "---", "...", ""]
+    plain = 0
+    for value in values:
+        for fields in ({"status": value}, {str(value) or "k": [value]}):
+            try:
+                returned = store.update_auto("a.md", "## Status\n\nCOMPLETED", fields)
+            except WikiError:
+                continue  # refused by the schema, or longer than a block may be: nothing written
+            plain += page._plain({**VALID, **fields})
+            stored = (tmp_path / "a.md").read_text(encoding="utf-8")
+            assert returned.text == stored
+            assert (returned.name, returned.frontmatter, returned.body) == (
+                page.parse_page("a.md", stored).name, page.parse_page("a.md", stored).frontmatter,
+                page.parse_page("a.md", stored).body), fields
+            store.update("a.md", frontmatter={key: None for key in fields if key not in VALID})
+    assert plain > len(values) // 2  # most took the way without reading the block back

@@ -35,6 +35,10 @@ class Batch:
     :meth:`flush` (at the end of the block, and whenever :data:`BATCH_LIMIT` files wait) makes every
     waiting text durable with one flush of the file system, renames each file into place, flushes each
     folder once, then releases the page locks the writers handed over (:meth:`hold`).
+
+    Each file is written once per batch: a writer that reads a file to change it (a page under its lock,
+    which :class:`~.store.WikiStore` hands over here) must see it in place first, so taking a held lock
+    again flushes the batch.
     """
 
     def __init__(self, limit: int = BATCH_LIMIT) -> None:

@@ -31,7 +31,7 @@ from ..errors import WikiError
 from .cache import CACHE_FILE, FrontmatterCache
 from .files import append_durably, current_batch, write_atomically
 from .names import check_folder_name, check_page_name, resolve_inside
-from .page import Page, compose, parse_page, render_frontmatter
+from .page import Page, compose, parse_page, render_frontmatter, written_page
 from .regions import check_no_markers, check_one_line, find_region, insert_in_section, outside, replace_region
 from .schema import check_frontmatter
 
@@ -290,7 +290,7 @@ class WikiStore:
         text = compose(page, frontmatter, body, head)
         if text != page.text:
             self._write(target, text)
-        return parse_page(target.name, text)
+        return written_page(target.name, page, frontmatter, body, text)
 
     def _write(self, target: _Target, text: str) -> None:
         try:
