@@ -297,3 +297,28 @@ def test_a_notebook_text_is_what_json_dumps_writes_for_any_values(tmp_path):
 
     assert notebook_file.notebook_text(book) == expected
     assert json.dumps(book, sort_keys=True) == unchanged  # the book itself is left as it was
+
+
+def test_a_notebook_that_cannot_be_put_in_place_leaves_its_job_for_the_next_tick_and_the_others_recorded(
+        tmp_path, monkeypatch):
+    workspace, (a, b, c), before = three_recorded(tmp_path)
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+    replace = os.replace
+
+    def replace_but_b(source, target):
+        if Path(target).name == f"{b.slug}.ipynb":
+            raise OSError(5, "Input/output error")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_but_b)
+
+    assert asyncio.run(watcher.tick()) == []  # the error is the watcher's trouble: it tries again later
+
+    assert {t.experiment.slug: t.state for t in watcher.ledger.all()} == {a.slug: "COMPLETED", b.slug: "PENDING",
+                                                                          c.slug: "COMPLETED"}
+    assert (workspace.root / b.notebook).read_bytes() == before[b.notebook]
+    assert (workspace.root / c.notebook).read_bytes() != before[c.notebook]
+    assert not [path for path in tmp_path.rglob("*.tmp")]
+    monkeypatch.setattr(os, "replace", replace)
+
+    assert [(u.experiment.slug, u.written) for u in asyncio.run(watcher.tick())] == [(b.slug, ("page", "notebook"))]

@@ -186,7 +186,7 @@ class JobWatcher:
         if not batch.failed and not batch.skipped:
             return written
         by_slug = {experiment.slug: experiment for experiment in experiments}
-        wiki = WikiStore(self.workspace.wiki) if batch.failed else None
+        wiki = WikiStore(self.workspace.wiki) if batch.failed and self.workspace.wiki.is_dir() else None
         kept = {}
         for slug, (page, notebook, line) in written.items():
             experiment = by_slug[slug]
