@@ -10,16 +10,17 @@ from .delegate import DelegateTasks
 from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
+from .why import ClusterWhy
 from .wiki import WikiRead, WikiSearch, WikiWrite
 
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterHistory, ClusterSubmit, ClusterStatus, ClusterCancel,
-    JobLogs, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
+    JobLogs, ClusterWhy, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
     "ALL_TOOLS", "ClusterCancel", "ClusterHistory", "ClusterPartitions", "ClusterQueue", "ClusterRun",
-    "ClusterStatus", "ClusterSubmit", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
+    "ClusterStatus", "ClusterSubmit", "ClusterWhy", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]
