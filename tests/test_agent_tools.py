@@ -77,7 +77,7 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     registry = default_registry()
     assert registry.names() == [
         "cluster_run", "cluster_queue", "cluster_partitions", "cluster_history", "cluster_submit", "cluster_status",
-        "cluster_cancel", "job_logs", "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write",
+        "cluster_cancel", "job_logs", "cluster_why", "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write",
         "scratchpad", "delegate_tasks",
     ]
     for schema in registry.schemas():
