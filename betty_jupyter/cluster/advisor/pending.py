@@ -181,9 +181,11 @@ async def why_pending(transport: Transport, policy: CommandPolicy, value: object
     if not explanation.pending or not job.partitions:
         return explanation
     partitions = ",".join(job.partitions)
-    texts = await asyncio.gather(read(reads.priority_command(partitions)), read(reads.queue_command(partitions)),
-                                 read(reads.share_command()), read(reads.nodes_command()),
-                                 read(reads.weights_command()))
+    second = [reads.priority_command(partitions), reads.queue_command(partitions), reads.share_command(),
+              reads.nodes_command(), reads.weights_command()]
+    for argv in second:  # a partition name the policy refuses stops them all before any runs
+        policy.check(argv)
+    texts = await asyncio.gather(*(read(argv) for argv in second))
     priorities, starts = reads.parse_priorities(texts[0]), reads.parse_queue_starts(texts[1])
     explanation.priority, explanation.queue = _standing(job, priorities, starts)
     explanation.share = next((s for s in reads.parse_shares(texts[2]) if s.account == job.account), None)

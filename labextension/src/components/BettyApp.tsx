@@ -40,7 +40,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadExperiments: () => model.api.experiments(),
       cancel: (jobId: string) => model.cancelJob(jobId),
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
-      resubmit: (jobId: string) => model.resubmitJob(jobId)
+      resubmit: (jobId: string) => model.resubmitJob(jobId),
+      loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId)
     }),
     [model]
   );
@@ -120,6 +121,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onOpen={onOpen}
           loadHistory={loaders.loadHistory}
           onResubmit={loaders.resubmit}
+          loadWhy={loaders.loadWhy}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'experiments'}>

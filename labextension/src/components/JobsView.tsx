@@ -12,6 +12,7 @@ import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
 import { FinishedJobs, StateFilter } from './FinishedJobs';
 import { Pager, usePage } from './Pager';
+import { pendingWhy } from './PendingWhy';
 
 /** How many of the queue's rows the tab shows on a page. */
 export const JOBS_PAGE = 100;
@@ -31,6 +32,8 @@ export interface IJobsViewProps {
   loadHistory?: (cluster: string) => Promise<IOutcome>;
   /** Resubmit a recorded job: its card opens in the chat's editor. */
   onResubmit?: (jobId: string) => Promise<void>;
+  /** Why a pending job waits (a pending row's "why?"). */
+  loadWhy?: (cluster: string, jobId: string) => Promise<IOutcome>;
 }
 
 interface IJobsState {
@@ -168,6 +171,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
                 cancelling={cancelling[job.jobId]}
                 onCancel={cancel}
                 onOpen={props.onOpen}
+                why={pendingWhy(job.jobId, job.state, cluster, props.loadWhy)}
               />
             ))}
           </tbody>
@@ -225,9 +229,10 @@ interface IJobRowProps {
   cancelling: ICancelling | undefined;
   onCancel: (jobId: string) => void;
   onOpen: (path: string) => void;
+  why?: React.ReactNode;
 }
 
-function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps): JSX.Element {
+function JobRow({ job, experiment, cancelling, onCancel, onOpen, why }: IJobRowProps): JSX.Element {
   return (
     <tr
       className="betty-JobRow"
@@ -251,6 +256,7 @@ function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps)
             </OpenLink>
           </div>
         )}
+        {why}
       </td>
       <td>
         <span className={`betty-State betty-State-${job.state}`}>{job.state}</span>
