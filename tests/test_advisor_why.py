@@ -145,3 +145,39 @@ def test_betty_why_prints_the_explanation_and_its_json(busy, cluster_env):
     assert all(command.split()[0] in ("squeue", "sprio", "sshare", "sinfo") for command in data["commands"])
     for output in (text.stdout, json.dumps(data)):
         assert HOSTILE_MARKER not in output and OTHER_USER not in output and "\x1b" not in output
+
+
+@pytest.fixture
+def ctx(ssh_profile, tmp_path):
+    """A tool context on the dev cluster over SSH, in a fresh project."""
+    from betty_jupyter.agent.tools import ToolContext
+    from betty_jupyter.experiments.workspace import Workspace
+    from betty_jupyter.wiki import init_workspace
+
+    init_workspace(tmp_path / "project")
+    context = ToolContext.open(ssh_profile, Workspace.at(tmp_path / "project"), "why-session")
+    yield context
+    run_sync(context.close())
+
+
+def test_the_agents_cluster_why_tells_the_model_the_lines_and_refuses_in_one_line(busy, ctx):
+    from betty_jupyter.agent.tools import ClusterWhy, ToolError
+
+    tool = ClusterWhy()
+    busy.fill_gpus()
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:2", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+    preview = run_sync(tool.dry_run(ctx, {"job_id": mine}))
+    assert preview.kind == "command" and f"--jobs={mine}" in preview.text and "sprio" in preview.text
+    outcome = run_sync(tool.execute(ctx, {"job_id": mine}))
+    assert outcome.ok and outcome.summary.splitlines()[0].startswith(f"Job {mine} is pending in partition gpu")
+    assert outcome.data["reason"] == "Resources" and outcome.data["lines"] == outcome.summary.splitlines()
+    assert "sprio --noheader --partition gpu" in outcome.full
+    for text in (outcome.summary, outcome.full, json.dumps(outcome.data)):
+        assert HOSTILE_MARKER not in text and OTHER_USER not in text
+    theirs = busy.submit("--hold", "--wrap", "true", other=True)
+    refused = run_sync(tool.execute(ctx, {"job_id": theirs}))
+    assert not refused.ok and refused.summary == (
+        f"cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
+    with pytest.raises(ToolError, match="job_id"):
+        tool.parse({"job_id": "1; scancel -u someone"})

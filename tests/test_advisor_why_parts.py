@@ -135,3 +135,13 @@ def test_idle_gpus_leave_out_drained_nodes_and_read_untyped_gres() -> None:
     idle = reads.parse_idle("gpu^drain^0/8/0/8^gpu:a100:4^gpu:a100:0(IDX:N/A)\n"
                             "gpu^idle^0/16/0/16^gpu:2^gpu:0\n")
     assert idle["gpu"].cpus_idle == 16 and idle["gpu"].gpus_idle == {"gpu": 2}
+
+
+def test_betty_why_has_help_and_refuses_a_bad_id_before_connecting(capsys: pytest.CaptureFixture[str]) -> None:
+    from betty_jupyter.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["why", "--help"])
+    assert "Explain why one of your pending jobs waits" in capsys.readouterr().out
+    assert main(["why", "12;ls"]) == 1
+    assert capsys.readouterr().err == "betty: error: '12;ls' is not a Slurm job id; use digits, or 123_4 for an array task\n"
