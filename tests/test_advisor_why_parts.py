@@ -144,4 +144,5 @@ def test_betty_why_has_help_and_refuses_a_bad_id_before_connecting(capsys: pytes
         main(["why", "--help"])
     assert "Explain why one of your pending jobs waits" in capsys.readouterr().out
     assert main(["why", "12;ls"]) == 1
-    assert capsys.readouterr().err == "betty: error: '12;ls' is not a Slurm job id; use digits, or 123_4 for an array task\n"
+    assert capsys.readouterr().err == ("betty: error: '12;ls' is not a Slurm job id; use digits, or 123_4 for an "
+                                       "array task\n")

@@ -65,7 +65,8 @@ class WhyPending:
         where = ",".join(job.partitions) or "?"
         if not self.pending:
             return f"Job {job.job_id} is not pending: it is {job.state.value} (squeue, partition {where})."
-        return f"Job {job.job_id} is pending in partition {where} because {self.reason.meaning} (Slurm: {self.reason.code})."
+        reason = self.reason
+        return f"Job {job.job_id} is pending in partition {where} because {reason.meaning} (Slurm: {reason.code})."
 
     def lines(self) -> list[str]:
         """The whole explanation as lines of plain text, each naming the command its figures came from."""
@@ -177,7 +178,8 @@ async def why_pending(transport: Transport, policy: CommandPolicy, value: object
     job = reads.parse_job(await read(reads.job_command(ident)), ident)
     if job is None:
         raise SlurmError(f"job {ident} is not one of your jobs in the queue; Betty explains only your own jobs")
-    explanation = WhyPending(job, explain(job.reason, job.qos, job.account, job.job_id), now or datetime.now(), commands=commands)
+    reason = explain(job.reason, job.qos, job.account, job.job_id)
+    explanation = WhyPending(job, reason, now or datetime.now(), commands=commands)
     if not explanation.pending or not job.partitions:
         return explanation
     partitions = ",".join(job.partitions)

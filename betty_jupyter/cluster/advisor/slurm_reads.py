@@ -97,7 +97,8 @@ def _format(fields: Sequence[tuple[str, str]]) -> str:
     return DELIMITER.join(code for code, _ in fields)
 
 
-def split_rows(text: str, width: int, what: str, delimiter: str = DELIMITER, rest_last: bool = False) -> list[list[str]]:
+def split_rows(text: str, width: int, what: str, delimiter: str = DELIMITER,
+               rest_last: bool = False) -> list[list[str]]:
     """Each line of ``text`` as exactly ``width`` fields; ``rest_last``: the last field keeps the rest of the line."""
     rows = []
     for line in text.splitlines():
