@@ -100,6 +100,8 @@ def test_a_qos_limit_per_user_reads_as_that_limit(busy, why):
     assert explanation.reason.code == reason == "QOSMaxGRESPerUser"
     assert f"the QOS {qos} lets one person use only so many GPUs" in explanation.headline()
     assert f"its QOS is {qos}" in "\n".join(explanation.lines())
+    assert f"QOS {qos} limits (sacctmgr show qos): per person gres/gpu=1" in "\n".join(explanation.lines())
+    assert explanation.as_dict()["qos_limits"] == [{"limit": "per person", "value": "gres/gpu=1"}]
 
 
 def test_a_dependency_and_a_hold_read_as_such_with_what_releases_them(busy, why):

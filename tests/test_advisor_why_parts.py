@@ -28,9 +28,11 @@ SINFO = ("cpu*^mix^1/7/0/8^gpu:a100:4,gpu:h100:2^gpu:a100:2(IDX:0-1),gpu:h100:0(
 WEIGHTS = "1000^10000^1000^1000^1000\n"
 
 
-def scripted(job: str = MINE, job_reply: Reply | None = None) -> ScriptedTransport:
+def scripted(job: str = MINE, job_reply: Reply | None = None, qos: str = "") -> ScriptedTransport:
     """The dev cluster's answers, matched by the Slurm command inside Betty's read step."""
     def answer(words: tuple[str, ...]) -> Reply | None:
+        if "sacctmgr" in words:
+            return Reply(qos)
         if "--weights" in words:
             return Reply(WEIGHTS)
         for program, text in (("sprio", SPRIO), ("sshare", SSHARE), ("sinfo", SINFO)):
@@ -146,3 +148,12 @@ def test_betty_why_has_help_and_refuses_a_bad_id_before_connecting(capsys: pytes
     assert main(["why", "12;ls"]) == 1
     assert capsys.readouterr().err == ("betty: error: '12;ls' is not a Slurm job id; use digits, or 123_4 for an "
                                        "array task\n")
+
+
+def test_a_qos_reason_reads_the_qos_limits_through_the_policy() -> None:
+    limited = MINE.replace("^normal^", "^one-gpu^").replace("Priority", "QOSMaxGRESPerUser")
+    lines = explained(scripted(job=limited, qos="one-gpu|gres/gpu=1|||||2-00:00:00||\n")).lines()
+    assert ("Details: its QOS is one-gpu and its account betty (squeue); QOS one-gpu limits (sacctmgr show qos): "
+            "per person gres/gpu=1; longest job 2-00:00:00.") in lines
+    with pytest.raises(PolicyError, match="changes the accounting database|asks sacctmgr to change"):
+        CommandPolicy().check(reads.qos_command("set"))

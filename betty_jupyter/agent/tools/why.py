@@ -29,7 +29,8 @@ class ClusterWhy(Tool[WhyArgs]):
         """The read-only commands it runs, in the order it runs them."""
         first = slurm_reads.job_command(args.job_id)
         text = "\n".join([" ".join(first[:4]) + "  (Betty's pinned --format)",
-                          "then for its partition: sprio, sprio --weights, squeue --states PENDING, sshare -U, sinfo"])
+                          "then for its partition: sprio, sprio --weights, squeue --states PENDING, sshare -U, sinfo "
+                          "(and sacctmgr show qos for a QOS reason)"])
         return Preview(kind="command", title=f"explain why job {args.job_id} waits on {ctx.profile.name}", text=text,
                        details={"job_id": args.job_id, "cluster": ctx.profile.name})
 

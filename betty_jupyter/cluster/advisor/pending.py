@@ -48,6 +48,7 @@ class WhyPending:
     now: datetime
     priority: reads.PriorityRow | None = None
     weights: dict[str, int] = field(default_factory=dict)
+    qos_limits: list[tuple[str, str]] = field(default_factory=list)
     queue: QueueAhead | None = None
     share: reads.FairShare | None = None
     idle: dict[str, reads.PartitionIdle] = field(default_factory=dict)
@@ -87,6 +88,9 @@ class WhyPending:
             parts.append(f"it asks for reservation {job.reservation} (squeue %v)")
         if self.reason.code.startswith(("QOS", "Assoc")) and (job.qos or job.account):
             parts.append(f"its QOS is {job.qos or '?'} and its account {job.account or '?'} (squeue)")
+        if self.qos_limits:
+            limits = "; ".join(f"{words} {value}" for words, value in self.qos_limits)
+            parts.append(f"QOS {job.qos} limits (sacctmgr show qos): {limits}")
         return ("Details: " + "; ".join(parts) + ".") if parts else ""
 
     def _priority_line(self) -> str:
@@ -153,6 +157,7 @@ class WhyPending:
             "expected_start": job.expected_start.isoformat() if job.expected_start else None,
             "request": {"cpus": job.cpus, "gpus": job.gpus, "gpu_type": job.gpu_type, "nodes": job.nodes,
                         "time_limit_seconds": job.time_limit_seconds},
+            "qos_limits": [{"limit": words, "value": value} for words, value in self.qos_limits],
             "advice": list(self.advice), "lines": self.lines(), "commands": list(self.commands),
         }
 
@@ -185,6 +190,8 @@ async def why_pending(transport: Transport, policy: CommandPolicy, value: object
     partitions = ",".join(job.partitions)
     second = [reads.priority_command(partitions), reads.queue_command(partitions), reads.share_command(),
               reads.nodes_command(), reads.weights_command()]
+    if explanation.reason.code.startswith("QOS") and job.qos:
+        second.append(reads.qos_command(job.qos))
     for argv in second:  # a partition name the policy refuses stops them all before any runs
         policy.check(argv)
     texts = await asyncio.gather(*(read(argv) for argv in second))
@@ -193,6 +200,7 @@ async def why_pending(transport: Transport, policy: CommandPolicy, value: object
     explanation.share = next((s for s in reads.parse_shares(texts[2]) if s.account == job.account), None)
     explanation.idle = reads.parse_idle(texts[3])
     explanation.weights = reads.parse_weights(texts[4])
+    explanation.qos_limits = reads.parse_qos_limits(texts[5], job.qos) if len(texts) > 5 else []
     explanation.advice = advise(explanation)
     return explanation
 

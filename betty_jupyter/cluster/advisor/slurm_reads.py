@@ -47,6 +47,13 @@ SHARE_FIELDS = ("Account", "User", "RawShares", "NormShares", "RawUsage", "Effec
 NODE_FIELDS = ("Partition", "StateCompact", "CPUsState", "Gres", "GresUsed")
 """sinfo ``--Format`` per node and partition: state, CPUs allocated/idle/other/total, GPUs configured and used."""
 
+QOS_LIMITS: tuple[tuple[str, str], ...] = (
+    ("MaxTRESPU", "per person"), ("MaxJobsPU", "running jobs per person"), ("MaxSubmitPU", "jobs queued per person"),
+    ("MaxTRESPA", "per account"), ("MaxTRES", "per job"), ("MaxWall", "longest job"),
+    ("GrpTRES", "for everyone together"), ("GrpJobs", "running jobs for everyone together"),
+)
+"""sacctmgr's QOS limit fields, and each in words."""
+
 _NO_VALUE = ("", "N/A", "(null)", "None", "Unknown", "NONE")
 
 
@@ -91,6 +98,20 @@ def nodes_command() -> list[str]:
     """``sinfo`` per node and partition, unpadded fields."""
     fields = [f"{name}:0{DELIMITER}" for name in NODE_FIELDS[:-1]] + [f"{NODE_FIELDS[-1]}:0"]
     return ["sinfo", "--noheader", "--Node", "--Format", ",".join(fields)]
+
+
+def qos_command(qos: str) -> list[str]:
+    """``sacctmgr show qos QOS`` with the limits of :data:`QOS_LIMITS`, parsable."""
+    return ["sacctmgr", "--noheader", "--parsable2", "show", "qos", qos,
+            "format=Name," + ",".join(name for name, _ in QOS_LIMITS)]
+
+
+def parse_qos_limits(text: str, qos: str) -> list[tuple[str, str]]:
+    """The limits QOS ``qos`` sets, as (words, value) pairs in :data:`QOS_LIMITS` order; empty ones left out."""
+    for cells in split_rows(text, len(QOS_LIMITS) + 1, "sacctmgr", delimiter="|"):
+        if cells[0] == qos:
+            return [(words, value) for (_, words), value in zip(QOS_LIMITS, cells[1:]) if _text(value)]
+    return []
 
 
 def _format(fields: Sequence[tuple[str, str]]) -> str:
