@@ -1,10 +1,11 @@
 """What "why is it pending?" reads from Slurm: the commands (fixed formats) and their pure parsers.
 
 Every command runs through the read policy, which refuses control characters, so the fields are split by
-:data:`DELIMITER`, a printable character the policy lets through; no field read here can hold it except
-Slurm's reason, which comes last and keeps the rest of the line. A row with a field too many or too few is
-refused (:class:`~betty_jupyter.errors.SlurmError`), never guessed at. Formats are the same on Slurm 22.05 to
-24.11. Other users' jobs are read only as job ids and numbers: no user, no job name is ever asked for.
+:data:`DELIMITER`, a printable character the policy lets through and no Slurm name or number read here uses;
+Slurm's reason comes last and keeps the rest of its line. A row with a field too many or too few (an
+administrator's name holding the delimiter) is refused (:class:`~betty_jupyter.errors.SlurmError`), never guessed
+at. The format codes used exist unchanged from Slurm 22.05 to 24.11. Other users' jobs are read only as job ids
+and numbers: no user, no job name is ever asked for.
 """
 
 from __future__ import annotations
