@@ -114,11 +114,20 @@ def parse_frontmatter(name: str, block: str) -> dict[str, Any]:
         data = _load(block)
     except yaml.YAMLError as exc:
         raise WikiError(f"{name}: the frontmatter is not valid YAML ({_yaml_problem(exc)}); fix it in an editor") from exc
+    except _UNREADABLE_VALUE as exc:
+        # PyYAML's constructors raise plain errors for a tagged value they cannot build (`!!timestamp soon`,
+        # `!!int abc`, `!!bool maybe`) and for nesting too deep to build at all.
+        raise WikiError(f"{name}: the frontmatter holds a value YAML cannot build ({type(exc).__name__}: "
+                        f"{str(exc)[:80]}); fix it in an editor") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise WikiError(f"{name}: the frontmatter must be 'key: value' lines, not a {type(data).__name__}")
     return data
+
+
+_UNREADABLE_VALUE = (ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError, RecursionError)
+"""What PyYAML's constructors raise, besides YAMLError, for a value they cannot build."""
 
 
 def _load(block: str) -> Any:
