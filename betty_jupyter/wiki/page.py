@@ -180,6 +180,18 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"line {mark.line + 2}: {problem}" if mark is not None else str(problem)
 
 
+def written_page(name: str, before: Page, frontmatter: Mapping[str, Any], body: str, text: str) -> Page:
+    """``parse_page(name, text)`` for ``text`` that :func:`compose` made of ``before``, ``frontmatter`` and ``body``,
+    without reading back a block rendered from values LibYAML writes and reads back as they were (:func:`_plain`)."""
+    fields = dict(frontmatter)
+    head = len(text) - len(body)
+    if fields == before.frontmatter and text[:head] == before.head:
+        return Page(name, before.frontmatter, body, source=text)
+    if _plain(fields) and head <= MAX_FRONTMATTER_CHARS and text.startswith("---\n"):
+        return Page(name, fields, body, source=text)
+    return parse_page(name, text)
+
+
 def compose(page: Page, frontmatter: Mapping[str, Any], body: str, rendered: str | None = None) -> str:
     """The text of ``page`` with new frontmatter and body; the stored block is kept when the values did not change.
 
