@@ -390,13 +390,16 @@ describe('JobsView: 20,000 jobs in one list', () => {
     expect(container.querySelector('[data-testid="betty-job-why"]')).toBeNull();
   });
 
-  it("says when a pending job's why fails, in one line", async () => {
+  it("says when a pending job's why fails, in one line, and leaves it with its cluster", async () => {
     const loadWhy = jest.fn().mockRejectedValue(new Error('Slurm did not answer\nsecond line'));
-    const { container } = render(<JobsView {...props({ loadWhy })} />);
+    const { container, rerender } = render(<JobsView {...props({ loadWhy })} />);
     await settle();
     const pending = allByTestId(container, 'betty-job-row').find(each => each.dataset.state === 'PENDING')!;
     await click(byTestId(pending, 'betty-job-why-toggle'));
     expect(byTestId(container, 'betty-job-why-error').textContent).toBe('Slurm did not answer');
+    // another cluster's tab has no box about this cluster's job
+    rerender(<JobsView {...props({ loadWhy, cluster: 'big' })} />);
+    expect(container.querySelector('[data-testid="betty-job-why"]')).toBeNull();
   });
 
   it('is where the person left it when they come back to the tab', async () => {

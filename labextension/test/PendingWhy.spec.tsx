@@ -19,7 +19,7 @@ function explained(lines: string[]): IOutcome {
   };
 }
 
-const JOB: IWhyFor = { jobId: '7', name: 'train <i>x</i>', asked: 1 };
+const JOB: IWhyFor = { cluster: 'dev', jobId: '7', name: 'train <i>x</i>', asked: 1 };
 
 /** A load whose answer the test gives when it likes. */
 function later(): { load: jest.Mock<Promise<IOutcome>, [string]>; answer: (outcome: IOutcome) => Promise<void> } {
@@ -72,7 +72,7 @@ test('asks again for another "why?", and not when only the list re-renders', asy
   rerender(<WhyBox job={{ ...JOB, asked: 2 }} load={load} onClose={() => undefined} />);
   await act(async () => undefined);
   expect(load).toHaveBeenCalledTimes(2);
-  rerender(<WhyBox job={{ jobId: '9', name: 'other', asked: 3 }} load={load} onClose={() => undefined} />);
+  rerender(<WhyBox job={{ cluster: 'dev', jobId: '9', name: 'other', asked: 3 }} load={load} onClose={() => undefined} />);
   await act(async () => undefined);
   expect(byTestId(container, 'betty-job-why-answer').textContent).toBe('about 9');
 });

@@ -70,7 +70,12 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
   const askWhy =
     cluster !== null && loadWhy
       ? (job: IJobRow) =>
-          setWhyFor(previous => ({ jobId: job.jobId, name: job.name, asked: (previous?.asked ?? 0) + 1 }))
+          setWhyFor(previous => ({
+            cluster,
+            jobId: job.jobId,
+            name: job.name,
+            asked: (previous?.asked ?? 0) + 1
+          }))
       : undefined;
   const shown = React.useMemo(
     () => state.jobs.filter(job => shownState === '' || job.state === shownState),
@@ -164,8 +169,8 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
           None of your jobs in the queue is {visibleText(shownState)}.
         </div>
       )}
-      {whyFor && cluster !== null && loadWhy && (
-        <WhyBox job={whyFor} load={jobId => loadWhy(cluster, jobId)} onClose={() => setWhyFor(null)} />
+      {whyFor && whyFor.cluster === cluster && loadWhy && (
+        <WhyBox job={whyFor} load={jobId => loadWhy(whyFor.cluster, jobId)} onClose={() => setWhyFor(null)} />
       )}
       {shown.length > 0 && (
         <div

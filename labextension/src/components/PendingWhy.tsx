@@ -12,6 +12,8 @@ import { visibleText } from '../safe';
 
 /** The pending job whose "why?" was asked, and how many times (each ask loads again). */
 export interface IWhyFor {
+  /** The cluster the job runs on: the box closes when the tab shows another. */
+  cluster: string;
   jobId: string;
   name: string;
   asked: number;
