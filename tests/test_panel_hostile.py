@@ -29,6 +29,7 @@ from notebook_support import llm, project  # noqa: F401 (fixtures)
 from panel_support import WAIT_MS, lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401
 from playwright.sync_api import Locator, Page, expect
 
+from betty_jupyter.devcluster.configs import SECOND_ACCOUNT
 from betty_jupyter.safe_text import visible
 
 PROMPT = "What does the other group have in the queue?"
@@ -49,9 +50,10 @@ PANEL_FINDINGS = """panel => {
 
 
 @contextmanager
-def other_cluster_user() -> Iterator[str | None]:
+def other_cluster_user(cluster: dict[str, str]) -> Iterator[str | None]:
     """As root, a new Unix user (removed afterwards) whose jobs root submits with ``--uid``; otherwise None: the
-    person's own account stands in for the other user (a non-root dev cluster runs its owner's jobs only)."""
+    person's own account stands in for the other user (a non-root dev cluster runs its owner's jobs only).
+    The dev cluster enforces associations, so the user gets one in accounting (removed afterwards too)."""
     if os.geteuid() != 0:
         yield None
         return
@@ -60,9 +62,13 @@ def other_cluster_user() -> Iterator[str | None]:
     sbin = "/usr/sbin:/sbin:/usr/bin:/bin"
     subprocess.run([shutil.which("useradd", path=sbin) or "useradd", "--no-create-home", "--user-group", name],
                    check=True, capture_output=True)
+    slurm = {**os.environ, **cluster}
     try:
+        subprocess.run(["sacctmgr", "-i", "add", "user", name, f"Account={SECOND_ACCOUNT}"], check=True,
+                       capture_output=True, env=slurm, timeout=60)
         yield name
     finally:
+        subprocess.run(["sacctmgr", "-i", "delete", "user", name], capture_output=True, env=slurm, timeout=60)
         subprocess.run([shutil.which("userdel", path=sbin) or "userdel", name], capture_output=True)
 
 
@@ -110,7 +116,7 @@ def test_hostile_job_names_replies_and_tool_results_are_shown_never_run(
              f"![x]({attacker_host.url}/job-md.png?d=SECRET)"]
     comments = hostile("comments")
     jobs: list[str] = []
-    with other_cluster_user() as other, screenshot_on_failure(page, "failure", "hostile"):
+    with other_cluster_user(dev_cluster) as other, screenshot_on_failure(page, "failure", "hostile"):
         try:
             theirs = {held_job(dev_cluster, name, comments[i % len(comments)], other): name
                       for i, name in enumerate(names)}

@@ -259,22 +259,30 @@ class DevCluster:
               f"--user={admin}", "-e", sql])
 
     def _register_user(self) -> None:
-        """Give the user an account in accounting (once); slurmctld registers the cluster itself."""
+        """Give the user, and the second user, an account in accounting (once); slurmctld registers the cluster
+        itself. Associations are enforced, so a job of a user with none is refused."""
         sacctmgr = _program("sacctmgr")
 
         def listed(entity: str, field: str) -> list[str]:
             result = self._slurm([sacctmgr, "-n", "-P", "list", entity, f"format={field}"], check=False)
             return result.stdout.split() if result.returncode == 0 else []
 
-        if self.layout.user in listed("user", "user"):
+        users = listed("user", "user")
+        wanted = {self.layout.user: "betty", configs.SECOND_USER: configs.SECOND_ACCOUNT}
+        if all(user in users for user in wanted):
             return
         if not wait_until(lambda: CLUSTER_NAME in listed("cluster", "cluster"), START_TIMEOUT, interval=0.3):
             raise DevClusterError(
                 f"slurmctld did not register cluster {CLUSTER_NAME} with slurmdbd; see {self.layout.log}/slurmctld.log"
             )
-        self._slurm([sacctmgr, "-i", "add", "account", "betty", f"Cluster={CLUSTER_NAME}",
-                     "Description=dev cluster", "Organization=betty"])
-        self._slurm([sacctmgr, "-i", "add", "user", self.layout.user, "Account=betty", f"Cluster={CLUSTER_NAME}"])
+        accounts = listed("account", "account")
+        for user, account in wanted.items():
+            if account not in accounts:
+                self._slurm([sacctmgr, "-i", "add", "account", account, f"Cluster={CLUSTER_NAME}",
+                             "Description=dev cluster", "Organization=betty"])
+                accounts.append(account)
+            if user not in users:
+                self._slurm([sacctmgr, "-i", "add", "user", user, f"Account={account}", f"Cluster={CLUSTER_NAME}"])
 
     def _wait_for_node(self) -> None:
         def node_ready() -> bool:

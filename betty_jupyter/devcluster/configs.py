@@ -55,6 +55,27 @@ def cgroup_conf(enforcement: MemoryEnforcement, version: SlurmVersion) -> str:
     return "\n".join(lines) + "\n"
 
 
+SECOND_USER = "nobody"
+"""The dev cluster's second user (every Debian system has it): jobs submitted as root with ``--uid=nobody``
+are another person's, in their own account :data:`SECOND_ACCOUNT`, so queues, priorities and fair-share
+have someone to compare with."""
+SECOND_ACCOUNT = "others"
+
+# Multifactor priority, so that sprio and sshare have factors to show: fair-share weighs most, as on most
+# sites; the age factor reaches its full weight after a day. Associations, limits and QOS are enforced, so
+# a QOS limit (MaxTRESPerUser, GrpTRES) really holds a job back.
+PRIORITY_LINES = """\
+PriorityType=priority/multifactor
+PriorityDecayHalfLife=1-0
+PriorityMaxAge=1-0
+PriorityWeightAge=1000
+PriorityWeightFairshare=10000
+PriorityWeightJobSize=1000
+PriorityWeightPartition=1000
+PriorityWeightQOS=1000
+AccountingStorageEnforce=associations,limits,qos"""
+
+
 def slurm_conf(layout: DevClusterLayout, enforcement: MemoryEnforcement) -> str:
     """``slurm.conf`` for one node in two partitions, ``cpu`` (default) and ``gpu``."""
     cpus = max(os.cpu_count() or 1, MIN_DECLARED_CPUS)
@@ -84,6 +105,7 @@ ProctrackType=proctrack/linuxproc
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+{PRIORITY_LINES}
 SlurmdParameters=config_overrides
 GresTypes=gpu
 DefMemPerCPU={DEF_MEM_PER_CPU_MB}

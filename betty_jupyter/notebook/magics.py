@@ -47,6 +47,7 @@ _HELP = """\
   overview                      what the cluster is doing: a figure of partitions by state, the queue, your share
   sacct [JOBID…] [--since WHEN] [--all-users]  jobs from accounting
   status JOBID                  one job, kept current until it ends
+  why JOBID                     why a pending job of yours waits, and what would start it sooner
   logs JOBID [--err] [--lines N] [--follow]   the end of a job's output
   wait JOBID [--timeout S]      wait (blocking the cell) until a job ends; its final record
   cancel JOBID                  cancel a job (after your approval)
@@ -179,6 +180,8 @@ class BettyMagics(Magics):
                                          "partition, the queue's depth, expected waits, your share"), self._overview),
             "sacct": (self._sacct_parser, self._sacct),
             "status": (self._status_parser, self._status),
+            "why": (lambda: _job_parser("why", "why a pending job of yours waits, and what would start it sooner"),
+                    self._why),
             "logs": (self._logs_parser, self._logs),
             "wait": (self._wait_parser, self._wait),
             "cancel": (self._cancel_parser, self._cancel),
@@ -290,6 +293,12 @@ class BettyMagics(Magics):
 
     def _status(self, args: argparse.Namespace, cell: str | None) -> Any:
         return self._live(args.job_id, with_log=True)
+
+    def _why(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .why import WhyPendingView  # lazy: only `%betty why` needs it
+
+        data = self._read("cluster_why", {"job_id": args.job_id}, f"asking Slurm why job {args.job_id} waits")
+        return data if isinstance(data, Call) else WhyPendingView(data)
 
     def _live(self, job_id: str, with_log: bool, stream: str = "out", lines: int = 20) -> Any:
         job = self._read("cluster_status", {"job_id": job_id}, f"reading job {job_id}")

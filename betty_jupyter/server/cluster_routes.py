@@ -209,6 +209,16 @@ class ResubmitHandler(BettyHandler):
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 
+class WhyHandler(BettyHandler):
+    """``GET clusters/{name}/jobs/{id}/why``: why one of the person's pending jobs waits (``cluster_why``)."""
+
+    @web.authenticated
+    async def get(self, name: str, job: str) -> None:
+        """The Outcome; its data is the explanation (reason, priority factors, queue, fair-share, advice, lines)."""
+        session = await self.services.desk(self.cluster_name(name))
+        await self.call_tool(session, "cluster_why", {"job_id": job_id(job)})
+
+
 class PartitionsHandler(BettyHandler):
     """``GET partitions?cluster=``: partitions, nodes and GPUs (``cluster_partitions``)."""
 
@@ -225,6 +235,7 @@ handlers = [
     (CLUSTER + r"/overview", ClusterOverviewHandler),
     (CLUSTER + r"/test", ClusterTestHandler),
     (CLUSTER + r"/trust", ClusterTrustHandler),
+    (CLUSTER + r"/jobs/(?P<job>[^/]+)/why", WhyHandler),
     (r"/betty/api/jobs", JobsHandler),
     (r"/betty/api/jobs/history", HistoryHandler),
     (r"/betty/api/jobs/(?P<job>[^/]+)/cancel", CancelHandler),

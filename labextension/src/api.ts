@@ -162,6 +162,11 @@ export class BettyAPI {
     return this.send(`jobs/${encodeURIComponent(jobId)}/resubmit`, 'POST', body);
   }
 
+  /** Why the person's pending job `jobId` on `cluster` waits (`cluster_why`'s outcome: its data holds the lines). */
+  whyPending(cluster: string, jobId: string): Promise<IOutcome> {
+    return this.get(`clusters/${encodeURIComponent(cluster)}/jobs/${encodeURIComponent(jobId)}/why`);
+  }
+
   /** The partitions of `cluster` (`cluster_partitions`'s outcome: a table). */
   partitions(cluster: string): Promise<IOutcome> {
     return this.get(`partitions?cluster=${encodeURIComponent(cluster)}`);

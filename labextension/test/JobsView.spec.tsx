@@ -343,6 +343,65 @@ describe('JobsView: 20,000 jobs in one list', () => {
     expect(row().textContent).toContain('approve it in the chat');
   });
 
+  it("opens a pending job's why far down the list in one box above it, which stays as the list scrolls", async () => {
+    const explanation = ['Job 19990 waits because <img src=x onerror="alert(2)"> (Slurm: Resources).', '<b>ahead</b>: 3'];
+    const loadWhy = jest.fn().mockResolvedValue({
+      ok: true,
+      summary: explanation.join('\n'),
+      artifacts: [],
+      data: { kind: 'json', value: { lines: explanation } },
+      text: null
+    } as IOutcome);
+    const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue(20_000, 18_990)), loadWhy });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const scroller = laidOut(container);
+    scrollToRow(scroller, 18_985);
+    const row = () => allByTestId(container, 'betty-job-row').find(each => each.dataset.jobId === '19990')!;
+    const rooms = () => Array.from(container.querySelectorAll<HTMLElement>('.betty-RowWindow-room'));
+    const roomFor = () => rooms().reduce((sum, room) => sum + parseFloat(room.style.height), 0);
+    const before = roomFor();
+    const running = allByTestId(container, 'betty-job-row').find(each => each.dataset.state === 'RUNNING')!;
+    expect(running.querySelector('[data-testid="betty-job-why-toggle"]')).toBeNull();
+    await click(byTestId(row(), 'betty-job-why-toggle'));
+    expect(loadWhy).toHaveBeenCalledWith('dev', '19990');
+    expect(byTestId(row(), 'betty-job-why-toggle').getAttribute('aria-expanded')).toBe('true');
+    const box = byTestId(container, 'betty-job-why');
+    // outside the scrolling list, above it; the rows hold no explanation and keep their room
+    expect(scroller.contains(box)).toBe(false);
+    expect(box.compareDocumentPosition(scroller) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+    expect(row().querySelector('[data-testid="betty-job-why"]')).toBeNull();
+    expect(roomFor()).toBe(before);
+    expect(document.activeElement).toBe(box);
+    expect(byTestId(container, 'betty-job-why-title').textContent).toBe(`Why job 19990 · ${HOSTILE} waits`);
+    expect(byTestId(container, 'betty-job-why-answer').textContent).toContain('<img src=x onerror="alert(2)">');
+    expect(box.querySelector('img, b')).toBeNull();
+    scrollTo(scroller, 0);
+    expect(ids(container)).not.toContain('19990');
+    expect(byTestId(container, 'betty-job-why').dataset.jobId).toBe('19990');
+    expect(loadWhy).toHaveBeenCalledTimes(1);
+    // another row's why? replaces it; close takes it away
+    await click(byTestId(allByTestId(container, 'betty-job-row')[1], 'betty-job-why-toggle'));
+    expect(byTestId(container, 'betty-job-why').dataset.jobId).toBe('1001');
+    scrollToRow(scroller, 18_985);
+    expect(byTestId(row(), 'betty-job-why-toggle').getAttribute('aria-expanded')).toBe('false');
+    expect(loadWhy).toHaveBeenLastCalledWith('dev', '1001');
+    await click(byTestId(container, 'betty-job-why-close'));
+    expect(container.querySelector('[data-testid="betty-job-why"]')).toBeNull();
+  });
+
+  it("says when a pending job's why fails, in one line, and leaves it with its cluster", async () => {
+    const loadWhy = jest.fn().mockRejectedValue(new Error('Slurm did not answer\nsecond line'));
+    const { container, rerender } = render(<JobsView {...props({ loadWhy })} />);
+    await settle();
+    const pending = allByTestId(container, 'betty-job-row').find(each => each.dataset.state === 'PENDING')!;
+    await click(byTestId(pending, 'betty-job-why-toggle'));
+    expect(byTestId(container, 'betty-job-why-error').textContent).toBe('Slurm did not answer');
+    // another cluster's tab has no box about this cluster's job
+    rerender(<JobsView {...props({ loadWhy, cluster: 'big' })} />);
+    expect(container.querySelector('[data-testid="betty-job-why"]')).toBeNull();
+  });
+
   it('is where the person left it when they come back to the tab', async () => {
     const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue()) });
     const { container, rerender } = render(<JobsView {...p} />);

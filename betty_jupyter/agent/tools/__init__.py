@@ -12,18 +12,19 @@ from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
 from .overview import ClusterOverview
+from .why import ClusterWhy
 from .wiki import WikiRead, WikiSearch, WikiWrite
 
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterStatus,
-    ClusterCancel, JobLogs, ClusterAdvise, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad,
-    DelegateTasks,
+    ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite,
+    Scratchpad, DelegateTasks,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
     "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterHistory", "ClusterOverview", "ClusterPartitions",
-    "ClusterQueue", "ClusterRun",
-    "ClusterStatus", "ClusterSubmit", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
+    "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterWhy", "DelegateTasks", "GpuAdvise",
+    "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

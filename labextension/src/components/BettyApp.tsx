@@ -43,7 +43,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       cancel: (jobId: string) => model.cancelJob(jobId),
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
       loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
-      resubmit: (jobId: string) => model.resubmitJob(jobId)
+      resubmit: (jobId: string) => model.resubmitJob(jobId),
+      loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId)
     }),
     [model]
   );
@@ -123,6 +124,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onOpen={onOpen}
           loadHistory={loaders.loadHistory}
           onResubmit={loaders.resubmit}
+          loadWhy={loaders.loadWhy}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'cluster'}>

@@ -13,6 +13,7 @@ import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
 import { FinishedJobs, StateFilter } from './FinishedJobs';
 import { RoomRow, useRowWindow } from './RowWindow';
+import { IWhyFor, WhyBox, WhyButton } from './PendingWhy';
 
 /**
  * A job row's height in pixels until one is measured: the stylesheet gives every row one
@@ -38,6 +39,8 @@ export interface IJobsViewProps {
   loadHistory?: (cluster: string) => Promise<IOutcome>;
   /** Resubmit a recorded job: its card opens in the chat's editor. */
   onResubmit?: (jobId: string) => Promise<void>;
+  /** Why a pending job waits (a pending row's "why?", answered in the box above the list). */
+  loadWhy?: (cluster: string, jobId: string) => Promise<IOutcome>;
 }
 
 interface IJobsState {
@@ -62,6 +65,18 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
   });
   const [cancelling, setCancelling] = React.useState<Record<string, ICancelling>>({});
   const [shownState, setShownState] = React.useState('');
+  const [whyFor, setWhyFor] = React.useState<IWhyFor | null>(null);
+  const { loadWhy } = props;
+  const askWhy =
+    cluster !== null && loadWhy
+      ? (job: IJobRow) =>
+          setWhyFor(previous => ({
+            cluster,
+            jobId: job.jobId,
+            name: job.name,
+            asked: (previous?.asked ?? 0) + 1
+          }))
+      : undefined;
   const shown = React.useMemo(
     () => state.jobs.filter(job => shownState === '' || job.state === shownState),
     [state.jobs, shownState]
@@ -154,6 +169,9 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
           None of your jobs in the queue is {visibleText(shownState)}.
         </div>
       )}
+      {whyFor && whyFor.cluster === cluster && loadWhy && (
+        <WhyBox job={whyFor} load={jobId => loadWhy(whyFor.cluster, jobId)} onClose={() => setWhyFor(null)} />
+      )}
       {shown.length > 0 && (
         <div
           className="betty-Jobs-scroll"
@@ -185,6 +203,8 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
                   cancelling={cancelling[job.jobId]}
                   onCancel={cancel}
                   onOpen={props.onOpen}
+                  onWhy={askWhy}
+                  explaining={whyFor?.jobId === job.jobId}
                 />
               ))}
               <RoomRow as="tr" height={rows.after} columns={JOB_COLUMNS} />
@@ -245,10 +265,14 @@ interface IJobRowProps {
   cancelling: ICancelling | undefined;
   onCancel: (jobId: string) => void;
   onOpen: (path: string) => void;
+  /** Ask why a pending job waits (only where the server can be asked). */
+  onWhy?: (job: IJobRow) => void;
+  /** Whether the box above the list explains this job now. */
+  explaining?: boolean;
 }
 
 /** One job of the list: every row is one height (the stylesheet's), each line of it cut with an ellipsis. */
-function JobRow({ job, position, experiment, cancelling, onCancel, onOpen }: IJobRowProps): JSX.Element {
+function JobRow({ job, position, experiment, cancelling, onCancel, onOpen, onWhy, explaining }: IJobRowProps): JSX.Element {
   return (
     <tr
       className="betty-JobRow"
@@ -276,7 +300,12 @@ function JobRow({ job, position, experiment, cancelling, onCancel, onOpen }: IJo
         )}
       </td>
       <td>
-        <span className={`betty-State betty-State-${job.state}`}>{job.state}</span>
+        <div className="betty-JobRow-state">
+          <span className={`betty-State betty-State-${job.state}`}>{job.state}</span>
+          {onWhy && job.state === 'PENDING' && (
+            <WhyButton jobId={job.jobId} shown={explaining === true} onAsk={() => onWhy(job)} />
+          )}
+        </div>
         {job.reason && <div className="betty-JobRow-sub">{visibleText(job.reason)}</div>}
         <div className="betty-JobRow-sub betty-JobRow-time">
           {job.elapsed}

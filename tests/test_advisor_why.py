@@ -1,0 +1,191 @@
+"""Why is it pending? on the real dev cluster: each reason made real, each answer checked against Slurm's own report.
+
+The other user's jobs carry a hostile name that must appear in no answer, nor their user's name.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from betty_jupyter.cluster.advisor.pending import WhyPending, why_pending
+from betty_jupyter.cluster.sync import run_sync
+from betty_jupyter.errors import SlurmError
+
+from advisor_support import HOSTILE_MARKER, OTHER_USER, BusyCluster, busy  # noqa: F401 (a fixture)
+from conftest import run_betty
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def why(ssh_profile):
+    """``why(job_id)``: Betty's explanation over SSH, through the profile's read policy."""
+    transport = ssh_profile.open_transport()
+    yield lambda ident: run_sync(why_pending(transport, ssh_profile.policy(), ident))
+    run_sync(transport.close())
+
+
+def shown(explanation: WhyPending) -> str:
+    """Everything a face could show of the explanation."""
+    return json.dumps(explanation.as_dict()) + "\n".join(explanation.lines())
+
+
+def assert_private(explanation: WhyPending) -> None:
+    text = shown(explanation)
+    assert HOSTILE_MARKER not in text and "onerror" not in text
+    assert OTHER_USER not in text
+
+
+def pending_as(busy: BusyCluster, ident: str, reason: str) -> None:
+    busy.wait_for(ident, lambda state, said: state == "PENDING" and said.split(",")[0] == reason)
+
+
+def sprio(busy: BusyCluster, *args: str) -> list[list[str]]:
+    return [line.split() for line in busy.run("sprio", "--noheader", *args).splitlines() if line.strip()]
+
+
+def test_gpus_held_by_another_user_read_as_resources_with_sprio_and_sshare_figures(busy, why):
+    busy.fill_gpus()
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:1", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+
+    def slurms_own() -> tuple[tuple[int, int], dict[str, float]]:
+        [[_, priority, fairshare]] = sprio(busy, f"--jobs={mine}", "--format=%i %Y %F")
+        rows = [line.split("|") for line in busy.run("sshare", "--noheader", "--parsable2", "-U",
+                                                     "--format=Account,User,FairShare").splitlines()]
+        return (int(priority), int(fairshare)), {account: float(value) for account, user, value in rows if user}
+
+    # Slurm recomputes fair-share every few minutes: Betty's figures are Slurm's from just before or just after.
+    before = slurms_own()
+    explanation = why(mine)
+    after = slurms_own()
+    assert explanation.reason.code == "Resources" and explanation.pending
+    assert "resources it asks for are all in use" in explanation.headline()
+    row, share = explanation.priority, explanation.share
+    assert row is not None and share is not None and share.fairshare is not None
+    assert (row.priority, row.factors["fairshare"][1]) in (before[0], after[0])
+    assert share.fairshare in (before[1][share.account], after[1][share.account])
+    text = "\n".join(explanation.lines())
+    assert f"Priority {row.priority:,} in gpu (sprio" in text
+    assert f"Your fair-share in account {share.account} is {share.fairshare:.2f} (sshare" in text
+    assert_private(explanation)
+
+
+def test_a_higher_priority_job_of_another_user_reads_as_priority_counted_not_named(busy, why):
+    busy.fill_gpus()
+    theirs = busy.submit("--partition=gpu", "--gres=gpu:a100:1", "--time=30", "--wrap", "true", other=True)
+    busy.run("scontrol", "update", f"JobId={theirs}", "Priority=100000")
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:1", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Priority")
+    explanation = why(mine)
+    assert explanation.reason.code == "Priority"
+    rows = {ident: int(priority) for ident, priority in sprio(busy, "--partition=gpu", "--format=%i %Y")}
+    higher = [p for ident, p in rows.items() if ident != mine and p > rows[mine]]
+    assert explanation.queue is not None and explanation.queue.ahead == len(higher) >= 1
+    assert explanation.queue.highest == max(higher) == 100000
+    assert "go before it" in "\n".join(explanation.lines()) and "100,000" in "\n".join(explanation.lines())
+    assert theirs not in shown(explanation).replace(f'"job_id": "{mine}"', "")  # not even their job id
+    assert_private(explanation)
+
+
+def test_a_qos_limit_per_user_reads_as_that_limit(busy, why):
+    qos = busy.qos_limit("gres/gpu=1")
+    first = busy.submit("--partition=gpu", f"--qos={qos}", "--gres=gpu:a100:1", "--time=30", "--wrap", "sleep 600")
+    busy.wait_for(first, lambda state, reason: state == "RUNNING")
+    second = busy.submit("--partition=gpu", f"--qos={qos}", "--gres=gpu:a100:1", "--time=30", "--wrap", "true")
+    _, reason = busy.wait_for(second, lambda state, said: state == "PENDING" and said.startswith("QOS"))
+    explanation = why(second)
+    assert explanation.reason.code == reason == "QOSMaxGRESPerUser"
+    assert f"the QOS {qos} lets one person use only so many GPUs" in explanation.headline()
+    assert f"its QOS is {qos}" in "\n".join(explanation.lines())
+    assert f"QOS {qos} limits (sacctmgr show qos): per person gres/gpu=1" in "\n".join(explanation.lines())
+    assert explanation.as_dict()["qos_limits"] == [{"limit": "per person", "value": "gres/gpu=1"}]
+
+
+def test_a_dependency_and_a_hold_read_as_such_with_what_releases_them(busy, why):
+    held = busy.submit("--hold", "--wrap", "true")
+    waiting = busy.submit(f"--dependency=afterok:{held}", "--wrap", "true")
+    pending_as(busy, held, "JobHeldUser")
+    pending_as(busy, waiting, "Dependency")
+    on_hold, on_dependency = why(held), why(waiting)
+    assert on_hold.reason.code == "JobHeldUser"
+    assert f"release it with scontrol release {held}." in on_hold.advice
+    assert on_dependency.reason.code == "Dependency"
+    assert busy.run("squeue", "--noheader", f"--jobs={waiting}", "--format=%E").strip() == on_dependency.job.dependency
+    assert f"it depends on afterok:{held}" in "\n".join(on_dependency.lines())
+
+
+def test_a_reservation_not_started_yet_reads_as_reservation(busy, why):
+    name = busy.reservation("now+60minutes", 30)
+    mine = busy.submit(f"--reservation={name}", "--time=10", "--wrap", "true")
+    pending_as(busy, mine, "Reservation")
+    explanation = why(mine)
+    assert explanation.reason.code == "Reservation"
+    assert f"it asks for reservation {name}" in "\n".join(explanation.lines())
+
+
+def test_someone_elses_job_and_an_unknown_job_are_one_line_errors(busy, why, cluster_env):
+    theirs = busy.submit("--hold", "--wrap", "true", other=True)
+    with pytest.raises(SlurmError, match=f"job {theirs} is not one of your jobs in the queue"):
+        why(theirs)
+    cli = run_betty("why", theirs, env=cluster_env)
+    assert cli.returncode == 1 and cli.stdout == ""
+    assert cli.stderr.strip().splitlines() == [f"betty: error: job {theirs} is not one of your jobs in the queue; "
+                                               "Betty explains only your own jobs"]
+    assert HOSTILE_MARKER not in cli.stderr and OTHER_USER not in cli.stderr
+    unknown = run_betty("why", "999999", env=cluster_env)
+    assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1
+    assert "job 999999 is not in the queue" in unknown.stderr
+
+
+def test_betty_why_prints_the_explanation_and_its_json(busy, cluster_env):
+    busy.fill_gpus()
+    mine = busy.submit("--partition=gpu", "--gres=gpu:h100:1", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+    text = run_betty("why", mine, env=cluster_env)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith(f"Job {mine} is pending in partition gpu because ")
+    assert "(Slurm: Resources)" in text.stdout and "(sprio" in text.stdout
+    data = json.loads(run_betty("why", mine, "--json", env=cluster_env).stdout)
+    assert data["reason"] == "Resources" and data["request"]["gpu_type"] == "h100" and data["request"]["gpus"] == 1
+    assert all(command.split()[0] in ("squeue", "sprio", "sshare", "sinfo") for command in data["commands"])
+    for output in (text.stdout, json.dumps(data)):
+        assert HOSTILE_MARKER not in output and OTHER_USER not in output and "\x1b" not in output
+
+
+@pytest.fixture
+def ctx(ssh_profile, tmp_path):
+    """A tool context on the dev cluster over SSH, in a fresh project."""
+    from betty_jupyter.agent.tools import ToolContext
+    from betty_jupyter.experiments.workspace import Workspace
+    from betty_jupyter.wiki import init_workspace
+
+    init_workspace(tmp_path / "project")
+    context = ToolContext.open(ssh_profile, Workspace.at(tmp_path / "project"), "why-session")
+    yield context
+    run_sync(context.close())
+
+
+def test_the_agents_cluster_why_tells_the_model_the_lines_and_refuses_in_one_line(busy, ctx):
+    from betty_jupyter.agent.tools import ClusterWhy, ToolError
+
+    tool = ClusterWhy()
+    busy.fill_gpus()
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:2", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+    preview = run_sync(tool.dry_run(ctx, {"job_id": mine}))
+    assert preview.kind == "command" and f"--jobs={mine}" in preview.text and "sprio" in preview.text
+    outcome = run_sync(tool.execute(ctx, {"job_id": mine}))
+    assert outcome.ok and outcome.summary.splitlines()[0].startswith(f"Job {mine} is pending in partition gpu")
+    assert outcome.data["reason"] == "Resources" and outcome.data["lines"] == outcome.summary.splitlines()
+    assert "sprio --noheader --partition gpu" in outcome.full
+    for text in (outcome.summary, outcome.full, json.dumps(outcome.data)):
+        assert HOSTILE_MARKER not in text and OTHER_USER not in text
+    theirs = busy.submit("--hold", "--wrap", "true", other=True)
+    refused = run_sync(tool.execute(ctx, {"job_id": theirs}))
+    assert not refused.ok and refused.summary == (
+        f"cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
+    with pytest.raises(ToolError, match="job_id"):
+        tool.parse({"job_id": "1; scancel -u someone"})

@@ -1,0 +1,36 @@
+"""``%betty why JOBID`` in a real kernel against the dev cluster: escaped HTML, one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from advisor_support import HOSTILE_MARKER, OTHER_USER, busy  # noqa: F401 (a fixture)
+from kernel_driver import Kernel
+from notebook_support import kernel, llm, one_error_line, project  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.cluster
+
+
+def test_why_shows_the_explanation_as_escaped_html(kernel: Kernel, busy) -> None:
+    busy.fill_gpus()
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:1", "--time=30", "--wrap", "true")
+    busy.wait_for(mine, lambda state, reason: state == "PENDING" and reason == "Resources")
+    cell = kernel.run(f"%betty why {mine}")
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    html = "".join(item.get("text/html", "") for item in cell.result)
+    assert html.startswith("<div class='betty-why'><p><b>") and f"Job {mine} is pending in partition gpu" in html
+    assert "(Slurm: Resources)" in html and "(sprio, weights from sprio --weights)" in html
+    assert "<li>" in html and "<script" not in html and "<img" not in html
+    assert HOSTILE_MARKER not in html and OTHER_USER not in html
+    data = kernel.run("_.data['reason'], _.data['pending']")
+    assert data.text == "('Resources', True)"
+
+
+def test_why_of_someone_elses_job_or_a_bad_id_is_one_line(kernel: Kernel, busy) -> None:
+    theirs = busy.submit("--hold", "--wrap", "true", other=True)
+    assert one_error_line(kernel.run(f"%betty why {theirs}")) == (
+        f"betty: cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
+    assert "is not a Slurm job id" in one_error_line(kernel.run("%betty why 12;ls"))
+    helped = kernel.run("%betty why --help")
+    assert helped.status == "ok" and helped.stdout.startswith("usage: %betty why")
+    assert "why JOBID" in kernel.run("%betty help").stdout
