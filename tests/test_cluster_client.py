@@ -11,6 +11,7 @@ import pytest
 
 from betty_jupyter.cluster.jobs import JobState
 from betty_jupyter.errors import SlurmError, UsageError
+from advisor_support import busy  # noqa: F401 (a fixture)
 from conftest import wait_for_job
 
 pytestmark = pytest.mark.cluster
@@ -188,3 +189,19 @@ def test_a_job_over_its_time_limit_times_out(ssh_profile, over_time_job):
     job = wait_for_job(slurm, over_time_job, timeout=300)
     assert job.state is JobState.TIMEOUT
     assert job.time_limit is not None and job.time_limit.total_seconds() == 60
+
+
+def test_history_shows_only_the_persons_jobs_unless_asked_for_everyones(slurm, busy):
+    """sacct shows root, as which the dev cluster runs, everyone's jobs unless told whose: Betty tells it."""
+    theirs = busy.submit("--wrap", "true", other=True)
+    deadline = time.monotonic() + 60
+    # accounting lists a job in a time window once slurmdbd has its whole record, a moment after it shows by id
+    while theirs not in busy.run("sacct", "-n", "-X", "-P", "--allusers", "--starttime=now-1hours", "-o",
+                                 "JobID").split():
+        assert time.monotonic() < deadline, f"job {theirs} did not reach accounting's window"
+        time.sleep(0.3)
+    mine = slurm.history(since="now-1hours")
+    assert theirs not in set(mine["job_id"].astype(str)) and set(mine["user"]) <= {busy.user}, set(mine["user"])
+    everyone = slurm.history(since="now-1hours", all_users=True)
+    assert theirs in set(everyone["job_id"].astype(str))
+    assert theirs in set(slurm.history([theirs])["job_id"].astype(str)), "a job asked for by id is shown"

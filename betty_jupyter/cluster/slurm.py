@@ -128,6 +128,9 @@ class SlurmClient:
             argv += ["--starttime", since.strftime("%Y-%m-%dT%H:%M:%S") if isinstance(since, datetime) else _plain(str(since), "since")]
         if all_users:
             argv.append("--allusers")
+        elif not ids:
+            # sacct shows root (and the cluster's admin user) everyone's jobs unless told whose
+            argv.append(f"--user={await self.login_uid()}")
         result = await self._run(argv, check=False)
         if not result.ok and any(text in result.stderr for text in _ACCOUNTING_OFF):
             return await self._history_from_queue(ids)
@@ -260,11 +263,15 @@ class SlurmClient:
         """The last ``lines`` lines the job wrote to its stdout (``out``) or stderr (``err``)."""
         return await self.read_log(await self.log_file(value, stream), lines)
 
-    async def _log_area(self, files: jobfiles.JobFiles) -> tuple[str, ...]:
-        """The readable roots, and the job's working directory when the job is the connected user's."""
+    async def login_uid(self) -> int:
+        """The connected user's numeric id on the cluster (``id -u``, asked once)."""
         if self._uid is None:
             self._uid = int((await self._run(["id", "-u"])).stdout.strip())
-        own = files.user_id == self._uid
+        return self._uid
+
+    async def _log_area(self, files: jobfiles.JobFiles) -> tuple[str, ...]:
+        """The readable roots, and the job's working directory when the job is the connected user's."""
+        own = files.user_id == await self.login_uid()
         whole = not files.work_dir.startswith("/") or files.work_dir.rstrip("/") == ""
         area = self.readable_roots + ((files.work_dir,) if own and not whole else ())
         if area:
