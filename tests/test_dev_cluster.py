@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor_support import busy  # noqa: F401 (a fixture)
 from conftest import free_port_base, run_betty, ssh
 
 pytestmark = pytest.mark.cluster
@@ -312,3 +313,15 @@ def test_down_when_nothing_runs_says_so(tmp_path):
     result = run_betty("dev-cluster", "down", "--state-dir", str(tmp_path / "never"))
     assert result.returncode == 0
     assert result.stderr.strip() == "dev cluster was not running"
+
+
+def test_another_users_job_runs_wherever_the_state_directory_lies(busy):
+    """slurmd runs a job's script as its user, from its spool: the second user's jobs must reach it even when the
+    state directory is under a private folder (root's home, as in a fresh checkout's default)."""
+    theirs = busy.submit("--wrap", "true", other=True)
+    deadline = time.monotonic() + 120
+    while (state := busy.run("sacct", "-n", "-X", "-P", "-j", theirs, "-o", "State").strip()) not in (
+            "COMPLETED", "FAILED"):
+        assert time.monotonic() < deadline, f"job {theirs} did not end (last seen {state!r})"
+        time.sleep(0.3)
+    assert state == "COMPLETED", busy.run("sacct", "-n", "-X", "-P", "-j", theirs, "-o", "State,ExitCode")

@@ -141,7 +141,7 @@ class DevCluster:
         """Create directories, keys and config files (keys and the database only once)."""
         layout = self.layout
         for directory in (layout.etc, layout.run, layout.log, layout.spool / "slurmctld",
-                          layout.spool / "slurmd", layout.ssh, layout.gpu_devices,
+                          layout.slurmd_spool.parent, layout.slurmd_spool, layout.ssh, layout.gpu_devices,
                           layout.jupyter_config.parent, layout.run / "munge", layout.run / "betty"):
             directory.mkdir(parents=True, exist_ok=True)
             # munged distrusts group-writable directories, which a umask of 002 would give.
@@ -303,7 +303,10 @@ class DevCluster:
         """Stop what ``up`` started, in reverse order; returns the names stopped."""
         stopped = [name for name in reversed(SERVICES) if self.processes.stop(name)]
         if purge and self.layout.root.exists():
+            spool = self.layout.slurmd_spool.parent
             shutil.rmtree(self.layout.root)
+            if spool.is_relative_to("/var/tmp") and spool.exists():
+                shutil.rmtree(spool)
         return stopped
 
     def wait_for_port_release(self, timeout: float = 10.0) -> bool:

@@ -93,7 +93,7 @@ AuthType=auth/munge
 AuthInfo=socket={layout.munge_socket}
 CredType=cred/munge
 StateSaveLocation={layout.spool}/slurmctld
-SlurmdSpoolDir={layout.spool}/slurmd
+SlurmdSpoolDir={layout.slurmd_spool}
 SlurmctldPidFile={layout.run}/slurmctld.pid
 SlurmdPidFile={layout.run}/slurmd.pid
 SlurmctldLogFile={layout.log}/slurmctld.log

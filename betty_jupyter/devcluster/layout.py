@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import socket
@@ -76,6 +77,16 @@ class DevClusterLayout:
     def spool(self) -> Path:
         """Slurm's state and spool directories."""
         return self.root / "spool"
+
+    @property
+    def slurmd_spool(self) -> Path:
+        """slurmd's spool, where each job's script lies while it runs. Every user whose jobs run must be able to
+        reach it (slurmd runs the script as them), so a state directory under a private one, such as root's
+        ``/root/.local/share/betty``, keeps its spool in ``/var/tmp`` instead, named after the state directory."""
+        if all(os.stat(folder).st_mode & 0o001 for folder in self.root.parents if folder.exists()):
+            return self.spool / "slurmd"
+        mark = hashlib.sha256(str(self.root).encode()).hexdigest()[:12]
+        return Path("/var/tmp") / f"betty-dev-cluster-{mark}" / "slurmd"
 
     @property
     def ssh(self) -> Path:
