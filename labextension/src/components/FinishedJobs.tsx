@@ -11,7 +11,7 @@ import { experimentNotebook, IExperiment } from '../models';
 import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
 import { IFinishedJob } from '../table';
-import { RoomRow, useRowWindow } from './RowWindow';
+import { RoomRow, RowWindowRegion, useRowWindow } from './RowWindow';
 
 /**
  * A finished job's row height in pixels until one is measured: the stylesheet gives every row
@@ -52,17 +52,7 @@ export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinish
           No job of yours finished in the last week{state ? ` as ${visibleText(state)}` : ''}.
         </div>
       ) : (
-        <div
-          className="betty-FinishedJobs-scroll"
-          data-testid="betty-finished-list"
-          role="region"
-          aria-label="Your jobs finished recently"
-          tabIndex={0}
-          ref={rows.scroller}
-          onScroll={rows.onScroll}
-          onFocus={rows.onFocus}
-          style={{ minHeight: `${rows.leastHeight}px` }}
-        >
+        <RowWindowRegion rows={rows} className="betty-FinishedJobs-scroll" testId="betty-finished-list" label="Your jobs finished recently">
           <ul className="betty-FinishedJobs-list" role="list" ref={rows.rows}>
             <RoomRow as="li" height={rows.before} />
             {shown.slice(rows.first, rows.end).map((job, i) => (
@@ -78,7 +68,7 @@ export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinish
             ))}
             <RoomRow as="li" height={rows.after} />
           </ul>
-        </div>
+        </RowWindowRegion>
       )}
     </section>
   );

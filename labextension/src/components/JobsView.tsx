@@ -12,7 +12,7 @@ import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome
 import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
 import { FinishedJobs, StateFilter } from './FinishedJobs';
-import { RoomRow, useRowWindow } from './RowWindow';
+import { RoomRow, RowWindowRegion, useRowWindow } from './RowWindow';
 import { IWhyFor, WhyBox, WhyButton } from './PendingWhy';
 
 /**
@@ -173,17 +173,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
         <WhyBox job={whyFor} load={jobId => loadWhy(whyFor.cluster, jobId)} onClose={() => setWhyFor(null)} />
       )}
       {shown.length > 0 && (
-        <div
-          className="betty-Jobs-scroll"
-          data-testid="betty-jobs-list"
-          role="region"
-          aria-label="Your jobs in the queue"
-          tabIndex={0}
-          ref={rows.scroller}
-          onScroll={rows.onScroll}
-          onFocus={rows.onFocus}
-          style={{ minHeight: `${rows.leastHeight}px` }}
-        >
+        <RowWindowRegion rows={rows} className="betty-Jobs-scroll" testId="betty-jobs-list" label="Your jobs in the queue">
           <table className="betty-Jobs-table" aria-rowcount={shown.length + 1}>
             <thead>
               <tr aria-rowindex={1}>
@@ -210,7 +200,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
               <RoomRow as="tr" height={rows.after} columns={JOB_COLUMNS} />
             </tbody>
           </table>
-        </div>
+        </RowWindowRegion>
       )}
       {props.onResubmit && state.loaded && (
         <FinishedJobs

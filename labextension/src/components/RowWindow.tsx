@@ -200,3 +200,36 @@ export function RoomRow({ height, columns = 1, as }: IRoomRowProps): JSX.Element
     <li className="betty-RowWindow-room" aria-hidden="true" style={style} />
   );
 }
+
+/** Props of {@link RowWindowRegion}. */
+export interface IRowWindowRegionProps {
+  /** The window the region scrolls. */
+  rows: IRowWindow;
+  className: string;
+  testId: string;
+  /** What the list holds, for screen readers ("Your jobs in the queue"). */
+  label: string;
+  children: React.ReactNode;
+}
+
+/**
+ * The scrolling, focusable region of a windowed list: arrow keys, Page Up/Down, Home and End
+ * scroll it once it has focus, and it keeps the room for the rows it must show at least.
+ */
+export function RowWindowRegion({ rows, className, testId, label, children }: IRowWindowRegionProps): JSX.Element {
+  return (
+    <div
+      className={className}
+      data-testid={testId}
+      role="region"
+      aria-label={label}
+      tabIndex={0}
+      ref={rows.scroller}
+      onScroll={rows.onScroll}
+      onFocus={rows.onFocus}
+      style={{ minHeight: `${rows.leastHeight}px` }}
+    >
+      {children}
+    </div>
+  );
+}
