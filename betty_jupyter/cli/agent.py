@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..agent.vocabulary import MODES, Decision, DoneReason, Mode
 from ..errors import UsageError
+from .terminal import typed_answer
 
 if TYPE_CHECKING:
     from ..agent.approvals import ApprovalBroker
@@ -79,7 +80,7 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
 
 async def _answer(broker: "ApprovalBroker", request: "ApprovalRequest", approve: str) -> None:
     if approve == "ask":
-        answer = await asyncio.to_thread(input, "Approve? [y]es / [s]ession / [N]o: ")
+        answer = await typed_answer("Approve? [y]es / [s]ession / [N]o: ")
         decision = {"y": Decision.APPROVED, "yes": Decision.APPROVED,
                     "s": Decision.APPROVED_FOR_SESSION}.get(answer.strip().lower(), Decision.DENIED)
     elif approve == "all" or (approve == "tier1" and request.tier <= 1):

@@ -15,6 +15,7 @@ from ..cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ..errors import UsageError
 from ..safe_text import terminal_line
 from .parser import Parser
+from .terminal import typed_answer
 
 if TYPE_CHECKING:
     from ..cluster.profiles import ClusterProfile
@@ -320,7 +321,7 @@ def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: d
         _show_card(request)
         if args.yes:
             return Decision.APPROVED
-        reply = await asyncio.to_thread(input, f"{question} [y/N] ")
+        reply = await typed_answer(f"{question} [y/N] ")
         return Decision.APPROVED if reply.strip().lower() in ("y", "yes") else Decision.DENIED
 
     outcome = asyncio.run(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
