@@ -93,6 +93,26 @@ def _whole_rows(text: str, width: int) -> list[list[str]]:
     return rows
 
 
+def rows(text: str, fields: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """Split ``text`` into one dict per whole row, keyed by the column names of ``fields`` (no pandas).
+
+    The rows :func:`read_table` would give: a name with a line break is joined back, and a row with a
+    separator too many is left out.
+    """
+    names = [name for _, name in fields]
+    return [dict(zip(names, cells)) for cells in _whole_rows(text, len(names))]
+
+
+def tres_items(text: str) -> dict[str, str]:
+    """A TRES list (``cpu=4,mem=16G,gres/gpu:a100=1``) as ``{name: value}``; an item without ``=`` is left out."""
+    items: dict[str, str] = {}
+    for item in text.split(","):
+        name, equals, value = item.partition("=")
+        if equals and name:
+            items[name] = value
+    return items
+
+
 def _by_unique(values: "pd.Series", convert: Callable[[str], Any], dtype: str) -> "pd.Series":
     """Apply ``convert`` once per distinct value: Slurm columns repeat a lot, and plain Python
     on the distinct values beats regular expressions over every row."""

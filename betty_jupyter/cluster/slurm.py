@@ -132,6 +132,19 @@ class SlurmClient:
             raise SlurmError(_first_error(result))
         return await self._complete_from_queue(parsing.parse_history(result.stdout))
 
+    async def accounting(self, argv: Sequence[str]) -> str:
+        """What one ``sacct`` call (``argv``, its format pinned by the caller) prints; a one-line SlurmError when
+        accounting refuses or is off."""
+        if not argv or argv[0] != "sacct":
+            raise SlurmError("accounting reads only with sacct")
+        result = await self._run(argv, check=False)
+        if not result.ok and any(text in result.stderr for text in _ACCOUNTING_OFF):
+            raise SlurmError("this cluster keeps no accounting (AccountingStorageType is off), so there is no "
+                             "record of what finished jobs used")
+        if not result.ok:
+            raise SlurmError(_first_error(result))
+        return result.stdout
+
     async def _complete_from_queue(self, history: "pd.DataFrame") -> "pd.DataFrame":
         """Fill rows accounting has not caught up with from the controller's record.
 

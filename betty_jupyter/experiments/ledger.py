@@ -154,6 +154,18 @@ class Ledger:
             rows = db.execute("SELECT record, state, finished FROM experiments ORDER BY rowid").fetchall()
         return [_tracked(row) for row in rows]
 
+    def series(self, experiment: Experiment) -> list[Experiment]:
+        """The finished runs of the same experiment on the same cluster (one ``--job-name``), oldest first,
+        ``experiment`` itself included when it finished: what right-sizing learns from."""
+        # lazy: the script parser; opening the ledger (every watcher tick) needs none of it
+        from ..cluster.advisor.rightsizing import job_name
+
+        name = job_name(experiment.script)
+        if name is None:
+            return [experiment]
+        return [tracked.experiment for tracked in self.all() if tracked.finished
+                and tracked.experiment.cluster == experiment.cluster and job_name(tracked.experiment.script) == name]
+
     def get(self, slug_or_job: str) -> Tracked | None:
         """The experiment with this slug, or whose job id this is."""
         with self._connect() as db:
