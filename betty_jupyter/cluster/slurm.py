@@ -26,6 +26,7 @@ from .transport import CommandResult, Transport
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .advisor.efficiency import JobEfficiency
     from .job_env import JobEnvironment
 
 TOKEN_PREFIX = "betty:"
@@ -131,6 +132,15 @@ class SlurmClient:
         if not result.ok:
             raise SlurmError(_first_error(result))
         return await self._complete_from_queue(parsing.parse_history(result.stdout))
+
+    async def efficiency(self, job_ids: Iterable[object] | None = None,
+                         since: str | datetime | None = None) -> "list[JobEfficiency]":
+        """What the connected person's finished jobs (``job_ids``, or those started since ``since``) used of what they
+        asked for: one ``sacct`` call for all of them (:mod:`.advisor.efficiency`)."""
+        # lazy: the advisor's parser; a session that never asks about efficiency does not load it
+        from .advisor.efficiency import parse_efficiency, sacct_argv
+
+        return parse_efficiency(await self.accounting(sacct_argv(job_ids, since)))
 
     async def accounting(self, argv: Sequence[str]) -> str:
         """What one ``sacct`` call (``argv``, its format pinned by the caller) prints; a one-line SlurmError when

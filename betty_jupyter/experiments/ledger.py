@@ -67,6 +67,9 @@ class Experiment:
     gpu_estimate: dict[str, Any] | None = None
     diagnosis: dict[str, Any] | None = None
     """Why the job failed and what became of the correction (the job babysitter's, ``diagnosis.py``)."""
+    efficiency: dict[str, Any] | None = None
+    """What the job used of its request, and the right-sizing for the next run, recorded when it ended
+    (``experiments/efficiency.py``)."""
     replaces: dict[str, str] | None = None
     """The recorded experiment this one corrects: its ``slug`` and ``job_id`` (its page links that one's)."""
 
@@ -154,17 +157,43 @@ class Ledger:
             rows = db.execute("SELECT record, state, finished FROM experiments ORDER BY rowid").fetchall()
         return [_tracked(row) for row in rows]
 
-    def series(self, experiment: Experiment) -> list[Experiment]:
-        """The finished runs of the same experiment on the same cluster (one ``--job-name``), oldest first,
-        ``experiment`` itself included when it finished: what right-sizing learns from."""
+    def series(self, experiments: list[Experiment]) -> dict[str, list[Experiment]]:
+        """Each experiment's series, by slug: the runs of the same ``--job-name`` on the same cluster that finished,
+        and the experiment itself, oldest first. What right-sizing learns from; the ledger is read once for all."""
         # lazy: the script parser; opening the ledger (every watcher tick) needs none of it
         from ..cluster.advisor.rightsizing import job_name
 
-        name = job_name(experiment.script)
-        if name is None:
-            return [experiment]
-        return [tracked.experiment for tracked in self.all() if tracked.finished
-                and tracked.experiment.cluster == experiment.cluster and job_name(tracked.experiment.script) == name]
+        finished: dict[tuple[str, str], list[Experiment]] = {}
+        for tracked in self.all():
+            name = job_name(tracked.experiment.script) if tracked.finished else None
+            if name is not None:
+                finished.setdefault((tracked.experiment.cluster, name), []).append(tracked.experiment)
+        found: dict[str, list[Experiment]] = {}
+        for experiment in experiments:
+            name = job_name(experiment.script)
+            runs = [run for run in finished.get((experiment.cluster, name or ""), []) if run.slug != experiment.slug]
+            found[experiment.slug] = [*runs, experiment] if name is not None else [experiment]
+        return found
+
+    def set_efficiency(self, figures: dict[str, dict[str, Any]]) -> dict[str, Experiment]:
+        """Record, in one transaction, what each experiment's job used and the right-sizing drawn from its series
+        (``figures`` by slug); the experiments as recorded now (those the ledger has)."""
+        recorded: dict[str, Experiment] = {}
+        with self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")  # a diagnosis written meanwhile is kept
+            try:
+                for slug, figure in figures.items():
+                    row = db.execute("SELECT record FROM experiments WHERE slug = ?", (slug,)).fetchone()
+                    if row is None:
+                        continue
+                    record = {**json.loads(row[0]), "efficiency": figure}
+                    db.execute("UPDATE experiments SET record = ? WHERE slug = ?", (json.dumps(record), slug))
+                    recorded[slug] = Experiment(**record)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        return recorded
 
     def get(self, slug_or_job: str) -> Tracked | None:
         """The experiment with this slug, or whose job id this is."""

@@ -13,12 +13,13 @@ seconds, not a minute later.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..cluster.sync import run_sync
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from ..cluster.jobs import Job
     from ..cluster.slurm import SlurmClient
     from ..config import BettyConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,7 @@ class JobWatcher:
                    and not self._unsettled_end(tracked, job)]
         logs = {tracked.experiment.slug: await failure_log(slurm, job)
                 for tracked, job in changed if job.state.value in content.FAILED_STATES}
+        changed = await self._with_efficiency(slurm, changed)
         written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
         with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
             try:
@@ -153,6 +157,25 @@ class JobWatcher:
             for callback in self.subscribers:
                 callback(update)
         return updates
+
+    async def _with_efficiency(self, slurm: "SlurmClient",
+                               changed: list[tuple[Tracked, "Job"]]) -> list[tuple[Tracked, "Job"]]:
+        """The ended jobs' experiments with their efficiency recorded (one sacct for all); as they were when
+        accounting cannot say (the page shows the rest, and the figures come with the next end)."""
+        ended = [tracked.experiment for tracked, job in changed if job.state.finished]
+        if not ended:
+            return changed
+        # lazy: the advisor; a tick in which no job ended needs none of it
+        from .efficiency import efficiency_records
+
+        try:
+            records = await efficiency_records(slurm, self.ledger, ended)
+        except BettyError as error:
+            log.warning("Betty could not read the efficiency of %d ended job(s): %s", len(ended), error)
+            return changed
+        recorded = self.ledger.set_efficiency(records)
+        return [(replace(tracked, experiment=recorded.get(tracked.experiment.slug) or tracked.experiment), job)
+                for tracked, job in changed]
 
     def _unsettled_end(self, tracked: Tracked, job: "Job") -> bool:
         """An ended job whose exit code accounting has not recorded yet: wait for it (a while)."""

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable
+from datetime import datetime, timedelta
+from typing import Any, Iterable
 
 from ...errors import UsageError
 from ..jobs import JobState, job_id
 from ..parsing import SEPARATOR, duration_seconds, rows, size_bytes, tres_gpus, tres_items
-
-if TYPE_CHECKING:
-    from ..slurm import SlurmClient
+from ..tables import size_text
+from ..text_tables import rows_table
 
 EFFICIENCY_FIELDS: tuple[tuple[str, str], ...] = (
     ("JobID", "job_id"), ("JobName", "name"), ("Partition", "partition"), ("State", "state"), ("End", "ended"),
@@ -113,6 +112,24 @@ def _day(text: str) -> str:
     return text
 
 
+_AGO = re.compile(r"([0-9]{1,4})([dhm])")
+_AGO_UNITS = {"d": 86400, "h": 3600, "m": 60}
+
+
+def since_start(text: str, now: datetime | None = None) -> datetime | str:
+    """``7d``, ``12h``, ``30m`` → the moment that long before ``now``; a date (``2026-11-20[T08:00]``) as it is.
+
+    UsageError, in one line, for anything else.
+    """
+    ago = _AGO.fullmatch(text.strip())
+    if ago:
+        return (now or datetime.now()) - timedelta(seconds=int(ago.group(1)) * _AGO_UNITS[ago.group(2)])
+    try:
+        return _day(text.strip())
+    except UsageError:
+        raise UsageError(f"since: {text[:40]!r} is neither a span (7d, 12h, 30m) nor a date (2026-11-20)") from None
+
+
 def parse_efficiency(text: str) -> list[JobEfficiency]:
     """``sacct`` output of :func:`sacct_argv` → one :class:`JobEfficiency` per finished job, in sacct's order.
 
@@ -190,7 +207,63 @@ def _largest(values: Iterable[float | None]) -> float | None:
     return max(known) if known else None
 
 
-async def job_efficiency(slurm: "SlurmClient", job_ids: Iterable[object] | None = None,
-                         since: str | datetime | None = None) -> list[JobEfficiency]:
-    """Efficiency of the connected person's finished jobs (``job_ids``, or those started since ``since``): one sacct."""
-    return parse_efficiency(await slurm.accounting(sacct_argv(job_ids, since)))
+EFFICIENCY_COLUMNS = ["job_id", "name", "state", "elapsed", "cpu", "memory", "time", "gpus"]
+"""The columns ``betty efficiency``, ``%betty efficiency`` and ``cluster_efficiency`` show."""
+
+
+def percent(ratio: float | None) -> str:
+    """``0.337`` → ``34%``; blank when unknown."""
+    return "" if ratio is None else f"{ratio * 100:.0f}%"
+
+
+def shown_row(job: JobEfficiency) -> dict[str, str]:
+    """One job as the table shows it: each figure with the amounts it came from (``63% of 500MiB``)."""
+    cpu = f"{percent(job.cpu_efficiency)} of {job.cpus} core(s)" if job.cpu_efficiency is not None else ""
+    memory = ""
+    if job.memory_peak_bytes is not None:
+        asked = f" of {short_size(job.memory_requested_bytes)}" if job.memory_requested_bytes else ""
+        memory = f"{short_size(job.memory_peak_bytes)}{asked}" + (f" ({percent(job.memory_efficiency)})" if asked else "")
+    time = f"{percent(job.time_efficiency)} of {clock(job.time_limit_seconds)}" if job.time_limit_seconds else ""
+    return {"job_id": job.job_id, "name": job.name, "state": job.state, "elapsed": clock(job.elapsed_seconds),
+            "cpu": cpu, "memory": memory, "time": time, "gpus": gpu_text(job)}
+
+
+def gpu_text(job: JobEfficiency) -> str:
+    """``2 × a100, 81% busy, peak 29.3GiB`` / ``1 × gpu, use not gathered here`` / blank without GPUs."""
+    if not job.gpus:
+        return ""
+    shown = f"{job.gpus} × {job.gpu_type or 'gpu'}"
+    if job.gpu_utilization is None and job.gpu_memory_bytes is None:
+        return f"{shown}, use {NOT_GATHERED}"
+    if job.gpu_utilization is not None:
+        shown += f", {job.gpu_utilization:.0f}% busy"
+    if job.gpu_memory_bytes is not None:
+        shown += f", peak {short_size(job.gpu_memory_bytes)}"
+    return shown
+
+
+def summary_line(job: JobEfficiency) -> str:
+    """The job's figures in one line, as its experiment page and the job babysitter say them."""
+    row = shown_row(job)
+    parts = [f"{name} {row[key]}" for key, name in (("cpu", "CPU"), ("memory", "memory"), ("time", "time"),
+                                                    ("gpus", "GPUs")) if row[key]]
+    return " · ".join(parts) or "accounting recorded no use"
+
+
+def efficiency_table(jobs: list[JobEfficiency]) -> str:
+    """``jobs`` as an aligned text table (each cell on one line, control characters written out)."""
+    return rows_table([shown_row(job) for job in jobs], EFFICIENCY_COLUMNS)
+
+
+def short_size(size: int | None) -> str:
+    """Bytes as ``11.2GiB`` (blank when unknown)."""
+    return "" if size is None else size_text(size).replace(" ", "")
+
+
+def clock(seconds: int | None) -> str:
+    """Seconds as ``[D-]HH:MM:SS``, as Slurm writes durations and ``--time`` reads them (blank when unknown)."""
+    if seconds is None:
+        return ""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    return (f"{days}-" if days else "") + f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"

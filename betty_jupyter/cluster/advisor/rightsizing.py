@@ -20,8 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from ...errors import ScriptError
 from ..sbatch import SbatchScript
-from ..tables import size_text
-from .efficiency import JobEfficiency
+from .efficiency import JobEfficiency, clock, short_size
 
 MIN_RUNS = 3
 """How many finished runs with a measured peak a proposal needs."""
@@ -100,11 +99,11 @@ def _memory(runs: Sequence[JobEfficiency], asked: int | None, peak: int | None) 
     if asked is None or peak is None:
         return None, f"memory: no request or no peak recorded {over}"
     if any(run.state == "OUT_OF_MEMORY" for run in runs):
-        return None, f"memory: a run ran out of memory, so its peak is the limit; keep {_size(asked)}"
+        return None, f"memory: a run ran out of memory, so its peak is the limit; keep {short_size(asked)}"
     size = _step_up(peak * MEMORY_HEADROOM)
-    figures = f"asked {_size(asked)}, peak {_size(peak)} {over}"
+    figures = f"asked {short_size(asked)}, peak {short_size(peak)} {over}"
     if size > asked * SHRINK_AT_MOST:
-        return None, f"{figures}: keep {_size(asked)}"
+        return None, f"{figures}: keep {short_size(asked)}"
     return _sbatch_size(size), f"{figures}: ask {_sbatch_size(size)}"
 
 
@@ -112,13 +111,13 @@ def _time(runs: Sequence[JobEfficiency], limit: int | None, longest: int) -> tup
     if limit is None:
         return None, "time: no limit asked"
     if any(run.state == "TIMEOUT" for run in runs):
-        return None, f"time: a run hit its limit; keep {_clock(limit)}"
+        return None, f"time: a run hit its limit; keep {clock(limit)}"
     step = TIME_STEP_MINUTES * 60
     proposed = max(step, math.ceil(longest * TIME_HEADROOM / step) * step)
-    figures = f"time limit {_clock(limit)}, longest run {_clock(longest)}"
+    figures = f"time limit {clock(limit)}, longest run {clock(longest)}"
     if proposed > limit * SHRINK_AT_MOST:
-        return None, f"{figures}: keep {_clock(limit)}"
-    return _clock(proposed), f"{figures}: ask {_clock(proposed)}"
+        return None, f"{figures}: keep {clock(limit)}"
+    return clock(proposed), f"{figures}: ask {clock(proposed)}"
 
 
 def _step_up(size: float) -> int:
@@ -126,21 +125,12 @@ def _step_up(size: float) -> int:
         if size <= step:
             return step
     top = MEMORY_STEPS[-1]
-    return top * 2 ** math.ceil(math.log2(size / top))
+    return int(top * 2 ** math.ceil(math.log2(size / top)))
 
 
 def _sbatch_size(size: int) -> str:
     """Bytes as ``--mem`` reads them: ``16G`` when whole gibibytes, else ``512M``."""
     return f"{size // 2**30}G" if size % 2**30 == 0 else f"{math.ceil(size / 2**20)}M"
-
-
-def _size(size: int) -> str:
-    return size_text(size).replace(" ", "")
-
-
-def _clock(seconds: int) -> str:
-    hours, rest = divmod(int(seconds), 3600)
-    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
 
 
 def job_name(script: str) -> str | None:
