@@ -158,21 +158,23 @@ class Ledger:
         return [_tracked(row) for row in rows]
 
     def series(self, experiments: list[Experiment]) -> dict[str, list[Experiment]]:
-        """Each experiment's series, by slug: the runs of the same ``--job-name`` on the same cluster that finished,
-        and the experiment itself, oldest first. What right-sizing learns from; the ledger is read once for all."""
+        """Each experiment's series, by slug: the runs of the same ``--job-name`` on the same cluster that finished
+        (``experiments`` themselves counted as finished), oldest first. What right-sizing learns from; the ledger is read once for all."""
         # lazy: the script parser; opening the ledger (every watcher tick) needs none of it
         from ..cluster.advisor.rightsizing import job_name
 
+        asked = {experiment.slug for experiment in experiments}  # ended now, though not recorded as ended yet
         finished: dict[tuple[str, str], list[Experiment]] = {}
         for tracked in self.all():
-            name = job_name(tracked.experiment.script) if tracked.finished else None
+            ended = tracked.finished or tracked.experiment.slug in asked
+            name = job_name(tracked.experiment.script) if ended else None
             if name is not None:
                 finished.setdefault((tracked.experiment.cluster, name), []).append(tracked.experiment)
         found: dict[str, list[Experiment]] = {}
         for experiment in experiments:
             name = job_name(experiment.script)
-            runs = [run for run in finished.get((experiment.cluster, name or ""), []) if run.slug != experiment.slug]
-            found[experiment.slug] = [*runs, experiment] if name is not None else [experiment]
+            runs = finished.get((experiment.cluster, name or ""), [])
+            found[experiment.slug] = runs if name is not None and runs else [experiment]
         return found
 
     def set_efficiency(self, figures: dict[str, dict[str, Any]]) -> dict[str, Experiment]:

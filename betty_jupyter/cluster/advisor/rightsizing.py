@@ -63,19 +63,23 @@ class RightSizing:
         return "; ".join(self.reasons)
 
     def edited(self, script: str) -> str:
-        """``script`` with the proposal written into its ``#SBATCH`` lines; every other byte as it was.
-
-        A per-CPU memory request gives way to the whole-job ``--mem`` (sbatch refuses both at once).
-        """
-        parsed = SbatchScript.parse(script)
-        options: dict[str, str | None] = dict(self.changes)
-        if "mem" in options:
-            options.update({"mem_per_cpu": None, "mem_per_gpu": None})
-        return parsed.with_options(**options).render()
+        """``script`` right-sized (:func:`right_sized`)."""
+        return right_sized(script, self.changes)
 
     def edited_args(self, card_args: Mapping[str, Any]) -> dict[str, Any]:
         """A resubmission card's arguments with the right-sized script: what the person approves as their edit."""
         return {**card_args, "script": self.edited(str(card_args["script"]))}
+
+
+def right_sized(script: str, changes: Mapping[str, str]) -> str:
+    """``script`` with a proposal's ``changes`` written into its ``#SBATCH`` lines; every other byte as it was.
+
+    A per-CPU or per-GPU memory request gives way to the whole-job ``--mem`` (sbatch refuses both at once).
+    """
+    options: dict[str, str | None] = {key: value for key, value in changes.items() if key in ("mem", "time")}
+    if "mem" in options:
+        options.update({"mem_per_cpu": None, "mem_per_gpu": None})
+    return SbatchScript.parse(script).with_options(**options).render()
 
 
 def propose(runs: Sequence[JobEfficiency]) -> RightSizing:
