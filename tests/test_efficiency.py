@@ -168,9 +168,20 @@ def test_three_runs_give_a_right_sized_request_that_a_person_approves_as_an_edit
             assert record["changes"] == {"mem": "512M"}, record["right_sizing"]
             assert "asked 2GiB" in record["right_sizing"] and "over 3 runs: ask 512M" in record["right_sizing"]
 
+            # The agent's tool draws the same proposal and the script it would offer (a tier 1 read: a card, unless
+            # the session's mode lets reads run).
+            read = asyncio.ensure_future(desk.run_tool("cluster_efficiency", {"experiment": last.slug}, "a test"))
+            await until("the read to ask or end", lambda: read.done() or assistant.pending())
+            for card in assistant.pending():
+                assistant.respond(card.approval_id, "approved", "the researcher")
+            outcome = await read
+            assert outcome.ok, outcome.summary
+            proposal = outcome.data["right_sizing"]
+            assert proposal["changes"] == record["changes"] and "ask 512M" in outcome.summary
+            assert proposal["script"] == right_sized(last.script, record["changes"])
+
             def edit(card) -> None:  # the person takes the proposal into the resubmission card and approves it
-                edited = {**card.args, "script": right_sized(card.args["script"], record["changes"])}
-                assistant.respond(card.approval_id, "edited", "the researcher", edited)
+                assistant.respond(card.approval_id, "edited", "the researcher", {**card.args, "script": proposal["script"]})
 
             again = await submitted({"script": last.script, "goal": "right-sized", "replaces": last.job_id}, edit)
             assert "#SBATCH --mem=512M\n" in again.script and "--mem=2G" not in again.script

@@ -9,7 +9,7 @@ from betty_jupyter.cluster.advisor.efficiency import (EFFICIENCY_FIELDS, JobEffi
                                                       requested_memory, sacct_argv)
 from betty_jupyter.cluster.advisor.rightsizing import MIN_RUNS, propose
 from betty_jupyter.cluster.parsing import SEPARATOR
-from betty_jupyter.errors import UsageError
+from betty_jupyter.errors import ToolError, UsageError
 from hostile import hostile
 
 MiB, GiB = 2**20, 2**30
@@ -127,3 +127,28 @@ def test_right_sizing_needs_enough_runs_and_keeps_what_is_close_or_was_too_small
     assert starved.memory is None and "ran out of memory" in starved.line()
     timed_out = propose([run("1", GiB), run("2", GiB), run("3", GiB, elapsed=4 * 3600, state="TIMEOUT")])
     assert timed_out.time is None and "hit its limit" in timed_out.line()
+
+
+@pytest.mark.parametrize(("args", "refusal"), [
+    ({"since": "now --allusers"}, "since: 'now --allusers' is neither a span"),
+    ({"job_ids": ["12; scancel -u ada"]}, "not a Slurm job id"),
+    ({"experiment": "../../etc/passwd"}, "is not an experiment Betty recorded on nowhere"),
+])
+def test_the_agent_tool_refuses_hostile_arguments_in_one_line(offline_context, args, refusal) -> None:
+    import asyncio
+
+    from betty_jupyter.agent.tools import ClusterEfficiency
+
+    with pytest.raises(ToolError) as refused:
+        asyncio.run(ClusterEfficiency().dry_run(offline_context, args))
+    assert refusal in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_agent_tools_preview_is_the_pinned_sacct_call(offline_context) -> None:
+    import asyncio
+
+    from betty_jupyter.agent.tools import ClusterEfficiency
+
+    preview = asyncio.run(ClusterEfficiency().dry_run(offline_context, {"job_ids": ["12", "13_4"]}))
+    assert preview.text.startswith("sacct --parsable2 --noheader '--delimiter=|' --format JobID,JobName,")
+    assert "--jobs 12,13_4" in preview.text and SEPARATOR not in preview.text

@@ -7,6 +7,7 @@ from typing import Any
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 from .cluster import ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun, JobLogs
 from .delegate import DelegateTasks
+from .efficiency import ClusterEfficiency
 from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
@@ -15,11 +16,12 @@ from .wiki import WikiRead, WikiSearch, WikiWrite
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterHistory, ClusterSubmit, ClusterStatus, ClusterCancel,
     JobLogs, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
+    ClusterEfficiency,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
-    "ALL_TOOLS", "ClusterCancel", "ClusterHistory", "ClusterPartitions", "ClusterQueue", "ClusterRun",
-    "ClusterStatus", "ClusterSubmit", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
+    "ALL_TOOLS", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterPartitions", "ClusterQueue",
+    "ClusterRun", "ClusterStatus", "ClusterSubmit", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]
