@@ -152,3 +152,23 @@ def test_the_agent_tools_preview_is_the_pinned_sacct_call(offline_context) -> No
     preview = asyncio.run(ClusterEfficiency().dry_run(offline_context, {"job_ids": ["12", "13_4"]}))
     assert preview.text.startswith("sacct --parsable2 --noheader '--delimiter=|' --format JobID,JobName,")
     assert "--jobs 12,13_4" in preview.text and SEPARATOR not in preview.text
+
+
+def test_the_notebooks_view_escapes_job_names_and_draws_a_picture(monkeypatch) -> None:
+    import betty_jupyter.notebook.display as shown
+    from hostile import live_html, shown_text
+
+    names = hostile("html") + ["$x^2$ \\frac{1}{0}"]  # mathematics for matplotlib: jobs are labelled by id alone
+    text = "\n".join(job(str(60 + n), name=name) + "\n" + step(f"{60 + n}.batch", "1G") for n, name in enumerate(names))
+    jobs = parse_efficiency(text)
+    assert [found.name for found in jobs] == names
+    data = {"jobs": [found.as_dict() for found in jobs], "right_sizing": {"line": names[0], "changes": {}}}
+    displayed: list[object] = []
+    monkeypatch.setattr(shown, "display", displayed.append)
+    frame = shown.efficiency_frame(data)
+    assert list(frame["job_id"]) == [found.job_id for found in jobs]
+    frame._ipython_display_()
+    table, picture = displayed
+    assert live_html(table.data) == []
+    assert all(name in shown_text(table.data) for name in names)  # shown as text, not dropped
+    assert picture.data[:8] == b"\x89PNG\r\n\x1a\n"

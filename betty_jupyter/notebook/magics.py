@@ -24,7 +24,7 @@ from ..errors import BettyError, ToolError, UsageError
 from ..gpu import estimate, gpu_type
 from ..gpu.options import job_options, request_from
 from ..safe_text import markdown_html
-from .display import job_frame, shown_as, table_frame
+from .display import efficiency_frame, job_frame, shown_as, table_frame
 from .login import cell_login
 from .session import Call, NotebookBetty
 
@@ -44,6 +44,7 @@ _HELP = """\
   squeue [--me] [--partition P] [--state S]   the queue, as a live table
   sinfo                         the partitions: nodes, CPUs, GPUs, limits
   sacct [JOBID…] [--since WHEN] [--all-users]  jobs from accounting
+  efficiency [JOBID…] [--since 7d] [--experiment SLUG]  CPU, memory, time used vs asked; right-sizing
   status JOBID                  one job, kept current until it ends
   logs JOBID [--err] [--lines N] [--follow]   the end of a job's output
   wait JOBID [--timeout S]      wait (blocking the cell) until a job ends; its final record
@@ -171,6 +172,7 @@ class BettyMagics(Magics):
             "squeue": (self._squeue_parser, self._squeue),
             "sinfo": (lambda: _parser("sinfo", "the partitions of the cluster in use"), self._sinfo),
             "sacct": (self._sacct_parser, self._sacct),
+            "efficiency": (self._efficiency_parser, self._efficiency),
             "status": (self._status_parser, self._status),
             "logs": (self._logs_parser, self._logs),
             "wait": (self._wait_parser, self._wait),
@@ -269,6 +271,19 @@ class BettyMagics(Magics):
     def _sacct(self, args: argparse.Namespace, cell: str | None) -> Any:
         query = {"job_ids": args.job_ids or None, "since": args.since, "all_users": args.all_users or None}
         return self._job_table("cluster_history", query, f"history on {self._where()}", HISTORY_COLUMNS)
+
+    @staticmethod
+    def _efficiency_parser() -> MagicParser:
+        parser = _parser("efficiency", "what finished jobs used of what they asked for, with a picture")
+        parser.add_argument("job_ids", nargs="*", metavar="JOBID", type=_job_id)
+        parser.add_argument("--since", default="7d", help="jobs started since: 7d, 12h, 30m or a date (default 7d)")
+        parser.add_argument("--experiment", metavar="SLUG", help="an experiment's runs and its right-sized request")
+        return parser
+
+    def _efficiency(self, args: argparse.Namespace, cell: str | None) -> Any:
+        query = {"job_ids": args.job_ids or None, "since": args.since, "experiment": args.experiment}
+        data = self._read("cluster_efficiency", query, f"reading accounting on {self._where()}")
+        return data if isinstance(data, Call) else efficiency_frame(data)
 
     @staticmethod
     def _status_parser() -> MagicParser:

@@ -19,7 +19,7 @@ break or markup cannot shift a column (:func:`~betty_jupyter.cluster.parsing.row
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
@@ -88,6 +88,11 @@ class JobEfficiency:
         if not self.time_limit_seconds:
             return None
         return self.elapsed_seconds / self.time_limit_seconds
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> "JobEfficiency":
+        """Back from :meth:`as_dict` (the ratios, derived, are left out)."""
+        return cls(**{item.name: record.get(item.name) for item in fields(cls)})
 
     def as_dict(self) -> dict[str, Any]:
         """The fields and the three ratios, as ``--json`` and the agent give them."""
