@@ -92,7 +92,8 @@ class JobEfficiency:
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> "JobEfficiency":
         """Back from :meth:`as_dict` (the ratios, derived, are left out)."""
-        return cls(**{item.name: record.get(item.name) for item in fields(cls)})
+        values: dict[str, Any] = {item.name: record.get(item.name) for item in fields(cls)}
+        return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
         """The fields and the three ratios, as ``--json`` and the agent give them."""
