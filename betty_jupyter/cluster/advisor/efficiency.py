@@ -18,6 +18,7 @@ break or markup cannot shift a column (:func:`~betty_jupyter.cluster.parsing.row
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
@@ -159,19 +160,32 @@ def _job(row: dict[str, str], steps: list[dict[str, str]]) -> JobEfficiency | No
         return None
     cpus = _integer(row["cpus"]) or 0
     peak, peak_step = _peak_memory(steps)
-    usage_max = tres_items(",".join(step["usage_max"] for step in steps))
-    usage_ave = [tres_items(step["usage_ave"]) for step in steps]
-    gpus, kind = tres_gpus(row["alloc_tres"])
+    gpus, kind = _gpus(row["alloc_tres"])
+    utilization, gpu_memory = _gpu_use(steps)
     limit = _integer(row["time_limit"])
     return JobEfficiency(
         job_id=row["job_id"], name=row["name"], partition=row["partition"], state=state.value, ended=row["ended"],
         elapsed_seconds=_integer(row["elapsed"]) or 0, time_limit_seconds=None if limit is None else limit * 60,
         cpus=cpus, cpu_seconds=duration_seconds(row["total_cpu"]) or 0.0,
-        memory_requested_bytes=requested_memory(row["req_tres"], row["req_mem"], cpus, _integer(row["nodes"]) or 1),
+        memory_requested_bytes=_requested(row["req_tres"], row["req_mem"], cpus, _integer(row["nodes"]) or 1),
         memory_peak_bytes=peak, memory_peak_step=peak_step, gpus=gpus, gpu_type=kind,
-        gpu_utilization=_largest(_number(item.get("gres/gpuutil", "")) for item in usage_ave),
-        gpu_memory_bytes=size_bytes(usage_max["gres/gpumem"]) if usage_max.get("gres/gpumem") else None,
+        gpu_utilization=utilization, gpu_memory_bytes=gpu_memory,
     )
+
+
+def _gpu_use(steps: list[dict[str, str]]) -> tuple[float | None, int | None]:
+    """The busiest step's average GPU use (``gres/gpuutil``) and the largest GPU memory (``gres/gpumem``)."""
+    utilization: float | None = None
+    memory: int | None = None
+    for step in steps:
+        if "gres/gpu" not in step["usage_ave"] and "gres/gpu" not in step["usage_max"]:
+            continue  # most sites gather none: skip reading the list
+        busy = _number(tres_items(step["usage_ave"]).get("gres/gpuutil", ""))
+        peak = tres_items(step["usage_max"]).get("gres/gpumem")
+        used = size_bytes(peak) if peak else None
+        utilization = _largest([utilization, busy])
+        memory = None if used is None and memory is None else max(used or 0, memory or 0)
+    return utilization, memory
 
 
 def requested_memory(req_tres: str, req_mem: str, cpus: int, nodes: int) -> int | None:
@@ -185,6 +199,10 @@ def requested_memory(req_tres: str, req_mem: str, cpus: int, nodes: int) -> int 
     if size is None:
         return None
     return size * (cpus if req_mem.endswith("c") else nodes)
+
+
+_requested = functools.lru_cache(maxsize=4096)(requested_memory)  # a thousand jobs ask for a handful of sizes
+_gpus = functools.lru_cache(maxsize=4096)(tres_gpus)
 
 
 def _peak_memory(steps: list[dict[str, str]]) -> tuple[int | None, str | None]:
