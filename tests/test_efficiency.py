@@ -181,7 +181,8 @@ def test_three_runs_give_a_right_sized_request_that_a_person_approves_as_an_edit
             assert proposal["script"] == right_sized(last.script, record["changes"])
 
             def edit(card) -> None:  # the person takes the proposal into the resubmission card and approves it
-                assistant.respond(card.approval_id, "edited", "the researcher", {**card.args, "script": proposal["script"]})
+                edited = {**card.args, "script": proposal["script"]}
+                assistant.respond(card.approval_id, "edited", "the researcher", edited)
 
             again = await submitted({"script": last.script, "goal": "right-sized", "replaces": last.job_id}, edit)
             assert "#SBATCH --mem=512M\n" in again.script and "--mem=2G" not in again.script

@@ -81,7 +81,7 @@ def test_unlimited_time_and_never_run_give_no_ratio_rather_than_a_wrong_one() ->
     assert found.memory_peak_bytes is None and found.memory_efficiency is None
 
 
-@pytest.mark.parametrize("name", hostile("job_names", "unicode") + ["a|b|c", "two\nlines", "<img src=x onerror=alert(1)>"])
+@pytest.mark.parametrize("name", hostile("job_names", "unicode") + ["a|b|c", "two\nlines", "<img src=x onerror=1>"])
 def test_a_hostile_job_name_shifts_no_column(name: str) -> None:
     text = "\n".join([job("50", name=name), step("50.batch", "1G"), job("51"), step("51.batch", "2G")]) + "\n"
     found = {item.job_id: item for item in parse_efficiency(text)}

@@ -159,7 +159,8 @@ class Ledger:
 
     def series(self, experiments: list[Experiment]) -> dict[str, list[Experiment]]:
         """Each experiment's series, by slug: the runs of the same ``--job-name`` on the same cluster that finished
-        (``experiments`` themselves counted as finished), oldest first. What right-sizing learns from; the ledger is read once for all."""
+        (``experiments`` themselves counted as finished), oldest first. What right-sizing learns from; the ledger
+        is read once for all."""
         # lazy: the script parser; opening the ledger (every watcher tick) needs none of it
         from ..cluster.advisor.rightsizing import job_name
 

@@ -246,7 +246,8 @@ def shown_row(job: JobEfficiency) -> dict[str, str]:
     memory = ""
     if job.memory_peak_bytes is not None:
         asked = f" of {short_size(job.memory_requested_bytes)}" if job.memory_requested_bytes else ""
-        memory = f"{short_size(job.memory_peak_bytes)}{asked}" + (f" ({percent(job.memory_efficiency)})" if asked else "")
+        share = f" ({percent(job.memory_efficiency)})" if asked else ""
+        memory = f"{short_size(job.memory_peak_bytes)}{asked}{share}"
     time = f"{percent(job.time_efficiency)} of {clock(job.time_limit_seconds)}" if job.time_limit_seconds else ""
     return {"job_id": job.job_id, "name": job.name, "state": job.state, "elapsed": clock(job.elapsed_seconds),
             "cpu": cpu, "memory": memory, "time": time, "gpus": gpu_text(job)}
