@@ -40,6 +40,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadExperiments: () => model.api.experiments(),
       cancel: (jobId: string) => model.cancelJob(jobId),
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
+      loadEfficiency: (cluster: string, jobIds: string[]) => model.api.efficiency(cluster, jobIds),
       resubmit: (jobId: string) => model.resubmitJob(jobId)
     }),
     [model]
@@ -119,6 +120,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onCancel={loaders.cancel}
           onOpen={onOpen}
           loadHistory={loaders.loadHistory}
+          loadEfficiency={loaders.loadEfficiency}
           onResubmit={loaders.resubmit}
         />
       </div>

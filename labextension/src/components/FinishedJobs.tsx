@@ -1,13 +1,15 @@
 /**
  * The Jobs tab's recent finished jobs (from accounting), a page at a time: state and exit
- * code, filterable by state, and for each job Betty recorded a Resubmit… that opens its script in an approval
+ * code, what it used of what it asked for (EfficiencyBadge), filterable by state, and for each job Betty recorded a
+ * Resubmit… that opens its script in an approval
  * card's editor in the chat (nothing is submitted until the person approves that card).
  */
 import * as React from 'react';
 
 import { formatStamp } from '../format';
-import { experimentNotebook, IExperiment } from '../models';
+import { experimentNotebook, IExperiment, IOutcome } from '../models';
 import { visibleText } from '../safe';
+import { EfficiencyBadge, IJobEfficiency, useEfficiency } from './EfficiencyBadge';
 import { OpenLink } from './OpenLink';
 import { IFinishedJob } from '../table';
 import { Pager, usePage } from './Pager';
@@ -21,15 +23,25 @@ export interface IFinishedJobsProps {
   experimentOf: (jobId: string) => IExperiment | undefined;
   onResubmit: (jobId: string) => Promise<void>;
   onOpen: (path: string) => void;
+  /** The cluster the jobs ran on, and how to read their efficiency (a badge on each row when given). */
+  cluster?: string | null;
+  loadEfficiency?: (cluster: string, jobIds: string[]) => Promise<IOutcome>;
 }
 
 /** The finished jobs, newest first, a page at a time, with a state filter. */
-export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinishedJobsProps): JSX.Element {
+export function FinishedJobs(props: IFinishedJobsProps): JSX.Element {
+  const { jobs, experimentOf, onResubmit, onOpen } = props;
   const [state, setState] = React.useState('');
   const page = usePage(
     jobs.filter(job => state === '' || job.state === state),
     RECENT_FINISHED,
     state
+  );
+  const efficiency = useEfficiency(
+    props.loadEfficiency,
+    props.cluster ?? null,
+    page.rows.map(job => job.jobId),
+    jobs
   );
   return (
     <section className="betty-FinishedJobs" data-testid="betty-finished-jobs">
@@ -54,6 +66,7 @@ export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinish
               key={job.jobId}
               job={job}
               experiment={experimentOf(job.jobId)}
+              efficiency={efficiency[job.jobId]}
               onResubmit={onResubmit}
               onOpen={onOpen}
             />
@@ -100,11 +113,12 @@ export function StateFilter({ states, value, onChange, testId, label }: IStateFi
 interface IFinishedRowProps {
   job: IFinishedJob;
   experiment: IExperiment | undefined;
+  efficiency: IJobEfficiency | undefined;
   onResubmit: (jobId: string) => Promise<void>;
   onOpen: (path: string) => void;
 }
 
-function FinishedRow({ job, experiment, onResubmit, onOpen }: IFinishedRowProps): JSX.Element {
+function FinishedRow({ job, experiment, efficiency, onResubmit, onOpen }: IFinishedRowProps): JSX.Element {
   return (
     <li
       className="betty-JobRow betty-FinishedJobs-row"
@@ -122,6 +136,7 @@ function FinishedRow({ job, experiment, onResubmit, onOpen }: IFinishedRowProps)
         {job.exitCode && ` · exit code ${visibleText(job.exitCode)}`}
         {job.ended && ` · ended ${visibleText(formatStamp(job.ended))}`}
       </div>
+      <EfficiencyBadge figures={efficiency} />
       {experiment && (
         <div className="betty-JobRow-links">
           <OpenLink path={experimentNotebook(experiment)} testId="betty-job-open-notebook" onOpen={onOpen}>
