@@ -172,3 +172,14 @@ def test_the_notebooks_view_escapes_job_names_and_draws_a_picture(monkeypatch) -
     assert live_html(table.data) == []
     assert all(name in shown_text(table.data) for name in names)  # shown as text, not dropped
     assert picture.data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("argv", "error"), [
+    (["--since", "yesterday"], "betty: error: since: 'yesterday' is neither a span (7d, 12h, 30m) nor a date"),
+    (["--plot", "figures.txt"], "betty: error: --plot: 'figures.txt' is not a .png, .svg or .pdf file name"),
+])
+def test_betty_efficiency_refuses_bad_input_in_one_line(capsys, argv, error) -> None:
+    from conftest import betty_in_process
+
+    code, out, err = betty_in_process(capsys, "efficiency", *argv)
+    assert code == 1 and out == "" and err.startswith(error) and err.count("\n") == 1

@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from ..errors import UsageError
 from .parser import Parser
+
+if TYPE_CHECKING:
+    from ..cluster.profiles import ClusterProfile
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,11 +38,9 @@ def run(args: argparse.Namespace) -> int:
 
     since = None if args.job_ids else since_start(args.since)
     if args.plot is not None and args.plot.suffix.lower() not in (".png", ".svg", ".pdf"):
-        from ..errors import UsageError  # lazy: only a refused --plot needs it
-
         raise UsageError(f"--plot: {args.plot.name!r} is not a .png, .svg or .pdf file name")
 
-    def work(client, profile) -> int:  # type: ignore[no-untyped-def]
+    def work(client: Any, profile: "ClusterProfile") -> int:
         jobs = client.efficiency(args.job_ids or None, since)
         if args.json:
             print(json.dumps([job.as_dict() for job in jobs], indent=2))
