@@ -3,6 +3,7 @@
 Run by hand (not a test), with the dev cluster up (BETTY_DEV_CLUSTER_DIR and
 BETTY_DEV_CLUSTER_PORT_BASE set as for the tests):
     .venv/bin/python bench/notebook_squeue.py [--sizes 1000,5000,20000] [--repeat 3] [--fresh 5]
+        [--transport ssh|local] [--server] [--first-only]
 
 For each size it holds that many of the person's own jobs (submitted in one remote loop),
 then, in one kernel, times the cell `%betty squeue --me` against the cell that runs the same
@@ -11,7 +12,9 @@ output (the baseline, in the same kernel, paired and interleaved: best of --repe
 reads the kernel's memory above what it held before the first of them. The first call is
 timed in --fresh new kernels: `%load_ext betty_jupyter` + `%betty squeue --me` against
 `!squeue` (and `!ssh … squeue`, the transport Betty uses). At the end it cancels exactly
-the jobs it submitted.
+the jobs it submitted. `--transport local` has Betty run Slurm's commands itself, as on
+Open OnDemand; `--server` has the kernels talk to a Jupyter server's Betty extension, as in
+JupyterLab, instead of running Betty in each kernel.
 
 For a whole-process comparison (farm-bench), `--make-project DIR` makes the project once and
 `--project DIR --one-cell CODE` starts a new kernel there and runs one cell:
@@ -39,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from betty_jupyter.cluster import parsing  # noqa: E402
+from jupyter_server_proc import JupyterServer  # noqa: E402
 from kernel_driver import Kernel  # noqa: E402
 from timing import timed_cell  # noqa: E402
 
@@ -73,11 +77,16 @@ def rss_mib(kernel: Kernel) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def project(cluster: dict[str, str], root: Path) -> dict[str, str]:
-    """A Betty project on the dev cluster, a chat model configured (never asked); its environment."""
+def project(cluster: dict[str, str], root: Path, transport: str = "ssh") -> dict[str, str]:
+    """A Betty project on the dev cluster, a chat model configured (never asked); its environment.
+
+    ``transport="local"`` reaches the dev cluster with local commands, as Jupyter on the cluster does (Open
+    OnDemand): the transport ``!squeue`` itself uses."""
     env = {**os.environ, **cluster}
     betty("init", str(root), env=env)
     config = json.loads(Path(cluster["BETTY_CONFIG"]).read_text())["BettyConfig"]
+    if transport == "local":
+        config["clusters"] = [{"name": "betty-dev", "transport": "local", "env": {"SLURM_CONF": cluster["SLURM_CONF"]}}]
     config["llm"] = {"base_url": "http://127.0.0.1:9/v1", "model": "never-asked"}
     (root / "betty.json").write_text(json.dumps({"BettyConfig": config}))
     return {**env, "BETTY_CONFIG": str(root / "betty.json")}
@@ -113,7 +122,7 @@ def one_cell(args: argparse.Namespace) -> None:
     cluster = json.loads(betty("dev-cluster", "env", "--json", env=dict(os.environ)))
     if args.make_project:
         args.make_project.mkdir(parents=True, exist_ok=True)
-        project(cluster, args.make_project)
+        project(cluster, args.make_project, args.transport)
         return
     env = {**os.environ, **cluster, "BETTY_CONFIG": str(args.project / "betty.json")}
     kernel = Kernel(args.project, env)
@@ -128,6 +137,12 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,5000,20000")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fresh", type=int, default=5)
+    parser.add_argument("--transport", choices=("ssh", "local"), default="ssh",
+                        help="how Betty reaches the dev cluster: SSH (a laptop) or local commands (Open OnDemand)")
+    parser.add_argument("--first-only", action="store_true", help="time the first call only, no held jobs")
+    parser.add_argument("--server", action="store_true",
+                        help="kernels talk to a Jupyter server's Betty extension, as in JupyterLab (else Betty runs "
+                             "in each kernel)")
     parser.add_argument("--make-project", metavar="DIR", type=Path, help="make the project in DIR, then stop")
     parser.add_argument("--project", metavar="DIR", type=Path, help="with --one-cell: the project made before")
     parser.add_argument("--one-cell", metavar="CODE", help="run CODE in a new kernel in --project, then stop")
@@ -138,12 +153,17 @@ def main() -> None:
     sizes = sorted(int(size) for size in args.sizes.split(","))
     cluster = json.loads(betty("dev-cluster", "env", "--json", env=dict(os.environ)))
     root = Path(tempfile.mkdtemp(prefix="betty-bench-notebook-"))
-    env = project(cluster, root)
+    env = project(cluster, root, args.transport)
+    server = JupyterServer(root, env, Path(tempfile.mkdtemp(prefix="betty-bench-runtime-"))) if args.server else None
+    if server is not None:
+        env = {**env, "BETTY_SERVER_URL": server.url, "BETTY_SERVER_TOKEN": server.token}
     fields = parsing.SQUEUE_FIELDS
     squeue = ssh_command(cluster, "squeue --me --noheader --format " + shlex.quote(parsing.format_string(fields)))
     baseline = BASELINE.format(command=squeue, separator=parsing.SEPARATOR, names=[name for _, name in fields])
     try:
         first_calls(root, env, cluster, args.fresh)
+        if args.first_only:
+            return
         held = 0
         results = []
         print(f"\n{'own jobs':>8} {'baseline':>10} {'%betty squeue':>14} {'ratio':>7} {'kernel +MiB':>12} "
@@ -178,6 +198,8 @@ def main() -> None:
             print(f"growth exponent of %betty squeue, {n0}→{n1} jobs: {math.log(t1 / t0) / math.log(n1 / n0):.2f}")
     finally:
         subprocess.run(ssh_command(cluster, f"scancel --me --name={NAME}"), check=False, timeout=600)
+        if server is not None:
+            server.stop()
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ root_flag=()
 cd "$demo"
 "$repo/.venv/bin/jupyter-lab" "${root_flag[@]}" --no-browser --ip=127.0.0.1 --ServerApp.root_dir="$demo" "$@" &
 server=$!
-# JupyterLab is asked to stop; one whose shutdown has not ended after 20 s (it can wait forever on an idle
-# worker thread) is stopped for good, with its kernels.
+# JupyterLab is asked to stop, and ends by itself within seconds. A demo must give the terminal back all the
+# same when something outside Betty holds it (a kernel that does not answer, a disk that does not): one whose
+# shutdown has not ended after 20 s is stopped for good, with its kernels.
 stop_server() {
   kill -TERM "$server" 2>/dev/null || true
   local waited=0

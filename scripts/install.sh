@@ -20,6 +20,8 @@ if [[ ",$extras," == *,test,* ]]; then
   PATH="$PATH:/usr/sbin:/sbin" command -v mount >/dev/null || debian_packages+=(mount)
   command -v unshare >/dev/null && command -v setpriv >/dev/null && command -v runuser >/dev/null \
     || debian_packages+=(util-linux)
+  # tests/test_sync.py and tests/test_llm_serve.py deliver Ctrl-C at one chosen instant with gdb.
+  command -v gdb >/dev/null || debian_packages+=(gdb)
   # tests/test_second_factor.py: a login node that asks for a TOTP code through PAM.
   dpkg-query -W -f='${Status}' libpam-google-authenticator 2>/dev/null | grep -q "ok installed" \
     || debian_packages+=(libpam-google-authenticator)

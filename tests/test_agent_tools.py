@@ -76,8 +76,9 @@ def test_the_job_id_is_checked_by_the_cluster_layer() -> None:
 def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     registry = default_registry()
     assert registry.names() == [
-        "cluster_run", "cluster_queue", "cluster_partitions", "cluster_history", "cluster_submit", "cluster_status",
-        "cluster_cancel", "job_logs", "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write",
+        "cluster_run", "cluster_queue", "cluster_partitions", "cluster_overview", "cluster_history", "cluster_submit",
+        "cluster_status", "cluster_cancel", "job_logs", "cluster_advise", "gpu_estimate", "gpu_advise", "wiki_read",
+        "wiki_search", "wiki_write",
         "scratchpad", "delegate_tasks", "cluster_efficiency",
     ]
     for schema in registry.schemas():
@@ -89,8 +90,8 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     assert set(submit["required"]) == {"script", "goal"}
     lines = registry.describe().splitlines()
     assert len(lines) == len(registry)
-    assert "- cluster_submit (tier 2, always asks)" in lines[4]
-    assert "tier 0 for a log.md line" in lines[12]
+    assert "- cluster_submit (tier 2, always asks)" in lines[5]
+    assert "tier 0 for a log.md line" in lines[14]
 
 
 def test_an_unknown_tool_names_the_closest() -> None:

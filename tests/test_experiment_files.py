@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -18,11 +19,13 @@ import nbformat
 import pytest
 
 from betty_jupyter.errors import ExperimentError
+from betty_jupyter.experiments.editors import OpenNotebooks
 from betty_jupyter.experiments.ledger import Experiment, Ledger, StateChange
 from betty_jupyter.experiments.record import record_submission
 from betty_jupyter.experiments.status_cell import write_status
 from betty_jupyter.experiments.watcher import JobWatcher
 from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.wiki import files
 from conftest import REPO
 from watcher_support import EndedSlurm
 
@@ -95,10 +98,12 @@ def test_recording_and_writing_a_status_import_neither_nbformat_nor_jsonschema(t
 import sys
 from pathlib import Path
 sys.path.insert(0, {str(REPO)!r})
+from betty_jupyter.experiments.editors import OpenNotebooks
 from betty_jupyter.experiments.ledger import Experiment
 from betty_jupyter.experiments.record import record_submission
 from betty_jupyter.experiments.status_cell import write_status
 from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.wiki import files
 workspace = Workspace.at({str(tmp_path)!r})
 workspace.wiki.mkdir()
 record = record_submission(workspace, Experiment(**{dataclasses.asdict(experiment())!r}))
@@ -191,3 +196,129 @@ def test_a_damaged_notebook_is_left_as_it_is_while_its_job_and_the_others_are_re
     assert watcher.catch_up() == []
     assert [tracked.experiment.slug for tracked, _ in watcher.ledger.notebooks_behind()] == [record.slug]
     assert "COMPLETED" in (workspace.wiki / record.page).read_text()
+
+
+def three_recorded(root: Path) -> tuple[Workspace, list[Experiment], dict[str, bytes]]:
+    workspace = Workspace.at(root)
+    workspace.wiki.mkdir()
+    records = [record_submission(workspace, experiment(slug=f"2026-11-25-{name}", job_id=str(number)))
+               for number, name in enumerate(["a", "b", "c"])]
+    files_before = {}
+    for record in records:
+        files_before[record.page] = (workspace.wiki / record.page).read_bytes()
+        files_before[record.notebook] = (workspace.root / record.notebook).read_bytes()
+    return workspace, records, files_before
+
+
+def test_a_page_failing_in_the_middle_of_a_tick_loses_no_other_update_and_the_tick_flushes_once(tmp_path,
+                                                                                                 monkeypatch):
+    workspace, (a, b, c), before = three_recorded(tmp_path)
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+    synced = []
+    sync_file_system = files._sync_file_system
+    monkeypatch.setattr(files, "_sync_file_system", lambda folder: synced.append(folder) or sync_file_system(folder))
+    folders = []
+    monkeypatch.setattr(files, "sync_directory", folders.append)
+    monkeypatch.setattr(os, "fsync", lambda fd: pytest.fail("a file flushed on its own inside the batch"))
+    create = files.temporary_name
+    monkeypatch.setattr(files, "temporary_name", lambda path: create(path) if path.name != f"{b.slug}.md"
+                        else (_ for _ in ()).throw(OSError(28, "No space left on device")))
+
+    assert asyncio.run(watcher.tick()) == []  # the wiki erred: the watcher tries again later
+
+    assert len(synced) == 1 and sorted(folders) == [workspace.root / "notebooks/experiments",
+                                                    workspace.wiki / "experiments"]
+    assert {t.experiment.slug: t.state for t in watcher.ledger.all()} == {a.slug: "COMPLETED", b.slug: "PENDING",
+                                                                          c.slug: "PENDING"}
+    for record in (a, b, c):  # a is new on both sides, b and c as they were; no half-written file anywhere
+        for path in (workspace.wiki / record.page, workspace.root / record.notebook):
+            relative = record.page if path.suffix == ".md" else record.notebook
+            assert (path.read_bytes() == before[relative]) == (record is not a)
+    assert not [path for path in tmp_path.rglob("*.tmp")]
+    monkeypatch.setattr(files, "temporary_name", create)
+
+    updates = asyncio.run(watcher.tick())
+
+    assert {(update.experiment.slug, update.written) for update in updates} == {
+        (b.slug, ("page", "notebook")), (c.slug, ("page", "notebook"))}
+    assert len(synced) == 2 and {t.state for t in watcher.ledger.all()} == {"COMPLETED"}
+
+
+def test_a_notebook_opened_before_its_rename_keeps_its_file_and_waits_behind(tmp_path, monkeypatch):
+    workspace, (a, b, c), before = three_recorded(tmp_path)
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+    write_files = watcher._write_files
+
+    def and_then_b_is_opened(tracked, job, log, open_now):
+        written = write_files(tracked, job, log, open_now)
+        if tracked.experiment.slug == b.slug:  # queued for the flush; then the panel says it is open
+            OpenNotebooks(workspace.ledger_path).hold("lab-1", [b.notebook])
+        return written
+
+    monkeypatch.setattr(watcher, "_write_files", and_then_b_is_opened)
+
+    updates = asyncio.run(watcher.tick())
+
+    assert {(u.experiment.slug, u.written, u.notebook_open) for u in updates} == {
+        (a.slug, ("page", "notebook"), False), (b.slug, ("page",), True), (c.slug, ("page", "notebook"), False)}
+    assert (workspace.root / b.notebook).read_bytes() == before[b.notebook]
+    assert (workspace.root / a.notebook).read_bytes() != before[a.notebook]
+    assert [tracked.experiment.slug for tracked, _ in watcher.ledger.notebooks_behind()] == [b.slug]
+    assert not [path for path in tmp_path.rglob("*.tmp")]
+
+
+def test_a_notebook_text_is_what_json_dumps_writes_for_any_values(tmp_path):
+    """Betty's own encoder writes what ``json.dumps(indent=1, sort_keys=True, ensure_ascii=False)`` writes."""
+    from betty_jupyter.experiments import notebook_file
+    from hostile import hostile
+
+    _, _, path = recorded(tmp_path)
+    book = notebook_file.read_notebook(path)
+    values = [*hostile(), HOSTILE, "", 0, -1, 10 ** 30, 1.5, -0.0, 1e300, float("inf"), float("nan"), True, False,
+              None, [], {}, ("a", 2), [[], [{}], {"z": [1, "2"]}], {"b": 1, "a": {"c": None}}]
+    book["metadata"].update({"signature": "sha256:x", "orig_nbformat": 3, "extra": values,
+                             "keys": {"é": 1, "A": 2, "a": 3, "💥": values[:3]}})
+    book["cells"][0]["metadata"]["trusted"] = True
+    status = [cell for cell in book["cells"] if cell["cell_type"] == "code"][0]
+    status["outputs"] = [notebook_file.stream_output(f"{value}\r\nnext\n") for value in values[:8]]
+    status["outputs"].append({"output_type": "stream", "name": "stderr", "text": ["already\n", "split"]})
+    unchanged = json.dumps(book, sort_keys=True)
+
+    stored = json.loads(json.dumps(book))  # what Betty wrote before it had its own encoder
+    for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
+        stored["metadata"].pop(key, None)
+    for cell in stored["cells"]:
+        cell.get("metadata", {}).pop("trusted", None)
+        cell["source"] = cell["source"].splitlines(True) if isinstance(cell["source"], str) else cell["source"]
+        for output in cell.get("outputs", []):
+            if isinstance(output.get("text"), str):
+                output["text"] = output["text"].splitlines(True)
+    expected = json.dumps(stored, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+
+    assert notebook_file.notebook_text(book) == expected
+    assert json.dumps(book, sort_keys=True) == unchanged  # the book itself is left as it was
+
+
+def test_a_notebook_that_cannot_be_put_in_place_leaves_its_job_for_the_next_tick_and_the_others_recorded(
+        tmp_path, monkeypatch):
+    workspace, (a, b, c), before = three_recorded(tmp_path)
+    watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
+    replace = os.replace
+
+    def replace_but_b(source, target):
+        if Path(target).name == f"{b.slug}.ipynb":
+            raise OSError(5, "Input/output error")
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace_but_b)
+
+    assert asyncio.run(watcher.tick()) == []  # the error is the watcher's trouble: it tries again later
+
+    assert {t.experiment.slug: t.state for t in watcher.ledger.all()} == {a.slug: "COMPLETED", b.slug: "PENDING",
+                                                                          c.slug: "COMPLETED"}
+    assert (workspace.root / b.notebook).read_bytes() == before[b.notebook]
+    assert (workspace.root / c.notebook).read_bytes() != before[c.notebook]
+    assert not [path for path in tmp_path.rglob("*.tmp")]
+    monkeypatch.setattr(os, "replace", replace)
+
+    assert [(u.experiment.slug, u.written) for u in asyncio.run(watcher.tick())] == [(b.slug, ("page", "notebook"))]

@@ -25,6 +25,7 @@ import pytest
 
 from betty_jupyter.devcluster.layout import NODE_NAME
 from conftest import BETTY, REPO, run_betty
+from signal_moment import needs_gdb, started_interrupted
 
 # Waits --delay seconds before it listens (as vLLM loads weights first), notes when it listens
 # and every request it answers, and whether the request carried the job's key.
@@ -214,15 +215,21 @@ class Serving:
         pytest.fail(f"no line starting {prefix!r}; stdout: {self.stdout[-5:]}; stderr: {self.stderr[-5:]}")
 
     def stop(self) -> int:
+        """SIGINT, then its exit code; one that does not end is killed (its pipes closed) and fails the test."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
-        code = self.process.wait(120)
-        for reader in self.readers:  # they end with the output
-            reader.join(30)
-        for stream in (self.process.stdout, self.process.stderr):
-            assert stream is not None
-            stream.close()
-        return code
+        try:
+            return self.process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            pytest.fail(f"betty llm serve still ran 120 s after SIGINT; stderr: {self.stderr[-5:]}")
+        finally:
+            for reader in self.readers:  # they end with the output
+                reader.join(30)
+            for stream in (self.process.stdout, self.process.stderr):
+                assert stream is not None
+                stream.close()
 
 
 @pytest.mark.cluster
@@ -316,6 +323,32 @@ def test_ctrl_c_right_after_sbatch_cancels_the_job_and_leaves_the_setting_alone(
         code = serving.stop()
     assert code == 130 and serving.stderr[-2:] == [f"betty: cancelled job {job_id}", "betty: interrupted"], \
         serving.stderr
+    wait_for_state(dev_cluster, job_id, "CANCELLED")
+    assert llm_file().read_text() == previous
+
+
+@pytest.mark.cluster
+def test_ctrl_c_the_instant_before_betty_waits_for_the_server_cancels_the_job(local_profile, dev_cluster, tmp_path,
+                                                                             job_name):
+    needs_gdb()
+    llm_file().parent.mkdir(parents=True, exist_ok=True)
+    previous = '{"BettyConfig": {"llm": {"model": "gpt-4o"}}}\n'
+    llm_file().write_text(previous)
+    serving = started_interrupted(
+        [*BETTY, "llm", "serve", "--partition", "cpu", "--gpus", "0", "--model", MODEL, "--command", "sleep 300",
+         "--name", job_name, "--yes"], b"submitted job ", tmp_path, cwd=REPO, env=betty_env(local_profile, tmp_path),
+        text=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        try:
+            out, err = serving.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("betty llm serve still runs 120 s after SIGINT") from None
+    finally:
+        if serving.poll() is None:
+            serving.kill()
+            serving.communicate()
+    job_id = next(line for line in out.splitlines() if line.startswith("submitted job ")).split()[2]
+    assert serving.returncode == 130 and err.splitlines()[-2:] == [f"betty: cancelled job {job_id}", "betty: interrupted"], err
     wait_for_state(dev_cluster, job_id, "CANCELLED")
     assert llm_file().read_text() == previous
 

@@ -53,6 +53,13 @@ def test_frames_come_back_with_their_types(remote: Kernel) -> None:
     assert remote.run("str(_['elapsed'].dtype)").text.startswith("'timedelta64")
 
 
+def test_the_action_log_names_a_persons_own_call_from_the_notebook(remote: Kernel, server: JupyterServer) -> None:
+    remote.run("%betty sinfo")
+    actions = server.request("GET", "actions?limit=50")["actions"]
+    own = [a for a in actions if a["tool"] == "cluster_partitions" and a["session_id"].startswith("nb-")]
+    assert own and own[-1]["approver"] == f"{getpass.getuser()} (notebook)", own
+
+
 def test_an_approval_asked_in_the_notebook_is_answered_in_the_panel(remote: Kernel, server: JupyterServer) -> None:
     person = PanelPerson(server, lambda approval: approval["tool"] == "cluster_submit")
     person.start()

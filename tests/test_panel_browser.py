@@ -49,7 +49,7 @@ GOAL = "check that a job submitted from the side panel runs"
 PROMPT = "Please submit a small test job named panel-demo."
 SIZING = {"model": "Llama-3.1-8B", "method": "lora", "batch_size": 4, "seq_len": 2048}
 WINDOWS = [pytest.param((1400, 900), id="1400x900"), pytest.param((1024, 700), id="1024x700")]
-PANEL_WIDTH = 300  # the least the panel opens at, at both sizes: four tabs and a card in a row
+PANEL_WIDTH = 300  # the least the panel opens at, at both sizes: its tabs and a card in a row
 
 
 @pytest.mark.parametrize("page", WINDOWS, indirect=True)

@@ -243,6 +243,23 @@ def test_list_shows_a_page_with_broken_frontmatter_and_read_names_it(store: Wiki
         store.read("broken.md")
 
 
+UNBUILDABLE = ["!!timestamp nonsense", "!!timestamp 2026-13-45", "!!int abc", "!!float x", "!!bool maybe",
+               "[" * 3000 + "]" * 3000]
+"""Frontmatter values PyYAML parses but cannot build: its constructors raise plain Python errors for them."""
+
+
+@pytest.mark.parametrize("value", UNBUILDABLE, ids=["timestamp", "bad-date", "int", "float", "bool", "deep"])
+def test_a_value_yaml_cannot_build_is_a_broken_page_not_a_crash(store: WikiStore, value: str) -> None:
+    text = f"---\nname: odd\nwhen: {value}\n---\nthe run diverged\n"
+    (store.root / "odd.md").write_text(text)
+    listed = {page.name: page for page in store.list()}
+    assert listed["odd.md"].frontmatter == {} and listed["odd.md"].text == text
+    assert [page.name for page in store.search("diverged")] == ["odd.md"]
+    with pytest.raises(WikiError, match=r"^odd.md: the frontmatter holds a value YAML cannot build") as raised:
+        store.read("odd.md")
+    assert "\n" not in str(raised.value)
+
+
 def test_add_to_index_appends_to_the_section_and_keeps_the_rest(store: WikiStore) -> None:
     head = "---\nname: Index\ndescription: d\ntype: note\n---\n# Index\n\n## Experiments\n\nOne line each.\n"
     tail = "\n## Other\n\nkept\n"

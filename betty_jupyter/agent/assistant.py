@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from ..errors import ApprovalError, UsageError
+from ..errors import ApprovalError, BettyError, UsageError
 from ..experiments.watcher import ClusterClients, JobWatcher
 from . import events as ev
 from .actions import ActionLog
@@ -206,6 +206,25 @@ class Assistant:
                                 "approve it as asked or deny it")
         _, preview = await revalidated(session.registry.get(request.tool), session.context, args)
         return preview
+
+    async def start_estimate(self, approval_id: str) -> str:
+        """One line saying when the open submission card ``approval_id`` would start where (``starts ~in 12 min on
+        gpu (a100), ~3 h on gpu (h100)``), "" for a card that submits nothing; a failure is a short note. Asked
+        after the card is shown, so the card never waits for it; ApprovalError when the card is not open."""
+        # lazy: the advisor; only a submission card asks for it
+        from ..cluster.advisor.placement import START_BUDGET, PlacementAdvisor, advise_script
+
+        waits_in, request = self._open(approval_id)
+        session = self._sessions.get(waits_in) or self._elsewhere.get(waits_in)
+        script = request.args.get("script")
+        if session is None or request.tool != "cluster_submit" or not isinstance(script, str):
+            return ""
+        transport = session.context.slurm.transport
+        try:
+            advisor = PlacementAdvisor(transport, budget=START_BUDGET, policy=session.context.policy())
+            return (await advise_script(transport, script, advisor=advisor)).summary(limit=2)
+        except BettyError as error:
+            return f"no start estimate: {str(error).splitlines()[0][:160]}"
 
     def _open(self, approval_id: str) -> tuple[str, ev.ApprovalRequest]:
         """The open card ``approval_id`` and the session it waits in; ApprovalError when none is open."""

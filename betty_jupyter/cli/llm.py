@@ -12,7 +12,6 @@ import argparse
 import logging
 import signal
 import sys
-import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -91,14 +90,14 @@ def _serve(args: argparse.Namespace) -> int:
 def _submit(client: Any, job: "ServerJob") -> str:
     """Submit once; interrupted meanwhile, the submission still finishes so its job can be cancelled."""
     # lazy: paramiko; only `betty llm serve` needs it
-    from ..cluster.sync import submit
+    from ..cluster.sync import submit, wait
     from ..llmserve import submit_server
 
     submitting = submit(submit_server(client.target, job))
     try:
-        return str(submitting.result())
+        return str(wait(submitting))
     except KeyboardInterrupt:
-        job_id = str(submitting.result())
+        job_id = str(wait(submitting))
         _progress(_stop(client, job_id) or f"job {job_id} had ended")
         raise
 
@@ -142,13 +141,13 @@ def _serve_job(args: argparse.Namespace, client: Any, profile: "ClusterProfile",
 def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) -> "Served":
     """Wait until the server answers; a failure cancels the job (an interruption is the caller's to handle)."""
     # lazy: paramiko; only `betty llm serve` needs it
-    from ..cluster.sync import submit
+    from ..cluster.sync import submit, wait
     from ..llmserve import wait_until_serving
 
     waiting = submit(wait_until_serving(client.target, job, job_id, args.model, timeout=args.timeout,
                                         on_progress=_progress, local_port=args.local_port))
     try:
-        return waiting.result()
+        return wait(waiting)
     except KeyboardInterrupt:
         waiting.cancel()
         raise
@@ -164,8 +163,10 @@ def _wait(args: argparse.Namespace, client: Any, job: "ServerJob", job_id: str) 
 
 def _until_the_job_ends(client: Any, job_id: str) -> str:
     """Watch the job until it ends; its final state."""
+    from ..cluster.sync import sleep  # lazy: the background event loop; only `betty llm serve` needs it
+
     while True:
-        time.sleep(WATCH_SECONDS)
+        sleep(WATCH_SECONDS)
         state = client.job(job_id).state
         if state.finished:
             return str(state.value)

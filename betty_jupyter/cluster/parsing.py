@@ -77,6 +77,14 @@ def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
     return pd.DataFrame(_whole_rows(text, len(names)), columns=names, dtype=str)
 
 
+def split_rows(text: str, width: int) -> list[list[str]]:
+    """The rows of ``text`` that have exactly ``width`` fields split by :data:`SEPARATOR`, as lists of text (no pandas).
+
+    A field with a line break (a job's name) joins its lines back; a row with a separator too many is left out.
+    """
+    return _whole_rows(text, width)
+
+
 def _whole_rows(text: str, width: int) -> list[list[str]]:
     """Rows of exactly ``width`` fields, physical lines joined while a row still lacks separators."""
     rows: list[list[str]] = []
@@ -236,23 +244,28 @@ def parse_queue(text: str) -> "pd.DataFrame":
 _NO_TEXT = {"N/A": "", "(null)": "", "None": ""}
 
 
-def queue_rows(text: str) -> list[dict[str, Any]]:
+def queue_rows(text: str, fields: Sequence[tuple[str, str]] = SQUEUE_FIELDS) -> list[dict[str, Any]]:
     """``squeue`` output → one dict per row with the columns the text table shows, no pandas.
 
     The same values :func:`parse_queue` gives (None where it has a missing value), for a read that
-    prints a table and needs nothing else: ``betty jobs`` starts without importing pandas.
+    prints a table and needs nothing else: ``betty jobs`` starts without importing pandas. ``fields``
+    (a part of :data:`SQUEUE_FIELDS`, in its order) reads a narrower format; the rows have those columns.
     """
-    names = [name for _, name in SQUEUE_FIELDS]
+    names = [name for _, name in fields]
     rows: list[dict[str, Any]] = []
     for cells in _whole_rows(text, len(names)):
         row: dict[str, Any] = dict(zip(names, cells))
-        row["state"] = state_name(row["state"])
-        row["elapsed"] = _timedelta(duration_seconds(row["elapsed"]))
-        row["time_limit"] = _timedelta(duration_seconds(row["time_limit"]))
-        row["gpus"], row["gpu_type"] = tres_gpus(row["tres_per_node"])
+        if "state" in row:
+            row["state"] = state_name(row["state"])
+        for column in ("elapsed", "time_limit"):
+            if column in row:
+                row[column] = _timedelta(duration_seconds(row[column]))
+        if "tres_per_node" in row:
+            row["gpus"], row["gpu_type"] = tres_gpus(row["tres_per_node"])
         for column in ("array_job_id", "array_task_id", "reason", "comment", "nodelist"):
-            row[column] = _NO_TEXT.get(row[column], row[column])
-        row["tasks"] = array_task_count(row["array_task_id"])
+            if column in row:
+                row[column] = _NO_TEXT.get(row[column], row[column])
+        row["tasks"] = array_task_count(row.get("array_task_id", ""))
         rows.append(row)
     return rows
 

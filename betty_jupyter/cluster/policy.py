@@ -19,6 +19,10 @@ Three kinds of program are allowed:
   ``home``) and written back into argv in that absolute form. Where a path *leads* (symlinks)
   cannot be seen from here: ``reads.py`` opens it on the cluster and checks the opened file
   against the same roots and secrets before anything reads it.
+* Start estimates: ``sbatch --test-only --OPTION=VALUE … --wrap=true``, which asks the scheduler
+  when and where a job would start and submits nothing. ``--test-only`` must come first, every
+  other word is one ``--NAME=VALUE`` of :data:`TEST_ONLY_OPTIONS` (the value attached, so no word
+  can stand for another) and the last is ``--wrap=true``: a plain ``sbatch`` is never a read.
 * Site extras from configuration: program name -> allowed first arguments.
 """
 
@@ -134,6 +138,16 @@ SLURM_LISTINGS: dict[str, _Rules] = {
 
 SLURM_PROGRAMS: frozenset[str] = frozenset({*SLURM_LISTINGS, "scontrol", "sacctmgr", "sbatch", "scancel"})
 """Slurm's own programs Betty runs: the read commands of this allowlist, and the submit and cancel of its client."""
+
+TEST_ONLY_OPTIONS = frozenset(
+    "partition nodes ntasks ntasks-per-node cpus-per-task cpus-per-gpu mem mem-per-cpu mem-per-gpu time time-min "
+    "gres gpus gpus-per-node gpus-per-task constraint qos account reservation nodelist exclude begin".split()
+)
+"""What a job asks of the scheduler: the options ``sbatch --test-only`` may carry, each as ``--NAME=VALUE``."""
+TEST_ONLY_FLAGS = frozenset({"--exclusive"})
+"""The bare flags ``sbatch --test-only`` may carry."""
+TEST_ONLY_SCRIPT = "--wrap=true"
+"""The script a start estimate names: ``--test-only`` runs nothing, so it is the same word every time."""
 
 _JOB_LIST_OPTIONS = {"squeue": ("-j", "-s"), "sprio": ("-j",)}  # their optional value may come as one operand
 
@@ -269,7 +283,7 @@ class CommandPolicy:
     @property
     def programs(self) -> tuple[str, ...]:
         """Every program name the policy allows, built-in and site extras."""
-        return (*SLURM_LISTINGS, "scontrol", "sacctmgr", *FILE_READERS, *self.extra_commands)
+        return (*SLURM_LISTINGS, "scontrol", "sacctmgr", "sbatch", *FILE_READERS, *self.extra_commands)
 
     def check(self, command: str | Sequence[str]) -> AllowedCommand:
         """Accept ``command`` as an :class:`AllowedCommand`, or raise :class:`PolicyError` naming the rule."""
@@ -282,6 +296,8 @@ class CommandPolicy:
             _check_scontrol(args)
         elif program == "sacctmgr":
             _check_sacctmgr(args)
+        elif program == "sbatch":
+            _check_test_only(args)
         elif program in SLURM_LISTINGS:
             _check_listing(program, args)
         else:
@@ -298,6 +314,9 @@ class CommandPolicy:
         lines.append(f"- scontrol show {'|'.join(SCONTROL_OBJECTS)} [name or job id]: {SCONTROL_OPTIONS.describe()}")
         entities = "|".join(sorted(SACCTMGR_ENTITIES))
         lines.append(f"- sacctmgr show|list {entities} [filters]: {SACCTMGR_OPTIONS.describe()}")
+        options = " ".join(f"--{name}=VALUE" for name in sorted(TEST_ONLY_OPTIONS))
+        lines.append(f"- sbatch --test-only [options] {TEST_ONLY_SCRIPT}: when and where a job would start (nothing is "
+                     f"submitted); options, each with its value attached: {options} --exclusive")
         lines += [f"- {name} {_path_usage(name)}: {options.describe()}" for name, options in FILE_READERS.items()]
         lines += [f"- {name} {self._describe_extra(name)}" for name in self.extra_commands]
         lines.append(self._describe_roots())
@@ -400,7 +419,7 @@ def _config_extras(extras: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, 
     for name, first_arguments in extras.items():
         if not _PROGRAM_NAME.match(name):
             raise ConfigError(f"extra command {name!r} is not a plain program name; use letters, digits, . _ + -")
-        if name in SLURM_LISTINGS or name in FILE_READERS or name in ("scontrol", "sacctmgr"):
+        if name in SLURM_LISTINGS or name in FILE_READERS or name in ("scontrol", "sacctmgr", "sbatch"):
             raise ConfigError(f"extra command {name!r} is built in; remove it from extra_commands")
         if isinstance(first_arguments, str):
             raise ConfigError(f"extra command {name!r} needs a list of allowed first arguments, not a string")
@@ -423,6 +442,24 @@ def _check_listing(program: str, args: list[str]) -> None:
     elif operands:
         word = args[operands[0]]
         raise _refuse(f"{program} takes no plain arguments ({word!r}); use its options, e.g. '{program} --user NAME'")
+
+
+def _check_test_only(args: list[str]) -> None:
+    """``sbatch --test-only --NAME=VALUE … --wrap=true`` and nothing else: a start estimate, never a submission."""
+    shape = f"only 'sbatch --test-only --OPTION=VALUE ... {TEST_ONLY_SCRIPT}' (a start estimate) is a read"
+    if not args or args[0] != "--test-only":
+        raise _refuse(f"'sbatch' without --test-only first submits a job; {shape}")
+    if args[-1] != TEST_ONLY_SCRIPT or args.count(TEST_ONLY_SCRIPT) != 1:
+        raise _refuse(f"a start estimate ends with {TEST_ONLY_SCRIPT} and names no script; {shape}")
+    for word in args[1:-1]:
+        name, equals, value = word.partition("=")
+        if word in TEST_ONLY_FLAGS:
+            continue
+        if not (name.startswith("--") and equals and value):
+            raise _refuse(f"'sbatch --test-only' takes each option as --NAME=VALUE, not {word!r}; {shape}")
+        if name[2:] not in TEST_ONLY_OPTIONS:
+            raise _refuse(f"'sbatch {name}' is not an option of a start estimate; it takes "
+                          + " ".join(f"--{option}" for option in sorted(TEST_ONLY_OPTIONS)))
 
 
 def _check_scontrol(args: list[str]) -> None:

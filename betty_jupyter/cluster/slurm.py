@@ -87,12 +87,15 @@ class SlurmClient:
         return parsing.parse_queue(await self._queue_text(user, states, partition))
 
     async def queue_rows(self, user: str | None = None, states: Iterable[str] | None = None,
-                         partition: str | None = None) -> list[dict[str, Any]]:
-        """:meth:`queue` as plain dicts, without pandas (what ``betty jobs`` prints)."""
-        return parsing.queue_rows(await self._queue_text(user, states, partition))
+                         partition: str | None = None,
+                         fields: Sequence[tuple[str, str]] = parsing.SQUEUE_FIELDS) -> list[dict[str, Any]]:
+        """:meth:`queue` as plain dicts, without pandas (what ``betty jobs`` prints); only ``fields`` when given
+        (a read that needs no job names leaves them out, and with them the text any user writes)."""
+        return parsing.queue_rows(await self._queue_text(user, states, partition, fields), fields)
 
-    async def _queue_text(self, user: str | None, states: Iterable[str] | None, partition: str | None) -> str:
-        argv = ["squeue", "--noheader", "--format", parsing.format_string(parsing.SQUEUE_FIELDS)]
+    async def _queue_text(self, user: str | None, states: Iterable[str] | None, partition: str | None,
+                          fields: Sequence[tuple[str, str]] = parsing.SQUEUE_FIELDS) -> str:
+        argv = ["squeue", "--noheader", "--format", parsing.format_string(fields)]
         if user:
             argv += ["--user", _plain(user, "user")]
         if states:

@@ -53,6 +53,12 @@ class OpenNotebooks:
                            [(notebook, holder, until) for notebook in set(notebooks)])
             db.execute("COMMIT")
 
+    def open_now(self) -> set[str]:
+        """Every notebook some JupyterLab holds open now."""
+        with self._connect() as db:
+            rows = db.execute("SELECT DISTINCT notebook FROM open_notebooks WHERE until >= ?", (time.time(),)).fetchall()
+        return {row[0] for row in rows}
+
     def is_open(self, notebook: str) -> bool:
         """Whether any JupyterLab holds ``notebook`` open now."""
         with self._connect() as db:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
 import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ExperimentError
+from ..wiki.files import write_atomically
 
 Notebook = dict[str, Any]
 """An nbformat v4 notebook: ``nbformat``, ``nbformat_minor``, ``metadata``, ``cells``."""
@@ -72,25 +72,16 @@ def read_notebook(path: Path) -> Notebook:
 
 
 def write_notebook(path: Path, book: Notebook) -> None:
-    """Validate ``book``, then write it atomically (a temporary file in the same folder, then a rename)."""
-    text = notebook_text(book)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.betty-tmp")
-    temp.write_text(text, encoding="utf-8")
-    os.replace(temp, path)
+    """Validate ``book``, then write it atomically and durably (as wiki pages are: :func:`~..wiki.files.write_atomically`)."""
+    write_atomically(path, notebook_text(book))
 
 
 def notebook_text(book: Notebook) -> str:
     """The file's text, byte for byte what ``nbformat.writes`` makes of ``book``; ExperimentError when invalid."""
     check(book)
-    on_disk = json.loads(json.dumps(book))  # a copy: ``book`` stays as it was
-    _strip_transient(on_disk)
-    for cell in on_disk["cells"]:
-        _split(cell, "source")
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "stream":
-                _split(output, "text")
-    return json.dumps(on_disk, indent=1, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+    parts: list[str] = []
+    _encode(_as_stored(book), "\n", parts)
+    return "".join(parts)
 
 
 def check(book: Notebook) -> None:
@@ -122,14 +113,64 @@ def _validator(minor: int) -> Callable[[Any], Any]:
     return fastjsonschema.compile(json.loads(text))
 
 
-def _strip_transient(book: Notebook) -> None:
-    """Drop what ``nbformat`` never stores in a file (a signature, the version converted from, trust)."""
-    for key in ("orig_nbformat", "orig_nbformat_minor", "signature"):
-        book["metadata"].pop(key, None)
-    for cell in book["cells"]:
-        cell.get("metadata", {}).pop("trusted", None)
+_TRANSIENT = ("orig_nbformat", "orig_nbformat_minor", "signature")
+"""What ``nbformat`` never stores in a notebook's metadata (a signature, the version converted from)."""
 
 
-def _split(part: dict[str, Any], key: str) -> None:
-    if isinstance(part.get(key), str):
-        part[key] = part[key].splitlines(True)
+def _as_stored(book: Notebook) -> Notebook:
+    """What the file holds of ``book``: without what ``nbformat`` never stores (the fields above, a cell's trust),
+    text split into lines. A copy of the parts that differ; ``book`` stays as it was."""
+    stored = {**book, "metadata": {key: value for key, value in book["metadata"].items() if key not in _TRANSIENT}}
+    stored["cells"] = [_stored_cell(cell) for cell in book["cells"]]
+    return stored
+
+
+def _stored_cell(cell: dict[str, Any]) -> dict[str, Any]:
+    stored = {**cell, "source": _lines(cell["source"])} if "source" in cell else dict(cell)
+    metadata = cell.get("metadata")
+    if isinstance(metadata, dict) and "trusted" in metadata:
+        stored["metadata"] = {key: value for key, value in metadata.items() if key != "trusted"}
+    if isinstance(cell.get("outputs"), list):
+        stored["outputs"] = [{**output, "text": _lines(output["text"])}
+                             if output.get("output_type") == "stream" and "text" in output else output
+                             for output in cell["outputs"]]
+    return stored
+
+
+def _encode(value: Any, newline: str, parts: list[str]) -> None:
+    """Append ``value`` as ``json.dumps(value, indent=1, sort_keys=True, separators=(",", ": "),
+    ensure_ascii=False)`` writes it (at the depth ``newline`` indents to), without its pure-Python encoder's
+    generators: a notebook is written a thousand times in a watcher's pass."""
+    if isinstance(value, str):
+        parts.append(_STRING(value))
+    elif isinstance(value, dict) and value:
+        inner = newline + " "
+        separator = "{"
+        for key, item in sorted(value.items()):
+            parts.append(separator + inner + (_STRING(key) if isinstance(key, str) else _STRING(_scalar(key))) + ": ")
+            _encode(item, inner, parts)
+            separator = ","
+        parts.append(newline + "}")
+    elif isinstance(value, (list, tuple)) and value:
+        inner = newline + " "
+        separator = "["
+        for item in value:
+            parts.append(separator + inner)
+            _encode(item, inner, parts)
+            separator = ","
+        parts.append(newline + "]")
+    else:
+        parts.append(_scalar(value))
+
+
+def _scalar(value: Any) -> str:
+    """A JSON number, true/false/null, ``{}`` or ``[]`` as ``json.dumps`` writes it (TypeError for anything else)."""
+    return json.dumps(value)
+
+
+_STRING: Callable[[str], str] = json.encoder.encode_basestring
+"""A JSON string as ``json.dumps(..., ensure_ascii=False)`` writes it (the C encoder's, where Python has it)."""
+
+
+def _lines(text: Any) -> Any:
+    return text.splitlines(True) if isinstance(text, str) else text

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Collection
 
 from ..errors import ExperimentError
 from . import content
@@ -50,12 +50,17 @@ def shown_state(book: Notebook, experiment: Experiment) -> str | None:
     return None
 
 
-def write_status(workspace: Workspace, experiment: Experiment, line: str) -> Outcome:
-    """Put ``line`` into the file's status cell, unless the notebook is open in JupyterLab right now."""
+def write_status(workspace: Workspace, experiment: Experiment, line: str,
+                 open_now: Collection[str] | None = None) -> Outcome:
+    """Put ``line`` into the file's status cell, unless the notebook is open in JupyterLab right now.
+
+    ``open_now``: the notebooks open a moment ago (:meth:`.OpenNotebooks.open_now`), when the caller asked
+    once for many; a batch that renames the file later asks again just before (see the watcher)."""
     path = workspace.root / experiment.notebook
     if not path.exists():
         return Outcome.MISSING
-    if OpenNotebooks(workspace.ledger_path).is_open(experiment.notebook):
+    if (experiment.notebook in open_now if open_now is not None
+            else OpenNotebooks(workspace.ledger_path).is_open(experiment.notebook)):
         return Outcome.OPEN
     book = read_notebook(path)
     for cell in status_cells(book):

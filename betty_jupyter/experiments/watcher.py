@@ -20,13 +20,16 @@ import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Collection
 
 from ..cluster.sync import run_sync
 from ..config import load_config
 from ..errors import BettyError, ExperimentError, WikiError
-from ..wiki.files import one_directory_sync
+from ..wiki import WikiStore
+from ..wiki.files import Batch, written_together
 from . import content
+from .editors import OpenNotebooks
 from .ledger import Experiment, Ledger, StateChange, Tracked
 from .refresh import failure_log, write_page
 from .status_cell import Outcome, StatusCheck, catch_up, write_status
@@ -77,6 +80,7 @@ class JobWatcher:
                  lease_seconds: float = 60.0, min_interval: float = 2.0, max_interval: float = 60.0) -> None:
         self.workspace = workspace
         self.ledger = Ledger(workspace.ledger_path)
+        self.open_notebooks = OpenNotebooks(workspace.ledger_path)
         self.client_for = client_for
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.lease_seconds = lease_seconds
@@ -134,14 +138,22 @@ class JobWatcher:
                 for tracked, job in changed if job.state.value in content.FAILED_STATES}
         changed = await self._with_efficiency(slurm, changed)
         written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
+        batch: Batch | None = None
         with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
             try:
-                with one_directory_sync():  # every page's rename reaches the disk before the ledger records it
+                # Every page and notebook of the pass reaches the disk in one flush, before the ledger records it.
+                with written_together() as batch:
+                    batch.before_renames(self._opened_since)
+                    open_now = self.open_notebooks.open_now()
                     for tracked, job in changed:
-                        files = self._write_files(tracked, job, logs.get(tracked.experiment.slug))
+                        files = self._write_files(tracked, job, logs.get(tracked.experiment.slug), open_now)
                         if files is not None:
                             written[tracked.experiment.slug] = files
+            except OSError as exc:  # a file could not be put in place; the others were
+                raise ExperimentError(f"cannot write {exc.filename}: {exc.strerror or exc}") from exc
             finally:  # what was written is recorded even when a page could not be
+                if batch is not None:
+                    written = self._in_place([tracked.experiment for tracked, _ in changed], written, batch)
                 recorded = self.ledger.record_states(self.owner, [
                     StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],
                                 behind=written[slug][1] is not Outcome.WRITTEN)
@@ -186,8 +198,29 @@ class JobWatcher:
         first = self._unsettled.setdefault(slug, time.monotonic())
         return time.monotonic() - first < self.settle_seconds
 
-    def _write_files(self, tracked: Tracked, job: "Job",
-                     log: str | None) -> tuple[tuple[str, ...], Outcome, str] | None:
+    def _opened_since(self, paths: list[Path]) -> set[Path]:
+        """Which of the notebooks about to be renamed into place a person opened meanwhile (they stay as they are)."""
+        return {self.workspace.root / notebook for notebook in self.open_notebooks.open_now()} & set(paths)
+
+    def _in_place(self, experiments: list[Experiment], written: dict[str, tuple[tuple[str, ...], Outcome, str]],
+                  batch: Batch) -> dict[str, tuple[tuple[str, ...], Outcome, str]]:
+        """What ``batch`` put in place of ``written``: without the experiments one of whose files it could not
+        write (the next tick writes them again); a notebook opened before its rename counts as open."""
+        if not batch.failed and not batch.skipped:
+            return written
+        by_slug = {experiment.slug: experiment for experiment in experiments}
+        wiki = WikiStore(self.workspace.wiki) if batch.failed and self.workspace.wiki.is_dir() else None
+        kept = {}
+        for slug, (page, notebook, line) in written.items():
+            experiment = by_slug[slug]
+            notebook_path = self.workspace.root / experiment.notebook
+            if notebook_path in batch.failed or (wiki is not None and wiki.path(experiment.page) in batch.failed):
+                continue
+            kept[slug] = (page, Outcome.OPEN if notebook_path in batch.skipped else notebook, line)
+        return kept
+
+    def _write_files(self, tracked: Tracked, job: "Job", log: str | None,
+                     open_now: Collection[str]) -> tuple[tuple[str, ...], Outcome, str] | None:
         """Write the page's auto region and the notebook's status (lease permitting); the caller records the state.
 
         Returns whether the page was written (``("page",)`` or ``()``), what became of the notebook's status and
@@ -200,7 +233,7 @@ class JobWatcher:
         page: tuple[str, ...] = ("page",) if self._write_page(experiment, job, state, log) else ()
         line = content.status_text(experiment, job, state)
         try:
-            notebook = write_status(self.workspace, experiment, line)
+            notebook = write_status(self.workspace, experiment, line, open_now)
         except ExperimentError:
             notebook = Outcome.MISSING  # a damaged file stays as it is, behind; `betty experiments repair` says why
         return page, notebook, line

@@ -85,6 +85,10 @@ class Backend(Protocol):
         """The preview of a person's edit of an open card, checked as the model's call is; BettyError when refused."""
         ...
 
+    def start_estimate(self, approval_id: str) -> str:
+        """When and where an open submission card's job would start, one line ("" for a card that submits nothing)."""
+        ...
+
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """The newest action-log records, oldest first."""
         ...
@@ -192,6 +196,11 @@ class LocalBackend:
         preview: "Preview" = self._run(self.assistant.repreview(approval_id, args))
         return preview
 
+    def start_estimate(self, approval_id: str) -> str:
+        """When and where an open submission card's job would start (one line; "" for other cards)."""
+        estimate: str = self._run(self.assistant.start_estimate(approval_id))
+        return estimate
+
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """From the workspace's action log."""
         return self.assistant.history(session_id, limit)
@@ -239,15 +248,21 @@ class ServerBackend:
 
     def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], call_id: str) -> "Future[ToolOutcome]":
         """POST sessions/{id}/tools/{tool}, waiting for the outcome in a worker thread."""
-        # lazy: pydantic and pandas; `%load_ext` and connecting to the server never need them
-        from ..agent.wire import outcome_from_json
 
         def call() -> "ToolOutcome":
             answer = self._call("POST", f"sessions/{_quote(session_id)}/tools/{_quote(tool)}",
-                                {"args": dict(args), "wait": True, "call_id": call_id}, timeout=3600)
+                                {"args": dict(args), "wait": True, "call_id": call_id, "face": Face.NOTEBOOK},
+                                timeout=3600)
+            # lazy: pydantic and pandas; `%load_ext` and connecting to the server never need them
+            from ..agent.wire import outcome_from_json
+
             return outcome_from_json(answer)
 
-        return self._pool.submit(call)
+        future = self._pool.submit(call)
+        # lazy: the same modules, loaded here while the request is on its way (one import, whichever thread asks first)
+        from ..agent import wire  # noqa: F401
+
+        return future
 
     def ask(self, session_id: str, prompt: str) -> None:
         """POST sessions/{id}/ask."""
@@ -259,11 +274,12 @@ class ServerBackend:
 
     def subscribe(self, session_id: str, listener: Listener, after: int) -> Callable[[], None]:
         """Long-polls GET sessions/{id}/events in a thread, handing each event to ``listener``."""
-        from ..agent.events import parse_event  # lazy: pydantic; `%load_ext` and connecting to the server never need it
-
         stop = threading.Event()
 
         def poll() -> None:
+            # lazy: pydantic, loaded by this thread while the cell that opened the session goes on
+            from ..agent.events import parse_event
+
             seq = after
             while not stop.is_set():
                 try:
@@ -294,6 +310,10 @@ class ServerBackend:
 
         answer = self._call("POST", f"approvals/{_quote(approval_id)}/preview", {"args": dict(args)})
         return Preview.model_validate(answer["preview"])
+
+    def start_estimate(self, approval_id: str) -> str:
+        """GET approvals/{id}/start: when and where an open submission card's job would start."""
+        return str(self._call("GET", f"approvals/{_quote(approval_id)}/start", timeout=60)["estimate"])
 
     def actions(self, session_id: str | None, limit: int) -> list["ActionRecord"]:
         """GET actions."""

@@ -11,6 +11,7 @@ import argparse
 import shlex
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NoReturn
 
 from IPython.core.magic import Magics, line_cell_magic, magics_class
@@ -43,6 +44,7 @@ _HELP = """\
   use NAME                      work on another cluster from now on
   squeue [--me] [--partition P] [--state S]   the queue, as a live table
   sinfo                         the partitions: nodes, CPUs, GPUs, limits
+  overview                      what the cluster is doing: a figure of partitions by state, the queue, your share
   sacct [JOBID…] [--since WHEN] [--all-users]  jobs from accounting
   efficiency [JOBID…] [--since 7d] [--experiment SLUG]  CPU, memory, time used vs asked; right-sizing
   status JOBID                  one job, kept current until it ends
@@ -52,6 +54,7 @@ _HELP = """\
   gpu [estimate] --model M --method X …      GPU memory per GPU (options of `betty gpu estimate`)
   gpu calculator                sliders for model, method, batch, sequence, GPUs
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
+  advise FILE  /  %%betty advise [--partition P] [--nodes N…]   when and where a script would start
   ask "PROMPT"  /  %%betty ask  ask Betty's agent (quote a question: IPython reads a trailing ? as help)
   wiki [search Q | show PAGE]   the project's wiki
   mode [off|propose|confirm|auto]   what Betty's agent may do without asking
@@ -136,14 +139,16 @@ class BettyMagics(Magics):
     def _run(self, tool: str, args: dict[str, Any], label: str,
              extra: "Callable[[ToolOutcome], list[Any]] | None" = None) -> "ToolOutcome | Call":
         """Call ``tool`` as the person; the outcome once done, or the pending call when it waits for approval."""
-        # lazy: ipywidgets; `%load_ext` never needs it
-        from .widgets.calls import CallView
-        from .widgets.progress import waiting
+        from .widgets.progress import waiting  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
         call = betty.start(tool, {k: v for k, v in args.items() if v is not None})
         if not call.settle(waiting(label)):
-            return shown_as(call, CallView(call, betty.respond, extra, check=betty.repreview))
+            # lazy: the approval card and its editor; a read that asks nobody never needs them
+            from .widgets.calls import CallView
+
+            return shown_as(call, CallView(call, betty.respond, extra, check=betty.repreview,
+                                           estimate=betty.start_estimate))
         outcome: ToolOutcome = call.future.result()
         if not outcome.ok:
             raise ToolError(outcome.summary.strip().splitlines()[0] if outcome.summary.strip() else "failed")
@@ -171,6 +176,8 @@ class BettyMagics(Magics):
             "use": (self._use_parser, self._use),
             "squeue": (self._squeue_parser, self._squeue),
             "sinfo": (lambda: _parser("sinfo", "the partitions of the cluster in use"), self._sinfo),
+            "overview": (lambda: _parser("overview", "what the cluster is doing: CPUs and GPUs by state per "
+                                         "partition, the queue's depth, expected waits, your share"), self._overview),
             "sacct": (self._sacct_parser, self._sacct),
             "efficiency": (self._efficiency_parser, self._efficiency),
             "status": (self._status_parser, self._status),
@@ -179,6 +186,7 @@ class BettyMagics(Magics):
             "cancel": (self._cancel_parser, self._cancel),
             "gpu": (self._gpu_parser, self._gpu),
             "submit": (self._submit_parser, self._submit),
+            "advise": (self._advise_parser, self._advise),
             "ask": (self._ask_parser, self._ask),
             "wiki": (self._wiki_parser, self._wiki),
             "mode": (self._mode_parser, self._mode),
@@ -259,6 +267,12 @@ class BettyMagics(Magics):
     def _sinfo(self, args: argparse.Namespace, cell: str | None) -> Any:
         frame = self._read("cluster_partitions", {}, f"reading the partitions of {self._where()}")
         return frame if isinstance(frame, Call) else table_frame(frame, PARTITION_COLUMNS)
+
+    def _overview(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .overview import ShownOverview  # lazy: the figure's module; `%load_ext` never needs it
+
+        overview = self._read("cluster_overview", {}, f"reading what {self._where()} is doing")
+        return overview if isinstance(overview, Call) else ShownOverview(overview)
 
     @staticmethod
     def _sacct_parser() -> MagicParser:
@@ -425,6 +439,34 @@ class BettyMagics(Magics):
                          f"checking the script against {self._where()}", follow_job)
 
     @staticmethod
+    def _advise_parser() -> MagicParser:
+        parser = _parser("advise", "when and where a batch script would start on each partition and GPU type "
+                         "(sbatch --test-only; nothing is submitted): `%betty advise FILE`, or `%%betty advise` "
+                         "with the script as the cell")
+        parser.add_argument("file", nargs="?", metavar="FILE", help="the batch script (default: the cell)")
+        parser.add_argument("--partition", action="append", metavar="P", help="only this partition (repeatable)")
+        parser.add_argument("--nodes", type=int, nargs="+", metavar="N", help="also try these node counts")
+        parser.add_argument("--pending", action="store_true", help="also your pending jobs' expected starts")
+        return parser
+
+    def _advise(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from .widgets.advice import ShownAdvice  # lazy: ipywidgets; `%load_ext` never needs them
+
+        script = cell if cell is not None and cell.strip() else None
+        if script is None and args.file:
+            try:
+                script = Path(args.file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as error:
+                raise UsageError(f"cannot read {args.file}: {getattr(error, 'strerror', None) or error}") from None
+        if script is None:
+            raise UsageError("%betty advise takes a script: `%betty advise FILE`, or `%%betty advise` over the script")
+        query = {"script": script, "partitions": args.partition, "nodes": args.nodes, "pending": args.pending}
+        outcome = self._run("cluster_advise", query, f"asking {self._where()} when it would start")
+        if isinstance(outcome, Call):
+            return outcome
+        return ShownAdvice(outcome.data)
+
+    @staticmethod
     def _ask_parser() -> MagicParser:
         parser = _parser("ask", "ask Betty's agent (`%%betty ask` takes the cell as the question)")
         parser.add_argument("prompt", nargs="*", metavar="PROMPT")
@@ -438,7 +480,8 @@ class BettyMagics(Magics):
             raise UsageError("%betty ask: ask something, e.g. `%betty ask which partition has free GPUs?`")
         betty = self.connection
         session = betty.session_id()
-        chat = ChatStream(prompt.strip(), betty.respond, lambda: betty.backend.stop(session), check=betty.repreview)
+        chat = ChatStream(prompt.strip(), betty.respond, lambda: betty.backend.stop(session), check=betty.repreview,
+                          estimate=betty.start_estimate)
         stop = betty.follow(chat.on_event)
 
         def until_done(event: Any) -> None:

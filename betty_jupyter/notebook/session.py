@@ -10,7 +10,6 @@ rest.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections import deque
 from concurrent.futures import Future
@@ -38,6 +37,9 @@ class Call:
         self.answerable_elsewhere = False
         """Whether a person can answer its approval while this kernel is busy (the side panel, on a server)."""
         self.asked = threading.Event()
+        self._settled = threading.Event()
+        """Set once the call is done or asks a person: what :meth:`settle` waits for."""
+        self.future.add_done_callback(lambda _: self._settled.set())
         self._listeners: list[Listener] = []
         self._lock = threading.Lock()
 
@@ -48,6 +50,7 @@ class Call:
         if isinstance(event, ev.ApprovalRequestEvent):
             self.approval = event.payload
             self.asked.set()
+            self._settled.set()
         with self._lock:
             listeners = list(self._listeners)
         for listener in listeners:
@@ -129,16 +132,10 @@ class Call:
 
     def _wait(self, seconds: float) -> bool | None:
         """True once done, False once a person is asked, None when neither happened in ``seconds``."""
-        end = time.monotonic() + seconds
-        while True:
-            if self.future.done():
-                return True
-            if self.asked.is_set():
-                return False
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            self.asked.wait(min(left, 0.05))
+        self._settled.wait(seconds)
+        if self.future.done():
+            return True
+        return False if self.asked.is_set() else None
 
 
 class NotebookBetty:
@@ -253,3 +250,7 @@ class NotebookBetty:
     def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
         """A person's edit of an open card, checked by the same code as the model's call and previewed again."""
         return self.backend.repreview(approval_id, args)
+
+    def start_estimate(self, approval_id: str) -> str:
+        """When and where an open submission card's job would start, one line ("" for other cards)."""
+        return self.backend.start_estimate(approval_id)

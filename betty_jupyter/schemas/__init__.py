@@ -79,8 +79,8 @@ def _server_api_types() -> list[tuple[str, JsonSchemaMode, Any]]:
     """Every type of the REST API and the chat socket, by the name the schema gives it, with its mode."""
     answers = [m.Health, m.Clusters, m.ClusterHealth, m.ClusterCheck, m.LoginQuestions, m.Session, m.AskAnswer,
                m.Tools, m.CallStarted, m.Approvals, Resolution, m.Experiments, wire.Outcome, m.Automations, m.AutomationRuns,
-               m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.EditPreview, m.NotebookStatuses,
-               m.ServerError]
+               m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.EditPreview, m.StartEstimate,
+               m.NotebookStatuses, m.ClusterOverview, m.ServerError]
     bodies = [m.SessionRequest, m.ModeRequest, m.AskRequest, m.ToolRequest, m.DecisionRequest, m.EditRequest,
               m.CancelRequest, m.ResubmitRequest, m.TrustRequest, m.LoginAnswer, m.OpenNotebooksRequest,
               AutomationSpec]

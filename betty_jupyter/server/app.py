@@ -18,6 +18,7 @@ from ..config import BettyConfig, load_config
 from ..experiments.workspace import Workspace
 from . import handlers
 from .services import BettyServices
+from .shutdown import end_worker_threads_at_exit
 
 
 class BettyApp(ExtensionApp):
@@ -53,6 +54,7 @@ class BettyApp(ExtensionApp):
         services = BettyServices(workspace, betty_config, mode=self.mode, approval_timeout=self.approval_timeout,
                                  automation_lease=self.automation_lease_seconds, server_config=self.config)
         self.settings.update(betty_config=betty_config, betty_services=services)
+        end_worker_threads_at_exit()
         self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,
                       ", ".join(betty_config.cluster_names) or "none")
 

@@ -63,6 +63,21 @@ class ApprovalPreviewHandler(BettyHandler):
         self.answer({"preview": preview.model_dump(mode="json")})
 
 
+class ApprovalStartHandler(BettyHandler):
+    """``GET approvals/{id}/start``: when and where an open submission card's job would start, asked of the
+    scheduler after the card is shown (the card never waits for it)."""
+
+    @web.authenticated
+    async def get(self, approval_id: str) -> None:
+        """``StartEstimate``: one line, "" for a card that submits nothing; 404 when the card is not open."""
+        from .models import StartEstimate  # lazy: the answer models are pydantic; the extension loads without them
+
+        if not any(open_.approval_id == approval_id for open_ in self.assistant.pending()):
+            raise refused(404, f"no open approval {approval_id[:40]!r}; it was answered, expired or belongs to "
+                               "another server")
+        self.answer(StartEstimate(estimate=await self.assistant.start_estimate(approval_id)))
+
+
 class ActionsHandler(BettyHandler):
     """``GET actions?session=&limit=200``: the newest action-log records, oldest first."""
 
@@ -78,6 +93,7 @@ handlers = [
     (r"/betty/api/approvals", ApprovalsHandler),
     (r"/betty/api/approvals/(?P<approval_id>[^/]+)", ApprovalHandler),
     (r"/betty/api/approvals/(?P<approval_id>[^/]+)/preview", ApprovalPreviewHandler),
+    (r"/betty/api/approvals/(?P<approval_id>[^/]+)/start", ApprovalStartHandler),
     (r"/betty/api/actions", ActionsHandler),
 ]
 """The approval and action-log routes."""

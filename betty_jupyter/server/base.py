@@ -184,12 +184,13 @@ class BettyHandler(ExtensionHandlerMixin, APIHandler):
             raise refused(404, f"no open session {session_id[:40]!r}; open it with POST sessions") from None
 
     async def call_tool(self, session: "AgentSession", tool: str, args: dict[str, Any],
-                        call_id: str | None = None) -> None:
-        """Run ``tool`` in ``session`` as this person's own call and answer its Outcome (400 for bad arguments)."""
+                        call_id: str | None = None, person: str | None = None) -> None:
+        """Run ``tool`` in ``session`` as this person's own call and answer its Outcome (400 for bad arguments);
+        ``person`` names them with the face they called from (default: the server API)."""
         from ..agent.wire import outcome_to_json  # lazy: pydantic and pandas; the extension loads without them
 
         session.registry.get(tool).parse(args)  # a bad name or bad arguments: 400 now, not a failed call
-        outcome = await self.assistant.call(session.session_id, tool, args, self.person, call_id)
+        outcome = await self.assistant.call(session.session_id, tool, args, person or self.person, call_id)
         self.answer(outcome_to_json(outcome))
 
     # ----- output -------------------------------------------------------------------------------

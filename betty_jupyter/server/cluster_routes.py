@@ -1,5 +1,5 @@
-"""Clusters and their jobs: list, health, test, trust a host key; queue, history, efficiency, partitions, cancel,
-resubmit.
+"""Clusters and their jobs: list, health, overview, test, trust a host key; queue, history, efficiency, partitions,
+cancel, resubmit.
 
 Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
 session (``desk-<cluster>``), so they pass the same policy and land in the action log.
@@ -14,7 +14,7 @@ from tornado import web
 
 from ..cluster.jobs import job_id
 from ..errors import BettyError, HostKeyError
-from .base import BettyHandler, refused
+from .base import BettyHandler, approver, refused
 
 if TYPE_CHECKING:
     from ..agent.loop import AgentSession
@@ -81,6 +81,15 @@ class ClusterHealthHandler(BettyHandler):
         """``{cluster, ok, message, problem, checked_at, fingerprint?}``."""
         health = await self.services.health(self.cluster_name(name))
         self.answer(health.as_dict())
+
+
+class ClusterOverviewHandler(BettyHandler):
+    """``GET clusters/{name}/overview``: what the cluster is doing (``cluster_overview``), kept 10 s for everyone."""
+
+    @web.authenticated
+    async def get(self, name: str) -> None:
+        """``{cluster, ok, message, overview}``; ``overview`` is null when the cluster could not be read."""
+        self.answer(await self.services.overview(self.cluster_name(name), self.person))
 
 
 class ClusterTestHandler(BettyHandler):
@@ -183,7 +192,8 @@ class CancelHandler(BettyHandler):
             session = self.session_of(request.session_id)
         else:
             session = await self.services.desk(self.cluster_name(request.cluster))
-        call_id = self.services.start_call(session.session_id, "cluster_cancel", {"job_id": ident}, self.person)
+        call_id = self.services.start_call(session.session_id, "cluster_cancel", {"job_id": ident},
+                                           approver(self.current_user, request.face))
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 
@@ -211,7 +221,8 @@ class ResubmitHandler(BettyHandler):
             raise refused(404, f"job {ident} was not submitted through Betty on {cluster}: there is no recorded "
                                "script to resubmit")
         args = {"script": original.script, "goal": original.goal or f"resubmit job {ident}", "replaces": ident}
-        call_id = self.services.start_call(session.session_id, "cluster_submit", args, self.person)
+        call_id = self.services.start_call(session.session_id, "cluster_submit", args,
+                                           approver(self.current_user, request.face))
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 
@@ -228,6 +239,7 @@ class PartitionsHandler(BettyHandler):
 handlers = [
     (r"/betty/api/clusters", ClustersHandler),
     (CLUSTER + r"/health", ClusterHealthHandler),
+    (CLUSTER + r"/overview", ClusterOverviewHandler),
     (CLUSTER + r"/test", ClusterTestHandler),
     (CLUSTER + r"/trust", ClusterTrustHandler),
     (r"/betty/api/jobs", JobsHandler),

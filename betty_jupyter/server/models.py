@@ -19,6 +19,7 @@ from ..agent.events import ApprovalRequest
 from ..agent.models import Preview
 
 from ..agent.vocabulary import Face, Mode, PersonAnswer
+from ..cluster.advisor.overview import OverviewData
 from ..errors import LinkProblem
 
 PersonDecision = PersonAnswer
@@ -62,6 +63,16 @@ class ClusterHealth(TypedDict):
     problem: LinkProblem | None
     checked_at: float
     fingerprint: NotRequired[str]
+
+
+class ClusterOverview(TypedDict):
+    """``GET clusters/{name}/overview``: what the cluster is doing, read at most once per few seconds for everyone."""
+
+    cluster: str
+    ok: bool
+    message: str
+    """The one-line summary, or why the cluster could not be read."""
+    overview: OverviewData | None
 
 
 class ClusterCheck(TypedDict, total=False):
@@ -279,6 +290,8 @@ class ToolRequest(Body):
     wait: bool = True
     call_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$")
     caller: Literal["person", "agent"] = "person"
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person called from; the action log names it after them."""
 
 
 class DecisionRequest(Body):
@@ -302,11 +315,20 @@ class EditPreview(TypedDict):
     preview: Preview
 
 
+class StartEstimate(TypedDict):
+    """Answer of ``GET approvals/{id}/start``: when and where an open submission card's job would start, one line
+    ("" for a card that submits nothing)."""
+
+    estimate: str
+
+
 class ResubmitRequest(Body):
     """Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session)."""
 
     session_id: str | None = None
     cluster: str | None = None
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person asked from; the action log names it after them."""
 
 
 class CancelRequest(Body):
@@ -314,6 +336,8 @@ class CancelRequest(Body):
 
     session_id: str | None = None
     cluster: str | None = None
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person asked from; the action log names it after them."""
 
 
 class TrustRequest(Body):

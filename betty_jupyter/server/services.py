@@ -42,12 +42,15 @@ if TYPE_CHECKING:
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
     from .mcp_http import McpEndpoint
-    from .models import Session, ToolInfo
+    from .models import ClusterOverview, Session, ToolInfo
 
 log = logging.getLogger(__name__)
 
 HEALTH_KEPT = 20.0
 """Seconds a cluster's health check is kept before the next request checks again."""
+
+OVERVIEW_KEPT = 10.0
+"""Seconds a cluster's overview is kept: panels open side by side, or ticking faster, share one read."""
 
 
 class Socket(Protocol):
@@ -66,6 +69,7 @@ class BettyServices:
         self.workspace, self.config = workspace, config
         self._server_config, self._config_signature = beyond_files(server_config), config_signature()
         self._health: dict[str, tuple[str, float, asyncio.Task[ClusterHealth]]] = {}
+        self._overviews: dict[str, tuple[float, asyncio.Task[ClusterOverview]]] = {}
         self._mode, self._approval_timeout = mode, approval_timeout
         self._assistant: Assistant | None = None
         self._automation_lease = automation_lease
@@ -155,6 +159,28 @@ class BettyServices:
         except BettyError as error:
             return ClusterHealth(cluster, False, str(error), LinkProblem.CONFIG, checked_at=time.time())
         return await check_health(cluster, session.context.slurm.transport, session.context.profile.policy())
+
+    async def overview(self, cluster: str, person: str) -> "ClusterOverview":
+        """What ``cluster`` is doing: ``cluster_overview`` run in its desk session as ``person``'s read, the answer
+        kept :data:`OVERVIEW_KEPT` seconds. Requests that come while a read runs wait for that one; a kept answer
+        (a failed read's too) costs the cluster nothing."""
+        name = self.current_config().profile(cluster).name
+        kept = self._overviews.get(name)
+        if kept is not None and (not kept[1].done() or time.monotonic() - kept[0] < OVERVIEW_KEPT) \
+                and not (kept[1].done() and kept[1].exception() is not None):
+            return await asyncio.shield(kept[1])
+        read = asyncio.get_running_loop().create_task(self._read_overview(name, person))
+        self._overviews[name] = (time.monotonic(), read)
+        return await asyncio.shield(read)
+
+    async def _read_overview(self, cluster: str, person: str) -> "ClusterOverview":
+        from ..cluster.advisor.overview import waits_line  # lazy: the advisor; the extension loads without it
+
+        session = await self.desk(cluster)
+        outcome = await self.assistant.call(session.session_id, "cluster_overview", {}, person)
+        data: Any = outcome.data if outcome.ok and isinstance(outcome.data, dict) else None
+        message = f"expected waits: {waits_line(data)}" if data is not None else outcome.summary
+        return {"cluster": cluster, "ok": data is not None, "message": message, "overview": data}
 
     # ----- sessions -----------------------------------------------------------------------------
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,
@@ -274,6 +300,8 @@ class BettyServices:
         stop_answering(self.login_desk)
         for _, _, check in self._health.values():
             check.cancel()
+        for _, read in self._overviews.values():
+            read.cancel()
         for task in list(self._calls):
             task.cancel()
         if self._calls:

@@ -6,7 +6,7 @@ import uuid
 
 from tornado import web
 
-from .base import BettyHandler, refused
+from .base import BettyHandler, approver, refused
 
 MAX_WAIT = 30.0
 SESSION = r"/betty/api/sessions/(?P<session_id>[^/]+)"
@@ -131,12 +131,13 @@ class ToolHandler(BettyHandler):
                 if agent:
                     self.answer(await self.services.agent_call(session_id, tool, request.args, call_id))
                 else:
-                    await self.call_tool(session, tool, request.args, call_id)
+                    await self.call_tool(session, tool, request.args, call_id, approver(self.current_user, request.face))
             finally:
                 self.waiting = None
             return
         session.registry.get(tool).parse(request.args)  # refused now (400), not later in the background
-        call_id = self.services.start_call(session_id, tool, request.args, None if agent else self.person,
+        call_id = self.services.start_call(session_id, tool, request.args,
+                                           None if agent else approver(self.current_user, request.face),
                                            request.call_id)
         self.answer({"call_id": call_id, "session_id": session_id}, status=202)
 

@@ -114,11 +114,20 @@ def parse_frontmatter(name: str, block: str) -> dict[str, Any]:
         data = _load(block)
     except yaml.YAMLError as exc:
         raise WikiError(f"{name}: the frontmatter is not valid YAML ({_yaml_problem(exc)}); fix it in an editor") from exc
+    except _UNREADABLE_VALUE as exc:
+        # PyYAML's constructors raise plain errors for a tagged value they cannot build (`!!timestamp soon`,
+        # `!!int abc`, `!!bool maybe`) and for nesting too deep to build at all.
+        raise WikiError(f"{name}: the frontmatter holds a value YAML cannot build ({type(exc).__name__}: "
+                        f"{str(exc)[:80]}); fix it in an editor") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise WikiError(f"{name}: the frontmatter must be 'key: value' lines, not a {type(data).__name__}")
     return data
+
+
+_UNREADABLE_VALUE = (ValueError, TypeError, AttributeError, KeyError, IndexError, OverflowError, RecursionError)
+"""What PyYAML's constructors raise, besides YAMLError, for a value they cannot build."""
 
 
 def _load(block: str) -> Any:
@@ -169,6 +178,18 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     # Line numbers of the file, not of the block: the block starts on the file's second line.
     return f"line {mark.line + 2}: {problem}" if mark is not None else str(problem)
+
+
+def written_page(name: str, before: Page, frontmatter: Mapping[str, Any], body: str, text: str) -> Page:
+    """``parse_page(name, text)`` for ``text`` that :func:`compose` made of ``before``, ``frontmatter`` and ``body``,
+    without reading back a block rendered from values LibYAML writes and reads back as they were (:func:`_plain`)."""
+    fields = dict(frontmatter)
+    head = len(text) - len(body)
+    if fields == before.frontmatter and text[:head] == before.head:
+        return Page(name, before.frontmatter, body, source=text)
+    if _plain(fields) and head <= MAX_FRONTMATTER_CHARS and text.startswith("---\n"):
+        return Page(name, fields, body, source=text)
+    return parse_page(name, text)
 
 
 def compose(page: Page, frontmatter: Mapping[str, Any], body: str, rendered: str | None = None) -> str:

@@ -6,7 +6,8 @@
   add to it, nothing rewrites it.
 - On a page with auto markers, Betty writes only between them (:meth:`WikiStore.update_auto`);
   an update that would change the person's text outside them is refused.
-- Each write is atomic (a temporary file in the same folder, fsync, ``os.replace``) and
+- Each write is atomic (a temporary file in the same folder, fsync, ``os.replace``; many at once in one
+  flush, :func:`.files.written_together`) and
   holds the page's lock (``filelock``, one lock file per page under ``.locks/`` in the root),
   so writers in several processes never lose each other's changes. Reads take no lock: they
   see a page before or after a write, never half of one.
@@ -28,9 +29,9 @@ from filelock import FileLock, Timeout
 
 from ..errors import WikiError
 from .cache import CACHE_FILE, FrontmatterCache
-from .files import append_durably, write_atomically
+from .files import append_durably, current_batch, write_atomically
 from .names import check_folder_name, check_page_name, resolve_inside
-from .page import Page, compose, parse_page, render_frontmatter
+from .page import Page, compose, parse_page, render_frontmatter, written_page
 from .regions import check_no_markers, check_one_line, find_region, insert_in_section, outside, replace_region
 from .schema import check_frontmatter
 
@@ -289,7 +290,7 @@ class WikiStore:
         text = compose(page, frontmatter, body, head)
         if text != page.text:
             self._write(target, text)
-        return parse_page(target.name, text)
+        return written_page(target.name, page, frontmatter, body, text)
 
     def _write(self, target: _Target, text: str) -> None:
         try:
@@ -314,6 +315,9 @@ class WikiStore:
         except OSError as exc:
             raise WikiError(f"cannot create the lock for {target.name} under {lock_file.parent}: "
                             f"{exc.strerror or exc}") from exc
+        batch = current_batch()
+        if batch is not None and batch.holds(lock_file):
+            batch.flush()  # this page waits in the batch: put it in place before reading it again
         lock = FileLock(lock_file, timeout=self.lock_timeout, poll_interval=0.005)
         try:
             lock.acquire()
@@ -322,8 +326,13 @@ class WikiStore:
                             f"{self.lock_timeout:g} s; try again in a moment") from None
         try:
             yield
-        finally:
+        except BaseException:
             lock.release()
+            raise
+        if batch is None:
+            lock.release()
+        else:  # the new page is renamed into place at the batch's flush: nobody may write it before then
+            batch.hold(lock_file, lock.release)
 
 
 def _read_regular(fd: int) -> bytes | None:

@@ -14,6 +14,7 @@ import {
   ICallStarted,
   IDecisionRequest,
   IClusterHealth,
+  IClusterOverview,
   IClusters,
   IEditPreview,
   IEditRequest,
@@ -28,6 +29,7 @@ import {
   IRunQueued,
   ISession,
   ISessionRequest,
+  IStartEstimate,
   Mode
 } from './models';
 import { requestAPI } from './request';
@@ -45,6 +47,11 @@ export class BettyAPI {
   /** Whether Betty can use `cluster` now (reached, host key known, Slurm answers), and if not why. */
   clusterHealth(cluster: string): Promise<IClusterHealth> {
     return this.get(`clusters/${encodeURIComponent(cluster)}/health`);
+  }
+
+  /** What `cluster` is doing: partitions by state, the queue, the person's share (kept a few seconds by the server). */
+  clusterOverview(cluster: string): Promise<IClusterOverview> {
+    return this.get(`clusters/${encodeURIComponent(cluster)}/overview`);
   }
 
   /** A new session, or the kept one `request.session_id` resumed. */
@@ -105,6 +112,14 @@ export class BettyAPI {
     return this.send(`approvals/${encodeURIComponent(approvalId)}/preview`, 'POST', body);
   }
 
+  /**
+   * When and where open submission card `approvalId`'s job would start, one line asked of the
+   * scheduler (`''` for a card that submits nothing); a 404 once the card is answered.
+   */
+  startEstimate(approvalId: string): Promise<IStartEstimate> {
+    return this.get(`approvals/${encodeURIComponent(approvalId)}/start`);
+  }
+
   /** What the clusters' login nodes ask now (a second factor), oldest first. */
   loginQuestions(): Promise<ILoginQuestions> {
     return this.get('login-questions');
@@ -129,7 +144,8 @@ export class BettyAPI {
   cancelJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
     return this.send(`jobs/${encodeURIComponent(jobId)}/cancel`, 'POST', {
       session_id: sessionId,
-      cluster
+      cluster,
+      face: 'side panel'
     });
   }
 
@@ -138,7 +154,11 @@ export class BettyAPI {
    * as an event in `sessionId`; nothing is submitted until a person approves it.
    */
   resubmitJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
-    const body: IResubmitRequest = { session_id: sessionId, cluster };
+    const body: IResubmitRequest = {
+      session_id: sessionId,
+      cluster,
+      face: 'side panel'
+    };
     return this.send(`jobs/${encodeURIComponent(jobId)}/resubmit`, 'POST', body);
   }
 

@@ -30,6 +30,11 @@ export interface IEditing {
   editors: IScriptEditors | null;
   /** Whether this card opens in the editor at once (the person asked for it with Resubmit…). */
   opensEditing(request: IApprovalRequest): boolean;
+  /**
+   * When and where open submission card `approvalId`'s job would start, one line (`''` for other
+   * cards); asked once the card is shown, so the card never waits for it.
+   */
+  startEstimate?(approvalId: string): Promise<string>;
 }
 
 /** The panel's edit services; null where nothing can check an edit. */

@@ -105,7 +105,8 @@ export function editingOf(model: BettyModel, editors: IScriptEditors | null): IE
       return [...new Set(rows.map(row => String(row.partition)))];
     },
     editors,
-    opensEditing: request => model.opensEditing(request.call_id)
+    opensEditing: request => model.opensEditing(request.call_id),
+    startEstimate: async approvalId => (await model.api.startEstimate(approvalId)).estimate
   };
 }
 

@@ -14,17 +14,55 @@ export const BACKOFF_MS = 10_000;
 /** Failed reads in a row after which a poll reads less often, until one succeeds. */
 export const FAILURES_BEFORE_BACKOFF = 3;
 
-/** Calls `read` now and every {@link POLL_MS} while started, and hands each answer to `show`. */
+/**
+ * How a {@link Poll} paces itself when it follows something that changes now and then (the cluster): the
+ * job watcher's rule. After a change the next read comes {@link fastest} ms later; each read that finds
+ * nothing new doubles the wait, up to {@link slowest}; a failed read multiplies it by four, up to four
+ * times {@link slowest}.
+ */
+export interface IPace<T> {
+  fastest: number;
+  slowest: number;
+  /** Whether two answers show the same thing (then the next read waits longer). */
+  same: (previous: T, next: T) => boolean;
+  /** Whether an answer says the source did not answer (paced as a failed read). */
+  failed?: (value: T) => boolean;
+}
+
+/** The wait before the next read, by the job watcher's rule ({@link IPace}). */
+export function nextWait(
+  current: number,
+  outcome: 'changed' | 'same' | 'failed',
+  pace: { fastest: number; slowest: number }
+): number {
+  if (outcome === 'failed') {
+    return Math.min(pace.slowest * 4, current * 4);
+  }
+  return outcome === 'changed' ? pace.fastest : Math.min(pace.slowest, current * 2);
+}
+
+/**
+ * Calls `read` now and every {@link POLL_MS} while started (or at the {@link IPace} given), and hands
+ * each answer to `show`.
+ */
 export class Poll<T> {
   private _running = false;
   private _generation = 0;
   private _timer: ReturnType<typeof setTimeout> | null = null;
   private _failures = 0;
+  private _wait = 0;
+  private _last: { read: T } | null = null;
 
   constructor(
     private readonly _read: () => Promise<T>,
-    private readonly _show: (value: T) => void
+    private readonly _show: (value: T) => void,
+    private readonly _pace: IPace<T> | null = null
   ) {}
+
+  /** Milliseconds until the next read (what the pace decided after the last one). */
+  get wait(): number {
+    return this._wait;
+  }
 
   /** Whether it reads. */
   get running(): boolean {
@@ -38,6 +76,8 @@ export class Poll<T> {
     }
     this._running = true;
     this._failures = 0;
+    this._wait = this._pace?.fastest ?? POLL_MS;
+    this._last = null;
     void this._tick(++this._generation);
   }
 
@@ -66,8 +106,25 @@ export class Poll<T> {
     if (value !== null) {
       this._show(value.read);
     }
-    const delay = this._failures >= FAILURES_BEFORE_BACKOFF ? BACKOFF_MS : POLL_MS;
-    this._timer = setTimeout(() => void this._tick(generation), delay);
+    this._wait = this._delay(value);
+    this._timer = setTimeout(() => void this._tick(generation), this._wait);
+  }
+
+  private _delay(value: { read: T } | null): number {
+    if (this._pace === null) {
+      return this._failures >= FAILURES_BEFORE_BACKOFF ? BACKOFF_MS : POLL_MS;
+    }
+    const previous = this._last;
+    if (value !== null) {
+      this._last = value;
+    }
+    const outcome =
+      value === null || this._pace.failed?.(value.read)
+        ? 'failed'
+        : previous !== null && this._pace.same(previous.read, value.read)
+          ? 'same'
+          : 'changed';
+    return nextWait(this._wait, outcome, this._pace);
   }
 }
 

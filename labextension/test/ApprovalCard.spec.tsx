@@ -202,6 +202,42 @@ describe('ApprovalCard: answers', () => {
   });
 });
 
+describe('ApprovalCard: the start estimate', () => {
+  it('the card and its buttons come first; the estimate fills in when it is ready, as text', async () => {
+    let answer: (line: string) => void = () => undefined;
+    const editing = Object.assign(fakeEditing(), {
+      startEstimate: jest.fn(() => new Promise<string>(resolve => (answer = resolve)))
+    });
+    const { container, onDecide } = renderCard(card(), jest.fn(), editing);
+    expect(editing.startEstimate).toHaveBeenCalledWith('a1');
+    expect(allByTestId(container, 'betty-approval-start')).toHaveLength(0);
+    await click(byTestId(container, 'betty-approve'));
+    expect(onDecide).toHaveBeenCalledWith('approved', undefined);
+    answer('starts ~in 12 min on <img src=x onerror=alert(1)> (a100); ~3 h on gpu (h100)');
+    await settle();
+    const line = byTestId(container, 'betty-approval-start');
+    expect(line.textContent).toBe(
+      'starts ~in 12 min on <img src=x onerror=alert(1)> (a100); ~3 h on gpu (h100)'
+    );
+    expect(line.querySelector('img')).toBeNull();
+  });
+
+  it('a failed estimate shows nothing, and a card that submits nothing asks for none', async () => {
+    const failing = Object.assign(fakeEditing(), {
+      startEstimate: jest.fn(async () => Promise.reject(new Error('no open approval')))
+    });
+    const { container } = renderCard(card(), jest.fn(), failing);
+    await settle();
+    expect(allByTestId(container, 'betty-approval-start')).toHaveLength(0);
+    expect(byTestId<HTMLButtonElement>(container, 'betty-approve').disabled).toBe(false);
+    const other = card();
+    other.request = { ...other.request, tool: 'wiki_write' };
+    const asked = Object.assign(fakeEditing(), { startEstimate: jest.fn(async () => 'starts now') });
+    renderCard(other, jest.fn(), asked);
+    expect(asked.startEstimate).not.toHaveBeenCalled();
+  });
+});
+
 describe('ApprovalCard: Edit', () => {
   useFakeClock();
 

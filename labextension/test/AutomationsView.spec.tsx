@@ -466,6 +466,7 @@ describe('the Automations tab of the panel', () => {
     expect(tabs.map(tab => tab.dataset.testid)).toEqual([
       'betty-tab-chat',
       'betty-tab-jobs',
+      'betty-tab-cluster',
       'betty-tab-experiments',
       'betty-tab-automations'
     ]);

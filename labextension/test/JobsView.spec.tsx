@@ -4,8 +4,8 @@
 import * as React from 'react';
 import { act } from 'react';
 
-import { IJobsViewProps, JOBS_PAGE, JobsView } from '../src/components/JobsView';
-import { RECENT_FINISHED } from '../src/components/FinishedJobs';
+import { IJobsViewProps, JOB_ROW_HEIGHT, JobsView } from '../src/components/JobsView';
+import { FINISHED_ROW_HEIGHT } from '../src/components/FinishedJobs';
 import { ColumnType, IExperiments, IOutcome } from '../src/models';
 import { allByTestId, byTestId, click, render } from './render';
 import { QUEUE_COLUMNS, tableOf } from './tables';
@@ -183,17 +183,17 @@ describe('JobsView', () => {
   });
 });
 
-describe('JobsView: 20,000 jobs, a page at a time', () => {
+describe('JobsView: 20,000 jobs in one list', () => {
   const HOSTILE = '<img src=x onerror="alert(1)"><b>sweep</b>';
 
-  // 20,000 rows: job 1000 + i, every 1000th running, row 150 with a hostile name, and the
-  // last row a pending array of 1000 tasks.
-  function bigQueue(size = 20_000): IOutcome {
+  // 20,000 rows: job 1000 + i, every 1000th running, row `hostile` with a hostile name, and
+  // the last row a pending array of 1000 tasks.
+  function bigQueue(size = 20_000, hostile = 150): IOutcome {
     const array = (i: number) => i === size - 1;
     const records = Array.from({ length: size }, (_, i) => ({
       job_id: array(i) ? '8_[0-999%10]' : String(1000 + i),
       array_job_id: array(i) ? '8' : String(1000 + i),
-      name: i === 150 ? HOSTILE : `job ${1000 + i}`,
+      name: i === hostile ? HOSTILE : `job ${1000 + i}`,
       partition: 'gpu',
       state: !array(i) && i % 1000 === 999 ? 'RUNNING' : 'PENDING',
       reason: '',
@@ -212,8 +212,8 @@ describe('JobsView: 20,000 jobs, a page at a time', () => {
     };
   }
 
-  async function shown(size = 20_000): Promise<HTMLElement> {
-    const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue(size)) });
+  async function shown(size = 20_000, hostile = 150): Promise<HTMLElement> {
+    const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue(size, hostile)) });
     const { container } = render(<JobsView {...p} />);
     await settle();
     return container;
@@ -221,41 +221,68 @@ describe('JobsView: 20,000 jobs, a page at a time', () => {
 
   const ids = (container: HTMLElement) =>
     allByTestId(container, 'betty-job-row').map(row => row.dataset.jobId);
-  const pager = (container: HTMLElement) => byTestId(container, 'betty-jobs-pager');
+  const list = (container: HTMLElement) => byTestId(container, 'betty-jobs-list');
 
-  it('puts one page of rows in the page, and pages on and back', async () => {
+  // jsdom lays nothing out: the list is given the height a panel would give it, and its rows
+  // the height they have in the panel's stylesheet.
+  const VIEW = 600;
+  function laidOut(container: HTMLElement): HTMLElement {
+    const scroller = list(container);
+    Object.defineProperty(scroller, 'clientHeight', { configurable: true, value: VIEW });
+    return scroller;
+  }
+
+  function scrollTo(scroller: HTMLElement, top: number): void {
+    act(() => {
+      scroller.scrollTop = top;
+      scroller.dispatchEvent(new Event('scroll'));
+    });
+  }
+
+  /** Scroll so that the job at `index` (from 0) is in view. */
+  const scrollToRow = (scroller: HTMLElement, index: number) => scrollTo(scroller, index * JOB_ROW_HEIGHT);
+
+  it('puts only the rows in view (and a few more) in the page, with room for the rest', async () => {
     const container = await shown();
-    expect(ids(container)).toHaveLength(JOBS_PAGE);
+    const scroller = laidOut(container);
+    scrollTo(scroller, 0);
+    const inView = Math.ceil(VIEW / JOB_ROW_HEIGHT);
+    expect(ids(container).length).toBeGreaterThanOrEqual(inView);
+    expect(ids(container).length).toBeLessThanOrEqual(inView + 2 * 8);
     expect(ids(container)[0]).toBe('1000');
-    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 1–100 of 20,000');
-    const previous = byTestId<HTMLButtonElement>(pager(container), 'betty-pager-previous');
-    const next = byTestId<HTMLButtonElement>(pager(container), 'betty-pager-next');
-    expect(previous.disabled).toBe(true);
-    await click(next);
-    expect(ids(container)).toHaveLength(JOBS_PAGE);
-    expect(ids(container)[0]).toBe('1100');
-    expect(ids(container)[JOBS_PAGE - 1]).toBe('1199');
-    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 101–200 of 20,000');
-    await click(previous);
-    expect(ids(container)[0]).toBe('1000');
-    expect(previous.disabled).toBe(true);
+    // the room below the rows stands for every job left out, so the scrollbar spans them all
+    const rooms = container.querySelectorAll<HTMLElement>('.betty-RowWindow-room');
+    expect(rooms).toHaveLength(1);
+    expect(rooms[0].style.height).toBe(`${(20_000 - ids(container).length) * JOB_ROW_HEIGHT}px`);
+    expect(rooms[0].getAttribute('aria-hidden')).toBe('true');
   });
 
-  it('ends on a short last page, and keeps within the list when it shrinks', async () => {
-    const loadJobs = jest.fn().mockResolvedValue(bigQueue(250));
-    const { container } = render(<JobsView {...props({ loadJobs })} />);
-    await settle();
-    const next = byTestId<HTMLButtonElement>(pager(container), 'betty-pager-next');
-    await click(next);
-    await click(next);
-    expect(next.disabled).toBe(true);
-    expect(ids(container)).toHaveLength(50);
-    expect(ids(container).slice(-2)).toEqual(['1248', '8_[0-999%10]']);
-    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 201–250 of 250');
-    loadJobs.mockResolvedValue(bigQueue(120));
-    await click(byTestId(container, 'betty-jobs-refresh'));
-    expect(ids(container)).toHaveLength(20);
-    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 101–120 of 120');
+  it('scrolls to the last job, and back to the first', async () => {
+    const container = await shown();
+    const scroller = laidOut(container);
+    scrollTo(scroller, 20_000 * JOB_ROW_HEIGHT - VIEW);
+    const last = ids(container);
+    expect(last[last.length - 1]).toBe('8_[0-999%10]');
+    expect(last.length).toBeLessThanOrEqual(Math.ceil(VIEW / JOB_ROW_HEIGHT) + 2 * 8);
+    const rooms = container.querySelectorAll<HTMLElement>('.betty-RowWindow-room');
+    expect(rooms).toHaveLength(1);
+    expect(rooms[0].style.height).toBe(`${(20_000 - last.length) * JOB_ROW_HEIGHT}px`);
+    scrollToRow(scroller, 10_000);
+    expect(ids(container)).toContain('11000');
+    scrollTo(scroller, 0);
+    expect(ids(container)[0]).toBe('1000');
+  });
+
+  it('tells a screen reader how long the table is and where each row lies in it', async () => {
+    const container = await shown();
+    const scroller = laidOut(container);
+    scrollToRow(scroller, 5000);
+    const table = scroller.querySelector('table')!;
+    expect(table.getAttribute('aria-rowcount')).toBe('20001'); // the column names are row 1
+    const row = allByTestId(container, 'betty-job-row').find(each => each.dataset.jobId === '6000')!;
+    expect(row.getAttribute('aria-rowindex')).toBe('5002');
+    expect(scroller.getAttribute('role')).toBe('region');
+    expect(scroller.getAttribute('aria-label')).toBe('Your jobs in the queue');
   });
 
   it('counts each task of a pending array in the summary', async () => {
@@ -265,31 +292,86 @@ describe('JobsView: 20,000 jobs, a page at a time', () => {
     expect(summary.textContent).toBe('20,999 jobs: 20,980 PENDING, 19 RUNNING');
   });
 
-  it('filters by state across every row, from the first page', async () => {
+  it('filters by state across every row, back at the top of the list', async () => {
     const container = await shown();
-    await click(byTestId(pager(container), 'betty-pager-next'));
+    const scroller = laidOut(container);
+    scrollToRow(scroller, 12_000);
     choose(byTestId<HTMLSelectElement>(container, 'betty-jobs-filter'), 'RUNNING');
     expect(ids(container)).toEqual(Array.from({ length: 19 }, (_, k) => String(1999 + 1000 * k)));
-    expect(allByTestId(container, 'betty-jobs-pager')).toHaveLength(0);
+    expect(list(container).scrollTop).toBe(0);
+    expect(container.querySelector('table')!.getAttribute('aria-rowcount')).toBe('20');
     choose(byTestId<HTMLSelectElement>(container, 'betty-jobs-filter'), '');
     expect(ids(container)[0]).toBe('1000');
-    expect(byTestId(pager(container), 'betty-pager-range').textContent).toBe('rows 1–100 of 20,000');
+    expect(byTestId(container, 'betty-jobs-summary').dataset.jobs).toBe('20999');
   });
 
-  it('shows a hostile job name on a later page as text', async () => {
-    const container = await shown();
-    await click(byTestId(pager(container), 'betty-pager-next'));
-    const row = allByTestId(container, 'betty-job-row').find(each => each.dataset.jobId === '1150')!;
+  it('keeps within the list when it shrinks under the view', async () => {
+    const loadJobs = jest.fn().mockResolvedValue(bigQueue(20_000));
+    const { container } = render(<JobsView {...props({ loadJobs })} />);
+    await settle();
+    const scroller = laidOut(container);
+    scrollToRow(scroller, 19_000);
+    loadJobs.mockResolvedValue(bigQueue(120));
+    // the browser pulls the scroll back within the shorter list
+    scroller.scrollTop = 120 * JOB_ROW_HEIGHT - VIEW;
+    await click(byTestId(container, 'betty-jobs-refresh'));
+    expect(ids(container).slice(-2)).toEqual(['1118', '8_[0-999%10]']);
+  });
+
+  it('shows a hostile job name far down the list as text', async () => {
+    const container = await shown(20_000, 15_150);
+    const scroller = laidOut(container);
+    scrollToRow(scroller, 15_150);
+    const row = allByTestId(container, 'betty-job-row').find(each => each.dataset.jobId === '16150')!;
     expect(row.textContent).toContain(HOSTILE);
     expect(row.querySelector('img, b')).toBeNull();
   });
 
-  it('keeps a cancel asked for while paging away and back', async () => {
+  it('cancels an own job far down the list through the chat, and keeps what became of it', async () => {
+    const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue()) });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const scroller = laidOut(container);
+    scrollToRow(scroller, 18_500);
+    const row = () => allByTestId(container, 'betty-job-row').find(each => each.dataset.jobId === '19500')!;
+    await click(byTestId(row(), 'betty-job-cancel'));
+    expect(p.onCancel).toHaveBeenCalledWith('19500');
+    expect(row().textContent).toContain('approve it in the chat');
+    scrollTo(scroller, 0);
+    expect(ids(container)).not.toContain('19500');
+    scrollToRow(scroller, 18_500);
+    expect(row().textContent).toContain('approve it in the chat');
+  });
+
+  it('is where the person left it when they come back to the tab', async () => {
+    const p = props({ loadJobs: jest.fn().mockResolvedValue(bigQueue()) });
+    const { container, rerender } = render(<JobsView {...p} />);
+    await settle();
+    const scroller = list(container);
+    let height = VIEW;
+    Object.defineProperty(scroller, 'clientHeight', { configurable: true, get: () => height });
+    scrollToRow(scroller, 18_500);
+    expect(ids(container)).toContain('19500');
+    // the tab hidden (the person approving in the chat): no height, and the browser forgets the scroll
+    height = 0;
+    rerender(<JobsView {...p} visible={false} />);
+    scroller.scrollTop = 0;
+    height = VIEW;
+    rerender(<JobsView {...p} visible={true} />);
+    await settle();
+    expect(scroller.scrollTop).toBe(18_500 * JOB_ROW_HEIGHT);
+    expect(ids(container)).toContain('19500');
+  });
+
+  it('hands keyboard focus to the list when the focused row scrolls out of the page', async () => {
     const container = await shown();
-    await click(byTestId(allByTestId(container, 'betty-job-row')[3], 'betty-job-cancel'));
-    await click(byTestId(pager(container), 'betty-pager-next'));
-    await click(byTestId(pager(container), 'betty-pager-previous'));
-    expect(allByTestId(container, 'betty-job-row')[3].textContent).toContain('approve it in the chat');
+    const scroller = laidOut(container);
+    const button = byTestId<HTMLButtonElement>(allByTestId(container, 'betty-job-row')[2], 'betty-job-cancel');
+    act(() => button.focus());
+    expect(document.activeElement).toBe(button);
+    scrollToRow(scroller, 5000);
+    expect(button.isConnected).toBe(false);
+    expect(document.activeElement).toBe(scroller);
   });
 });
 
@@ -375,26 +457,40 @@ describe('JobsView: finished jobs', () => {
 });
 
 describe('JobsView: many finished jobs', () => {
-  it('lists a page of them, pages on, and filters across all of them', async () => {
-    const rows: [string, string, string, string][] = Array.from({ length: 100 }, (_, i) => [
-      String(500 + i),
-      i % 40 === 39 ? 'FAILED' : 'COMPLETED',
+  it('scrolls through all of them with only those in view in the page, and filters across all', async () => {
+    const size = 5000;
+    const minute = (i: number) =>
+      `2024-05-01T${String(Math.floor(i / 60) % 24).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}:00`;
+    const rows: [string, string, string, string][] = Array.from({ length: size }, (_, i) => [
+      String(10_000 + i),
+      i % 400 === 399 ? 'FAILED' : 'COMPLETED',
       '0:0',
-      `2024-05-01T${String(10 + Math.floor(i / 60)).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}:00`
+      // a day a job, each a minute later than the one before
+      `2024-${String(1 + Math.floor(i / 1440 / 28)).padStart(2, '0')}-${String(1 + (Math.floor(i / 1440) % 28)).padStart(2, '0')}${minute(i).slice(10)}`
     ]);
     const p = props({ loadHistory: jest.fn().mockResolvedValue(history(...rows)), onResubmit: jest.fn() });
     const { container } = render(<JobsView {...p} />);
     await settle();
     const ids = () => allByTestId(container, 'betty-finished-row').map(row => row.dataset.jobId);
-    expect(ids()).toHaveLength(RECENT_FINISHED);
-    expect(ids()[0]).toBe('599'); // newest first
-    const pager = byTestId(container, 'betty-finished-pager');
-    expect(byTestId(pager, 'betty-pager-range').textContent).toBe('rows 1–30 of 100');
-    await click(byTestId(pager, 'betty-pager-next'));
-    expect(ids()[0]).toBe('569');
+    const scroller = byTestId(container, 'betty-finished-list');
+    Object.defineProperty(scroller, 'clientHeight', { configurable: true, value: 300 });
+    const inPage = Math.ceil(300 / FINISHED_ROW_HEIGHT) + 2 * 8;
+    act(() => {
+      scroller.dispatchEvent(new Event('scroll'));
+    });
+    expect(ids()[0]).toBe('14999'); // newest first
+    expect(ids().length).toBeLessThanOrEqual(inPage);
+    const first = allByTestId(container, 'betty-finished-row')[0];
+    expect([first.getAttribute('aria-posinset'), first.getAttribute('aria-setsize')]).toEqual(['1', '5000']);
+    act(() => {
+      scroller.scrollTop = size * FINISHED_ROW_HEIGHT - 300;
+      scroller.dispatchEvent(new Event('scroll'));
+    });
+    expect(ids()[ids().length - 1]).toBe('10000'); // the oldest, at the end
+    expect(ids().length).toBeLessThanOrEqual(inPage);
     choose(byTestId<HTMLSelectElement>(container, 'betty-finished-filter'), 'FAILED');
-    expect(ids()).toEqual(['579', '539']);
-    expect(allByTestId(container, 'betty-finished-pager')).toHaveLength(0);
+    expect(ids()).toEqual(Array.from({ length: 12 }, (_, k) => String(14_799 - 400 * k)));
+    expect(scroller.scrollTop).toBe(0);
   });
 });
 

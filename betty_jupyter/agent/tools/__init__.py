@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .advise import ClusterAdvise
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 from .cluster import ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun, JobLogs
 from .delegate import DelegateTasks
@@ -11,17 +12,19 @@ from .efficiency import ClusterEfficiency
 from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
+from .overview import ClusterOverview
 from .wiki import WikiRead, WikiSearch, WikiWrite
 
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
-    ClusterRun, ClusterQueue, ClusterPartitions, ClusterHistory, ClusterSubmit, ClusterStatus, ClusterCancel,
-    JobLogs, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
-    ClusterEfficiency,
+    ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterStatus,
+    ClusterCancel, JobLogs, ClusterAdvise, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite, Scratchpad,
+    DelegateTasks, ClusterEfficiency,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
-    "ALL_TOOLS", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterPartitions", "ClusterQueue",
-    "ClusterRun", "ClusterStatus", "ClusterSubmit", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
+    "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
+    "ClusterPartitions", "ClusterQueue", "ClusterRun",
+    "ClusterStatus", "ClusterSubmit", "DelegateTasks", "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

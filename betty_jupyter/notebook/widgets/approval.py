@@ -8,6 +8,7 @@ HTML and text (:mod:`.record`), so a saved notebook still says who decided what.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import ipywidgets as widgets
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from ...agent.models import Preview
 
 Respond = Callable[[str, str, "Mapping[str, Any] | None"], None]
+StartEstimate = Callable[[str], str]
+"""When and where an open card's job would start, as one line (``NotebookBetty.start_estimate``)."""
 _TIER_WORDS = {0: "tier 0", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
 _DECISION_WORDS: dict[str, str] = {Decision.APPROVED: "✓ approved", Decision.APPROVED_FOR_SESSION: "✓ approved for this session",
                    Decision.EDITED: "✎ approved with edits", Decision.DENIED: "✗ denied",
@@ -57,11 +60,12 @@ class ApprovalCard(Recorded, widgets.VBox):
     """One approval: tool, tier, reason, the exact preview, and Approve / for session / Deny / Edit."""
 
     def __init__(self, request: "ApprovalRequest", respond: Respond, answered_by: str | None = None,
-                 check: Check | None = None) -> None:
+                 check: Check | None = None, estimate: StartEstimate | None = None) -> None:
         """``answered_by``: for a card whose session's events this notebook does not follow (an
         automation's), the name its record shows once the answer is accepted. ``check``: how an edit is
         checked and previewed again (without it the card offers no Edit, since an unchecked edit may not
-        be approved)."""
+        be approved). ``estimate``: for a submission, when and where it would start; asked on a thread of
+        its own once the card is built, so the card never waits for it (a failure shows nothing)."""
         self.request, self._respond, self._answered_by, self._check = request, respond, answered_by, check
         self.decision: str | None = None
         self.approver: str | None = None
@@ -85,9 +89,24 @@ class ApprovalCard(Recorded, widgets.VBox):
         self.problem = widgets.HTML("")
         self.problem.add_class("betty-problem")
         self.buttons = widgets.HBox([self.approve, self.approve_session, self.deny, self.edit])
-        super().__init__([header, preview, self.buttons, self.editing, self.problem],
+        self.start = widgets.HTML("")
+        self.start.add_class("betty-start-estimate")
+        super().__init__([header, preview, self.start, self.buttons, self.editing, self.problem],
                          layout=widgets.Layout(border="1px solid #b58900", padding="6px", margin="4px 0"))
         self.add_class("betty-approval")
+        if estimate is not None and request.tool == "cluster_submit":
+            self.estimating = threading.Thread(target=self._fill_start, args=(estimate,), daemon=True,
+                                               name="betty-start-estimate")
+            self.estimating.start()
+
+    def _fill_start(self, estimate: StartEstimate) -> None:
+        """Ask when the job would start and show the line; on any refusal, nothing (approving never waits on it)."""
+        try:
+            line = estimate(self.request.approval_id)
+        except (BettyError, OSError):
+            return
+        if line and self.decision is None:
+            self.start.value = f"<span class='betty-start'><i>{html_text(line)}</i></span>"
 
     def __repr__(self) -> str:
         state = self.decision or "waiting"

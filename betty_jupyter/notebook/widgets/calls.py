@@ -17,7 +17,7 @@ from ...agent import events as ev
 from ...agent.vocabulary import Decision
 from ...errors import BettyError
 from ...safe_text import html_text, visible
-from .approval import ApprovalCard, Respond
+from .approval import ApprovalCard, Respond, StartEstimate
 from .edit import Check
 from .record import Note, Record, Recorded
 
@@ -76,10 +76,13 @@ class Followup(Recorded, widgets.VBox):
 class CallView(Recorded, widgets.VBox):
     """Follows one :class:`Call`: shows its card when it asks, its outcome when it ends."""
 
-    def __init__(self, call: "Call", respond: Respond, extra: Extra | None = None, check: Check | None = None) -> None:
+    def __init__(self, call: "Call", respond: Respond, extra: Extra | None = None, check: Check | None = None,
+                 estimate: StartEstimate | None = None) -> None:
+        """``check`` and ``estimate`` go to the card (see :class:`ApprovalCard`)."""
         super().__init__([])
         self.add_class("betty-call")
         self.call, self._respond, self._extra, self._check = call, respond, extra, check
+        self._estimate = estimate
         self.card: ApprovalCard | None = None
         self.followup = Followup()
         self._status_text = f"{call.tool}: waiting for your approval…"
@@ -120,7 +123,7 @@ class CallView(Recorded, widgets.VBox):
         with self._lock:
             if self.card is not None or self.call.approval is None:
                 return
-            self.card = ApprovalCard(self.call.approval, self._respond, check=self._check)
+            self.card = ApprovalCard(self.call.approval, self._respond, check=self._check, estimate=self._estimate)
             self.card.recorded_in(self)
             self.children = [self.card, self.status]
 

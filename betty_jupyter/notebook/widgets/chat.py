@@ -15,7 +15,7 @@ import ipywidgets as widgets
 from ...agent import events as ev
 from ...agent.vocabulary import DoneReason
 from ...safe_text import html_text, markdown_html, visible
-from .approval import ApprovalCard, Respond
+from .approval import ApprovalCard, Respond, StartEstimate
 from .edit import Check
 from .record import Note, Record, Recorded
 
@@ -28,8 +28,10 @@ _ENDINGS: dict[str, str] = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped
 class ChatStream(Recorded, widgets.VBox):
     """One turn of a conversation, drawn from the session's events until ``done``."""
 
-    def __init__(self, prompt: str, respond: Respond, stop: Callable[[], Any], check: Check | None = None) -> None:
-        self._respond, self._stop_agent, self._check = respond, stop, check
+    def __init__(self, prompt: str, respond: Respond, stop: Callable[[], Any], check: Check | None = None,
+                 estimate: StartEstimate | None = None) -> None:
+        """``check`` and ``estimate`` go to each approval card (see :class:`ApprovalCard`)."""
+        self._respond, self._stop_agent, self._check, self._estimate = respond, stop, check, estimate
         self.done = threading.Event()
         self.reason: str | None = None
         self.text = ""
@@ -102,7 +104,7 @@ class ChatStream(Recorded, widgets.VBox):
                     row.children = [widgets.HTML(f"<pre>{html_text(result.summary)}</pre>")]
             case ev.ApprovalRequestEvent(payload=request):
                 self._close_reply()
-                card = ApprovalCard(request, self._respond, check=self._check)
+                card = ApprovalCard(request, self._respond, check=self._check, estimate=self._estimate)
                 card.recorded_in(self)
                 self.cards[request.approval_id] = card
                 self._add(card)

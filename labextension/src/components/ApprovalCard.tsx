@@ -94,6 +94,34 @@ function EditedArguments({ args }: { args: Record<string, unknown> }): JSX.Eleme
   );
 }
 
+/**
+ * When and where a submission would start ("starts ~in 12 min on gpu (a100); ~3 h on gpu (h100)"),
+ * asked once the card is shown: nothing while it is asked or when it cannot be had, and the
+ * buttons never wait for it.
+ */
+function StartEstimate({ approvalId }: { approvalId: string }): JSX.Element | null {
+  const edits = React.useContext(EditingContext);
+  const [line, setLine] = React.useState('');
+  React.useEffect(() => {
+    let shown = true;
+    edits?.startEstimate?.(approvalId).then(
+      text => shown && setLine(text),
+      () => undefined
+    );
+    return () => {
+      shown = false;
+    };
+  }, [edits, approvalId]);
+  if (!line) {
+    return null;
+  }
+  return (
+    <div className="betty-ApprovalCard-start" data-testid="betty-approval-start">
+      {visibleText(line)}
+    </div>
+  );
+}
+
 function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
   const { request, status } = item;
   const edits = React.useContext(EditingContext);
@@ -124,6 +152,9 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
       </div>
       <div className="betty-ApprovalCard-reason">{visibleText(request.reason)}</div>
       {!(editing && !expired) && <PreviewView preview={request.preview} />}
+      {!expired && request.tool === 'cluster_submit' && (
+        <StartEstimate approvalId={request.approval_id} />
+      )}
       {expired && (
         <div className="betty-ApprovalCard-expiredNote" data-testid="betty-approval-expired">
           Expired: the connection to Betty dropped, so this request was cancelled. Ask again if it

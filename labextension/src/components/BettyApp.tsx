@@ -1,7 +1,7 @@
 /**
  * The whole side panel: the questions of logins waiting on the person (when there are any),
  * the header, the approvals other sessions wait on (MCP clients', automations'), then the
- * Chat, Jobs, Experiments and Automations tabs.
+ * Chat, Jobs, Cluster, Experiments and Automations tabs.
  * Every tab stays mounted (hidden when not shown), so a draft prompt or a scroll position
  * survives a look at the jobs.
  */
@@ -12,6 +12,7 @@ import { othersThan } from '../waiting';
 import { AutomationsView } from './AutomationsView';
 import { useChanges } from './changes';
 import { ChatView } from './ChatView';
+import { ClusterView } from './ClusterView';
 import { ExperimentsView } from './ExperimentsView';
 import { Header } from './Header';
 import { JobsView } from './JobsView';
@@ -28,6 +29,7 @@ export interface IBettyAppProps {
 const TABS: { id: Tab; label: string }[] = [
   { id: 'chat', label: 'Chat' },
   { id: 'jobs', label: 'Jobs' },
+  { id: 'cluster', label: 'Cluster' },
   { id: 'experiments', label: 'Experiments' },
   { id: 'automations', label: 'Automations' }
 ];
@@ -41,6 +43,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       cancel: (jobId: string) => model.cancelJob(jobId),
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
       loadEfficiency: (cluster: string, jobIds: string[]) => model.api.efficiency(cluster, jobIds),
+      loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
       resubmit: (jobId: string) => model.resubmitJob(jobId)
     }),
     [model]
@@ -122,6 +125,13 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           loadHistory={loaders.loadHistory}
           loadEfficiency={loaders.loadEfficiency}
           onResubmit={loaders.resubmit}
+        />
+      </div>
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'cluster'}>
+        <ClusterView
+          cluster={model.cluster}
+          visible={shown('cluster')}
+          loadOverview={loaders.loadOverview}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'experiments'}>

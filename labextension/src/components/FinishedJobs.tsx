@@ -1,8 +1,9 @@
 /**
- * The Jobs tab's recent finished jobs (from accounting), a page at a time: state and exit
- * code, what it used of what it asked for (EfficiencyBadge), filterable by state, and for each job Betty recorded a
- * Resubmit… that opens its script in an approval
- * card's editor in the chat (nothing is submitted until the person approves that card).
+ * The Jobs tab's recent finished jobs (from accounting), in one list that scrolls through all
+ * of them with only the rows in view in the page: state and exit code, what each used of what
+ * it asked for (EfficiencyBadge), filterable by state, and for each job Betty recorded a
+ * Resubmit… that opens its script in an approval card's editor in the chat (nothing is
+ * submitted until the person approves that card).
  */
 import * as React from 'react';
 
@@ -12,10 +13,13 @@ import { visibleText } from '../safe';
 import { EfficiencyBadge, IJobEfficiency, useEfficiency } from './EfficiencyBadge';
 import { OpenLink } from './OpenLink';
 import { IFinishedJob } from '../table';
-import { Pager, usePage } from './Pager';
+import { RoomRow, useRowWindow } from './RowWindow';
 
-/** How many finished jobs the tab lists on a page. */
-export const RECENT_FINISHED = 30;
+/**
+ * A finished job's row height in pixels until one is measured: the stylesheet gives every row
+ * one height (`--betty-finished-row-height`), and the list measures the first row it shows.
+ */
+export const FINISHED_ROW_HEIGHT = 54;
 
 /** Props of {@link FinishedJobs}. */
 export interface IFinishedJobsProps {
@@ -28,19 +32,20 @@ export interface IFinishedJobsProps {
   loadEfficiency?: (cluster: string, jobIds: string[]) => Promise<IOutcome>;
 }
 
-/** The finished jobs, newest first, a page at a time, with a state filter. */
+/** The finished jobs, newest first, in one scrolling list, with a state filter. */
 export function FinishedJobs(props: IFinishedJobsProps): JSX.Element {
   const { jobs, experimentOf, onResubmit, onOpen } = props;
   const [state, setState] = React.useState('');
-  const page = usePage(
-    jobs.filter(job => state === '' || job.state === state),
-    RECENT_FINISHED,
-    state
+  const shown = React.useMemo(
+    () => jobs.filter(job => state === '' || job.state === state),
+    [jobs, state]
   );
+  const rows = useRowWindow(shown.length, { rowHeight: FINISHED_ROW_HEIGHT, from: state, least: 2 });
+  // One efficiency read for the rows in the page (the window), asked again for the new rows as the list scrolls.
   const efficiency = useEfficiency(
     props.loadEfficiency,
     props.cluster ?? null,
-    page.rows.map(job => job.jobId),
+    shown.slice(rows.first, rows.end).map(job => job.jobId),
     jobs
   );
   return (
@@ -55,25 +60,40 @@ export function FinishedJobs(props: IFinishedJobsProps): JSX.Element {
           label="Show finished jobs in this state"
         />
       </div>
-      {page.total === 0 ? (
+      {shown.length === 0 ? (
         <div className="betty-Tab-empty" data-testid="betty-finished-empty">
           No job of yours finished in the last week{state ? ` as ${visibleText(state)}` : ''}.
         </div>
       ) : (
-        <ul className="betty-FinishedJobs-list">
-          {page.rows.map(job => (
-            <FinishedRow
-              key={job.jobId}
-              job={job}
-              experiment={experimentOf(job.jobId)}
-              efficiency={efficiency[job.jobId]}
-              onResubmit={onResubmit}
-              onOpen={onOpen}
-            />
-          ))}
-        </ul>
+        <div
+          className="betty-FinishedJobs-scroll"
+          data-testid="betty-finished-list"
+          role="region"
+          aria-label="Your jobs finished recently"
+          tabIndex={0}
+          ref={rows.scroller}
+          onScroll={rows.onScroll}
+          onFocus={rows.onFocus}
+          style={{ minHeight: `${rows.leastHeight}px` }}
+        >
+          <ul className="betty-FinishedJobs-list" role="list" ref={rows.rows}>
+            <RoomRow as="li" height={rows.before} />
+            {shown.slice(rows.first, rows.end).map((job, i) => (
+              <FinishedRow
+                key={job.jobId}
+                job={job}
+                position={rows.first + i}
+                total={shown.length}
+                experiment={experimentOf(job.jobId)}
+                efficiency={efficiency[job.jobId]}
+                onResubmit={onResubmit}
+                onOpen={onOpen}
+              />
+            ))}
+            <RoomRow as="li" height={rows.after} />
+          </ul>
+        </div>
       )}
-      <Pager page={page} testId="betty-finished-pager" />
     </section>
   );
 }
@@ -112,19 +132,27 @@ export function StateFilter({ states, value, onChange, testId, label }: IStateFi
 
 interface IFinishedRowProps {
   job: IFinishedJob;
+  /** Where the row lies in the list shown (from 0), and how long that list is. */
+  position: number;
+  total: number;
   experiment: IExperiment | undefined;
   efficiency: IJobEfficiency | undefined;
   onResubmit: (jobId: string) => Promise<void>;
   onOpen: (path: string) => void;
 }
 
-function FinishedRow({ job, experiment, efficiency, onResubmit, onOpen }: IFinishedRowProps): JSX.Element {
+/** One finished job: every row is one height (the stylesheet's), each line of it cut with an ellipsis. */
+function FinishedRow(props: IFinishedRowProps): JSX.Element {
+  const { job, position, total, experiment, efficiency, onResubmit, onOpen } = props;
   return (
     <li
       className="betty-JobRow betty-FinishedJobs-row"
       data-testid="betty-finished-row"
       data-job-id={job.jobId}
       data-state={job.state}
+      data-window-row=""
+      aria-posinset={position + 1}
+      aria-setsize={total}
     >
       <div className="betty-ExperimentRow-head">
         <span className="betty-JobRow-title">{visibleText(job.name)}</span>
@@ -136,13 +164,18 @@ function FinishedRow({ job, experiment, efficiency, onResubmit, onOpen }: IFinis
         {job.exitCode && ` · exit code ${visibleText(job.exitCode)}`}
         {job.ended && ` · ended ${visibleText(formatStamp(job.ended))}`}
       </div>
-      <EfficiencyBadge figures={efficiency} />
-      {experiment && (
+      {(efficiency || experiment) && (
+        // The row's third line: what the job used (the amounts in the badge's tooltip), then its links.
         <div className="betty-JobRow-links">
-          <OpenLink path={experimentNotebook(experiment)} testId="betty-job-open-notebook" onOpen={onOpen}>
-            notebook
-          </OpenLink>
-          <ResubmitButton jobId={job.jobId} onResubmit={onResubmit} />
+          <EfficiencyBadge figures={efficiency} />
+          {experiment && (
+            <>
+              <OpenLink path={experimentNotebook(experiment)} testId="betty-job-open-notebook" onOpen={onOpen}>
+                notebook
+              </OpenLink>
+              <ResubmitButton jobId={job.jobId} onResubmit={onResubmit} />
+            </>
+          )}
         </div>
       )}
     </li>
@@ -179,7 +212,12 @@ export function ResubmitButton(props: {
         Resubmit…
       </button>
       {problem && (
-        <div className="betty-Tab-error" role="alert" data-testid="betty-resubmit-error">
+        <div
+          className="betty-Tab-error"
+          role="alert"
+          data-testid="betty-resubmit-error"
+          title={visibleText(problem)}
+        >
           {visibleText(problem)}
         </div>
       )}

@@ -1,7 +1,8 @@
 /**
- * The Jobs tab: the person's own jobs on the cluster, refreshed while the tab is visible, a
- * page of rows at a time (each array task counted in the summary), each with a cancel button (through an approval card in the chat) and, for jobs recorded
- * as experiments, one click to their notebook or wiki page.
+ * The Jobs tab: the person's own jobs on the cluster, refreshed while the tab is visible, in
+ * one list that scrolls through all of them with only the rows in view in the page (each
+ * array task counted in the summary), each with a cancel button (through an approval card in
+ * the chat) and, for jobs recorded as experiments, one click to their notebook or wiki page.
  */
 import * as React from 'react';
 
@@ -11,10 +12,16 @@ import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome
 import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
 import { FinishedJobs, StateFilter } from './FinishedJobs';
-import { Pager, usePage } from './Pager';
+import { RoomRow, useRowWindow } from './RowWindow';
 
-/** How many of the queue's rows the tab shows on a page. */
-export const JOBS_PAGE = 100;
+/**
+ * A job row's height in pixels until one is measured: the stylesheet gives every row one
+ * height (`--betty-job-row-height`), and the list measures the first row it shows.
+ */
+export const JOB_ROW_HEIGHT = 57;
+
+/** The columns of the jobs table. */
+const JOB_COLUMNS = 3;
 
 /** Props of {@link JobsView}. */
 export interface IJobsViewProps {
@@ -57,14 +64,11 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
   });
   const [cancelling, setCancelling] = React.useState<Record<string, ICancelling>>({});
   const [shownState, setShownState] = React.useState('');
-  const page = usePage(
-    React.useMemo(
-      () => state.jobs.filter(job => shownState === '' || job.state === shownState),
-      [state.jobs, shownState]
-    ),
-    JOBS_PAGE,
-    shownState
+  const shown = React.useMemo(
+    () => state.jobs.filter(job => shownState === '' || job.state === shownState),
+    [state.jobs, shownState]
   );
+  const rows = useRowWindow(shown.length, { rowHeight: JOB_ROW_HEIGHT, from: shownState, least: 3 });
 
   const refresh = React.useCallback(async () => {
     if (cluster === null) {
@@ -147,35 +151,49 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
           />
         </div>
       )}
-      {state.jobs.length > 0 && page.total === 0 && (
+      {state.jobs.length > 0 && shown.length === 0 && (
         <div className="betty-Tab-empty" data-testid="betty-jobs-empty">
           None of your jobs in the queue is {visibleText(shownState)}.
         </div>
       )}
-      {page.total > 0 && (
-        <table className="betty-Jobs-table">
-          <thead>
-            <tr>
-              <th>Job</th>
-              <th>State</th>
-              <th />
-            </tr>
-          </thead>
-          <tbody>
-            {page.rows.map(job => (
-              <JobRow
-                key={job.jobId}
-                job={job}
-                experiment={experimentOf(job, cluster, state.experiments)}
-                cancelling={cancelling[job.jobId]}
-                onCancel={cancel}
-                onOpen={props.onOpen}
-              />
-            ))}
-          </tbody>
-        </table>
+      {shown.length > 0 && (
+        <div
+          className="betty-Jobs-scroll"
+          data-testid="betty-jobs-list"
+          role="region"
+          aria-label="Your jobs in the queue"
+          tabIndex={0}
+          ref={rows.scroller}
+          onScroll={rows.onScroll}
+          onFocus={rows.onFocus}
+          style={{ minHeight: `${rows.leastHeight}px` }}
+        >
+          <table className="betty-Jobs-table" aria-rowcount={shown.length + 1}>
+            <thead>
+              <tr aria-rowindex={1}>
+                <th>Job</th>
+                <th>State</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody ref={rows.rows}>
+              <RoomRow as="tr" height={rows.before} columns={JOB_COLUMNS} />
+              {shown.slice(rows.first, rows.end).map((job, i) => (
+                <JobRow
+                  key={job.jobId}
+                  job={job}
+                  position={rows.first + i}
+                  experiment={experimentOf(job, cluster, state.experiments)}
+                  cancelling={cancelling[job.jobId]}
+                  onCancel={cancel}
+                  onOpen={props.onOpen}
+                />
+              ))}
+              <RoomRow as="tr" height={rows.after} columns={JOB_COLUMNS} />
+            </tbody>
+          </table>
+        </div>
       )}
-      <Pager page={page} testId="betty-jobs-pager" />
       {props.onResubmit && state.loaded && (
         <FinishedJobs
           jobs={state.finished}
@@ -225,19 +243,24 @@ interface ICancelling {
 
 interface IJobRowProps {
   job: IJobRow;
+  /** Where the row lies in the list shown (from 0). */
+  position: number;
   experiment: IExperiment | undefined;
   cancelling: ICancelling | undefined;
   onCancel: (jobId: string) => void;
   onOpen: (path: string) => void;
 }
 
-function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps): JSX.Element {
+/** One job of the list: every row is one height (the stylesheet's), each line of it cut with an ellipsis. */
+function JobRow({ job, position, experiment, cancelling, onCancel, onOpen }: IJobRowProps): JSX.Element {
   return (
     <tr
       className="betty-JobRow"
       data-testid="betty-job-row"
       data-job-id={job.jobId}
       data-state={job.state}
+      data-window-row=""
+      aria-rowindex={position + 2}
     >
       <td className="betty-JobRow-name" title={visibleText(`${job.name} · ${job.partition}`)}>
         <span className="betty-JobRow-title">{visibleText(job.name)}</span>
@@ -274,7 +297,11 @@ function JobRow({ job, experiment, cancelling, onCancel, onOpen }: IJobRowProps)
         >
           Cancel
         </button>
-        {cancelling && <div className="betty-JobRow-sub">{cancelling.text}</div>}
+        {cancelling && (
+          <div className="betty-JobRow-sub betty-JobRow-note" title={visibleText(cancelling.text)}>
+            {visibleText(cancelling.text)}
+          </div>
+        )}
       </td>
     </tr>
   );

@@ -5,6 +5,10 @@
 import { IPreview } from './events';
 
 /**
+ * Where a person answered a card, as the action log names it after the person: "alice (side panel)".
+ */
+export type Face = 'side panel' | 'notebook' | 'server API';
+/**
  * Why a cluster could not be used, as a word a front-end can key on (a TransportError's ``problem``).
  */
 export type LinkProblem =
@@ -22,10 +26,6 @@ export type LinkProblem =
  */
 export type ColumnType =
   'string' | 'integer' | 'number' | 'boolean' | 'datetime' | 'duration' | 'json';
-/**
- * Where a person answered a card, as the action log names it after the person: "alice (side panel)".
- */
-export type Face = 'side panel' | 'notebook' | 'server API';
 /**
  * How much the agent may do by itself; tier 2 always waits for a person, in every mode.
  */
@@ -323,6 +323,7 @@ export interface ICallStarted {
 export interface ICancelRequest {
   session_id?: string | null;
   cluster?: string | null;
+  face?: Face;
 }
 /**
  * A configured cluster (``GET clusters``).
@@ -355,6 +356,59 @@ export interface IClusterHealth {
   problem: LinkProblem | null;
   checked_at: number;
   fingerprint?: string;
+}
+/**
+ * ``GET clusters/{name}/overview``: what the cluster is doing, read at most once per few seconds for everyone.
+ */
+export interface IClusterOverview {
+  cluster: string;
+  ok: boolean;
+  message: string;
+  overview: IOverviewData | null;
+}
+/**
+ * The whole cluster now, as every face shows it (and as JSON).
+ */
+export interface IOverviewData {
+  user: string | null;
+  read_at: string;
+  partitions: IPartitionLoad[];
+  mine: IShare;
+}
+/**
+ * One partition now: nodes per state, CPUs and GPUs (by type) per use, its queue, the person's share.
+ */
+export interface IPartitionLoad {
+  partition: string;
+  default: boolean;
+  nodes: {
+    [k: string]: number;
+  };
+  cpus: {
+    [k: string]: number;
+  };
+  gpus: {
+    [k: string]: {
+      [k: string]: number;
+    };
+  };
+  memory_bytes: number;
+  memory_allocated_bytes: number;
+  running: number;
+  pending: number;
+  pending_with_estimate: number;
+  next_start_seconds: number | null;
+  last_start_seconds: number | null;
+  mine: IShare;
+}
+/**
+ * Jobs (each array task counted) and what the running ones hold.
+ */
+export interface IShare {
+  running: number;
+  pending: number;
+  cpus: number;
+  gpus: number;
 }
 /**
  * Answer of ``GET clusters``.
@@ -564,6 +618,7 @@ export interface IResolution {
 export interface IResubmitRequest {
   session_id?: string | null;
   cluster?: string | null;
+  face?: Face;
 }
 /**
  * Answer of ``POST automations/{id}/run``.
@@ -609,6 +664,13 @@ export interface IStopMessage {
   type: 'stop';
 }
 /**
+ * Answer of ``GET approvals/{id}/start``: when and where an open submission card's job would start, one line
+ * ("" for a card that submits nothing).
+ */
+export interface IStartEstimate {
+  estimate: string;
+}
+/**
  * One tool a session may call (``GET sessions/{id}/tools``): its arguments' JSON schema and its tier.
  */
 export interface IToolInfo {
@@ -632,6 +694,7 @@ export interface IToolRequest {
   wait?: boolean;
   call_id?: string | null;
   caller?: 'person' | 'agent';
+  face?: Face;
 }
 /**
  * Answer of ``GET sessions/{id}/tools``: the tools a session may call, in the registry's order.

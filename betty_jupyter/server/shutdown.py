@@ -1,0 +1,41 @@
+"""A Jupyter server that stops (Ctrl-C, SIGTERM) ends its process: no idle worker thread keeps it alive.
+
+Jupyter's contents API, through which JupyterLab's file browser lists folders, reads the disk in AnyIO's
+worker threads. AnyIO ends such a thread when the task that first asked for it ends. A request still being
+answered when the server stops its event loop never ends, nor does one whose end the loop had no turn left
+to act on; its worker thread, which is not a daemon, then waits for work forever, and Python waits for
+every such thread before the process may exit. So, as Python begins its exit and before it waits for
+threads, Betty tells each AnyIO worker thread to end once the call it may be running returns.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+
+_lock = threading.Lock()
+_registered = False
+
+
+def end_worker_threads_at_exit() -> None:
+    """Have the process's exit end AnyIO's worker threads before Python waits for its threads (once per process)."""
+    global _registered
+    with _lock:
+        if not _registered:
+            # Python's own hook for this moment (concurrent.futures ends its thread pools through it)
+            threading._register_atexit(end_worker_threads)  # type: ignore[attr-defined]
+            _registered = True
+
+
+def end_worker_threads() -> None:
+    """Tell every AnyIO worker thread to end once idle; only when the event loop that ran them has stopped."""
+    backend = sys.modules.get("anyio._backends._asyncio")
+    if backend is None:  # AnyIO never ran a thread in this process
+        return
+    for thread in threading.enumerate():
+        if isinstance(thread, backend.WorkerThread) and thread.is_alive():
+            try:
+                thread.stop()
+            except queue.Full:  # two calls wait for it, which AnyIO never queues for one thread
+                pass
