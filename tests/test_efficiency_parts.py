@@ -183,3 +183,76 @@ def test_betty_efficiency_refuses_bad_input_in_one_line(capsys, argv, error) -> 
 
     code, out, err = betty_in_process(capsys, "efficiency", *argv)
     assert code == 1 and out == "" and err.startswith(error) and err.count("\n") == 1
+
+
+def accounting_rows(name: str) -> list[dict[str, str]]:
+    """Two jobs and their steps as accounting records them, by sacct field name (blanks where not given)."""
+    job_cells = {"Partition": "cpu", "ExitCode": "0:0", "Submit": "2026-11-25T03:00:00", "Start": "2026-11-25T03:00:05",
+                 "End": "2026-11-25T03:01:45", "Elapsed": "00:01:40", "ElapsedRaw": "100", "Timelimit": "01:00:00",
+                 "TimelimitRaw": "60", "NNodes": "1", "NCPUS": "4", "AllocCPUS": "4", "TotalCPU": "03:20.000",
+                 "ReqMem": "8G", "ReqTRES": "billing=4,cpu=4,mem=8G,node=1", "AllocTRES": "billing=4,cpu=4,mem=8G,node=1",
+                 "User": "ada", "Account": "lab", "NodeList": "node1", "WorkDir": "/home/ada", "Comment": "betty:1f2e"}
+    return [
+        {**job_cells, "JobID": "60", "JobIDRaw": "60", "JobName": name, "State": "COMPLETED"},
+        {"JobID": "60.batch", "JobIDRaw": "60.batch", "JobName": "batch", "State": "COMPLETED", "MaxRSS": "1200M",
+         "TRESUsageInMax": "cpu=00:01:00,mem=1200M", "ElapsedRaw": "100", "AllocCPUS": "4", "NCPUS": "4"},
+        {**job_cells, "JobID": "61_2", "JobIDRaw": "63", "JobName": "train", "State": "OUT_OF_MEMORY"},
+        {"JobID": "61_2.batch", "JobIDRaw": "63.batch", "JobName": "batch", "State": "OUT_OF_MEMORY", "MaxRSS": "8G"},
+        {**job_cells, "JobID": "62", "JobIDRaw": "62", "JobName": "later", "State": "RUNNING", "End": "Unknown"},
+    ]
+
+
+def printed(records: list[dict[str, str]], fields) -> str:
+    """What ``sacct --format`` ``fields`` prints of ``records``."""
+    return "\n".join(SEPARATOR.join(record.get(field, "") for field, _ in fields) for record in records) + "\n"
+
+
+@pytest.mark.parametrize("name", ["train", "two\nlines", "<img src=x onerror=1>", "a|b|c", f"x{SEPARATOR}y"])
+def test_one_sacct_call_answers_the_history_and_the_efficiency_as_their_own_calls_would(name: str) -> None:
+    import pandas as pd
+
+    from betty_jupyter.cluster.parsing import SACCT_FIELDS, joined_fields, parse_history
+
+    joined = joined_fields(SACCT_FIELDS, EFFICIENCY_FIELDS)
+    assert len(joined) == len({field for field, _ in SACCT_FIELDS + EFFICIENCY_FIELDS}) < len(SACCT_FIELDS) + len(
+        EFFICIENCY_FIELDS)  # the fields both read are asked for once
+    records = accounting_rows(name)
+    text = printed(records, joined)
+    history = parse_history(text, joined)
+    pd.testing.assert_frame_equal(history, parse_history(printed(records, SACCT_FIELDS)))
+    assert parse_efficiency(text, joined) == parse_efficiency(printed(records, EFFICIENCY_FIELDS))
+    found = {job.job_id: job for job in parse_efficiency(text, joined)}
+    assert found["61_2"].memory_peak_bytes == 8 * GiB and "62" not in found  # still running: no figures yet
+    if SEPARATOR in name:  # that row cannot be split exactly, in either call: left out of both
+        assert "60" not in found and list(history["job_id"]) == ["61_2", "62"]
+    else:
+        assert found["60"].name == name and found["60"].memory_peak_bytes == 1200 * MiB
+        assert list(history["job_id"]) == ["60", "61_2", "62"] and history["name"][0] == name
+
+
+def test_the_page_draws_the_earlier_runs_from_the_figures_recorded_when_they_ended(tmp_path) -> None:
+    from betty_jupyter.experiments.efficiency import efficiency_records
+    from betty_jupyter.experiments.ledger import Experiment, Ledger
+
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    script = "#!/bin/bash\n#SBATCH --job-name=sized\n#SBATCH --mem=64G\ntrue\n"
+    runs = [Experiment(slug=f"2026-11-25-sized-{n}", job_id=str(70 + n), cluster="dev", submitted="2026-11-25T01:00",
+                       goal="sized", script=script, script_path=f"/s/{n}.sbatch") for n in range(4)]
+    for experiment in runs:
+        ledger.add(experiment)
+    ledger.claim("watcher", 60)
+    for experiment in runs[:3]:
+        assert ledger.set_state(experiment.slug, "watcher", "COMPLETED", True)
+    # The first two ended with their figures recorded; the third was recorded without any (accounting had none).
+    earlier = {experiment.slug: {"job": run(experiment.job_id, (9 + n) * GiB).as_dict()}
+               for n, experiment in enumerate(runs[:2])}
+    ledger.set_efficiency(earlier)
+    ended = runs[3]
+    records = efficiency_records(ledger, [ended], {ended.job_id: run(ended.job_id, 10 * GiB)})
+    assert records[ended.slug]["runs"] == ["70", "71", "73"]
+    assert "over 3 runs" in records[ended.slug]["right_sizing"]
+    # Figures read now for a run win over those recorded for it (a peak that reached accounting late).
+    fresh = efficiency_records(ledger, [ended], {ended.job_id: run(ended.job_id, 10 * GiB),
+                                                 "70": run("70", 20 * GiB)})
+    assert "peak 20GiB" in fresh[ended.slug]["right_sizing"]
+    assert efficiency_records(ledger, [ended], {}) == {}  # no figures of its own: nothing recorded

@@ -3,35 +3,40 @@ for the next run drawn from the runs of the same experiment so far (:mod:`~betty
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..cluster.advisor.efficiency import summary_line
+from ..cluster.advisor.efficiency import JobEfficiency, summary_line
 from ..cluster.advisor.rightsizing import propose
 from ..safe_text import markdown_text
 from .ledger import Experiment, Ledger
 
-if TYPE_CHECKING:
-    from ..cluster.slurm import SlurmClient
 
+def efficiency_records(ledger: Ledger, experiments: list[Experiment],
+                       figures: dict[str, JobEfficiency]) -> dict[str, dict[str, Any]]:
+    """For each experiment whose job's figures are in ``figures`` (by job id): its figures and the right-sizing
+    drawn from its series, by slug. No cluster is asked: a run of the series not in ``figures`` stands on the
+    figures recorded for it when it ended (:func:`recorded_figures`), and a run recorded without any is left out.
 
-async def efficiency_records(slurm: "SlurmClient", ledger: Ledger,
-                             experiments: list[Experiment]) -> dict[str, dict[str, Any]]:
-    """For each experiment whose job accounting has finished: its figures and right-sizing, by slug.
-
-    ONE ``sacct`` call for the jobs and every run of their series together.
+    The job watcher passes what the tick's one ``sacct`` call said of the jobs that ended in it.
     """
     series = ledger.series(experiments)
-    ids = list(dict.fromkeys(run.job_id for runs in series.values() for run in runs))
-    figures = {job.job_id: job for job in await slurm.efficiency(ids)} if ids else {}
     records: dict[str, dict[str, Any]] = {}
     for experiment in experiments:
         own = figures.get(experiment.job_id)
         if own is None:
             continue
-        sizing = propose([figures[run.job_id] for run in series[experiment.slug] if run.job_id in figures])
+        runs = [figure for run in series[experiment.slug]
+                if (figure := figures.get(run.job_id) or recorded_figures(run)) is not None]
+        sizing = propose(runs)
         records[experiment.slug] = {"line": summary_line(own), "job": own.as_dict(), "runs": list(sizing.runs),
                                     "right_sizing": sizing.line(), "changes": sizing.changes}
     return records
+
+
+def recorded_figures(experiment: Experiment) -> JobEfficiency | None:
+    """The figures recorded for ``experiment``'s job when it ended (None when none were)."""
+    job = (experiment.efficiency or {}).get("job")
+    return JobEfficiency.from_dict(job) if isinstance(job, dict) and job.get("job_id") == experiment.job_id else None
 
 
 def page_section(record: dict[str, Any]) -> str:

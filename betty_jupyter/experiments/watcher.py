@@ -13,7 +13,6 @@ seconds, not a minute later.
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import socket
 import time
@@ -37,10 +36,8 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from ..cluster.jobs import Job
-    from ..cluster.slurm import SlurmClient
+    from ..cluster.slurm import SlurmClient, Snapshot
     from ..config import BettyConfig
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -130,13 +127,14 @@ class JobWatcher:
             self.interval = min(self.max_interval, self.interval * 2)
 
     async def _check_cluster(self, slurm: "SlurmClient", tracked_jobs: list[Tracked]) -> list[JobUpdate]:
-        jobs = await slurm.snapshot([t.experiment.job_id for t in tracked_jobs])
+        snapshot = await slurm.snapshot([t.experiment.job_id for t in tracked_jobs])
+        jobs = snapshot.jobs
         changed = [(tracked, job) for tracked in tracked_jobs
                    if (job := jobs.get(tracked.experiment.job_id)) is not None and job.state.value != tracked.state
                    and not self._unsettled_end(tracked, job)]
         logs = {tracked.experiment.slug: await failure_log(slurm, job)
                 for tracked, job in changed if job.state.value in content.FAILED_STATES}
-        changed = await self._with_efficiency(slurm, changed)
+        changed = self._with_efficiency(snapshot, changed)
         written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
         batch: Batch | None = None
         with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
@@ -170,20 +168,18 @@ class JobWatcher:
                 callback(update)
         return updates
 
-    async def _with_efficiency(self, slurm: "SlurmClient",
-                               changed: list[tuple[Tracked, "Job"]]) -> list[tuple[Tracked, "Job"]]:
-        """The ended jobs' experiments with their efficiency recorded (one sacct for all); as they were when
-        accounting cannot say (the page shows the rest, and the figures come with the next end)."""
+    def _with_efficiency(self, snapshot: "Snapshot",
+                         changed: list[tuple[Tracked, "Job"]]) -> list[tuple[Tracked, "Job"]]:
+        """The ended jobs' experiments with their efficiency recorded, read from the tick's one ``sacct`` call; as
+        they were when accounting has no figures for them (the page shows the rest)."""
         ended = [tracked.experiment for tracked, job in changed if job.state.finished]
         if not ended:
             return changed
         # lazy: the advisor; a tick in which no job ended needs none of it
         from .efficiency import efficiency_records
 
-        try:
-            records = await efficiency_records(slurm, self.ledger, ended)
-        except BettyError as error:
-            log.warning("Betty could not read the efficiency of %d ended job(s): %s", len(ended), error)
+        records = efficiency_records(self.ledger, ended, snapshot.efficiency())
+        if not records:
             return changed
         recorded = self.ledger.set_efficiency(records)
         return [(replace(tracked, experiment=recorded.get(tracked.experiment.slug) or tracked.experiment), job)

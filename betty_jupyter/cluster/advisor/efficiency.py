@@ -22,7 +22,7 @@ import functools
 import re
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ...errors import UsageError
 from ..jobs import JobState, job_id
@@ -137,14 +137,15 @@ def since_start(text: str, now: datetime | None = None) -> datetime | str:
         raise UsageError(f"since: {text[:40]!r} is neither a span (7d, 12h, 30m) nor a date (2026-11-20)") from None
 
 
-def parse_efficiency(text: str) -> list[JobEfficiency]:
-    """``sacct`` output of :func:`sacct_argv` → one :class:`JobEfficiency` per finished job, in sacct's order.
+def parse_efficiency(text: str, fields: Sequence[tuple[str, str]] = EFFICIENCY_FIELDS) -> list[JobEfficiency]:
+    """``sacct`` output of :func:`sacct_argv` (or of a call whose :func:`~betty_jupyter.cluster.parsing.joined_fields`
+    format ``fields`` holds :data:`EFFICIENCY_FIELDS`) → one :class:`JobEfficiency` per finished job, in sacct's order.
 
     Steps (``12.batch``, ``12_3.0``) are folded into their job; jobs still pending or running are left out.
     """
     jobs: dict[str, dict[str, str]] = {}
     steps: dict[str, list[dict[str, str]]] = {}
-    for row in rows(text, EFFICIENCY_FIELDS):
+    for row in rows(text, fields, keep=None if fields is EFFICIENCY_FIELDS else EFFICIENCY_FIELDS):
         owner, dot, _ = row["job_id"].partition(".")
         if dot:
             steps.setdefault(owner, []).append(row)
