@@ -232,7 +232,7 @@ def test_one_sacct_call_answers_the_history_and_the_efficiency_as_their_own_call
 
 def test_the_page_draws_the_earlier_runs_from_the_figures_recorded_when_they_ended(tmp_path) -> None:
     from betty_jupyter.experiments.efficiency import efficiency_records
-    from betty_jupyter.experiments.ledger import Experiment, Ledger
+    from betty_jupyter.experiments.ledger import Experiment, Ledger, StateChange
 
     ledger = Ledger(tmp_path / "ledger.sqlite")
     script = "#!/bin/bash\n#SBATCH --job-name=sized\n#SBATCH --mem=64G\ntrue\n"
@@ -241,12 +241,12 @@ def test_the_page_draws_the_earlier_runs_from_the_figures_recorded_when_they_end
     for experiment in runs:
         ledger.add(experiment)
     ledger.claim("watcher", 60)
-    for experiment in runs[:3]:
-        assert ledger.set_state(experiment.slug, "watcher", "COMPLETED", True)
     # The first two ended with their figures recorded; the third was recorded without any (accounting had none).
-    earlier = {experiment.slug: {"job": run(experiment.job_id, (9 + n) * GiB).as_dict()}
-               for n, experiment in enumerate(runs[:2])}
-    ledger.set_efficiency(earlier)
+    figures = [{"job": run(experiment.job_id, (9 + n) * GiB).as_dict()} for n, experiment in enumerate(runs[:2])]
+    assert ledger.record_states("watcher", [
+        StateChange(experiment.slug, "COMPLETED", True, "", False, efficiency=figure)
+        for experiment, figure in zip(runs[:3], figures + [None])]) == {experiment.slug for experiment in runs[:3]}
+    assert ledger.get(runs[0].slug).experiment.efficiency == figures[0]
     ended = runs[3]
     records = efficiency_records(ledger, [ended], {ended.job_id: run(ended.job_id, 10 * GiB)})
     assert records[ended.slug]["runs"] == ["70", "71", "73"]

@@ -93,6 +93,9 @@ class StateChange(NamedTuple):
     status_line: str
     behind: bool
     """The notebook's file does not say ``status_line`` yet (open in JupyterLab, or not written yet)."""
+    efficiency: dict[str, Any] | None = None
+    """What the ended job used and the right-sizing drawn from its series (``experiments/efficiency.py``), recorded
+    on the experiment with its state."""
 
 
 @dataclass(frozen=True)
@@ -178,26 +181,6 @@ class Ledger:
             found[experiment.slug] = runs if name is not None and runs else [experiment]
         return found
 
-    def set_efficiency(self, figures: dict[str, dict[str, Any]]) -> dict[str, Experiment]:
-        """Record, in one transaction, what each experiment's job used and the right-sizing drawn from its series
-        (``figures`` by slug); the experiments as recorded now (those the ledger has)."""
-        recorded: dict[str, Experiment] = {}
-        with self._connect() as db:
-            db.execute("BEGIN IMMEDIATE")  # a diagnosis written meanwhile is kept
-            try:
-                for slug, figure in figures.items():
-                    row = db.execute("SELECT record FROM experiments WHERE slug = ?", (slug,)).fetchone()
-                    if row is None:
-                        continue
-                    record = {**json.loads(row[0]), "efficiency": figure}
-                    db.execute("UPDATE experiments SET record = ? WHERE slug = ?", (json.dumps(record), slug))
-                    recorded[slug] = Experiment(**record)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        return recorded
-
     def get(self, slug_or_job: str) -> Tracked | None:
         """The experiment with this slug, or whose job id this is."""
         with self._connect() as db:
@@ -247,7 +230,7 @@ class Ledger:
             return cursor.rowcount == 1
 
     def record_states(self, owner: str, changes: list[StateChange]) -> set[str]:
-        """Record many jobs' new states and status lines in one transaction (a watcher's tick).
+        """Record many jobs' new states, status lines and efficiency in one transaction (a watcher's tick).
 
         Each state is recorded only while ``owner`` holds that experiment's lease; the status line
         always. Returns the slugs whose state was recorded.
@@ -263,6 +246,11 @@ class Ledger:
                         (change.state, int(change.finished), time.time(), change.slug, owner, time.time()))
                     if cursor.rowcount == 1:
                         recorded.add(change.slug)
+                        if change.efficiency is not None:  # a diagnosis written meanwhile is kept
+                            row = db.execute("SELECT record FROM experiments WHERE slug = ?", (change.slug,)).fetchone()
+                            record = {**json.loads(row[0]), "efficiency": change.efficiency}
+                            db.execute("UPDATE experiments SET record = ? WHERE slug = ?",
+                                       (json.dumps(record), change.slug))
                     db.execute(_SET_NOTEBOOK_STATUS, (change.slug, change.status_line, int(change.behind)))
                 db.execute("COMMIT")
             except BaseException:
