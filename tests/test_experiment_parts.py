@@ -9,6 +9,7 @@ from datetime import date
 
 import pytest
 
+from betty_jupyter.cluster.slurm import Snapshot
 from betty_jupyter.errors import TransportError
 from betty_jupyter.experiments import content
 from betty_jupyter.experiments.ledger import Experiment, Ledger
@@ -94,7 +95,7 @@ class QuietSlurm:
     """A cluster on which no watched job changes."""
 
     async def snapshot(self, job_ids):
-        return {}
+        return Snapshot({}, "", ())
 
 
 def test_a_submission_is_checked_after_2_4_8_seconds_then_every_interval(tmp_path):

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from betty_jupyter.cluster.advisor.efficiency import summary_line
 from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.sync import Blocking, run_sync
 from betty_jupyter.errors import ExperimentError, SlurmError
+from betty_jupyter.experiments.efficiency import page_section
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.record import submit_experiment
 from betty_jupyter.experiments.watcher import JobWatcher
@@ -140,6 +142,37 @@ def test_one_sacct_per_tick_for_all_watched_jobs(slurm, workspace):
     assert [argv[0] for argv in seen].count("sacct") == 1
     for tracked in watcher.ledger.all():
         Blocking(slurm).cancel(tracked.experiment.job_id)
+
+
+def test_the_tick_that_records_ended_jobs_reads_their_efficiency_from_its_one_sacct(slurm, workspace):
+    # Jobs that hold 50 MiB for longer than accounting's sampling interval, so each has a recorded peak.
+    body = ("#SBATCH --mem=200M\npython3 -c 'import time; x = bytearray(50 * 2**20); "
+            "x[::4096] = b\"x\" * len(x[::4096]); time.sleep(5)'")
+    ended = [submit(slurm, workspace, body, name=f"ended-{number}") for number in range(2)]
+    # Accounting has both ended, with their steps' peaks, before the watcher looks (as after a night away).
+    deadline = time.monotonic() + 180  # a guard against a hang, not a measurement
+    figures: dict = {}
+    while not (len(figures) == 2 and all(job.memory_peak_bytes is not None for job in figures.values())):
+        assert time.monotonic() < deadline, figures
+        time.sleep(0.5)
+        figures = {job.job_id: job for job in Blocking(slurm).efficiency([run.job_id for run in ended])}
+    seen: list[tuple[str, ...]] = []
+    real_run = slurm.transport.run
+
+    async def recording_run(argv, timeout=60.0, *, idempotent=True):
+        seen.append(tuple(argv))
+        return await real_run(argv, timeout, idempotent=idempotent)
+
+    slurm.transport.run = recording_run
+    watcher = JobWatcher(workspace, lambda cluster: slurm)
+    updates = run_sync(watcher.tick())
+    assert sorted(update.experiment.job_id for update in updates) == sorted(figures)
+    assert [argv[0] for argv in seen].count("sacct") == 1, seen
+    for run in ended:
+        record = watcher.ledger.get(run.slug).experiment.efficiency
+        assert record is not None and record["line"] == summary_line(figures[run.job_id])
+        assert record["job"] == figures[run.job_id].as_dict()
+        assert page_section(record) in (workspace.wiki / run.page).read_text()
 
 
 def test_a_record_that_failed_after_sbatch_names_the_job_and_repair_rebuilds_it(slurm, workspace):

@@ -15,7 +15,6 @@ from ..cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ..errors import UsageError
 from ..safe_text import terminal_line
 from .parser import Parser
-from .terminal import typed_answer
 
 if TYPE_CHECKING:
     from ..cluster.profiles import ClusterProfile
@@ -310,8 +309,9 @@ def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: d
     The card's exact preview is printed and answered with y/N (or approved by ``--yes``, which the
     person typed); a refusal or a denial is one line (UsageError).
     """
-    # lazy: the agent (pydantic); only `betty submit` and `betty cancel` need it
+    # lazy: the agent (pydantic) and the terminal question; only `betty submit` and `betty cancel` need them
     from ..agent.person import call_as_person
+    from .terminal import typed_answer
 
     command = f"betty {args.command}"
     if not args.yes and not sys.stdin.isatty():

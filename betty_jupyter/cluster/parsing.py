@@ -50,13 +50,23 @@ _UNITS = {"": 1024**2, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P":
 _STATE_CATEGORIES = [state.value for state in JobState]
 
 
+def joined_fields(*formats: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """One ``sacct --format`` that holds the fields of several, so one call answers them all: each field once, in
+    the order first given, its column named after the field itself (``read_table``/``rows`` take each format's
+    own columns back out of it with ``keep=``)."""
+    return tuple((field, field) for field in dict.fromkeys(field for fields in formats for field, _ in fields))
+
+
 def format_string(fields: Sequence[tuple[str, str]]) -> str:
     """The ``--format``/``--Format`` argument for ``fields``, joined by the unit separator."""
     return SEPARATOR.join(code for code, _ in fields)
 
 
-def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
-    """Split ``text`` into string columns named after ``fields`` (no type conversion).
+def read_table(text: str, fields: Sequence[tuple[str, str]],
+               keep: Sequence[tuple[str, str]] | None = None) -> "pd.DataFrame":
+    """Split ``text`` into string columns named after ``fields`` (no type conversion); with ``keep``, ``text`` is
+    in the :func:`joined_fields` format ``fields`` and the table has only ``keep``'s columns, named as ``keep`` names
+    them: the table ``keep``'s own format would give.
 
     Any user names their jobs: a name with a line break spans two lines (they are joined
     back), and a row with a separator too many cannot be split exactly and is left out.
@@ -65,16 +75,21 @@ def read_table(text: str, fields: Sequence[tuple[str, str]]) -> "pd.DataFrame":
 
     names = [name for _, name in fields]
     if not text.strip():
-        return pd.DataFrame({name: pd.Series(dtype=str) for name in names})
-    if text.count(SEPARATOR) == (len(names) - 1) * len(text.splitlines()):
+        table = pd.DataFrame({name: pd.Series(dtype=str) for name in names})
+    elif text.count(SEPARATOR) == (len(names) - 1) * len(text.splitlines()):
         try:
-            return pd.read_csv(
+            table = pd.read_csv(
                 io.StringIO(text), sep=SEPARATOR, header=None, names=names, dtype=str, keep_default_na=False,
                 quoting=csv.QUOTE_NONE, engine="c", index_col=False,
+                usecols=None if keep is None else [field for field, _ in keep],
             )
-        except pd.errors.ParserError:
-            pass  # rows of uneven width: read them one by one
-    return pd.DataFrame(_whole_rows(text, len(names)), columns=names, dtype=str)
+        except pd.errors.ParserError:  # rows of uneven width: read them one by one
+            table = pd.DataFrame(_whole_rows(text, len(names)), columns=names, dtype=str)
+    else:
+        table = pd.DataFrame(_whole_rows(text, len(names)), columns=names, dtype=str)
+    if keep is None:
+        return table
+    return table[[field for field, _ in keep]].set_axis([name for _, name in keep], axis=1)
 
 
 def split_rows(text: str, width: int) -> list[list[str]]:
@@ -99,6 +114,32 @@ def _whole_rows(text: str, width: int) -> list[list[str]]:
         if count == width - 1:
             rows.append(current.split(SEPARATOR))
     return rows
+
+
+def rows(text: str, fields: Sequence[tuple[str, str]],
+         keep: Sequence[tuple[str, str]] | None = None) -> list[dict[str, str]]:
+    """Split ``text`` into one dict per whole row, keyed by the column names of ``fields`` (no pandas); with
+    ``keep``, as :func:`read_table` takes it: ``keep``'s columns of the :func:`joined_fields` format ``fields``.
+
+    The rows :func:`read_table` would give: a name with a line break is joined back, and a row with a
+    separator too many is left out.
+    """
+    names = [name for _, name in fields]
+    if keep is None:
+        return [dict(zip(names, cells)) for cells in _whole_rows(text, len(names))]
+    where = {field: index for index, (field, _) in enumerate(fields)}
+    taken = [(name, where[field]) for field, name in keep]
+    return [{name: cells[index] for name, index in taken} for cells in _whole_rows(text, len(names))]
+
+
+def tres_items(text: str) -> dict[str, str]:
+    """A TRES list (``cpu=4,mem=16G,gres/gpu:a100=1``) as ``{name: value}``; an item without ``=`` is left out."""
+    items: dict[str, str] = {}
+    for item in text.split(","):
+        name, equals, value = item.partition("=")
+        if equals and name:
+            items[name] = value
+    return items
 
 
 def _by_unique(values: "pd.Series", convert: Callable[[str], Any], dtype: str) -> "pd.Series":
@@ -267,14 +308,15 @@ def jobs_by(frame: "pd.DataFrame", column: str) -> "pd.Series":
     return frame["tasks"].groupby(keys).sum().sort_values(ascending=False, kind="stable")
 
 
-def parse_history(text: str) -> "pd.DataFrame":
-    """``sacct`` output (format :data:`SACCT_FIELDS`, steps included) → one typed row per job.
+def parse_history(text: str, fields: Sequence[tuple[str, str]] = SACCT_FIELDS) -> "pd.DataFrame":
+    """``sacct`` output (format :data:`SACCT_FIELDS`, or a :func:`joined_fields` format that holds them; steps
+    included) → one typed row per job.
 
     Steps (``123.batch``, ``123.0``) are folded into their job: the job keeps its own row and
     takes the largest MaxRSS any of its steps reached (``max_rss_bytes``), with the name of
     that step (``max_rss_step``: ``batch``, ``0``…).
     """
-    frame = read_table(text, SACCT_FIELDS)
+    frame = read_table(text, fields, keep=None if fields is SACCT_FIELDS else SACCT_FIELDS)
     step = frame["job_id"].str.contains(".", regex=False)
     # sacct prints each job's steps right after it: number the jobs, and steps take their number.
     owner = (~step).cumsum()

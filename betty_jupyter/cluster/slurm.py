@@ -26,6 +26,7 @@ from .transport import CommandResult, Transport
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .advisor.efficiency import JobEfficiency
     from .job_env import JobEnvironment
 
 TOKEN_PREFIX = "betty:"
@@ -50,6 +51,26 @@ class LogFile:
         if not 1 <= lines <= 100_000:
             raise SlurmError(f"lines must be between 1 and 100000, not {lines}")
         return CommandPolicy(self.area).check(["tail", "-n", str(lines), "--", self.path])
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one ``sacct`` call (:meth:`SlurmClient.snapshot`) says of many jobs: each one's record now, and, read
+    from the same text when asked for, what the finished ones used of their request."""
+
+    jobs: dict[str, Job]
+    """By job id; a job neither accounting nor the queue knows is left out."""
+    accounting: str
+    """What that ``sacct`` printed ("" when accounting is off)."""
+    fields: tuple[tuple[str, str], ...]
+    """Its format (:func:`~betty_jupyter.cluster.parsing.joined_fields`)."""
+
+    def efficiency(self) -> "dict[str, JobEfficiency]":
+        """The finished jobs' figures (:mod:`.advisor.efficiency`), by job id; {} when accounting is off."""
+        # lazy: the advisor's parser; a tick in which no job ended needs none of it
+        from .advisor.efficiency import parse_efficiency
+
+        return {job.job_id: job for job in parse_efficiency(self.accounting, self.fields)} if self.accounting else {}
 
 
 class SlurmClient:
@@ -119,9 +140,17 @@ class SlurmClient:
     async def history(self, job_ids: Iterable[object] | None = None, since: str | datetime | None = None,
                       all_users: bool = False) -> "pd.DataFrame":
         """Finished and running jobs from accounting; from the queue when accounting is off."""
-        argv = ["sacct", "--parsable2", "--noheader", f"--delimiter={parsing.SEPARATOR}",
-                "--format", ",".join(field for field, _ in parsing.SACCT_FIELDS)]
         ids = [job_id(i) for i in job_ids] if job_ids is not None else None
+        text = await self._history_text(parsing.SACCT_FIELDS, ids, since, all_users)
+        if text is None:
+            return await self._history_from_queue(ids)
+        return await self._complete_from_queue(parsing.parse_history(text))
+
+    async def _history_text(self, fields: Sequence[tuple[str, str]], ids: list[str] | None,
+                            since: str | datetime | None = None, all_users: bool = False) -> str | None:
+        """What ``sacct`` prints of the jobs (steps included) in the format ``fields``; None when accounting is off."""
+        argv = ["sacct", "--parsable2", "--noheader", f"--delimiter={parsing.SEPARATOR}",
+                "--format", ",".join(field for field, _ in fields)]
         if ids:
             argv += ["--jobs", ",".join(ids)]
         if since is not None:
@@ -133,10 +162,32 @@ class SlurmClient:
             argv.append(f"--user={await self.login_uid()}")
         result = await self._run(argv, check=False)
         if not result.ok and any(text in result.stderr for text in _ACCOUNTING_OFF):
-            return await self._history_from_queue(ids)
+            return None
         if not result.ok:
             raise SlurmError(_first_error(result))
-        return await self._complete_from_queue(parsing.parse_history(result.stdout))
+        return result.stdout
+
+    async def efficiency(self, job_ids: Iterable[object] | None = None,
+                         since: str | datetime | None = None) -> "list[JobEfficiency]":
+        """What the connected person's finished jobs (``job_ids``, or those started since ``since``) used of what they
+        asked for: one ``sacct`` call for all of them (:mod:`.advisor.efficiency`)."""
+        # lazy: the advisor's parser; a session that never asks about efficiency does not load it
+        from .advisor.efficiency import parse_efficiency, sacct_argv
+
+        return parse_efficiency(await self.accounting(sacct_argv(job_ids, since)))
+
+    async def accounting(self, argv: Sequence[str]) -> str:
+        """What one ``sacct`` call (``argv``, its format pinned by the caller) prints; a one-line SlurmError when
+        accounting refuses or is off."""
+        if not argv or argv[0] != "sacct":
+            raise SlurmError("accounting reads only with sacct")
+        result = await self._run(argv, check=False)
+        if not result.ok and any(text in result.stderr for text in _ACCOUNTING_OFF):
+            raise SlurmError("this cluster keeps no accounting (AccountingStorageType is off), so there is no "
+                             "record of what finished jobs used")
+        if not result.ok:
+            raise SlurmError(_first_error(result))
+        return result.stdout
 
     async def _complete_from_queue(self, history: "pd.DataFrame") -> "pd.DataFrame":
         """Fill rows accounting has not caught up with from the controller's record.
@@ -189,20 +240,31 @@ class SlurmClient:
             files = None  # a record Betty cannot read exactly names no files; the job's state still shows
         return _job_from_row(record, _paths(files))
 
-    async def snapshot(self, job_ids: Iterable[object]) -> dict[str, Job]:
-        """Each job's record now, for many jobs at once: one ``sacct`` call for all of them.
+    async def snapshot(self, job_ids: Iterable[object]) -> "Snapshot":
+        """Each job's record now, and what each finished one used of its request, for many jobs at once: one
+        ``sacct`` call for all of them, its format the history's fields and the efficiency's together.
 
         The queue is asked (once) only for jobs accounting does not know yet.
         """
+        # lazy: the advisor's fields and parser, for the efficiency columns of the same call
+        from .advisor.efficiency import EFFICIENCY_FIELDS
+
         ids = [job_id(i) for i in job_ids]
         if not ids:
-            return {}
-        rows = {str(row["job_id"]): row for row in (await self.history(ids)).to_dict("records")}
+            return Snapshot({}, "", ())
+        fields = parsing.joined_fields(parsing.SACCT_FIELDS, EFFICIENCY_FIELDS)
+        text = await self._history_text(fields, ids)
+        if text is None:
+            history, text = await self._history_from_queue(ids), ""
+        else:
+            history = await self._complete_from_queue(parsing.parse_history(text, fields))
+        rows = {str(row["job_id"]): row for row in history.to_dict("records")}
         missing = [i for i in ids if i not in rows]
         if missing:
             queued = await self._history_from_queue(missing)
             rows.update({str(row["job_id"]): row for row in queued.to_dict("records")})
-        return {i: _job_from_row({str(k): v for k, v in rows[i].items()}, {}) for i in ids if i in rows}
+        jobs = {i: _job_from_row({str(k): v for k, v in rows[i].items()}, {}) for i in ids if i in rows}
+        return Snapshot(jobs, text, fields)
 
     async def job_files(self, value: object) -> jobfiles.JobFiles | None:
         """The job's owner, working directory and output files from the controller (None once it forgot the job).

@@ -86,6 +86,11 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
     if log_tail and state in FAILED_STATES:
         lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
+    if experiment.efficiency:
+        # lazy: the advisor's figures and rules; the server's start loads this module without them
+        from .efficiency import page_section as efficiency_section
+
+        lines += ["", efficiency_section(experiment.efficiency)]
     if experiment.diagnosis:
         # lazy: the diagnosis and the Slurm commands behind it; the server's start loads this module without them
         from .diagnosis import page_section

@@ -67,6 +67,9 @@ class Experiment:
     gpu_estimate: dict[str, Any] | None = None
     diagnosis: dict[str, Any] | None = None
     """Why the job failed and what became of the correction (the job babysitter's, ``diagnosis.py``)."""
+    efficiency: dict[str, Any] | None = None
+    """What the job used of its request, and the right-sizing for the next run, recorded when it ended
+    (``experiments/efficiency.py``)."""
     replaces: dict[str, str] | None = None
     """The recorded experiment this one corrects: its ``slug`` and ``job_id`` (its page links that one's)."""
 
@@ -90,6 +93,9 @@ class StateChange(NamedTuple):
     status_line: str
     behind: bool
     """The notebook's file does not say ``status_line`` yet (open in JupyterLab, or not written yet)."""
+    efficiency: dict[str, Any] | None = None
+    """What the ended job used and the right-sizing drawn from its series (``experiments/efficiency.py``), recorded
+    on the experiment with its state."""
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,27 @@ class Ledger:
             rows = db.execute("SELECT record, state, finished FROM experiments ORDER BY rowid").fetchall()
         return [_tracked(row) for row in rows]
 
+    def series(self, experiments: list[Experiment]) -> dict[str, list[Experiment]]:
+        """Each experiment's series, by slug: the runs of the same ``--job-name`` on the same cluster that finished
+        (``experiments`` themselves counted as finished), oldest first. What right-sizing learns from; the ledger
+        is read once for all."""
+        # lazy: the script parser; opening the ledger (every watcher tick) needs none of it
+        from ..cluster.advisor.rightsizing import job_name
+
+        asked = {experiment.slug for experiment in experiments}  # ended now, though not recorded as ended yet
+        finished: dict[tuple[str, str], list[Experiment]] = {}
+        for tracked in self.all():
+            ended = tracked.finished or tracked.experiment.slug in asked
+            name = job_name(tracked.experiment.script) if ended else None
+            if name is not None:
+                finished.setdefault((tracked.experiment.cluster, name), []).append(tracked.experiment)
+        found: dict[str, list[Experiment]] = {}
+        for experiment in experiments:
+            name = job_name(experiment.script)
+            runs = finished.get((experiment.cluster, name or ""), [])
+            found[experiment.slug] = runs if name is not None and runs else [experiment]
+        return found
+
     def get(self, slug_or_job: str) -> Tracked | None:
         """The experiment with this slug, or whose job id this is."""
         with self._connect() as db:
@@ -203,7 +230,7 @@ class Ledger:
             return cursor.rowcount == 1
 
     def record_states(self, owner: str, changes: list[StateChange]) -> set[str]:
-        """Record many jobs' new states and status lines in one transaction (a watcher's tick).
+        """Record many jobs' new states, status lines and efficiency in one transaction (a watcher's tick).
 
         Each state is recorded only while ``owner`` holds that experiment's lease; the status line
         always. Returns the slugs whose state was recorded.
@@ -219,6 +246,11 @@ class Ledger:
                         (change.state, int(change.finished), time.time(), change.slug, owner, time.time()))
                     if cursor.rowcount == 1:
                         recorded.add(change.slug)
+                        if change.efficiency is not None:  # a diagnosis written meanwhile is kept
+                            row = db.execute("SELECT record FROM experiments WHERE slug = ?", (change.slug,)).fetchone()
+                            record = {**json.loads(row[0]), "efficiency": change.efficiency}
+                            db.execute("UPDATE experiments SET record = ? WHERE slug = ?",
+                                       (json.dumps(record), change.slug))
                     db.execute(_SET_NOTEBOOK_STATUS, (change.slug, change.status_line, int(change.behind)))
                 db.execute("COMMIT")
             except BaseException:

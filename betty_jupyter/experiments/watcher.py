@@ -18,7 +18,7 @@ import socket
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Collection
 
@@ -36,7 +36,7 @@ from .workspace import Workspace
 
 if TYPE_CHECKING:
     from ..cluster.jobs import Job
-    from ..cluster.slurm import SlurmClient
+    from ..cluster.slurm import SlurmClient, Snapshot
     from ..config import BettyConfig
 
 
@@ -127,12 +127,14 @@ class JobWatcher:
             self.interval = min(self.max_interval, self.interval * 2)
 
     async def _check_cluster(self, slurm: "SlurmClient", tracked_jobs: list[Tracked]) -> list[JobUpdate]:
-        jobs = await slurm.snapshot([t.experiment.job_id for t in tracked_jobs])
+        snapshot = await slurm.snapshot([t.experiment.job_id for t in tracked_jobs])
+        jobs = snapshot.jobs
         changed = [(tracked, job) for tracked in tracked_jobs
                    if (job := jobs.get(tracked.experiment.job_id)) is not None and job.state.value != tracked.state
                    and not self._unsettled_end(tracked, job)]
         logs = {tracked.experiment.slug: await failure_log(slurm, job)
                 for tracked, job in changed if job.state.value in content.FAILED_STATES}
+        changed, efficiency = self._with_efficiency(snapshot, changed)
         written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
         batch: Batch | None = None
         with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
@@ -152,7 +154,7 @@ class JobWatcher:
                     written = self._in_place([tracked.experiment for tracked, _ in changed], written, batch)
                 recorded = self.ledger.record_states(self.owner, [
                     StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],
-                                behind=written[slug][1] is not Outcome.WRITTEN)
+                                behind=written[slug][1] is not Outcome.WRITTEN, efficiency=efficiency.get(slug))
                     for tracked, job in changed if (slug := tracked.experiment.slug) in written])
         updates = []
         for tracked, job in changed:
@@ -165,6 +167,22 @@ class JobWatcher:
             for callback in self.subscribers:
                 callback(update)
         return updates
+
+    def _with_efficiency(self, snapshot: "Snapshot", changed: list[tuple[Tracked, "Job"]]
+                         ) -> tuple[list[tuple[Tracked, "Job"]], dict[str, dict[str, Any]]]:
+        """The ended jobs' experiments with their efficiency, read from the tick's one ``sacct`` call (as they were
+        when accounting has no figures for them: the page shows the rest), and those figures by slug, which the
+        ledger records with the states."""
+        ended = [tracked.experiment for tracked, job in changed if job.state.finished]
+        if not ended:
+            return changed, {}
+        # lazy: the advisor; a tick in which no job ended needs none of it
+        from .efficiency import efficiency_records
+
+        records = efficiency_records(self.ledger, ended, snapshot.efficiency())
+        return [(replace(tracked, experiment=replace(tracked.experiment, efficiency=records[slug]))
+                 if (slug := tracked.experiment.slug) in records else tracked, job)
+                for tracked, job in changed], records
 
     def _unsettled_end(self, tracked: Tracked, job: "Job") -> bool:
         """An ended job whose exit code accounting has not recorded yet: wait for it (a while)."""

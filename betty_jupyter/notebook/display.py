@@ -7,6 +7,7 @@ a live job, the GPU breakdown chart, an approval card.
 
 from __future__ import annotations
 
+import io
 import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -49,6 +50,34 @@ def table_frame(frame: Any, columns: list[str]) -> Any:
 
     shown = {"text/html": styled_html(frame, columns, None, True), "text/plain": text_table(frame, columns)}
     return _frame_shown(frame, lambda: display(shown, raw=True))
+
+
+def efficiency_frame(data: dict[str, Any]) -> Any:
+    """``cluster_efficiency``'s data as a DataFrame of the figures, shown as the table, the right-sizing when
+    there is one, and the picture (``%betty efficiency``)."""
+    import pandas as pd  # lazy: pandas is heavy; `%load_ext` never needs it
+    from IPython.display import HTML, Image  # lazy: only a shown efficiency needs them
+
+    # lazy: the advisor and matplotlib; only `%betty efficiency` draws
+    from ..cluster.advisor.efficiency import EFFICIENCY_COLUMNS, JobEfficiency, shown_row
+    from ..cluster.advisor.efficiency_plot import efficiency_figure
+    from ..safe_text import html_text
+
+    jobs = [JobEfficiency.from_dict(item) for item in data.get("jobs", [])]
+    rows = "".join("<tr>" + "".join(f"<td>{html_text(cell)}</td>" for cell in shown_row(job).values()) + "</tr>"
+                   for job in jobs)
+    head = "".join(f"<th>{html_text(column)}</th>" for column in EFFICIENCY_COLUMNS)
+    sizing = data.get("right_sizing")
+    note = f"<p><b>Right-sizing:</b> {html_text(sizing['line'])}</p>" if sizing else ""
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{note}"
+
+    def show() -> None:
+        picture = io.BytesIO()
+        efficiency_figure(jobs).savefig(picture, format="png")  # a PNG whatever the kernel's matplotlib backend
+        display(HTML(table))
+        display(Image(data=picture.getvalue(), format="png"))
+
+    return _frame_shown(pd.DataFrame(data.get("jobs", [])), show)
 
 
 def _frame_shown(frame: Any, show: Callable[[], None]) -> Any:

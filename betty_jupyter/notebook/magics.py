@@ -25,7 +25,7 @@ from ..errors import BettyError, ToolError, UsageError
 from ..gpu import estimate, gpu_type
 from ..gpu.options import job_options, request_from
 from ..safe_text import markdown_html
-from .display import job_frame, shown_as, table_frame
+from .display import efficiency_frame, job_frame, shown_as, table_frame
 from .login import cell_login
 from .session import Call, NotebookBetty
 
@@ -46,6 +46,7 @@ _HELP = """\
   sinfo                         the partitions: nodes, CPUs, GPUs, limits
   overview                      what the cluster is doing: a figure of partitions by state, the queue, your share
   sacct [JOBID…] [--since WHEN] [--all-users]  jobs from accounting
+  efficiency [JOBID…] [--since 7d] [--experiment SLUG]  CPU, memory, time used vs asked; right-sizing
   status JOBID                  one job, kept current until it ends
   why JOBID                     why a pending job of yours waits, and what would start it sooner
   logs JOBID [--err] [--lines N] [--follow]   the end of a job's output
@@ -179,6 +180,7 @@ class BettyMagics(Magics):
             "overview": (lambda: _parser("overview", "what the cluster is doing: CPUs and GPUs by state per "
                                          "partition, the queue's depth, expected waits, your share"), self._overview),
             "sacct": (self._sacct_parser, self._sacct),
+            "efficiency": (self._efficiency_parser, self._efficiency),
             "status": (self._status_parser, self._status),
             "why": (lambda: _job_parser("why", "why a pending job of yours waits, and what would start it sooner"),
                     self._why),
@@ -286,6 +288,19 @@ class BettyMagics(Magics):
     def _sacct(self, args: argparse.Namespace, cell: str | None) -> Any:
         query = {"job_ids": args.job_ids or None, "since": args.since, "all_users": args.all_users or None}
         return self._job_table("cluster_history", query, f"history on {self._where()}", HISTORY_COLUMNS)
+
+    @staticmethod
+    def _efficiency_parser() -> MagicParser:
+        parser = _parser("efficiency", "what finished jobs used of what they asked for, with a picture")
+        parser.add_argument("job_ids", nargs="*", metavar="JOBID", type=_job_id)
+        parser.add_argument("--since", default="7d", help="jobs started since: 7d, 12h, 30m or a date (default 7d)")
+        parser.add_argument("--experiment", metavar="SLUG", help="an experiment's runs and its right-sized request")
+        return parser
+
+    def _efficiency(self, args: argparse.Namespace, cell: str | None) -> Any:
+        query = {"job_ids": args.job_ids or None, "since": args.since, "experiment": args.experiment}
+        data = self._read("cluster_efficiency", query, f"reading accounting on {self._where()}")
+        return data if isinstance(data, Call) else efficiency_frame(data)
 
     @staticmethod
     def _status_parser() -> MagicParser:

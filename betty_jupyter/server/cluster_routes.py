@@ -1,5 +1,5 @@
-"""Clusters and their jobs: list, health, overview, test, trust a host key; queue, history, partitions, cancel,
-resubmit.
+"""Clusters and their jobs: list, health, overview, test, trust a host key; queue, history, efficiency, partitions,
+cancel, resubmit.
 
 Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
 session (``desk-<cluster>``), so they pass the same policy and land in the action log.
@@ -160,6 +160,23 @@ class HistoryHandler(BettyHandler):
         await self.call_tool(session, "cluster_history", args)
 
 
+class EfficiencyHandler(BettyHandler):
+    """``GET jobs/efficiency?cluster=&ids=1,2&since=7d``: what finished jobs used of what they asked for
+    (``cluster_efficiency``: one sacct call for all of them)."""
+
+    @web.authenticated
+    async def get(self) -> None:
+        """The Outcome; its data is ``{"jobs": [figures…]}``."""
+        session = await self.services.desk(self.cluster_name(self.query("cluster")))
+        args: dict[str, Any] = {}
+        ids = [i.strip() for i in (self.query("ids") or "").split(",") if i.strip()]
+        if ids:
+            args["job_ids"] = ids
+        if self.query("since"):
+            args["since"] = self.query("since")
+        await self.call_tool(session, "cluster_efficiency", args)
+
+
 class CancelHandler(BettyHandler):
     """``POST jobs/{id}/cancel {session_id?, cluster?}``: ``cluster_cancel`` starts; its card arrives as an event."""
 
@@ -238,6 +255,7 @@ handlers = [
     (CLUSTER + r"/jobs/(?P<job>[^/]+)/why", WhyHandler),
     (r"/betty/api/jobs", JobsHandler),
     (r"/betty/api/jobs/history", HistoryHandler),
+    (r"/betty/api/jobs/efficiency", EfficiencyHandler),
     (r"/betty/api/jobs/(?P<job>[^/]+)/cancel", CancelHandler),
     (r"/betty/api/jobs/(?P<job>[^/]+)/resubmit", ResubmitHandler),
     (r"/betty/api/partitions", PartitionsHandler),

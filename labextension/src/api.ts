@@ -179,6 +179,12 @@ export class BettyAPI {
     );
   }
 
+  /** What the finished jobs `jobIds` of `cluster` used of what they asked for (`cluster_efficiency`: one sacct). */
+  efficiency(cluster: string, jobIds: string[]): Promise<IOutcome> {
+    const ids = jobIds.map(encodeURIComponent).join(',');
+    return this.get(`jobs/efficiency?cluster=${encodeURIComponent(cluster)}&ids=${ids}`);
+  }
+
   /** The experiments recorded in the workspace, with their jobs' states. */
   experiments(): Promise<IExperiments> {
     return this.get('experiments');

@@ -214,13 +214,9 @@ async def _log(slurm: "SlurmClient", job: "Job") -> str | None:
 
 
 async def _requested_memory(slurm: "SlurmClient", job_id: str) -> int | None:
-    """Accounting's ReqMem of the job (what it had when its script asked for no memory itself)."""
-    import pandas as pd  # lazy: pandas is heavy; the server starts and opens sessions without it
-
-    history = await slurm.history([job_id])
-    rows = history[history["job_id"] == job_id]
-    value = rows.iloc[0]["memory_bytes"] if not rows.empty else None
-    return None if value is None or pd.isna(value) else int(value)
+    """The memory the whole job had, from its efficiency figures (a per-CPU request multiplied out): what it had
+    when its script asked for no memory itself."""
+    return next((job.memory_requested_bytes for job in await slurm.efficiency([job_id]) if job.job_id == job_id), None)
 
 
 def _result(experiment: Experiment, done: str) -> str:

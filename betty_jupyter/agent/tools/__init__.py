@@ -8,6 +8,7 @@ from .advise import ClusterAdvise
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 from .cluster import ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun, JobLogs
 from .delegate import DelegateTasks
+from .efficiency import ClusterEfficiency
 from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
@@ -17,14 +18,14 @@ from .wiki import WikiRead, WikiSearch, WikiWrite
 
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterStatus,
-    ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy, GpuEstimate, GpuAdvise, WikiRead, WikiSearch, WikiWrite,
-    Scratchpad, DelegateTasks,
+    ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy, ClusterEfficiency, GpuEstimate, GpuAdvise, WikiRead,
+    WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
-    "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterHistory", "ClusterOverview", "ClusterPartitions",
-    "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterWhy", "DelegateTasks", "GpuAdvise",
-    "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
+    "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
+    "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterWhy", "DelegateTasks",
+    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

@@ -42,6 +42,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadExperiments: () => model.api.experiments(),
       cancel: (jobId: string) => model.cancelJob(jobId),
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
+      loadEfficiency: (cluster: string, jobIds: string[]) => model.api.efficiency(cluster, jobIds),
       loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
       resubmit: (jobId: string) => model.resubmitJob(jobId),
       loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId)
@@ -123,6 +124,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onCancel={loaders.cancel}
           onOpen={onOpen}
           loadHistory={loaders.loadHistory}
+          loadEfficiency={loaders.loadEfficiency}
           onResubmit={loaders.resubmit}
           loadWhy={loaders.loadWhy}
         />

@@ -1,14 +1,16 @@
 /**
  * The Jobs tab's recent finished jobs (from accounting), in one list that scrolls through all
- * of them with only the rows in view in the page: state and exit code, filterable by state,
- * and for each job Betty recorded a Resubmit… that opens its script in an approval card's
- * editor in the chat (nothing is submitted until the person approves that card).
+ * of them with only the rows in view in the page: state and exit code, what each used of what
+ * it asked for (EfficiencyBadge), filterable by state, and for each job Betty recorded a
+ * Resubmit… that opens its script in an approval card's editor in the chat (nothing is
+ * submitted until the person approves that card).
  */
 import * as React from 'react';
 
 import { formatStamp } from '../format';
-import { experimentNotebook, IExperiment } from '../models';
+import { experimentNotebook, IExperiment, IOutcome } from '../models';
 import { visibleText } from '../safe';
+import { EfficiencyBadge, IJobEfficiency, useEfficiency } from './EfficiencyBadge';
 import { OpenLink } from './OpenLink';
 import { IFinishedJob } from '../table';
 import { RoomRow, RowWindowRegion, useRowWindow } from './RowWindow';
@@ -25,16 +27,27 @@ export interface IFinishedJobsProps {
   experimentOf: (jobId: string) => IExperiment | undefined;
   onResubmit: (jobId: string) => Promise<void>;
   onOpen: (path: string) => void;
+  /** The cluster the jobs ran on, and how to read their efficiency (a badge on each row when given). */
+  cluster?: string | null;
+  loadEfficiency?: (cluster: string, jobIds: string[]) => Promise<IOutcome>;
 }
 
 /** The finished jobs, newest first, in one scrolling list, with a state filter. */
-export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinishedJobsProps): JSX.Element {
+export function FinishedJobs(props: IFinishedJobsProps): JSX.Element {
+  const { jobs, experimentOf, onResubmit, onOpen } = props;
   const [state, setState] = React.useState('');
   const shown = React.useMemo(
     () => jobs.filter(job => state === '' || job.state === state),
     [jobs, state]
   );
   const rows = useRowWindow(shown.length, { rowHeight: FINISHED_ROW_HEIGHT, from: state, least: 2 });
+  // One efficiency read for the rows in the page (the window), asked again for the new rows as the list scrolls.
+  const efficiency = useEfficiency(
+    props.loadEfficiency,
+    props.cluster ?? null,
+    shown.slice(rows.first, rows.end).map(job => job.jobId),
+    jobs
+  );
   return (
     <section className="betty-FinishedJobs" data-testid="betty-finished-jobs">
       <div className="betty-Tab-toolbar">
@@ -62,6 +75,7 @@ export function FinishedJobs({ jobs, experimentOf, onResubmit, onOpen }: IFinish
                 position={rows.first + i}
                 total={shown.length}
                 experiment={experimentOf(job.jobId)}
+                efficiency={efficiency[job.jobId]}
                 onResubmit={onResubmit}
                 onOpen={onOpen}
               />
@@ -112,12 +126,14 @@ interface IFinishedRowProps {
   position: number;
   total: number;
   experiment: IExperiment | undefined;
+  efficiency: IJobEfficiency | undefined;
   onResubmit: (jobId: string) => Promise<void>;
   onOpen: (path: string) => void;
 }
 
 /** One finished job: every row is one height (the stylesheet's), each line of it cut with an ellipsis. */
-function FinishedRow({ job, position, total, experiment, onResubmit, onOpen }: IFinishedRowProps): JSX.Element {
+function FinishedRow(props: IFinishedRowProps): JSX.Element {
+  const { job, position, total, experiment, efficiency, onResubmit, onOpen } = props;
   return (
     <li
       className="betty-JobRow betty-FinishedJobs-row"
@@ -138,12 +154,18 @@ function FinishedRow({ job, position, total, experiment, onResubmit, onOpen }: I
         {job.exitCode && ` · exit code ${visibleText(job.exitCode)}`}
         {job.ended && ` · ended ${visibleText(formatStamp(job.ended))}`}
       </div>
-      {experiment && (
+      {(efficiency || experiment) && (
+        // The row's third line: what the job used (the amounts in the badge's tooltip), then its links.
         <div className="betty-JobRow-links">
-          <OpenLink path={experimentNotebook(experiment)} testId="betty-job-open-notebook" onOpen={onOpen}>
-            notebook
-          </OpenLink>
-          <ResubmitButton jobId={job.jobId} onResubmit={onResubmit} />
+          <EfficiencyBadge figures={efficiency} />
+          {experiment && (
+            <>
+              <OpenLink path={experimentNotebook(experiment)} testId="betty-job-open-notebook" onOpen={onOpen}>
+                notebook
+              </OpenLink>
+              <ResubmitButton jobId={job.jobId} onResubmit={onResubmit} />
+            </>
+          )}
         </div>
       )}
     </li>

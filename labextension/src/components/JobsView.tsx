@@ -37,6 +37,8 @@ export interface IJobsViewProps {
   onOpen: (path: string) => void;
   /** The person's jobs in accounting since a week ago, finished ones included. */
   loadHistory?: (cluster: string) => Promise<IOutcome>;
+  /** The efficiency of finished jobs (`GET jobs/efficiency`), shown on their rows. */
+  loadEfficiency?: (cluster: string, jobIds: string[]) => Promise<IOutcome>;
   /** Resubmit a recorded job: its card opens in the chat's editor. */
   onResubmit?: (jobId: string) => Promise<void>;
   /** Why a pending job waits (a pending row's "why?", answered in the box above the list). */
@@ -210,6 +212,8 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
           }
           onResubmit={props.onResubmit}
           onOpen={props.onOpen}
+          cluster={cluster}
+          loadEfficiency={props.loadEfficiency}
         />
       )}
     </div>
