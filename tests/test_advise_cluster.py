@@ -145,9 +145,15 @@ def test_pending_starts_match_squeue_start(dev_cluster, local_profile, busy_a100
     job = waiting.stdout.strip()
     transport = local_profile.open_transport()
     try:
+        def printed_starts() -> str:
+            return slurm(dev_cluster, "squeue", "--me", "--start", "--noheader", "--format", "%i|%S").stdout
+
         def both():
-            before = slurm(dev_cluster, "squeue", "--me", "--start", "--noheader", "--format", "%i|%S").stdout
+            # the same moment: the scheduler's plan may move while Betty reads, so Slurm says the same before and after
+            before = printed_starts()
             ours = run_sync(PlacementAdvisor(transport).pending_starts())
+            if printed_starts() != before:
+                return None
             printed = dict(line.strip().split("|") for line in before.splitlines())
             return (ours, printed) if printed.get(job, "N/A") != "N/A" else None
         pending, printed = wait_until(both, f"an expected start for job {job}")
