@@ -27,8 +27,9 @@ class OnTerminal:
 
     def __init__(self, code: str) -> None:
         self.screen, terminal = pty.openpty()
+        # Ctrl-C as on a person's terminal: a suite started in the background inherits SIGINT ignored
         self.process = subprocess.Popen([sys.executable, "-c", code], stdin=terminal, stdout=terminal, stderr=terminal,
-                                        close_fds=True)
+                                        close_fds=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         os.close(terminal)
         self.seen = ""
 
@@ -83,3 +84,11 @@ def test_ctrl_c_while_the_question_waits_ends_the_command_without_an_answer(term
     person.process.send_signal(signal.SIGINT)
     person.wait_for("INTERRUPTED")
     assert person.ended() == 0, "the process ends on its own, with nothing typed"
+
+
+def test_the_end_of_input_is_no_answer(terminal) -> None:
+    person = terminal(ASK)
+    person.wait_for("[y/N] ")
+    os.write(person.screen, b"\x04")  # Ctrl-D
+    person.wait_for("ANSWER=''")
+    assert person.ended() == 0
