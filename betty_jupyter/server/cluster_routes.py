@@ -150,6 +150,10 @@ class HistoryHandler(BettyHandler):
     @web.authenticated
     async def get(self) -> None:
         """The Outcome; its data is the history as a frame."""
+        await self.call_accounting("cluster_history")
+
+    async def call_accounting(self, tool: str) -> None:
+        """Call ``tool`` in the cluster's desk session with the query's ``ids`` and ``since``."""
         session = await self.services.desk(self.cluster_name(self.query("cluster")))
         args: dict[str, Any] = {}
         ids = [i.strip() for i in (self.query("ids") or "").split(",") if i.strip()]
@@ -157,24 +161,17 @@ class HistoryHandler(BettyHandler):
             args["job_ids"] = ids
         if self.query("since"):
             args["since"] = self.query("since")
-        await self.call_tool(session, "cluster_history", args)
+        await self.call_tool(session, tool, args)
 
 
-class EfficiencyHandler(BettyHandler):
+class EfficiencyHandler(HistoryHandler):
     """``GET jobs/efficiency?cluster=&ids=1,2&since=7d``: what finished jobs used of what they asked for
     (``cluster_efficiency``: one sacct call for all of them)."""
 
     @web.authenticated
     async def get(self) -> None:
         """The Outcome; its data is ``{"jobs": [figures…]}``."""
-        session = await self.services.desk(self.cluster_name(self.query("cluster")))
-        args: dict[str, Any] = {}
-        ids = [i.strip() for i in (self.query("ids") or "").split(",") if i.strip()]
-        if ids:
-            args["job_ids"] = ids
-        if self.query("since"):
-            args["since"] = self.query("since")
-        await self.call_tool(session, "cluster_efficiency", args)
+        await self.call_accounting("cluster_efficiency")
 
 
 class CancelHandler(BettyHandler):
