@@ -319,17 +319,23 @@ def test_reads_load_no_pandas_and_count_each_array_task(betty_env, dev_cluster, 
             assert read.returncode == 0, read.stderr[-2000:]
             loaded = {name.split(".")[0] for name in imported_modules(read.stderr)}
             assert "paramiko" in loaded and not loaded & not_loaded, (command, loaded & not_loaded)
-        shown = betty(betty_env, "jobs")
-        rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[1:]}
+        client = Blocking(SlurmClient(ssh_profile.open_transport()))
+        deadline = time.monotonic() + 60
+        try:
+            while True:  # the same moment: both reads see the same jobs (the columns' widths follow the names)
+                shown = betty(betty_env, "jobs")
+                frame = client.queue()
+                rows = {line.split()[0]: line.split() for line in shown.stdout.splitlines()[1:]}
+                pandas_rows = {line.split()[0]: line.split()
+                               for line in text_table(frame, QUEUE_COLUMNS).splitlines()[1:]}
+                if set(rows) == set(pandas_rows):
+                    break
+                assert time.monotonic() < deadline, "the queue never held still for two reads"
+        finally:
+            run_sync(client.target.transport.close())
         assert f"{array}_[0-999%10]" in rows and single in rows, shown.stdout
         assert not any(name.startswith(f"{array}_") and name != f"{array}_[0-999%10]" for name in rows), \
             "a pending array is one row"
-        client = Blocking(SlurmClient(ssh_profile.open_transport()))
-        try:
-            frame = client.queue()
-        finally:
-            run_sync(client.target.transport.close())
-        pandas_rows = {line.split()[0]: line.split() for line in text_table(frame, QUEUE_COLUMNS).splitlines()[1:]}
         assert shown.stdout.splitlines()[0] == text_table(frame, QUEUE_COLUMNS).splitlines()[0]
         for ident in (f"{array}_[0-999%10]", single):
             assert rows[ident] == pandas_rows[ident], "the same cells as the pandas table"
