@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import getpass
 import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor
 
 import anyio
@@ -28,7 +31,7 @@ from panel_support import (  # noqa: F401 (fixtures)
     screenshot,
     screenshot_on_failure,
 )
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 from test_server_support import job_state, scancel
 
 JOB = SCRIPT.format(name="mcp-panel", seconds=300)
@@ -45,9 +48,24 @@ async def submit_over_mcp(lab: JupyterServer) -> str:
     return text(result)
 
 
+@contextmanager
+def answering_what_is_left(lab: JupyterServer) -> Iterator[None]:
+    """On the way out, deny any card still open, so a failing test ends rather than leave the client waiting."""
+    try:
+        yield
+    finally:
+        for approval in lab.request("GET", "approvals")["approvals"]:
+            lab.request("POST", f"approvals/{approval['approval_id']}", {"decision": "denied"})
+
+
 def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: JupyterServer, page: Page,
                                                                       dev_cluster: dict[str, str]) -> None:
-    with screenshot_on_failure(page, "failure", "mcp"), ThreadPoolExecutor(1) as outside:
+    with screenshot_on_failure(page, "failure", "mcp"), ThreadPoolExecutor(1) as outside, \
+            answering_what_is_left(lab):
+        # The card's start estimate is held back until the card is shown, as on a busy cluster where the scheduler
+        # answers late: the line it adds grows the card, and its buttons must stay in view all the same.
+        held: list[Route] = []
+        page.route(re.compile(r"/betty/api/approvals/[^/?]+/start(\?|$)"), lambda route: held.append(route))
         panel = open_the_panel(page, lab)
         calling = outside.submit(anyio.run, submit_over_mcp, lab)
         waiting = panel.get_by_test_id("betty-waiting")
@@ -61,7 +79,15 @@ def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: Jupyt
         preview = card.get_by_test_id("betty-preview")
         for line in JOB.strip().splitlines():
             expect(preview.locator(".betty-Preview-line", has_text=line)).to_have_count(1)
-        # Its Approve button is scrolled into view in the list; it comes unasked, so it takes no focus.
+        assert_in_viewport(page, card.get_by_test_id("betty-approve"))
+        expect(card.get_by_test_id("betty-approval-start")).to_have_count(0)
+        asked_by = time.monotonic() + WAIT_MS / 1000
+        while not held:  # the card asked as it was shown; Playwright hands the request over as it serves a call
+            assert time.monotonic() < asked_by, "the card never asked when its job would start"
+            page.wait_for_timeout(50)
+        held.pop().continue_()
+        expect(card.get_by_test_id("betty-approval-start")).to_have_text(re.compile(r"\S"), timeout=WAIT_MS)
+        # Its Approve button is still in view in the list, below the new line; it comes unasked, so it takes no focus.
         assert_in_viewport(page, card.get_by_test_id("betty-approve"))
         expect(card.get_by_test_id("betty-approve")).not_to_be_focused()
         # The Chat tab counts every card waiting for the person, this one too.

@@ -54,8 +54,9 @@ export function ChatView(props: IChatViewProps): JSX.Element {
     ).find(each => each.dataset.approvalId === arrived);
     if (node && card) {
       const panel = node.closest<HTMLElement>('.betty-App') ?? node.closest<HTMLElement>('.betty-Chat');
-      revealCard(node, card, panel ?? node);
+      return revealCard(node, card, panel ?? node); // it stops keeping the card in view when the cards change
     }
+    return undefined;
   }, [pending.join(' ')]); // the ids, not the list: a new list of the same cards changes nothing
 
   return (

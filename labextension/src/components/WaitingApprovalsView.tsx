@@ -40,8 +40,9 @@ export function WaitingApprovalsView(props: IWaitingApprovalsViewProps): JSX.Ele
       node?.querySelectorAll<HTMLElement>('[data-testid="betty-approval-card"]') ?? []
     ).find(each => each.dataset.approvalId === newest);
     if (node && card) {
-      revealCard(node, card);
+      return revealCard(node, card); // it stops keeping the card in view when the cards change
     }
+    return undefined;
   }, [ids.join(' ')]); // the ids, not the list: a new list of the same cards changes nothing
   if (approvals.length === 0 && problem === null) {
     return null;
