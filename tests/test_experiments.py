@@ -52,13 +52,29 @@ def submit(slurm, workspace, body: str, name: str = "lora-run", goal: str = "Fin
 
 
 def watch_until_finished(workspace, slurm, timeout: float = 120) -> JobWatcher:
+    """Tick the watcher until every watched job has ended. ``timeout`` guards against a hang from the moment all
+    have started: before that the shared queue decides (an earlier test's jobs may hold the node), under a longer
+    guard whose failure names what the queue held."""
     watcher = JobWatcher(workspace, lambda cluster: slurm, min_interval=0.5)
-    deadline = time.monotonic() + timeout
+    queued_by = time.monotonic() + 420
+    deadline = None
     while any(not t.finished for t in watcher.ledger.all()):
-        assert time.monotonic() < deadline, [(t.experiment.job_id, t.state) for t in watcher.ledger.all()]
+        started = all(t.state not in ("PENDING", None) for t in watcher.ledger.all())
+        if started and deadline is None:
+            deadline = time.monotonic() + timeout
+        if deadline is None:
+            assert time.monotonic() < queued_by, queue_now(slurm)
+        else:
+            assert time.monotonic() < deadline, [(t.experiment.job_id, t.state) for t in watcher.ledger.all()]
         run_sync(watcher.tick())
         time.sleep(0.5)
     return watcher
+
+
+def queue_now(slurm) -> list[tuple[object, ...]]:
+    """Every job in the queue, whoever's: id, user, state, reason, name."""
+    return [(row.get("job_id"), row.get("user"), row.get("state"), row.get("reason"), row.get("name"))
+            for row in run_sync(slurm.queue_rows())]
 
 
 def outside_markers(text: str) -> tuple[str, str]:
