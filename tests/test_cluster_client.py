@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from betty_jupyter.cluster.delimited import SHOWN_SEPARATOR
 from betty_jupyter.cluster.jobs import JobState
+from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.errors import SlurmError, UsageError
-from advisor_support import busy  # noqa: F401 (a fixture)
+from advisor_support import OTHER_USER, busy  # noqa: F401 (a fixture)
 from conftest import wait_for_job
 
 pytestmark = pytest.mark.cluster
@@ -205,3 +207,28 @@ def test_history_shows_only_the_persons_jobs_unless_asked_for_everyones(slurm, b
     everyone = slurm.history(since="now-1hours", all_users=True)
     assert theirs in set(everyone["job_id"].astype(str))
     assert theirs in set(slurm.history([theirs])["job_id"].astype(str)), "a job asked for by id is shown"
+
+
+def test_a_strangers_job_name_with_betty_s_separator_hides_no_job_and_forges_no_field(slurm, busy):
+    """Another user names a job with Betty's field separator, line breaks and what reads as a whole row of fields.
+    Every read runs with a delimiter of its own (a new random word each time), so the row splits exactly: the job
+    is listed under its owner with its name as written (the separator shown as ␟), and the job after it too."""
+    forged_row = SEPARATOR.join(["9999", "9999", "N/A", "forged", busy.user, "acct", "cpu", "RUNNING"])
+    name = f"theirs{SEPARATOR * 25}\n{forged_row}\nend"
+    theirs = busy.submit("--hold", f"--job-name={name}", "--wrap", "true", other=True)
+    mine = busy.submit("--hold", "--job-name=mine", "--wrap", "true")
+    shown = name.replace(SEPARATOR, SHOWN_SEPARATOR)
+    queue = slurm.queue().set_index("job_id")
+    assert {theirs, mine} <= set(queue.index) and "9999" not in set(queue.index)
+    assert (queue.loc[theirs, "user"], queue.loc[theirs, "name"], queue.loc[theirs, "state"]) == (
+        OTHER_USER, shown, "PENDING")
+    assert (queue.loc[mine, "user"], queue.loc[mine, "name"]) == (busy.user, "mine")
+    rows = {row["job_id"]: row for row in slurm.queue_rows()}
+    assert rows[theirs]["name"] == shown and rows[theirs]["user"] == OTHER_USER and rows[mine]["name"] == "mine"
+    deadline = time.monotonic() + 60
+    while theirs not in set((history := slurm.history([theirs, mine], all_users=True))["job_id"].astype(str)):
+        assert time.monotonic() < deadline, f"job {theirs} did not reach accounting"
+        time.sleep(0.3)
+    recorded = history.set_index("job_id")
+    assert recorded.loc[theirs, "name"] == shown and recorded.loc[theirs, "user"] == OTHER_USER
+    assert recorded.loc[mine, "name"] == "mine" and "9999" not in set(recorded.index)

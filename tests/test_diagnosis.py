@@ -9,6 +9,7 @@ from typing import Sequence
 
 import pytest
 
+from betty_jupyter.cluster.delimited import delimiter_in
 from betty_jupyter.cluster.jobs import Job
 from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.transport import CommandResult
@@ -32,7 +33,7 @@ class CannedCluster:
 
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
         lines = {"sacct": self.sacct, "sinfo": SINFO}.get(argv[0], [])
-        out = "".join(SEP.join(line) + "\n" for line in lines)
+        out = "".join((delimiter_in(argv) or SEP).join(line) + "\n" for line in lines)  # as the command asked
         return CommandResult(tuple(argv), out, "", 0, 1.0)
 
     async def put(self, data: bytes, remote_path: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import PolicyError, SlurmError, SubmissionUnknownError, TransportError, UsageError
 from . import jobfiles, parsing
+from .delimited import run_read
 from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .policy import AllowedCommand, CommandPolicy
@@ -94,7 +95,7 @@ class SlurmClient:
         self.lookup_interval = 1.0
 
     async def _run(self, argv: Sequence[str], *, idempotent: bool = True, check: bool = True) -> CommandResult:
-        result = await self.transport.run(argv, self.timeout, idempotent=idempotent)
+        result = await run_read(self.transport, argv, self.timeout, idempotent=idempotent)
         if check and not result.ok:
             raise SlurmError(_first_error(result))
         return result

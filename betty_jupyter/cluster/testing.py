@@ -20,6 +20,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .delimited import as_written, delimiter_in
+from .parsing import SEPARATOR
 from .transport import CommandResult, program_name
 
 
@@ -49,6 +51,11 @@ class ScriptedTransport:
     A command is answered by the newest rule that matches its program and first arguments,
     else by ``answer(argv)`` when given, else as a shell would answer an unknown program
     (exit 127). Every command is kept in :attr:`calls`, every upload in :attr:`files`.
+
+    Scripts write Betty's separator between fields, as its formats do; a command run with a fresh delimiter in
+    its place (:mod:`.delimited`) is matched and kept as written, and answered with that delimiter where the
+    script has the separator, as Slurm would print it. So a separator in a scripted job name reads as one more
+    field: what a real job named so does is for the real-cluster tests.
     """
 
     def __init__(self, answer: Callable[[tuple[str, ...]], Reply | None] | None = None,
@@ -72,14 +79,16 @@ class ScriptedTransport:
 
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
         """Answer ``argv`` from the script."""
-        words = tuple(argv)
+        delimiter = delimiter_in(argv)
+        words = as_written(argv)
         self.calls.append(words)
         reply = next((rule.reply for rule in reversed(self._rules) if rule.matches(words)), None)
         if reply is None and self.answer is not None:
             reply = self.answer(words)
         if reply is None:
             reply = Reply(stderr=f"{program_name(words)}: command not found (not in the script)\n", exit_code=127)
-        return CommandResult(words, reply.stdout, reply.stderr, reply.exit_code, 0.0)
+        stdout = reply.stdout if delimiter is None else reply.stdout.replace(SEPARATOR, delimiter)
+        return CommandResult(tuple(argv), stdout, reply.stderr, reply.exit_code, 0.0)
 
     async def put(self, data: bytes, remote_path: str) -> str:
         """Keep ``data`` in :attr:`files` under the absolute path; returns it."""

@@ -22,6 +22,7 @@ from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing
 from ...errors import SlurmError
 from ...gres import gpu_counts
 from ...safe_text import terminal_line
+from ..delimited import run_read
 from ..jobs import JobState
 from ..parsing import SEPARATOR, SQUEUE_FIELDS, split_rows
 
@@ -244,7 +245,7 @@ def cluster_now(jobs: list[dict[str, Any]]) -> datetime:
 
 async def read_overview(slurm: "SlurmClient", user: str | None) -> OverviewData:
     """The cluster now, from one ``sinfo`` and one ``squeue`` run side by side; ``user``'s share (None: no share)."""
-    nodes, jobs = await asyncio.gather(slurm.transport.run(sinfo_argv(), slurm.timeout),
+    nodes, jobs = await asyncio.gather(run_read(slurm.transport, sinfo_argv(), slurm.timeout),
                                        slurm.queue_rows(fields=QUEUE_FIELDS))
     if not nodes.ok:
         said = (nodes.stderr or nodes.stdout).strip().splitlines()

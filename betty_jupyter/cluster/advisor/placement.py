@@ -26,6 +26,7 @@ from datetime import datetime
 
 from ...errors import BettyError, SlurmError
 from ...gres import gpu_counts
+from ..delimited import run_read
 from ..parsing import SEPARATOR
 from ..policy import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
 from ..sbatch import SbatchScript
@@ -170,7 +171,7 @@ class PlacementAdvisor:
     async def pending_starts(self) -> list[PendingStart]:
         """The person's pending jobs and when Slurm expects each to start (``squeue --me --start``)."""
         argv = ["squeue", "--me", "--start", "--noheader", "--states=PENDING", "--format", SEPARATOR.join(PENDING_FIELDS)]
-        result = await self.transport.run(argv, self.budget)
+        result = await run_read(self.transport, argv, self.budget)
         if not result.ok:
             first = next((line for line in result.stderr.splitlines() if line.strip()), f"exit {result.exit_code}")
             raise SlurmError(f"squeue --start: {first.strip()[:200]}")
@@ -186,7 +187,7 @@ class PlacementAdvisor:
 
     async def _gres(self) -> dict[str, dict[str, int]]:
         argv = ["sinfo", "--noheader", "--format", f"%P{SEPARATOR}%G"]
-        result = await self.transport.run(argv, self.budget)
+        result = await run_read(self.transport, argv, self.budget)
         if not result.ok:
             raise SlurmError(f"sinfo: {result.stderr.strip()[:200] or f'exit {result.exit_code}'}")
         offers: dict[str, dict[str, int]] = {}
