@@ -142,6 +142,24 @@ def test_a_failed_job_shows_failed_with_the_end_of_its_log(slurm, workspace):
     assert "Traceback: CUDA out of memory" in status
 
 
+def test_an_array_experiment_ends_when_all_its_tasks_have_and_shows_the_failed_tasks_log(slurm, workspace):
+    import nbformat
+
+    body = ('#SBATCH --array=0-2\necho "task $SLURM_ARRAY_TASK_ID"\n'
+            'if [ "$SLURM_ARRAY_TASK_ID" = 1 ]; then echo "task 1: loss is NaN" >&2; exit 3; fi')
+    experiment = submit(slurm, workspace, body, name="sweep")
+    watch_until_finished(workspace, slurm)
+    status = (workspace.wiki / experiment.page).read_text().split(AUTO_START, 1)[1].split(AUTO_END, 1)[0]
+    assert "**FAILED**" in status and "exit code 3:0" in status and "3 tasks: 2 COMPLETED, 1 FAILED" in status
+    assert "task 1: loss is NaN" in status  # the log shown is the failed task's
+    assert [t.state for t in Ledger(workspace.ledger_path).all()] == ["FAILED"]
+    accounting = Blocking(slurm).history([experiment.job_id])
+    assert sorted(accounting["state"].astype(str)) == ["COMPLETED", "COMPLETED", "FAILED"]  # as Slurm has them
+    book = nbformat.read(workspace.root / experiment.notebook, as_version=4)
+    outputs = [c.outputs for c in book.cells if "betty-status" in c.metadata.get("tags", [])][0]
+    assert "3 tasks: 2 COMPLETED, 1 FAILED" in outputs[0]["text"]
+
+
 def test_one_sacct_per_tick_for_all_watched_jobs(slurm, workspace):
     seen: list[tuple[str, ...]] = []
     real_run = slurm.transport.run

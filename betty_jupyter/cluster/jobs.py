@@ -146,6 +146,10 @@ class Job:
     work_dir: str | None = None
     stdout_path: str | None = None
     stderr_path: str | None = None
+    tasks: dict[str, int] | None = None
+    """For a job array read as one job (:mod:`.arrays`): how many of its tasks are in each state; None otherwise."""
+    shown_task: str | None = None
+    """For an ended array that did not complete: the task whose state it takes (its log tells why)."""
 
     def line(self) -> str:
         """The job in one line: ``job 12 (train) RUNNING · partition gpu · elapsed 0:01:02 · node n1``."""
@@ -160,4 +164,12 @@ class Job:
             parts.append(f"waiting: {self.reason}")
         if self.gpus:
             parts.append(f"{self.gpus} GPU(s) {self.gpu_type or ''}".rstrip())
+        if self.tasks:
+            parts.append(task_summary(self.tasks))
         return " · ".join(parts)
+
+
+def task_summary(tasks: dict[str, int]) -> str:
+    """``9 tasks: 7 COMPLETED, 2 FAILED`` (an array's tasks by state, the most first)."""
+    ordered = sorted(tasks.items(), key=lambda item: (-item[1], item[0]))
+    return f"{sum(tasks.values())} tasks: " + ", ".join(f"{count} {state}" for state, count in ordered)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import PolicyError, SlurmError, SubmissionUnknownError, TransportError, UsageError
 from . import jobfiles, parsing
+from .arrays import array_job, by_array
 from .delimited import run_read
 from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
@@ -245,7 +246,8 @@ class SlurmClient:
         """Each job's record now, and what each finished one used of its request, for many jobs at once: one
         ``sacct`` call for all of them, its format the history's fields and the efficiency's together.
 
-        The queue is asked (once) only for jobs accounting does not know yet.
+        The queue is asked (once) only for jobs accounting does not know yet. A job array is one job, its tasks
+        together (:func:`~.arrays.array_job`).
         """
         # lazy: the advisor's fields and parser, for the efficiency columns of the same call
         from .advisor.efficiency import EFFICIENCY_FIELDS
@@ -260,11 +262,17 @@ class SlurmClient:
         else:
             history = await self._complete_from_queue(parsing.parse_history(text, fields))
         rows = {str(row["job_id"]): row for row in history.to_dict("records")}
-        missing = [i for i in ids if i not in rows]
+        tasks = {task.partition("_")[0] for task in rows if "_" in task}
+        # A row still without a partition is accounting's stub of a job the queue did not know by that id: an
+        # array whose tasks slurmdbd has not recorded yet (its stub stands for one task); the queue has them.
+        stubs = [i for i in ids if i in rows and not rows[i]["partition"]]
+        missing = [i for i in ids if i not in rows and i not in tasks] + stubs
         if missing:
             queued = await self._history_from_queue(missing)
             rows.update({str(row["job_id"]): row for row in queued.to_dict("records")})
-        jobs = {i: _job_from_row({str(k): v for k, v in rows[i].items()}, {}) for i in ids if i in rows}
+        read = {ident: _job_from_row({str(k): v for k, v in row.items()}, {}) for ident, row in rows.items()}
+        arrays = by_array(read.values())  # an array's tasks answer for it, before any stub row of its own id
+        jobs = {i: job for i in ids if (job := array_job(i, arrays.get(i, ())) or read.get(i)) is not None}
         return Snapshot(jobs, text, fields)
 
     async def job_files(self, value: object) -> jobfiles.JobFiles | None:

@@ -7,6 +7,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ..cluster.jobs import task_summary
 from ..cluster.sbatch import format_minutes
 from ..cluster.tables import memory_text, size_text
 from ..safe_text import fenced, markdown_text, table_cell
@@ -118,6 +119,8 @@ def _status_details(job: "Job | None") -> str:
         parts.append(f"peak memory {memory_text(job.max_rss_bytes)}")
     if job.reason and job.state.value == "PENDING":
         parts.append(f"waiting: {job.reason}")
+    if job.tasks:
+        parts.append(task_summary(job.tasks))
     return (" · " + " · ".join(parts)) if parts else ""
 
 

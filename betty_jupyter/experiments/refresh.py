@@ -21,7 +21,7 @@ async def failure_log(slurm: "SlurmClient", job: "Job", lines: int = LOG_LINES_O
     """The end of a failed job's stderr (or stdout when stderr is empty), when it can be read."""
     for stream in ("err", "out"):
         try:
-            text = await slurm.tail(job.job_id, stream, lines)
+            text = await slurm.tail(job.shown_task or job.job_id, stream, lines)  # an array: its failed task's
         except BettyError:
             continue
         if text.strip():
