@@ -14,8 +14,10 @@ compute dtype and peft keeps the adapters in float32; ``bf16`` and ``fp32`` are 
 
 from __future__ import annotations
 
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -43,6 +45,15 @@ class Precision:
         if request.method == "full":
             return cls(torch.float32 if mixed else compute, compute if mixed else None)
         return cls(compute, compute if mixed and request.training else None)
+
+
+@contextmanager
+def quiet_deprecations() -> Iterator[None]:
+    """Silence the deprecation warnings transformers and peft give about their own APIs (not the researcher's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
 
 
 def config_for(arch: Architecture, attention: str) -> Any:
@@ -97,14 +108,13 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     register_flash_attention()
     attention = FLASH if request.attention == "flash" else "eager"
     precision = Precision.of(request)
-    with torch.device(device):
+    with torch.device(device), quiet_deprecations():
         model = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
-    if request.grad_ckpt == "full" and request.training:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if request.adapters:
-        with torch.device(device):
+        if request.grad_ckpt == "full" and request.training:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if request.adapters:
             model = _with_lora(model, request)
-    elif request.training:
+    if request.training and not request.adapters:
         model.requires_grad_(True)
     if request.training:
         model.train()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Callable
 
 import torch
@@ -13,7 +12,7 @@ from .allocator import CachingAllocator
 from .memory import ASSUMED_TRUE, MemoryTracer
 from .model import build_model, check_traceable
 from .result import TracedEstimate, TracePoint, runtime_bytes
-from .step import trace_step
+from .step import SETUP, trace_step
 
 TIMELINE_POINTS = 400  # the timeline kept in the result: enough for a plot, small enough to store
 
@@ -23,14 +22,10 @@ def run_trace(arch: Architecture, request: EstimateRequest, hopper: bool = False
     """Trace ``request``'s step of ``arch`` on ``device`` (``meta``; ``cpu`` runs it for real, for checks)."""
     check_traceable(arch, request)
     where = torch.device(device)
-    with warnings.catch_warnings():
-        # transformers and peft warn about their own deprecations; they are not the researcher's to act on
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        progress(f"building {arch.name} on {device}")
-        model = build_model(arch, request, where)
-        tracer = MemoryTracer(device=where)
-        phases = trace_step(model, request, tracer, progress)
+    progress(f"building {arch.name} on {device}")
+    model = build_model(arch, request, where)
+    tracer = MemoryTracer(device=where)
+    phases = trace_step(model, request, tracer, progress)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad) if request.training else 0
     params = sum(p.numel() for p in model.parameters())
     del model
@@ -40,7 +35,7 @@ def run_trace(arch: Architecture, request: EstimateRequest, hopper: bool = False
 def _result(arch: Architecture, request: EstimateRequest, tracer: MemoryTracer, phases: dict[str, dict[str, int]],
             params: int, trainable: int, hopper: bool) -> TracedEstimate:
     timeline = tracer.timeline()
-    peak = max(timeline, key=lambda moment: moment.total)
+    peak = max((moment for moment in timeline if moment.phase != SETUP), key=lambda moment: moment.total)
     made_peak = tracer.allocations[tracer.events()[peak.index][0]]
     allocator = CachingAllocator().replay(tracer.events())
     notes = [ASSUMED_TRUE]

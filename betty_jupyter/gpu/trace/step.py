@@ -1,6 +1,8 @@
 """One real step of the job, run under the memory tracer: what the trace measures.
 
-Training runs one micro-batch exactly as a Hugging Face training loop does: forward with
+Training runs one micro-batch of a step after the first, as a Hugging Face training loop does
+(the optimizer's states already exist: they are made in a :data:`SETUP` phase by a step on
+zero gradients, which the peak leaves out): forward with
 labels (the model's own loss: logits upcast to float32, shifted, cross-entropy), backward,
 the optimizer step (``torch.optim.AdamW`` with ``foreach=True``, what it picks on a GPU;
 or SGD with momentum), then ``zero_grad(set_to_none=True)``. Inference reads a prompt
@@ -23,9 +25,10 @@ import torch
 from ..request import EstimateRequest
 from .kernels import MetaAutocast
 from .memory import MemoryTracer, Tag, module_names
-from .model import Precision
+from .model import Precision, quiet_deprecations
 
 DECODE_STEPS = 2
+SETUP = "setup"  # what exists before the traced step starts; not a candidate for the peak
 LOGITS_MODULE = "lm_head"
 
 Progress = Callable[[str], None]
@@ -37,7 +40,7 @@ def trace_step(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryT
     tracer.logits_modules = _logits_modules(model)
     remove_hooks = module_names(model, tracer)
     try:
-        with tracer:
+        with tracer, quiet_deprecations():
             for name, parameter in model.named_parameters():
                 tracer.retag(parameter, "weights")
             for buffer in model.buffers():
@@ -60,7 +63,7 @@ def _logits_modules(model: torch.nn.Module) -> frozenset[str]:
 
 @contextmanager
 def _phase(tracer: MemoryTracer, name: str, progress: Progress, snapshots: dict[str, dict[str, int]]) -> Iterator[None]:
-    progress(name.replace("_", " "))
+    progress("optimizer states" if name == SETUP else name.replace("_", " "))
     tracer.phase = name
     tracer.default_tag = "optimizer" if name == "optimizer_step" else "activations"  # the step's temporaries too
     yield
@@ -76,6 +79,13 @@ def _training(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryTr
     snapshots: dict[str, dict[str, int]] = {}
     device = next(model.parameters()).device
     precision = Precision.of(request)
+    with _phase(tracer, SETUP, progress, snapshots):
+        tracer.default_tag = "optimizer"
+        for parameter in trainable:
+            parameter.grad = torch.zeros_like(parameter)
+            tracer.retag(parameter.grad, "gradients")
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
     with _phase(tracer, "forward", progress, snapshots):
         tokens = torch.zeros((request.batch_size, request.seq_len), dtype=torch.long, device=device)
         with ExitStack() as stack:
