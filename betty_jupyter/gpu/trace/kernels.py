@@ -52,7 +52,8 @@ class _FlashAttention(torch.autograd.Function):
 def flash_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                     attention_mask: torch.Tensor | None, **_kwargs: Any) -> tuple[torch.Tensor, None]:
     """A transformers attention function with flash attention's memory (the causal mask is implicit)."""
-    return _FlashAttention.apply(query, key, value), None
+    output: torch.Tensor = _FlashAttention.apply(query, key, value)
+    return output, None
 
 
 def register_flash_attention() -> None:

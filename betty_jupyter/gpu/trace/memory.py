@@ -15,7 +15,7 @@ is computed after the step, so every moment is reported with the storages' final
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 import torch
@@ -59,25 +59,24 @@ class Moment:
         return sum(self.live.values())
 
 
-@dataclass
-class MemoryTracer(TorchDispatchMode):  # type: ignore[misc]
+class MemoryTracer(TorchDispatchMode):
     """Counts the bytes of every live storage on ``device`` while the step runs under it.
 
-    ``phase`` and the module stack are set by the step runner; ``default_tag`` is what a new
-    storage is unless :meth:`retag` says otherwise later.
+    ``phase``, ``default_tag`` and the module stack are set by the step runner; a new storage
+    gets ``default_tag`` (``logits`` when made by one of ``logits_modules``) unless
+    :meth:`retag` says otherwise later.
     """
 
-    device: torch.device = field(default_factory=lambda: torch.device("meta"))
-    phase: str = "setup"
-    default_tag: Tag = "activations"
-    allocations: list[Allocation] = field(default_factory=list)
-    modules: list[str] = field(default_factory=list)
-    logits_modules: frozenset[str] = frozenset()  # where what is made is the logits and the loss
-    _live: dict[int, Allocation] = field(default_factory=dict)  # id of the storage object -> its allocation
-    _events: list[tuple[int, int, str]] = field(default_factory=list)  # (handle, +bytes born / -bytes freed, phase)
-
-    def __post_init__(self) -> None:
+    def __init__(self, device: torch.device | None = None) -> None:
         super().__init__()
+        self.device = device or torch.device("meta")
+        self.phase = "setup"
+        self.default_tag: Tag = "activations"
+        self.allocations: list[Allocation] = []
+        self.modules: list[str] = []
+        self.logits_modules: frozenset[str] = frozenset()  # where what is made is the logits and the loss
+        self._live: dict[int, Allocation] = {}  # id of the storage object -> its allocation
+        self._events: list[tuple[int, int, str]] = []  # (handle, +bytes born / -bytes freed, phase)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         if func is torch.ops.aten._local_scalar_dense.default and _meta_bool(args[0]):
@@ -116,7 +115,7 @@ class MemoryTracer(TorchDispatchMode):  # type: ignore[misc]
 
     def live_by_tag(self) -> dict[str, int]:
         """Bytes of the storages alive now, by tag."""
-        live = dict.fromkeys(TAGS, 0)
+        live: dict[str, int] = dict.fromkeys(TAGS, 0)
         for allocation in self._live.values():
             live[allocation.tag] += allocation.nbytes
         return live
@@ -134,7 +133,7 @@ class MemoryTracer(TorchDispatchMode):  # type: ignore[misc]
 
     def timeline(self) -> list[Moment]:
         """The live bytes by tag after every event, with the storages' final tags."""
-        live = dict.fromkeys(TAGS, 0)
+        live: dict[str, int] = dict.fromkeys(TAGS, 0)
         moments = []
         for index, (handle, nbytes, phase) in enumerate(self._events):
             live[self.allocations[handle].tag] += nbytes

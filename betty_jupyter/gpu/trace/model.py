@@ -67,6 +67,7 @@ def config_for(arch: Architecture, attention: str) -> Any:
         head_dim=arch.head_dim, tie_word_embeddings=arch.tied_embeddings, max_position_embeddings=arch.max_context,
         use_cache=False,
     )
+    config: Any
     if arch.norms_per_layer == 4:
         config = Gemma2Config(**common, sliding_window=arch.sliding_window or 4096)
     elif arch.qkv_bias:
@@ -109,7 +110,7 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     attention = FLASH if request.attention == "flash" else "eager"
     precision = Precision.of(request)
     with torch.device(device), quiet_deprecations():
-        model = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
+        model: Any = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
         if request.grad_ckpt == "full" and request.training:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if request.adapters:
@@ -120,7 +121,8 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
         model.train()
     else:
         model.eval()
-    return model
+    built: torch.nn.Module = model
+    return built
 
 
 def _with_lora(model: torch.nn.Module, request: EstimateRequest) -> torch.nn.Module:
@@ -129,4 +131,5 @@ def _with_lora(model: torch.nn.Module, request: EstimateRequest) -> torch.nn.Mod
 
     config = LoraConfig(r=request.lora_rank, lora_alpha=2 * request.lora_rank, lora_dropout=0.0,
                         target_modules=list(request.lora_targets), task_type="CAUSAL_LM")
-    return get_peft_model(model, config)
+    adapted: torch.nn.Module = get_peft_model(model, config)
+    return adapted

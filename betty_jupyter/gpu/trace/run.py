@@ -9,7 +9,7 @@ import torch
 from ..architecture import Architecture
 from ..request import EstimateRequest
 from .allocator import CachingAllocator
-from .memory import ASSUMED_TRUE, MemoryTracer
+from .memory import ASSUMED_TRUE, MemoryTracer, Moment
 from .model import build_model, check_traceable
 from .result import TracedEstimate, TracePoint, runtime_bytes
 from .step import SETUP, trace_step
@@ -51,7 +51,7 @@ def _result(arch: Architecture, request: EstimateRequest, tracer: MemoryTracer, 
     )
 
 
-def _thinned(timeline: list, peak: int) -> list:  # type: ignore[type-arg]
+def _thinned(timeline: list[Moment], peak: int) -> list[Moment]:
     step = max(1, len(timeline) // TIMELINE_POINTS)
     kept = {index for index in range(0, len(timeline), step)} | {peak, len(timeline) - 1}
     return [timeline[index] for index in sorted(kept)]

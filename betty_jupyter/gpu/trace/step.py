@@ -75,7 +75,8 @@ def _training(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryTr
     trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
     optimizer = _optimizer(request, trainable)
     for parameter in trainable:
-        parameter.register_post_accumulate_grad_hook(lambda p: tracer.retag(p.grad, "gradients"))
+        parameter.register_post_accumulate_grad_hook(
+            lambda p: tracer.retag(p.grad, "gradients"))
     snapshots: dict[str, dict[str, int]] = {}
     device = next(model.parameters()).device
     precision = Precision.of(request)
