@@ -91,9 +91,10 @@ def test_inference_kv_cache_is_two_tensors_per_layer_of_the_whole_context() -> N
 # ----- the meta trace is faithful: the same step run for real on the CPU --------------------------------------------
 
 @needs_extra
-@pytest.mark.parametrize("method", ["full", "lora", "inference"])
-def test_a_meta_trace_counts_what_a_real_cpu_run_allocates(method: str) -> None:
-    request = EstimateRequest(method=method, precision="bf16-mixed", batch_size=2, seq_len=16)
+@pytest.mark.parametrize("method,grad_ckpt", [("full", "none"), ("lora", "none"), ("inference", "none"),
+                                              ("full", "full"), ("lora", "full")])
+def test_a_meta_trace_counts_what_a_real_cpu_run_allocates(method: str, grad_ckpt: str) -> None:
+    request = EstimateRequest(method=method, precision="bf16-mixed", batch_size=2, seq_len=16, grad_ckpt=grad_ckpt)
     model, meta, on_meta = traced_step(request, "meta")
     _, cpu, on_cpu = traced_step(request, "cpu")
     # AdamW keeps its step counters on the host when the weights are on a GPU (or on meta), but beside them on the CPU.
@@ -104,6 +105,16 @@ def test_a_meta_trace_counts_what_a_real_cpu_run_allocates(method: str) -> None:
     # The same storages in the same order (empty ones aside: a cache starts as an empty tensor made differently).
     assert [(a.nbytes, a.op, a.tag) for a in meta.allocations if a.tag != "optimizer" and a.nbytes] == \
         [(a.nbytes, a.op, a.tag) for a in cpu.allocations if a.tag != "optimizer" and a.nbytes]
+
+
+@needs_extra
+def test_checkpointed_layers_keep_only_their_inputs_until_backward() -> None:
+    request = EstimateRequest(method="full", batch_size=2, seq_len=64)
+    _, _, plain = traced_step(request)
+    _, _, checkpointed = traced_step(request.changed(grad_ckpt="full"))
+    layer_inputs = TINY.layers * 2 * 64 * TINY.hidden * 4  # float32 residual stream under autocast
+    assert checkpointed["forward"]["activations"] < plain["forward"]["activations"] / 2
+    assert checkpointed["forward"]["activations"] >= layer_inputs
 
 
 # ----- where the peak is ----------------------------------------------------------------------------------------

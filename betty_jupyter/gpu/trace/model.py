@@ -15,7 +15,7 @@ compute dtype and peft keeps the adapters in float32; ``bf16`` and ``fp32`` are 
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -24,7 +24,7 @@ import torch
 from ...errors import GpuEstimateError
 from ..architecture import Architecture
 from ..request import EstimateRequest
-from .kernels import FLASH, register_flash_attention
+from .kernels import FLASH, MetaAutocast, register_flash_attention
 
 _HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -112,7 +112,7 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     with torch.device(device), quiet_deprecations():
         model: Any = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
         if request.grad_ckpt == "full" and request.training:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=_checkpointing(precision))
         if request.adapters:
             model = _with_lora(model, request)
     if request.training and not request.adapters:
@@ -123,6 +123,14 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
         model.eval()
     built: torch.nn.Module = model
     return built
+
+
+def _checkpointing(precision: Precision) -> dict[str, Any]:
+    """Non-reentrant checkpointing whose recomputation (in backward, on autograd's thread) casts as autocast does."""
+    if precision.autocast is None:
+        return {"use_reentrant": False}
+    dtype = precision.autocast
+    return {"use_reentrant": False, "context_fn": lambda: (nullcontext(), MetaAutocast(dtype))}
 
 
 def _with_lora(model: torch.nn.Module, request: EstimateRequest) -> torch.nn.Module:

@@ -65,6 +65,7 @@ def _logits_modules(model: torch.nn.Module) -> frozenset[str]:
 def _phase(tracer: MemoryTracer, name: str, progress: Progress, snapshots: dict[str, dict[str, int]]) -> Iterator[None]:
     progress("optimizer states" if name == SETUP else name.replace("_", " "))
     tracer.phase = name
+    tracer.modules.clear()  # a checkpointed layer's recomputation stops early, before its forward hooks finish
     tracer.default_tag = "optimizer" if name == "optimizer_step" else "activations"  # the step's temporaries too
     yield
     snapshots[name] = tracer.live_by_tag()
@@ -89,9 +90,7 @@ def _training(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryTr
         optimizer.zero_grad(set_to_none=True)
     with _phase(tracer, "forward", progress, snapshots):
         tokens = torch.zeros((request.batch_size, request.seq_len), dtype=torch.long, device=device)
-        with ExitStack() as stack:
-            if precision.autocast is not None:
-                stack.enter_context(MetaAutocast(precision.autocast))
+        with _autocast(precision):
             output = model(input_ids=tokens, labels=tokens)
         loss = output.loss
         tracer.retag(output.logits, "logits")
@@ -107,6 +106,13 @@ def _training(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryTr
                     tracer.retag(value, "optimizer")
     optimizer.zero_grad(set_to_none=True)
     return snapshots
+
+
+def _autocast(precision: Precision) -> ExitStack:
+    stack = ExitStack()
+    if precision.autocast is not None:
+        stack.enter_context(MetaAutocast(precision.autocast))
+    return stack
 
 
 def _optimizer(request: EstimateRequest, trainable: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
