@@ -27,7 +27,7 @@ def run_trace(arch: Architecture, request: EstimateRequest, hopper: bool = False
     tracer = MemoryTracer(device=where)
     phases = trace_step(model, request, tracer, progress)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad) if request.training else 0
-    params = sum(p.numel() for p in model.parameters())
+    params = sum(p.numel() for p in model.parameters()) - (trainable if request.adapters else 0)  # the base model
     del model
     return _result(arch, request, tracer, phases, params, trainable, hopper)
 
