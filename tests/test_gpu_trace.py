@@ -8,12 +8,15 @@ the allocator replay and of the one-line error need none of it and always run.
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 import textwrap
 
 import pytest
 from conftest import REPO, betty_in_process
+
+from betty_jupyter.gpu.estimate import GIB
 
 from betty_jupyter.gpu import EstimateRequest, estimate
 from betty_jupyter.gpu.architecture import Architecture
@@ -44,6 +47,30 @@ def traced_step(request: EstimateRequest, device: str = "meta"):
 
 def tensor_bytes(tensors) -> int:
     return sum(tensor.numel() * tensor.element_size() for tensor in tensors)
+
+
+# ----- the tracer counts storages, not tensors ---------------------------------------------------------------------
+
+@needs_extra
+def test_views_share_their_storage_and_a_storage_is_freed_with_its_last_tensor() -> None:
+    import torch  # lazy: the trace extra is optional
+
+    from betty_jupyter.gpu.trace.memory import MemoryTracer
+
+    tracer = MemoryTracer()
+    with tracer:
+        base = torch.empty(1000, device="meta")
+        views = [base.view(10, 100), base[5:], base.view(10, 100).t()]
+        other = base * 2
+        assert tracer.live_by_tag()["activations"] == 2 * 4000
+        del base
+        assert tracer.live_by_tag()["activations"] == 2 * 4000  # the views keep it
+        views.clear()
+        assert tracer.live_by_tag()["activations"] == 4000
+        del other
+    assert tracer.live_by_tag()["activations"] == 0
+    assert tracer.events() == [(0, 4000), (1, 4000), (0, -4000), (1, -4000)]
+    assert [moment.total for moment in tracer.timeline()] == [4000, 8000, 4000, 0]
 
 
 # ----- exact byte counts on meta ----------------------------------------------------------------------------------
@@ -184,6 +211,36 @@ def test_the_cli_prints_the_traced_breakdown_beside_the_formula(capsys: pytest.C
     assert peak[3] == f"{formula.peak_gib:.2f}" and float(peak[1]) > float(rows["weights"][1])
     assert "the peak: backward" in out and "reserved" in out and "A100-80GB" in out
     assert "tracing: forward" in err and "tracing: optimizer step" in err
+
+
+@needs_extra
+def test_the_json_form_carries_the_trace_and_the_formula_beside_it(tmp_path, capsys) -> None:
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "num_key_value_heads": 2, "vocab_size": 512}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code, out, err = betty_in_process(capsys, "gpu", "estimate", "--model", str(tmp_path / "config.json"),
+                                      "--method", "full", "--seq-len", "32", "--trace", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["peak_phase"] in ("forward", "backward", "optimizer_step") and data["peak_op"]
+    assert data["reserved_gib"] >= data["allocated_gib"] > 0
+    assert data["peak_gib"] == pytest.approx(sum(data["breakdown"].values()), abs=0.01)
+    assert data["formula"]["peak_gib"] == pytest.approx(estimate(str(tmp_path / "config.json"), method="full",
+                                                                 seq_len=32).peak_gib, abs=1e-3)
+    assert data["breakdown"]["runtime"] * GIB > 0.5 * GIB
+
+
+@needs_extra
+@pytest.mark.parametrize("argv,why", [
+    (["--model", "Mixtral-8x7B", "--method", "lora"], "mixture of experts"),
+    (["--model", "Llama-3.2-1B", "--method", "qlora"], "quantized weights"),
+    (["--model", "Llama-3.2-1B", "--method", "full", "--gpus", "2", "--sharding", "fsdp"], "one GPU"),
+])
+def test_what_is_not_traced_yet_is_refused_in_one_line(argv, why, capsys) -> None:
+    code, out, err = betty_in_process(capsys, "gpu", "estimate", *argv, "--trace")
+    assert code == 1 and out == ""
+    assert why in err and "drop --trace for the formula estimate" in err
+    assert err.count("\n") == 1
 
 
 BLOCKED = textwrap.dedent("""
