@@ -157,7 +157,7 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 def module_names(model: torch.nn.Module, tracer: MemoryTracer) -> list[Callable[[], None]]:
     """Keep ``tracer.modules`` naming the module whose forward is running; the hooks' removers."""
-    names = {id(module): name or "model" for name, module in model.named_modules()}
+    names = {id(module): name or type(module).__name__ for name, module in model.named_modules()}
 
     def enter(module: torch.nn.Module, _args: Any) -> None:
         tracer.modules.append(names.get(id(module), type(module).__name__))

@@ -41,7 +41,7 @@ def trace_step(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryT
     remove_hooks = module_names(model, tracer)
     try:
         with tracer, quiet_deprecations():
-            for name, parameter in model.named_parameters():
+            for parameter in model.parameters():
                 tracer.retag(parameter, "weights")
             for buffer in model.buffers():
                 tracer.retag(buffer, "weights")
@@ -55,10 +55,9 @@ def trace_step(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryT
 
 def _logits_modules(model: torch.nn.Module) -> frozenset[str]:
     """The output layer and the modules around it, whose own work after the layers is the logits and the loss."""
-    names = {name for name, _ in model.named_modules()}
-    head = next((name for name in names if name.split(".")[-1] == LOGITS_MODULE), "")
+    head = next((name for name, _ in model.named_modules() if name.split(".")[-1] == LOGITS_MODULE), "")
     parts = head.split(".")
-    return frozenset({".".join(parts[:end]) or "model" for end in range(len(parts) + 1)})
+    return frozenset({".".join(parts[:end]) or type(model).__name__ for end in range(len(parts) + 1)})
 
 
 @contextmanager
