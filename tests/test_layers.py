@@ -4,6 +4,7 @@ the source; no import cycle; every import inside a function says why it is lazy;
 from __future__ import annotations
 
 import ast
+import importlib.util
 import pkgutil
 import re
 import subprocess
@@ -42,12 +43,23 @@ print("imported", len({modules!r}))
 """
 
 
+TRACE_EXTRA = ("torch", "transformers", "peft")
+"""The optional ``trace`` extra: only the modules under ``gpu.trace`` (its package aside) import it, at their top."""
+
+
+def trace_extra_installed() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in TRACE_EXTRA)
+
+
 def core_modules() -> list[str]:
+    """Every core module; those that need the optional trace extra only when it is installed."""
     modules = []
     for package in CORE_PACKAGES:
         if (PACKAGE_DIR / package / "__init__.py").exists():
             modules.append(f"betty_jupyter.{package}")
             for info in pkgutil.walk_packages([str(PACKAGE_DIR / package)], f"betty_jupyter.{package}."):
+                if info.name.startswith("betty_jupyter.gpu.trace.") and not trace_extra_installed():
+                    continue
                 modules.append(info.name)
     return modules
 
@@ -69,6 +81,23 @@ def test_core_layers_import_nothing_from_jupyter():
 def test_dev_cluster_and_cli_need_only_the_standard_library(modules):
     result = import_blocked(modules, [], stdlib_only=True)
     assert result.returncode == 0, result.stderr
+
+
+IMPORTS_TORCH = """
+import sys
+import betty_jupyter, betty_jupyter.gpu, betty_jupyter.gpu.trace, betty_jupyter.server, betty_jupyter.notebook
+from betty_jupyter.cli import main
+code = main(["gpu", "estimate", "--model", "Llama-3.1-8B", "--method", "lora", "--gpu", "a100"])
+print(code, sorted(name for name in sys.modules if name.split(".")[0] in {extra!r}))
+"""
+
+
+def test_betty_and_the_formula_estimate_never_import_the_trace_extra():
+    """torch takes seconds to import: Betty, the server, the magics and `betty gpu estimate` without --trace never do."""
+    result = subprocess.run([sys.executable, "-c", IMPORTS_TORCH.format(extra=TRACE_EXTRA)], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0 []"
 
 
 def test_the_blocker_does_refuse_what_it_blocks():

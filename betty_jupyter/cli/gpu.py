@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+import sys
+from typing import Any
 
 from ..gpu import advise, catalog, estimate, gpu_type, parse_partition, resolve_model, targets_from
 from ..gpu.hardware import Partition, parse_gpu_type
 from ..gpu.options import job_options, request_from
 from .parser import Parser
 
-if TYPE_CHECKING:
-    pass
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``betty gpu`` and its actions."""
@@ -32,6 +31,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     estimate = actions.add_parser("estimate", parents=[job], help="peak memory per GPU, as a breakdown")
     estimate.add_argument("--gpu", metavar="TYPE", help="say whether it fits on this GPU type (e.g. a100-80gb)")
     estimate.add_argument("--json", action="store_true", help="one JSON object for scripts")
+    estimate.add_argument("--trace", action="store_true",
+                          help="run the real step on meta tensors and count its memory (needs the trace extra)")
     models = actions.add_parser("models", help="list the built-in model catalog")
     models.add_argument("--json", action="store_true", help="one JSON array for scripts")
     advise = actions.add_parser("advise", parents=[job], help="where it fits, and what to change when it does not")
@@ -59,10 +60,30 @@ def _estimate(args: argparse.Namespace) -> int:
 
     result = estimate(args.model, request_from(args))
     gpu = gpu_type(args.gpu) if args.gpu else None
+    if args.trace:
+        return _traced(args, result, gpu)
     if args.json:
         print(json.dumps(result.as_dict(gpu), indent=2))
     else:
         print(render_estimate(result, gpu))
+    return 0
+
+
+def _traced(args: argparse.Namespace, formula: Any, gpu: Any) -> int:
+    """The traced estimate beside the formula one; progress on stderr; one line and exit 2 without the extra."""
+    # lazy: the trace module and its report; only `betty gpu estimate --trace` needs them (torch is lazier still)
+    from ..gpu.report import render_traced
+    from ..gpu.trace import TraceUnavailableError, trace_estimate
+
+    def progress(phase: str) -> None:
+        print(f"betty: tracing: {phase}…", file=sys.stderr, flush=True)
+
+    try:
+        traced = trace_estimate(args.model, formula.request, gpu, progress)
+    except TraceUnavailableError as error:
+        print(f"betty: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(traced.as_dict(formula), indent=2) if args.json else render_traced(traced, formula, gpu))
     return 0
 
 

@@ -8,7 +8,9 @@
     result.peak_gib, result.breakdown
 
 This package imports nothing from Jupyter and nothing from the cluster or wiki layers:
-partitions come in as plain data. matplotlib is imported by :mod:`.plots` only, on use.
+partitions come in as plain data. matplotlib is imported by :mod:`.plots` only, on use; the
+traced estimate (:mod:`.trace`, PyTorch and transformers: the optional ``trace`` extra) only
+when one is asked for.
 """
 
 from __future__ import annotations

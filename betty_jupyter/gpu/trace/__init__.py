@@ -1,0 +1,59 @@
+"""The traced estimate: the job's real step run on ``meta`` tensors, its memory counted as it runs.
+
+::
+
+    from betty_jupyter.gpu import EstimateRequest
+    from betty_jupyter.gpu.trace import trace_estimate
+
+    traced = trace_estimate("Llama-3.1-8B", EstimateRequest(method="lora", batch_size=2, seq_len=2048))
+    traced.peak_gib, traced.breakdown_gib(), traced.where
+
+The model is built with transformers from Betty's description of its shape, on the
+``meta`` device: no weights, no GPU, no download. The step (forward, loss, backward,
+optimizer step; or prefill and decode) runs for real under :class:`.memory.MemoryTracer`,
+and PyTorch's caching allocator is replayed over what it allocated and freed.
+
+PyTorch, transformers and peft are the optional ``trace`` extra. This module imports none
+of them until a trace runs, and :func:`trace_estimate` says in one line how to install
+them when they are missing (:class:`TraceUnavailableError`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from ...errors import GpuEstimateError
+from ..architecture import Architecture
+from ..catalog import resolve_model
+from ..hardware import GpuType
+from ..request import EstimateRequest
+from .result import TracedEstimate, TracePoint
+
+EXTRA = "the traced estimate needs PyTorch, transformers and peft: pip install 'betty-jupyter[trace]'"
+_EXTRA_MODULES = ("torch", "transformers", "peft")
+_HOPPER_AND_LATER = ("H100", "H200", "GH200", "B100", "B200")
+
+__all__ = ["EXTRA", "TraceUnavailableError", "TracePoint", "TracedEstimate", "trace_estimate"]
+
+
+class TraceUnavailableError(GpuEstimateError):
+    """The trace's optional packages (the ``trace`` extra) are not installed."""
+
+
+def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request: EstimateRequest,
+                   gpu: GpuType | None = None, progress: Callable[[str], None] = lambda _: None) -> TracedEstimate:
+    """Trace one step of ``model`` run as ``request``; ``gpu`` picks the runtime term (Hopper's larger workspace).
+
+    ``progress`` is told each phase as it starts (a trace takes seconds).
+    """
+    arch = resolve_model(model)
+    request = request.checked()
+    try:
+        from .run import run_trace  # lazy: torch, transformers and peft are the optional trace extra
+    except ImportError as error:
+        if (error.name or "").split(".")[0] in _EXTRA_MODULES:
+            raise TraceUnavailableError(EXTRA) from error
+        raise
+    hopper = gpu is not None and gpu.name.startswith(_HOPPER_AND_LATER)
+    return run_trace(arch, request, hopper=hopper, progress=progress)

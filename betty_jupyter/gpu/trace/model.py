@@ -1,0 +1,143 @@
+"""A Hugging Face causal language model built from Betty's own description of its shape, on ``meta``.
+
+There is no download: the transformers config object is filled in from the
+:class:`~betty_jupyter.gpu.architecture.Architecture` (the catalog's shapes come from each
+model's published ``config.json``), and the model is built under ``torch.device("meta")``,
+so its tensors have shapes and dtypes but no memory. LoRA adapters are added with
+``peft`` exactly as a training script adds them.
+
+Weights and adapters are placed the way the Hugging Face stack places them for each
+precision (the ``hf`` framework profile): full fine-tuning in ``bf16-mixed`` or ``fp16``
+keeps float32 weights and lets autocast cast them; LoRA loads the base model in the
+compute dtype and peft keeps the adapters in float32; ``bf16`` and ``fp32`` are pure.
+"""
+
+from __future__ import annotations
+
+import warnings
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+
+from ...errors import GpuEstimateError
+from ..architecture import Architecture
+from ..request import EstimateRequest
+from .kernels import FLASH, MetaAutocast, register_flash_attention
+
+_HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The dtypes one request puts where: stored weights, and the dtype autocast computes in (or none)."""
+
+    weights: torch.dtype
+    autocast: torch.dtype | None
+
+    @classmethod
+    def of(cls, request: EstimateRequest) -> Precision:
+        """The dtypes of ``request``'s resolved precision (see the module docstring)."""
+        precision = request.resolved_precision
+        compute = _HALF[precision]
+        mixed = precision in ("bf16-mixed", "fp16")
+        if request.method == "full":
+            return cls(torch.float32 if mixed else compute, compute if mixed else None)
+        return cls(compute, compute if mixed and request.training else None)
+
+
+@contextmanager
+def quiet_deprecations() -> Iterator[None]:
+    """Silence the deprecation warnings transformers and peft give about their own APIs (not the researcher's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
+
+
+def config_for(arch: Architecture, attention: str) -> Any:
+    """The transformers config object of ``arch`` (Llama, Mistral, Qwen2 or Gemma 2 family)."""
+    # lazy: transformers is the optional trace extra
+    from transformers import Gemma2Config, LlamaConfig, MistralConfig, Qwen2Config
+
+    common: dict[str, Any] = dict(
+        vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
+        num_hidden_layers=arch.layers, num_attention_heads=arch.heads, num_key_value_heads=arch.kv_heads,
+        head_dim=arch.head_dim, tie_word_embeddings=arch.tied_embeddings, max_position_embeddings=arch.max_context,
+        use_cache=False,
+    )
+    config: Any
+    if arch.norms_per_layer == 4:
+        config = Gemma2Config(**common, sliding_window=arch.sliding_window or 4096)
+    elif arch.qkv_bias:
+        config = Qwen2Config(**common)
+    elif arch.sliding_window and arch.sliding_window_layers == arch.layers:
+        config = MistralConfig(**common, sliding_window=arch.sliding_window)
+    else:
+        config = LlamaConfig(**common)
+    config._attn_implementation = attention
+    return config
+
+
+def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
+    """Refuse, in one line, what the trace does not run yet (the formula estimate still covers it)."""
+    refusals = (
+        (arch.kind != "decoder", f"{arch.name} is an {arch.kind} model; the trace runs decoder-only language models"),
+        (arch.is_moe, f"{arch.name} is a mixture of experts; the trace runs dense models"),
+        (request.method == "qlora" or request.resolved_precision in ("int8", "nf4"),
+         "quantized weights (qlora, int8, nf4) are not traced yet"),
+        (request.gpus > 1 or request.offload != "none", "the trace runs one GPU without offload"),
+        (request.framework != "hf", "the trace runs the Hugging Face stack (--framework hf)"),
+        (request.optimizer not in ("adamw", "sgd"), f"--optimizer {request.optimizer} is not traced yet (adamw, sgd)"),
+        (request.grad_ckpt == "selective", "--grad-ckpt selective is not traced yet (none, full)"),
+        (request.grad_accum > 1, "--grad-accum is not traced yet (one micro-batch is)"),
+        (request.compiled or request.chunked_loss or request.activation_offload or request.optimizer_in_backward,
+         "--compile, --chunked-loss, --offload-activations and --optimizer-in-backward are not traced yet"),
+        (request.kv_dtype == "fp8", "--kv-dtype fp8 is not traced yet"),
+    )
+    for refused, why in refusals:
+        if refused:
+            raise GpuEstimateError(f"{why}; drop --trace for the formula estimate")
+
+
+def build_model(arch: Architecture, request: EstimateRequest, device: torch.device) -> torch.nn.Module:
+    """``arch`` as a transformers causal LM on ``device``, with LoRA adapters when ``request`` trains them."""
+    # lazy: transformers is the optional trace extra
+    from transformers import AutoModelForCausalLM
+
+    register_flash_attention()
+    attention = FLASH if request.attention == "flash" else "eager"
+    precision = Precision.of(request)
+    with torch.device(device), quiet_deprecations():
+        model: Any = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
+        if request.grad_ckpt == "full" and request.training:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=_checkpointing(precision))
+        if request.adapters:
+            model = _with_lora(model, request)
+    if request.training and not request.adapters:
+        model.requires_grad_(True)
+    if request.training:
+        model.train()
+    else:
+        model.eval()
+    built: torch.nn.Module = model
+    return built
+
+
+def _checkpointing(precision: Precision) -> dict[str, Any]:
+    """Non-reentrant checkpointing whose recomputation (in backward, on autograd's thread) casts as autocast does."""
+    if precision.autocast is None:
+        return {"use_reentrant": False}
+    dtype = precision.autocast
+    return {"use_reentrant": False, "context_fn": lambda: (nullcontext(), MetaAutocast(dtype))}
+
+
+def _with_lora(model: torch.nn.Module, request: EstimateRequest) -> torch.nn.Module:
+    # lazy: peft is the optional trace extra
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=request.lora_rank, lora_alpha=2 * request.lora_rank, lora_dropout=0.0,
+                        target_modules=list(request.lora_targets), task_type="CAUSAL_LM")
+    adapted: torch.nn.Module = get_peft_model(model, config)
+    return adapted
