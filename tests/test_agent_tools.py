@@ -77,7 +77,7 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     registry = default_registry()
     assert registry.names() == [
         "cluster_run", "cluster_queue", "cluster_partitions", "cluster_overview", "cluster_history", "cluster_submit",
-        "cluster_status", "cluster_cancel", "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
+        "cluster_sweep", "cluster_status", "cluster_cancel", "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
         "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write", "scratchpad", "delegate_tasks",
     ]
     for schema in registry.schemas():
@@ -90,7 +90,8 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     lines = registry.describe().splitlines()
     assert len(lines) == len(registry)
     assert "- cluster_submit (tier 2, always asks)" in lines[5]
-    assert "tier 0 for a log.md line" in lines[16]
+    assert "- cluster_sweep (tier 2, always asks)" in lines[6]
+    assert "tier 0 for a log.md line" in lines[17]
 
 
 def test_an_unknown_tool_names_the_closest() -> None:

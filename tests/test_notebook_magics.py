@@ -309,3 +309,21 @@ def test_ask_as_a_cell_and_approve_for_the_session(kernel: Kernel, llm: Scripted
     assert len(kernel.find(chat, "betty-tool-row")) == 2
     asked = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "user"][-1]
     assert asked == "Which partitions are there,\nand which has GPUs?"
+
+
+def test_a_sweep_cell_is_one_card_for_the_whole_array(kernel: Kernel, dev_cluster) -> None:
+    script = SCRIPT.format(name="nb-sweep", seconds=300).replace("echo started", 'echo "started lr=$lr"')
+    cell = kernel.run(f"%%betty sweep --grid lr=1e-4,3e-4 seed=0,1,2 --at-once 2 --goal 'a sweep from a cell'\n"
+                      f"{script}")
+    root = cell.widgets[0]
+    approve = kernel.wait_for(lambda: kernel.find(root, "betty-approve"), what="the card")[0]
+    shown = kernel.texts(root)
+    assert "6 tasks, at most 2 at once" in shown and "#SBATCH --array=0-5%2" in shown and "3e-4" in shown
+    kernel.click(approve)
+    found = kernel.wait_for(lambda: re.search(r"as job array (\d+)", kernel.texts(root)), what="the array's id")
+    array = found.group(1)
+    try:
+        tasks = ssh(dev_cluster, f"scontrol -o show job {array}").stdout
+        assert "ArrayTaskThrottle=2" in tasks and f"ArrayJobId={array}" in tasks
+    finally:
+        ssh(dev_cluster, f"scancel {array}")

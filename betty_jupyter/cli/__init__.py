@@ -26,7 +26,7 @@ COMMAND_MODULES = (
 )
 COMMANDS = {
     "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "jobs": "cluster", "partitions": "cluster",
-    "history": "cluster", "overview": "overview", "submit": "cluster", "cancel": "cluster", "logs": "cluster",
+    "history": "cluster", "overview": "overview", "submit": "cluster", "sweep": "cluster", "cancel": "cluster", "logs": "cluster",
     "advise": "advise", "why": "why", "efficiency": "efficiency", "gpu": "gpu",
     "experiments": "experiments", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
     "ask": "agent", "llm": "llm", "mcp": "mcp",

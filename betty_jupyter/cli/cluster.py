@@ -60,6 +60,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     submit.add_argument("--no-record", action="store_true", help="submit without writing an experiment record")
     submit.set_defaults(run=_submit)
 
+    sweep = commands.add_parser("sweep", parents=[which, as_json],
+                                help="run a batch script at every point of a grid, as one job array (one approval)")
+    sweep.add_argument("script", type=Path, metavar="FILE", help="the batch script; it reads each parameter as a "
+                                                                 "shell variable ($lr, ${seed})")
+    sweep.add_argument("--grid", nargs="+", required=True, metavar="NAME=V1,V2",
+                       help="each parameter and its values, e.g. --grid lr=1e-4,3e-4,1e-3 seed=0,1,2")
+    sweep.add_argument("--at-once", type=int, metavar="N", help="at most N tasks running at a time")
+    sweep.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    sweep.add_argument("--goal", default="", help="what the sweep is for (goes into the experiment's page)")
+    sweep.add_argument("--slug", help="the experiment's name (default: the script's --job-name)")
+    sweep.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
+    sweep.set_defaults(run=_sweep)
+
     cancel = commands.add_parser("cancel", parents=[which], help="cancel a job")
     cancel.add_argument("job_id", metavar="JOBID")
     cancel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -293,6 +306,25 @@ def _submit(args: argparse.Namespace) -> int:
         print(f"note: not recorded — {args.dir.absolute()} has no wiki/ (run `betty init` there to keep "
               "records)", file=sys.stderr)
     _print_submitted(args, done.data["job_id"], done.data["cluster"], None)
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """``betty sweep``: the ``cluster_sweep`` tool, its one card answered on the terminal, recorded in a project."""
+    from ..experiments.workspace import Workspace  # lazy: the workspace; only `betty submit`/`sweep` need it
+
+    try:
+        text = args.script.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {args.script}: {exc}") from exc
+    workspace = Workspace.at(args.dir)
+    if not workspace.wiki.is_dir():
+        raise UsageError(f"{args.dir.absolute()} has no wiki/ to record the sweep in; run `betty init` there first")
+    goal = args.goal.strip() or f"{args.script.name} over {' '.join(args.grid)}, run with betty sweep"
+    done = _as_person(args, workspace, "cluster_sweep",
+                      {"script": text, "grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug},
+                      f"Run the sweep of {args.script}?")
+    _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
     return 0
 
 

@@ -228,6 +228,9 @@ class SlurmClient:
         record: dict[str, Any] = {}
         if live.empty or JobState.parse(str(live.iloc[0]["state"])).finished:
             history = await self.history([ident])
+            array = _array_of(ident, history, queued)
+            if array is not None:  # a job array: its tasks together, before any stub of its own id
+                return array
             recorded = history[history["job_id"] == ident]
             record = {str(k): v for k, v in recorded.iloc[0].items()} if not recorded.empty else {}
         # While the controller keeps a job its record is complete and current; accounting
@@ -262,17 +265,18 @@ class SlurmClient:
         else:
             history = await self._complete_from_queue(parsing.parse_history(text, fields))
         rows = {str(row["job_id"]): row for row in history.to_dict("records")}
-        tasks = {task.partition("_")[0] for task in rows if "_" in task}
-        # A row still without a partition is accounting's stub of a job the queue did not know by that id: an
-        # array whose tasks slurmdbd has not recorded yet (its stub stands for one task); the queue has them.
-        stubs = [i for i in ids if i in rows and not rows[i]["partition"]]
-        missing = [i for i in ids if i not in rows and i not in tasks] + stubs
+        arrays = {task.partition("_")[0] for task in rows if "_" in task}
+        # The queue is asked for jobs accounting does not have, for rows still without a partition (accounting's
+        # stub of a job the queue did not know by that id: an array whose tasks slurmdbd has not recorded yet, the
+        # stub standing for one of them), and for arrays: slurmdbd records their tasks one by one, so while the
+        # queue still knows an array (minutes after its end) its tasks there are the whole, current list.
+        missing = [i for i in ids if i not in rows or i in arrays or not rows[i]["partition"]]
         if missing:
-            queued = await self._history_from_queue(missing)
-            rows.update({str(row["job_id"]): row for row in queued.to_dict("records")})
+            queued = {str(row["job_id"]): row for row in (await self._history_from_queue(missing)).to_dict("records")}
+            rows = _merged(rows, queued)
         read = {ident: _job_from_row({str(k): v for k, v in row.items()}, {}) for ident, row in rows.items()}
-        arrays = by_array(read.values())  # an array's tasks answer for it, before any stub row of its own id
-        jobs = {i: job for i in ids if (job := array_job(i, arrays.get(i, ())) or read.get(i)) is not None}
+        tasks = by_array(read.values())  # an array's tasks answer for it, before any stub row of its own id
+        jobs = {i: job for i in ids if (job := array_job(i, tasks.get(i, ())) or read.get(i)) is not None}
         return Snapshot(jobs, text, fields)
 
     async def job_files(self, value: object) -> jobfiles.JobFiles | None:
@@ -457,6 +461,28 @@ def _missing(item: Any) -> bool:
     if isinstance(item, str):
         return item == ""
     return item is None or bool(pd.isna(item))
+
+
+def _merged(accounted: dict[str, Any], queued: dict[str, Any]) -> dict[str, Any]:
+    """Accounting's rows and the queue's, by job id: accounting's record of an ended job (its exit code is only
+    there), else the queue's, which is current. Of an array the queue knows, accounting's record of the pending
+    tasks (``12_[3-8]``) is left out: it may still count tasks that have started since."""
+    known = {key.partition("_")[0] for key in queued if "_" in key}
+    merged = {key: row for key, row in accounted.items() if not ("[" in key and key.partition("_")[0] in known)}
+    for key, row in queued.items():
+        kept = merged.get(key)
+        if kept is None or not kept["partition"] or not JobState.parse(str(kept["state"])).finished:
+            merged[key] = row
+    return merged
+
+
+def _array_of(ident: str, history: "pd.DataFrame", queued: "pd.DataFrame") -> Job | None:
+    """Job ``ident`` as an array (:func:`~.arrays.array_job`) from accounting's and the queue's rows of its tasks (the
+    queue's, which are current, over accounting's); None when neither has a task of it."""
+    rows = {str(row["job_id"]): row for frame in (history, queued) for row in frame.to_dict("records")}
+    tasks = by_array(_job_from_row({str(k): v for k, v in row.items()}, {}) for key, row in rows.items()
+                     if key.startswith(f"{ident}_"))
+    return array_job(ident, tasks.get(ident, ()))
 
 
 def _job_from_row(row: Mapping[str, Any], paths: dict[str, str]) -> Job:

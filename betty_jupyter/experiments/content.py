@@ -56,7 +56,7 @@ def page_body(experiment: Experiment, auto: str) -> str:
     """
     goal = markdown_text(experiment.goal) if experiment.goal else \
         "_What is this run for? Betty never changes this section._"
-    goal += _resubmits(experiment, "")
+    goal += _resubmits(experiment, "") + _sweep_section(experiment)
     return (
         f"# {experiment.slug}\n\n## Goal\n\n{goal}\n\n{AUTO_START}\n{auto}\n{AUTO_END}\n\n"
         f"## Script\n\nSubmitted as {markdown_text(experiment.script_path)}:\n\n"
@@ -73,6 +73,20 @@ def _resubmits(experiment: Experiment, pages: str) -> str:
     if not _SLUG.fullmatch(slug):
         return ""
     return f"\n\nResubmits [{slug}]({pages}{slug}.md) (job {markdown_text(job)})."
+
+
+def _sweep_section(experiment: Experiment) -> str:
+    """A sweep's tasks and the point each runs ("" for a single job)."""
+    if not experiment.sweep:
+        return ""
+    # lazy: the sweep's grid; a page of a single job never needs it
+    from .sweep import Grid, grid_table
+
+    grid = Grid.parse(experiment.sweep.get("grid") or [])
+    at_once = experiment.sweep.get("at_once")
+    limit = f", at most {at_once} at once" if at_once else ""
+    return (f"\n\n### Sweep\n\nOne job array of {len(grid)} tasks{limit}; task N runs with row N "
+            f"(each parameter is a shell variable in the script):\n\n{grid_table(grid)}")
 
 
 def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail: str | None = None) -> str:
@@ -146,7 +160,7 @@ def notebook(experiment: Experiment) -> Notebook:
     """The experiment notebook (nbformat v4): goal, script, record, live status, log, analysis."""
     job, cluster = json.dumps(experiment.job_id), json.dumps(experiment.cluster)
     goal = (markdown_text(experiment.goal) if experiment.goal else "_No goal written yet._") + \
-        _resubmits(experiment, "../../wiki/experiments/")
+        _resubmits(experiment, "../../wiki/experiments/") + _sweep_section(experiment)
     status = code_cell(f"from betty_jupyter.experiments.live import status\n\nstatus({job}, cluster={cluster})",
                        metadata={"tags": [STATUS_TAG]})
     cells = [

@@ -72,6 +72,9 @@ class Experiment:
     (``experiments/efficiency.py``)."""
     replaces: dict[str, str] | None = None
     """The recorded experiment this one corrects: its ``slug`` and ``job_id`` (its page links that one's)."""
+    sweep: dict[str, Any] | None = None
+    """A sweep's grid (``grid``: ``["lr=1e-4,3e-4", …]``) and ``at_once``; its job is the array that runs every
+    point (``experiments/sweep.py``)."""
 
     @property
     def page(self) -> str:

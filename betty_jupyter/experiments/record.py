@@ -64,7 +64,8 @@ def check_recordable(script: str, goal: str = "", name: str | None = None) -> No
 async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: str, *,
                             goal: str = "", name: str | None = None, extra_args: Sequence[str] = (),
                             gpu_estimate: dict[str, Any] | None = None,
-                            replaces: dict[str, str] | None = None) -> Experiment:
+                            replaces: dict[str, str] | None = None, sweep: dict[str, Any] | None = None
+                            ) -> Experiment:
     """Submit ``script`` exactly once and record it; nothing is written (or submitted) when it could not be recorded."""
     # lazy: the batch-script parser; the server's start loads this module without it
     from ..cluster.sbatch import SbatchScript
@@ -78,7 +79,7 @@ async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster:
         slug=slug, job_id=job_id, cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
         goal=goal, script=script, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
         partition=parsed.get("partition"), resources=_resources(parsed), gpu_estimate=gpu_estimate,
-        replaces=replaces,
+        replaces=replaces, sweep=sweep,
     )
     return record_submission(workspace, experiment, ledger)
 

@@ -55,6 +55,7 @@ _HELP = """\
   gpu [estimate] --model M --method X …      GPU memory per GPU (options of `betty gpu estimate`)
   gpu calculator                sliders for model, method, batch, sequence, GPUs
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
+  %%betty sweep --grid lr=1e-4,3e-4 seed=0,1 [--at-once N]   the cell at every point of a grid: one job array
   advise FILE  /  %%betty advise [--partition P] [--nodes N…]   when and where a script would start
   ask "PROMPT"  /  %%betty ask  ask Betty's agent (quote a question: IPython reads a trailing ? as help)
   wiki [search Q | show PAGE]   the project's wiki
@@ -189,6 +190,7 @@ class BettyMagics(Magics):
             "cancel": (self._cancel_parser, self._cancel),
             "gpu": (self._gpu_parser, self._gpu),
             "submit": (self._submit_parser, self._submit),
+            "sweep": (self._sweep_parser, self._sweep),
             "advise": (self._advise_parser, self._advise),
             "ask": (self._ask_parser, self._ask),
             "wiki": (self._wiki_parser, self._wiki),
@@ -446,6 +448,30 @@ class BettyMagics(Magics):
         # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
         return self._run("cluster_submit", {"script": cell, "goal": goal, "name": args.slug, "first_line": 2},
                          f"checking the script against {self._where()}", follow_job)
+
+    @staticmethod
+    def _sweep_parser() -> MagicParser:
+        parser = _parser("sweep", "%%betty sweep --grid lr=1e-4,3e-4 seed=0,1: the cell is the batch script, run at "
+                         "every point of the grid as one job array; one approval, one experiment")
+        parser.add_argument("--grid", nargs="+", required=True, metavar="NAME=V1,V2",
+                            help="each parameter and its values; the script reads them as $NAME")
+        parser.add_argument("--at-once", type=int, metavar="N", help="at most N tasks running at a time")
+        parser.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
+        parser.add_argument("--goal", metavar="TEXT", help="what this sweep is for (recorded on its wiki page)")
+        return parser
+
+    def _sweep(self, args: argparse.Namespace, cell: str | None) -> Any:
+        if cell is None or not cell.strip():
+            raise UsageError("%%betty sweep takes the batch script as the cell's body (use the cell magic %%betty)")
+        goal = args.goal or f"a sweep over {' '.join(args.grid)}, from a notebook"
+
+        def follow_job(outcome: "ToolOutcome") -> list[Any]:
+            return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
+
+        # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
+        return self._run("cluster_sweep", {"script": cell, "grid": args.grid, "at_once": args.at_once, "goal": goal,
+                                           "name": args.slug, "first_line": 2},
+                         f"checking the sweep against {self._where()}", follow_job)
 
     @staticmethod
     def _advise_parser() -> MagicParser:

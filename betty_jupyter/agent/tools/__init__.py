@@ -13,19 +13,21 @@ from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
 from .overview import ClusterOverview
+from .sweep import ClusterSweep
 from .why import ClusterWhy
 from .wiki import WikiRead, WikiSearch, WikiWrite
 
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
-    ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterStatus,
-    ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy, ClusterEfficiency, GpuEstimate, GpuAdvise, WikiRead,
-    WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
+    ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterSweep,
+    ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy, ClusterEfficiency, GpuEstimate, GpuAdvise,
+    WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
     "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
-    "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterWhy", "DelegateTasks",
+    "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
+    "DelegateTasks",
     "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

@@ -61,7 +61,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
         elif args.replaces is not None:
             raise ToolError("replaces: a resubmission is recorded beside the job it corrects; leave record out")
         partitions = await ctx.slurm.partitions()
-        script = _checked(args, partitions)
+        script = checked_submission(args, partitions)
         try:
             environment = ctx.slurm.job_environment(args.script)
         except ScriptError as error:
@@ -91,7 +91,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
     async def run(self, ctx: ToolContext, args: SubmitArgs) -> ToolOutcome:
         """Check the script again, submit it once, write the page, notebook and log line."""
-        _checked(args, await ctx.slurm.partitions())
+        checked_submission(args, await ctx.slurm.partitions())
         if not args.record:
             ident = await ctx.slurm.submit(args.script)
             summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
@@ -132,7 +132,7 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
     return Preview(kind="diff", title=title, text=diff, details=details)
 
 
-def _checked(args: SubmitArgs, partitions: Any) -> "SbatchScript":
+def checked_submission(args: SubmitArgs, partitions: Any) -> "SbatchScript":
     """The script checked against the partitions; ToolError ``can't submit: line N: …`` (as the person sees it)."""
     try:
         return checked_script(args.script, partitions)
