@@ -290,10 +290,7 @@ def _submit(args: argparse.Namespace) -> int:
     """``betty submit``: the ``cluster_submit`` tool, its card answered on the terminal, recorded in a project."""
     from ..experiments.workspace import Workspace  # lazy: the workspace; only `betty submit` needs it
 
-    try:
-        text = args.script.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {args.script}: {exc}") from exc
+    text = _script_text(args.script)
     workspace = Workspace.at(args.dir)
     record = not args.no_record and workspace.wiki.is_dir()
     goal = args.goal.strip() or f"{args.script.name}, submitted with betty submit"
@@ -313,10 +310,7 @@ def _sweep(args: argparse.Namespace) -> int:
     """``betty sweep``: the ``cluster_sweep`` tool, its one card answered on the terminal, recorded in a project."""
     from ..experiments.workspace import Workspace  # lazy: the workspace; only `betty submit`/`sweep` need it
 
-    try:
-        text = args.script.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {args.script}: {exc}") from exc
+    text = _script_text(args.script)
     workspace = Workspace.at(args.dir)
     if not workspace.wiki.is_dir():
         raise UsageError(f"{args.dir.absolute()} has no wiki/ to record the sweep in; run `betty init` there first")
@@ -326,6 +320,14 @@ def _sweep(args: argparse.Namespace) -> int:
                       f"Run the sweep of {args.script}?")
     _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
     return 0
+
+
+def _script_text(path: Path) -> str:
+    """The batch script at ``path``; a one-line UsageError when it cannot be read."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
 
 
 def _print_submitted(args: argparse.Namespace, ident: str, cluster: str, page: str | None) -> None:

@@ -439,14 +439,20 @@ class BettyMagics(Magics):
         return parser
 
     def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
-        if cell is None or not cell.strip():
-            raise UsageError("%%betty submit takes the batch script as the cell's body (use the cell magic %%betty)")
         goal = args.goal or "submitted from a notebook"
+        return self._submit_cell("submit", "cluster_submit", cell, {"goal": goal, "name": args.slug})
+
+    def _submit_cell(self, command: str, tool: str, cell: str | None, tool_args: dict[str, Any]) -> Any:
+        """``%%betty submit``/``sweep``: the cell is the script; its card, then the job followed once it is queued."""
+        if cell is None or not cell.strip():
+            raise UsageError(f"%%betty {command} takes the batch script as the cell's body (use the cell magic "
+                             "%%betty)")
+
         def follow_job(outcome: "ToolOutcome") -> list[Any]:
             return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
 
         # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
-        return self._run("cluster_submit", {"script": cell, "goal": goal, "name": args.slug, "first_line": 2},
+        return self._run(tool, {"script": cell, **tool_args, "first_line": 2},
                          f"checking the script against {self._where()}", follow_job)
 
     @staticmethod
@@ -461,17 +467,9 @@ class BettyMagics(Magics):
         return parser
 
     def _sweep(self, args: argparse.Namespace, cell: str | None) -> Any:
-        if cell is None or not cell.strip():
-            raise UsageError("%%betty sweep takes the batch script as the cell's body (use the cell magic %%betty)")
         goal = args.goal or f"a sweep over {' '.join(args.grid)}, from a notebook"
-
-        def follow_job(outcome: "ToolOutcome") -> list[Any]:
-            return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
-
-        # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
-        return self._run("cluster_sweep", {"script": cell, "grid": args.grid, "at_once": args.at_once, "goal": goal,
-                                           "name": args.slug, "first_line": 2},
-                         f"checking the sweep against {self._where()}", follow_job)
+        return self._submit_cell("sweep", "cluster_sweep", cell,
+                                 {"grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug})
 
     @staticmethod
     def _advise_parser() -> MagicParser:
