@@ -7,8 +7,8 @@ import asyncio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from betty_jupyter.cluster.delimited import (SHOWN_SEPARATOR, as_written, delimiter_in, fresh_delimiter, plain,
-                                             run_read, with_delimiter)
+from betty_jupyter.cluster.delimited import (SHOWN_SEPARATOR, around_free_text, as_written, delimiter_in,
+                                             fresh_delimiter, plain, plain_around, run_read, with_delimiter)
 from betty_jupyter.cluster.parsing import SEPARATOR, SQUEUE_FIELDS, format_string, queue_rows
 from betty_jupyter.cluster.testing import Reply, ScriptedTransport
 
@@ -60,3 +60,33 @@ def test_a_queue_read_through_the_transport_has_its_rows_whole() -> None:
     result = asyncio.run(run_read(cluster, argv, 5))
     assert result.argv == tuple(argv) and seen == [tuple(argv)]  # kept as written, delimiter and all
     assert queue_rows(result.stdout)[0]["name"] == "train"
+
+
+def test_a_queue_format_has_the_delimiter_only_around_what_anyone_writes() -> None:
+    delimiter = fresh_delimiter()
+    around = around_free_text(format_string(SQUEUE_FIELDS), delimiter)
+    assert around is not None
+    fields, layout = around
+    assert fields.startswith(f"%i{SEPARATOR}%F{SEPARATOR}%K{delimiter}%j{delimiter}%u{SEPARATOR}%a")
+    assert fields.endswith(f"%S{delimiter}%k{delimiter}") and fields.count(delimiter) == 4
+    assert (layout.free, layout.last_free) == (2, True)
+    assert as_written(["squeue", "--format", fields]) == ("squeue", "--format", format_string(SQUEUE_FIELDS))
+    assert around_free_text(f"%j{SEPARATOR}%i", delimiter) is None  # anyone's text first: not read back exactly
+    assert around_free_text(f"%i{SEPARATOR}%j{SEPARATOR}%k", delimiter) is None  # two side by side
+    assert around_free_text(f"%i{SEPARATOR}%T", delimiter) == (f"%i{SEPARATOR}%T", around_free_text(
+        f"%i{SEPARATOR}%T", delimiter)[1])  # nothing anyone writes: no delimiter at all
+
+
+@given(st.lists(st.tuples(text_with_separators, text_with_separators), min_size=0, max_size=5),
+       st.sampled_from([f"%i{SEPARATOR}%j{SEPARATOR}%u{SEPARATOR}%k", f"%i{SEPARATOR}%j{SEPARATOR}%u"]))
+def test_anyones_text_between_slurms_fields_splits_exactly(rows: list[tuple[str, str]], fields: str) -> None:
+    delimiter = fresh_delimiter()
+    around = around_free_text(fields, delimiter)
+    assert around is not None
+    layout = around[1]
+    with_comment = layout.last_free
+    printed = "".join(f"7{SEPARATOR}1{delimiter}{name}{delimiter}me" + (f"{delimiter}{comment}{delimiter}" if
+                      with_comment else "") + "\n" for name, comment in rows)
+    expected = "".join(SEPARATOR.join(["7", "1", name.replace(SEPARATOR, SHOWN_SEPARATOR), "me"] + (
+        [comment.replace(SEPARATOR, SHOWN_SEPARATOR)] if with_comment else [])) + "\n" for name, comment in rows)
+    assert plain_around(printed, delimiter, layout) == expected

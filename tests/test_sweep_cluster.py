@@ -56,9 +56,12 @@ def test_a_three_by_three_grid_is_one_array_of_nine_tasks_each_with_its_point(be
         assert f"betty sweep: task {index}: lr={lr} seed={seed} tag={HOSTILE}\n" in log
         assert f"lr={lr} seed={seed} tag={HOSTILE}\n" in log.splitlines(keepends=True)
     assert not (runs / "PWNED").exists()
-    tasks = subprocess.run(["sacct", "-n", "-X", "-P", "-j", array, "-o", "JobID,State"], capture_output=True,
-                           text=True, env=env).stdout.split()
-    assert sorted(tasks) == sorted([f"{array}_{n}|COMPLETED" for n in range(8)] + [f"{array}_8|FAILED"])
+    # Slurm's own record agrees, once accounting has caught up with every task (it records them one by one).
+    expected = sorted([f"{array}_{n}|COMPLETED" for n in range(8)] + [f"{array}_8|FAILED"])
+    while (tasks := sorted(subprocess.run(["sacct", "-n", "-X", "-P", "-j", array, "-o", "JobID,State"],
+                                          capture_output=True, text=True, env=env).stdout.split())) != expected:
+        assert time.monotonic() < deadline, tasks
+        time.sleep(0.5)
 
 
 def test_a_sweep_that_cannot_run_is_refused_before_anything_is_submitted(betty_env, tmp_path):

@@ -17,6 +17,7 @@ the authority on how Slurm behaves; this is for the logic around it.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -87,8 +88,7 @@ class ScriptedTransport:
             reply = self.answer(words)
         if reply is None:
             reply = Reply(stderr=f"{program_name(words)}: command not found (not in the script)\n", exit_code=127)
-        stdout = reply.stdout if delimiter is None else reply.stdout.replace(SEPARATOR, delimiter)
-        return CommandResult(tuple(argv), stdout, reply.stderr, reply.exit_code, 0.0)
+        return CommandResult(tuple(argv), _printed(reply.stdout, argv, delimiter), reply.stderr, reply.exit_code, 0.0)
 
     async def put(self, data: bytes, remote_path: str) -> str:
         """Keep ``data`` in :attr:`files` under the absolute path; returns it."""
@@ -99,6 +99,30 @@ class ScriptedTransport:
     async def close(self) -> None:
         """Note that the transport was closed."""
         self.closed = True
+
+
+def _printed(stdout: str, argv: Sequence[str], delimiter: str | None) -> str:
+    """What Slurm prints of the script's ``stdout`` (fields split by Betty's separator) for ``argv``: with its
+    delimiter between every field, or, for a ``squeue --format`` with the delimiter around some fields only, each row
+    of the format's width joined as that format joins it."""
+    if delimiter is None:
+        return stdout
+    fields = next((argv[index + 1] for index, word in enumerate(argv[:-1])
+                   if word == "--format" and delimiter in argv[index + 1]), None)
+    if argv[0] != "squeue" or fields is None:
+        return stdout.replace(SEPARATOR, delimiter)
+    joiners = re.findall(f"{re.escape(delimiter)}|{SEPARATOR}", fields)
+    closing = fields.endswith(delimiter)
+    width = len(joiners) + (0 if closing else 1)
+    lines = []
+    for line in stdout.split("\n"):
+        cells = line.split(SEPARATOR)
+        if len(cells) != width:
+            lines.append(line)
+            continue
+        row = cells[0] + "".join(joiner + cell for joiner, cell in zip(joiners, cells[1:]))
+        lines.append(row + (delimiter if closing else ""))
+    return "\n".join(lines)
 
 
 def _after_env(argv: tuple[str, ...]) -> tuple[str, ...]:
