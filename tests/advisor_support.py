@@ -9,6 +9,7 @@ which no answer of Betty's may ever show.
 from __future__ import annotations
 
 import getpass
+import re
 import subprocess
 import time
 import uuid
@@ -23,6 +24,13 @@ OTHER_USER = SECOND_USER
 HOSTILE_NAME = "theirs-<img src=x onerror=alert(1)>-\x1b[31m-SECRET-PROJECT"
 """The name of every job of the other user's: markup, a terminal escape, and a word that must never be shown."""
 HOSTILE_MARKER = "SECRET-PROJECT"
+
+
+def names_job(text: str, ident: str) -> bool:
+    """Whether ``text`` shows the number ``ident`` (a job id) on its own: not inside a date, a time of day, a
+    duration or another number (job 59 is not in "08:59" or "~59 min")."""
+    cleaned = re.sub(r"\d{4}-\d\d-\d\d|\d+:\d\d(:\d\d)?|~?\d+(\.\d+)?\s*(min|h|s|d)\b", " ", text)
+    return re.search(rf"(?<![\w.]){re.escape(ident)}(?![0-9A-Za-z.%])", cleaned) is not None
 
 
 class BusyCluster:

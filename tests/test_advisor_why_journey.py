@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from advisor_support import HOSTILE_MARKER, OTHER_USER, busy  # noqa: F401 (a fixture)
+from advisor_support import HOSTILE_MARKER, OTHER_USER, busy, names_job  # noqa: F401 (a fixture)
 from conftest import run_betty
 from llm_server import ScriptedLLM, call, respond, say
 
@@ -108,6 +108,6 @@ def test_why_is_my_job_pending_and_where_would_it_start_sooner(busy, ssh_profile
     estimates = [e.payload for e in events if e.type == "tool_result" and e.payload.tool == "cluster_advise"]
     assert len(estimates) == 1
     for text in told:
-        assert HOSTILE_MARKER not in text and OTHER_USER not in text and theirs not in text
+        assert HOSTILE_MARKER not in text and OTHER_USER not in text and not names_job(text, theirs)
     said = str([e.payload for e in events if e.type == "message"][-1])
     assert f"It waits for GPUs: Job {mine} is pending" in said and f"Sooner: {headline}" in said
