@@ -7,7 +7,7 @@ import asyncio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from betty_jupyter.cluster.delimited import (SHOWN_SEPARATOR, around_free_text, as_written, delimiter_in,
+from betty_jupyter.cluster.delimited import (SHOWN_SEPARATOR, Layout, around_free_text, as_written, delimiter_in,
                                              fresh_delimiter, plain, plain_around, run_read, with_delimiter)
 from betty_jupyter.cluster.parsing import SEPARATOR, SQUEUE_FIELDS, format_string, queue_rows
 from betty_jupyter.cluster.testing import Reply, ScriptedTransport
@@ -73,8 +73,8 @@ def test_a_queue_format_has_the_delimiter_only_around_what_anyone_writes() -> No
     assert as_written(["squeue", "--format", fields]) == ("squeue", "--format", format_string(SQUEUE_FIELDS))
     assert around_free_text(f"%j{SEPARATOR}%i", delimiter) is None  # anyone's text first: not read back exactly
     assert around_free_text(f"%i{SEPARATOR}%j{SEPARATOR}%k", delimiter) is None  # two side by side
-    assert around_free_text(f"%i{SEPARATOR}%T", delimiter) == (f"%i{SEPARATOR}%T", around_free_text(
-        f"%i{SEPARATOR}%T", delimiter)[1])  # nothing anyone writes: no delimiter at all
+    # nothing anyone writes: no delimiter at all, and the output is read as it comes
+    assert around_free_text(f"%i{SEPARATOR}%T", delimiter) == (f"%i{SEPARATOR}%T", Layout(0, False))
 
 
 @given(st.lists(st.tuples(text_with_separators, text_with_separators), min_size=0, max_size=5),

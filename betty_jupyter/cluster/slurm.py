@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import PolicyError, SlurmError, SubmissionUnknownError, TransportError, UsageError
 from . import jobfiles, parsing
-from .arrays import array_job, by_array
+from .arrays import array_job, by_array, is_task_of
 from .delimited import run_read
 from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
@@ -481,7 +481,7 @@ def _array_of(ident: str, history: "pd.DataFrame", queued: "pd.DataFrame") -> Jo
     queue's, which are current, over accounting's); None when neither has a task of it."""
     rows = {str(row["job_id"]): row for frame in (history, queued) for row in frame.to_dict("records")}
     tasks = by_array(_job_from_row({str(k): v for k, v in row.items()}, {}) for key, row in rows.items()
-                     if key.startswith(f"{ident}_"))
+                     if is_task_of(key, ident))
     return array_job(ident, tasks.get(ident, ()))
 
 
