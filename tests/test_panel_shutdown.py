@@ -71,5 +71,7 @@ def test_a_jupyterlab_that_served_the_panel_ends_by_itself_on_a_stop_signal(stop
                         f"{Path(lab.log.name).read_text()[-1500:]}")
         for listing in listings:
             listing.join(ENDS_WITHIN)
+        # it stopped cleanly (extensions and kernels shut down), not by an interrupt landing mid-loop
+        assert f"received signal {stop.value}, stopping" in Path(lab.log.name).read_text()
     finally:
         lab.stop()

@@ -18,7 +18,7 @@ from ..config import BettyConfig, load_config
 from ..experiments.workspace import Workspace
 from . import handlers
 from .services import BettyServices
-from .shutdown import end_worker_threads_at_exit
+from .shutdown import end_worker_threads_at_exit, stop_on_interrupt_without_terminal
 
 
 class BettyApp(ExtensionApp):
@@ -55,6 +55,7 @@ class BettyApp(ExtensionApp):
                                  automation_lease=self.automation_lease_seconds, server_config=self.config)
         self.settings.update(betty_config=betty_config, betty_services=services)
         end_worker_threads_at_exit()
+        stop_on_interrupt_without_terminal(self.serverapp)
         self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,
                       ", ".join(betty_config.cluster_names) or "none")
 

@@ -1,5 +1,12 @@
 """A Jupyter server that stops (Ctrl-C, SIGTERM) ends its process: no idle worker thread keeps it alive.
 
+Ctrl-C first: a server with a terminal asks there whether to stop (Jupyter's own handler). One without
+(Open OnDemand, a batch job, a process manager) gets no handler from Jupyter, so SIGINT would land as a
+``KeyboardInterrupt`` wherever the event loop happens to be and skip the server's clean stop. Betty gives
+it the same clean stop as SIGTERM; a second Ctrl-C interrupts as before.
+
+Then the threads.
+
 Jupyter's contents API, through which JupyterLab's file browser lists folders, reads the disk in AnyIO's
 worker threads. AnyIO ends such a thread when the task that first asked for it ends. A request still being
 answered when the server stops its event loop never ends, nor does one whose end the loop had no turn left
@@ -11,8 +18,11 @@ threads, Betty tells each AnyIO worker thread to end once the call it may be run
 from __future__ import annotations
 
 import queue
+import signal
 import sys
 import threading
+from types import FrameType
+from typing import Any
 
 _lock = threading.Lock()
 _registered = False
@@ -26,6 +36,25 @@ def end_worker_threads_at_exit() -> None:
             # Python's own hook for this moment (concurrent.futures ends its thread pools through it)
             threading._register_atexit(end_worker_threads)  # type: ignore[attr-defined]
             _registered = True
+
+
+def stop_on_interrupt_without_terminal(serverapp: Any) -> None:
+    """Make SIGINT stop ``serverapp`` cleanly, as SIGTERM does, where Jupyter left it to ``KeyboardInterrupt``.
+
+    Only in the main thread (where signal handlers live), and only while SIGINT still has Python's
+    default handler: a server with a terminal keeps Jupyter's "Shut down this Jupyter server?" prompt.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
+        serverapp.log.critical("received signal %s, stopping", signum)
+        serverapp.stop(from_signal=True)
+
+    signal.signal(signal.SIGINT, stop)
 
 
 def end_worker_threads() -> None:
