@@ -55,7 +55,7 @@ class BettyApp(ExtensionApp):
                                  automation_lease=self.automation_lease_seconds, server_config=self.config)
         self.settings.update(betty_config=betty_config, betty_services=services)
         end_worker_threads_at_exit()
-        stop_on_interrupt_without_terminal(self.serverapp)
+        self._default_interrupt = stop_on_interrupt_without_terminal(self.serverapp)
         self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,
                       ", ".join(betty_config.cluster_names) or "none")
 
@@ -71,3 +71,4 @@ class BettyApp(ExtensionApp):
     async def stop_extension(self) -> None:
         """Stop background calls, approvals (cancelled), the watcher and the links to clusters."""
         await self.settings["betty_services"].close()
+        self._default_interrupt()

@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 from types import FrameType
-from typing import Any
+from typing import Any, Callable
 
 _lock = threading.Lock()
 _registered = False
@@ -38,23 +38,29 @@ def end_worker_threads_at_exit() -> None:
             _registered = True
 
 
-def stop_on_interrupt_without_terminal(serverapp: Any) -> None:
+def stop_on_interrupt_without_terminal(serverapp: Any) -> Callable[[], None]:
     """Make SIGINT stop ``serverapp`` cleanly, as SIGTERM does, where Jupyter left it to ``KeyboardInterrupt``.
 
     Only in the main thread (where signal handlers live), and only while SIGINT still has Python's
     default handler: a server with a terminal keeps Jupyter's "Shut down this Jupyter server?" prompt.
+    Returns what puts the default handler back (the extension calls it as it stops).
     """
     if threading.current_thread() is not threading.main_thread():
-        return
+        return lambda: None
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return
+        return lambda: None
 
     def stop(signum: int, frame: FrameType | None) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C interrupts at once
         serverapp.log.critical("received signal %s, stopping", signum)
         serverapp.stop(from_signal=True)
 
+    def undo() -> None:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is stop:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
     signal.signal(signal.SIGINT, stop)
+    return undo
 
 
 def end_worker_threads() -> None:
