@@ -56,6 +56,16 @@ class Layout:
         return self.request.resolved_precision in ("bf16-mixed", "fp16", "int8", "nf4")
 
     @property
+    def float32_stream(self) -> bool:
+        """Whether the residual stream is float32 under autocast: full fine-tuning of float32 weights (torch AMP).
+
+        The embeddings, residual additions and norms then run in float32, and autocast casts a
+        norm's output to the half dtype separately for every linear layer that reads it (its cast
+        cache keeps only the weights' casts).
+        """
+        return self.request.method == "full" and self.request.resolved_precision in ("bf16-mixed", "fp16")
+
+    @property
     def adapter_input_bytes(self) -> float:
         """Bytes per element of the copy of its input each adapted module keeps (0: adapters share the input).
 
@@ -75,8 +85,13 @@ class Layout:
         """Bytes per element of the adapter's rank-wide ``A`` output, which ``B`` keeps."""
         return 4.0 if self.adapter_input_bytes == 4 else float(self.compute_bytes)
 
-    def input_bytes(self, modules: tuple[str, ...], width: int) -> float:
-        """What the linear layers ``modules`` (sharing one input ``width`` wide) keep of it, per token."""
+    def input_bytes(self, modules: tuple[str, ...], width: int, after_norm: bool = False) -> float:
+        """What the linear layers ``modules`` (sharing one input ``width`` wide) keep of it, per token.
+
+        ``after_norm``: the input is a norm's output, which a float32 stream casts per layer.
+        """
+        if after_norm and self.float32_stream:
+            return width * self.compute_bytes * sum(1 for m in modules if self.saves_input(m))
         copy = self.adapter_input_bytes
         shared = any(self.saves_input(m) for m in modules)
         if copy:
@@ -94,15 +109,16 @@ class Layout:
 def norm_bytes(layout: Layout) -> float:
     """One normalisation: its input (float32 when upcast) plus the normalised tensor the weight's gradient needs."""
     arch, dtype = layout.arch, layout.compute_bytes
-    saved = arch.hidden * (4 if layout.profile_upcasts_norm else dtype)
+    saved = arch.hidden * (4 if layout.profile_upcasts_norm or layout.float32_stream else dtype)
     trains_norm = layout.request.method == "full" and not arch.layer_norm and not layout.request.compiled
-    return saved + (dtype * arch.hidden if trains_norm else 0)
+    normalised = 4 if layout.float32_stream else dtype
+    return saved + (normalised * arch.hidden if trains_norm else 0)
 
 
 def attention_bytes(layout: Layout, seq_len: int, recompute_scores: bool = False) -> float:
     """One attention block: Korthikanti's ``11·h + 5·a·s`` generalised (see the module docstring)."""
     arch, request, dtype = layout.arch, layout.request, layout.compute_bytes
-    total = layout.input_bytes(("q_proj", "k_proj", "v_proj"), arch.hidden)  # the projections' input
+    total = layout.input_bytes(("q_proj", "k_proj", "v_proj"), arch.hidden, after_norm=True)  # the projections' input
     kv_width = arch.q_dim if request.attention in request.profile.expands_kv_heads else arch.kv_dim
     total += dtype * (arch.q_dim + 2 * kv_width)  # Q, K, V as the attention kernel keeps them
     if request.attention == "flash":
@@ -134,7 +150,7 @@ def mlp_bytes(layout: Layout) -> float:
     """One MLP (per routed expert): inputs of the trainable projections and the activation function."""
     arch, request, dtype = layout.arch, layout.request, layout.compute_bytes
     width = arch.intermediate
-    total = layout.input_bytes(("gate_proj", "up_proj"), arch.hidden)
+    total = layout.input_bytes(("gate_proj", "up_proj"), arch.hidden, after_norm=True)
     if arch.mlp == "gated":
         total += 2 * dtype * width  # gate output (the activation's input) and up output
         if not request.compiled:

@@ -39,9 +39,9 @@ NF4_SCALE_BYTES = {True: 1 / 64 + 4 / (64 * 256), False: 4 / 64}
 # later, differently sized request. That slack is a share of what the step makes and frees (activations,
 # gradients, KV cache), not of the weights and optimizer states, which are made once: small while
 # activations only accumulate until backward, larger when one layer's tensors are made and freed layer
-# after layer (checkpointed recomputation, inference). Both shares are fitted on the traced grid's
-# allocator replay (tests/data/gpu_trace_grid.csv; docs/gpu.md, "Calibration").
-ALLOCATOR_SLACK = {"accumulating": 0.05, "recycled": 0.30}
+# after layer (checkpointed recomputation beside the gradients, inference). The three shares are fitted
+# on the traced grid's allocator replay (tests/data/gpu_trace_grid.csv; docs/gpu.md, "Calibration").
+ALLOCATOR_SLACK = {"accumulating": 0.04, "recomputed": 0.40, "inference": 0.30}
 CUBLAS_WORKSPACE_GIB = 8.125 / 1024  # PyTorch's default cuBLAS workspace, 4096 KiB × 2 + 16 KiB × 8
 
 
@@ -406,8 +406,10 @@ def _finish(layout: Layout, parts: dict[str, float], moment: str, cpu: float, no
 
 
 def slack_kind(request: EstimateRequest) -> str:
-    """``recycled`` when the step makes and frees one layer's tensors over and over, else ``accumulating``."""
-    return "recycled" if not request.training or request.grad_ckpt == "full" else "accumulating"
+    """Which of :data:`ALLOCATOR_SLACK`'s shares applies: how the step makes and frees its tensors."""
+    if not request.training:
+        return "inference"
+    return "recomputed" if request.grad_ckpt == "full" else "accumulating"
 
 
 def allocator_slack(layout: Layout, parts: Mapping[str, float]) -> float:
