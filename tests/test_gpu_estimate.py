@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from betty_jupyter.errors import GpuEstimateError
 from betty_jupyter.gpu import EstimateRequest, estimate, find_model
+from betty_jupyter.gpu.activations import Layout, attention_bytes
 from betty_jupyter.gpu.estimate import GIB
 from betty_jupyter.gpu.report import render_estimate
 
@@ -305,3 +306,32 @@ def test_bitsandbytes_before_0_43_2_kept_every_4bit_input_and_the_breakdown_says
     assert kept * GIB == pytest.approx(4 * 2048 * per_token)
     assert f"{kept:.2f} GiB of it are the inputs the nf4 matmul keeps for every frozen layer" in qlora.terms[
         "activations"]
+
+
+def _attention(request: EstimateRequest) -> float:
+    arch = find_model("Llama-3.2-1B").architecture
+    request = request.checked()
+    compute = 4 if request.resolved_precision == "fp32" else 2
+    return attention_bytes(Layout(arch, request, compute_bytes=compute, quantized=False), request.seq_len)
+
+
+@pytest.mark.parametrize(("framework", "precision", "extra"), [
+    ("hf", "bf16", 4 * 2048 + 4 * 16),  # peft casts to its float32 adapter: k_proj keeps its own float32 input
+    ("hf", "bf16-mixed", 2 * 2048 + 2 * 16),  # ... which autocast casts back: a half copy of its own
+    ("torchtune", "bf16", 2 * 16),  # adapters in the model's dtype share the input: only A's output is new
+])
+def test_each_adapted_projection_keeps_its_input_as_peft_casts_it(framework: str, precision: str, extra: int) -> None:
+    one, two = (_attention(EstimateRequest(method="lora", precision=precision, framework=framework,
+                                           lora_targets=targets)) for targets in (("q_proj",), ("q_proj", "k_proj")))
+    assert two - one == extra
+
+
+def test_eager_attention_of_a_decoder_keeps_a_float32_softmax_and_its_cast() -> None:
+    arch = find_model("Llama-3.2-1B").architecture
+    for precision, per_score in (("bf16", 4 + 2), ("fp32", 4)):
+        flash, eager = (_attention(EstimateRequest(method="full", precision=precision, attention=kernel,
+                                                   seq_len=1024)) for kernel in ("flash", "eager"))
+        compute = 4 if precision == "fp32" else 2
+        repeated = 2 * compute * (arch.q_dim - arch.kv_dim)  # eager attention repeats K and V to every head
+        output = compute * arch.q_dim + 4 * arch.heads  # flash's output and log-sum-exp
+        assert eager - flash == per_score * arch.heads * 1024 + repeated - output
