@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 from betty_jupyter.errors import GpuEstimateError  # noqa: E402
 from betty_jupyter.gpu import resolve_model  # noqa: E402
 from betty_jupyter.gpu.options import job_options, request_from  # noqa: E402
+from betty_jupyter.gpu.trace import EXTRA  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "gpu_trace_grid.csv"
 GIB = 1024**3
@@ -147,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--missing", action="store_true", help="trace only points the file lacks or had to skip")
     parser.add_argument("--data", type=Path, default=DATA, help="the grid file to write")
     args = parser.parse_args(argv)
+    try:
+        versions()
+    except ImportError:
+        print(f"gpu_trace_grid: {EXTRA}", file=sys.stderr)
+        return 2
     produced_by = "python bench/gpu_trace_grid.py" + (" --missing" if args.missing else "")
     stored = {(row["model"], row["betty_args"]): row for row in load(args.data)} if args.missing else {}
     points = list(grid())
