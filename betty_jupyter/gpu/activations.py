@@ -17,7 +17,10 @@ today's layers instead of assuming GPT's:
   4-bit one in bitsandbytes since 0.43.2 (before, ``MatMul4Bit`` kept every input, which
   made QLoRA need more activation memory than LoRA), while its 8-bit matmul still does;
 * ``torch.compile``, whose fused kernels recompute the activation function instead of
-  saving its output.
+  saving its output;
+* what the traced step showed (``docs/gpu.md``, "Calibration"): peft's per-adapter copies of
+  a layer's input, transformers' float32 eager softmax, and torch AMP's float32 residual
+  stream, cast once per linear layer.
 
 Sizes here are bytes per token unless a name says otherwise.
 """
@@ -93,12 +96,11 @@ class Layout:
         if after_norm and self.float32_stream:
             return width * self.compute_bytes * sum(1 for m in modules if self.saves_input(m))
         copy = self.adapter_input_bytes
-        shared = any(self.saves_input(m) for m in modules)
-        if copy:
-            copies = sum(1 for m in modules if m in self.request.lora_targets)
-            shared = self.request.method == "full" or self.keeps_quantized_inputs
-            return width * (copy * copies + (self.compute_bytes if shared else 0))
-        return width * self.compute_bytes if shared else 0.0
+        if not copy:
+            return width * self.compute_bytes if any(self.saves_input(m) for m in modules) else 0.0
+        copies = sum(1 for m in modules if m in self.request.lora_targets)
+        # Besides the adapters' copies, the input itself is kept only by a quantized matmul that keeps it.
+        return width * (copy * copies + (self.compute_bytes if self.keeps_quantized_inputs else 0))
 
     @property
     def profile_upcasts_norm(self) -> bool:
