@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from betty_jupyter.errors import GpuEstimateError
 from betty_jupyter.gpu import EstimateRequest, estimate, find_model
+from betty_jupyter.gpu.activations import Layout, attention_bytes
 from betty_jupyter.gpu.estimate import GIB
 from betty_jupyter.gpu.report import render_estimate
 
@@ -87,12 +88,21 @@ def test_zero_stages_shard_more_and_more() -> None:
     assert peaks == sorted(peaks, reverse=True) and peaks[0] > 2 * peaks[-1]
 
 
-def test_mixed_precision_adamw_needs_18_bytes_per_param_without_sharding() -> None:
+def test_mixed_precision_adamw_needs_18_bytes_per_cast_param_without_sharding() -> None:
+    """16 bytes per weight, plus the 2-byte copy autocast makes of every weight it casts (not the norms)."""
     result = estimate("Llama-3.2-1B", method="full", precision="bf16-mixed", optimizer="adamw",
                       grad_ckpt="full", seq_len=8, grad_accum=2, framework="torchtune")
-    params = find_model("Llama-3.2-1B").architecture.params()
+    arch = find_model("Llama-3.2-1B").architecture
+    params, norms = arch.params(), arch.layers * arch.norms_per_layer * arch.hidden + arch.hidden
     model_states = sum(result.breakdown[name] for name in ("weights", "gradients", "optimizer")) * GIB
-    assert model_states == 18 * params
+    assert model_states == 16 * params + 2 * (params - norms)
+
+
+def test_the_autocast_copy_is_gone_by_the_optimizer_step() -> None:
+    result = estimate("Llama-3.2-1B", method="full", precision="bf16-mixed", optimizer="adamw", seq_len=8)
+    params = find_model("Llama-3.2-1B").architecture.params()
+    assert result.peak_moment == "optimizer step"
+    assert result.breakdown["weights"] * GIB == 4 * params
 
 
 @pytest.mark.parametrize(("optimizer", "state_bytes"), [("adamw", 8), ("adamw8bit", 2), ("sgd", 4)])
@@ -168,9 +178,9 @@ def test_selective_checkpointing_only_helps_eager_attention() -> None:
 
 
 def test_activations_grow_linearly_with_batch_without_checkpointing() -> None:
-    one, four = (estimate("Llama-3.2-3B", method="full", batch_size=b, seq_len=1024).breakdown["activations"]
-                 for b in (1, 4))
-    assert four == pytest.approx(4 * one)
+    one, four = (estimate("Llama-3.2-3B", method="full", batch_size=b, seq_len=4096) for b in (1, 4))
+    assert one.peak_moment == four.peak_moment == "start of the backward pass"
+    assert four.breakdown["activations"] == pytest.approx(4 * one.breakdown["activations"])
 
 
 def test_korthikanti_count_for_gpt_style_layers() -> None:
@@ -296,3 +306,32 @@ def test_bitsandbytes_before_0_43_2_kept_every_4bit_input_and_the_breakdown_says
     assert kept * GIB == pytest.approx(4 * 2048 * per_token)
     assert f"{kept:.2f} GiB of it are the inputs the nf4 matmul keeps for every frozen layer" in qlora.terms[
         "activations"]
+
+
+def _attention(request: EstimateRequest) -> float:
+    arch = find_model("Llama-3.2-1B").architecture
+    request = request.checked()
+    compute = 4 if request.resolved_precision == "fp32" else 2
+    return attention_bytes(Layout(arch, request, compute_bytes=compute, quantized=False), request.seq_len)
+
+
+@pytest.mark.parametrize(("framework", "precision", "extra"), [
+    ("hf", "bf16", 4 * 2048 + 4 * 16),  # peft casts to its float32 adapter: k_proj keeps its own float32 input
+    ("hf", "bf16-mixed", 2 * 2048 + 2 * 16),  # ... which autocast casts back: a half copy of its own
+    ("torchtune", "bf16", 2 * 16),  # adapters in the model's dtype share the input: only A's output is new
+])
+def test_each_adapted_projection_keeps_its_input_as_peft_casts_it(framework: str, precision: str, extra: int) -> None:
+    one, two = (_attention(EstimateRequest(method="lora", precision=precision, framework=framework,
+                                           lora_targets=targets)) for targets in (("q_proj",), ("q_proj", "k_proj")))
+    assert two - one == extra
+
+
+def test_eager_attention_of_a_decoder_keeps_a_float32_softmax_and_its_cast() -> None:
+    arch = find_model("Llama-3.2-1B").architecture
+    for precision, per_score in (("bf16", 4 + 2), ("fp32", 4)):
+        flash, eager = (_attention(EstimateRequest(method="full", precision=precision, attention=kernel,
+                                                   seq_len=1024)) for kernel in ("flash", "eager"))
+        compute = 4 if precision == "fp32" else 2
+        repeated = 2 * compute * (arch.q_dim - arch.kv_dim)  # eager attention repeats K and V to every head
+        output = compute * arch.q_dim + 4 * arch.heads  # flash's output and log-sum-exp
+        assert eager - flash == per_score * arch.heads * 1024 + repeated - output

@@ -17,7 +17,10 @@ today's layers instead of assuming GPT's:
   4-bit one in bitsandbytes since 0.43.2 (before, ``MatMul4Bit`` kept every input, which
   made QLoRA need more activation memory than LoRA), while its 8-bit matmul still does;
 * ``torch.compile``, whose fused kernels recompute the activation function instead of
-  saving its output.
+  saving its output;
+* what the traced step showed (``docs/gpu.md``, "Calibration"): peft's per-adapter copies of
+  a layer's input, transformers' float32 eager softmax, and torch AMP's float32 residual
+  stream, cast once per linear layer.
 
 Sizes here are bytes per token unless a name says otherwise.
 """
@@ -51,6 +54,55 @@ class Layout:
         return self.keeps_quantized_inputs
 
     @property
+    def autocast(self) -> bool:
+        """Whether the step runs under autocast (``bf16-mixed``, ``fp16``; for a quantized base, the compute dtype)."""
+        return self.request.resolved_precision in ("bf16-mixed", "fp16", "int8", "nf4")
+
+    @property
+    def float32_stream(self) -> bool:
+        """Whether the residual stream is float32 under autocast: full fine-tuning of float32 weights (torch AMP).
+
+        The embeddings, residual additions and norms then run in float32, and autocast casts a
+        norm's output to the half dtype separately for every linear layer that reads it (its cast
+        cache keeps only the weights' casts).
+        """
+        return self.request.method == "full" and self.request.resolved_precision in ("bf16-mixed", "fp16")
+
+    @property
+    def adapter_input_bytes(self) -> float:
+        """Bytes per element of the copy of its input each adapted module keeps (0: adapters share the input).
+
+        peft casts a layer's input to its adapters' dtype before them. With float32 adapters
+        over half-precision activations that is a new tensor for every adapted module: a
+        float32 one the adapter keeps, or under autocast a float32 one that autocast casts
+        back to the half dtype, a copy the adapter keeps. Adapters in the activations' dtype
+        share the input (and only then does one input serve several projections).
+        """
+        request = self.request
+        if not request.adapters or not request.profile.adapter_fp32 or self.compute_bytes == 4:
+            return 0.0
+        return float(self.compute_bytes if self.autocast else 4)
+
+    @property
+    def adapter_output_bytes(self) -> float:
+        """Bytes per element of the adapter's rank-wide ``A`` output, which ``B`` keeps."""
+        return 4.0 if self.adapter_input_bytes == 4 else float(self.compute_bytes)
+
+    def input_bytes(self, modules: tuple[str, ...], width: int, after_norm: bool = False) -> float:
+        """What the linear layers ``modules`` (sharing one input ``width`` wide) keep of it, per token.
+
+        ``after_norm``: the input is a norm's output, which a float32 stream casts per layer.
+        """
+        if after_norm and self.float32_stream:
+            return width * self.compute_bytes * sum(1 for m in modules if self.saves_input(m))
+        copy = self.adapter_input_bytes
+        if not copy:
+            return width * self.compute_bytes if any(self.saves_input(m) for m in modules) else 0.0
+        copies = sum(1 for m in modules if m in self.request.lora_targets)
+        # Besides the adapters' copies, the input itself is kept only by a quantized matmul that keeps it.
+        return width * (copy * copies + (self.compute_bytes if self.keeps_quantized_inputs else 0))
+
+    @property
     def profile_upcasts_norm(self) -> bool:
         """Whether normalisation keeps a float32 copy of its input."""
         return self.request.profile.norm_upcast and not self.request.compiled and not self.arch.layer_norm
@@ -59,46 +111,55 @@ class Layout:
 def norm_bytes(layout: Layout) -> float:
     """One normalisation: its input (float32 when upcast) plus the normalised tensor the weight's gradient needs."""
     arch, dtype = layout.arch, layout.compute_bytes
-    saved = arch.hidden * (4 if layout.profile_upcasts_norm else dtype)
+    saved = arch.hidden * (4 if layout.profile_upcasts_norm or layout.float32_stream else dtype)
     trains_norm = layout.request.method == "full" and not arch.layer_norm and not layout.request.compiled
-    return saved + (dtype * arch.hidden if trains_norm else 0)
+    normalised = 4 if layout.float32_stream else dtype
+    return saved + (normalised * arch.hidden if trains_norm else 0)
 
 
 def attention_bytes(layout: Layout, seq_len: int, recompute_scores: bool = False) -> float:
     """One attention block: Korthikanti's ``11·h + 5·a·s`` generalised (see the module docstring)."""
     arch, request, dtype = layout.arch, layout.request, layout.compute_bytes
-    total = 0.0
-    if any(layout.saves_input(m) for m in ("q_proj", "k_proj", "v_proj")):
-        total += dtype * arch.hidden  # the projections' shared input
-    kv_width = arch.q_dim if request.profile.expands_kv_heads else arch.kv_dim
+    total = layout.input_bytes(("q_proj", "k_proj", "v_proj"), arch.hidden, after_norm=True)  # the projections' input
+    kv_width = arch.q_dim if request.attention in request.profile.expands_kv_heads else arch.kv_dim
     total += dtype * (arch.q_dim + 2 * kv_width)  # Q, K, V as the attention kernel keeps them
     if request.attention == "flash":
         total += dtype * arch.q_dim + 4 * arch.heads  # output and log-sum-exp (float32)
     elif not recompute_scores:
-        dropout_mask = 1 if arch.dropout else 0
-        total += (2 * dtype + dropout_mask) * arch.heads * seq_len  # softmax output and its dropped copy
-    if layout.saves_input("o_proj"):
-        total += dtype * arch.q_dim  # the output projection's input (a contiguous copy)
+        total += scores_bytes(layout) * arch.heads * seq_len
+    total += layout.input_bytes(("o_proj",), arch.q_dim)  # the output projection's input (a contiguous copy)
     if arch.dropout:
         total += arch.hidden  # dropout mask after the output projection (1 byte)
     return total + _adapter_bytes(layout, ("q_proj", "k_proj", "v_proj", "o_proj"))
+
+
+def scores_bytes(layout: Layout) -> float:
+    """What eager attention keeps per score (one head, one pair of tokens).
+
+    Korthikanti et al.'s GPT and BERT keep the softmax output and its dropped copy in the
+    activations' dtype, and a 1-byte dropout mask. transformers' eager attention for decoder
+    models (Llama, Mistral, Qwen2, Gemma 2) computes the softmax in float32 and keeps it, and
+    its cast back to the activations' dtype when that is narrower; its dropout is off in
+    training (``attention_dropout=0``). Soft-capped scores (Gemma 2) also keep ``tanh``'s output.
+    """
+    arch, dtype = layout.arch, layout.compute_bytes
+    if arch.kind == "decoder":
+        return 4 + (dtype if dtype < 4 else 0) + (dtype if arch.score_softcap else 0)
+    return 2 * dtype + (1 if arch.dropout else 0)
 
 
 def mlp_bytes(layout: Layout) -> float:
     """One MLP (per routed expert): inputs of the trainable projections and the activation function."""
     arch, request, dtype = layout.arch, layout.request, layout.compute_bytes
     width = arch.intermediate
-    total = 0.0
-    if layout.saves_input("gate_proj") or layout.saves_input("up_proj"):
-        total += dtype * arch.hidden
+    total = layout.input_bytes(("gate_proj", "up_proj"), arch.hidden, after_norm=True)
     if arch.mlp == "gated":
         total += 2 * dtype * width  # gate output (the activation's input) and up output
         if not request.compiled:
             total += dtype * width  # activation output, kept for the product's backward
     else:
         total += dtype * width  # activation's input
-    if layout.saves_input("down_proj"):
-        total += dtype * width  # the down projection's input
+    total += layout.input_bytes(("down_proj",), width)  # the down projection's input
     if arch.dropout:
         total += arch.hidden
     total += _adapter_bytes(layout, ("gate_proj", "up_proj", "down_proj"))
@@ -111,7 +172,7 @@ def _adapter_bytes(layout: Layout, modules: tuple[str, ...]) -> float:
     if not layout.request.adapters:
         return 0.0
     targeted = sum(1 for module in modules if module in layout.request.lora_targets)
-    return targeted * layout.compute_bytes * layout.request.lora_rank  # A's output, kept for B
+    return targeted * layout.adapter_output_bytes * layout.request.lora_rank  # A's output, kept for B
 
 
 def layer_bytes(layout: Layout, seq_len: int, cross_attention: bool = False, recompute_scores: bool = False) -> float:
@@ -200,8 +261,11 @@ def inference_activations(layout: Layout) -> float:
     experts = arch.experts_per_token if arch.is_moe else 1
     working = dtype * (2 * arch.hidden + 3 * arch.intermediate * experts) * tokens / request.gpus
     if request.attention == "eager":
+        # One layer's scores at the softmax: the scores, a float32 copy the softmax reads (when they are
+        # narrower) and its float32 output, beside the layer's input, Q, K and V.
         scores = arch.heads * request.seq_len**2 * request.batch_size / request.gpus
-        working += (dtype + 4) * scores  # float32 scores and their softmax, one layer at a time
+        around = dtype * (2 * arch.hidden + arch.q_dim + 2 * arch.kv_dim) * tokens / request.gpus
+        working = max(working, (dtype + 4 + (4 if dtype < 4 else 0)) * scores + around)
     logit_rows = tokens if profile.prefill_logits_all_tokens else request.batch_size
     logits = logit_rows * arch.vocab * (dtype if profile.prefill_logits_all_tokens else 2 * 4)
     return working + logits

@@ -56,6 +56,7 @@ class Architecture:
     token_types: int = 0
     relative_attention_buckets: int = 0  # T5's relative position bias
     dropout: bool = False  # dropout active during training (BERT, T5)
+    score_softcap: bool = False  # attention scores soft-capped with tanh (Gemma 2's attn_logit_softcapping)
     max_context: int = 4096
 
     @property
@@ -272,6 +273,7 @@ def _decoder(config: dict[str, Any], name: str, model_type: str) -> Architecture
         sliding_window=int(window) if isinstance(window, int) else None,
         sliding_window_layers=_window_layers(config, model_type, layers) if isinstance(window, int) else 0,
         max_context=_field(config, "max_position_embeddings", default=4096),
+        score_softcap=bool(config.get("attn_logit_softcapping")),
     )
 
 

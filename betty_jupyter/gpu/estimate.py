@@ -35,6 +35,14 @@ ITEMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "quanti
 # NF4 (Dettmers et al. 2023, "QLoRA", §3): one float32 absmax per 64 weights (0.5 bit per weight);
 # double quantization stores it in 8 bits plus one float32 per 256 blocks (0.127 bit).
 NF4_SCALE_BYTES = {True: 1 / 64 + 4 / (64 * 256), False: 4 / 64}
+# PyTorch's caching allocator reserves more than the live tensors: freed blocks it cannot reuse for a
+# later, differently sized request. That slack is a share of what the step makes and frees (activations,
+# gradients, KV cache), not of the weights and optimizer states, which are made once: small while
+# activations only accumulate until backward, larger when one layer's tensors are made and freed layer
+# after layer (checkpointed recomputation beside the gradients, inference). The three shares are fitted
+# on the traced grid's allocator replay (tests/data/gpu_trace_grid.csv; docs/gpu.md, "Calibration").
+ALLOCATOR_SLACK = {"accumulating": 0.04, "recomputed": 0.40, "inference": 0.30}
+CUBLAS_WORKSPACE_GIB = 8.125 / 1024  # PyTorch's default cuBLAS workspace, 4096 KiB × 2 + 16 KiB × 8
 
 
 @dataclass(frozen=True)
@@ -113,6 +121,7 @@ class _States:
     gradients: float = 0.0
     optimizer: float = 0.0
     step_temporary: float = 0.0
+    autocast_copy: float = 0.0  # half-precision copies autocast makes of the weights: forward to backward only
     quantization: float = 0.0
     cpu: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -208,7 +217,7 @@ def _training(layout: Layout) -> Estimate:
         backward_grads = min(head_grad, states.gradients) + _bucket(layout, states)
     backward = {"weights": states.weights, "gradients": backward_grads, "optimizer": states.optimizer,
                 "activations": activations}
-    step = {"weights": states.weights, "gradients": states.gradients + _bucket(layout, states),
+    step = {"weights": states.weights - states.autocast_copy, "gradients": states.gradients + _bucket(layout, states),
             "optimizer": states.optimizer + states.step_temporary, "activations": 0.0}
     at_step = not request.optimizer_in_backward and sum(step.values()) > sum(backward.values())
     parts = {**(step if at_step else backward), "kv_cache": 0.0, "quantization": states.quantization}
@@ -240,7 +249,7 @@ def _per_param_bytes(layout: Layout) -> tuple[float, float, float, float]:
         return 2, 2, 4, 4  # ZeRO: half weights and gradients, float32 master copy in the optimizer
     if request.sharding == "fsdp":
         return 4, 4, 4, 0  # FSDP mixed precision: float32 shards; the half copy is the gathered unit
-    return 6, 4, 4, 0  # torch AMP: float32 weights and gradients plus a half copy for compute
+    return 4, 4, 4, 0  # torch AMP: float32 weights and gradients (and the half copy: _autocast_copy_bytes)
 
 
 def _optimizer_bytes(layout: Layout, trainable: int, state: float) -> float:
@@ -276,7 +285,8 @@ def _model_states(layout: Layout) -> _States:
         frozen, states.quantization = frozen_weight_bytes(layout)
         states.weights = frozen + weight * trainable
     else:
-        states.weights = weight * trainable
+        states.autocast_copy = _autocast_copy_bytes(layout)
+        states.weights = weight * trainable + states.autocast_copy
     states.gradients = grad * trainable
     states.optimizer = _optimizer_bytes(layout, trainable, state) + master * trainable
     states.step_temporary = _step_temporary(layout, trainable, state)
@@ -290,6 +300,25 @@ def _model_states(layout: Layout) -> _States:
     _shard(layout, states)
     _offload(layout, states)
     return states
+
+
+def _autocast_copy_params(layout: Layout) -> int:
+    """Weights autocast casts to the half dtype: every linear layer's, the output layer's included."""
+    arch = layout.arch
+    output = arch.head_params() if arch.kind == "encoder" else arch.vocab * arch.hidden
+    return arch.linear_params() + output
+
+
+def _autocast_copy_bytes(layout: Layout) -> float:
+    """Full fine-tuning under torch AMP: the half copy of the float32 weights that autocast makes in forward.
+
+    Each linear layer's backward keeps its half weight, so the copies live until backward
+    has passed that layer; the optimizer step no longer sees them. Embeddings and norms are
+    not cast. ZeRO keeps half weights itself, and FSDP gathers one unit at a time.
+    """
+    request = layout.request
+    amp = request.resolved_precision in ("bf16-mixed", "fp16") and request.sharding in ("none", "ddp")
+    return 2.0 * _autocast_copy_params(layout) if amp and not request.adapters else 0.0
 
 
 def _trainable_params(layout: Layout) -> int:
@@ -367,14 +396,28 @@ def _finish(layout: Layout, parts: dict[str, float], moment: str, cpu: float, no
             kept_inputs: float = 0.0) -> Estimate:
     arch, request = layout.arch, layout.request
     profile = request.profile
-    allocated = sum(parts.values())
-    slack = allocated * profile.allocator_slack
+    slack = allocator_slack(layout, parts)
     breakdown = {name: parts.get(name, 0.0) / GIB for name in ITEMS}
-    breakdown["runtime"] = profile.cuda_context_gib + slack / GIB
+    breakdown["runtime"] = profile.cuda_context_gib + CUBLAS_WORKSPACE_GIB + slack / GIB
     trainable = _trainable_params(layout) if request.training else 0
     return Estimate(model=arch.name, request=request, params=arch.params(), trainable_params=trainable,
                     breakdown=breakdown, peak_moment=moment, cpu_gib=cpu / GIB, slack_gib=slack / GIB,
                     notes=tuple(notes), terms=_terms(layout, breakdown, kept_inputs))
+
+
+def slack_kind(request: EstimateRequest) -> str:
+    """Which of :data:`ALLOCATOR_SLACK`'s shares applies: how the step makes and frees its tensors."""
+    if not request.training:
+        return "inference"
+    return "recomputed" if request.grad_ckpt == "full" else "accumulating"
+
+
+def allocator_slack(layout: Layout, parts: Mapping[str, float]) -> float:
+    """Bytes the caching allocator reserves above the allocated peak (see :data:`ALLOCATOR_SLACK`)."""
+    if not layout.request.profile.caching_allocator:
+        return 0.0
+    churn = parts.get("activations", 0.0) + parts.get("gradients", 0.0) + parts.get("kv_cache", 0.0)
+    return ALLOCATOR_SLACK[slack_kind(layout.request)] * churn
 
 
 # ----- what each item holds, in words ---------------------------------------------------------------
@@ -389,10 +432,18 @@ def _terms(layout: Layout, breakdown: dict[str, float], kept_inputs: float) -> d
         "activations": _activations_term(layout, kept_inputs),
         "kv_cache": f"keys and values of {request.batch_size} × {request.seq_len} tokens",
         "quantization": _quantization_term(layout),
-        "runtime": f"CUDA context {profile.cuda_context_gib:.1f} GiB + the allocator's slack "
-                   f"({profile.allocator_slack:.0%} of the rest)",
+        "runtime": _runtime_term(layout),
     }
     return {name: words[name] for name, value in breakdown.items() if value > 0}
+
+
+def _runtime_term(layout: Layout) -> str:
+    request, profile = layout.request, layout.request.profile
+    line = f"CUDA context {profile.cuda_context_gib:.1f} GiB + cuBLAS workspace"
+    if not profile.caching_allocator:
+        return line
+    share = ALLOCATOR_SLACK[slack_kind(request)]
+    return line + f" + the caching allocator's slack ({share:.0%} of the activations, gradients and KV cache)"
 
 
 def _count(params: float) -> str:
@@ -409,7 +460,11 @@ def _weights_term(layout: Layout) -> str:
     precision = request.resolved_precision
     if not request.adapters and request.training:
         weight = _per_param_bytes(layout)[0]
-        return f"{_count(arch.params())} weights at {weight} bytes each"
+        line = f"{_count(arch.params())} weights at {weight} bytes each"
+        if _autocast_copy_bytes(layout):
+            line += (f" + the {_dtype(layout, 2)} copy autocast makes of {_count(_autocast_copy_params(layout))} "
+                     "linear weights (forward to backward)")
+        return line
     quantized = quantized_params(layout)
     rest = arch.params() - quantized
     parts = []

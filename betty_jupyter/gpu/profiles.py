@@ -23,7 +23,7 @@ class FrameworkProfile:
     default_precision: str
     adapter_fp32: bool  # LoRA adapters (and their optimizer) in float32 over a half-precision base
     norm_upcast: bool  # eager RMSNorm keeps a float32 copy of its input for backward
-    expands_kv_heads: bool  # K and V are repeated to every query head before attention
+    expands_kv_heads: tuple[str, ...]  # attention kernels before which K and V are repeated to every query head
     kept_quantized_inputs: tuple[str, ...]  # precisions whose matmul keeps its input even for a frozen weight
     quantizes_output_layer: bool  # the output layer is quantized along with the transformer layers
     loss_fp32: bool  # cross-entropy upcasts the logits to float32
@@ -32,7 +32,7 @@ class FrameworkProfile:
     fused_optimizer: bool  # the AdamW step needs no full-size temporary
     prefill_logits_all_tokens: bool  # generation computes logits for every prompt token
     cuda_context_gib: float  # CUDA context, kernels, cuBLAS workspace: memory no tensor owns
-    allocator_slack: float  # caching allocator: reserved memory above the allocated peak
+    caching_allocator: bool  # tensors come from PyTorch's caching allocator, whose slack the estimate adds
     memory_utilization: float = 1.0  # share of the card the stack lets itself use
     batched_tokens: int | None = None  # tokens the stack pushes through at once when serving
     training: bool = True
@@ -48,7 +48,9 @@ PROFILES: dict[str, FrameworkProfile] = {
             default_precision="bf16-mixed",
             adapter_fp32=True,
             norm_upcast=True,
-            expands_kv_heads=True,
+            # transformers' eager attention repeats K and V (repeat_kv); flash attention and SDPA
+            # (enable_gqa) take grouped-query heads as they are.
+            expands_kv_heads=("eager",),
             # bitsandbytes' 8-bit matmul keeps its input; the 4-bit one has not since 0.43.2 (2024).
             kept_quantized_inputs=("int8",),
             quantizes_output_layer=False,
@@ -58,7 +60,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             fused_optimizer=False,
             prefill_logits_all_tokens=False,
             cuda_context_gib=0.5,
-            allocator_slack=0.10,
+            caching_allocator=True,
         ),
         FrameworkProfile(
             name="torchtune",
@@ -66,7 +68,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             default_precision="bf16",
             adapter_fp32=False,
             norm_upcast=True,
-            expands_kv_heads=True,
+            expands_kv_heads=("flash", "eager"),
             kept_quantized_inputs=(),
             quantizes_output_layer=False,
             loss_fp32=True,
@@ -75,7 +77,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             fused_optimizer=True,
             prefill_logits_all_tokens=True,
             cuda_context_gib=0.5,
-            allocator_slack=0.10,
+            caching_allocator=True,
         ),
         FrameworkProfile(
             name="litgpt",
@@ -83,7 +85,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             default_precision="bf16",
             adapter_fp32=False,
             norm_upcast=True,
-            expands_kv_heads=True,
+            expands_kv_heads=("flash", "eager"),
             # The bitsandbytes of LitGPT's measured tables (2023), before 0.43.2 freed the 4-bit input.
             kept_quantized_inputs=("int8", "nf4"),
             quantizes_output_layer=True,
@@ -93,7 +95,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             fused_optimizer=False,
             prefill_logits_all_tokens=True,
             cuda_context_gib=0.5,
-            allocator_slack=0.10,
+            caching_allocator=True,
         ),
         FrameworkProfile(
             name="vllm",
@@ -101,7 +103,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             default_precision="bf16",
             adapter_fp32=False,
             norm_upcast=False,
-            expands_kv_heads=False,
+            expands_kv_heads=(),
             kept_quantized_inputs=(),
             quantizes_output_layer=False,
             loss_fp32=False,
@@ -110,7 +112,7 @@ PROFILES: dict[str, FrameworkProfile] = {
             fused_optimizer=True,
             prefill_logits_all_tokens=False,
             cuda_context_gib=0.5,
-            allocator_slack=0.0,
+            caching_allocator=False,  # preallocates its pool
             memory_utilization=0.9,
             batched_tokens=2048,
             training=False,
