@@ -95,11 +95,11 @@ def breakdown_svg(result: Estimate | TracedEstimate, gpus: Sequence[GpuType] = (
     return _svg(WIDTH, HEIGHT, title, shapes)
 
 
-def _svg(width: int, height: int, title: str, shapes: list[str]) -> str:
-    """One SVG element holding ``shapes``, titled ``title`` (escaped here)."""
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="betty-chart" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" role="img" font-family="sans-serif" style="max-width:100%;height:auto">'
-            f'<title>{html_text(title)}</title>{"".join(shapes)}</svg>')
+def _svg(width: int, height: int, title: str, shapes_html: list[str]) -> str:
+    """One SVG element holding ``shapes_html`` (markup already escaped), titled ``title`` (escaped here)."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="betty-chart" width="{int(width)}" '
+            f'height="{int(height)}" viewBox="0 0 {int(width)} {int(height)}" role="img" font-family="sans-serif" '
+            f'style="max-width:100%;height:auto"><title>{html_text(title)}</title>{"".join(shapes_html)}</svg>')
 
 
 TIMELINE_WIDTH = 560
@@ -155,8 +155,8 @@ def timeline_svg(traced: TracedEstimate) -> str:
         if not any(values):
             continue
         upper = [b + v for b, v in zip(base, values, strict=True)]
-        outline = [f"{x(p.index):.1f},{y(u):.2f}" for p, u in zip(points, upper, strict=True)]
-        outline += [f"{x(p.index):.1f},{y(b):.2f}" for p, b in reversed(list(zip(points, base, strict=True)))]
+        outline = ([f"{x(p.index):.1f},{y(u):.2f}" for p, u in zip(points, upper, strict=True)]
+                   + [f"{x(p.index):.1f},{y(b):.2f}" for p, b in reversed(list(zip(points, base, strict=True)))])
         shapes.append(f'<polygon data-part="{html_text(part)}" points="{" ".join(outline)}" fill="{COLORS[part]}">'
                       f'<title>{html_text(part_label(part))}</title></polygon>')
         drawn.append(part)
