@@ -102,9 +102,9 @@ def _svg(width: int, height: int, title: str, shapes_html: list[str]) -> str:
             f'style="max-width:100%;height:auto"><title>{html_text(title)}</title>{"".join(shapes_html)}</svg>')
 
 
-TIMELINE_WIDTH = 560
+TIMELINE_WIDTH = 440
 TIMELINE_HEIGHT = 300
-TIMELINE_PLOT_WIDTH = 370
+TIMELINE_PLOT_WIDTH = 290
 TIMELINE_PLOT_HEIGHT = 200
 """The timeline's size and its plot's size, in pixels (the plot starts at ``LEFT``, ``TOP``)."""
 
