@@ -1,5 +1,5 @@
 """The agent's ``gpu_estimate`` with ``trace``: the scripted model asks for a traced estimate and is told the traced
-numbers, the trace runs off the event loop, and names from outside (a config.json's folder) reach the model as text
+numbers, the trace runs off the event loop one at a time, and names from outside (a config.json's folder) reach the model as text
 that cannot forge a line."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import asyncio
 import importlib.util
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from conftest import run_betty
 from llm_server import ScriptedLLM, call, respond, say
 
 from betty_jupyter.agent.session import SessionSpec, open_session
+from betty_jupyter.agent.tools import gpu as gpu_tools
+from betty_jupyter.agent.tools.gpu import ONE_TRACE_AT_A_TIME
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.gpu.trace import EXTRA
@@ -44,22 +47,41 @@ def tool_messages(request: dict[str, Any]) -> list[str]:
     return [m["content"] for m in request["messages"] if m["role"] == "tool"]
 
 
-async def ask_while_ticking(workspace: Workspace, config: BettyConfig, prompt: str) -> tuple[str, list[Any]]:
-    """Ask once; the events, with a ``"tick"`` wherever the event loop ran a ticker between them."""
+def trace_waiting_in_another_thread() -> bool:
+    """Whether a thread other than this one is inside the tool's ``_trace`` (waiting for its turn)."""
+    here = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        while ident != here and frame is not None:
+            if frame.f_code is gpu_tools._trace.__code__:
+                return True
+            frame = frame.f_back
+    return False
+
+
+async def ask_with_the_trace_held(workspace: Workspace, config: BettyConfig, prompt: str) -> tuple[str, list[Any]]:
+    """Ask once while the test holds the one-trace-at-a-time lock: the event loop lets it go once a thread other
+    than its own waits for it in the tool's ``_trace``, which it can see only if the loop is free while the trace
+    waits. The events, with ``"let go"`` where the loop let it go (a guard lets it go after two minutes, so a
+    blocked loop fails the test instead of hanging it)."""
     session = await open_session(workspace, config, SessionSpec(mode="auto"))
     events: list[Any] = []
     session.stream.subscribe(events.append)
+    ONE_TRACE_AT_A_TIME.acquire()
+    guard = threading.Timer(120, ONE_TRACE_AT_A_TIME.release)
+    guard.start()
 
-    async def tick() -> None:
-        while True:
-            events.append("tick")
-            await asyncio.sleep(0.005)
+    async def let_go_once_a_worker_waits() -> None:
+        while not trace_waiting_in_another_thread():
+            await asyncio.sleep(0.01)
+        guard.cancel()
+        events.append("let go")
+        ONE_TRACE_AT_A_TIME.release()
 
-    ticker = asyncio.create_task(tick())
+    releaser = asyncio.create_task(let_go_once_a_worker_waits())
     try:
         return await session.ask(prompt), events
     finally:
-        ticker.cancel()
+        releaser.cancel()
         await session.context.slurm.transport.close()
 
 
@@ -68,10 +90,10 @@ def test_the_model_asks_for_a_trace_and_is_told_the_traced_numbers(ssh_profile, 
     args = {"model": "Llama-3.2-1B", "method": "lora", "batch_size": 2, "seq_len": 512, "gpu": "a100-40gb",
             "trace": True}
     with ScriptedLLM([call("gpu_estimate", args), respond(lambda r: say("done"))]) as llm:
-        reason, events = asyncio.run(ask_while_ticking(workspace, config_for(llm, ssh_profile), "trace it"))
+        reason, events = asyncio.run(ask_with_the_trace_held(workspace, config_for(llm, ssh_profile), "trace it"))
         told = tool_messages(llm.requests[-1])[-1]
     assert reason == "finished"
-    result = next(e for e in events if e != "tick" and e.type == "tool_result")
+    result = next(e for e in events if e != "let go" and e.type == "tool_result")
     expected = run_betty("gpu", "estimate", "--model", "Llama-3.2-1B", "--method", "lora", "--batch-size", "2",
                          "--seq-len", "512", "--trace", "--json")
     assert expected.returncode == 0, expected.stderr
@@ -81,10 +103,9 @@ def test_the_model_asks_for_a_trace_and_is_told_the_traced_numbers(ssh_profile, 
     assert f"activations {traced['breakdown']['activations']:.1f}" in told
     assert f"the peak: {traced['peak_phase']} in {traced['peak_module']}, at {traced['peak_op']}" in told
     assert "on A100-40GB: fits" in told
-    # The loop kept running while the trace counted: it ran in a worker thread.
-    started = next(i for i, e in enumerate(events) if e != "tick" and e.type == "tool_call")
-    ended = events.index(result)
-    assert "tick" in events[started + 1:ended]
+    # The loop kept running while the trace waited for its turn: it runs in a worker thread.
+    started = next(i for i, e in enumerate(events) if e != "let go" and e.type == "tool_call")
+    assert started < events.index("let go") < events.index(result)
 
 
 @needs_extra
@@ -94,7 +115,7 @@ def test_a_hostile_config_folder_name_reaches_the_model_as_one_line_of_text(ssh_
     (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
     args = {"model": f"{HOSTILE}/config.json", "method": "lora", "seq_len": 64, "trace": True}
     with ScriptedLLM([call("gpu_estimate", args), respond(lambda r: say("done"))]) as llm:
-        reason, _ = asyncio.run(ask_while_ticking(workspace, config_for(llm, ssh_profile), "trace my model"))
+        reason, _ = asyncio.run(ask_with_the_trace_held(workspace, config_for(llm, ssh_profile), "trace my model"))
         told = tool_messages(llm.requests[-1])[-1]
     assert reason == "finished" and not told.startswith("error:"), told
     first = told.splitlines()[0]
@@ -112,7 +133,7 @@ def test_without_the_extra_the_model_is_told_how_to_install_it(ssh_profile, work
     monkeypatch.setitem(sys.modules, "torch", None)
     args = {"model": "Llama-3.2-1B", "method": "lora", "trace": True}
     with ScriptedLLM([call("gpu_estimate", args), respond(lambda r: say("done"))]) as llm:
-        reason, _ = asyncio.run(ask_while_ticking(workspace, config_for(llm, ssh_profile), "trace it"))
+        reason, _ = asyncio.run(ask_with_the_trace_held(workspace, config_for(llm, ssh_profile), "trace it"))
         told = tool_messages(llm.requests[-1])[-1]
     assert reason == "finished"
     assert told == f"error: gpu_estimate: {EXTRA}"
