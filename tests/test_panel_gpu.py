@@ -42,7 +42,7 @@ def test_the_gpu_tab_traces_the_real_step_and_draws_its_timeline(lab: JupyterSer
         view.get_by_test_id("betty-gpu-seq").fill("512")
         view.get_by_test_id("betty-gpu-type").select_option("A100-40GB")
         view.get_by_test_id("betty-gpu-trace").check()
-        view.get_by_test_id("betty-gpu-estimate").click()
+        view.get_by_test_id("betty-gpu-run").click()
         result = view.get_by_test_id("betty-gpu-result")
         expect(result).to_have_attribute("data-traced", "true")
         expect(view.get_by_test_id("betty-gpu-peak")).to_have_text(

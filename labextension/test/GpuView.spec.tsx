@@ -82,7 +82,7 @@ describe('GpuView', () => {
     type(byTestId<HTMLInputElement>(container, 'betty-gpu-seq'), '512');
     choose(byTestId<HTMLSelectElement>(container, 'betty-gpu-type'), 'A100-40GB');
     await click(byTestId(container, 'betty-gpu-trace'));
-    await click(byTestId(container, 'betty-gpu-estimate'));
+    await click(byTestId(container, 'betty-gpu-run'));
     await settle();
     expect(calls.gpuEstimate).toHaveBeenCalledWith({
       model: 'Llama-3.2-1B',
@@ -120,7 +120,7 @@ describe('GpuView', () => {
   it('keeps a hostile model name as text, the charts as images', async () => {
     const { container } = render(<GpuView api={api(traced(HOSTILE))} visible={true} />);
     await settle();
-    await click(byTestId(container, 'betty-gpu-estimate'));
+    await click(byTestId(container, 'betty-gpu-run'));
     await settle();
     expect(byTestId(container, 'betty-gpu-peak').textContent).toContain(
       'evil<img src=x onerror=alert(1)>\\u202e'
@@ -138,7 +138,7 @@ describe('GpuView', () => {
     };
     const { container } = render(<GpuView api={api(outcome)} visible={true} />);
     await settle();
-    await click(byTestId(container, 'betty-gpu-estimate'));
+    await click(byTestId(container, 'betty-gpu-run'));
     await settle();
     expect(allByTestId(container, 'betty-gpu-result')).toHaveLength(1);
     expect(container.querySelectorAll('img')).toHaveLength(0);
@@ -156,7 +156,7 @@ describe('GpuView', () => {
     const { container } = render(<GpuView api={api(failed)} visible={true} />);
     await settle();
     await click(byTestId(container, 'betty-gpu-trace'));
-    await click(byTestId(container, 'betty-gpu-estimate'));
+    await click(byTestId(container, 'betty-gpu-run'));
     await settle();
     expect(byTestId(container, 'betty-gpu-error').textContent).toBe(failed.summary);
     expect(allByTestId(container, 'betty-gpu-result')).toHaveLength(0);

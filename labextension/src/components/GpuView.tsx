@@ -149,7 +149,7 @@ export function GpuView({ api, visible }: IGpuViewProps): JSX.Element {
         </label>
         <button
           className="betty-Button"
-          data-testid="betty-gpu-estimate"
+          data-testid="betty-gpu-run"
           disabled={busy !== null}
           onClick={() => void estimate()}
         >
