@@ -66,7 +66,7 @@ BLOCK_THE_EXTRA = textwrap.dedent("""
             return None
 
     sys.meta_path.insert(0, NoTraceExtra())
-    [name for name in ("torch", "transformers", "peft") if name in sys.modules]
+    [name for name in ("torch", "transformers", "peft") if sys.modules.get(name) is not None]
 """)
 
 
