@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from typing import TYPE_CHECKING
 
@@ -73,14 +74,19 @@ class JobShape(ToolArgs):
 
 
 def model_architecture(ctx: ToolContext, model: str) -> "Architecture":
-    """A catalog model, or a ``config.json`` that lies inside the project (nothing else is read)."""
+    """A catalog model, or a ``config.json`` that lies inside the project (nothing else is read).
+
+    A config's model is named after its folder, which anyone may have named: the name is written
+    out on one line (``\\n``, ``\\x1b``), so nothing told of the model can forge a line.
+    """
     if not model.endswith(".json"):
         return find_model(model).architecture
     root = ctx.workspace.root.resolve()
     path = (root / model).resolve()
     if not path.is_relative_to(root):
         raise ToolError(f"gpu: {model!r} is outside the project; give a config.json inside {root}")
-    return load_config(path)
+    config = load_config(path)
+    return dataclasses.replace(config, name=terminal_line(config.name))
 
 
 def estimate_summary(result: "Estimate") -> str:
@@ -171,6 +177,8 @@ class AdviseArgs(JobShape):
         "partitions as name=gres, e.g. 'gpu=gpu:a100:4,gpu:h100:2'; default: read from the session's cluster"))
     gpu_types: list[str] | None = Field(None, description="GPU types to consider, e.g. ['a100-80gb', 'mygpu=48']")
     gpu: str | None = Field(None, description="report the largest batch and context on this GPU type")
+    trace: bool = Field(False, description=(
+        "place the job as asked by its traced peak (the real step run on meta tensors; seconds of CPU)"))
 
 
 class GpuAdvise(Tool[AdviseArgs]):
@@ -197,7 +205,9 @@ class GpuAdvise(Tool[AdviseArgs]):
             if not partitions:
                 raise ToolError(f"gpu_advise: {ctx.profile.name} has no GPU partitions; give partitions or gpu_types")
         limits_on = gpu_type(args.gpu) if args.gpu else None
-        advice = advise(model_architecture(ctx, args.model), args.request(), targets_from(partitions, types), limits_on)
+        arch, request = model_architecture(ctx, args.model), args.request()
+        traced = await asyncio.to_thread(_trace, arch, request, limits_on) if args.trace else None
+        advice = advise(arch, request, targets_from(partitions, types), limits_on, traced)
         text = advice.summary()
         return ToolOutcome(summary=text, full=text, data=advice.as_dict())
 
