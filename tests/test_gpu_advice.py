@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
+
 import pytest
+from conftest import betty_in_process
 
 from betty_jupyter.errors import GpuEstimateError
 from betty_jupyter.gpu import (EstimateRequest, Target, advise, estimate, gpu_type, largest_fitting, parse_gres,
@@ -114,3 +118,51 @@ def test_advice_summary_and_dict_agree() -> None:
     data = advice.as_dict()
     assert data["fits_somewhere"] == advice.fits_somewhere
     assert all(f"{c['peak_gib']:.1f} GiB" in advice.summary() for c in data["changes"])
+
+
+# ----- a traced peak decides where the job fits as asked ------------------------------------------------------------
+
+def test_a_traced_peak_places_the_job_as_asked_and_the_advice_says_so() -> None:
+    from test_gpu_chart import traced_by_hand  # lazy: the hand-written traced estimate lives beside the chart tests
+
+    traced = traced_by_hand()
+    request = traced.request
+    small = parse_gpu_type("small=7.5")
+    formula = advise("Llama-3.2-1B", request, [Target(small, "gpu", 1)])
+    assert not formula.fits_somewhere and not formula.traced  # the formula's 9.2 GiB does not fit in 7.5
+    with_trace = advise("Llama-3.2-1B", request, [Target(small, "gpu", 1)], traced=traced)
+    assert with_trace.fits_somewhere and with_trace.traced and with_trace.changes == ()
+    assert with_trace.estimate.peak_gib == pytest.approx(traced.peak_gib)
+    assert with_trace.placements[0].headroom_gib == pytest.approx(7.5 - traced.peak_gib)
+    first = with_trace.summary().splitlines()[0]
+    assert first == (f"Llama-3.2-1B: {traced.peak_gib:.1f} GiB per GPU as asked (traced on meta tensors; "
+                     f"the formula estimate says {formula.estimate.peak_gib:.1f})")
+    assert "(formula estimates)" in with_trace.summary()  # the largest batch and context are the formula's
+    data = with_trace.as_dict()
+    assert data["traced"] is True and data["formula_peak_gib"] == pytest.approx(formula.estimate.peak_gib, abs=1e-3)
+    assert formula.as_dict()["traced"] is False
+
+
+def test_a_trace_of_another_job_is_refused_in_one_line() -> None:
+    from test_gpu_chart import traced_by_hand  # lazy: the hand-written traced estimate lives beside the chart tests
+
+    traced = traced_by_hand()
+    with pytest.raises(GpuEstimateError, match="the trace is of another job"):
+        advise("Llama-3.2-1B", traced.request.changed(batch_size=4), [Target(gpu_type("h100"))], traced=traced)
+
+
+@pytest.mark.skipif(not all(importlib.util.find_spec(name) for name in ("torch", "transformers", "peft")),
+                    reason="the trace extra (torch, transformers, peft) is not installed")
+def test_betty_gpu_advise_trace_places_the_job_by_its_real_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    job = ["--model", "Llama-3.2-1B", "--method", "lora", "--batch-size", "2", "--seq-len", "512"]
+    code, out, err = betty_in_process(capsys, "gpu", "estimate", *job, "--trace", "--json")
+    assert code == 0, err
+    traced = json.loads(out)
+    code, out, err = betty_in_process(capsys, "gpu", "advise", *job, "--gpu-types", "a100-40gb", "--trace", "--json")
+    assert code == 0, err
+    advice = json.loads(out)
+    assert advice["traced"] is True
+    assert advice["estimate"]["peak_gib"] == pytest.approx(traced["peak_gib"], abs=1e-3)
+    assert advice["formula_peak_gib"] == pytest.approx(traced["formula"]["peak_gib"], abs=1e-3)
+    assert advice["placements"][0]["headroom_gib"] == pytest.approx(40.0 - traced["peak_gib"], abs=1e-3)
+    assert "betty: tracing: forward…" in err

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from betty_jupyter.gpu import EstimateRequest, estimate, gpu_type
-from betty_jupyter.gpu.plots import breakdown_chart, memory_curve
+from betty_jupyter.gpu.chart import step_timeline
+from betty_jupyter.gpu.estimate import GIB
+from betty_jupyter.gpu.plots import breakdown_chart, memory_curve, trace_timeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -82,3 +84,23 @@ def test_the_core_imports_no_jupyter_and_plots_never_use_pyplot() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_trace_timeline_stacks_the_traced_step(tmp_path: Path) -> None:
+    from test_gpu_chart import traced_by_hand
+
+    traced = traced_by_hand()
+    figure = trace_timeline(traced)
+    figure.savefig(tmp_path / "timeline.png")
+    assert (tmp_path / "timeline.png").read_bytes().startswith(PNG_MAGIC)
+    axes = figure.axes[0]
+    shown = step_timeline(traced)
+    assert [label.get_text() for label in axes.get_legend().get_texts()] == [
+        "weights", "gradients", "activations", "logits"]
+    peak = next(line for line in axes.get_lines() if line.get_gid() == "peak")
+    assert list(peak.get_xdata()) == [30]
+    assert list(peak.get_ydata()) == [pytest.approx(sum(shown[2].live.values()) / GIB)]
+    phases = [line.get_xdata()[0] for line in axes.get_lines() if str(line.get_gid()).startswith("phase-")]
+    assert phases == [30, 50]
+    top = axes.collections[-1].get_paths()[0].vertices[:, 1].max()
+    assert top == pytest.approx(sum(shown[2].live.values()) / GIB)

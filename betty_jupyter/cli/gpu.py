@@ -44,6 +44,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                         help="GPU types to consider, e.g. a100-80gb h100 mygpu=48")
     advise.add_argument("--gpu", metavar="TYPE", help="report the largest batch and context on this GPU type")
     advise.add_argument("--json", action="store_true", help="one JSON object for scripts")
+    advise.add_argument("--trace", action="store_true",
+                        help="place the job as asked by its traced peak (needs the trace extra)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,20 +73,27 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def _traced(args: argparse.Namespace, formula: Any, gpu: Any) -> int:
     """The traced estimate beside the formula one; progress on stderr; one line and exit 2 without the extra."""
-    # lazy: the trace module and its report; only `betty gpu estimate --trace` needs them (torch is lazier still)
-    from ..gpu.report import render_traced
-    from ..gpu.trace import TraceUnavailableError, trace_estimate
+    from ..gpu.report import render_traced  # lazy: the trace's report; only `betty gpu estimate --trace` needs it
+
+    traced = _trace_or_say(args.model, formula.request, gpu)
+    if traced is None:
+        return 2
+    print(json.dumps(traced.as_dict(formula), indent=2) if args.json else render_traced(traced, formula, gpu))
+    return 0
+
+
+def _trace_or_say(model: Any, request: Any, gpu: Any) -> Any:
+    """The traced estimate, telling each phase on stderr; None, with the one line to install the extra, without it."""
+    from ..gpu.trace import TraceUnavailableError, trace_estimate  # lazy: only --trace needs it (torch lazier still)
 
     def progress(phase: str) -> None:
         print(f"betty: tracing: {phase}…", file=sys.stderr, flush=True)
 
     try:
-        traced = trace_estimate(args.model, formula.request, gpu, progress)
+        return trace_estimate(model, request, gpu, progress)
     except TraceUnavailableError as error:
         print(f"betty: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(traced.as_dict(formula), indent=2) if args.json else render_traced(traced, formula, gpu))
-    return 0
+        return None
 
 
 def _models(as_json: bool) -> int:
@@ -115,7 +124,13 @@ def _advise(args: argparse.Namespace) -> int:
         partitions += _cluster_partitions(args.cluster or None)
     types = [parse_gpu_type(text) for text in args.gpu_types]
     limits_on = gpu_type(args.gpu) if args.gpu else None
-    advice = advise(arch, request_from(args), targets_from(partitions, types), limits_on)
+    request = request_from(args).checked()
+    traced = None
+    if args.trace:
+        traced = _trace_or_say(arch, request, limits_on)
+        if traced is None:
+            return 2
+    advice = advise(arch, request, targets_from(partitions, types), limits_on, traced)
     print(json.dumps(advice.as_dict(), indent=2) if args.json else advice.summary())
     return 0
 

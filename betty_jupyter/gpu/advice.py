@@ -12,17 +12,24 @@ cheapest to the dearest, in this order, which the docs explain:
    int8/nf4 weights, a shorter context.
 
 When no single change is enough, they are combined in that order until the job fits.
+
+Given a traced estimate of the job (:mod:`.trace`), the job as asked is placed by the
+traced peak instead of the formula's, and the advice says so; the changes, and the job on
+more cards than asked, are formula estimates (tracing each would take seconds apiece).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from ..errors import GpuEstimateError
 from .architecture import Architecture
 from .estimate import Estimate, estimate
 from .hardware import GPU_TYPES, GpuType, Partition
 from .request import EstimateRequest
+from .trace.result import TracedEstimate
 
 NODE_GPUS_WHEN_UNKNOWN = 8  # a GPU type given without a partition: assume the usual 8-GPU node
 _SEARCH_LIMIT = 1 << 22
@@ -80,6 +87,13 @@ class Advice:
     largest_batch: int | None
     longest_seq: int | None
     limits_on: str | None
+    formula: Estimate | None = None
+    """The formula estimate of the job as asked, when :attr:`estimate` is its traced peak."""
+
+    @property
+    def traced(self) -> bool:
+        """Whether the job as asked is placed by its traced peak."""
+        return self.formula is not None
 
     @property
     def fits_somewhere(self) -> bool:
@@ -88,7 +102,9 @@ class Advice:
 
     def summary(self) -> str:
         """The advice as a few lines of text for a person."""
-        lines = [f"{self.estimate.model}: {self.estimate.peak_gib:.1f} GiB per GPU as asked"]
+        lines = [f"{self.estimate.model}: {self.estimate.peak_gib:.1f} GiB per GPU as asked"
+                 + (f" (traced on meta tensors; the formula estimate says {self.formula.peak_gib:.1f})"
+                    if self.formula is not None else "")]
         for placement in self.placements:
             state = "fits" if placement.fits else "does not fit"
             room = f"{abs(placement.headroom_gib):.1f} GiB {'to spare' if placement.headroom_gib >= 0 else 'short'}"
@@ -96,7 +112,7 @@ class Advice:
             lines.append(f"  {placement.target.label:<28} {cards} × {placement.target.gpu.memory_gib:.0f} GiB  "
                          f"{state}, {room} per GPU")
         if self.changes:
-            lines.append("to make it fit, cheapest first:")
+            lines.append("to make it fit, cheapest first" + (" (formula estimates):" if self.traced else ":"))
             lines += [f"  - {c.description}: {c.estimate.peak_gib:.1f} GiB per GPU, fits on {', '.join(c.fits_on)}"
                       for c in self.changes]
         elif not self.fits_somewhere:
@@ -104,7 +120,7 @@ class Advice:
         if self.largest_batch:
             setting = "as asked" if self.fits_somewhere or not self.changes else "with the first change"
             lines.append(f"on {self.limits_on} ({setting}): largest micro-batch {self.largest_batch}, "
-                         f"longest sequence {self.longest_seq} tokens")
+                         f"longest sequence {self.longest_seq} tokens" + (" (formula estimates)" if self.traced else ""))
         elif self.limits_on:
             lines.append(f"on {self.limits_on}: not even one sequence of 1 token fits this way")
         return "\n".join(lines)
@@ -113,6 +129,8 @@ class Advice:
         """A JSON-ready form of the advice."""
         return {
             "estimate": self.estimate.as_dict(),
+            "traced": self.traced,
+            "formula_peak_gib": round(self.formula.peak_gib, 3) if self.formula is not None else None,
             "fits_somewhere": self.fits_somewhere,
             "placements": [
                 {"target": p.target.label, "partition": p.target.partition, "gpu": p.target.gpu.name,
@@ -142,11 +160,26 @@ def targets_from(partitions: Iterable[Partition] = (), gpu_types: Iterable[GpuTy
     return targets or [Target(gpu) for gpu in GPU_TYPES]
 
 
+def with_traced_peak(formula: Estimate, traced: TracedEstimate) -> Estimate:
+    """``formula`` with the traced peak's breakdown in its place: the estimate a traced number decides with."""
+    if traced.request != formula.request:
+        raise GpuEstimateError(f"the trace is of another job than {formula.model} as asked; trace this one, "
+                               "or advise without the trace")
+    notes = (f"the peak is traced on meta tensors (the formula estimate says {formula.peak_gib:.1f} GiB)",
+             *traced.notes)
+    return dataclasses.replace(formula, breakdown=traced.breakdown_gib(), peak_moment=traced.where, slack_gib=0.0,
+                               notes=notes, terms={})
+
+
 def advise(model: Architecture | str, request: EstimateRequest, targets: list[Target],
-           limits_on: GpuType | None = None) -> Advice:
-    """Place the job on each target, and find the cheapest changes when it fits nowhere."""
+           limits_on: GpuType | None = None, traced: TracedEstimate | None = None) -> Advice:
+    """Place the job on each target, and find the cheapest changes when it fits nowhere.
+
+    ``traced``, a traced estimate of this very job, places it as asked by the traced peak.
+    """
     request = request.checked()
-    asked = estimate(model, request)
+    formula = estimate(model, request)
+    asked = with_traced_peak(formula, traced) if traced is not None else formula
     placements = tuple(sorted((_place(model, request, asked, target) for target in targets), key=_placement_order))
     changes: tuple[Change, ...] = ()
     if not any(p.fits for p in placements):
@@ -159,6 +192,7 @@ def advise(model: Architecture | str, request: EstimateRequest, targets: list[Ta
         largest_batch=largest_fitting(model, limit_request, limit_gpu, "batch_size"),
         longest_seq=largest_fitting(model, limit_request, limit_gpu, "seq_len"),
         limits_on=limit_gpu.name,
+        formula=formula if traced is not None else None,
     )
 
 

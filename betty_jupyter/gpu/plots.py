@@ -1,4 +1,4 @@
-"""Pictures of an estimate: a stacked bar against the card, and memory against length or batch.
+"""Pictures of an estimate: a stacked bar against the card, memory against length or batch, a traced step's timeline.
 
 Figures are built with :class:`matplotlib.figure.Figure` directly, never through
 ``pyplot``: nothing global is touched, no window opens, and a caller renders them with
@@ -14,10 +14,11 @@ from typing import Literal, Sequence
 from matplotlib.figure import Figure
 
 from .architecture import Architecture
-from .chart import COLORS, part_label
-from .estimate import ITEMS, Estimate, estimate
+from .chart import COLORS, part_label, step_timeline
+from .estimate import GIB, ITEMS, Estimate, estimate
 from .hardware import GpuType
 from .request import EstimateRequest
+from .trace.result import TRACE_ITEMS, TracedEstimate
 
 
 def breakdown_chart(estimates: Estimate | Sequence[Estimate], gpus: Sequence[GpuType] = (),
@@ -67,4 +68,36 @@ def memory_curve(model: Architecture | str, request: EstimateRequest, values: Se
     axes.set_ylabel("GiB per GPU")
     axes.set_title(f"{estimate(model, request).model}: {request.method}, {request.resolved_precision}")
     axes.legend(fontsize=8)
+    return figure
+
+
+def trace_timeline(traced: TracedEstimate) -> Figure:
+    """Live memory over a traced step, stacked by part, with each phase's start and the peak marked."""
+    points = step_timeline(traced)
+    moments = [point.index for point in points]
+    figure = Figure(figsize=(7.0, 4.0), layout="constrained")
+    axes = figure.subplots()
+    parts = [part for part in TRACE_ITEMS if any(point.live.get(part, 0) for point in points)]
+    axes.stackplot(moments, *[[point.live.get(part, 0) / GIB for point in points] for part in parts],
+                   colors=[COLORS[part] for part in parts], labels=[part_label(part) for part in parts])
+    late = moments[0] + 0.8 * (moments[-1] - moments[0]) if points else 0
+    for before, point in zip(points, points[1:]):
+        if point.phase != before.phase:
+            axes.axvline(point.index, linestyle=":", color="#555", linewidth=1, gid=f"phase-{point.phase}")
+            axes.annotate(point.phase.replace("_", " "), (point.index, 1), xycoords=("data", "axes fraction"),
+                          xytext=(-3 if point.index > late else 3, -10), textcoords="offset points", fontsize=8,
+                          ha="right" if point.index > late else "left")
+    if points:
+        totals = [sum(point.live.values()) / GIB for point in points]
+        at = max(range(len(points)), key=totals.__getitem__)
+        axes.plot([moments[at]], [totals[at]], "o", color="black", gid="peak")
+        axes.annotate(f"peak {totals[at]:.2f} GiB live", (moments[at], totals[at]), xytext=(7, -3),
+                      textcoords="offset points", fontsize=8)
+        axes.set_xlim(moments[0], moments[-1])
+        axes.set_ylim(0, max(totals) * 1.2)
+    axes.set_xlabel("allocations and frees, in the order the step makes them")
+    axes.set_ylabel("GiB live")
+    request = traced.request
+    axes.set_title(f"{traced.model}: {request.method}, batch {request.batch_size} × {request.seq_len} (traced)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return figure

@@ -2,7 +2,7 @@
 
 A magic returns the object a researcher computes with (a DataFrame, a Job, an Estimate, a
 pending call); IPython then shows it through the formatters registered here: a job table,
-a live job, the GPU breakdown chart, an approval card.
+a live job, the GPU breakdown chart (and a traced step's timeline), an approval card.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from IPython.display import display
 
 from ..cluster.jobs import Job
 from ..gpu import Estimate
+from ..gpu.trace import TracedEstimate
+from ..safe_text import visible
 from .session import Call
 
 if TYPE_CHECKING:
@@ -106,6 +108,7 @@ def register(shell: "InteractiveShell") -> None:
     formatter = shell.display_formatter.ipython_display_formatter  # type: ignore[union-attr]
     formatter.for_type(Job, _show_job)
     formatter.for_type(Estimate, _show_estimate)
+    formatter.for_type(TracedEstimate, _show_traced)
     formatter.for_type(Call, _show_call)
 
 
@@ -129,3 +132,12 @@ def _show_call(call: Any) -> None:
         display(view)
     else:
         print(repr(call))
+
+
+def _show_traced(traced: TracedEstimate) -> None:
+    """The view ``%betty gpu --trace`` gave it; shown again later, its peak and where it happens in one line."""
+    view = _take(traced)
+    if view is not None:
+        display(view)
+    else:
+        print(visible(f"{traced.model}: {traced.peak_gib:.2f} GiB per GPU traced, the peak in {traced.where}"))

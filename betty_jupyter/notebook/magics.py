@@ -52,7 +52,7 @@ _HELP = """\
   logs JOBID [--err] [--lines N] [--follow]   the end of a job's output
   wait JOBID [--timeout S]      wait (blocking the cell) until a job ends; its final record
   cancel JOBID                  cancel a job (after your approval)
-  gpu [estimate] --model M --method X …      GPU memory per GPU (options of `betty gpu estimate`)
+  gpu [estimate] --model M --method X …      GPU memory per GPU (options of `betty gpu estimate`; --trace runs the step)
   gpu calculator                sliders for model, method, batch, sequence, GPUs
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
   %%betty sweep --grid lr=1e-4,3e-4 seed=0,1 [--at-once N]   the cell at every point of a grid: one job array
@@ -410,6 +410,8 @@ class BettyMagics(Magics):
                              "`%betty gpu calculator` opens sliders instead")
         parser.add_argument("action", nargs="?", choices=["estimate", "calculator"], default="estimate")
         parser.add_argument("--gpu", metavar="TYPE", help="say whether it fits on this GPU type (e.g. a100-80gb)")
+        parser.add_argument("--trace", action="store_true",
+                            help="run the real step on meta tensors and count its memory (needs the trace extra)")
         for action in parser._actions:
             if action.dest in ("model", "method"):
                 action.required = False
@@ -424,11 +426,26 @@ class BettyMagics(Magics):
         if not args.model or not args.method:
             raise UsageError("%betty gpu: --model and --method are needed (or `%betty gpu calculator`)")
         result = estimate(args.model, request_from(args))
+        gpus = [gpu_type(args.gpu)] if args.gpu else []
+        if args.trace:
+            return self._traced(args.model, result, gpus)
         if args.gpu:
             from .widgets.gpu import EstimateView  # lazy: ipywidgets; `%load_ext` never needs them
 
-            return shown_as(result, EstimateView(result, [gpu_type(args.gpu)]))
+            return shown_as(result, EstimateView(result, gpus))
         return result
+
+    @staticmethod
+    def _traced(model: str, formula: Any, gpus: list[Any]) -> Any:
+        """The traced estimate, shown beside the formula's with its timeline; each phase told while it runs."""
+        # lazy: ipywidgets, and the trace (torch itself is lazier still); only `%betty gpu --trace` needs them
+        from ..gpu.trace import trace_estimate
+        from .widgets.gpu import TracedView
+        from .widgets.progress import stages
+
+        with stages(f"tracing one step of {formula.model}") as tell:
+            traced = trace_estimate(model, formula.request, gpus[0] if gpus else None, tell)
+        return shown_as(traced, TracedView(traced, formula, gpus))
 
     @staticmethod
     def _submit_parser() -> MagicParser:

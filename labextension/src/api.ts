@@ -34,6 +34,17 @@ import {
 } from './models';
 import { requestAPI } from './request';
 
+/** One job's shape as the GPU tab asks about it (arguments of `gpu_estimate`). */
+export interface IGpuJob {
+  model: string;
+  method: 'inference' | 'full' | 'lora' | 'qlora';
+  batch_size: number;
+  seq_len: number;
+  gpus: number;
+  gpu?: string;
+  trace: boolean;
+}
+
 /** Betty's server extension, as the side panel calls it. */
 export class BettyAPI {
   /** `settings` default to the page's own Jupyter server. */
@@ -183,6 +194,16 @@ export class BettyAPI {
   efficiency(cluster: string, jobIds: string[]): Promise<IOutcome> {
     const ids = jobIds.map(encodeURIComponent).join(',');
     return this.get(`jobs/efficiency?cluster=${encodeURIComponent(cluster)}&ids=${ids}`);
+  }
+
+  /** The built-in model catalog of the GPU estimate. */
+  gpuModels(): Promise<{ models: { name: string }[] }> {
+    return this.get('gpu/models');
+  }
+
+  /** Peak GPU memory of one job (`gpu_estimate`); with `trace`, the real step traced on meta tensors too. */
+  gpuEstimate(args: IGpuJob): Promise<IOutcome> {
+    return this.send('gpu/estimate', 'POST', args);
   }
 
   /** The experiments recorded in the workspace, with their jobs' states. */

@@ -13,6 +13,10 @@
  * Plain text that others wrote (job names, tool summaries, approval previews) goes through
  * {@link visibleText}, so control characters cannot disguise it.
  *
+ * Betty's own charts (SVG the server draws, every text in it escaped there) show through
+ * {@link ChartImage}: an `<img>` of a `data:` address, which runs no script and loads
+ * nothing, so no markup of the chart enters the page.
+ *
  * No module of the panel sets `innerHTML` or renders HTML strings; a test keeps it so.
  */
 import * as React from 'react';
@@ -126,6 +130,22 @@ function useSpacedOut(text: string, streaming: boolean): string {
     []
   );
   return streaming ? shown : text;
+}
+
+/** A chart Betty drew as SVG, shown as an image of a `data:` address; anything but one SVG element shows nothing. */
+export function ChartImage(props: { svg: string; alt: string; testId: string }): JSX.Element | null {
+  const { svg, alt, testId } = props;
+  if (!/^<svg[\s>]/.test(svg) || !svg.trimEnd().endsWith('</svg>')) {
+    return null;
+  }
+  return (
+    <img
+      className="betty-Chart"
+      data-testid={testId}
+      alt={visibleText(alt)}
+      src={`data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`}
+    />
+  );
 }
 
 /** A link to `url` if it is a {@link safeLinkUrl}, else its content and URL as text. */

@@ -468,7 +468,8 @@ describe('the Automations tab of the panel', () => {
       'betty-tab-jobs',
       'betty-tab-cluster',
       'betty-tab-experiments',
-      'betty-tab-automations'
+      'betty-tab-automations',
+      'betty-tab-gpu'
     ]);
     expect(
       byTestId(byTestId(container, 'betty-tab-automations'), 'betty-automations-pending-count')

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import threading
 from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from ...gpu import (EstimateRequest, Partition, advise, estimate, find_model, gpu_type, load_config, parse_partition,
                     targets_from)
+from ...gpu.advice import with_traced_peak
+from ...gpu.estimate import GIB
 from ...gpu.hardware import parse_gpu_type
 from ...gpu.request import (Attention, Checkpointing, KvDtype, Method, Offload, Optimizer, Precision, Sharding,
                             lora_targets)
+from ...safe_text import terminal_line
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError
 
 if TYPE_CHECKING:
-    from ...gpu import Architecture, Estimate
+    from ...gpu import Architecture, Estimate, GpuType
+    from ...gpu.trace import TracedEstimate
+
+ONE_TRACE_AT_A_TIME = threading.Lock()
+"""A trace keeps a CPU core busy for seconds: the process runs one at a time, the others wait their turn."""
 
 
 class JobShape(ToolArgs):
@@ -64,14 +74,19 @@ class JobShape(ToolArgs):
 
 
 def model_architecture(ctx: ToolContext, model: str) -> "Architecture":
-    """A catalog model, or a ``config.json`` that lies inside the project (nothing else is read)."""
+    """A catalog model, or a ``config.json`` that lies inside the project (nothing else is read).
+
+    A config's model is named after its folder, which anyone may have named: the name is written
+    out on one line (``\\n``, ``\\x1b``), so nothing told of the model can forge a line.
+    """
     if not model.endswith(".json"):
         return find_model(model).architecture
     root = ctx.workspace.root.resolve()
     path = (root / model).resolve()
     if not path.is_relative_to(root):
         raise ToolError(f"gpu: {model!r} is outside the project; give a config.json inside {root}")
-    return load_config(path)
+    config = load_config(path)
+    return dataclasses.replace(config, name=terminal_line(config.name))
 
 
 def estimate_summary(result: "Estimate") -> str:
@@ -85,6 +100,9 @@ class EstimateArgs(JobShape):
     """One job, and optionally a GPU type to check it against."""
 
     gpu: str | None = Field(None, description="say whether it fits on this GPU type, e.g. a100-80gb")
+    trace: bool = Field(False, description=(
+        "also run the real training or inference step on meta tensors (no GPU, no weights) and count its memory: "
+        "more exact than the formula, and says where in the step the peak happens; takes seconds of CPU"))
 
 
 class GpuEstimate(Tool[EstimateArgs]):
@@ -98,12 +116,20 @@ class GpuEstimate(Tool[EstimateArgs]):
 
     async def preview(self, ctx: ToolContext, args: EstimateArgs) -> Preview:
         """What is estimated (a computation on this machine; nothing is run anywhere)."""
-        return Preview(kind="text", title="estimate GPU memory", text=f"estimate {args.described()}")
+        traced = ", traced on meta tensors" if args.trace else ""
+        return Preview(kind="text", title="estimate GPU memory", text=f"estimate {args.described()}{traced}")
 
     async def run(self, ctx: ToolContext, args: EstimateArgs) -> ToolOutcome:
-        """The estimate; ``data`` is its JSON form (what ``cluster_submit`` takes as ``gpu_estimate``)."""
-        result = estimate(model_architecture(ctx, args.model), args.request())
+        """The estimate; ``data`` is its JSON form (what ``cluster_submit`` takes as ``gpu_estimate``).
+
+        With ``trace``, the traced estimate too: run in a worker thread, one at a time, so the
+        server's event loop stays free while it counts.
+        """
+        arch = model_architecture(ctx, args.model)
+        result = estimate(arch, args.request())
         gpu = gpu_type(args.gpu) if args.gpu else None
+        if args.trace:
+            return traced_outcome(await asyncio.to_thread(_trace, arch, result.request, gpu), result, gpu)
         data = result.as_dict(gpu)
         lines = [estimate_summary(result)]
         if gpu is not None:
@@ -114,6 +140,36 @@ class GpuEstimate(Tool[EstimateArgs]):
         return ToolOutcome(summary="\n".join(lines), full="\n".join(lines), data=data)
 
 
+def _trace(arch: "Architecture", request: "EstimateRequest", gpu: "GpuType | None") -> "TracedEstimate":
+    """One trace, after any other running in this process has finished."""
+    from ...gpu.trace import trace_estimate  # lazy: the trace's own module; only a traced estimate needs it
+
+    with ONE_TRACE_AT_A_TIME:
+        return trace_estimate(arch, request, gpu)
+
+
+def traced_outcome(traced: "TracedEstimate", formula: "Estimate", gpu: "GpuType | None") -> ToolOutcome:
+    """The traced numbers for the model, as text whose outside parts (names from a config.json, the model
+    code's module and op names) cannot forge a line; ``data`` adds the charts a face shows."""
+    from ...gpu.chart import breakdown_svg, timeline_svg  # lazy: the charts; only a traced estimate draws here
+
+    parts = sorted(traced.breakdown_gib().items(), key=lambda item: -item[1])
+    shown = ", ".join(f"{name.replace('_', ' ')} {value:.1f}" for name, value in parts if value >= 0.05)
+    lines = [f"{terminal_line(traced.model)}: {traced.peak_gib:.1f} GiB per GPU traced ({shown} GiB); "
+             f"the formula estimate says {formula.peak_gib:.1f}",
+             f"the peak: {terminal_line(traced.where)}",
+             f"allocated {traced.allocated_bytes / GIB:.2f} GiB, reserved {traced.reserved_bytes / GIB:.2f} GiB"]
+    data = traced.as_dict(formula)
+    if gpu is not None:
+        room = with_traced_peak(formula, traced).headroom_gib(gpu)
+        lines.append(f"on {gpu.name}: " + (f"fits, {room:.1f} GiB to spare" if room >= 0
+                                           else f"does not fit, {-room:.1f} GiB short"))
+        data.update(gpu=gpu.name, gpu_gib=round(gpu.memory_gib, 2), fits=room >= 0, headroom_gib=round(room, 3))
+    lines += [f"note: {terminal_line(note)}" for note in traced.notes]
+    data["charts"] = {"breakdown": breakdown_svg(traced, [gpu] if gpu else []), "timeline": timeline_svg(traced)}
+    return ToolOutcome(summary="\n".join(lines), full="\n".join(lines), data=data)
+
+
 class AdviseArgs(JobShape):
     """One job and the GPUs to place it on (default: the session cluster's partitions)."""
 
@@ -121,6 +177,8 @@ class AdviseArgs(JobShape):
         "partitions as name=gres, e.g. 'gpu=gpu:a100:4,gpu:h100:2'; default: read from the session's cluster"))
     gpu_types: list[str] | None = Field(None, description="GPU types to consider, e.g. ['a100-80gb', 'mygpu=48']")
     gpu: str | None = Field(None, description="report the largest batch and context on this GPU type")
+    trace: bool = Field(False, description=(
+        "place the job as asked by its traced peak (the real step run on meta tensors; seconds of CPU)"))
 
 
 class GpuAdvise(Tool[AdviseArgs]):
@@ -147,7 +205,9 @@ class GpuAdvise(Tool[AdviseArgs]):
             if not partitions:
                 raise ToolError(f"gpu_advise: {ctx.profile.name} has no GPU partitions; give partitions or gpu_types")
         limits_on = gpu_type(args.gpu) if args.gpu else None
-        advice = advise(model_architecture(ctx, args.model), args.request(), targets_from(partitions, types), limits_on)
+        arch, request = model_architecture(ctx, args.model), args.request()
+        traced = await asyncio.to_thread(_trace, arch, request, limits_on) if args.trace else None
+        advice = advise(arch, request, targets_from(partitions, types), limits_on, traced)
         text = advice.summary()
         return ToolOutcome(summary=text, full=text, data=advice.as_dict())
 

@@ -16,15 +16,16 @@ import ipywidgets as widgets
 
 from ...errors import BettyError
 from ...gpu import GPU_TYPES, advise, catalog, estimate, targets_from
-from ...gpu.chart import breakdown_svg
-from ...gpu.report import render_estimate
+from ...gpu.chart import breakdown_svg, timeline_svg
+from ...gpu.report import render_estimate, render_traced
 from ...gpu.request import CHECKPOINTING, METHODS, PRECISIONS, SHARDING, EstimateRequest
 from ...safe_text import html_text, visible
 from .html import pre_html
 from .record import Record, Recorded
 
 if TYPE_CHECKING:
-    from ...gpu import Estimate, Partition
+    from ...gpu import Estimate, GpuType, Partition
+    from ...gpu.trace import TracedEstimate
 
 SEQ_LENGTHS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -150,3 +151,30 @@ class EstimateView(Recorded, widgets.VBox):
 
     def __repr__(self) -> str:
         return f"<Betty estimate: {self.result.model} {self.result.request.method}, {self.result.peak_gib:.1f} GiB per GPU>"
+
+
+class TracedView(Recorded, widgets.VBox):
+    """A traced estimate: its breakdown beside the formula's as text, its bar, and its memory over the step."""
+
+    def __init__(self, traced: "TracedEstimate", formula: "Estimate", gpus: "Sequence[GpuType]" = ()) -> None:
+        self.traced = traced
+        self.text = render_traced(traced, formula, gpus[0] if len(gpus) == 1 else None)
+        self.charts = (breakdown_svg(traced, gpus), timeline_svg(traced))
+        shown = widgets.HBox([widgets.HTML(chart) for chart in self.charts])
+        super().__init__([widgets.HTML(pre_html(self.text)), shown])
+        self.add_class("betty-traced-estimate")
+
+    @property
+    def settled(self) -> bool:
+        """Always: a trace does not change."""
+        return True
+
+    def record(self) -> Record:
+        """The breakdown and both charts."""
+        titles = (f"traced GPU memory of {self.traced.model}", f"live GPU memory of {self.traced.model} over the step")
+        charts = "".join(chart_html(chart, title) for chart, title in zip(self.charts, titles, strict=True))
+        return Record(f"<div class='betty-traced-estimate'>{pre_html(self.text)}{charts}</div>", visible(self.text))
+
+    def __repr__(self) -> str:
+        return (f"<Betty traced estimate: {self.traced.model} {self.traced.request.method}, "
+                f"{self.traced.peak_gib:.1f} GiB per GPU>")

@@ -1,7 +1,7 @@
 /**
  * The whole side panel: the questions of logins waiting on the person (when there are any),
  * the header, the approvals other sessions wait on (MCP clients', automations'), then the
- * Chat, Jobs, Cluster, Experiments and Automations tabs.
+ * Chat, Jobs, Cluster, Experiments, Automations and GPU tabs.
  * Every tab stays mounted (hidden when not shown), so a draft prompt or a scroll position
  * survives a look at the jobs.
  */
@@ -14,6 +14,7 @@ import { useChanges } from './changes';
 import { ChatView } from './ChatView';
 import { ClusterView } from './ClusterView';
 import { ExperimentsView } from './ExperimentsView';
+import { GpuView } from './GpuView';
 import { Header } from './Header';
 import { JobsView } from './JobsView';
 import { LoginQuestionsView } from './LoginQuestionCard';
@@ -31,7 +32,8 @@ const TABS: { id: Tab; label: string }[] = [
   { id: 'jobs', label: 'Jobs' },
   { id: 'cluster', label: 'Cluster' },
   { id: 'experiments', label: 'Experiments' },
-  { id: 'automations', label: 'Automations' }
+  { id: 'automations', label: 'Automations' },
+  { id: 'gpu', label: 'GPU' }
 ];
 
 /** The side panel's content, rendered from `model`. */
@@ -151,6 +153,9 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           watching={model.visible}
           onPendingCount={setAutomationsPending}
         />
+      </div>
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'gpu'}>
+        <GpuView api={model.api} visible={shown('gpu')} />
       </div>
     </div>
   );
