@@ -34,7 +34,8 @@ async def test_a_plan_card_is_answered_per_step_and_a_refused_edit_keeps_it_open
 
     (card,) = await until("the plan's card", the_card)
     assert card["tool"] == "propose_plan" and card["tier"] == 2
-    assert [s["status"] for s in card["preview"]["details"]["steps"]] == ["proposed", "proposed"]
+    assert card["preview"]["details"] == {"steps": 2, "granted": 0}
+    assert "1. wiki_write (tier 2)" in card["preview"]["text"] and "2. wiki_write (tier 2)" in card["preview"]["text"]
     edited = page("a", "the person's own body\n")
     bad = {"steps": [{"decision": "edited", "args": {**edited, "page": "../outside.md"}}, {"decision": "denied"}]}
     code, error = await refusal(jp_fetch, "POST", "approvals", card["approval_id"], "preview", body={"args": bad})
@@ -49,7 +50,7 @@ async def test_a_plan_card_is_answered_per_step_and_a_refused_edit_keeps_it_open
         card["approval_id"]], "a refused answer loses nothing: the card is still open"
     good = {"steps": [{"decision": "edited", "args": edited}, {"decision": "denied"}]}
     preview = (await call(jp_fetch, "POST", "approvals", card["approval_id"], "preview", body={"args": good}))
-    assert "the person's own body" in preview["preview"]["text"]
+    assert "the person's own body" in preview["preview"]["text"] and preview["preview"]["details"]["granted"] == 1
     answered = await call(jp_fetch, "POST", "approvals", card["approval_id"], body={"decision": "edited", "args": good})
     assert answered["decision"] == "edited"
     # The edited step is covered: it runs without another card. The denied step never runs.

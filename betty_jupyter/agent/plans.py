@@ -185,13 +185,16 @@ async def answered(steps: list[Step], answer: PlanAnswer, registry: "ToolRegistr
 
 
 def plan_preview(goal: str, steps: list[Step]) -> Preview:
-    """The plan card's preview: each step's line, tier and own preview, exactly as its card would show it."""
+    """The plan card's preview: each step's line, tier and own preview, exactly as its card would show it.
+
+    The structured steps are the ``plan`` event's; the details only count them.
+    """
     parts = []
     for step in steps:
         body = step.preview.text if step.preview is not None else ""
         parts.append(step.line() + ("\n" + _indented(body) if body else ""))
     return Preview(kind="text", title=f"plan: {goal} ({len(steps)} steps)", text="\n\n".join(parts),
-                   details={"steps": [step.info().model_dump(mode="json") for step in steps]})
+                   details={"steps": len(steps), "granted": sum(step.status in GRANTED for step in steps)})
 
 
 def plan_event(plan_id: str, call_id: str, goal: str, steps: list[Step]) -> ev.Plan:

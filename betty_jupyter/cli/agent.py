@@ -64,10 +64,15 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
     broker = ApprovalBroker(timeout=args.timeout)
     pending: set[asyncio.Task[None]] = set()
 
+    plans: dict[str, list[PlanStep]] = {}
+
     def on_event(event: "AnyEvent") -> None:
         _show(event, args.json)
+        if isinstance(event, ev.PlanEvent):
+            plans[event.payload.call_id] = event.payload.calls
         if isinstance(event, ev.ApprovalRequestEvent):
-            answer = _answer_plan(broker, event.payload, approve, args.approve_plan) \
+            steps = plans.get(event.payload.call_id, [])
+            answer = _answer_plan(broker, event.payload, steps, approve, args.approve_plan) \
                 if event.payload.tool == PLAN_TOOL else _answer(broker, event.payload, approve)
             task = asyncio.get_running_loop().create_task(answer)
             pending.add(task)
@@ -97,10 +102,10 @@ async def _answer(broker: "ApprovalBroker", request: "ApprovalRequest", approve:
     broker.respond(request.approval_id, decision, approver=f"{getpass.getuser()} (betty ask --approve {approve})")
 
 
-async def _answer_plan(broker: "ApprovalBroker", request: "ApprovalRequest", approve: str, approve_plan: bool) -> None:
+async def _answer_plan(broker: "ApprovalBroker", request: "ApprovalRequest", steps: "list[PlanStep]", approve: str,
+                       approve_plan: bool) -> None:
     """A plan: granted whole with ``--approve-plan`` (or ``--approve all``), else asked on the terminal, per plan
     or per step; any other answer denies it."""
-    steps = request.preview.details.get("steps", [])
     answer: dict[str, object] | None = None
     if approve_plan or approve == "all":
         decision = Decision.APPROVED
@@ -115,8 +120,8 @@ async def _answer_plan(broker: "ApprovalBroker", request: "ApprovalRequest", app
     broker.respond(request.approval_id, decision, approver=f"{getpass.getuser()} (betty ask {how})", args=answer)
 
 
-async def _step_answer(step: dict[str, object]) -> str:
-    typed = await typed_answer(f"  step {step.get('index')} {step.get('tool')}? [y]es / [N]o: ")
+async def _step_answer(step: "PlanStep") -> str:
+    typed = await typed_answer(f"  step {step.index} {step.tool}? [y]es / [N]o: ")
     return Decision.APPROVED if typed.strip().lower() in ("y", "yes") else Decision.DENIED
 
 
