@@ -166,3 +166,38 @@ def test_betty_ask_prints_the_plan_and_approve_plan_grants_it(ssh_profile, works
     assert (workspace.wiki / "notes" / "b.md").exists()
     records = [r for r in ActionLog(workspace.root).read() if r.tool == "wiki_write" and r.ok]
     assert {r.approver for r in records} == {f"{getpass.getuser()} (betty ask --approve-plan)"}
+
+
+def test_on_a_terminal_each_step_of_a_plan_is_asked_in_turn(ssh_profile, workspace, tmp_path) -> None:
+    from test_cli_terminal import OnTerminal
+
+    def page(name: str) -> dict[str, Any]:
+        return {"page": f"notes/{name}.md", "mode": "create", "body": f"{name}\n",
+                "frontmatter": {"name": name, "description": "a note", "type": "note"}}
+
+    with ScriptedLLM([call("propose_plan", {"goal": "two notes", "steps": [
+            {"tool": "wiki_write", "args": page("a")}, {"tool": "wiki_write", "args": page("b")}]}),
+            call("wiki_write", page("a")), call("wiki_write", page("b")), say("Done.")]) as llm:
+        config = tmp_path / "betty.json"
+        config.write_text(json.dumps({"BettyConfig": {"clusters": [{**ssh_profile.to_dict(), "name": "betty-dev"}],
+                                                      "llm": {"base_url": llm.base_url, "model": "scripted"}}}))
+        person = OnTerminal(f"import os, sys; os.environ['BETTY_CONFIG'] = {str(config)!r}; "
+                            "from betty_jupyter.cli import main; "
+                            f"sys.exit(main(['ask', 'write two notes', '--dir', {str(workspace.root)!r}]))")
+        try:
+            person.wait_for("[e]ach step / [N]o: ", timeout=120)
+            os.write(person.screen, b"e\n")
+            person.wait_for("step 1 wiki_write? [y]es / [N]o: ")
+            os.write(person.screen, b"y\n")
+            person.wait_for("step 2 wiki_write? [y]es / [N]o: ")
+            os.write(person.screen, b"n\n")
+            person.wait_for("step 2 wiki_write: denied")
+            person.wait_for("continue it with --session", timeout=120)
+        except BaseException:
+            person.process.kill()
+            raise
+        assert person.ended() == 0
+    assert (workspace.wiki / "notes" / "a.md").exists() and not (workspace.wiki / "notes" / "b.md").exists()
+    records = [(r.tool, r.decision) for r in ActionLog(workspace.root).read()]
+    assert records == [("propose_plan", "edited"), ("wiki_write", "approved"),
+                       ("wiki_write", "refused")]
