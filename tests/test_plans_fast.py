@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 from conftest import run_betty
-from llm_server import ScriptedLLM, call, say
+from llm_server import ScriptedLLM, call, calls, say
 
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
@@ -167,6 +167,49 @@ def test_a_failed_step_stops_the_plan_and_the_rest_is_not_run(workspace) -> None
     assert reason == "denied" and not (workspace.wiki / "notes" / "b.md").exists()
 
 
+def test_step_by_step_each_granted_step_still_shows_its_card(workspace) -> None:
+    cards: list[Any] = []
+
+    async def answer(session: Any, broker: ApprovalBroker, request: Any) -> None:
+        cards.append(request)
+        if request.tool == "propose_plan":
+            broker.respond(request.approval_id, "edited", "tester", {
+                "steps": [{"decision": "approved"}, {"decision": "approved"}], "run": "step_by_step"})
+        else:
+            broker.respond(request.approval_id, "approved", "carol")
+
+    with ScriptedLLM() as llm:
+        llm.add(plan(("wiki_write", page("a", "x\n")), ("wiki_write", page("b", "y\n"), [1])),
+                call("wiki_write", page("a", "x\n")), call("wiki_write", page("b", "y\n")), say("Done."))
+        reason, events, session_id = asyncio.run(converse(workspace, llm, ScriptedTransport(), answer))
+    assert reason == "finished" and [c.tool for c in cards] == ["propose_plan", "wiki_write", "wiki_write"]
+    assert [(s.index, s.status) for s in of(events, "plan_step")][2:] == [
+        (1, "running"), (1, "done"), (2, "running"), (2, "done")]
+    records = ActionLog(workspace.root).read(session_id=session_id)
+    assert [(r.tool, r.approver) for r in records] == [
+        ("propose_plan", "tester"), ("wiki_write", "carol"), ("wiki_write", "carol")]
+
+
+def test_one_granted_step_covers_one_call_even_when_the_model_sends_it_twice_at_once(workspace) -> None:
+    cards: list[Any] = []
+
+    async def answer(session: Any, broker: ApprovalBroker, request: Any) -> None:
+        cards.append(request)
+        broker.respond(request.approval_id, "approved" if request.tool == "propose_plan" else "denied", "tester")
+
+    twice = {"page": "index.md", "mode": "append", "text": "- one line, once\n"}
+    with ScriptedLLM() as llm:
+        llm.add(plan(("wiki_write", twice), ("wiki_write", page("b", "y\n"))),
+                calls([("wiki_write", twice), ("wiki_write", twice)]), say("Stopped."))
+        reason, events, session_id = asyncio.run(converse(workspace, llm, ScriptedTransport(), answer))
+    assert reason == "denied" and [(c.tool, c.tier) for c in cards] == [("propose_plan", 2), ("wiki_write", 2)]
+    assert (workspace.wiki / "index.md").read_text().count("one line, once") == 1
+    records = ActionLog(workspace.root).read(session_id=session_id)
+    assert sorted((r.tool, r.decision) for r in records) == [
+        ("propose_plan", "approved"), ("wiki_write", "approved"), ("wiki_write", "denied")]
+    assert [(s.index, s.status) for s in of(events, "plan_step")].count((1, "done")) == 1
+
+
 @pytest.mark.parametrize("step, why", [
     (("cluster_run", {"command": "cat /etc/shadow"}), "outside"),
     (("cluster_cancel", {"job_id": "12"}), "refused by your rule deny cluster_cancel"),
@@ -208,3 +251,18 @@ def test_propose_mode_shows_the_plan_and_runs_nothing(workspace) -> None:
 def test_a_plan_must_need_earlier_steps_only() -> None:
     with pytest.raises(ValueError, match="step 1 depends on \\[2\\]"):
         PlanArgs.model_validate({"goal": "g", "steps": [{"tool": "a", "depends_on": [2]}, {"tool": "b"}]})
+
+
+def test_a_granted_step_is_held_by_one_call_at_a_time_and_waits_for_the_steps_it_needs() -> None:
+    from betty_jupyter.agent.events import EventStream
+    from betty_jupyter.agent.plans import ActivePlan, Step
+
+    first = Step(1, "wiki_write", {"page": "a.md"}, status="approved")
+    second = Step(2, "cluster_submit", {"script": "s"}, depends_on=[1], status="edited")
+    active = ActivePlan("plan_1", [first, second], "whole", "tester", EventStream("s"))
+    assert active.claim("cluster_submit", {"script": "s"}) is None, "step 1 is not done yet"
+    assert active.claim("wiki_write", {"page": "a.md"}) is first
+    assert active.claim("wiki_write", {"page": "a.md"}) is None, "held by the first call"
+    assert active.claim("wiki_write", {"page": "b.md"}) is None, "other arguments are no step"
+    active.release(first)
+    assert active.claim("wiki_write", {"page": "a.md"}) is first

@@ -316,31 +316,38 @@ class AgentSession:
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
         if tool.name == plans.PLAN_TOOL:
             return await self._proposed_plan(call, tool, args, tier, decision.action, person, began)
-        values = args.model_dump(mode="json")
-        if self._plan is not None and (denied := self._plan.denied(tool.name, values)) is not None:
+        plan, values = self._plan, args.model_dump(mode="json")
+        if plan is not None and (denied := plan.denied(tool.name, values)) is not None:
             return self._refused(call, tool, f"the person denied step {denied.number} of the plan; it does not run",
                                  began, tier)
         if decision.action == "propose":
             return await self._propose(call, tool, args, tier, began)
-        step = None if self._plan is None else self._plan.step_for(tool.name, values)
-        # A call a person typed is approved by typing it; the agent's calls that need no card run as auto.
-        approval = Approval(Decision.AUTO) if person is None else Approval(Decision.APPROVED, person)
-        if decision.action == "ask":
-            covered = await self._covered(step, tool, args)
-            if covered is not None:
-                approval = covered
-            else:
-                asked = await self._approval(call, tool, args, tier, decision.reason)
-                if isinstance(asked, Answer):
-                    return asked
-                args, approval = asked
-                step = None if self._plan is None else self._plan.step_for(tool.name, args.model_dump(mode="json"))
-        return await self._run(call, tool, tier, args, approval, began, step)
+        # Claimed before any await: two identical calls in one reply never both run as the one granted step.
+        step = None if plan is None else plan.claim(tool.name, values)
+        try:
+            # A call a person typed is approved by typing it; the agent's calls that need no card run as auto.
+            approval = Approval(Decision.AUTO) if person is None else Approval(Decision.APPROVED, person)
+            if decision.action == "ask":
+                covered = None if plan is None or step is None else await self._covered(plan, step, tool, args)
+                if covered is not None:
+                    approval = covered
+                else:
+                    asked = await self._approval(call, tool, args, tier, decision.reason)
+                    if isinstance(asked, Answer):
+                        return asked
+                    args, approval = asked
+                    if plan is not None:  # an edited card may now be (or no longer be) a granted step
+                        if step is not None:
+                            plan.release(step)
+                        step = plan.claim(tool.name, args.model_dump(mode="json"))
+            return await self._run(call, tool, tier, args, approval, began, plan if step is not None else None, step)
+        finally:
+            if plan is not None and step is not None:
+                plan.release(step)
 
     async def _run(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
-                   began: float, step: "plans.Step | None") -> Answer:
+                   began: float, plan: "plans.ActivePlan | None" = None, step: "plans.Step | None" = None) -> Answer:
         """Run a decided call, and follow it as the plan step it is (a failed step stops the plan)."""
-        plan = self._plan if step is not None else None
         if plan is not None and step is not None:
             plan.running(step, call.call_id)
         outcome = await tool.execute(self.context, args)
@@ -349,18 +356,17 @@ class AgentSession:
             self.stream.emit("replanning", ev.Replanning(reason=stopped))
         return Answer(outcome, condense(outcome, self.user))
 
-    async def _covered(self, step: "plans.Step | None", tool: "Tool[Any]", args: Any) -> Approval | None:
+    async def _covered(self, plan: "plans.ActivePlan", step: "plans.Step", tool: "Tool[Any]",
+                       args: Any) -> Approval | None:
         """The plan's approval of this exact call, when it stands (the call still previews as approved)."""
-        if step is None or self._plan is None or step.preview is None:
-            return None
         try:
             preview = await tool.dry_run(self.context, args)
         except BettyError:
             return None  # the call's own card says what is wrong now
-        if not self._plan.covers(step, preview):
+        if not plan.covers(step, preview):
             return None
         decision = Decision.EDITED if step.status == StepStatus.EDITED else Decision.APPROVED
-        return Approval(decision, self._plan.approver, step.preview)
+        return Approval(decision, plan.approver, step.preview)
 
     def _decide(self, tool: "Tool[Any]", args: Any, tier: int, person: str | None) -> "Ruling":
         """The policy's decision, the rules seeing the canonical arguments and the reads made on the person's behalf."""

@@ -118,6 +118,8 @@ class Step:
     reason: str = ""
     parsed: Any = None
     """The parsed arguments the call runs with (None for a refused step)."""
+    claimed: bool = False
+    """A call that is this step is being decided or run now: no other call is this step meanwhile."""
 
     def info(self) -> ev.PlanStep:
         """The step as the ``plan`` event carries it."""
@@ -235,13 +237,19 @@ class ActivePlan:
         return next((s for s in self.steps if s.status == StepStatus.DENIED and (s.tool, s.args) == (tool, args)),
                     None)
 
-    def step_for(self, tool: str, args: Mapping[str, Any]) -> Step | None:
-        """The granted step this call is, exactly, when every step it needs is done; None otherwise."""
+    def claim(self, tool: str, args: Mapping[str, Any]) -> Step | None:
+        """The granted step this call is, exactly, when every step it needs is done and no other call holds it;
+        it is held for this call until :meth:`release`. None when the call is no step of the plan."""
         for step in self.steps:
-            if step.status in GRANTED and (step.tool, step.args) == (tool, args) and all(
+            if step.status in GRANTED and not step.claimed and (step.tool, step.args) == (tool, args) and all(
                     self.steps[n - 1].status == StepStatus.DONE for n in step.depends_on):
+                step.claimed = True
                 return step
         return None
+
+    def release(self, step: Step) -> None:
+        """The call that held ``step`` has ended (run, refused or answered otherwise)."""
+        step.claimed = False
 
     def covers(self, step: Step, preview: Preview) -> bool:
         """Whether the approval stands for this call: the plan runs whole and the call shows what was approved."""
