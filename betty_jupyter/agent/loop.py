@@ -442,8 +442,6 @@ class AgentSession:
                                       "step granted, denied or edited")
         approval = Approval(resolution.decision, resolution.approver, preview)
         if not resolution.approved:
-            for step in steps:
-                step.status = StepStatus.DENIED
             return self._not_approved(call, tool, tier, args, approval, resolution)
         try:
             answer = plans.PlanAnswer.read(resolution.args or {"steps": [{"decision": "approved"}] * len(steps)})
