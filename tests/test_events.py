@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from betty_jupyter.agent import events
 from betty_jupyter.agent.events import (
     EVENT_TYPES, ApprovalRequest, ApprovalResolved, Budget, Done, ErrorInfo, Event, EventStream, JobUpdateInfo,
-    Message, MessageDelta, Plan, Replanning, ToolCallInfo, ToolResultInfo, parse_event,
+    Message, MessageDelta, Plan, PlanStepUpdate, Replanning, ToolCallInfo, ToolResultInfo, parse_event,
 )
 from betty_jupyter.agent.models import Preview, Tier
 from betty_jupyter.schemas import events_schema
@@ -27,6 +27,8 @@ EXAMPLES: dict[str, BaseModel] = {
     "message_delta": MessageDelta(text="Hel"),
     "message": Message(role="assistant", text=HOSTILE),
     "plan": Plan(steps=["read the queue", "submit"]),
+    "plan_step": PlanStepUpdate(plan_id="plan_1", index=2, tool="cluster_submit", status="failed", call_id="c2",
+                                summary="sbatch: error: invalid partition"),
     "tool_call": ToolCallInfo(call_id="call_1", tool="submit_job", args={"script": HOSTILE, "nodes": 2},
                               tier=Tier.ALWAYS_ASK),
     "approval_request": ApprovalRequest(approval_id="ap_1", call_id="call_1", tool="submit_job", tier=2,
@@ -48,7 +50,7 @@ EXAMPLES: dict[str, BaseModel] = {
 
 def test_the_examples_cover_every_type() -> None:
     assert set(EXAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 12
+    assert len(EVENT_TYPES) == 13
     assert {type(p) for p in EXAMPLES.values()} == set(events.PAYLOADS.values())
 
 

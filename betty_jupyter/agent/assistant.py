@@ -22,6 +22,7 @@ from ..experiments.watcher import ClusterClients, JobWatcher
 from . import events as ev
 from .actions import ActionLog
 from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
+from .plans import PLAN_TOOL
 from .policy import ApprovalPolicy
 from .session import SessionSpec, new_session_id, open_session, save
 from .vocabulary import DoneReason, Mode
@@ -204,6 +205,8 @@ class Assistant:
         if session is None:
             raise ApprovalError(f"approval {approval_id} waits in a session this server cannot check edits in; "
                                 "approve it as asked or deny it")
+        if request.tool == PLAN_TOOL:  # a plan's answer: each step's edit checked by the session's own policy
+            return await session.review_plan(request.args, args)
         _, preview = await revalidated(session.registry.get(request.tool), session.context, args)
         return preview
 

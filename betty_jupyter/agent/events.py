@@ -4,7 +4,8 @@ Every event is ``{type, session_id, seq, ts, payload}``; ``type`` names the payl
 
     message_delta     MessageDelta       a piece of the assistant's reply as it streams
     message           Message            a whole message (assistant or user)
-    plan              Plan               the steps the agent means to take
+    plan              Plan               the steps the agent means to take, each checked and previewed
+    plan_step         PlanStepUpdate     one step of a plan was decided, ran, failed or will not run
     tool_call         ToolCallInfo       the agent asked for a tool
     approval_request  ApprovalRequest    a person must approve a call (with its preview)
     approval_resolved ApprovalResolved   how that approval ended
@@ -32,7 +33,7 @@ from typing import Annotated, Any, Callable, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidatorFunctionWrapHandler, model_validator
 
 from .models import Preview
-from .vocabulary import Decision, DoneReason, EventType, Resolved
+from .vocabulary import Decision, DoneReason, EventType, Resolved, StepStatus
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +59,41 @@ class Message(Payload):
     text: str
 
 
+class PlanStep(Payload):
+    """One step of a plan as Betty checked it: the call, its tier and preview, the steps it needs, where it stands."""
+
+    index: int = Field(ge=1, description="its number in the plan: 1, 2, 3…")
+    tool: str
+    args: dict[str, Any] = Field(description="the arguments as checked (a refused step's as the model sent them)")
+    tier: int = _TIER
+    preview: Preview | None = Field(None, description="exactly what it would do; null for a step refused before "
+                                    "it could be previewed")
+    depends_on: list[int] = Field(default_factory=list, description="the numbers of the earlier steps it needs")
+    status: StepStatus
+    reason: str = Field("", description="why Betty refused it, or why it will not run")
+
+
 class Plan(Payload):
-    """The steps the agent means to take, in order."""
+    """The steps the agent means to take, in order: one line each, and (from a ``propose_plan`` call) each step
+    checked by Betty's policy and previewed exactly as its own card would be."""
 
     steps: list[str]
+    plan_id: str = ""
+    call_id: str = Field("", description="the propose_plan call the plan came from")
+    goal: str = ""
+    calls: list[PlanStep] = Field(default_factory=list, description="the steps, structured, in order")
+
+
+class PlanStepUpdate(Payload):
+    """One step of plan ``plan_id`` moved on: decided by a person, running, done, failed or not run."""
+
+    plan_id: str
+    index: int = Field(ge=1)
+    tool: str
+    status: StepStatus
+    call_id: str | None = Field(None, description="the call that runs it, once the model made it")
+    args: dict[str, Any] | None = Field(None, description="the granted arguments (an edited step's own)")
+    summary: str = Field("", description="one line: the result, the error, or why it will not run")
 
 
 class ToolCallInfo(Payload):
@@ -205,6 +237,13 @@ class PlanEvent(Event):
     payload: Plan
 
 
+class PlanStepEvent(Event):
+    """``plan_step``: one step of a plan moved on."""
+
+    type: Literal[EventType.PLAN_STEP] = EventType.PLAN_STEP
+    payload: PlanStepUpdate
+
+
 class ToolCallEvent(Event):
     """``tool_call``: the agent asked for a tool."""
 
@@ -269,8 +308,8 @@ class DoneEvent(Event):
 
 
 AnyEvent = Annotated[
-    Union[MessageDeltaEvent, MessageEvent, PlanEvent, ToolCallEvent, ApprovalRequestEvent, ApprovalResolvedEvent,
-          ToolResultEvent, ErrorEvent, ReplanningEvent, JobUpdateEvent, BudgetEvent, DoneEvent],
+    Union[MessageDeltaEvent, MessageEvent, PlanEvent, PlanStepEvent, ToolCallEvent, ApprovalRequestEvent,
+          ApprovalResolvedEvent, ToolResultEvent, ErrorEvent, ReplanningEvent, JobUpdateEvent, BudgetEvent, DoneEvent],
     Field(discriminator="type"),
 ]
 """Every event class, tagged by ``type``: narrow with ``if event.type == "tool_call": …``."""

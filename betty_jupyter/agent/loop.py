@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from ..errors import BettyError, ModelError
 from . import events as ev
+from . import plans
 from .actions import ActionRecord
 from .condense import condense, estimate_tokens
 from .llm import ToolCallRequest
 from .models import ToolOutcome
-from .vocabulary import Decision, DoneReason
+from .vocabulary import Decision, DoneReason, StepStatus
 
 if TYPE_CHECKING:
     from .actions import ActionLog
-    from .approvals import Approver
+    from .approvals import Approver, Resolution
     from .llm import ChatModel
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
@@ -120,6 +121,7 @@ class AgentSession:
         self.messages = messages or [{"role": "system", "content": parts.system_prompt}]
         self.tokens = tokens
         """Tokens used so far: the budget is per session, across resumes (and a delegated task's count here too)."""
+        self._plan: plans.ActivePlan | None = None
 
     # ----- what it was built with ----------------------------------------------------------------
     @property
@@ -202,7 +204,16 @@ class AgentSession:
 
         A person's denial ends the turn (``denied``) once the reply's other calls are answered: the
         model is told the call did not run, and hears of it again only with the person's next prompt.
+        A plan answered in this turn covers its calls until the turn ends; its steps left then are not run.
         """
+        try:
+            return await self._turn(prompt)
+        finally:
+            if self._plan is not None:
+                self._plan.stop("the turn ended before it ran")
+                self._plan = None
+
+    async def _turn(self, prompt: str) -> str:
         if self.model is None:
             self.stream.emit("message", ev.Message(role="user", text=prompt))
             self.stream.emit("error", ev.ErrorInfo(message=self._parts.no_model_reason or "no chat model is configured",
@@ -303,18 +314,59 @@ class AgentSession:
         decision = self._decide(tool, args, tier, person)
         if decision.action == "deny":
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
+        if tool.name == plans.PLAN_TOOL:
+            return await self._proposed_plan(call, tool, args, tier, decision.action, person, began)
+        plan, values = self._plan, args.model_dump(mode="json")
+        if plan is not None and (denied := plan.denied(tool.name, values)) is not None:
+            return self._refused(call, tool, f"the person denied step {denied.number} of the plan; it does not run",
+                                 began, tier)
         if decision.action == "propose":
             return await self._propose(call, tool, args, tier, began)
-        # A call a person typed is approved by typing it; the agent's calls that need no card run as auto.
-        approval = Approval(Decision.AUTO) if person is None else Approval(Decision.APPROVED, person)
-        if decision.action == "ask":
-            asked = await self._approval(call, tool, args, tier, decision.reason)
-            if isinstance(asked, Answer):
-                return asked
-            args, approval = asked
+        # Claimed before any await: two identical calls in one reply never both run as the one granted step.
+        step = None if plan is None else plan.claim(tool.name, values)
+        try:
+            # A call a person typed is approved by typing it; the agent's calls that need no card run as auto.
+            approval = Approval(Decision.AUTO) if person is None else Approval(Decision.APPROVED, person)
+            if decision.action == "ask":
+                covered = None if plan is None or step is None else await self._covered(plan, step, tool, args)
+                if covered is not None:
+                    approval = covered
+                else:
+                    asked = await self._approval(call, tool, args, tier, decision.reason)
+                    if isinstance(asked, Answer):
+                        return asked
+                    args, approval = asked
+                    if plan is not None:  # an edited card may now be (or no longer be) a granted step
+                        if step is not None:
+                            plan.release(step)
+                        step = plan.claim(tool.name, args.model_dump(mode="json"))
+            return await self._run(call, tool, tier, args, approval, began, plan if step is not None else None, step)
+        finally:
+            if plan is not None and step is not None:
+                plan.release(step)
+
+    async def _run(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
+                   began: float, plan: "plans.ActivePlan | None" = None, step: "plans.Step | None" = None) -> Answer:
+        """Run a decided call, and follow it as the plan step it is (a failed step stops the plan)."""
+        if plan is not None and step is not None:
+            plan.running(step, call.call_id)
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
+        if plan is not None and step is not None and (stopped := plan.ran(step, call.call_id, outcome)):
+            self.stream.emit("replanning", ev.Replanning(reason=stopped))
         return Answer(outcome, condense(outcome, self.user))
+
+    async def _covered(self, plan: "plans.ActivePlan", step: "plans.Step", tool: "Tool[Any]",
+                       args: Any) -> Approval | None:
+        """The plan's approval of this exact call, when it stands (the call still previews as approved)."""
+        try:
+            preview = await tool.dry_run(self.context, args)
+        except BettyError:
+            return None  # the call's own card says what is wrong now
+        if not plan.covers(step, preview):
+            return None
+        decision = Decision.EDITED if step.status == StepStatus.EDITED else Decision.APPROVED
+        return Approval(decision, plan.approver, step.preview)
 
     def _decide(self, tool: "Tool[Any]", args: Any, tier: int, person: str | None) -> "Ruling":
         """The policy's decision, the rules seeing the canonical arguments and the reads made on the person's behalf."""
@@ -333,6 +385,21 @@ class AgentSession:
             preview = await tool.preview(self.context, args)
         except BettyError as error:
             return self._refused(call, tool, str(error), time.perf_counter(), tier)
+        resolution = await self._card(call, tool, tier, args, preview, reason)
+        approval = Approval(resolution.decision, resolution.approver, preview)
+        if not resolution.approved:
+            return self._not_approved(call, tool, tier, args, approval, resolution)
+        if resolution.decision == Decision.EDITED and resolution.args is not None:
+            try:
+                args, approval.preview = await revalidated(tool, self.context, resolution.args)
+            except BettyError as error:
+                return self._refused(call, tool, str(error), time.perf_counter(), tier)
+        self.grants.grant(tool.name)  # tier 1 asks once per session per tool; tier 2 ignores grants
+        return args, approval
+
+    async def _card(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, preview: "Preview",
+                    reason: str) -> "Resolution":
+        """Show the card, wait for the person's answer (or none), and say how it ended."""
         request = ev.ApprovalRequest(approval_id=f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
                                      tool=tool.name, tier=tier, args=args.model_dump(mode="json"),
                                      preview=preview, reason=reason, task=self.task)
@@ -341,21 +408,65 @@ class AgentSession:
         self.stream.emit("approval_resolved", ev.ApprovalResolved(
             approval_id=request.approval_id, call_id=call.call_id, decision=resolution.decision,
             approver=resolution.approver, args=resolution.args))
+        return resolution
+
+    def _not_approved(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
+                      resolution: "Resolution") -> Answer:
+        self._log(call, tool, tier, args, approval, None, time.perf_counter())
+        outcome = ToolOutcome(ok=False, summary=f"not run: {resolution.decision}"
+                              + (f" ({resolution.reason})" if resolution.reason else ""))
+        return Answer(outcome, f"The person did not approve this call ({resolution.decision}), "
+                      "so it did not run. Do not retry it unless they ask.",
+                      denied=resolution.decision == Decision.DENIED)
+
+    # ----- plans -----------------------------------------------------------------------------
+    def _plan_policy(self, person: str | None) -> plans.Decide:
+        return lambda tool, args, tier: self._decide(tool, args, tier, person)
+
+    async def _proposed_plan(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int, action: str,
+                             person: str | None, began: float) -> Answer:
+        """A ``propose_plan`` call: check each step, show the plan, ask once, and keep what the person granted."""
+        steps = await plans.check_plan(args, self.registry, self.context, self._plan_policy(person))
+        plan_id = f"plan_{uuid.uuid4().hex[:12]}"
+        self.stream.emit("plan", plans.plan_event(plan_id, call.call_id, args.goal, steps))
+        refused = [step for step in steps if step.status == StepStatus.REFUSED]
+        if refused:
+            return self._refused(call, tool, "refused by Betty's policy, nothing was asked: " + "; ".join(
+                f"step {step.number} ({step.tool}): {step.reason}" for step in refused), began, tier)
+        preview = plans.plan_preview(args.goal, steps)
+        if action == "propose":
+            outcome = ToolOutcome(ok=True, summary=f"proposed, not run (Betty is in propose mode):\n{preview.text}")
+            self._log(call, tool, tier, args, Approval(Decision.PROPOSED, None, preview), outcome, began)
+            return Answer(outcome, outcome.summary)
+        resolution = await self._card(call, tool, tier, args, preview, "a plan: one answer for its steps, each "
+                                      "step granted, denied or edited")
         approval = Approval(resolution.decision, resolution.approver, preview)
         if not resolution.approved:
-            self._log(call, tool, tier, args, approval, None, time.perf_counter())
-            outcome = ToolOutcome(ok=False, summary=f"not run: {resolution.decision}"
-                                  + (f" ({resolution.reason})" if resolution.reason else ""))
-            return Answer(outcome, f"The person did not approve this call ({resolution.decision}), "
-                          "so it did not run. Do not retry it unless they ask.",
-                          denied=resolution.decision == Decision.DENIED)
-        if resolution.decision == Decision.EDITED and resolution.args is not None:
-            try:
-                args, approval.preview = await revalidated(tool, self.context, resolution.args)
-            except BettyError as error:
-                return self._refused(call, tool, str(error), time.perf_counter(), tier)
-        self.grants.grant(tool.name)  # tier 1 asks once per session per tool; tier 2 ignores grants
-        return args, approval
+            return self._not_approved(call, tool, tier, args, approval, resolution)
+        try:
+            answer = plans.PlanAnswer.read(resolution.args or {"steps": [{"decision": "approved"}] * len(steps)})
+            steps = await plans.answered(steps, answer, self.registry, self.context, self._plan_policy(person))
+        except BettyError as error:
+            return self._refused(call, tool, str(error), began, tier)
+        if self._plan is not None:
+            self._plan.stop("a newer plan replaced it")
+        self._plan = plans.ActivePlan(plan_id, steps, answer.run, resolution.approver, self.stream)
+        self._plan.announce()
+        approval.preview = plans.plan_preview(args.goal, steps)
+        granted = sum(step.status in plans.GRANTED for step in steps)
+        outcome = ToolOutcome(ok=True, summary=f"plan answered: {granted} of {len(steps)} steps granted")
+        self._log(call, tool, tier, args, approval, outcome, began)
+        return Answer(outcome, plans.told(steps, answer.run))
+
+    async def review_plan(self, proposal: Mapping[str, Any], answer: Mapping[str, Any]) -> "Preview":
+        """The preview of a person's answer to an open plan card (``proposal``: its ``propose_plan`` arguments),
+        each edit checked and previewed by the same tool and policy code as the model's call; ToolError (one
+        line) when the answer is refused. Nothing runs and nothing is kept."""
+        plan = self.registry.get(plans.PLAN_TOOL).parse(dict(proposal))
+        decide = self._plan_policy(None)
+        steps = await plans.check_plan(plan, self.registry, self.context, decide)
+        steps = await plans.answered(steps, plans.PlanAnswer.read(answer), self.registry, self.context, decide)
+        return plans.plan_preview(plan.goal, steps)
 
     async def _propose(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                        began: float) -> Answer:

@@ -11,6 +11,9 @@ action log, the events) uses these. They are ``str`` enums, so a member equals i
     DoneReason why a turn ended: finished | denied | breaker | error | stopped
     EventType  the ``type`` of each event on the wire
     Face       where a person answered a card: side panel | notebook | server API
+    StepStatus where one step of a plan stands: proposed | refused | approved | edited | denied
+               | running | done | failed | not_run
+    PlanRun    how a plan's granted steps run: whole (no further card) | step_by_step (each asks again)
 
 Programs read these fields, never the text of a message.
 """
@@ -149,12 +152,45 @@ class Face(Word):
     """Any other client of the REST API (a script, an MCP client)."""
 
 
+class StepStatus(Word):
+    """Where one step of a plan stands (the ``plan`` and ``plan_step`` events)."""
+
+    PROPOSED = "proposed"
+    """Checked by Betty's policy and previewed; waits for a person."""
+    REFUSED = "refused"
+    """Betty's policy refused it (unknown tool, bad arguments, a rule, the mode, a failed preview)."""
+    APPROVED = "approved"
+    """A person granted it as previewed."""
+    EDITED = "edited"
+    """A person granted it with arguments of their own, checked and previewed again."""
+    DENIED = "denied"
+    """A person denied it: it never runs."""
+    RUNNING = "running"
+    """The model called it with exactly the granted arguments; it runs now."""
+    DONE = "done"
+    """It ran and succeeded."""
+    FAILED = "failed"
+    """It ran and failed: the plan stops there."""
+    NOT_RUN = "not_run"
+    """It was granted but never ran: an earlier step failed or was denied, or the turn ended first."""
+
+
+class PlanRun(Word):
+    """How the granted steps of a plan run once a person has answered it."""
+
+    WHOLE = "whole"
+    """Each granted step runs without another card when the model calls it exactly as previewed."""
+    STEP_BY_STEP = "step_by_step"
+    """Each granted step still shows its own card as the model calls it."""
+
+
 class EventType(Word):
     """The ``type`` of each event, in the order of the protocol (see :mod:`betty_jupyter.agent.events`)."""
 
     MESSAGE_DELTA = "message_delta"
     MESSAGE = "message"
     PLAN = "plan"
+    PLAN_STEP = "plan_step"
     TOOL_CALL = "tool_call"
     APPROVAL_REQUEST = "approval_request"
     APPROVAL_RESOLVED = "approval_resolved"

@@ -583,14 +583,14 @@ class BettyMagics(Magics):
         return betty.mode
 
     def _approvals(self, args: argparse.Namespace, cell: str | None) -> Any:
-        from .widgets.approval import ApprovalCard  # lazy: ipywidgets; `%load_ext` never needs it
+        from .widgets.plan import card_for  # lazy: ipywidgets; `%load_ext` never needs it
 
         betty = self.connection
         pending = betty.backend.pending()
         if not pending:
             print("Nothing waits for your approval.")
             return []
-        cards = [ApprovalCard(request, betty.respond, answered_by=betty.backend.person, check=betty.repreview)
+        cards = [card_for(request, betty.respond, answered_by=betty.backend.person, check=betty.repreview)
                  for request in pending]
         for card in cards:  # each in its own output, which keeps its record once answered
             display(card)

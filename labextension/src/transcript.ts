@@ -263,6 +263,15 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
       steps: event.payload.steps.filter(step => typeof step === 'string')
     }),
 
+  plan_step: (state, event) => {
+    const step = event.payload;
+    const summary = step.summary ? `: ${step.summary}` : '';
+    return appendNote(state, event.seq, {
+      tone: step.status === 'failed' ? 'error' : 'plan',
+      text: `Plan step ${step.index} (${step.tool}) ${step.status.replace('_', ' ')}${summary}`
+    });
+  },
+
   tool_call: (state, event) => {
     const { call_id, tool, args } = event.payload;
     const tier = [0, 1, 2].includes(event.payload.tier) ? event.payload.tier : null;

@@ -437,14 +437,24 @@ describe('reduce: notes', () => {
       notebook: 'notebooks/experiments/2024-05-01-train.ipynb'
     };
     const state = run([
-      ev('plan', 1, { steps: ['read the queue', 'cancel'] }),
+      ev('plan', 1, { steps: ['read the queue', 'cancel'], plan_id: 'p', call_id: 'c', goal: 'g', calls: [] }),
       ev('error', 2, { message: 'the model timed out', code: 'model', retryable: true }),
       ev('replanning', 3, { reason: 'the job had ended' }),
       ev('job_update', 4, job),
-      ev('done', 5, { reason: 'breaker' })
+      ev('done', 5, { reason: 'breaker' }),
+      ev('plan_step', 6, {
+        plan_id: 'p',
+        index: 2,
+        tool: 'cluster_cancel',
+        status: 'not_run',
+        call_id: null,
+        args: null,
+        summary: '<b>step 1 failed</b>'
+      })
     ]);
     const notes = state.items as INoteItem[];
-    expect(notes.map(n => n.tone)).toEqual(['plan', 'error', 'info', 'job', 'info']);
+    expect(notes.map(n => n.tone)).toEqual(['plan', 'error', 'info', 'job', 'info', 'plan']);
+    expect(notes[5].text).toBe('Plan step 2 (cluster_cancel) not run: <b>step 1 failed</b>');
     expect(notes[0].steps).toEqual(['read the queue', 'cancel']);
     expect(notes[1].text).toBe('the model timed out');
     expect(notes[2].text).toContain('the job had ended');

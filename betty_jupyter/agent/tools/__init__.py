@@ -13,6 +13,7 @@ from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
 from .overview import ClusterOverview
+from .plan import ProposePlan
 from .sweep import ClusterSweep
 from .why import ClusterWhy
 from .wiki import WikiRead, WikiSearch, WikiWrite
@@ -20,7 +21,7 @@ from .wiki import WikiRead, WikiSearch, WikiWrite
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterSweep,
     ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy, ClusterEfficiency, GpuEstimate, GpuAdvise,
-    WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks,
+    WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan,
 )
 """Every tool class, in the order the system prompt lists them."""
 
@@ -28,6 +29,6 @@ __all__ = [
     "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
     "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
     "DelegateTasks",
-    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "Scratchpad",
+    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "ProposePlan", "Scratchpad",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

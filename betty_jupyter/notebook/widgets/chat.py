@@ -17,6 +17,7 @@ from ...agent.vocabulary import DoneReason
 from ...safe_text import html_text, markdown_html, visible
 from .approval import ApprovalCard, Respond, StartEstimate
 from .edit import Check
+from .plan import card_for
 from .record import Note, Record, Recorded
 
 
@@ -104,7 +105,7 @@ class ChatStream(Recorded, widgets.VBox):
                     row.children = [widgets.HTML(f"<pre>{html_text(result.summary)}</pre>")]
             case ev.ApprovalRequestEvent(payload=request):
                 self._close_reply()
-                card = ApprovalCard(request, self._respond, check=self._check, estimate=self._estimate)
+                card = card_for(request, self._respond, check=self._check, estimate=self._estimate)
                 card.recorded_in(self)
                 self.cards[request.approval_id] = card
                 self._add(card)

@@ -11,7 +11,7 @@ import type { BettyEvent } from './events';
 import type { IServerError } from './serverApi';
 
 export const isBettyEventSchema = validate20;
-const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"}},"required":["role","text"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"}},"required":["steps"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","replanning":"#/$defs/ReplanningEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
+const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"}},"required":["role","text"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStep":{"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"},"PlanStepEvent":{"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStepUpdate":{"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"StepStatus":{"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","plan_step":"#/$defs/PlanStepEvent","replanning":"#/$defs/ReplanningEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/PlanStepEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
 const schema32 = {"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema33 = {"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"};
 
@@ -296,7 +296,489 @@ return errors === 0;
 validate23.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema36 = {"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema37 = {"properties":{"steps":{"items":{"type":"string"},"type":"array"}},"required":["steps"],"type":"object"};
+const schema37 = {"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"};
+const schema38 = {"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"};
+const schema39 = {"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"};
+const schema40 = {"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"};
+
+function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate27.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((((((data.index === undefined) && (missing0 = "index")) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.tier === undefined) && (missing0 = "tier"))) || ((data.preview === undefined) && (missing0 = "preview"))) || ((data.depends_on === undefined) && (missing0 = "depends_on"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.reason === undefined) && (missing0 = "reason"))){
+validate27.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.index !== undefined){
+let data0 = data.index;
+const _errs1 = errors;
+if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
+validate27.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs1){
+if((typeof data0 == "number") && (isFinite(data0))){
+if(data0 < 1 || isNaN(data0)){
+validate27.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.tool !== undefined){
+const _errs3 = errors;
+if(typeof data.tool !== "string"){
+validate27.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.args !== undefined){
+let data2 = data.args;
+const _errs5 = errors;
+if(errors === _errs5){
+if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
+}
+else {
+validate27.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.tier !== undefined){
+let data3 = data.tier;
+const _errs8 = errors;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+validate27.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs8){
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 2 || isNaN(data3)){
+validate27.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+return false;
+}
+else {
+if(data3 < 0 || isNaN(data3)){
+validate27.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs8 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.preview !== undefined){
+let data4 = data.preview;
+const _errs10 = errors;
+const _errs11 = errors;
+let valid1 = false;
+const _errs12 = errors;
+const _errs13 = errors;
+if(errors === _errs13){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if(((((data4.kind === undefined) && (missing1 = "kind")) || ((data4.title === undefined) && (missing1 = "title"))) || ((data4.text === undefined) && (missing1 = "text"))) || ((data4.details === undefined) && (missing1 = "details"))){
+const err0 = {instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/required",keyword:"required",params:{missingProperty: missing1}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+else {
+if(data4.kind !== undefined){
+let data5 = data4.kind;
+const _errs15 = errors;
+if(typeof data5 !== "string"){
+const err1 = {instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+if(!((((data5 === "command") || (data5 === "script")) || (data5 === "diff")) || (data5 === "text"))){
+const err2 = {instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/enum",keyword:"enum",params:{allowedValues: schema39.properties.kind.enum}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+var valid3 = _errs15 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data4.title !== undefined){
+const _errs17 = errors;
+if(typeof data4.title !== "string"){
+const err3 = {instancePath:instancePath+"/preview/title",schemaPath:"#/$defs/Preview/properties/title/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var valid3 = _errs17 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data4.text !== undefined){
+const _errs19 = errors;
+if(typeof data4.text !== "string"){
+const err4 = {instancePath:instancePath+"/preview/text",schemaPath:"#/$defs/Preview/properties/text/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var valid3 = _errs19 === errors;
+}
+else {
+var valid3 = true;
+}
+if(valid3){
+if(data4.details !== undefined){
+let data8 = data4.details;
+const _errs21 = errors;
+if(errors === _errs21){
+if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
+}
+else {
+const err5 = {instancePath:instancePath+"/preview/details",schemaPath:"#/$defs/Preview/properties/details/type",keyword:"type",params:{type: "object"}};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+}
+var valid3 = _errs21 === errors;
+}
+else {
+var valid3 = true;
+}
+}
+}
+}
+}
+}
+else {
+const err6 = {instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/type",keyword:"type",params:{type: "object"}};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+}
+var _valid0 = _errs12 === errors;
+valid1 = valid1 || _valid0;
+if(_valid0){
+var props0 = {};
+props0.kind = true;
+props0.title = true;
+props0.text = true;
+props0.details = true;
+}
+const _errs24 = errors;
+if(data4 !== null){
+const err7 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+var _valid0 = _errs24 === errors;
+valid1 = valid1 || _valid0;
+if(!valid1){
+const err8 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+validate27.errors = vErrors;
+return false;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.depends_on !== undefined){
+let data9 = data.depends_on;
+const _errs26 = errors;
+if(errors === _errs26){
+if(Array.isArray(data9)){
+var valid4 = true;
+const len0 = data9.length;
+for(let i0=0; i0<len0; i0++){
+let data10 = data9[i0];
+const _errs28 = errors;
+if(!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))){
+validate27.errors = [{instancePath:instancePath+"/depends_on/" + i0,schemaPath:"#/properties/depends_on/items/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+var valid4 = _errs28 === errors;
+if(!valid4){
+break;
+}
+}
+}
+else {
+validate27.errors = [{instancePath:instancePath+"/depends_on",schemaPath:"#/properties/depends_on/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs26 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.status !== undefined){
+let data11 = data.status;
+const _errs30 = errors;
+if(typeof data11 !== "string"){
+validate27.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!(((((((((data11 === "proposed") || (data11 === "refused")) || (data11 === "approved")) || (data11 === "edited")) || (data11 === "denied")) || (data11 === "running")) || (data11 === "done")) || (data11 === "failed")) || (data11 === "not_run"))){
+validate27.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema40.enum}}];
+return false;
+}
+var valid0 = _errs30 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.reason !== undefined){
+const _errs33 = errors;
+if(typeof data.reason !== "string"){
+validate27.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs33 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate27.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate27.errors = vErrors;
+return errors === 0;
+}
+validate27.evaluated = {"props":{"index":true,"tool":true,"args":true,"tier":true,"preview":true,"depends_on":true,"status":true,"reason":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate26.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.steps === undefined) && (missing0 = "steps")) || ((data.plan_id === undefined) && (missing0 = "plan_id"))) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.goal === undefined) && (missing0 = "goal"))) || ((data.calls === undefined) && (missing0 = "calls"))){
+validate26.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.steps !== undefined){
+let data0 = data.steps;
+const _errs1 = errors;
+if(errors === _errs1){
+if(Array.isArray(data0)){
+var valid1 = true;
+const len0 = data0.length;
+for(let i0=0; i0<len0; i0++){
+const _errs3 = errors;
+if(typeof data0[i0] !== "string"){
+validate26.errors = [{instancePath:instancePath+"/steps/" + i0,schemaPath:"#/properties/steps/items/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid1 = _errs3 === errors;
+if(!valid1){
+break;
+}
+}
+}
+else {
+validate26.errors = [{instancePath:instancePath+"/steps",schemaPath:"#/properties/steps/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.plan_id !== undefined){
+const _errs5 = errors;
+if(typeof data.plan_id !== "string"){
+validate26.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.call_id !== undefined){
+const _errs7 = errors;
+if(typeof data.call_id !== "string"){
+validate26.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.goal !== undefined){
+const _errs9 = errors;
+if(typeof data.goal !== "string"){
+validate26.errors = [{instancePath:instancePath+"/goal",schemaPath:"#/properties/goal/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.calls !== undefined){
+let data5 = data.calls;
+const _errs11 = errors;
+if(errors === _errs11){
+if(Array.isArray(data5)){
+var valid2 = true;
+const len1 = data5.length;
+for(let i1=0; i1<len1; i1++){
+const _errs13 = errors;
+if(!(validate27(data5[i1], {instancePath:instancePath+"/calls/" + i1,parentData:data5,parentDataProperty:i1,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate27.errors : vErrors.concat(validate27.errors);
+errors = vErrors.length;
+}
+var valid2 = _errs13 === errors;
+if(!valid2){
+break;
+}
+}
+}
+else {
+validate26.errors = [{instancePath:instancePath+"/calls",schemaPath:"#/properties/calls/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate26.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate26.errors = vErrors;
+return errors === 0;
+}
+validate26.evaluated = {"props":{"steps":true,"plan_id":true,"call_id":true,"goal":true,"calls":true},"dynamicProps":false,"dynamicItems":false};
+
 
 function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -380,48 +862,10 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
-let data4 = data.payload;
 const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if((data4.steps === undefined) && (missing1 = "steps")){
-validate25.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Plan/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data4.steps !== undefined){
-let data5 = data4.steps;
-const _errs12 = errors;
-if(errors === _errs12){
-if(Array.isArray(data5)){
-var valid3 = true;
-const len0 = data5.length;
-for(let i0=0; i0<len0; i0++){
-const _errs14 = errors;
-if(typeof data5[i0] !== "string"){
-validate25.errors = [{instancePath:instancePath+"/payload/steps/" + i0,schemaPath:"#/$defs/Plan/properties/steps/items/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid3 = _errs14 === errors;
-if(!valid3){
-break;
-}
-}
-}
-else {
-validate25.errors = [{instancePath:instancePath+"/payload/steps",schemaPath:"#/$defs/Plan/properties/steps/type",keyword:"type",params:{type: "array"}}];
-return false;
-}
-}
-}
-}
-}
-else {
-validate25.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Plan/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
+if(!(validate26(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate26.errors : vErrors.concat(validate26.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
 }
@@ -444,13 +888,247 @@ return errors === 0;
 }
 validate25.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema38 = {"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema39 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"};
+const schema41 = {"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema42 = {"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"};
 
-function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate27.evaluated;
+const evaluated0 = validate32.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((data.plan_id === undefined) && (missing0 = "plan_id")) || ((data.index === undefined) && (missing0 = "index"))) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.summary === undefined) && (missing0 = "summary"))){
+validate32.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.plan_id !== undefined){
+const _errs1 = errors;
+if(typeof data.plan_id !== "string"){
+validate32.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.index !== undefined){
+let data1 = data.index;
+const _errs3 = errors;
+if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
+validate32.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs3){
+if((typeof data1 == "number") && (isFinite(data1))){
+if(data1 < 1 || isNaN(data1)){
+validate32.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.tool !== undefined){
+const _errs5 = errors;
+if(typeof data.tool !== "string"){
+validate32.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.status !== undefined){
+let data3 = data.status;
+const _errs7 = errors;
+if(typeof data3 !== "string"){
+validate32.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!(((((((((data3 === "proposed") || (data3 === "refused")) || (data3 === "approved")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "running")) || (data3 === "done")) || (data3 === "failed")) || (data3 === "not_run"))){
+validate32.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema40.enum}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.call_id !== undefined){
+let data4 = data.call_id;
+const _errs10 = errors;
+const _errs11 = errors;
+let valid2 = false;
+const _errs12 = errors;
+if(typeof data4 !== "string"){
+const err0 = {instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var _valid0 = _errs12 === errors;
+valid2 = valid2 || _valid0;
+const _errs14 = errors;
+if(data4 !== null){
+const err1 = {instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+var _valid0 = _errs14 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err2 = {instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+validate32.errors = vErrors;
+return false;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.args !== undefined){
+let data5 = data.args;
+const _errs16 = errors;
+const _errs17 = errors;
+let valid3 = false;
+const _errs18 = errors;
+if(errors === _errs18){
+if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
+}
+else {
+const err3 = {instancePath:instancePath+"/args",schemaPath:"#/properties/args/anyOf/0/type",keyword:"type",params:{type: "object"}};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+}
+var _valid1 = _errs18 === errors;
+valid3 = valid3 || _valid1;
+const _errs21 = errors;
+if(data5 !== null){
+const err4 = {instancePath:instancePath+"/args",schemaPath:"#/properties/args/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid1 = _errs21 === errors;
+valid3 = valid3 || _valid1;
+if(!valid3){
+const err5 = {instancePath:instancePath+"/args",schemaPath:"#/properties/args/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+validate32.errors = vErrors;
+return false;
+}
+else {
+errors = _errs17;
+if(vErrors !== null){
+if(_errs17){
+vErrors.length = _errs17;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.summary !== undefined){
+const _errs23 = errors;
+if(typeof data.summary !== "string"){
+validate32.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs23 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate32.errors = vErrors;
+return errors === 0;
+}
+validate32.evaluated = {"props":{"plan_id":true,"index":true,"tool":true,"status":true,"call_id":true,"args":true,"summary":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate31.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -461,7 +1139,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate27.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate31.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -469,11 +1147,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate27.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate31.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("tool_call" !== data0){
-validate27.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_call"}}];
+if("plan_step" !== data0){
+validate31.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "plan_step"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -485,7 +1163,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate27.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate31.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -498,13 +1176,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate27.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate31.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate27.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate31.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -519,7 +1197,118 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate27.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate31.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
+const _errs9 = errors;
+if(!(validate32(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate32.errors : vErrors.concat(validate32.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate31.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate31.errors = vErrors;
+return errors === 0;
+}
+validate31.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema44 = {"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema45 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"};
+
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate35.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate35.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("tool_call" !== data0){
+validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_call"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate35.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate35.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate35.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate35.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -536,14 +1325,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if(((((data4.call_id === undefined) && (missing1 = "call_id")) || ((data4.tool === undefined) && (missing1 = "tool"))) || ((data4.args === undefined) && (missing1 = "args"))) || ((data4.tier === undefined) && (missing1 = "tier"))){
-validate27.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+validate35.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.call_id !== undefined){
 const _errs12 = errors;
 if(typeof data4.call_id !== "string"){
-validate27.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ToolCallInfo/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate35.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ToolCallInfo/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -555,7 +1344,7 @@ if(valid2){
 if(data4.tool !== undefined){
 const _errs14 = errors;
 if(typeof data4.tool !== "string"){
-validate27.errors = [{instancePath:instancePath+"/payload/tool",schemaPath:"#/$defs/ToolCallInfo/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate35.errors = [{instancePath:instancePath+"/payload/tool",schemaPath:"#/$defs/ToolCallInfo/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -571,7 +1360,7 @@ if(errors === _errs16){
 if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
 }
 else {
-validate27.errors = [{instancePath:instancePath+"/payload/args",schemaPath:"#/$defs/ToolCallInfo/properties/args/type",keyword:"type",params:{type: "object"}}];
+validate35.errors = [{instancePath:instancePath+"/payload/args",schemaPath:"#/$defs/ToolCallInfo/properties/args/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -585,18 +1374,18 @@ if(data4.tier !== undefined){
 let data8 = data4.tier;
 const _errs19 = errors;
 if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate27.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+validate35.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs19){
 if((typeof data8 == "number") && (isFinite(data8))){
 if(data8 > 2 || isNaN(data8)){
-validate27.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+validate35.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
 return false;
 }
 else {
 if(data8 < 0 || isNaN(data8)){
-validate27.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate35.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -613,7 +1402,7 @@ var valid2 = true;
 }
 }
 else {
-validate27.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/type",keyword:"type",params:{type: "object"}}];
+validate35.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -629,23 +1418,22 @@ var valid0 = true;
 }
 }
 else {
-validate27.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate27.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
-validate27.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate35.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema40 = {"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema41 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task"],"type":"object"};
-const schema42 = {"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"};
+const schema46 = {"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema47 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task"],"type":"object"};
 
-function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate30.evaluated;
+const evaluated0 = validate38.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -656,14 +1444,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((((((data.approval_id === undefined) && (missing0 = "approval_id")) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.tier === undefined) && (missing0 = "tier"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.preview === undefined) && (missing0 = "preview"))) || ((data.reason === undefined) && (missing0 = "reason"))) || ((data.task === undefined) && (missing0 = "task"))){
-validate30.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate38.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.approval_id !== undefined){
 const _errs1 = errors;
 if(typeof data.approval_id !== "string"){
-validate30.errors = [{instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
+validate38.errors = [{instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -675,7 +1463,7 @@ if(valid0){
 if(data.call_id !== undefined){
 const _errs3 = errors;
 if(typeof data.call_id !== "string"){
-validate30.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate38.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -687,7 +1475,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs5 = errors;
 if(typeof data.tool !== "string"){
-validate30.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate38.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -700,18 +1488,18 @@ if(data.tier !== undefined){
 let data3 = data.tier;
 const _errs7 = errors;
 if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate30.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+validate38.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs7){
 if((typeof data3 == "number") && (isFinite(data3))){
 if(data3 > 2 || isNaN(data3)){
-validate30.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+validate38.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
 return false;
 }
 else {
 if(data3 < 0 || isNaN(data3)){
-validate30.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate38.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -730,7 +1518,7 @@ if(errors === _errs9){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 }
 else {
-validate30.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
+validate38.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -748,7 +1536,7 @@ if(errors === _errs13){
 if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
 let missing1;
 if(((((data5.kind === undefined) && (missing1 = "kind")) || ((data5.title === undefined) && (missing1 = "title"))) || ((data5.text === undefined) && (missing1 = "text"))) || ((data5.details === undefined) && (missing1 = "details"))){
-validate30.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/required",keyword:"required",params:{missingProperty: missing1}}];
+validate38.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
@@ -756,11 +1544,11 @@ if(data5.kind !== undefined){
 let data6 = data5.kind;
 const _errs15 = errors;
 if(typeof data6 !== "string"){
-validate30.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/type",keyword:"type",params:{type: "string"}}];
+validate38.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!((((data6 === "command") || (data6 === "script")) || (data6 === "diff")) || (data6 === "text"))){
-validate30.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/enum",keyword:"enum",params:{allowedValues: schema42.properties.kind.enum}}];
+validate38.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/enum",keyword:"enum",params:{allowedValues: schema39.properties.kind.enum}}];
 return false;
 }
 var valid2 = _errs15 === errors;
@@ -772,7 +1560,7 @@ if(valid2){
 if(data5.title !== undefined){
 const _errs17 = errors;
 if(typeof data5.title !== "string"){
-validate30.errors = [{instancePath:instancePath+"/preview/title",schemaPath:"#/$defs/Preview/properties/title/type",keyword:"type",params:{type: "string"}}];
+validate38.errors = [{instancePath:instancePath+"/preview/title",schemaPath:"#/$defs/Preview/properties/title/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs17 === errors;
@@ -784,7 +1572,7 @@ if(valid2){
 if(data5.text !== undefined){
 const _errs19 = errors;
 if(typeof data5.text !== "string"){
-validate30.errors = [{instancePath:instancePath+"/preview/text",schemaPath:"#/$defs/Preview/properties/text/type",keyword:"type",params:{type: "string"}}];
+validate38.errors = [{instancePath:instancePath+"/preview/text",schemaPath:"#/$defs/Preview/properties/text/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs19 === errors;
@@ -800,7 +1588,7 @@ if(errors === _errs21){
 if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
 }
 else {
-validate30.errors = [{instancePath:instancePath+"/preview/details",schemaPath:"#/$defs/Preview/properties/details/type",keyword:"type",params:{type: "object"}}];
+validate38.errors = [{instancePath:instancePath+"/preview/details",schemaPath:"#/$defs/Preview/properties/details/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -815,7 +1603,7 @@ var valid2 = true;
 }
 }
 else {
-validate30.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/type",keyword:"type",params:{type: "object"}}];
+validate38.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -828,7 +1616,7 @@ if(valid0){
 if(data.reason !== undefined){
 const _errs24 = errors;
 if(typeof data.reason !== "string"){
-validate30.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
+validate38.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs24 === errors;
@@ -877,7 +1665,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate30.errors = vErrors;
+validate38.errors = vErrors;
 return false;
 }
 else {
@@ -906,20 +1694,20 @@ var valid0 = true;
 }
 }
 else {
-validate30.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate38.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate30.errors = vErrors;
+validate38.errors = vErrors;
 return errors === 0;
 }
-validate30.evaluated = {"props":{"approval_id":true,"call_id":true,"tool":true,"tier":true,"args":true,"preview":true,"reason":true,"task":true},"dynamicProps":false,"dynamicItems":false};
+validate38.evaluated = {"props":{"approval_id":true,"call_id":true,"tool":true,"tier":true,"args":true,"preview":true,"reason":true,"task":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate29.evaluated;
+const evaluated0 = validate37.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -930,7 +1718,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate29.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -938,11 +1726,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate29.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate37.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("approval_request" !== data0){
-validate29.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_request"}}];
+validate37.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_request"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -954,7 +1742,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate29.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate37.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -967,13 +1755,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate29.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate37.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate29.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate37.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -988,7 +1776,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate29.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate37.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -999,8 +1787,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate30(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+if(!(validate38(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate38.errors : vErrors.concat(validate38.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -1015,22 +1803,22 @@ var valid0 = true;
 }
 }
 else {
-validate29.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate37.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate29.errors = vErrors;
+validate37.errors = vErrors;
 return errors === 0;
 }
-validate29.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate37.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema43 = {"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema44 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"};
+const schema49 = {"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema50 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"};
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate41.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1041,7 +1829,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate33.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate41.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -1049,11 +1837,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate33.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("approval_resolved" !== data0){
-validate33.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_resolved"}}];
+validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_resolved"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -1065,7 +1853,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate33.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate41.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -1078,13 +1866,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate33.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate41.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate33.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate41.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -1099,7 +1887,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate33.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate41.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -1116,14 +1904,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if((((((data4.approval_id === undefined) && (missing1 = "approval_id")) || ((data4.call_id === undefined) && (missing1 = "call_id"))) || ((data4.decision === undefined) && (missing1 = "decision"))) || ((data4.approver === undefined) && (missing1 = "approver"))) || ((data4.args === undefined) && (missing1 = "args"))){
-validate33.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/required",keyword:"required",params:{missingProperty: missing1}}];
+validate41.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.approval_id !== undefined){
 const _errs12 = errors;
 if(typeof data4.approval_id !== "string"){
-validate33.errors = [{instancePath:instancePath+"/payload/approval_id",schemaPath:"#/$defs/ApprovalResolved/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
+validate41.errors = [{instancePath:instancePath+"/payload/approval_id",schemaPath:"#/$defs/ApprovalResolved/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -1135,7 +1923,7 @@ if(valid2){
 if(data4.call_id !== undefined){
 const _errs14 = errors;
 if(typeof data4.call_id !== "string"){
-validate33.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ApprovalResolved/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate41.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ApprovalResolved/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -1148,11 +1936,11 @@ if(data4.decision !== undefined){
 let data7 = data4.decision;
 const _errs16 = errors;
 if(typeof data7 !== "string"){
-validate33.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/type",keyword:"type",params:{type: "string"}}];
+validate41.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!((((((data7 === "approved") || (data7 === "approved_for_session")) || (data7 === "edited")) || (data7 === "denied")) || (data7 === "timed_out")) || (data7 === "cancelled"))){
-validate33.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/enum",keyword:"enum",params:{allowedValues: schema44.properties.decision.enum}}];
+validate41.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/enum",keyword:"enum",params:{allowedValues: schema50.properties.decision.enum}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -1201,7 +1989,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate33.errors = vErrors;
+validate41.errors = vErrors;
 return false;
 }
 else {
@@ -1265,7 +2053,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate33.errors = vErrors;
+validate41.errors = vErrors;
 return false;
 }
 else {
@@ -1291,7 +2079,7 @@ var valid2 = true;
 }
 }
 else {
-validate33.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/type",keyword:"type",params:{type: "object"}}];
+validate41.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -1307,23 +2095,23 @@ var valid0 = true;
 }
 }
 else {
-validate33.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate41.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate33.errors = vErrors;
+validate41.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate41.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema45 = {"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema46 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"};
-const schema47 = {"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"};
+const schema51 = {"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema52 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"};
+const schema53 = {"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"};
 
-function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate36.evaluated;
+const evaluated0 = validate44.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1334,14 +2122,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((((((data.call_id === undefined) && (missing0 = "call_id")) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.ok === undefined) && (missing0 = "ok"))) || ((data.decision === undefined) && (missing0 = "decision"))) || ((data.approver === undefined) && (missing0 = "approver"))) || ((data.summary === undefined) && (missing0 = "summary"))) || ((data.duration_ms === undefined) && (missing0 = "duration_ms"))) || ((data.output_ref === undefined) && (missing0 = "output_ref"))) || ((data.artifacts === undefined) && (missing0 = "artifacts"))){
-validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate44.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.call_id !== undefined){
 const _errs1 = errors;
 if(typeof data.call_id !== "string"){
-validate36.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate44.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -1353,7 +2141,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs3 = errors;
 if(typeof data.tool !== "string"){
-validate36.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate44.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -1365,7 +2153,7 @@ if(valid0){
 if(data.ok !== undefined){
 const _errs5 = errors;
 if(typeof data.ok !== "boolean"){
-validate36.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
+validate44.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -1378,11 +2166,11 @@ if(data.decision !== undefined){
 let data3 = data.decision;
 const _errs7 = errors;
 if(typeof data3 !== "string"){
-validate36.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
+validate44.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((((((data3 === "auto") || (data3 === "approved")) || (data3 === "approved_for_session")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "timed_out")) || (data3 === "cancelled")) || (data3 === "proposed")) || (data3 === "refused"))){
-validate36.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema47.enum}}];
+validate44.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema53.enum}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -1431,7 +2219,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate36.errors = vErrors;
+validate44.errors = vErrors;
 return false;
 }
 else {
@@ -1454,7 +2242,7 @@ if(valid0){
 if(data.summary !== undefined){
 const _errs16 = errors;
 if(typeof data.summary !== "string"){
-validate36.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
+validate44.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs16 === errors;
@@ -1469,12 +2257,12 @@ const _errs18 = errors;
 if(errors === _errs18){
 if((typeof data6 == "number") && (isFinite(data6))){
 if(data6 < 0 || isNaN(data6)){
-validate36.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate44.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
 else {
-validate36.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
+validate44.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 }
@@ -1524,7 +2312,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate36.errors = vErrors;
+validate44.errors = vErrors;
 return false;
 }
 else {
@@ -1554,7 +2342,7 @@ const len0 = data8.length;
 for(let i0=0; i0<len0; i0++){
 const _errs28 = errors;
 if(typeof data8[i0] !== "string"){
-validate36.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
+validate44.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid4 = _errs28 === errors;
@@ -1564,7 +2352,7 @@ break;
 }
 }
 else {
-validate36.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
+validate44.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
 return false;
 }
 }
@@ -1584,417 +2372,15 @@ var valid0 = true;
 }
 }
 else {
-validate36.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate44.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate36.errors = vErrors;
+validate44.errors = vErrors;
 return errors === 0;
 }
-validate36.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
+validate44.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
 
-
-function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate35.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate35.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.type !== undefined){
-let data0 = data.type;
-const _errs1 = errors;
-if(typeof data0 !== "string"){
-validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if("tool_result" !== data0){
-validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.session_id !== undefined){
-const _errs3 = errors;
-if(typeof data.session_id !== "string"){
-validate35.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.seq !== undefined){
-let data2 = data.seq;
-const _errs5 = errors;
-if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate35.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs5){
-if((typeof data2 == "number") && (isFinite(data2))){
-if(data2 < 1 || isNaN(data2)){
-validate35.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
-return false;
-}
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.ts !== undefined){
-let data3 = data.ts;
-const _errs7 = errors;
-if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate35.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.payload !== undefined){
-const _errs9 = errors;
-if(!(validate36(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-else {
-validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate35.errors = vErrors;
-return errors === 0;
-}
-validate35.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
-
-const schema48 = {"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema49 = {"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"};
-
-function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate39.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate39.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.type !== undefined){
-let data0 = data.type;
-const _errs1 = errors;
-if(typeof data0 !== "string"){
-validate39.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if("error" !== data0){
-validate39.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.session_id !== undefined){
-const _errs3 = errors;
-if(typeof data.session_id !== "string"){
-validate39.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.seq !== undefined){
-let data2 = data.seq;
-const _errs5 = errors;
-if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate39.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs5){
-if((typeof data2 == "number") && (isFinite(data2))){
-if(data2 < 1 || isNaN(data2)){
-validate39.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
-return false;
-}
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.ts !== undefined){
-let data3 = data.ts;
-const _errs7 = errors;
-if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate39.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.payload !== undefined){
-let data4 = data.payload;
-const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if((((data4.message === undefined) && (missing1 = "message")) || ((data4.code === undefined) && (missing1 = "code"))) || ((data4.retryable === undefined) && (missing1 = "retryable"))){
-validate39.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data4.message !== undefined){
-const _errs12 = errors;
-if(typeof data4.message !== "string"){
-validate39.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs12 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.code !== undefined){
-const _errs14 = errors;
-if(typeof data4.code !== "string"){
-validate39.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs14 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.retryable !== undefined){
-const _errs16 = errors;
-if(typeof data4.retryable !== "boolean"){
-validate39.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
-return false;
-}
-var valid2 = _errs16 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-else {
-validate39.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-else {
-validate39.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate39.errors = vErrors;
-return errors === 0;
-}
-validate39.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
-
-const schema50 = {"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema51 = {"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"};
-
-function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate41.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate41.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.type !== undefined){
-let data0 = data.type;
-const _errs1 = errors;
-if(typeof data0 !== "string"){
-validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if("replanning" !== data0){
-validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.session_id !== undefined){
-const _errs3 = errors;
-if(typeof data.session_id !== "string"){
-validate41.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.seq !== undefined){
-let data2 = data.seq;
-const _errs5 = errors;
-if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate41.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs5){
-if((typeof data2 == "number") && (isFinite(data2))){
-if(data2 < 1 || isNaN(data2)){
-validate41.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
-return false;
-}
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.ts !== undefined){
-let data3 = data.ts;
-const _errs7 = errors;
-if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate41.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.payload !== undefined){
-let data4 = data.payload;
-const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if((data4.reason === undefined) && (missing1 = "reason")){
-validate41.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data4.reason !== undefined){
-if(typeof data4.reason !== "string"){
-validate41.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-}
-}
-}
-else {
-validate41.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-else {
-validate41.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate41.errors = vErrors;
-return errors === 0;
-}
-validate41.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
-
-const schema52 = {"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema53 = {"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"};
 
 function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -2021,8 +2407,8 @@ if(typeof data0 !== "string"){
 validate43.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("job_update" !== data0){
-validate43.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
+if("tool_result" !== data0){
+validate43.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2078,6 +2464,408 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
+const _errs9 = errors;
+if(!(validate44(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate44.errors : vErrors.concat(validate44.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate43.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate43.errors = vErrors;
+return errors === 0;
+}
+validate43.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema54 = {"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema55 = {"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"};
+
+function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate47.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate47.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate47.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("error" !== data0){
+validate47.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate47.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate47.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate47.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate47.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
+let data4 = data.payload;
+const _errs9 = errors;
+const _errs10 = errors;
+if(errors === _errs10){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if((((data4.message === undefined) && (missing1 = "message")) || ((data4.code === undefined) && (missing1 = "code"))) || ((data4.retryable === undefined) && (missing1 = "retryable"))){
+validate47.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data4.message !== undefined){
+const _errs12 = errors;
+if(typeof data4.message !== "string"){
+validate47.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.code !== undefined){
+const _errs14 = errors;
+if(typeof data4.code !== "string"){
+validate47.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs14 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.retryable !== undefined){
+const _errs16 = errors;
+if(typeof data4.retryable !== "boolean"){
+validate47.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
+return false;
+}
+var valid2 = _errs16 === errors;
+}
+else {
+var valid2 = true;
+}
+}
+}
+}
+}
+else {
+validate47.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate47.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate47.errors = vErrors;
+return errors === 0;
+}
+validate47.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema56 = {"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema57 = {"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"};
+
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate49.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate49.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate49.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("replanning" !== data0){
+validate49.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate49.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate49.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate49.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate49.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
+let data4 = data.payload;
+const _errs9 = errors;
+const _errs10 = errors;
+if(errors === _errs10){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if((data4.reason === undefined) && (missing1 = "reason")){
+validate49.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data4.reason !== undefined){
+if(typeof data4.reason !== "string"){
+validate49.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+}
+}
+}
+else {
+validate49.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate49.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate49.errors = vErrors;
+return errors === 0;
+}
+validate49.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema58 = {"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema59 = {"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"};
+
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate51.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate51.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("job_update" !== data0){
+validate51.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate51.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate51.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate51.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate51.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
 let data4 = data.payload;
 const _errs9 = errors;
 const _errs10 = errors;
@@ -2085,14 +2873,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if(((((((data4.job_id === undefined) && (missing1 = "job_id")) || ((data4.cluster === undefined) && (missing1 = "cluster"))) || ((data4.state === undefined) && (missing1 = "state"))) || ((data4.previous === undefined) && (missing1 = "previous"))) || ((data4.page === undefined) && (missing1 = "page"))) || ((data4.notebook === undefined) && (missing1 = "notebook"))){
-validate43.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+validate51.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.job_id !== undefined){
 const _errs12 = errors;
 if(typeof data4.job_id !== "string"){
-validate43.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
+validate51.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -2104,7 +2892,7 @@ if(valid2){
 if(data4.cluster !== undefined){
 const _errs14 = errors;
 if(typeof data4.cluster !== "string"){
-validate43.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
+validate51.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -2116,7 +2904,7 @@ if(valid2){
 if(data4.state !== undefined){
 const _errs16 = errors;
 if(typeof data4.state !== "string"){
-validate43.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
+validate51.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -2128,7 +2916,7 @@ if(valid2){
 if(data4.previous !== undefined){
 const _errs18 = errors;
 if(typeof data4.previous !== "string"){
-validate43.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
+validate51.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs18 === errors;
@@ -2177,7 +2965,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate43.errors = vErrors;
+validate51.errors = vErrors;
 return false;
 }
 else {
@@ -2237,7 +3025,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate43.errors = vErrors;
+validate51.errors = vErrors;
 return false;
 }
 else {
@@ -2264,7 +3052,7 @@ var valid2 = true;
 }
 }
 else {
-validate43.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
+validate51.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -2280,22 +3068,22 @@ var valid0 = true;
 }
 }
 else {
-validate43.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate43.errors = vErrors;
+validate51.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate51.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema54 = {"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema55 = {"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"};
+const schema60 = {"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema61 = {"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"};
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate53.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2306,7 +3094,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate45.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate53.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2314,11 +3102,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate45.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate53.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("budget" !== data0){
-validate45.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
+validate53.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2330,7 +3118,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate45.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate53.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2343,13 +3131,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate45.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate53.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate45.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate53.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2364,7 +3152,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate45.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate53.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2381,7 +3169,7 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if(((((data4.iterations === undefined) && (missing1 = "iterations")) || ((data4.max_iterations === undefined) && (missing1 = "max_iterations"))) || ((data4.tokens === undefined) && (missing1 = "tokens"))) || ((data4.max_tokens === undefined) && (missing1 = "max_tokens"))){
-validate45.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
+validate53.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
@@ -2389,13 +3177,13 @@ if(data4.iterations !== undefined){
 let data5 = data4.iterations;
 const _errs12 = errors;
 if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
-validate45.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
+validate53.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs12){
 if((typeof data5 == "number") && (isFinite(data5))){
 if(data5 < 0 || isNaN(data5)){
-validate45.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate53.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -2410,13 +3198,13 @@ if(data4.max_iterations !== undefined){
 let data6 = data4.max_iterations;
 const _errs14 = errors;
 if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-validate45.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
+validate53.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data6 == "number") && (isFinite(data6))){
 if(data6 < 0 || isNaN(data6)){
-validate45.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate53.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -2431,13 +3219,13 @@ if(data4.tokens !== undefined){
 let data7 = data4.tokens;
 const _errs16 = errors;
 if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-validate45.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
+validate53.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs16){
 if((typeof data7 == "number") && (isFinite(data7))){
 if(data7 < 0 || isNaN(data7)){
-validate45.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate53.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -2452,13 +3240,13 @@ if(data4.max_tokens !== undefined){
 let data8 = data4.max_tokens;
 const _errs18 = errors;
 if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate45.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
+validate53.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs18){
 if((typeof data8 == "number") && (isFinite(data8))){
 if(data8 < 0 || isNaN(data8)){
-validate45.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate53.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -2474,7 +3262,7 @@ var valid2 = true;
 }
 }
 else {
-validate45.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
+validate53.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -2490,23 +3278,23 @@ var valid0 = true;
 }
 }
 else {
-validate45.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate53.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate45.errors = vErrors;
+validate53.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate53.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema56 = {"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema57 = {"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"};
-const schema58 = {"enum":["finished","denied","breaker","error","stopped"],"type":"string"};
+const schema62 = {"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema63 = {"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"};
+const schema64 = {"enum":["finished","denied","breaker","error","stopped"],"type":"string"};
 
-function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate48.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2517,38 +3305,38 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.reason === undefined) && (missing0 = "reason")){
-validate48.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate56.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.reason !== undefined){
 let data0 = data.reason;
 if(typeof data0 !== "string"){
-validate48.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((data0 === "finished") || (data0 === "denied")) || (data0 === "breaker")) || (data0 === "error")) || (data0 === "stopped"))){
-validate48.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema58.enum}}];
+validate56.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema64.enum}}];
 return false;
 }
 }
 }
 }
 else {
-validate48.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate56.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate48.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate48.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate47.evaluated;
+const evaluated0 = validate55.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2559,7 +3347,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate47.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate55.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2567,11 +3355,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate47.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate55.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("done" !== data0){
-validate47.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
+validate55.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2583,7 +3371,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate47.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate55.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2596,13 +3384,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate47.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate55.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate47.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate55.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2617,7 +3405,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate47.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate55.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2628,8 +3416,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate48(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate48.errors : vErrors.concat(validate48.errors);
+if(!(validate56(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate56.errors : vErrors.concat(validate56.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -2644,14 +3432,14 @@ var valid0 = true;
 }
 }
 else {
-validate47.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate55.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate47.errors = vErrors;
+validate55.errors = vErrors;
 return errors === 0;
 }
-validate47.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate55.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 
 function validate20(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -2731,8 +3519,8 @@ props0.payload = true;
 }
 }
 const _errs4 = errors;
-if(!(validate27(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate27.errors : vErrors.concat(validate27.errors);
+if(!(validate31(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate31.errors : vErrors.concat(validate31.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs4 === errors;
@@ -2754,8 +3542,8 @@ props0.payload = true;
 }
 }
 const _errs5 = errors;
-if(!(validate29(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate29.errors : vErrors.concat(validate29.errors);
+if(!(validate35(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate35.errors : vErrors.concat(validate35.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs5 === errors;
@@ -2777,8 +3565,8 @@ props0.payload = true;
 }
 }
 const _errs6 = errors;
-if(!(validate33(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
+if(!(validate37(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate37.errors : vErrors.concat(validate37.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs6 === errors;
@@ -2800,8 +3588,8 @@ props0.payload = true;
 }
 }
 const _errs7 = errors;
-if(!(validate35(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate35.errors : vErrors.concat(validate35.errors);
+if(!(validate41(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate41.errors : vErrors.concat(validate41.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs7 === errors;
@@ -2823,8 +3611,8 @@ props0.payload = true;
 }
 }
 const _errs8 = errors;
-if(!(validate39(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate39.errors : vErrors.concat(validate39.errors);
+if(!(validate43(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate43.errors : vErrors.concat(validate43.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs8 === errors;
@@ -2846,8 +3634,8 @@ props0.payload = true;
 }
 }
 const _errs9 = errors;
-if(!(validate41(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate41.errors : vErrors.concat(validate41.errors);
+if(!(validate47(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs9 === errors;
@@ -2869,8 +3657,8 @@ props0.payload = true;
 }
 }
 const _errs10 = errors;
-if(!(validate43(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate43.errors : vErrors.concat(validate43.errors);
+if(!(validate49(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs10 === errors;
@@ -2892,8 +3680,8 @@ props0.payload = true;
 }
 }
 const _errs11 = errors;
-if(!(validate45(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate45.errors : vErrors.concat(validate45.errors);
+if(!(validate51(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs11 === errors;
@@ -2915,8 +3703,8 @@ props0.payload = true;
 }
 }
 const _errs12 = errors;
-if(!(validate47(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
+if(!(validate53(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs12 === errors;
@@ -2935,6 +3723,30 @@ props0.session_id = true;
 props0.seq = true;
 props0.ts = true;
 props0.payload = true;
+}
+}
+const _errs13 = errors;
+if(!(validate55(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate55.errors : vErrors.concat(validate55.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs13 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 12];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 12;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.session_id = true;
+props0.seq = true;
+props0.ts = true;
+props0.payload = true;
+}
 }
 }
 }
@@ -2977,13 +3789,13 @@ return errors === 0;
 }
 validate20.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
-export const isServerErrorSchema = validate52;
-const schema60 = {"properties":{"type":{"const":"server_error","type":"string"},"message":{"type":"string"}},"required":["type","message"],"type":"object"};
+export const isServerErrorSchema = validate60;
+const schema66 = {"properties":{"type":{"const":"server_error","type":"string"},"message":{"type":"string"}},"required":["type","message"],"type":"object"};
 
-function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate52.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2994,7 +3806,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.type === undefined) && (missing0 = "type")) || ((data.message === undefined) && (missing0 = "message"))){
-validate52.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3002,11 +3814,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("server_error" !== data0){
-validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
+validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3018,7 +3830,7 @@ if(valid0){
 if(data.message !== undefined){
 const _errs3 = errors;
 if(typeof data.message !== "string"){
-validate52.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
+validate60.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3030,14 +3842,14 @@ var valid0 = true;
 }
 }
 else {
-validate52.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate52.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate52.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
 
 /** Whether `value` is a valid `BettyEvent` (https://betty-jupyter.org/schemas/events/v1). */
 export function isBettyEvent(value: unknown): value is BettyEvent {

@@ -9,6 +9,7 @@ export type BettyEvent =
   | IMessageDeltaEvent
   | IMessageEvent
   | IPlanEvent
+  | IPlanStepEvent
   | IToolCallEvent
   | IApprovalRequestEvent
   | IApprovalResolvedEvent
@@ -18,6 +19,19 @@ export type BettyEvent =
   | IJobUpdateEvent
   | IBudgetEvent
   | IDoneEvent;
+/**
+ * Where one step of a plan stands (the ``plan`` and ``plan_step`` events).
+ */
+export type StepStatus =
+  | 'proposed'
+  | 'refused'
+  | 'approved'
+  | 'edited'
+  | 'denied'
+  | 'running'
+  | 'done'
+  | 'failed'
+  | 'not_run';
 /**
  * How one tool call was decided: the action log's, the events' and the metrics' one word for it.
  */
@@ -80,10 +94,98 @@ export interface IPlanEvent {
   payload: IPlan;
 }
 /**
- * The steps the agent means to take, in order.
+ * The steps the agent means to take, in order: one line each, and (from a ``propose_plan`` call) each step
+ * checked by Betty's policy and previewed exactly as its own card would be.
  */
 export interface IPlan {
   steps: string[];
+  plan_id: string;
+  /**
+   * the propose_plan call the plan came from
+   */
+  call_id: string;
+  goal: string;
+  /**
+   * the steps, structured, in order
+   */
+  calls: IPlanStep[];
+}
+/**
+ * One step of a plan as Betty checked it: the call, its tier and preview, the steps it needs, where it stands.
+ */
+export interface IPlanStep {
+  /**
+   * its number in the plan: 1, 2, 3…
+   */
+  index: number;
+  tool: string;
+  /**
+   * the arguments as checked (a refused step's as the model sent them)
+   */
+  args: {
+    [k: string]: unknown;
+  };
+  /**
+   * 0 never asks, 1 asks once per session, 2 always asks
+   */
+  tier: number;
+  /**
+   * exactly what it would do; null for a step refused before it could be previewed
+   */
+  preview: IPreview | null;
+  /**
+   * the numbers of the earlier steps it needs
+   */
+  depends_on: number[];
+  status: StepStatus;
+  /**
+   * why Betty refused it, or why it will not run
+   */
+  reason: string;
+}
+/**
+ * The dry run a person approves: exactly what would run or be written.
+ */
+export interface IPreview {
+  kind: 'command' | 'script' | 'diff' | 'text';
+  title: string;
+  text: string;
+  details: {
+    [k: string]: unknown;
+  };
+}
+/**
+ * ``plan_step``: one step of a plan moved on.
+ */
+export interface IPlanStepEvent {
+  type: 'plan_step';
+  session_id: string;
+  seq: number;
+  ts: number;
+  payload: IPlanStepUpdate;
+}
+/**
+ * One step of plan ``plan_id`` moved on: decided by a person, running, done, failed or not run.
+ */
+export interface IPlanStepUpdate {
+  plan_id: string;
+  index: number;
+  tool: string;
+  status: StepStatus;
+  /**
+   * the call that runs it, once the model made it
+   */
+  call_id: string | null;
+  /**
+   * the granted arguments (an edited step's own)
+   */
+  args: {
+    [k: string]: unknown;
+  } | null;
+  /**
+   * one line: the result, the error, or why it will not run
+   */
+  summary: string;
 }
 /**
  * ``tool_call``: the agent asked for a tool.
@@ -139,17 +241,6 @@ export interface IApprovalRequest {
    * whom the call's session works for, when not the person's own conversation: a delegated task, an automation, an MCP client ('claude-code (MCP)')
    */
   task: string | null;
-}
-/**
- * The dry run a person approves: exactly what would run or be written.
- */
-export interface IPreview {
-  kind: 'command' | 'script' | 'diff' | 'text';
-  title: string;
-  text: string;
-  details: {
-    [k: string]: unknown;
-  };
 }
 /**
  * ``approval_resolved``: the decision.
