@@ -233,7 +233,7 @@ def test_the_json_form_carries_the_trace_and_the_formula_beside_it(tmp_path, cap
 @needs_extra
 @pytest.mark.parametrize("argv,why", [
     (["--model", "Mixtral-8x7B", "--method", "lora"], "mixture of experts"),
-    (["--model", "Llama-3.2-1B", "--method", "qlora"], "quantized weights"),
+    (["--model", "Llama-3.2-1B", "--method", "qlora", "--framework", "torchtune"], "Hugging Face stack"),
     (["--model", "Llama-3.2-1B", "--method", "full", "--gpus", "2", "--sharding", "fsdp"], "one GPU"),
 ])
 def test_what_is_not_traced_yet_is_refused_in_one_line(argv, why, capsys) -> None:

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils._pytree import tree_flatten
 
-Tag = Literal["weights", "gradients", "optimizer", "activations", "logits", "kv_cache"]
-TAGS: tuple[Tag, ...] = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache")
+Tag = Literal["weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "quantization"]
+TAGS: tuple[Tag, ...] = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "quantization")
 
 
 ASSUMED_TRUE = (
@@ -144,6 +144,13 @@ class MemoryTracer(TorchDispatchMode):
         if self._live.get(key) is allocation:
             del self._live[key]
         self._events.append((allocation.handle, -allocation.nbytes, self.phase))
+
+
+def tag_storage(tensor: torch.Tensor, tag: Tag) -> None:
+    """Tell the tracer running now (if one is) what ``tensor`` is: for code deep in the step that holds no tracer."""
+    for mode in _get_current_dispatch_mode_stack():
+        if isinstance(mode, MemoryTracer):
+            mode.retag(tensor, tag)
 
 
 def _meta_bool(value: Any) -> bool:

@@ -10,6 +10,9 @@ Weights and adapters are placed the way the Hugging Face stack places them for e
 precision (the ``hf`` framework profile): full fine-tuning in ``bf16-mixed`` or ``fp16``
 keeps float32 weights and lets autocast cast them; LoRA loads the base model in the
 compute dtype and peft keeps the adapters in float32; ``bf16`` and ``fp32`` are pure.
+With ``int8`` or ``nf4`` (QLoRA) the layers' linear weights are quantized as bitsandbytes
+stores them (:mod:`.quantized`), everything else is bf16, and training computes under
+bf16 autocast.
 """
 
 from __future__ import annotations
@@ -25,8 +28,11 @@ from ...errors import GpuEstimateError
 from ..architecture import Architecture
 from ..request import EstimateRequest
 from .kernels import FLASH, MetaAutocast, register_flash_attention
+from .quantized import quantize_layers
 
-_HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+         "int8": torch.bfloat16, "nf4": torch.bfloat16}  # quantized: the weights bitsandbytes leaves alone
+QUANTIZED = ("int8", "nf4")
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class Precision:
         """The dtypes of ``request``'s resolved precision (see the module docstring)."""
         precision = request.resolved_precision
         compute = _HALF[precision]
-        mixed = precision in ("bf16-mixed", "fp16")
+        mixed = precision in ("bf16-mixed", "fp16", *QUANTIZED)
         if request.method == "full":
             return cls(torch.float32 if mixed else compute, compute if mixed else None)
         return cls(compute, compute if mixed and request.training else None)
@@ -85,8 +91,8 @@ def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
     refusals = (
         (arch.kind != "decoder", f"{arch.name} is an {arch.kind} model; the trace runs decoder-only language models"),
         (arch.is_moe, f"{arch.name} is a mixture of experts; the trace runs dense models"),
-        (request.method == "qlora" or request.resolved_precision in ("int8", "nf4"),
-         "quantized weights (qlora, int8, nf4) are not traced yet"),
+        (arch.is_moe and request.resolved_precision in QUANTIZED,
+         "quantized experts of a mixture of experts are not traced yet"),
         (request.gpus > 1 or request.offload != "none", "the trace runs one GPU without offload"),
         (request.framework != "hf", "the trace runs the Hugging Face stack (--framework hf)"),
         (request.optimizer not in ("adamw", "sgd"), f"--optimizer {request.optimizer} is not traced yet (adamw, sgd)"),
@@ -111,6 +117,8 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     precision = Precision.of(request)
     with torch.device(device), quiet_deprecations():
         model: Any = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
+        if request.resolved_precision in QUANTIZED:
+            quantize_layers(model, request.resolved_precision, request.double_quant)
         if request.grad_ckpt == "full" and request.training:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=_checkpointing(precision))
         if request.adapters:

@@ -26,6 +26,7 @@ from ..request import EstimateRequest
 from .kernels import MetaAutocast
 from .memory import MemoryTracer, Tag, module_names
 from .model import Precision, quiet_deprecations
+from .quantized import quantization_constants
 
 DECODE_STEPS = 2
 SETUP = "setup"  # what exists before the traced step starts; not a candidate for the peak
@@ -45,6 +46,8 @@ def trace_step(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryT
                 tracer.retag(parameter, "weights")
             for buffer in model.buffers():
                 tracer.retag(buffer, "weights")
+            for constant in quantization_constants(model):
+                tracer.retag(constant, "quantization")
             if request.training:
                 return _training(model, request, tracer, progress)
             return _inference(model, request, tracer, progress)

@@ -1,0 +1,126 @@
+"""The trace's methods beyond plain LoRA and full fine-tuning: quantized weights (QLoRA, int8).
+
+Like ``test_gpu_trace.py`` these need the optional ``trace`` extra and skip without it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from test_gpu_trace import TINY, needs_extra, tensor_bytes, traced_step
+
+from betty_jupyter.gpu import EstimateRequest, estimate
+from betty_jupyter.gpu.estimate import GIB, NF4_SCALE_BYTES
+
+QUANTIZED = [
+    EstimateRequest(method="qlora", batch_size=2, seq_len=16),
+    EstimateRequest(method="qlora", batch_size=2, seq_len=16, double_quant=False),
+    EstimateRequest(method="qlora", batch_size=2, seq_len=16, grad_ckpt="full", lora_targets=("q_proj", "down_proj")),
+    EstimateRequest(method="lora", precision="int8", batch_size=2, seq_len=16),
+    EstimateRequest(method="inference", precision="nf4", batch_size=2, seq_len=16),
+    EstimateRequest(method="inference", precision="int8", batch_size=2, seq_len=16),
+]
+
+
+def _quantized_layers(model):
+    from betty_jupyter.gpu.trace.quantized import QuantizedLinear  # lazy: the trace extra is optional
+
+    return [module for module in model.modules() if isinstance(module, QuantizedLinear)]
+
+
+# ----- quantized weights: the meta trace is a real CPU run's storages --------------------------------------------
+
+@needs_extra
+@pytest.mark.parametrize("request_", QUANTIZED, ids=lambda r: f"{r.method}-{r.resolved_precision}-{r.grad_ckpt}"
+                         f"{'' if r.double_quant else '-nodq'}")
+def test_a_quantized_meta_trace_counts_what_a_real_cpu_run_allocates(request_: EstimateRequest) -> None:
+    model, meta, on_meta = traced_step(request_, "meta")
+    _, cpu, on_cpu = traced_step(request_, "cpu")
+    trained = sum(1 for parameter in model.parameters() if parameter.requires_grad) if request_.training else 0
+    for phase, live in on_meta.items():
+        assert on_cpu[phase] == dict(live, optimizer=live["optimizer"] + 4 * trained), phase  # host step counters
+    assert [(a.nbytes, a.op, a.tag) for a in meta.allocations if a.tag != "optimizer" and a.nbytes] == \
+        [(a.nbytes, a.op, a.tag) for a in cpu.allocations if a.tag != "optimizer" and a.nbytes]
+    layers = _quantized_layers(model)
+    assert len(layers) == TINY.layers * 7  # q, k, v, o, gate, up, down; embeddings and lm_head stay bf16
+    assert on_meta[next(iter(on_meta))]["quantization"] > 0
+
+
+# ----- quantized weights: exactly the formula's bytes ------------------------------------------------------------
+
+@needs_extra
+@pytest.mark.parametrize("precision,double_quant", [("nf4", True), ("nf4", False), ("int8", True)])
+def test_quantized_weights_take_exactly_the_formulas_bytes(precision: str, double_quant: bool) -> None:
+    import torch  # lazy: the trace extra is optional
+
+    from betty_jupyter.gpu.catalog import resolve_model
+    from betty_jupyter.gpu.trace.model import build_model
+    from betty_jupyter.gpu.trace.quantized import DYNAMIC_MAP, NF4_CODE, quantization_constants
+
+    arch = resolve_model("Llama-3.2-1B")
+    request = EstimateRequest(method="inference", precision=precision, double_quant=double_quant).checked()
+    model = build_model(arch, request, torch.device("meta"))
+    layers = _quantized_layers(model)
+    formula = estimate(arch, request)
+    # The packed weights are the formula's quantized weights; with the bf16 rest, its whole weight term.
+    assert tensor_bytes(layer.weight for layer in layers) == arch.linear_params() * (0.5 if precision == "nf4" else 1)
+    assert tensor_bytes(model.parameters()) == pytest.approx(formula.breakdown["weights"] * GIB, abs=1)
+    constants = tensor_bytes(quantization_constants(model))
+    if precision == "nf4":
+        # One absmax per 64 weights (8-bit plus a float32 per 256 blocks when double-quantized), as the formula
+        # counts; bitsandbytes also keeps per matrix a 16-entry NF4 code (and an offset), and one shared map.
+        tables = len(layers) * 4 * (NF4_CODE + (1 if double_quant else 0)) + (4 * DYNAMIC_MAP if double_quant else 0)
+        assert constants == arch.linear_params() * NF4_SCALE_BYTES[double_quant] + tables
+    else:
+        assert constants == 4 * sum(layer.out_features for layer in layers)  # one float32 scale per output row
+
+
+# ----- quantized matmuls: bitsandbytes' memory ---------------------------------------------------------------------
+
+@needs_extra
+def test_nf4_saves_nothing_for_backward_and_dequantizes_one_matrix_at_a_time_twice() -> None:
+    lora = EstimateRequest(method="lora", batch_size=2, seq_len=16)
+    _, _, plain = traced_step(lora)
+    model, tracer, quantized = traced_step(lora.changed(method="qlora"))
+    # MatMul4Bit (bitsandbytes >= 0.43.2) keeps neither its input nor the dequantized weight: a frozen nf4 layer
+    # keeps exactly what a frozen bf16 layer keeps.
+    assert quantized["forward"]["activations"] == plain["forward"]["activations"]
+    dequantized = [a for a in tracer.allocations if a.tag == "quantization" and a.phase != "setup"]
+    layers = _quantized_layers(model)
+    assert {a.nbytes for a in dequantized} <= {2 * layer.in_features * layer.out_features for layer in layers}
+    # Every layer dequantizes once in forward and again in backward, unless its input needs no gradient: the first
+    # layer's q, k and v read the frozen embeddings.
+    assert Counter(a.phase for a in dequantized) == {"forward": len(layers), "backward": len(layers) - 3}
+    constants = quantized["setup"]["quantization"]
+    assert all(live["quantization"] == constants for live in quantized.values())  # each is freed after its matmul
+
+
+@needs_extra
+def test_int8_keeps_the_input_of_every_frozen_layer_that_needs_a_gradient() -> None:
+    lora = EstimateRequest(method="lora", batch_size=2, seq_len=16, lora_targets=("q_proj",))
+    _, _, plain = traced_step(lora)
+    model, tracer, int8 = traced_step(lora.changed(precision="int8"))
+    assert int8["forward"]["activations"] > plain["forward"]["activations"]
+    # Kept inputs are bf16 (batch × seq × width): the gate/up and down inputs of every layer, and q/k/v's shared
+    # input from the second layer on (the first layer's reads the frozen embeddings and needs no gradient).
+    # o_proj's input costs nothing more: it is the attention output, which flash attention keeps anyway.
+    tokens, width = 2 * 16, TINY.hidden
+    kept = TINY.layers * 2 * tokens * (width + TINY.intermediate) + (TINY.layers - 1) * 2 * tokens * width
+    assert int8["forward"]["activations"] - plain["forward"]["activations"] == kept
+    # No weight is dequantized in forward (int8 × int8 product); in backward, once per layer with a gradient.
+    dequantized = Counter(a.phase for a in tracer.allocations if a.tag == "quantization" and a.phase != "setup")
+    assert dequantized == {"backward": len(_quantized_layers(model)) - 3}
+
+
+@needs_extra
+def test_a_qlora_trace_of_a_catalog_model_lands_near_the_formula() -> None:
+    from betty_jupyter.gpu.trace.run import run_trace  # lazy: the trace extra is optional
+    from betty_jupyter.gpu.catalog import resolve_model
+
+    request = EstimateRequest(method="qlora", batch_size=1, seq_len=512).checked()
+    traced = run_trace(resolve_model("Llama-3.2-1B"), request)
+    formula = estimate("Llama-3.2-1B", request)
+    assert traced.peak["weights"] == pytest.approx(formula.breakdown["weights"] * GIB, rel=1e-4)  # + rotary buffer
+    assert traced.allocated_bytes / GIB == pytest.approx(formula.allocated_gib, rel=0.10)
+    assert any("bitsandbytes" in note for note in traced.notes)
