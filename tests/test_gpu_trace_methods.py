@@ -8,9 +8,11 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from conftest import betty_in_process
 from test_gpu_trace import TINY, needs_extra, tensor_bytes, traced_step
 
 from betty_jupyter.gpu import EstimateRequest, estimate
+from betty_jupyter.gpu.architecture import Architecture
 from betty_jupyter.gpu.estimate import GIB, NF4_SCALE_BYTES
 
 QUANTIZED = [
@@ -124,3 +126,78 @@ def test_a_qlora_trace_of_a_catalog_model_lands_near_the_formula() -> None:
     assert traced.peak["weights"] == pytest.approx(formula.breakdown["weights"] * GIB, rel=1e-4)  # + rotary buffer
     assert traced.allocated_bytes / GIB == pytest.approx(formula.allocated_gib, rel=0.10)
     assert any("bitsandbytes" in note for note in traced.notes)
+
+
+# ----- mixture of experts: transformers' expert loop with the tokens spread evenly --------------------------------
+
+TINY_MOE = Architecture(name="tiny-moe", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128,
+                        vocab=512, experts=4, experts_per_token=2)
+
+
+@needs_extra
+def test_even_routing_allocates_what_transformers_own_expert_loop_does_for_an_even_router() -> None:
+    import torch  # lazy: the trace extra is optional
+
+    from betty_jupyter.gpu.trace.experts import EVEN_ROUTING
+    from betty_jupyter.gpu.trace.memory import MemoryTracer
+    from betty_jupyter.gpu.trace.model import build_model
+
+    model = build_model(TINY_MOE, EstimateRequest(method="full", precision="bf16").checked(), torch.device("cpu"))
+    experts = next(module for module in model.modules() if hasattr(module, "gate_up_proj"))
+    tokens, top_k = 32, TINY_MOE.experts_per_token
+    # A router that really is even: token t goes to experts 2t and 2t + 1 (mod 4), 16 tokens each.
+    index = torch.tensor([[(top_k * t + k) % TINY_MOE.experts for k in range(top_k)] for t in range(tokens)])
+    runs = {}
+    for implementation in ("eager", EVEN_ROUTING):
+        experts.config._experts_implementation = implementation
+        hidden = torch.randn(tokens, TINY_MOE.hidden, dtype=torch.bfloat16, requires_grad=True)
+        tracer = MemoryTracer(device=torch.device("cpu"))
+        with tracer:
+            kept = experts(hidden, index, torch.rand(tokens, top_k))
+            live = sum(tracer.live_by_tag().values())
+        runs[implementation] = (live, max(moment.total for moment in tracer.timeline()),
+                                [(a.nbytes, a.op) for a in tracer.allocations if a.nbytes >= 1024])
+        del kept
+    eager, even = runs["eager"], runs[EVEN_ROUTING]
+    assert even[2] == eager[2]  # every allocation of 1 KiB or more, in order
+    # What differs are the few index bytes transformers' mask bookkeeping makes (one_hot's own scratch).
+    assert even[0] == pytest.approx(eager[0], rel=0.01) and even[1] == pytest.approx(eager[1], rel=0.01)
+
+
+@needs_extra
+@pytest.mark.parametrize("request_", [
+    EstimateRequest(method="full", batch_size=2, seq_len=16),
+    EstimateRequest(method="lora", batch_size=2, seq_len=16, lora_targets=("q_proj", "o_proj")),
+    EstimateRequest(method="inference", precision="bf16", batch_size=2, seq_len=16),
+], ids=lambda r: r.method)
+def test_a_moe_meta_trace_counts_what_a_real_cpu_run_allocates(request_: EstimateRequest) -> None:
+    model, meta, on_meta = traced_step(request_, "meta", TINY_MOE)
+    _, cpu, on_cpu = traced_step(request_, "cpu", TINY_MOE)
+    trained = sum(1 for parameter in model.parameters() if parameter.requires_grad) if request_.training else 0
+    for phase, live in on_meta.items():
+        assert on_cpu[phase] == dict(live, optimizer=live["optimizer"] + 4 * trained), phase
+    assert [(a.nbytes, a.op, a.tag) for a in meta.allocations if a.tag != "optimizer" and a.nbytes] == \
+        [(a.nbytes, a.op, a.tag) for a in cpu.allocations if a.tag != "optimizer" and a.nbytes]
+    base = sum(p.numel() for name, p in model.named_parameters() if "lora_" not in name)
+    assert base == TINY_MOE.params()  # every expert is there, as the formula counts them
+
+
+@needs_extra
+def test_a_moe_trace_says_how_it_routed() -> None:
+    from betty_jupyter.gpu.trace.run import run_trace  # lazy: the trace extra is optional
+
+    traced = run_trace(TINY_MOE, EstimateRequest(method="lora", batch_size=2, seq_len=64).checked())
+    assert any("even share of the tokens" in note for note in traced.notes)
+    dense = run_trace(TINY, EstimateRequest(method="lora", batch_size=2, seq_len=64).checked())
+    assert not any("even share" in note for note in dense.notes)
+    assert traced.peak["activations"] > dense.peak["activations"]  # two experts per token instead of one MLP
+
+
+@needs_extra
+@pytest.mark.parametrize("argv,why", [
+    (["--method", "lora", "--lora-targets", "q_proj,gate_proj"], "experts of a mixture of experts"),
+    (["--method", "qlora"], "quantized experts"),
+])
+def test_what_a_moe_trace_does_not_run_is_refused_in_one_line(argv, why, capsys) -> None:
+    code, out, err = betty_in_process(capsys, "gpu", "estimate", "--model", "Mixtral-8x7B", *argv, "--trace")
+    assert code == 1 and out == "" and why in err and err.count("\n") == 1

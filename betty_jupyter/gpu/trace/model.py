@@ -25,8 +25,9 @@ from typing import Any, Iterator
 import torch
 
 from ...errors import GpuEstimateError
-from ..architecture import Architecture
+from ..architecture import MLP_MODULES, Architecture
 from ..request import EstimateRequest
+from .experts import EVEN_ROUTING, register_even_routing
 from .kernels import FLASH, MetaAutocast, register_flash_attention
 from .quantized import quantize_layers
 
@@ -63,9 +64,9 @@ def quiet_deprecations() -> Iterator[None]:
 
 
 def config_for(arch: Architecture, attention: str) -> Any:
-    """The transformers config object of ``arch`` (Llama, Mistral, Qwen2 or Gemma 2 family)."""
+    """The transformers config object of ``arch`` (Llama, Mistral, Mixtral, Qwen2 or Gemma 2 family)."""
     # lazy: transformers is the optional trace extra
-    from transformers import Gemma2Config, LlamaConfig, MistralConfig, Qwen2Config
+    from transformers import Gemma2Config, LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config
 
     common: dict[str, Any] = dict(
         vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
@@ -74,7 +75,11 @@ def config_for(arch: Architecture, attention: str) -> Any:
         use_cache=False,
     )
     config: Any
-    if arch.norms_per_layer == 4:
+    if arch.is_moe:
+        config = MixtralConfig(**common, num_local_experts=arch.experts, num_experts_per_tok=arch.experts_per_token,
+                               sliding_window=arch.sliding_window)
+        config._experts_implementation = EVEN_ROUTING
+    elif arch.norms_per_layer == 4:
         config = Gemma2Config(**common, sliding_window=arch.sliding_window or 4096)
     elif arch.qkv_bias:
         config = Qwen2Config(**common)
@@ -90,7 +95,8 @@ def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
     """Refuse, in one line, what the trace does not run yet (the formula estimate still covers it)."""
     refusals = (
         (arch.kind != "decoder", f"{arch.name} is an {arch.kind} model; the trace runs decoder-only language models"),
-        (arch.is_moe, f"{arch.name} is a mixture of experts; the trace runs dense models"),
+        (arch.is_moe and request.adapters and bool(set(request.lora_targets) & set(MLP_MODULES)),
+         "LoRA on the experts of a mixture of experts is not traced yet (attention modules are)"),
         (arch.is_moe and request.resolved_precision in QUANTIZED,
          "quantized experts of a mixture of experts are not traced yet"),
         (request.gpus > 1 or request.offload != "none", "the trace runs one GPU without offload"),
@@ -113,6 +119,7 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     from transformers import AutoModelForCausalLM
 
     register_flash_attention()
+    register_even_routing()
     attention = FLASH if request.attention == "flash" else "eager"
     precision = Precision.of(request)
     with torch.device(device), quiet_deprecations():

@@ -11,6 +11,7 @@ from ..request import EstimateRequest
 from .allocator import CachingAllocator
 from .memory import ASSUMED_TRUE, MemoryTracer, Moment
 from .model import build_model, check_traceable
+from .experts import EVEN_ROUTING_NOTE
 from .quantized import quantization_notes
 from .result import TracedEstimate, TracePoint, runtime_bytes
 from .step import SETUP, trace_step
@@ -43,6 +44,8 @@ def _result(arch: Architecture, request: EstimateRequest, tracer: MemoryTracer, 
     if request.attention == "flash":
         notes.append("attention counted as flash attention does it: no seq × seq scores are stored")
     notes += quantization_notes(request.resolved_precision)
+    if arch.is_moe:
+        notes.append(EVEN_ROUTING_NOTE)
     return TracedEstimate(
         model=arch.name, request=request, params=params, trainable_params=trainable, peak=dict(peak.live),
         peak_phase=peak.phase, peak_op=made_peak.op, peak_module=made_peak.module,
