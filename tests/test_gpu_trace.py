@@ -234,7 +234,8 @@ def test_the_json_form_carries_the_trace_and_the_formula_beside_it(tmp_path, cap
 @pytest.mark.parametrize("argv,why", [
     (["--model", "BERT-large", "--method", "lora"], "encoder model"),
     (["--model", "Llama-3.2-1B", "--method", "qlora", "--framework", "torchtune"], "Hugging Face stack"),
-    (["--model", "Llama-3.2-1B", "--method", "full", "--gpus", "2", "--sharding", "fsdp"], "one GPU"),
+    (["--model", "Llama-3.2-1B", "--method", "full", "--gpus", "2", "--sharding", "fsdp", "--offload", "optimizer"],
+     "--offload"),
 ])
 def test_what_is_not_traced_yet_is_refused_in_one_line(argv, why, capsys) -> None:
     code, out, err = betty_in_process(capsys, "gpu", "estimate", *argv, "--trace")

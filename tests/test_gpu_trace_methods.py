@@ -201,3 +201,97 @@ def test_a_moe_trace_says_how_it_routed() -> None:
 def test_what_a_moe_trace_does_not_run_is_refused_in_one_line(argv, why, capsys) -> None:
     code, out, err = betty_in_process(capsys, "gpu", "estimate", "--model", "Mixtral-8x7B", *argv, "--trace")
     assert code == 1 and out == "" and why in err and err.count("\n") == 1
+
+
+# ----- several GPUs: one GPU's trace, sharded per rank ------------------------------------------------------------
+
+def _pieces():
+    from betty_jupyter.gpu.trace.sharding import Piece
+
+    return [Piece(800, "weights", "setup", False), Piece(1600, "optimizer", "setup", False),
+            Piece(400, "activations", "forward", False), Piece(200, "activations", "forward", True),
+            Piece(800, "gradients", "backward", False), Piece(64, "quantization", "setup", False),
+            Piece(96, "quantization", "forward", False)]
+
+
+def _live_after(events, tag_of) -> Counter:
+    live: Counter = Counter()
+    for handle, nbytes, _ in events:
+        live[tag_of(handle)] += nbytes
+    return live
+
+
+_EVENTS = [(0, 800, "setup"), (1, 1600, "setup"), (5, 64, "setup"), (2, 400, "forward"), (3, 200, "forward"),
+           (6, 96, "forward"), (6, -96, "forward"), (3, -200, "backward"), (4, 800, "backward"), (2, -400, "backward"),
+           (4, -800, "optimizer_step")]
+
+
+@pytest.mark.parametrize("sharding,shares", [
+    ("zero1", [800, 400, 400, 200, 800, 64, 96]),
+    ("zero2", [800, 400, 400, 200, 200, 64, 96]),
+    ("fsdp", [200, 400, 400, 0, 200, 16, 96]),
+    ("ddp", [800, 1600, 400, 200, 800, 64, 96]),
+])
+def test_each_stage_divides_what_it_shards_by_the_gpus(sharding: str, shares: list[int]) -> None:
+    from betty_jupyter.gpu.trace.sharding import Sharding
+
+    rank = Sharding.of(EstimateRequest(method="full", precision="bf16", gpus=4, sharding=sharding).checked(),
+                       unit_bytes=(300, 100), gradient_bytes=800)
+    assert [rank.share(piece) for piece in _pieces()] == shares
+
+
+def test_sharding_adds_its_buffers_for_the_phases_they_live_in() -> None:
+    from betty_jupyter.gpu.trace.sharding import Sharding, sharded_events
+
+    fsdp = Sharding.of(EstimateRequest(method="full", precision="bf16", gpus=4, sharding="fsdp").checked(),
+                       unit_bytes=(300, 100), gradient_bytes=800)
+    events, tag_of = sharded_events(_EVENTS, _pieces(), fsdp)
+    added = [(tag_of(handle), nbytes, phase) for handle, nbytes, phase in events if handle >= len(_pieces())]
+    # The all-gather buffer from the start of forward to the end of backward, the reduce-scatter one in backward.
+    assert added == [("weights", 300, "forward"), ("gradients", 100, "backward"), ("weights", -300, "backward"),
+                     ("gradients", -100, "backward")]
+    assert _live_after(events, tag_of)["weights"] == 200
+    ddp = Sharding.of(EstimateRequest(method="full", precision="bf16", gpus=4, sharding="ddp").checked(),
+                      unit_bytes=(300, 100), gradient_bytes=800)
+    events, tag_of = sharded_events(_EVENTS, _pieces(), ddp)
+    assert _live_after(events, tag_of)["gradients"] == 800  # the buckets stay for the whole run
+
+
+def test_inference_on_several_gpus_divides_weights_and_kv_cache_only() -> None:
+    from betty_jupyter.gpu.trace.sharding import Piece, Sharding
+
+    rank = Sharding.of(EstimateRequest(method="inference", gpus=4).checked(), unit_bytes=(300, 0), gradient_bytes=0)
+    pieces = [Piece(800, "weights", "setup", False), Piece(400, "kv_cache", "prefill", False),
+              Piece(400, "activations", "prefill", False), Piece(64, "quantization", "setup", False)]
+    assert [rank.share(piece) for piece in pieces] == [200, 100, 400, 16]
+    assert rank.buffers() == []
+
+
+@needs_extra
+@pytest.mark.parametrize("method,sharding", [("full", "fsdp"), ("lora", "zero3"), ("qlora", "zero2"),
+                                             ("full", "ddp")])
+def test_a_sharded_trace_is_the_one_gpu_trace_divided_per_rank(method: str, sharding: str) -> None:
+    from betty_jupyter.gpu.trace.run import run_trace  # lazy: the trace extra is optional
+
+    one = EstimateRequest(method=method, batch_size=2, seq_len=64).checked()
+    single = run_trace(TINY, one)
+    ranked = run_trace(TINY, one.changed(gpus=4, sharding=sharding))
+    setup, single_setup = ranked.phases["setup"], single.phases["setup"]
+    stage = {"ddp": 0, "zero2": 2, "zero3": 3, "fsdp": 3}[sharding]
+    assert setup["optimizer"] == (single_setup["optimizer"] if stage == 0 else
+                                  pytest.approx(single_setup["optimizer"] / 4, abs=4 * 64))
+    assert setup["weights"] == (pytest.approx(single_setup["weights"] / 4, abs=4 * 64) if stage == 3
+                                else single_setup["weights"])
+    # At the end of backward: every gradient (DDP: twice, with its buckets), a quarter of them from stage 2 on.
+    assert ranked.phases["backward"]["gradients"] == pytest.approx(
+        single.phases["backward"]["gradients"] * (2 if stage == 0 else 1 / 4 if stage >= 2 else 1), abs=4 * 64)
+    assert any("sharding applied analytically" in note for note in ranked.notes)
+    if stage == 3:
+        assert ranked.peak["activations"] <= single.peak["activations"]  # autocast's weight copies are gathered
+
+
+@needs_extra
+def test_zero_with_a_float32_master_copy_is_refused_in_one_line(capsys) -> None:
+    code, out, err = betty_in_process(capsys, "gpu", "estimate", "--model", "Llama-3.2-1B", "--method", "full",
+                                      "--gpus", "2", "--sharding", "zero2", "--trace")
+    assert code == 1 and out == "" and "master copy" in err and err.count("\n") == 1

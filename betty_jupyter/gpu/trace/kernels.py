@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from .memory import mark_weight_copy
+
 FLASH = "betty_fused"  # not "flash…": transformers would look for the flash-attn package
 
 
@@ -95,5 +97,6 @@ class MetaAutocast(TorchFunctionMode):
         if value.is_leaf and value.requires_grad:
             if id(value) not in self._weights:
                 self._weights[id(value)] = value.to(self.dtype)
+                mark_weight_copy(self._weights[id(value)])
             return self._weights[id(value)]
         return value.to(self.dtype)

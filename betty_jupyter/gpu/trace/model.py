@@ -29,7 +29,7 @@ from ..architecture import MLP_MODULES, Architecture
 from ..request import EstimateRequest
 from .experts import EVEN_ROUTING, register_even_routing
 from .kernels import FLASH, MetaAutocast, register_flash_attention
-from .quantized import quantize_layers
+from .quantized import LAYER_MODULES, quantize_layers
 
 _HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
          "int8": torch.bfloat16, "nf4": torch.bfloat16}  # quantized: the weights bitsandbytes leaves alone
@@ -99,7 +99,10 @@ def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
          "LoRA on the experts of a mixture of experts is not traced yet (attention modules are)"),
         (arch.is_moe and request.resolved_precision in QUANTIZED,
          "quantized experts of a mixture of experts are not traced yet"),
-        (request.gpus > 1 or request.offload != "none", "the trace runs one GPU without offload"),
+        (request.offload != "none", "--offload is not traced yet"),
+        (request.sharding in ("zero1", "zero2", "zero3") and request.method == "full"
+         and request.resolved_precision in ("bf16-mixed", "fp16"),
+         "ZeRO's bf16 weights with a float32 master copy are not traced yet (--sharding fsdp is)"),
         (request.framework != "hf", "the trace runs the Hugging Face stack (--framework hf)"),
         (request.optimizer not in ("adamw", "sgd"), f"--optimizer {request.optimizer} is not traced yet (adamw, sgd)"),
         (request.grad_ckpt == "selective", "--grad-ckpt selective is not traced yet (none, full)"),
@@ -138,6 +141,28 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
         model.eval()
     built: torch.nn.Module = model
     return built
+
+
+def largest_unit_bytes(model: torch.nn.Module, compute: torch.dtype) -> tuple[int, int]:
+    """(weights as gathered, trainable gradients) in bytes of the largest unit FSDP or ZeRO-3 gathers at once.
+
+    A unit is one transformer layer, or the input embedding; floating-point weights are gathered in the
+    compute dtype, quantized ones as they are stored.
+    """
+    units: list[list[torch.nn.Parameter]] = []
+    for name, module in model.named_modules():
+        if name.split(".")[-1] in LAYER_MODULES and isinstance(module, torch.nn.ModuleList):
+            units += [list(layer.parameters()) for layer in module]
+        elif name.split(".")[-1] == "embed_tokens":
+            units.append(list(module.parameters()))
+    compute_bytes = compute.itemsize
+
+    def gathered(parameter: torch.nn.Parameter) -> int:
+        return parameter.numel() * (compute_bytes if parameter.is_floating_point() else parameter.element_size())
+
+    weights = max((sum(gathered(p) for p in unit) for unit in units), default=0)
+    gradients = max((sum(p.numel() * p.element_size() for p in unit if p.requires_grad) for unit in units), default=0)
+    return weights, gradients
 
 
 def _checkpointing(precision: Precision) -> dict[str, Any]:
