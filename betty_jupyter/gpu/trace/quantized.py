@@ -106,13 +106,14 @@ class QuantizedLinear(torch.nn.Linear):
         The caller keeps both until its product exists, as bitsandbytes' kernel does. Zeros: only sizes matter.
         """
         device = self.weight.device
+        constants = dict(self.named_buffers())
         if self.precision == "nf4":
             absmax = None
-            if hasattr(self, "nested_absmax"):
-                absmax = torch.zeros(self.absmax.shape, dtype=torch.float32, device=device) + self.offset
+            if "nested_absmax" in constants:
+                absmax = torch.zeros(constants["absmax"].shape, dtype=torch.float32, device=device) + constants["offset"]
             weight = torch.zeros((self.out_features, self.in_features), dtype=dtype, device=device)
         else:
-            absmax = self.row_scales.unsqueeze(1).mul(1.0 / 127.0)
+            absmax = constants["row_scales"].unsqueeze(1).mul(1.0 / 127.0)
             weight = self.weight.to(dtype, copy=True).mul_(absmax)
         tag_storage(weight, "quantization")
         return weight, absmax
