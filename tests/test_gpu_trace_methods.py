@@ -126,6 +126,7 @@ def test_a_qlora_trace_of_a_catalog_model_lands_near_the_formula() -> None:
     assert traced.peak["weights"] == pytest.approx(formula.breakdown["weights"] * GIB, rel=1e-4)  # + rotary buffer
     assert traced.allocated_bytes / GIB == pytest.approx(formula.allocated_gib, rel=0.10)
     assert any("bitsandbytes" in note for note in traced.notes)
+    assert traced.params == resolve_model("Llama-3.2-1B").params()  # weights, not the bytes they are packed in
 
 
 # ----- mixture of experts: transformers' expert loop with the tokens spread evenly --------------------------------
@@ -295,3 +296,63 @@ def test_zero_with_a_float32_master_copy_is_refused_in_one_line(capsys) -> None:
     code, out, err = betty_in_process(capsys, "gpu", "estimate", "--model", "Llama-3.2-1B", "--method", "full",
                                       "--gpus", "2", "--sharding", "zero2", "--trace")
     assert code == 1 and out == "" and "master copy" in err and err.count("\n") == 1
+
+
+# ----- the loss in chunks, selective checkpointing, gradient accumulation -----------------------------------------
+
+WIDE = Architecture(name="wide-vocabulary", layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128,
+                    vocab=32000)
+
+
+def _same_storages(request: EstimateRequest, arch: Architecture) -> tuple:
+    """The meta trace and the CPU run of ``request`` (asserted to allocate the same storages); the meta ones."""
+    model, meta, on_meta = traced_step(request, "meta", arch)
+    _, cpu, _ = traced_step(request, "cpu", arch)
+    assert [(a.nbytes, a.op, a.tag) for a in meta.allocations if a.tag != "optimizer" and a.nbytes] == \
+        [(a.nbytes, a.op, a.tag) for a in cpu.allocations if a.tag != "optimizer" and a.nbytes]
+    return model, meta, on_meta
+
+
+def _peak(tracer):
+    return max((moment for moment in tracer.timeline() if moment.phase != "setup"), key=lambda moment: moment.total)
+
+
+@needs_extra
+def test_a_chunked_loss_makes_one_chunk_of_float32_logits_at_a_time() -> None:
+    batch, seq = 2, 64
+    plain = EstimateRequest(method="lora", batch_size=batch, seq_len=seq)
+    _, whole, _ = _same_storages(plain, WIDE)
+    _, chunked, _ = _same_storages(plain.changed(chunked_loss=True), WIDE)
+    float32_logits = 4 * batch * seq * WIDE.vocab
+    assert max(a.nbytes for a in whole.allocations if a.tag == "logits") == float32_logits
+    assert max(a.nbytes for a in chunked.allocations if a.tag == "logits") == float32_logits // 8
+    assert _peak(chunked).total < _peak(whole).total * 0.75
+
+
+def _kept_by(tracer, op: str) -> list:
+    """Storages ``op`` made in forward that are still alive when backward starts."""
+    freed = {handle for handle, nbytes, phase in tracer.phased_events() if nbytes < 0 and phase == "forward"}
+    return [a for a in tracer.allocations if a.phase == "forward" and a.op == op and a.handle not in freed]
+
+
+@needs_extra
+@pytest.mark.parametrize("attention", ["eager", "flash"])
+def test_selective_checkpointing_recomputes_the_attention_core_only(attention: str) -> None:
+    plain = EstimateRequest(method="full", batch_size=2, seq_len=64, attention=attention)
+    _, kept_tracer, kept = _same_storages(plain, TINY)
+    _, tracer, selective = _same_storages(plain.changed(grad_ckpt="selective"), TINY)
+    _, _, full = _same_storages(plain.changed(grad_ckpt="full"), TINY)
+    assert full["forward"]["activations"] < selective["forward"]["activations"] < kept["forward"]["activations"]
+    if attention == "eager":  # the softmax of the scores is kept for backward, unless it is recomputed
+        assert len(_kept_by(kept_tracer, "_softmax")) == TINY.layers and not _kept_by(tracer, "_softmax")
+
+
+@needs_extra
+def test_accumulated_gradients_are_there_for_the_whole_step() -> None:
+    one = EstimateRequest(method="full", batch_size=2, seq_len=64)
+    model, single, _ = _same_storages(one, WIDE)
+    _, accumulated, phases = _same_storages(one.changed(grad_accum=4), WIDE)
+    gradients = tensor_bytes(p for p in model.parameters() if p.requires_grad)
+    assert _peak(accumulated).live["gradients"] == gradients  # left by the micro-batches before
+    assert phases["forward"]["gradients"] == gradients
+    assert _peak(accumulated).total > _peak(single).total

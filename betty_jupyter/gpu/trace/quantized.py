@@ -192,6 +192,13 @@ def quantize_layers(model: torch.nn.Module, precision: str, double_quant: bool) 
     return replaced
 
 
+def weight_count(model: torch.nn.Module) -> int:
+    """The model's parameters, a quantized weight counted once per weight rather than per stored element."""
+    packed = sum(module.in_features * module.out_features - module.weight.numel()
+                 for module in model.modules() if isinstance(module, QuantizedLinear))
+    return sum(parameter.numel() for parameter in model.parameters()) + packed
+
+
 def quantization_constants(model: torch.nn.Module) -> Iterator[torch.Tensor]:
     """Every quantization constant of ``model``'s quantized layers (a shared table once)."""
     seen: set[int] = set()

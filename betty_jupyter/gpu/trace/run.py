@@ -13,7 +13,7 @@ from .allocator import CachingAllocator
 from .experts import EVEN_ROUTING_NOTE
 from .memory import ASSUMED_TRUE, TAGS, MemoryTracer, Moment, timeline_of
 from .model import Precision, build_model, check_traceable, largest_unit_bytes
-from .quantized import quantization_notes
+from .quantized import quantization_notes, weight_count
 from .result import TracedEstimate, TracePoint, runtime_bytes
 from .sharding import SHARDED_NOTE, Piece, Sharding, sharded_events
 from .step import SETUP, trace_step
@@ -51,7 +51,7 @@ def run_trace(arch: Architecture, request: EstimateRequest, hopper: bool = False
 def _counts(model: torch.nn.Module, request: EstimateRequest) -> _Counts:
     trained = [p for p in model.parameters() if p.requires_grad] if request.training else []
     trainable = sum(p.numel() for p in trained)
-    params = sum(p.numel() for p in model.parameters()) - (trainable if request.adapters else 0)  # the base model
+    params = weight_count(model) - (trainable if request.adapters else 0)  # the base model
     compute = Precision.of(request).autocast or Precision.of(request).weights
     return _Counts(params, trainable, sum(p.numel() * p.element_size() for p in trained),
                    largest_unit_bytes(model, compute))
