@@ -49,6 +49,25 @@ def test_a_quantized_meta_trace_counts_what_a_real_cpu_run_allocates(request_: E
     assert on_meta[next(iter(on_meta))]["quantization"] > 0
 
 
+@needs_extra
+def test_a_qlora_trace_of_a_catalog_models_layers_is_a_real_cpu_runs_storages() -> None:
+    from dataclasses import replace
+
+    from betty_jupyter.gpu.catalog import resolve_model
+
+    # Llama-3.2-1B with every width as published (grouped-query attention, 128k vocabulary, tied embeddings) and
+    # two of its sixteen layers, so that the real run fits a laptop's CPU.
+    arch = replace(resolve_model("Llama-3.2-1B"), layers=2)
+    request = EstimateRequest(method="qlora", batch_size=1, seq_len=8, lora_targets=("q_proj", "v_proj", "down_proj"))
+    model, meta, on_meta = traced_step(request, "meta", arch)
+    _, cpu, on_cpu = traced_step(request, "cpu", arch)
+    trained = sum(1 for parameter in model.parameters() if parameter.requires_grad)
+    for phase, live in on_meta.items():
+        assert on_cpu[phase] == dict(live, optimizer=live["optimizer"] + 4 * trained), phase  # host step counters
+    assert [(a.nbytes, a.op, a.tag) for a in meta.allocations if a.tag != "optimizer" and a.nbytes] == \
+        [(a.nbytes, a.op, a.tag) for a in cpu.allocations if a.tag != "optimizer" and a.nbytes]
+
+
 # ----- quantized weights: exactly the formula's bytes ------------------------------------------------------------
 
 @needs_extra
