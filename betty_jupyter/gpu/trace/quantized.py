@@ -90,10 +90,10 @@ class QuantizedLinear(torch.nn.Linear):
         if self.bias is not None:
             self.bias.requires_grad_(False)
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - torch.nn.Linear's own name
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The bitsandbytes matmul of this layer's precision."""
         matmul = _Matmul4bit if self.precision == "nf4" else _Matmul8bit
-        result: torch.Tensor = matmul.apply(input, self)
+        result: torch.Tensor = matmul.apply(x, self)
         return result
 
     def constants(self) -> Iterator[torch.Tensor]:
@@ -123,12 +123,12 @@ class _Matmul4bit(torch.autograd.Function):
     """``MatMul4Bit``: dequantize, multiply, free; nothing saved but the layer; dequantize again in backward."""
 
     @staticmethod
-    def forward(ctx: Any, input: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:  # noqa: A002
+    def forward(ctx: Any, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
         ctx.layer = layer
-        if input.numel() == input.shape[-1] and not input.requires_grad:  # one token: fused gemv_4bit
-            return input.new_zeros((*input.shape[:-1], layer.out_features))
-        weight, _absmax = layer.dequantized(input.dtype)
-        return F.linear(input, weight, layer.bias)
+        if x.numel() == x.shape[-1] and not x.requires_grad:  # one token: fused gemv_4bit
+            return x.new_zeros((*x.shape[:-1], layer.out_features))
+        weight, _absmax = layer.dequantized(x.dtype)
+        return F.linear(x, weight, layer.bias)
 
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:
@@ -140,21 +140,21 @@ class _Matmul8bit(torch.autograd.Function):
     """``MatMul8bitLt``: float16 input quantized to int8, int8 product scaled into the output; keeps its input."""
 
     @staticmethod
-    def forward(ctx: Any, input: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:  # noqa: A002
-        rows = input.reshape(-1, input.shape[-1])
+    def forward(ctx: Any, x: torch.Tensor, layer: QuantizedLinear) -> torch.Tensor:
+        rows = x.reshape(-1, x.shape[-1])
         half = rows.to(torch.float16)
         quantized = torch.zeros(rows.shape, dtype=torch.int8, device=rows.device)
         row_scales = torch.zeros(rows.shape[0], dtype=torch.float32, device=rows.device)
-        del half  # freed once quantized
+        del half  # the float16 copy goes once it is quantized
         product = torch.zeros((rows.shape[0], layer.out_features), dtype=torch.int32, device=rows.device)
-        output = torch.zeros((rows.shape[0], layer.out_features), dtype=input.dtype, device=rows.device)
+        output = torch.zeros((rows.shape[0], layer.out_features), dtype=x.dtype, device=rows.device)
         if layer.bias is not None:
             output += layer.bias
         del quantized, row_scales, product
         ctx.layer = layer
         if ctx.needs_input_grad[0]:
             ctx.save_for_backward(rows)
-        return output.reshape(*input.shape[:-1], layer.out_features)
+        return output.reshape(*x.shape[:-1], layer.out_features)
 
     @staticmethod
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, None]:

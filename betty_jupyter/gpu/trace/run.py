@@ -60,7 +60,7 @@ def _counts(model: torch.nn.Module, request: EstimateRequest) -> _Counts:
 def _result(arch: Architecture, request: EstimateRequest, tracer: MemoryTracer, phases: dict[str, dict[str, int]],
             counts: _Counts, hopper: bool) -> TracedEstimate:
     events = tracer.phased_events()
-    tag_of: Callable[[int], str] = lambda handle: tracer.allocations[handle].tag  # noqa: E731
+    tag_of: Callable[[int], str] = _traced_tag(tracer)
     notes = [ASSUMED_TRUE]
     if request.gpus > 1:
         sharding = Sharding.of(request, counts.unit_bytes, counts.gradient_bytes)
@@ -86,6 +86,10 @@ def _result(arch: Architecture, request: EstimateRequest, tracer: MemoryTracer, 
         timeline=tuple(TracePoint(m.index, m.phase, m.live) for m in _thinned(timeline, peak.index)),
         notes=tuple(notes),
     )
+
+
+def _traced_tag(tracer: MemoryTracer) -> Callable[[int], str]:
+    return lambda handle: tracer.allocations[handle].tag
 
 
 def _made(tracer: MemoryTracer, handle: int, tag_of: Callable[[int], str]) -> tuple[str, str]:
