@@ -100,13 +100,8 @@ def test_quantized_weights_take_exactly_the_formulas_bytes(precision: str, doubl
 # ----- quantized matmuls: bitsandbytes' memory ---------------------------------------------------------------------
 
 @needs_extra
-def test_nf4_saves_nothing_for_backward_and_dequantizes_one_matrix_at_a_time_twice() -> None:
-    lora = EstimateRequest(method="lora", batch_size=2, seq_len=16)
-    _, _, plain = traced_step(lora)
-    model, tracer, quantized = traced_step(lora.changed(method="qlora"))
-    # MatMul4Bit (bitsandbytes >= 0.43.2) keeps neither its input nor the dequantized weight: a frozen nf4 layer
-    # keeps exactly what a frozen bf16 layer keeps.
-    assert quantized["forward"]["activations"] == plain["forward"]["activations"]
+def test_nf4_dequantizes_one_matrix_at_a_time_in_forward_and_again_in_backward() -> None:
+    model, tracer, quantized = traced_step(EstimateRequest(method="qlora", batch_size=2, seq_len=16))
     dequantized = [a for a in tracer.allocations if a.tag == "quantization" and a.phase != "setup"]
     layers = _quantized_layers(model)
     assert {a.nbytes for a in dequantized} <= {2 * layer.in_features * layer.out_features for layer in layers}
@@ -118,20 +113,38 @@ def test_nf4_saves_nothing_for_backward_and_dequantizes_one_matrix_at_a_time_twi
 
 
 @needs_extra
-def test_int8_keeps_the_input_of_every_frozen_layer_that_needs_a_gradient() -> None:
-    lora = EstimateRequest(method="lora", batch_size=2, seq_len=16, lora_targets=("q_proj",))
-    _, _, plain = traced_step(lora)
-    model, tracer, int8 = traced_step(lora.changed(precision="int8"))
-    assert int8["forward"]["activations"] > plain["forward"]["activations"]
-    # Kept inputs are bf16 (batch × seq × width): the gate/up and down inputs of every layer, and q/k/v's shared
-    # input from the second layer on (the first layer's reads the frozen embeddings and needs no gradient).
-    # o_proj's input costs nothing more: it is the attention output, which flash attention keeps anyway.
-    tokens, width = 2 * 16, TINY.hidden
-    kept = TINY.layers * 2 * tokens * (width + TINY.intermediate) + (TINY.layers - 1) * 2 * tokens * width
-    assert int8["forward"]["activations"] - plain["forward"]["activations"] == kept
+def test_int8_keeps_the_input_of_every_frozen_layer_that_needs_a_gradient_and_nf4_none() -> None:
+    qlora = EstimateRequest(method="qlora", batch_size=2, seq_len=16, lora_targets=("q_proj",))
+    _, _, nf4 = traced_step(qlora)
+    model, tracer, int8 = traced_step(qlora.changed(method="lora", precision="int8"))
+    # The same peft layers over both: what differs is what the frozen matmul keeps. MatMul4Bit (bitsandbytes
+    # >= 0.43.2) keeps nothing; MatMul8bitLt keeps its bf16 input (batch × seq × width) whenever it needs a
+    # gradient: the gate/up and down inputs of every layer cost that much more. q/k/v's shared input costs nothing
+    # more (q_proj's adapter keeps it anyway), nor does o_proj's (the attention output, which flash attention keeps).
+    tokens = 2 * 16
+    kept = TINY.layers * 2 * tokens * (TINY.hidden + TINY.intermediate)
+    assert int8["forward"]["activations"] - nf4["forward"]["activations"] == kept
     # No weight is dequantized in forward (int8 × int8 product); in backward, once per layer with a gradient.
     dequantized = Counter(a.phase for a in tracer.allocations if a.tag == "quantization" and a.phase != "setup")
     assert dequantized == {"backward": len(_quantized_layers(model)) - 3}
+
+
+@needs_extra
+def test_peft_adds_an_adapter_to_a_quantized_layer_as_its_bitsandbytes_layers_do() -> None:
+    lora = EstimateRequest(method="lora", batch_size=2, seq_len=16, lora_targets=("q_proj", "v_proj"))
+    _, plain, _ = traced_step(lora)
+    _, quantized, _ = traced_step(lora.changed(method="qlora"))
+
+    def copies(tracer) -> int:  # storages cast for an adapter's input that are kept for backward
+        freed = {handle for handle, nbytes, phase in tracer.phased_events() if nbytes < 0 and phase == "forward"}
+        return sum(1 for a in tracer.allocations if a.phase == "forward" and a.handle not in freed
+                   and a.op == "_to_copy" and "lora_A" in a.module and a.nbytes == 2 * 2 * 16 * TINY.hidden)
+
+    # Plain peft casts each adapter's input to float32 (autocast casts it back: a copy kept per adapter); over a
+    # bitsandbytes layer under autocast, it does not, and the adapter reads the frozen layer's own input.
+    assert copies(plain) == 2 * TINY.layers and copies(quantized) == 0
+    clones = [a for a in quantized.allocations if a.op == "clone" and a.module.endswith(("q_proj", "v_proj"))]
+    assert len(clones) == 2 * TINY.layers  # peft clones a 4-bit layer's output before adding the adapter's
 
 
 @needs_extra

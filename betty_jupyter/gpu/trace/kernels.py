@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 from torch.utils.checkpoint import checkpoint
 
 from .memory import mark_weight_copy
@@ -101,6 +101,11 @@ def register_selective(base: str, context_fn: Callable[[], Any] | None) -> str:
     ALL_MASK_ATTENTION_FUNCTIONS.register(name, flash_attention_mask if base == FLASH
                                           else ALL_MASK_ATTENTION_FUNCTIONS["eager"])
     return name
+
+
+def autocast_running() -> bool:
+    """Whether :class:`MetaAutocast` runs now: what ``torch.is_autocast_enabled()`` says on a GPU under autocast."""
+    return any(isinstance(mode, MetaAutocast) for mode in _get_current_function_mode_stack())
 
 
 _MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm,

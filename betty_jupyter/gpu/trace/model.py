@@ -29,7 +29,7 @@ from ..architecture import MLP_MODULES, Architecture
 from ..request import EstimateRequest
 from .experts import EVEN_ROUTING, register_even_routing
 from .kernels import FLASH, MetaAutocast, register_flash_attention, register_selective
-from .quantized import LAYER_MODULES, quantize_layers
+from .quantized import LAYER_MODULES, QuantizedLinear, quantize_layers
 
 _HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
          "int8": torch.bfloat16, "nf4": torch.bfloat16}  # quantized: the weights bitsandbytes leaves alone
@@ -176,10 +176,13 @@ def _checkpointing(precision: Precision) -> dict[str, Any]:
 
 
 def _with_lora(model: torch.nn.Module, request: EstimateRequest) -> torch.nn.Module:
-    # lazy: peft is the optional trace extra
+    # lazy: peft is the optional trace extra, and the adapters module builds on it
     from peft import LoraConfig, get_peft_model
+
+    from .adapters import QuantizedLoraLinear  # lazy: subclasses peft's LoRA layer
 
     config = LoraConfig(r=request.lora_rank, lora_alpha=2 * request.lora_rank, lora_dropout=0.0,
                         target_modules=list(request.lora_targets), task_type="CAUSAL_LM")
+    config._register_custom_module({QuantizedLinear: QuantizedLoraLinear})  # peft's lora.bnb layers
     adapted: torch.nn.Module = get_peft_model(model, config)
     return adapted
