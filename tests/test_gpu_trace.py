@@ -31,15 +31,15 @@ TINY = Architecture(name="tiny-llama", layers=2, hidden=64, heads=4, kv_heads=2,
                     vocab=512)
 
 
-def traced_step(request: EstimateRequest, device: str = "meta"):
-    """(model, tracer, live bytes by tag at the end of each phase) for ``request`` on the tiny model."""
+def traced_step(request: EstimateRequest, device: str = "meta", arch: Architecture = TINY):
+    """(model, tracer, live bytes by tag at the end of each phase) for ``request`` on the tiny model (or ``arch``)."""
     import torch  # lazy: the trace extra is optional
 
     from betty_jupyter.gpu.trace.memory import MemoryTracer
     from betty_jupyter.gpu.trace.model import build_model
     from betty_jupyter.gpu.trace.step import trace_step
 
-    model = build_model(TINY, request.checked(), torch.device(device))
+    model = build_model(arch, request.checked(), torch.device(device))
     tracer = MemoryTracer(device=torch.device(device))
     phases = trace_step(model, request.checked(), tracer)
     return model, tracer, phases
@@ -232,9 +232,10 @@ def test_the_json_form_carries_the_trace_and_the_formula_beside_it(tmp_path, cap
 
 @needs_extra
 @pytest.mark.parametrize("argv,why", [
-    (["--model", "Mixtral-8x7B", "--method", "lora"], "mixture of experts"),
-    (["--model", "Llama-3.2-1B", "--method", "qlora"], "quantized weights"),
-    (["--model", "Llama-3.2-1B", "--method", "full", "--gpus", "2", "--sharding", "fsdp"], "one GPU"),
+    (["--model", "BERT-large", "--method", "lora"], "encoder model"),
+    (["--model", "Llama-3.2-1B", "--method", "qlora", "--framework", "torchtune"], "Hugging Face stack"),
+    (["--model", "Llama-3.2-1B", "--method", "full", "--gpus", "2", "--sharding", "fsdp", "--offload", "optimizer"],
+     "--offload"),
 ])
 def test_what_is_not_traced_yet_is_refused_in_one_line(argv, why, capsys) -> None:
     code, out, err = betty_in_process(capsys, "gpu", "estimate", *argv, "--trace")

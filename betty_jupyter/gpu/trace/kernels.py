@@ -11,6 +11,11 @@ three input gradients, a float32 ``dq`` accumulator and a float32 softmax-delta.
 value heads are not repeated to the query heads (the kernel handles grouped-query
 attention itself). The numbers it returns are zeros: only their sizes matter here.
 
+*Selective checkpointing* (Korthikanti et al. 2022, §5): only the attention core — scores,
+softmax and their product with the values — is recomputed in backward; :func:`register_selective`
+wraps a transformers attention function in non-reentrant checkpointing, which keeps its
+inputs (query, key, value) and nothing it makes.
+
 *Autocast.* ``torch.autocast`` has no ``meta`` device type, so :class:`MetaAutocast`
 does what CUDA autocast does to memory: the inputs of matrix products are cast to the
 half-precision type (a weight's cast is made once per forward and kept, as autocast's
@@ -19,11 +24,14 @@ cast cache does), everything else runs in the dtype it gets.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+from torch.utils.checkpoint import checkpoint
+
+from .memory import mark_weight_copy
 
 FLASH = "betty_fused"  # not "flash…": transformers would look for the flash-attn package
 
@@ -66,6 +74,40 @@ def register_flash_attention() -> None:
     ALL_MASK_ATTENTION_FUNCTIONS.register(FLASH, flash_attention_mask)
 
 
+SELECTIVE = "betty_selective_{}"
+
+
+def register_selective(base: str, context_fn: Callable[[], Any] | None) -> str:
+    """Register the attention of implementation ``base`` recomputed in backward; the new implementation's name.
+
+    ``context_fn`` gives checkpointing's (forward, recompute) contexts (the recompute runs under autocast too).
+    """
+    # lazy: transformers is only needed once a model is built
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
+    from transformers.models.llama.modeling_llama import eager_attention_forward
+
+    attention = flash_attention if base == FLASH else eager_attention_forward
+    options: dict[str, Any] = {"use_reentrant": False}
+    if context_fn is not None:
+        options["context_fn"] = context_fn
+
+    def recomputed(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                   attention_mask: torch.Tensor | None, **kwargs: Any) -> Any:
+        return checkpoint(attention, module, query, key, value, attention_mask, **options, **kwargs)
+
+    name = SELECTIVE.format(base)
+    AttentionInterface.register(name, recomputed)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(name, flash_attention_mask if base == FLASH
+                                          else ALL_MASK_ATTENTION_FUNCTIONS["eager"])
+    return name
+
+
+def autocast_running() -> bool:
+    """Whether :class:`MetaAutocast` runs now: what ``torch.is_autocast_enabled()`` says on a GPU under autocast."""
+    return any(isinstance(mode, MetaAutocast) for mode in _get_current_function_mode_stack())
+
+
 _MATMULS = {F.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm,
             torch.bmm, torch.Tensor.bmm, torch.addmm, torch.baddbmm}
 
@@ -95,5 +137,6 @@ class MetaAutocast(TorchFunctionMode):
         if value.is_leaf and value.requires_grad:
             if id(value) not in self._weights:
                 self._weights[id(value)] = value.to(self.dtype)
+                mark_weight_copy(self._weights[id(value)])
             return self._weights[id(value)]
         return value.to(self.dtype)

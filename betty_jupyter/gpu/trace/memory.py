@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Literal
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 from torch.utils._pytree import tree_flatten
 
-Tag = Literal["weights", "gradients", "optimizer", "activations", "logits", "kv_cache"]
-TAGS: tuple[Tag, ...] = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache")
+Tag = Literal["weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "quantization"]
+TAGS: tuple[Tag, ...] = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "quantization")
 
 
 ASSUMED_TRUE = (
@@ -43,6 +43,8 @@ class Allocation:
     phase: str
     op: str
     module: str
+    weight_copy: bool = False
+    """A half-precision copy of a weight made by autocast (sharding's gathered unit replaces it)."""
 
 
 @dataclass(frozen=True)
@@ -131,19 +133,44 @@ class MemoryTracer(TorchDispatchMode):
         """Every allocation (positive bytes) and free (negative bytes) in order, by allocation handle."""
         return [(handle, nbytes) for handle, nbytes, _ in self._events]
 
+    def phased_events(self) -> list[tuple[int, int, str]]:
+        """:meth:`events` with the phase each happened in."""
+        return list(self._events)
+
     def timeline(self) -> list[Moment]:
         """The live bytes by tag after every event, with the storages' final tags."""
-        live: dict[str, int] = dict.fromkeys(TAGS, 0)
-        moments = []
-        for index, (handle, nbytes, phase) in enumerate(self._events):
-            live[self.allocations[handle].tag] += nbytes
-            moments.append(Moment(index, phase, dict(live)))
-        return moments
+        return timeline_of(self._events, lambda handle: self.allocations[handle].tag)
 
     def _free(self, key: int, allocation: Allocation) -> None:
         if self._live.get(key) is allocation:
             del self._live[key]
         self._events.append((allocation.handle, -allocation.nbytes, self.phase))
+
+
+def timeline_of(events: list[tuple[int, int, str]], tag_of: Callable[[int], str]) -> list[Moment]:
+    """The live bytes by tag after every ``(handle, bytes, phase)`` event."""
+    live: dict[str, int] = dict.fromkeys(TAGS, 0)
+    moments = []
+    for index, (handle, nbytes, phase) in enumerate(events):
+        live[tag_of(handle)] += nbytes
+        moments.append(Moment(index, phase, dict(live)))
+    return moments
+
+
+def mark_weight_copy(tensor: torch.Tensor) -> None:
+    """Tell the tracer running now (if one is) that ``tensor`` is autocast's half-precision copy of a weight."""
+    for mode in _get_current_dispatch_mode_stack():
+        if isinstance(mode, MemoryTracer):
+            allocation = mode.track(tensor)
+            if allocation is not None:
+                allocation.weight_copy = True
+
+
+def tag_storage(tensor: torch.Tensor, tag: Tag) -> None:
+    """Tell the tracer running now (if one is) what ``tensor`` is: for code deep in the step that holds no tracer."""
+    for mode in _get_current_dispatch_mode_stack():
+        if isinstance(mode, MemoryTracer):
+            mode.retag(tensor, tag)
 
 
 def _meta_bool(value: Any) -> bool:

@@ -10,6 +10,9 @@ Weights and adapters are placed the way the Hugging Face stack places them for e
 precision (the ``hf`` framework profile): full fine-tuning in ``bf16-mixed`` or ``fp16``
 keeps float32 weights and lets autocast cast them; LoRA loads the base model in the
 compute dtype and peft keeps the adapters in float32; ``bf16`` and ``fp32`` are pure.
+With ``int8`` or ``nf4`` (QLoRA) the layers' linear weights are quantized as bitsandbytes
+stores them (:mod:`.quantized`), everything else is bf16, and training computes under
+bf16 autocast.
 """
 
 from __future__ import annotations
@@ -22,11 +25,15 @@ from typing import Any, Iterator
 import torch
 
 from ...errors import GpuEstimateError
-from ..architecture import Architecture
+from ..architecture import MLP_MODULES, Architecture
 from ..request import EstimateRequest
-from .kernels import FLASH, MetaAutocast, register_flash_attention
+from .experts import EVEN_ROUTING, register_even_routing
+from .kernels import FLASH, MetaAutocast, register_flash_attention, register_selective
+from .quantized import LAYER_MODULES, QuantizedLinear, quantize_layers
 
-_HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+_HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+         "int8": torch.bfloat16, "nf4": torch.bfloat16}  # quantized: the weights bitsandbytes leaves alone
+QUANTIZED = ("int8", "nf4")
 
 
 @dataclass(frozen=True)
@@ -41,7 +48,7 @@ class Precision:
         """The dtypes of ``request``'s resolved precision (see the module docstring)."""
         precision = request.resolved_precision
         compute = _HALF[precision]
-        mixed = precision in ("bf16-mixed", "fp16")
+        mixed = precision in ("bf16-mixed", "fp16", *QUANTIZED)
         if request.method == "full":
             return cls(torch.float32 if mixed else compute, compute if mixed else None)
         return cls(compute, compute if mixed and request.training else None)
@@ -57,9 +64,9 @@ def quiet_deprecations() -> Iterator[None]:
 
 
 def config_for(arch: Architecture, attention: str) -> Any:
-    """The transformers config object of ``arch`` (Llama, Mistral, Qwen2 or Gemma 2 family)."""
+    """The transformers config object of ``arch`` (Llama, Mistral, Mixtral, Qwen2 or Gemma 2 family)."""
     # lazy: transformers is the optional trace extra
-    from transformers import Gemma2Config, LlamaConfig, MistralConfig, Qwen2Config
+    from transformers import Gemma2Config, LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config
 
     common: dict[str, Any] = dict(
         vocab_size=arch.vocab, hidden_size=arch.hidden, intermediate_size=arch.intermediate,
@@ -68,7 +75,11 @@ def config_for(arch: Architecture, attention: str) -> Any:
         use_cache=False,
     )
     config: Any
-    if arch.norms_per_layer == 4:
+    if arch.is_moe:
+        config = MixtralConfig(**common, num_local_experts=arch.experts, num_experts_per_tok=arch.experts_per_token,
+                               sliding_window=arch.sliding_window)
+        config._experts_implementation = EVEN_ROUTING
+    elif arch.norms_per_layer == 4:
         config = Gemma2Config(**common, sliding_window=arch.sliding_window or 4096)
     elif arch.qkv_bias:
         config = Qwen2Config(**common)
@@ -84,16 +95,20 @@ def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
     """Refuse, in one line, what the trace does not run yet (the formula estimate still covers it)."""
     refusals = (
         (arch.kind != "decoder", f"{arch.name} is an {arch.kind} model; the trace runs decoder-only language models"),
-        (arch.is_moe, f"{arch.name} is a mixture of experts; the trace runs dense models"),
-        (request.method == "qlora" or request.resolved_precision in ("int8", "nf4"),
-         "quantized weights (qlora, int8, nf4) are not traced yet"),
-        (request.gpus > 1 or request.offload != "none", "the trace runs one GPU without offload"),
+        (arch.is_moe and request.adapters and bool(set(request.lora_targets) & set(MLP_MODULES)),
+         "LoRA on the experts of a mixture of experts is not traced yet (attention modules are)"),
+        (arch.is_moe and request.resolved_precision in QUANTIZED,
+         "quantized experts of a mixture of experts are not traced yet"),
+        (request.offload != "none", "--offload is not traced yet"),
+        (request.sharding in ("zero1", "zero2", "zero3") and request.method == "full"
+         and request.resolved_precision in ("bf16-mixed", "fp16"),
+         "ZeRO's bf16 weights with a float32 master copy are not traced yet (--sharding fsdp is)"),
         (request.framework != "hf", "the trace runs the Hugging Face stack (--framework hf)"),
         (request.optimizer not in ("adamw", "sgd"), f"--optimizer {request.optimizer} is not traced yet (adamw, sgd)"),
-        (request.grad_ckpt == "selective", "--grad-ckpt selective is not traced yet (none, full)"),
-        (request.grad_accum > 1, "--grad-accum is not traced yet (one micro-batch is)"),
-        (request.compiled or request.chunked_loss or request.activation_offload or request.optimizer_in_backward,
-         "--compile, --chunked-loss, --offload-activations and --optimizer-in-backward are not traced yet"),
+        (request.grad_ckpt == "selective" and arch.norms_per_layer == 4 and request.attention == "eager",
+         "--grad-ckpt selective with eager attention is not traced for Gemma 2 yet (its attention has its own code)"),
+        (request.compiled or request.activation_offload or request.optimizer_in_backward,
+         "--compile, --offload-activations and --optimizer-in-backward are not traced yet"),
         (request.kv_dtype == "fp8", "--kv-dtype fp8 is not traced yet"),
     )
     for refused, why in refusals:
@@ -107,10 +122,15 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     from transformers import AutoModelForCausalLM
 
     register_flash_attention()
+    register_even_routing()
     attention = FLASH if request.attention == "flash" else "eager"
     precision = Precision.of(request)
+    if request.grad_ckpt == "selective" and request.training:
+        attention = register_selective(attention, _checkpointing(precision).get("context_fn"))
     with torch.device(device), quiet_deprecations():
         model: Any = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
+        if request.resolved_precision in QUANTIZED:
+            quantize_layers(model, request.resolved_precision, request.double_quant)
         if request.grad_ckpt == "full" and request.training:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=_checkpointing(precision))
         if request.adapters:
@@ -125,6 +145,28 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     return built
 
 
+def largest_unit_bytes(model: torch.nn.Module, compute: torch.dtype) -> tuple[int, int]:
+    """(weights as gathered, trainable gradients) in bytes of the largest unit FSDP or ZeRO-3 gathers at once.
+
+    A unit is one transformer layer, or the input embedding; floating-point weights are gathered in the
+    compute dtype, quantized ones as they are stored.
+    """
+    units: list[list[torch.nn.Parameter]] = []
+    for name, module in model.named_modules():
+        if name.split(".")[-1] in LAYER_MODULES and isinstance(module, torch.nn.ModuleList):
+            units += [list(layer.parameters()) for layer in module]
+        elif name.split(".")[-1] == "embed_tokens":
+            units.append(list(module.parameters()))
+    compute_bytes = compute.itemsize
+
+    def gathered(parameter: torch.nn.Parameter) -> int:
+        return parameter.numel() * (compute_bytes if parameter.is_floating_point() else parameter.element_size())
+
+    weights = max((sum(gathered(p) for p in unit) for unit in units), default=0)
+    gradients = max((sum(p.numel() * p.element_size() for p in unit if p.requires_grad) for unit in units), default=0)
+    return weights, gradients
+
+
 def _checkpointing(precision: Precision) -> dict[str, Any]:
     """Non-reentrant checkpointing whose recomputation (in backward, on autograd's thread) casts as autocast does."""
     if precision.autocast is None:
@@ -134,10 +176,13 @@ def _checkpointing(precision: Precision) -> dict[str, Any]:
 
 
 def _with_lora(model: torch.nn.Module, request: EstimateRequest) -> torch.nn.Module:
-    # lazy: peft is the optional trace extra
+    # lazy: peft is the optional trace extra, and the adapters module builds on it
     from peft import LoraConfig, get_peft_model
+
+    from .adapters import QuantizedLoraLinear  # lazy: subclasses peft's LoRA layer
 
     config = LoraConfig(r=request.lora_rank, lora_alpha=2 * request.lora_rank, lora_dropout=0.0,
                         target_modules=list(request.lora_targets), task_type="CAUSAL_LM")
+    config._register_custom_module({QuantizedLinear: QuantizedLoraLinear})  # peft's lora.bnb layers
     adapted: torch.nn.Module = get_peft_model(model, config)
     return adapted

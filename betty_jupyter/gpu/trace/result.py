@@ -24,7 +24,7 @@ from ..request import EstimateRequest
 
 CUBLAS_WORKSPACE_MIB = {"before-hopper": 8.125, "hopper": 32.0}
 CUDA_CONTEXT_GIB = framework_profile("hf").cuda_context_gib
-TRACE_ITEMS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache")
+TRACE_ITEMS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "quantization")
 
 
 @dataclass(frozen=True)

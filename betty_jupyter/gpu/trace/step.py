@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import inspect
 from contextlib import ExitStack, contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
+import torch.nn.functional as F
 
+from ..activations import LOSS_CHUNKS
 from ..request import EstimateRequest
 from .kernels import MetaAutocast
 from .memory import MemoryTracer, Tag, module_names
 from .model import Precision, quiet_deprecations
+from .quantized import quantization_constants
 
 DECODE_STEPS = 2
 SETUP = "setup"  # what exists before the traced step starts; not a candidate for the peak
@@ -45,6 +48,8 @@ def trace_step(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryT
                 tracer.retag(parameter, "weights")
             for buffer in model.buffers():
                 tracer.retag(buffer, "weights")
+            for constant in quantization_constants(model):
+                tracer.retag(constant, "quantization")
             if request.training:
                 return _training(model, request, tracer, progress)
             return _inference(model, request, tracer, progress)
@@ -86,14 +91,15 @@ def _training(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryTr
             parameter.grad = torch.zeros_like(parameter)
             tracer.retag(parameter.grad, "gradients")
         optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        if request.grad_accum == 1:
+            optimizer.zero_grad(set_to_none=True)
+        # else the gradients stay, as the micro-batches before the last one of a step leave them
     with _phase(tracer, "forward", progress, snapshots):
         tokens = torch.zeros((request.batch_size, request.seq_len), dtype=torch.long, device=device)
         with _autocast(precision):
-            output = model(input_ids=tokens, labels=tokens)
-        loss = output.loss
-        tracer.retag(output.logits, "logits")
-        del output
+            loss = _chunked_loss(model, tokens, tracer) if request.chunked_loss else _loss(model, tokens, tracer)
+        if request.grad_accum > 1:
+            loss = loss / request.grad_accum
     with _phase(tracer, "backward", progress, snapshots):
         loss.backward()
         del loss
@@ -105,6 +111,34 @@ def _training(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryTr
                     tracer.retag(value, "optimizer")
     optimizer.zero_grad(set_to_none=True)
     return snapshots
+
+
+def _loss(model: torch.nn.Module, tokens: torch.Tensor, tracer: MemoryTracer) -> torch.Tensor:
+    """The model's own loss (transformers' ``ForCausalLMLoss``: the logits upcast to float32, cross-entropy)."""
+    output = model(input_ids=tokens, labels=tokens)
+    tracer.retag(output.logits, "logits")
+    loss: torch.Tensor = output.loss
+    return loss
+
+
+def _chunked_loss(model: torch.nn.Module, tokens: torch.Tensor, tracer: MemoryTracer) -> torch.Tensor:
+    """torchtune's ``CEWithChunkedOutputLoss``: the output layer and the float32 cross-entropy one chunk at a time.
+
+    The model returns its last hidden states; they are split into :data:`LOSS_CHUNKS` chunks of tokens, and
+    each chunk goes through the output layer, is upcast and scored on its own, so only one chunk's float32
+    logits are made at once and backward takes the chunks' gradients one at a time.
+    """
+    causal_lm: Any = model  # transformers' (or peft's) model: its decoder and output layer are typed loosely
+    hidden = causal_lm.get_decoder()(input_ids=tokens).last_hidden_state
+    head = causal_lm.get_output_embeddings()
+    default, tracer.default_tag = tracer.default_tag, "logits"
+    total = hidden.new_zeros((), dtype=torch.float32)
+    for chunk, labels in zip(hidden.tensor_split(LOSS_CHUNKS, dim=1), tokens.tensor_split(LOSS_CHUNKS, dim=1)):
+        logits = head(chunk)
+        total = total + F.cross_entropy(logits.float().flatten(0, 1), labels.flatten(), reduction="sum")
+    tracer.default_tag = default
+    loss: torch.Tensor = total / tokens.numel()
+    return loss
 
 
 def _autocast(precision: Precision) -> ExitStack:
