@@ -101,6 +101,11 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
     if log_tail and state in FAILED_STATES:
         lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
+    if (experiment.sweep or {}).get("tasks"):
+        # lazy: the sweep's comparison; a page of a single job never needs it
+        from .sweep_page import page_section as comparison_section
+
+        lines += ["", comparison_section(experiment)]
     if experiment.efficiency:
         # lazy: the advisor's figures and rules; the server's start loads this module without them
         from .efficiency import page_section as efficiency_section
