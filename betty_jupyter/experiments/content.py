@@ -185,6 +185,16 @@ def notebook(experiment: Experiment) -> Notebook:
             "else:\n    numbers.plot(subplots=True, figsize=(8, 2 * len(numbers.columns)))\nnumbers"
         ),
     ]
+    if experiment.sweep:
+        slug = json.dumps(experiment.slug)
+        cells += [
+            markdown_cell("## Comparison\n\nEvery task of the sweep: its point, state, runtime, efficiency and the "
+                          "last value of each `name=value` it printed; then each metric by step, a line per task, "
+                          "and its final value by parameter."),
+            code_cell(f"from betty_jupyter.experiments.live import compare\n"
+                      f"from betty_jupyter.notebook.sweep import SweepView\n\n"
+                      f"SweepView(compare({slug}, cluster={cluster}))"),
+        ]
     return new_notebook(cells, {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "betty": {"job_id": experiment.job_id, "cluster": experiment.cluster, "page": experiment.page},
