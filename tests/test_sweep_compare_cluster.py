@@ -4,6 +4,7 @@ one card; a running sweep cancelled with one card."""
 
 from __future__ import annotations
 
+import asyncio
 import getpass
 import json
 import os
@@ -13,12 +14,14 @@ import time
 import pytest
 
 from betty_jupyter.agent.actions import ActionLog
+from betty_jupyter.agent.automations.babysitter import BABYSITTER_ID
 from betty_jupyter.cluster.arrays import task_count
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.notebook.sweep import SweepView
 from betty_jupyter.safe_text import markdown_html
 from test_cli_cluster import betty, betty_env  # noqa: F401 (a fixture)
+from test_babysitter import Betty, config, region, run_scenario, until, workspace  # noqa: F401 (fixtures)
 from test_cli_terminal import OnTerminal
 
 pytestmark = pytest.mark.cluster
@@ -193,3 +196,54 @@ def test_cancelling_a_sweep_is_one_card_that_cancels_every_task(betty_env, dev_c
     assert "6 tasks: 6 CANCELLED" in page
     again = betty(betty_env, "sweeps", "cancel", array, "--yes", "--dir", str(project))
     assert again.returncode != 0 and "has no task queued or running; nothing to cancel" in again.stderr
+
+
+def test_the_babysitter_proposes_the_failed_tasks_of_a_sweep_by_index_as_one_card(workspace, config, dev_cluster):
+    runs = workspace.root / "runs"
+    runs.mkdir()
+    script = (f"#!/bin/bash\n#SBATCH --job-name=babysat-sweep\n#SBATCH --chdir={runs}\n#SBATCH --time=5\n"
+              "echo \"loss=0.$SLURM_ARRAY_TASK_ID\"\n"
+              "if [ \"$seed\" = 1 ] && [ ! -e \"retried-$SLURM_ARRAY_TASK_ID\" ]; then\n"
+              "  touch \"retried-$SLURM_ARRAY_TASK_ID\"; exit 3\nfi\n")
+    env = {"SLURM_CONF": dev_cluster["SLURM_CONF"], "PATH": "/usr/bin:/bin"}
+
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        try:
+            assert betty.runner.resume(BABYSITTER_ID).status == "idle"
+            desk = await betty.assistant.session("test-desk")
+            call = asyncio.ensure_future(desk.run_tool("cluster_sweep", {
+                "script": script, "grid": ["lr=1e-4,1e-3", "seed=0,1,2"], "at_once": 2, "goal": "which rate"},
+                "a test"))
+            card = (await until("the sweep's card", lambda: betty.cards(None)))[0]
+            betty.assistant.respond(card.approval_id, "approved", "the researcher")
+            sweep = (await call).data
+            task = f"job babysitter: job {sweep.job_id}"
+            [card] = await until("the babysitter's card", lambda: betty.cards(task))
+            # One card: the failed tasks by index, the same script, its limit at once kept; nothing runs before it.
+            assert (card.tool, card.tier, card.args) == ("sweep_retry", 2, {"experiment": sweep.slug, "tasks": [1, 4]})
+            assert card.preview.text == sweep.script.replace("#SBATCH --array=0-5%2", "#SBATCH --array=1,4%2")
+            assert card.preview.title.startswith(f"resubmit tasks 1, 4 of sweep {sweep.slug}")
+            assert "task 1: lr=1e-4 seed=1\ntask 4: lr=1e-3 seed=1" == card.preview.details["points"]
+            assert betty.cards() == [card] and _queued(env, "-n", "babysat-sweep").split() == []
+            assert "retries" not in betty.experiment(sweep.slug).sweep
+            shown = region(workspace, sweep)
+            assert "Resubmitting tasks 1, 4 waits for a person's approval" in shown and "## Comparison" in shown
+            betty.assistant.respond(card.approval_id, "approved", "the researcher")
+            step = await until("the resubmission", lambda: (betty.experiment(sweep.slug).diagnosis or {})
+                               .get("resubmission", {}).get("state") == "submitted"
+                               and betty.experiment(sweep.slug).diagnosis["resubmission"])
+            [retry] = betty.experiment(sweep.slug).sweep["retries"]
+            assert retry["tasks"] == [1, 4] and retry["job_id"] == step["job_id"]
+            # The same experiment follows the resubmission to its end: every task completed.
+            await until("the sweep to end again", lambda: betty.ledger.get(sweep.slug).finished
+                        and betty.ledger.get(sweep.slug).state == "COMPLETED")
+            shown = region(workspace, sweep)
+            assert "6 tasks: 6 COMPLETED" in shown and f"| 4 ({retry['job_id']}_4) |" in shown
+            assert f"Tasks 1, 4 resubmitted as job array {retry['job_id']}, the same script, approved by the " \
+                   "researcher." in shown
+            assert len(betty.ledger.all()) == 1  # one experiment, its retry recorded on it
+        finally:
+            await betty.close()
+
+    run_scenario(scenario)
