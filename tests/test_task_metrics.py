@@ -57,3 +57,41 @@ def test_the_page_table_shows_each_task_with_its_metrics_escaped() -> None:
     assert lines[2] == "| 0 (42_0) | 1e-4 | COMPLETED | 00:01:01 | CPU 5% | 0.123457 |  |"
     assert lines[3].startswith("| 1 (50_1) | &lt;b&gt;x&lt;/b&gt; | FAILED |  |  |  | retry of 42_1 FAILED; Failed: ")
     assert "<img" not in table and "\\| oops" in table and len(lines) == 4
+
+
+def _sweep(retries=()):
+    from betty_jupyter.experiments.ledger import Experiment
+    from betty_jupyter.experiments.sweep import sweep_script
+
+    grid = Grid.parse(["lr=1,2,3", "seed=0,1,2"])
+    script = sweep_script("#!/bin/bash\n#SBATCH --time=5\necho $lr\n", grid, at_once=3)
+    return Experiment(slug="s", job_id="40", cluster="c", submitted="", goal="", script=script, script_path="",
+                      sweep={"grid": grid.words(), "at_once": 3, "retries": list(retries)})
+
+
+def test_a_resubmission_is_the_same_script_naming_only_the_failed_tasks_its_limit_kept() -> None:
+    from betty_jupyter.experiments.comparison import retry_script
+
+    sweep = _sweep()
+    again = retry_script(sweep, [7, 3])
+    assert again == sweep.script.replace("#SBATCH --array=0-8%3\n", "#SBATCH --array=3,7%3\n")
+
+
+def test_each_task_is_followed_at_its_latest_attempt() -> None:
+    from betty_jupyter.cluster.arrays import array_job
+    from betty_jupyter.cluster.jobs import Job, JobState
+    from betty_jupyter.experiments.comparison import followed_tasks, task_indices
+
+    assert task_indices("40_3") == [3] and task_indices("40_[3-5,7%2]") == [3, 4, 5, 7] and task_indices("40") == []
+    sweep = _sweep([{"job_id": "50", "tasks": [3, 7]}])
+
+    def task(ident: str, state: JobState) -> Job:
+        return Job(job_id=ident, name="s", user="u", partition="cpu", state=state, exit_code="0:0")
+
+    first = [task(f"40_{i}", JobState.FAILED if i in (3, 7) else JobState.COMPLETED) for i in range(9)]
+    again = [task("50_3", JobState.COMPLETED), task("50_[7]", JobState.PENDING)]
+    followed = followed_tasks(sweep, {"40": first, "50": again})
+    assert sorted(job.job_id for job in followed) == sorted([f"40_{i}" for i in range(9) if i not in (3, 7)]
+                                                            + ["40_3", "40_[7]"])
+    whole = array_job("40", followed)
+    assert whole is not None and whole.state is JobState.PENDING and whole.tasks == {"COMPLETED": 8, "PENDING": 1}
