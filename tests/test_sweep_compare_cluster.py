@@ -8,8 +8,10 @@ import asyncio
 import getpass
 import json
 import os
+import re
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,8 @@ from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.notebook.sweep import SweepView
 from betty_jupyter.safe_text import markdown_html
 from test_cli_cluster import betty, betty_env  # noqa: F401 (a fixture)
+from kernel_driver import Kernel
+from notebook_support import kernel, llm, project  # noqa: F401 (fixtures)
 from test_babysitter import Betty, config, region, run_scenario, until, workspace  # noqa: F401 (fixtures)
 from test_cli_terminal import OnTerminal
 
@@ -247,3 +251,24 @@ def test_the_babysitter_proposes_the_failed_tasks_of_a_sweep_by_index_as_one_car
             await betty.close()
 
     run_scenario(scenario)
+
+
+def test_betty_sweep_in_a_notebook_shows_the_comparison_escaped_with_its_plots(kernel: Kernel) -> None:
+    script = ("#!/bin/bash\n#SBATCH --job-name=nb-compare\n#SBATCH --time=5\n#SBATCH --mem=100M\n"
+              "for s in 1 2; do echo \"loss=$s.$SLURM_ARRAY_TASK_ID\"; done\n" + HOSTILE_LINES)
+    cell = kernel.run(f"%%betty sweep --grid lr=1e-4,<b>x</b> --goal 'compare in a notebook'\n{script}")
+    root = cell.widgets[0]
+    kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-approve"), what="the card")[0])
+    array = kernel.wait_for(lambda: re.search(r"as job array (\d+)", kernel.texts(root)), what="the id").group(1)
+
+    def compared() -> Any:
+        shown = kernel.run(f"%betty sweep {array}")
+        html = "".join(item.get("text/html", "") for item in shown.displays)
+        return (shown, html) if html.count(">COMPLETED<") == 2 else None
+
+    shown, html = kernel.wait_for(compared, timeout=180, what="both tasks completed in the comparison")
+    assert shown.status == "ok" and not shown.stderr and shown.errors == []
+    assert "<th>loss</th><th>fine</th>" in html and "<td>2</td>" in html and "<td>2.1</td>" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and "<b>x" not in html and "<img" not in html and "\x1b" not in html
+    pictures = [item for item in shown.displays if "image/png" in item]
+    assert len(pictures) == 4  # for loss and for fine: the curves by step, the final value by parameter
