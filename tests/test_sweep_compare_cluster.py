@@ -190,12 +190,12 @@ def test_cancelling_a_sweep_is_one_card_that_cancels_every_task(betty_env, dev_c
     [record] = [r for r in ActionLog(project).read() if r.tool == "sweep_cancel"]
     assert record.tier == 2 and record.decision.value == "approved" and record.preview.text == f"scancel {array}"
     assert "6 tasks: 4 PENDING, 2 RUNNING" in record.preview.title
-    rows = _accounted(env, array)
-    while _queued(env, "-j", array).strip() or sum(task_count(i) for i in rows) != 6:
+    rows = _accounted(env, array)  # every task cancelled, once accounting has caught up with each
+    while _queued(env, "-j", array).strip() or sum(task_count(i) for i in rows) != 6 or not all(
+            state.startswith("CANCELLED") for state in rows.values()):
         assert time.monotonic() < deadline, rows
         time.sleep(0.5)
         rows = _accounted(env, array)
-    assert all(state.startswith("CANCELLED") for state in rows.values()), rows
     page = _wait_for_page(betty_env, project, json.loads(done.stdout)["page"], "**CANCELLED**", deadline)
     assert "6 tasks: 6 CANCELLED" in page
     again = betty(betty_env, "sweeps", "cancel", array, "--yes", "--dir", str(project))
