@@ -145,6 +145,7 @@ def test_a_sweeps_tasks_are_compared_and_its_failed_tasks_resubmitted_by_index_a
     assert "#SBATCH --array=1,7%3" in card and "--array=0-8" not in card
     assert _queued(env, "-n", "cmp-sweep").split() == [] and len(list(runs.glob("slurm-*.out"))) == 9
     assert "retries" not in Ledger(Workspace.at(project).ledger_path).get(slug).experiment.sweep
+    (runs / f"slurm-{array}_0.out").unlink()  # a task whose output is gone keeps the values read before
     code, card = _answer_card(monkeypatch, betty_env, retry, b"y\n")
     assert code == 0 and "#SBATCH --array=1,7%3" in card
     [again] = Ledger(Workspace.at(project).ledger_path).get(slug).experiment.sweep["retries"]
@@ -162,6 +163,8 @@ def test_a_sweeps_tasks_are_compared_and_its_failed_tasks_resubmitted_by_index_a
         assert "| COMPLETED |" in row and f"retry of {array}_{index} FAILED" in row
         assert f"| {float(f'3.{index}5'):.6g} | {float(f'0.3{index}'):.6g} | 3 |" in row
     assert f"resubmitted by index as job array {retried}" in page
+    row = next(line for line in page.splitlines() if line.startswith(f"| 0 ({array}_0) |"))
+    assert "| 3.05 | 0.3 | 3 |" in row and "its values as read before" in row
     expected = sorted([f"{retried}_1|COMPLETED", f"{retried}_7|COMPLETED"])
     while (tasks := sorted(subprocess.run(["sacct", "-n", "-X", "-P", "-j", retried, "-o", "JobID,State"],
                                           capture_output=True, text=True, env=env).stdout.split())) != expected:

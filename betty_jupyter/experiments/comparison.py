@@ -55,12 +55,20 @@ class TaskResult:
     """Why a failed task failed, as the job babysitter says it for a single job (``Failed: the job failed …``)."""
     note: str = ""
     """Why its metrics could not be read, when they could not."""
+    recorded: dict[str, float] = field(default_factory=dict)
+    """The last values recorded for this attempt before, shown when its output can no longer be read (the controller
+    forgets a task's files minutes after it ended)."""
+
+    @property
+    def last(self) -> dict[str, float]:
+        """Each metric's last value: as read now, else as recorded before."""
+        return self.metrics.last or dict(self.recorded)
 
     def record(self) -> dict[str, Any]:
         """What the ledger keeps: everything but the series."""
         return {"index": self.index, "job_id": self.job_id, "state": self.state,
                 "elapsed_seconds": self.elapsed_seconds, "efficiency": self.efficiency,
-                "metrics": self.metrics.last, "earlier": list(self.earlier), "diagnosis": self.diagnosis,
+                "metrics": self.last, "earlier": list(self.earlier), "diagnosis": self.diagnosis,
                 "note": self.note}
 
 
@@ -75,7 +83,7 @@ class Comparison:
     @property
     def metric_names(self) -> list[str]:
         """Every metric any task printed, in the order first seen."""
-        return list(dict.fromkeys(name for task in self.tasks for name in task.metrics.series))
+        return list(dict.fromkeys(name for task in self.tasks for name in [*task.metrics.series, *task.recorded]))
 
     def failed(self) -> list[int]:
         """The indices of the tasks whose latest attempt failed."""
@@ -101,7 +109,8 @@ class Comparison:
                 metrics=TaskMetrics({str(name): [(float(step), float(value)) for step, value in series]
                                      for name, series in (task.get("series") or {}).items()}),
                 earlier=tuple(str(item) for item in task.get("earlier") or ()),
-                diagnosis=str(task.get("diagnosis") or ""), note=str(task.get("note") or ""))
+                diagnosis=str(task.get("diagnosis") or ""), note=str(task.get("note") or ""),
+                recorded={str(name): float(value) for name, value in (task.get("metrics") or {}).items()})
                 for task in data["tasks"])
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ExperimentError(f"not a sweep's comparison ({type(error).__name__}: {error})") from error
@@ -160,10 +169,15 @@ async def read_comparison(slurm: "SlurmClient", experiment: Experiment) -> Compa
     figures = snapshot.efficiency()
     records = _by_index(experiment, snapshot.tasks)
     diagnose = _Diagnoser(slurm, experiment)
+    before = {str(task.get("job_id")): {str(k): float(v) for k, v in (task.get("metrics") or {}).items()}
+              for task in (experiment.sweep or {}).get("tasks") or [] if isinstance(task, dict)}
     results = []
     for index, point in enumerate(grid.points()):
         attempts = records.get(index, [])
-        results.append(await _result(slurm, index, point, attempts, figures, grid, diagnose))
+        result = await _result(slurm, index, point, attempts, figures, grid, diagnose)
+        kept = before.get(result.job_id) if result.note else None
+        results.append(replace(result, recorded=kept, note=f"{result.note}; its values as read before")
+                       if kept else result)
     return Comparison(experiment.slug, grid, tuple(results))
 
 
@@ -264,6 +278,6 @@ def comparison_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]
     for task in comparison.tasks:
         record = task.record()
         rows.append([task_cell(record), *task.point.values(), task.state, clock_text(task.elapsed_seconds),
-                     task.efficiency, *(number_text(task.metrics.last.get(name)) for name in metrics),
+                     task.efficiency, *(number_text(task.last.get(name)) for name in metrics),
                      notes_text(record)])
     return header, rows

@@ -38,7 +38,7 @@ def final_by_parameter(comparison: Comparison, metric: str) -> Figure:
     for axes, name in zip(panels, names):
         values = [value for parameter, values in comparison.grid.parameters if parameter == name for value in values]
         for task in comparison.tasks:
-            final = task.metrics.last.get(metric)
+            final = task.last.get(metric)
             if final is not None:
                 axes.plot([values.index(task.point[name])], [final], "o", color="C0", gid=f"task-{task.index}")
         axes.set_xticks(range(len(values)), [plain(value) for value in values], rotation=30, fontsize=8)
