@@ -280,7 +280,9 @@ class Ledger:
         changed = self._change(slug, "sweep", change)
         if changed is not None:
             with self._connect() as db:
-                db.execute("UPDATE experiments SET state = ?, finished = 0 WHERE slug = ?", (RESUBMITTED, slug))
+                # The lease is taken back too: a tick that read the sweep before this change records nothing of it.
+                db.execute("UPDATE experiments SET state = ?, finished = 0, owner = NULL, lease_until = 0 "
+                           "WHERE slug = ?", (RESUBMITTED, slug))
         return changed
 
     def _change(self, slug: str, name: str,
