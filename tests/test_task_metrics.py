@@ -95,3 +95,17 @@ def test_each_task_is_followed_at_its_latest_attempt() -> None:
                                                             + ["40_3", "40_[7]"])
     whole = array_job("40", followed)
     assert whole is not None and whole.state is JobState.PENDING and whole.tasks == {"COMPLETED": 8, "PENDING": 1}
+
+
+def test_a_sweep_failing_again_shows_the_log_of_the_latest_attempt() -> None:
+    from betty_jupyter.cluster.jobs import Job, JobState
+    from betty_jupyter.cluster.slurm import Snapshot
+    from betty_jupyter.experiments.comparison import followed_job
+
+    def task(ident: str, state: JobState) -> Job:
+        return Job(job_id=ident, name="s", user="u", partition="cpu", state=state, exit_code="1:0")
+
+    sweep = _sweep([{"job_id": "50", "tasks": [3]}])
+    first = [task(f"40_{i}", JobState.FAILED if i == 3 else JobState.COMPLETED) for i in range(9)]
+    whole = followed_job(sweep, Snapshot({}, "", (), {"40": first, "50": [task("50_3", JobState.OUT_OF_MEMORY)]}))
+    assert whole is not None and whole.state is JobState.OUT_OF_MEMORY and whole.shown_task == "50_3"

@@ -141,11 +141,18 @@ def followed_tasks(experiment: Experiment, tasks: Mapping[str, Sequence[Job]]) -
 
 
 def followed_job(experiment: Experiment, snapshot: "Snapshot") -> Job | None:
-    """The sweep as one job, each task at its latest attempt; the first array's own record when it has none."""
+    """The sweep as one job, each task at its latest attempt; the first array's own record when it has none.
+
+    Its ``shown_task`` (the task whose log tells why it did not complete) is that attempt's real id (``4250_3``)."""
     if not retries(experiment):
         return snapshot.jobs.get(experiment.job_id)
-    return array_job(experiment.job_id, followed_tasks(experiment, snapshot.tasks)) or \
-        snapshot.jobs.get(experiment.job_id)
+    latest = latest_attempts(experiment)
+    job = array_job(experiment.job_id, followed_tasks(experiment, snapshot.tasks))
+    if job is None:
+        return snapshot.jobs.get(experiment.job_id)
+    shown = task_indices(job.shown_task or "")
+    return replace(job, shown_task=f"{latest[shown[0]]}_{shown[0]}") if len(shown) == 1 and shown[0] in latest \
+        else job
 
 
 def task_indices(task_id: str) -> list[int]:
