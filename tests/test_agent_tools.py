@@ -77,7 +77,8 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     registry = default_registry()
     assert registry.names() == [
         "cluster_run", "cluster_queue", "cluster_partitions", "cluster_overview", "cluster_history", "cluster_submit",
-        "cluster_sweep", "cluster_status", "cluster_cancel", "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
+        "cluster_sweep", "sweep_compare", "sweep_retry", "sweep_cancel", "cluster_status", "cluster_cancel", "job_logs",
+        "cluster_advise", "cluster_why", "cluster_efficiency",
         "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write", "scratchpad", "delegate_tasks", "propose_plan",
     ]
     for schema in registry.schemas():
@@ -91,7 +92,8 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     assert len(lines) == len(registry)
     assert "- cluster_submit (tier 2, always asks)" in lines[5]
     assert "- cluster_sweep (tier 2, always asks)" in lines[6]
-    assert "tier 0 for a log.md line" in lines[17]
+    assert "- sweep_retry (tier 2, always asks)" in lines[8] and "- sweep_cancel (tier 2, always asks)" in lines[9]
+    assert "tier 0 for a log.md line" in lines[20]
 
 
 def test_an_unknown_tool_names_the_closest() -> None:

@@ -21,14 +21,14 @@ from .parser import Parser
 # Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them; in this order
 # `betty --help` lists them.
 COMMAND_MODULES = (
-    "devcluster", "cluster", "overview", "advise", "why", "efficiency", "gpu", "experiments", "wiki", "actions",
-    "agent", "llm", "mcp",
+    "devcluster", "cluster", "overview", "advise", "why", "efficiency", "gpu", "experiments", "sweeps", "wiki",
+    "actions", "agent", "llm", "mcp",
 )
 COMMANDS = {
     "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "jobs": "cluster", "partitions": "cluster",
     "history": "cluster", "overview": "overview", "submit": "cluster", "sweep": "cluster", "cancel": "cluster", "logs": "cluster",
     "advise": "advise", "why": "why", "efficiency": "efficiency", "gpu": "gpu",
-    "experiments": "experiments", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
+    "experiments": "experiments", "sweeps": "sweeps", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
     "ask": "agent", "llm": "llm", "mcp": "mcp",
 }
 """Which module adds each command: a command imports its own module alone (``betty jobs`` starts fast)."""

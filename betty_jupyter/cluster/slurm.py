@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -66,6 +66,8 @@ class Snapshot:
     """What that ``sacct`` printed ("" when accounting is off)."""
     fields: tuple[tuple[str, str], ...]
     """Its format (:func:`~betty_jupyter.cluster.parsing.joined_fields`)."""
+    tasks: dict[str, list[Job]] = field(default_factory=dict)
+    """The records of the arrays' tasks (``4242_3``, and ``4242_[5-8]`` for those still pending), by array id."""
 
     def efficiency(self) -> "dict[str, JobEfficiency]":
         """The finished jobs' figures (:mod:`.advisor.efficiency`), by job id; {} when accounting is off."""
@@ -277,7 +279,7 @@ class SlurmClient:
         read = {ident: _job_from_row({str(k): v for k, v in row.items()}, {}) for ident, row in rows.items()}
         tasks = by_array(read.values())  # an array's tasks answer for it, before any stub row of its own id
         jobs = {i: job for i in ids if (job := array_job(i, tasks.get(i, ())) or read.get(i)) is not None}
-        return Snapshot(jobs, text, fields)
+        return Snapshot(jobs, text, fields, {i: tasks[i] for i in ids if i in tasks})
 
     async def job_files(self, value: object) -> jobfiles.JobFiles | None:
         """The job's owner, working directory and output files from the controller (None once it forgot the job).

@@ -101,6 +101,11 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
     if log_tail and state in FAILED_STATES:
         lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
+    if (experiment.sweep or {}).get("tasks"):
+        # lazy: the sweep's comparison; a page of a single job never needs it
+        from .sweep_page import page_section as comparison_section
+
+        lines += ["", comparison_section(experiment)]
     if experiment.efficiency:
         # lazy: the advisor's figures and rules; the server's start loads this module without them
         from .efficiency import page_section as efficiency_section
@@ -180,6 +185,16 @@ def notebook(experiment: Experiment) -> Notebook:
             "else:\n    numbers.plot(subplots=True, figsize=(8, 2 * len(numbers.columns)))\nnumbers"
         ),
     ]
+    if experiment.sweep:
+        slug = json.dumps(experiment.slug)
+        cells += [
+            markdown_cell("## Comparison\n\nEvery task of the sweep: its point, state, runtime, efficiency and the "
+                          "last value of each `name=value` it printed; then each metric by step, a line per task, "
+                          "and its final value by parameter."),
+            code_cell(f"from betty_jupyter.experiments.live import compare\n"
+                      f"from betty_jupyter.notebook.sweep import SweepView\n\n"
+                      f"SweepView(compare({slug}, cluster={cluster}))"),
+        ]
     return new_notebook(cells, {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "betty": {"job_id": experiment.job_id, "cluster": experiment.cluster, "page": experiment.page},

@@ -132,6 +132,8 @@ def page_section(record: Mapping[str, Any]) -> str:
 def _resubmission_line(record: Mapping[str, Any]) -> str:
     step = record.get("resubmission") or {}
     state = step.get("state")
+    if step.get("tasks"):
+        return _retry_line(step)
     if not record.get("corrected_script"):
         return "Nothing was resubmitted: Betty has no safe correction for this failure."
     if state == "submitted":
@@ -144,6 +146,20 @@ def _resubmission_line(record: Mapping[str, Any]) -> str:
     card = markdown_text(step.get("task") or "job babysitter")
     return (f"The resubmission waits for a person's approval: the card “{card}” in the side panel, a notebook's "
             "%betty cards or GET /betty/api/approvals.")
+
+
+def _retry_line(step: Mapping[str, Any]) -> str:
+    """What became of a sweep's failed tasks, resubmitted by index."""
+    tasks = markdown_text(", ".join(str(task) for task in step.get("tasks") or []))
+    if step.get("state") == "submitted":
+        return (f"Tasks {tasks} resubmitted as job array {markdown_text(step.get('job_id'))}, the same script"
+                + (f", approved by {markdown_text(step['approver'])}." if step.get("approver") else "."))
+    if step.get("state") == "not submitted":
+        reason = markdown_text(step.get("reason") or "the proposal was not approved")
+        return f"Tasks {tasks} not resubmitted: {reason}. `betty sweeps retry` proposes them again."
+    card = markdown_text(step.get("task") or "job babysitter")
+    return (f"Resubmitting tasks {tasks} waits for a person's approval: the card “{card}” in the side panel, a "
+            "notebook's %betty cards or GET /betty/api/approvals.")
 
 
 @dataclass(frozen=True)

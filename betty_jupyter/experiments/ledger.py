@@ -49,6 +49,8 @@ _SET_NOTEBOOK_STATUS = ("INSERT INTO notebook_status (slug, line, behind) VALUES
 
 REBUILT = "REBUILT"
 """The state of an experiment whose files were rebuilt, until the watcher looks at its job again."""
+RESUBMITTED = "RESUBMITTED"
+"""The state of a sweep some of whose tasks were just resubmitted, until the watcher looks at them."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class StateChange(NamedTuple):
     efficiency: dict[str, Any] | None = None
     """What the ended job used and the right-sizing drawn from its series (``experiments/efficiency.py``), recorded
     on the experiment with its state."""
+    sweep_tasks: list[dict[str, Any]] | None = None
+    """A sweep's comparison as the watcher read it with this state (``experiments/comparison.py``), recorded on the
+    experiment with its state."""
 
 
 @dataclass(frozen=True)
@@ -249,11 +254,8 @@ class Ledger:
                         (change.state, int(change.finished), time.time(), change.slug, owner, time.time()))
                     if cursor.rowcount == 1:
                         recorded.add(change.slug)
-                        if change.efficiency is not None:  # a diagnosis written meanwhile is kept
-                            row = db.execute("SELECT record FROM experiments WHERE slug = ?", (change.slug,)).fetchone()
-                            record = {**json.loads(row[0]), "efficiency": change.efficiency}
-                            db.execute("UPDATE experiments SET record = ? WHERE slug = ?",
-                                       (json.dumps(record), change.slug))
+                        if change.efficiency is not None or change.sweep_tasks is not None:
+                            _record_read(db, change)  # a diagnosis or a resubmission written meanwhile is kept
                     db.execute(_SET_NOTEBOOK_STATUS, (change.slug, change.status_line, int(change.behind)))
                 db.execute("COMMIT")
             except BaseException:
@@ -268,14 +270,31 @@ class Ledger:
         ``change`` gets the current diagnosis (None: none yet) and returns the new one, or None to
         leave it as it is. Returns the experiment as changed, or None when nothing changed.
         """
+        return self._change(slug, "diagnosis", change)
+
+    def change_sweep(self, slug: str,
+                     change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:
+        """Rewrite a sweep's record (its grid, resubmissions, comparison) in one transaction, as
+        :meth:`change_diagnosis`; a sweep changed this way is watched again (state ``RESUBMITTED``) until its
+        tasks have ended."""
+        changed = self._change(slug, "sweep", change)
+        if changed is not None:
+            with self._connect() as db:
+                # The lease is taken back too: a tick that read the sweep before this change records nothing of it.
+                db.execute("UPDATE experiments SET state = ?, finished = 0, owner = NULL, lease_until = 0 "
+                           "WHERE slug = ?", (RESUBMITTED, slug))
+        return changed
+
+    def _change(self, slug: str, name: str,
+                change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:
         with self._connect() as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 row = db.execute("SELECT record FROM experiments WHERE slug = ?", (slug,)).fetchone()
                 record = json.loads(row[0]) if row else None
-                new = change(record.get("diagnosis")) if record is not None else None
+                new = change(record.get(name)) if record is not None else None
                 if record is not None and new is not None:
-                    record["diagnosis"] = new
+                    record[name] = new
                     db.execute("UPDATE experiments SET record = ? WHERE slug = ?", (json.dumps(record), slug))
                 db.execute("COMMIT")
             except BaseException:
@@ -307,6 +326,17 @@ class Ledger:
         """Give up every lease ``owner`` holds (a clean stop)."""
         with self._connect() as db:
             db.execute("UPDATE experiments SET owner = NULL, lease_until = 0 WHERE owner = ?", (owner,))
+
+
+def _record_read(db: sqlite3.Connection, change: StateChange) -> None:
+    """Put what the watcher read with a state (efficiency, a sweep's comparison) into the experiment's record."""
+    row = db.execute("SELECT record FROM experiments WHERE slug = ?", (change.slug,)).fetchone()
+    record = json.loads(row[0])
+    if change.efficiency is not None:
+        record["efficiency"] = change.efficiency
+    if change.sweep_tasks is not None and isinstance(record.get("sweep"), dict):
+        record["sweep"] = {**record["sweep"], "tasks": change.sweep_tasks}
+    db.execute("UPDATE experiments SET record = ? WHERE slug = ?", (json.dumps(record), change.slug))
 
 
 def _tracked(row: tuple[str, str, int]) -> Tracked:

@@ -48,3 +48,24 @@ def log_tail(job_id: str, cluster: str | None = None, lines: int = 40, stream: s
 def metrics(job_id: str, cluster: str | None = None, lines: int = 100_000) -> "pd.DataFrame":
     """Every ``name=value`` number the job printed, as a DataFrame."""
     return parse_metrics(log_tail(job_id, cluster=cluster, lines=lines))
+
+
+def compare(sweep: str, cluster: str | None = None, project: str = "../..") -> dict[str, Any]:
+    """A recorded sweep's comparison now (``sweep``: its slug or job array id, in the project at ``project``, the
+    root seen from an experiment notebook), as the ``sweep_compare`` tool gives it; show it with
+    :class:`~betty_jupyter.notebook.sweep.SweepView`."""
+    # lazy: the ledger and the comparison; a notebook of a single job never needs them
+    from ..errors import ExperimentError
+    from .comparison import read_comparison
+    from .ledger import Ledger
+    from .workspace import Workspace
+
+    workspace = Workspace.at(project)
+    tracked = Ledger(workspace.ledger_path).get(sweep) if workspace.ledger_path.exists() else None
+    if tracked is None or not tracked.experiment.sweep:
+        raise ExperimentError(f"no sweep {sweep!r} is recorded in {workspace.root}")
+    experiment = tracked.experiment
+    comparison = _with_cluster(cluster or experiment.cluster,
+                               lambda slurm: run_sync(read_comparison(slurm.target, experiment)))
+    data: dict[str, Any] = comparison.to_json()
+    return data

@@ -127,14 +127,14 @@ class JobWatcher:
             self.interval = min(self.max_interval, self.interval * 2)
 
     async def _check_cluster(self, slurm: "SlurmClient", tracked_jobs: list[Tracked]) -> list[JobUpdate]:
-        snapshot = await slurm.snapshot([t.experiment.job_id for t in tracked_jobs])
-        jobs = snapshot.jobs
+        snapshot = await slurm.snapshot([ident for t in tracked_jobs for ident in _arrays(t.experiment)])
         changed = [(tracked, job) for tracked in tracked_jobs
-                   if (job := jobs.get(tracked.experiment.job_id)) is not None and job.state.value != tracked.state
+                   if (job := _followed(tracked.experiment, snapshot)) is not None and job.state.value != tracked.state
                    and not self._unsettled_end(tracked, job)]
         logs = {tracked.experiment.slug: await failure_log(slurm, job)
                 for tracked, job in changed if job.state.value in content.FAILED_STATES}
         changed, efficiency = self._with_efficiency(snapshot, changed)
+        changed, compared = await _with_comparisons(slurm, changed)
         written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
         batch: Batch | None = None
         with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
@@ -154,7 +154,8 @@ class JobWatcher:
                     written = self._in_place([tracked.experiment for tracked, _ in changed], written, batch)
                 recorded = self.ledger.record_states(self.owner, [
                     StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],
-                                behind=written[slug][1] is not Outcome.WRITTEN, efficiency=efficiency.get(slug))
+                                behind=written[slug][1] is not Outcome.WRITTEN, efficiency=efficiency.get(slug),
+                                sweep_tasks=compared.get(slug))
                     for tracked, job in changed if (slug := tracked.experiment.slug) in written])
         updates = []
         for tracked, job in changed:
@@ -273,6 +274,50 @@ class JobWatcher:
             if time.monotonic() >= heartbeat:
                 self.ledger.claim(self.owner, self.lease_seconds)
                 heartbeat = time.monotonic() + self.lease_seconds / 3
+
+
+def _arrays(experiment: Experiment) -> list[str]:
+    """The job ids a tick asks about for ``experiment``: its job, and a sweep's resubmitted arrays."""
+    if not experiment.sweep:
+        return [experiment.job_id]
+    # lazy: the sweep's record; a tick without a sweep needs none of it
+    from .sweep_page import array_ids
+
+    return array_ids(experiment)
+
+
+def _followed(experiment: Experiment, snapshot: "Snapshot") -> "Job | None":
+    """The experiment's job as the tick saw it: a sweep's tasks each at its latest attempt."""
+    if not experiment.sweep:
+        return snapshot.jobs.get(experiment.job_id)
+    # lazy: the sweep's comparison; a tick without a sweep needs none of it
+    from .comparison import followed_job
+
+    return followed_job(experiment, snapshot)
+
+
+async def _with_comparisons(slurm: "SlurmClient", changed: list[tuple[Tracked, "Job"]]
+                            ) -> tuple[list[tuple[Tracked, "Job"]], dict[str, list[dict[str, Any]]]]:
+    """The sweeps among ``changed`` with their comparison read now (each task's state, runtime, metrics), and those
+    comparisons by slug for the ledger; a sweep whose comparison could not be read keeps its last one."""
+    if not any(tracked.experiment.sweep for tracked, _ in changed):
+        return changed, {}
+    # lazy: the sweep's comparison; a tick without a sweep needs none of it
+    from .comparison import read_comparison, task_records, with_tasks
+
+    compared: dict[str, list[dict[str, Any]]] = {}
+    followed = []
+    for tracked, job in changed:
+        if tracked.experiment.sweep:
+            try:
+                comparison = await read_comparison(slurm, tracked.experiment)
+            except BettyError:
+                comparison = None
+            if comparison is not None:
+                compared[tracked.experiment.slug] = task_records(comparison)
+                tracked = replace(tracked, experiment=with_tasks(tracked.experiment, comparison))
+        followed.append((tracked, job))
+    return followed, compared
 
 
 class ClusterClients:

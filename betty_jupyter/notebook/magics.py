@@ -56,6 +56,7 @@ _HELP = """\
   gpu calculator                sliders for model, method, batch, sequence, GPUs
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
   %%betty sweep --grid lr=1e-4,3e-4 seed=0,1 [--at-once N]   the cell at every point of a grid: one job array
+  sweep SLUG                    a sweep's tasks side by side: states, metrics, plots
   advise FILE  /  %%betty advise [--partition P] [--nodes N…]   when and where a script would start
   ask "PROMPT"  /  %%betty ask  ask Betty's agent (quote a question: IPython reads a trailing ? as help)
   wiki [search Q | show PAGE]   the project's wiki
@@ -475,8 +476,10 @@ class BettyMagics(Magics):
     @staticmethod
     def _sweep_parser() -> MagicParser:
         parser = _parser("sweep", "%%betty sweep --grid lr=1e-4,3e-4 seed=0,1: the cell is the batch script, run at "
-                         "every point of the grid as one job array; one approval, one experiment")
-        parser.add_argument("--grid", nargs="+", required=True, metavar="NAME=V1,V2",
+                         "every point of the grid as one job array; one approval, one experiment. "
+                         "%betty sweep SLUG: the sweep's tasks compared, with plots")
+        parser.add_argument("experiment", nargs="?", metavar="SLUG|JOBID", help="a recorded sweep to compare")
+        parser.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
                             help="each parameter and its values; the script reads them as $NAME")
         parser.add_argument("--at-once", type=int, metavar="N", help="at most N tasks running at a time")
         parser.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
@@ -484,9 +487,22 @@ class BettyMagics(Magics):
         return parser
 
     def _sweep(self, args: argparse.Namespace, cell: str | None) -> Any:
+        if cell is None:
+            return self._compare_sweep(args.experiment)
+        if not args.grid:
+            raise UsageError("%%betty sweep needs --grid NAME=V1,V2 … (e.g. --grid lr=1e-4,3e-4 seed=0,1)")
         goal = args.goal or f"a sweep over {' '.join(args.grid)}, from a notebook"
         return self._submit_cell("sweep", "cluster_sweep", cell,
                                  {"grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug})
+
+    def _compare_sweep(self, experiment: str | None) -> Any:
+        """``%betty sweep SLUG``: every task of a recorded sweep side by side, with plots."""
+        from .sweep import SweepView  # lazy: the comparison's table and plots; only `%betty sweep SLUG` needs them
+
+        if not experiment:
+            raise UsageError("%betty sweep SLUG compares a recorded sweep's tasks; %%betty sweep --grid … runs one")
+        data = self._read("sweep_compare", {"experiment": experiment}, f"reading sweep {experiment}'s tasks")
+        return data if isinstance(data, Call) else SweepView(data)
 
     @staticmethod
     def _advise_parser() -> MagicParser:

@@ -13,6 +13,8 @@ trigger queues a run and the runner hands it to :func:`babysit`, which
    — tier 2, so an ordinary approval card showing the diff, labelled ``job babysitter: job
    <id>`` — in a task of its own, so the run ends at once and the next failed job is not held
    up. Whatever happens to the card, the outcome goes back into the record and the page.
+   For a sweep the proposal is its failed tasks, by index, with the same script (one
+   ``sweep_retry`` card, ``--array=3,7``); the change Betty would make is a suggestion.
 
 Once per failed job, across restarts and servers: a diagnosis is recorded only where the
 record has none, and a proposal moves from ``ready`` to ``proposed`` in one ledger
@@ -58,7 +60,7 @@ BABYSITTER = AutomationSpec(
             "OUT_OF_MEMORY or TIMEOUT, it reads the job's log and accounting, writes a diagnosis into the "
             "experiment's page and proposes a corrected resubmission for a person to approve."),
     trigger=Trigger(kind="job", states=["FAILED", "OUT_OF_MEMORY", "TIMEOUT"]),
-    tools=["cluster_submit"],
+    tools=["cluster_submit", "sweep_retry"],
     limits=AutomationLimits(seconds=86_400),
     mode=Mode.AUTO,
 )
@@ -121,6 +123,8 @@ class _Visit:
                          experiment.gpu_estimate, requested_memory_bytes=await _requested_memory(slurm, job.job_id))
         record = found.as_record(experiment.script)
         record["resubmission"] = None if found.unchanged else {"state": "ready", "task": f"{PERSON}: job {job.job_id}"}
+        if experiment.sweep:
+            record = await _sweep_record(slurm, experiment, record)
         recorded = self.ledger.change_diagnosis(experiment.slug, lambda now: record if now is None else None)
         if recorded is None:  # another server diagnosed it meanwhile
             return self._reread(experiment)
@@ -146,8 +150,8 @@ class _Visit:
 
         session.stream.subscribe(remember)
         try:
-            outcome = await session.run_tool("cluster_submit", _resubmission(experiment), PERSON,
-                                             call_id=f"babysitter_{experiment.job_id}")
+            tool, args = _proposal(experiment)
+            outcome = await session.run_tool(tool, args, PERSON, call_id=f"babysitter_{experiment.job_id}")
             step = _outcome(outcome, answers)
         except asyncio.CancelledError:
             self._settle(experiment, job, tail, {"state": "not submitted",
@@ -184,6 +188,30 @@ class _Visit:
         return tracked.experiment if tracked is not None else experiment
 
 
+async def _sweep_record(slurm: "SlurmClient", experiment: Experiment, record: dict[str, Any]) -> dict[str, Any]:
+    """A sweep's diagnosis: its failed tasks are run again by index with the same script (one ``sweep_retry``
+    card); the correction Betty would make to the script is a suggestion for the person, never applied."""
+    # lazy: the sweep's comparison; a single job's diagnosis never needs it
+    from ...experiments.comparison import FAILED_TASK_STATES, task_states
+    from ...experiments.sweep_page import array_ids
+
+    states = task_states(experiment, await slurm.snapshot(array_ids(experiment)))
+    failed = sorted(index for index, state in states.items() if state in FAILED_TASK_STATES)
+    changes = [f"for the next sweep: {change}" for change in record.get("changes") or []]
+    return {**record, "changes": [], "diff": "", "corrected_script": None,
+            "suggestions": [*changes, *(record.get("suggestions") or [])],
+            "resubmission": {"state": "ready", "task": f"{PERSON}: job {experiment.job_id}", "tasks": failed}
+            if failed else None}
+
+
+def _proposal(experiment: Experiment) -> tuple[str, dict[str, Any]]:
+    """The tool and arguments of the card: the corrected script, or a sweep's failed tasks by index."""
+    step = (experiment.diagnosis or {}).get("resubmission") or {}
+    if experiment.sweep:
+        return "sweep_retry", {"experiment": experiment.slug, "tasks": list(step.get("tasks") or [])}
+    return "cluster_submit", _resubmission(experiment)
+
+
 def _resubmission(experiment: Experiment) -> dict[str, Any]:
     """The ``cluster_submit`` arguments of the corrected script."""
     record = experiment.diagnosis or {}
@@ -204,6 +232,8 @@ def _outcome(outcome: "ToolOutcome", answers: list["ev.ApprovalResolved"]) -> di
     approver = answer.approver if answer else None
     if outcome.ok and isinstance(outcome.data, Experiment):
         return {"state": "submitted", "job_id": outcome.data.job_id, "slug": outcome.data.slug, "approver": approver}
+    if outcome.ok and isinstance(outcome.data, dict):  # a sweep's failed tasks, resubmitted by index
+        return {"state": "submitted", "job_id": outcome.data.get("job_id"), "approver": approver}
     if answer is not None and answer.decision == Decision.DENIED:
         return {"state": "not submitted", "reason": "denied" + (f" by {approver}" if approver else "")}
     return {"state": "not submitted", "reason": outcome.summary.splitlines()[0] if outcome.summary else "not run"}

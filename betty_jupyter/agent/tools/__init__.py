@@ -14,13 +14,14 @@ from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
 from .overview import ClusterOverview
 from .plan import ProposePlan
-from .sweep import ClusterSweep
+from .sweep import ClusterSweep, SweepCancel, SweepCompare, SweepRetry
 from .why import ClusterWhy
 from .wiki import WikiRead, WikiSearch, WikiWrite
 
 ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterSweep,
-    ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy, ClusterEfficiency, GpuEstimate, GpuAdvise,
+    SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
+    ClusterEfficiency, GpuEstimate, GpuAdvise,
     WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan,
 )
 """Every tool class, in the order the system prompt lists them."""
@@ -30,5 +31,6 @@ __all__ = [
     "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
     "DelegateTasks",
     "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "ProposePlan", "Scratchpad",
+    "SweepCancel", "SweepCompare", "SweepRetry",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

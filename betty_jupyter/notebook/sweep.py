@@ -1,0 +1,55 @@
+"""``%betty sweep SLUG``'s answer: a sweep's comparison as an escaped HTML table, with its plots, and as text."""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING, Any, Mapping
+
+from IPython.display import HTML, Image, display
+
+from ..experiments.comparison import Comparison, comparison_rows
+from ..safe_text import html_text, terminal_line
+from .widgets.html import state_badge_html
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+
+class SweepView:
+    """``sweep_compare``'s data shown in a notebook: the table of every task, then for each metric its curves by step
+    and its final value by parameter. ``comparison`` keeps it all."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.comparison = Comparison.from_json(data)
+
+    def _repr_html_(self) -> str:
+        """The table; every value from a log or from Slurm escaped, each state a coloured label."""
+        header, rows = comparison_rows(self.comparison)
+        state = header.index("state")
+        head = "".join(f"<th>{html_text(cell)}</th>" for cell in header)
+        body = "".join("<tr>" + "".join(f"<td>{state_badge_html(cell) if i == state else html_text(cell)}</td>"
+                                        for i, cell in enumerate(row)) + "</tr>" for row in rows)
+        failed = self.comparison.failed()
+        note = (f"<p>Failed: tasks {html_text(', '.join(map(str, failed)))}. Resubmit them by index with "
+                f"<code>betty sweeps retry {html_text(self.comparison.slug)}</code> (one card).</p>") if failed else ""
+        return (f"<div class='betty-sweep'><p><b>sweep {html_text(self.comparison.slug)}</b></p>"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}</div>")
+
+    def figures(self) -> list["Figure"]:
+        """For each metric: its curves by step, then its final value by parameter."""
+        # lazy: matplotlib; the table alone never needs it
+        from ..experiments.sweep_plots import final_by_parameter, metric_curves
+
+        return [figure for metric in self.comparison.metric_names
+                for figure in (metric_curves(self.comparison, metric), final_by_parameter(self.comparison, metric))]
+
+    def _ipython_display_(self) -> None:
+        display(HTML(self._repr_html_()))
+        for figure in self.figures():
+            picture = io.BytesIO()
+            figure.savefig(picture, format="png")  # a PNG whatever the kernel's matplotlib backend
+            display(Image(data=picture.getvalue(), format="png"))
+
+    def __repr__(self) -> str:
+        header, rows = comparison_rows(self.comparison)
+        return "\n".join(" | ".join(terminal_line(cell) for cell in row) for row in [header, *rows])
