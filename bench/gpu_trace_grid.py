@@ -7,12 +7,12 @@ minutes; nothing else ever runs it — tests and benchmarks read the stored file
     nice python bench/gpu_trace_grid.py --missing       # trace only points the file lacks or had to skip
 
 The grid spans the catalog's dense decoder models (Llama 2/3, Mistral, Qwen2, Gemma 2,
-Phi-3; 1B to 72B) × method (inference, full fine-tuning, LoRA) × precision (fp32,
-bf16-mixed, bf16, fp16) × micro-batch × sequence × checkpointing × attention kernel ×
+Phi-3; 1B to 72B) × method (inference, full fine-tuning, LoRA, QLoRA) × precision (fp32,
+bf16-mixed, bf16, fp16, nf4) × micro-batch × sequence × checkpointing × attention kernel ×
 optimizer, as a fixed list of recipes per model whose batch × sequence rotate, so that
-every recipe is seen at several sizes without tracing the whole product. It also lists
-jobs the trace does not run yet (QLoRA, int8/nf4, mixture-of-experts, several GPUs):
-they are stored with the trace's one-line reason, and ``--missing`` traces them once the
+every recipe is seen at several sizes without tracing the whole product. A few jobs
+beyond that follow (int8 weights, mixture-of-experts, several GPUs). A job the trace
+refuses is stored with the trace's one-line reason, and ``--missing`` traces it once the
 trace learns to.
 
 Each row of ``tests/data/gpu_trace_grid.csv`` holds the job (``model`` and the exact
@@ -43,7 +43,8 @@ from betty_jupyter.gpu.trace import EXTRA  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "gpu_trace_grid.csv"
 GIB = 1024**3
-BREAKDOWN = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "allocator", "runtime")
+BREAKDOWN = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "quantization", "allocator",
+             "runtime")
 FIELDS = ("id", "model", "betty_args", "allocated_gib", "reserved_gib", "peak_gib",
           *(f"{name}_gib" for name in BREAKDOWN), "peak_phase", "peak_module", "peak_op",
           "torch", "transformers", "peft", "trace_seconds", "produced_by", "skipped")
@@ -65,10 +66,14 @@ RECIPES = (
     "--method inference --precision bf16",
     "--method inference --precision fp16 --attention eager",
     "--method inference --precision fp32",
+    "--method qlora",
+    "--method qlora --grad-ckpt full --lora-targets all-linear",
+    "--method inference --precision nf4",
 )
 SIZES = ((1, 512), (2, 1024), (4, 2048), (1, 4096), (8, 512), (2, 4096), (1, 2048), (4, 1024), (1, 8192))
-# Jobs the trace refuses today: kept in the file with the reason, traced by --missing once it runs them.
-NOT_YET = (
+# Jobs beyond one GPU and a dense model: int8 weights, mixture of experts, several GPUs. A job the trace
+# refuses is kept in the file with the reason, and traced by --missing once the trace runs it.
+BEYOND = (
     ("Llama-3.1-8B", "--method qlora --batch-size 2 --seq-len 2048 --lora-targets all-linear"),
     ("Llama-2-13B", "--method qlora --batch-size 1 --seq-len 4096 --grad-ckpt full"),
     ("Llama-3.1-8B", "--method inference --precision nf4 --batch-size 1 --seq-len 4096"),
@@ -90,7 +95,7 @@ def grid() -> Iterator[tuple[str, str]]:
             if large and "--method full" in recipe and "--grad-ckpt" not in recipe:
                 batch, seq = 1, min(seq, 2048)  # keeps each point a job someone would size
             yield model, f"{recipe} --batch-size {batch} --seq-len {seq}"
-    yield from NOT_YET
+    yield from BEYOND
 
 
 def versions() -> dict[str, str]:

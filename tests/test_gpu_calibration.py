@@ -18,7 +18,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN_BOUND = 0.05
 WORST_BOUND = 0.15
-BREAKDOWN = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "allocator", "runtime")
+BREAKDOWN = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "quantization", "allocator",
+             "runtime")
 
 
 def _load(name: str) -> ModuleType:
@@ -73,8 +74,8 @@ def test_the_grid_spans_models_methods_and_switches(calibration: ModuleType, poi
     requests = [calibration.request_for(p.model, p.betty_args) for p in points]
     assert len(points) >= 100
     assert len({p.model for p in points}) >= 10
-    assert {r.method for r in requests} == {"inference", "full", "lora"}
-    assert {r.resolved_precision for r in requests} == {"fp32", "bf16-mixed", "bf16", "fp16"}
+    assert {r.method for r in requests} == {"inference", "full", "lora", "qlora"}
+    assert {r.resolved_precision for r in requests} == {"fp32", "bf16-mixed", "bf16", "fp16", "nf4", "int8"}
     assert {r.grad_ckpt for r in requests} == {"none", "full"}
     assert {r.attention for r in requests} == {"flash", "eager"}
     assert {r.optimizer for r in requests if r.training} == {"adamw", "sgd"}

@@ -76,10 +76,12 @@ class Layout:
         over half-precision activations that is a new tensor for every adapted module: a
         float32 one the adapter keeps, or under autocast a float32 one that autocast casts
         back to the half dtype, a copy the adapter keeps. Adapters in the activations' dtype
-        share the input (and only then does one input serve several projections).
+        share the input (and only then does one input serve several projections). So do
+        peft's adapters over bitsandbytes layers (int8, nf4), which skip the cast under
+        autocast, where a quantized base always runs.
         """
         request = self.request
-        if not request.adapters or not request.profile.adapter_fp32 or self.compute_bytes == 4:
+        if not request.adapters or not request.profile.adapter_fp32 or self.compute_bytes == 4 or self.quantized:
             return 0.0
         return float(self.compute_bytes if self.autocast else 4)
 
