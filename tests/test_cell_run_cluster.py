@@ -36,6 +36,7 @@ def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     settings = json.loads(config.read_text())
     settings["BettyConfig"]["clusters"][0].update(work_dir=str(root / "work-ssh"), environments=environments)
     config.write_text(json.dumps(settings))
+    made["env"]["BETTY_TEST_API_TOKEN"] = "s3cret-never-in-a-job"  # where sbatch runs, for the local transport
     return made
 
 
@@ -75,6 +76,7 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
                       "import matplotlib.pyplot as plt\n"
                       "total = float(samples.sum())\npeak = samples.max()\n"
                       "print('sum is', total)\nprint('<b>bold</b><script>alert(1)</script>')\n"
+                      "import os\nprint('secrets:', [k for k in os.environ if k.endswith('_TOKEN')])\n"
                       "plt.plot(samples)\n")
     assert cell.status == "ok" and not cell.stderr, cell.stderr
     kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")
@@ -95,7 +97,7 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
 
     view = approve(kernel, cell)
     text = ended(kernel, view)
-    assert "COMPLETED" in text and "sum is 45.0" in text, text
+    assert "COMPLETED" in text and "sum is 45.0" in text and "secrets: []" in text, text
     assert "&lt;b&gt;bold&lt;/b&gt;&lt;script&gt;" in text and "<script>" not in text, "output is shown as text"
     assert any(kernel.models[m].get("_model_name") == "ImageModel" for m in kernel.descendants(view))
     back = kernel.run("_r = _run.result(timeout=60)\n(total, float(peak), _r.values['total'], _r.figures[0][:4], "

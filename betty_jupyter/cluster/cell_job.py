@@ -173,7 +173,7 @@ def stage(state: Path, code: str, namespace: Mapping[str, Any], names: Sequence[
 
 def staged(state: Path, token: str) -> StagedRun:
     """The run staged under ``token``; a one-line UsageError when there is none (or its files changed)."""
-    if not _TOKEN.match(token):
+    if not _TOKEN.fullmatch(token):
         raise UsageError(f"{token[:40]!r} is not a staged cell run (32 hexadecimal digits)")
     folder = runs_folder(state) / token
     try:
@@ -208,12 +208,12 @@ class CellEnvironment:
     def parse(cls, name: str, data: Mapping[str, Any]) -> "CellEnvironment":
         """One profile entry, checked; a :class:`ConfigError` naming what is wrong."""
         where = f"environment {name!r}"
-        if not _ENV_NAME.match(name):
+        if not _ENV_NAME.fullmatch(name):
             raise ConfigError(f"{where}: a name is letters, digits, . _ -")
         if not isinstance(data, Mapping) or not data or set(data) - _ENV_KEYS:
             raise ConfigError(f"{where} takes modules, venv, conda or container")
         modules = data.get("modules", [])
-        if isinstance(modules, str) or not all(isinstance(m, str) and _MODULE.match(m) for m in modules):
+        if isinstance(modules, str) or not all(isinstance(m, str) and _MODULE.fullmatch(m) for m in modules):
             raise ConfigError(f"{where}: modules is a list of module names like cuda/12.1")
         if data.get("venv") and data.get("conda"):
             raise ConfigError(f"{where}: give venv or conda, not both")
@@ -375,7 +375,7 @@ def parse_result(text: str) -> CellResult:
         raise UsageError(f"the run's result.json is not JSON ({error})") from None
     if not isinstance(data, dict):
         raise UsageError("the run's result.json is not a JSON object")
-    figures = [name for name in data.get("figures", []) if isinstance(name, str) and _FIGURE.match(name)]
+    figures = [name for name in data.get("figures", []) if isinstance(name, str) and _FIGURE.fullmatch(name)]
     outs = {str(k): dict(v) for k, v in dict(data.get("outs") or {}).items() if isinstance(v, dict)}
     failure = data.get("error")
     return CellResult(ok=bool(data.get("ok")), error=str(failure) if failure else None, figures=tuple(figures),

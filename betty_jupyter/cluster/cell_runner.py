@@ -96,7 +96,7 @@ def _outputs(namespace: dict[str, Any], names: list[str], cap: int,
         try:
             pickled[name] = cloudpickle.dumps(namespace[name])
         except Exception as error:  # whatever pickling raises, it is this value's problem, said in one line
-            problems.append(f"--out {name}: a {type(namespace[name]).__name__} cannot be pickled ({error})")
+            problems.append(f"--out {name}: a {_type_name(namespace[name])} cannot be pickled ({error})")
             continue
         shown[name] = {"type": _type_name(namespace[name]), "bytes": len(pickled[name])}
     total = sum(len(data) for data in pickled.values())

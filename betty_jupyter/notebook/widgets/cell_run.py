@@ -63,7 +63,7 @@ class CellRunView(Recorded, widgets.VBox):
     def record(self) -> Record:
         """The state, the output and traceback as text, the figures as images."""
         outcome = self.run.outcome
-        pictures = "".join(f"<img src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
+        pictures = "".join(f"<img src='{html_text('data:image/png;base64,' + base64.b64encode(png).decode())}'>"
                            for png in (outcome.figures if outcome else []))
         parts = [self.status.value, self.out.value, self.err.value, pictures,
                  *(str(child.value) for child in self.figures.children if isinstance(child, widgets.HTML))]
