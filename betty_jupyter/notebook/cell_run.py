@@ -3,7 +3,7 @@
 The magic stages the cell and its ``--in`` values (:func:`~..cluster.cell_job.stage`), asks for
 ``cell_run`` (tier 2: its card shows the script and what crosses the wire), and returns a
 :class:`CellRun` as ``_``. Once the job is submitted a thread of its own follows it with
-``cell_run_status`` every :data:`POLL_SECONDS`, showing its state and the end of its output in
+``cell_run_status`` (soon after it starts, then every :data:`POLL_SECONDS`), showing its state and the end of its output in
 the cell; when it ends the printed output, the figures and the ``--out`` values come back (the
 values into the notebook's namespace). ``_.result()`` waits for that when the person wants to.
 """
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 POLL_SECONDS = 2.0
 """How often a running cell's job is looked at."""
+FIRST_LOOK_SECONDS = 0.25
+"""How soon a job is looked at again after a change (submitted, started); each later look waits twice as long, up
+to :data:`POLL_SECONDS`."""
 _FAILED_LOOKS = 5
 
 
@@ -61,9 +64,12 @@ class CellRun:
         self.state = "waiting for approval"
         self.outcome: CellOutcome | None = None
         self._ended = threading.Event()
+        self._answered = threading.Event()
+        """Set once the card is answered (here, in the side panel, or by its timeout)."""
         self._stop = threading.Event()
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         """Called (from the following thread) with each look at the job, then with ``{"ended": outcome}``."""
+        call.follow(self._on_call_event)
         call.future.add_done_callback(self._submitted_or_not)
 
     def __repr__(self) -> str:
@@ -83,7 +89,8 @@ class CellRun:
         Waiting blocks this cell (not the job): the card cannot be answered here meanwhile, so
         a run still waiting for approval in a notebook only it can answer is an error at once.
         """
-        if not self.call.future.done() and not self.call.answerable_elsewhere:
+        waits_for_card = self.call.asked.is_set() and not self._answered.is_set() and not self.call.future.done()
+        if waits_for_card and not self.call.answerable_elsewhere:
             raise UsageError("the cell run waits for your approval: answer its card, then call .result() again")
         if not self._ended.wait(timeout):
             raise UsageError(f"job {self.job_id or '(not submitted yet)'} is still {self.state} after {timeout:g} s")
@@ -107,6 +114,12 @@ class CellRun:
         self._stop.set()
 
     # ----- following ---------------------------------------------------------------------------
+    def _on_call_event(self, event: Any) -> None:
+        from ..agent import events as ev  # lazy: pydantic, already loaded by the call that sends the event
+
+        if isinstance(event, ev.ApprovalResolvedEvent):
+            self._answered.set()
+
     def _submitted_or_not(self, future: Any) -> None:
         outcome: ToolOutcome | None = None if future.exception() else future.result()
         if outcome is None or not outcome.ok or not isinstance(outcome.data, dict):
@@ -119,7 +132,7 @@ class CellRun:
 
     def _follow(self) -> None:
         assert self.job_id is not None
-        failures = 0
+        failures = looks = 0
         while not self._stop.is_set():
             try:
                 look = self._poll(self.run.token, self.job_id)
@@ -131,13 +144,14 @@ class CellRun:
                     return
                 self._stop.wait(self._every)
                 continue
-            failures = 0
+            # after a change (it started running), look again soon: a short job ends within a few seconds
+            failures, looks = 0, 1 if look["state"] != self.state else looks + 1
             self.state = str(look["state"])
             self._tell(look)
             if look["finished"]:
                 self._end(self._brought_back(look))
                 return
-            self._stop.wait(self._every)
+            self._stop.wait(min(self._every, FIRST_LOOK_SECONDS * 2 ** (looks - 1)))
 
     def _brought_back(self, look: dict[str, Any]) -> CellOutcome:
         outcome = CellOutcome(state=str(look["state"]), stdout=str(look.get("out", "")),
