@@ -4,6 +4,7 @@ environments of a profile, and the runner itself run here on a real cell (the de
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -126,7 +127,8 @@ def test_the_result_is_read_strictly() -> None:
         parse_result("{")
 
 
-def run_the_runner(folder: Path, code: str, namespace: dict[str, object], outs: tuple[str, ...]) -> dict[str, object]:
+def run_the_runner(folder: Path, code: str, namespace: dict[str, object], outs: tuple[str, ...],
+                   cap: int = cell_job.MAX_OUT_BYTES) -> dict[str, object]:
     """Stage ``code`` as the kernel does and run the runner on it here, as the job does on the node."""
     run = stage(folder / "state", code, namespace, list(namespace))
     node = folder / "node"
@@ -134,7 +136,7 @@ def run_the_runner(folder: Path, code: str, namespace: dict[str, object], outs: 
     for name in ("cell.py", "inputs.pkl"):
         if (run.folder / name).exists():
             (node / name).write_bytes((run.folder / name).read_bytes())
-    (node / "run.json").write_bytes(CellJob(str(node), "cpu", 5, outs=outs).settings())
+    (node / "run.json").write_text(json.dumps({"outs": list(outs), "max_out_bytes": cap}))
     (node / cell_job.RUNNER).write_bytes(cell_job.runner_source())
     done = subprocess.run([sys.executable, "-u", cell_job.RUNNER], cwd=node, capture_output=True, text=True,
                           env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"}, timeout=120)
@@ -163,3 +165,12 @@ def test_the_runner_brings_back_the_cells_own_traceback(tmp_path: Path) -> None:
     assert error.startswith("Traceback (most recent call last):\n  File \"<cell>\", line 2, in <module>\n")
     assert "y = x / 0" in error and error.endswith("ZeroDivisionError: division by zero\n")
     assert "cell_runner" not in error, "the runner's own frame is left out"
+
+
+def test_the_runner_sends_nothing_back_over_the_cap(tmp_path: Path) -> None:
+    ran = run_the_runner(tmp_path, "big = bytes(5000)\n", {}, ("big",), cap=1000)
+    result = ran["result"]
+    assert result.ok and result.outs == {} and not (ran["node"] / "outputs.pkl").exists()
+    [problem] = result.problems
+    assert re.fullmatch(r"--out: the values are 50\d\d bytes pickled, more than the 1000 bytes that come back; "
+                        r"save large results to a file on the cluster and return its path", problem), problem

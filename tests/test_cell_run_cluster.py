@@ -28,7 +28,7 @@ CLUSTERS = ["betty-dev", "betty-dev-local"]
 def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
     """A project whose two profiles of the dev cluster have an environment ``betty``: this test run's own venv."""
     root = tmp_path_factory.mktemp("cell-run")
-    environments = {"betty": {"venv": sys.prefix}}
+    environments = {"betty": {"venv": sys.prefix}, "gone": {"venv": str(root / "no-such-venv")}}
     made = new_project(root / "project", dev_cluster, llm, (
         {"name": "betty-dev-local", "transport": "local", "env": {"SLURM_CONF": dev_cluster["SLURM_CONF"]},
          "work_dir": str(root / "work-local"), "environments": environments},))
@@ -133,6 +133,18 @@ def test_an_unpicklable_value_is_refused_before_anything_is_submitted(kernel: Ke
     missing = one_error_line(kernel.run("%%betty run --partition cpu --time 5 --in nowhere\nprint(1)\n"))
     assert "there is no variable nowhere in this notebook" in missing
     assert len(ActionLog(project["root"]).read()) == before, "no call was made"
+    assert "as the cell's body" in one_error_line(kernel.run("%betty run --partition cpu --time 5"))
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_an_environment_missing_on_the_cluster_is_refused_before_the_card(kernel: Kernel, project, cluster) -> None:
+    assert kernel.run(f"%betty use {cluster}").status == "ok"
+    line = one_error_line(kernel.run("%%betty run --partition cpu --time 5 --env gone\nprint(1)\n"))
+    assert line == (f"betty: environment gone: there is no {project['root'].parent}/no-such-venv/bin/python3 on the "
+                    "cluster; nothing was submitted: fix the profile's environments or pick another --env")
+    unknown = one_error_line(kernel.run("%%betty run --partition cpu --time 5 --env jax\nprint(1)\n"))
+    assert unknown == (f"betty: --env jax: cluster {cluster} has no such environment (configured: betty, gone); add "
+                       "it under the profile's environments")
 
 
 def test_cancel_from_the_cell_cancels_the_job(kernel: Kernel, dev_cluster) -> None:
@@ -141,13 +153,17 @@ def test_cancel_from_the_cell_cancels_the_job(kernel: Kernel, dev_cluster) -> No
                       "time.sleep(600)\n")
     kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")
     assert "the cluster&#x27;s default python3 (no --env" in kernel.texts(cell.widgets[0]), "the card says where it runs"
+    kernel.run("_sleeper = _")
     view = approve(kernel, cell)
     kernel.wait_for(lambda: "started" in kernel.texts(view), timeout=120, what="the job's first output")
     assert kernel.run("21 * 2").text == "42", "the kernel is free while the job runs"
     kernel.click(kernel.find(view, "betty-cell-cancel")[0])
-    job = kernel.run("_.job_id").text.strip("'")
+    job = kernel.run("_sleeper.job_id").text.strip("'")
+    assert job.isdigit(), job
     kernel.click(kernel.wait_for(lambda: kernel.find(view, "betty-approve"), what="the cancel card")[0])
     text = ended(kernel, view)
     assert "CANCELLED" in text, text
+    assert kernel.run("_sleeper.status").text == "'CANCELLED'"
+    assert kernel.run("_sleeper.cancel()").errors == [f"UsageError: job {job} already ended (CANCELLED); nothing to cancel"]
     assert "CANCELLED" in ssh(dev_cluster, f"sacct -n -X -j {job} -o State").stdout or \
         "CANCELLED" in ssh(dev_cluster, f"scontrol -o show job {job}").stdout

@@ -497,6 +497,7 @@ class BettyMagics(Magics):
         from .cell_run import CellRun
         from .widgets.calls import CallView
         from .widgets.cell_run import CellRunView
+        from .widgets.progress import waiting
 
         if cell is None or not cell.strip():
             raise UsageError("%%betty run takes the Python to run as the cell's body (use the cell magic %%betty)")
@@ -508,6 +509,10 @@ class BettyMagics(Magics):
         call = betty.start("cell_run", {"run": run.token, "partition": args.partition, "gpus": args.gpus,
                                         "time": args.time, "env": args.env, "outs": list(outs), "name": args.slug,
                                         "goal": args.goal or "a notebook cell run on the cluster"})
+
+        if call.settle(waiting(f"checking the cell run against {self._where()}")):  # tier 2: done at once is refused
+            summary = call.future.result().summary.strip()
+            raise ToolError(summary.splitlines()[0] if summary else "cell_run was refused")
 
         def poll(token: str, job: str) -> dict[str, Any]:
             data: dict[str, Any] = self._quiet("cell_run_status", {"run": token, "job_id": job}).data
