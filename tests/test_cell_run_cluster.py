@@ -14,6 +14,7 @@ import pytest
 
 from betty_jupyter.agent.actions import ActionLog
 from conftest import ssh
+from jupyter_server_proc import JupyterServer
 from kernel_driver import Kernel
 from llm_server import ScriptedLLM
 from notebook_support import betty_kernel, llm, new_project, one_error_line  # noqa: F401 (a fixture)
@@ -44,6 +45,18 @@ def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactor
 def kernel(project: dict[str, Any]) -> Iterator[Kernel]:
     with betty_kernel(project["root"], project["env"]) as driver:
         yield driver
+
+
+@pytest.fixture(scope="module")
+def remote(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kernel, JupyterServer]]:
+    """A kernel whose Betty is a Jupyter server's extension serving the project (as in JupyterLab)."""
+    server = JupyterServer(project["root"], project["env"], tmp_path_factory.mktemp("runtime"))
+    try:
+        with betty_kernel(project["root"], {**project["env"], "BETTY_SERVER_URL": server.url,
+                                            "BETTY_SERVER_TOKEN": server.token}) as driver:
+            yield driver, server
+    finally:
+        server.stop()
 
 
 def approve(kernel: Kernel, cell: Any) -> str:
@@ -167,3 +180,18 @@ def test_cancel_from_the_cell_cancels_the_job(kernel: Kernel, dev_cluster) -> No
     assert kernel.run("_sleeper.cancel()").errors == [f"UsageError: job {job} already ended (CANCELLED); nothing to cancel"]
     assert "CANCELLED" in ssh(dev_cluster, f"sacct -n -X -j {job} -o State").stdout or \
         "CANCELLED" in ssh(dev_cluster, f"scontrol -o show job {job}").stdout
+
+
+def test_under_a_jupyter_server_the_run_is_the_servers_and_its_value_comes_back(remote, project) -> None:
+    kernel, server = remote
+    assert "Jupyter server's Betty extension" in kernel.run("%betty where").text
+    kernel.run("import numpy as np\nweights = np.ones(4)")
+    cell = kernel.run("%%betty run --partition cpu --time 5 --env betty --in weights --out norm --slug on-server\n"
+                      "norm = float((weights ** 2).sum() ** 0.5)\nprint('norm', norm)\n")
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    kernel.run("_served = _")
+    text = ended(kernel, approve(kernel, cell))
+    assert "COMPLETED" in text and "norm 2.0" in text, text
+    assert kernel.run("_served.result(timeout=60).values, norm").text == "({'norm': 2.0}, 2.0)"
+    actions = server.request("GET", "actions?limit=200")["actions"]
+    assert [a["decision"] for a in actions if a["tool"] == "cell_run" and "on-server" in a["summary"]] == ["approved"]
