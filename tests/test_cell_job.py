@@ -14,6 +14,7 @@ import cloudpickle
 import numpy as np
 import pytest
 
+from betty_jupyter.agent.tools import CellRun, ToolError
 from betty_jupyter.cluster import cell_job
 from betty_jupyter.cluster.cell_job import (
     CellEnvironment, CellJob, cell_environment, pack_inputs, parse_result, stage, staged, unpack_outputs,
@@ -174,3 +175,11 @@ def test_the_runner_sends_nothing_back_over_the_cap(tmp_path: Path) -> None:
     [problem] = result.problems
     assert re.fullmatch(r"--out: the values are 50\d\d bytes pickled, more than the 1000 bytes that come back; "
                         r"save large results to a file on the cluster and return its path", problem), problem
+
+
+def test_the_tools_arguments_refuse_what_could_change_the_script() -> None:
+    good = {"run": "0" * 32, "partition": "gpu", "time": 30}
+    assert CellRun().parse({**good, "outs": ["mean", "_std2"]}).outs == ["mean", "_std2"]
+    for bad in ({"partition": "gpu\n#SBATCH --exclusive"}, {"outs": ["a;b"]}, {"run": "../x"}, {"time": 0}):
+        with pytest.raises(ToolError, match="invalid arguments"):
+            CellRun().parse({**good, **bad})

@@ -171,11 +171,16 @@ def stage(state: Path, code: str, namespace: Mapping[str, Any], names: Sequence[
     return staged(state, token)
 
 
-def staged(state: Path, token: str) -> StagedRun:
-    """The run staged under ``token``; a one-line UsageError when there is none (or its files changed)."""
+def run_folder(state: Path, token: str) -> Path:
+    """Where the run staged under ``token`` is kept in the project; a one-line UsageError for a malformed token."""
     if not _TOKEN.fullmatch(token):
         raise UsageError(f"{token[:40]!r} is not a staged cell run (32 hexadecimal digits)")
-    folder = runs_folder(state) / token
+    return runs_folder(state) / token
+
+
+def staged(state: Path, token: str) -> StagedRun:
+    """The run staged under ``token``; a one-line UsageError when there is none (or its files changed)."""
+    folder = run_folder(state, token)
     try:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         code = (folder / "cell.py").read_text(encoding="utf-8")

@@ -9,14 +9,16 @@ has ended brings its result, figures and ``--out`` values back into the project'
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from ...cluster import cell_transfer
-from ...cluster.cell_job import RESULT_FILES, CellJob, cell_environment, parse_result, run_dir, staged
+from ...cluster.cell_job import (
+    RESULT_FILES, CellJob, StagedRun, cell_environment, parse_result, run_dir, run_folder, staged,
+)
 from ...errors import UsageError
-from ...experiments.record import submit_experiment
+from ...experiments.record import slugify, submit_experiment
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 from .jobs import ClusterSubmit, SubmitArgs, checked_submission
@@ -32,7 +34,8 @@ class CellRunArgs(ToolArgs):
     gpus: int = Field(0, ge=0, le=64)
     time: int = Field(ge=1, le=MAX_MINUTES, description="the job's time limit in minutes")
     env: str | None = Field(None, max_length=63, description="a named environment of the cluster's profile")
-    outs: list[str] = Field(default_factory=list, max_length=50, description="the variables that come back")
+    outs: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")]] = Field(
+        default_factory=list, max_length=50, description="the variables that come back")
     goal: str = Field("a notebook cell run on the cluster", min_length=1, max_length=4000)
     name: str | None = Field(None, max_length=80, description="a short name for the experiment")
 
@@ -79,7 +82,7 @@ class CellRun(Tool[CellRunArgs]):
                            artifacts=[page, experiment.notebook])
 
 
-async def _planned(ctx: ToolContext, args: CellRunArgs) -> tuple[Any, CellJob]:
+async def _planned(ctx: ToolContext, args: CellRunArgs) -> tuple[StagedRun, CellJob]:
     """The staged run and its job, the environment checked on the cluster; ToolError in one line otherwise."""
     try:
         run = staged(ctx.workspace.state, args.run)
@@ -88,7 +91,7 @@ async def _planned(ctx: ToolContext, args: CellRunArgs) -> tuple[Any, CellJob]:
         work = await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir)
     except UsageError as error:
         raise ToolError(str(error)) from error
-    name = f"cell-{args.name}" if args.name else "cell"
+    name = f"cell-{slugify(args.name)}" if args.name else "cell"  # a job name of letters, digits and dashes only
     return run, CellJob(run_dir(work, run.token), args.partition, args.time, args.gpus, environment, name,
                         tuple(args.outs))
 
@@ -123,14 +126,16 @@ class CellRunStatus(Tool[CellRunStatusArgs]):
     async def run(self, ctx: ToolContext, args: CellRunStatusArgs) -> ToolOutcome:
         """The job's state and output tails in ``data``; ``result`` names the local folder once it has ended."""
         try:
-            run = staged(ctx.workspace.state, args.run)
-            where = run_dir(await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir), run.token)
+            folder = run_folder(ctx.workspace.state, args.run)
+            if not folder.is_dir():
+                raise UsageError(f"no cell run {args.run} is staged in this project")
+            where = run_dir(await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir), args.run)
             job = await ctx.slurm.job(args.job_id)
             out, err = await cell_transfer.tails(ctx.slurm.transport, where)
             data: dict[str, Any] = {"state": job.state.value, "finished": job.state.finished, "line": job.line(),
                                     "out": out, "err": err, "result": None}
             if job.state.finished:
-                back = run.folder / "back"
+                back = folder / "back"
                 copied = await cell_transfer.fetch(ctx.slurm.transport, where, RESULT_FILES, back)
                 if "result.json" in copied:
                     result = parse_result((back / "result.json").read_text(encoding="utf-8"))
