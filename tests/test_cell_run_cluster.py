@@ -149,6 +149,19 @@ def test_an_unpicklable_value_is_refused_before_anything_is_submitted(kernel: Ke
     assert "as the cell's body" in one_error_line(kernel.run("%betty run --partition cpu --time 5"))
 
 
+def test_a_denied_run_sends_nothing(kernel: Kernel, project, dev_cluster) -> None:
+    assert kernel.run("%betty use betty-dev").status == "ok"
+    kernel.run("import numpy as np\nprivate = np.zeros(3)")
+    cell = kernel.run("%%betty run --partition cpu --time 5 --in private\nprint(private)\n")
+    kernel.run("_denied = _")
+    token = kernel.run("_denied.run.token").text.strip("'")
+    kernel.click(kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-deny"), what="the card")[0])
+    kernel.wait_for(lambda: kernel.run("_denied.status").text == "'not submitted'", what="the denial")
+    assert kernel.run("_denied.result(timeout=10)").errors[0].startswith("UsageError: the cell run was not submitted")
+    listed = ssh(dev_cluster, f"ls -d {project['root'].parent}/work-ssh/runs/cell-{token}")
+    assert listed.returncode != 0 and "No such file" in listed.stderr, "nothing was uploaded"
+
+
 @pytest.mark.parametrize("cluster", CLUSTERS)
 def test_an_environment_missing_on_the_cluster_is_refused_before_the_card(kernel: Kernel, project, cluster) -> None:
     assert kernel.run(f"%betty use {cluster}").status == "ok"

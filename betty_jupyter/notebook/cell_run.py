@@ -95,6 +95,9 @@ class CellRun:
         if not self._ended.wait(timeout):
             raise UsageError(f"job {self.job_id or '(not submitted yet)'} is still {self.state} after {timeout:g} s")
         assert self.outcome is not None
+        if self.job_id is None:
+            reason = "; ".join(self.outcome.problems) or "its card was not approved"
+            raise UsageError(f"the cell run was not submitted: {reason}")
         if self.outcome.error:
             last = self.outcome.error.strip().splitlines()[-1] if self.outcome.error.strip() else "it raised"
             raise CellRunError(f"the cell raised on the cluster: {last[:300]} (the traceback is shown in the cell)",
@@ -110,7 +113,7 @@ class CellRun:
         return self._cancel(self.job_id)
 
     def stop_following(self) -> None:
-        """Stop looking at the job (it goes on on the cluster)."""
+        """Stop looking at the job (it goes on on the cluster; nothing more comes back into this notebook)."""
         self._stop.set()
 
     # ----- following ---------------------------------------------------------------------------
