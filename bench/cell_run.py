@@ -2,7 +2,7 @@
 
 Run by hand (not a test), with the dev cluster up (BETTY_DEV_CLUSTER_DIR and BETTY_DEV_CLUSTER_PORT_BASE set as for
 the tests):
-    .venv/bin/python bench/cell_run.py [--repeat 5] [--transport ssh|local]
+    .venv/bin/python bench/cell_run.py [--repeat 5] [--transport ssh|local] [--in-mib 100]
 
 Betty's round trip is timed from the click on the card's Approve (the person's part is not Betty's overhead) until
 `_.result()` has returned the `--out` value in the kernel: the upload, `sbatch`, the job, the looks at it every
@@ -10,6 +10,10 @@ poll interval, and bringing `result.json` and `outputs.pkl` back. The baseline i
 the same transport: `sbatch --wait` of a script running the same code with the same python, then `cat` of its
 output. Both run interleaved, --repeat times each; the medians, their ratio, and whether Betty stays within the
 target (1.2x the baseline plus one poll interval) are printed.
+
+`--in-mib N` also sends an N MiB float64 array: the bytes `--in` puts on the wire (the cloudpickle payload Betty
+uploads over SFTP) against the bytes of the same array saved with `numpy.save` (what `scp` would copy), and the time
+of each upload over SSH (Betty's transport's `put` against `scp` of the .npy file), best of --repeat.
 """
 
 from __future__ import annotations
@@ -98,10 +102,45 @@ def betty_round_trip(kernel: Kernel) -> float:
     return took
 
 
+def input_transfer(cluster: dict[str, str], root: Path, mib: int, repeat: int) -> None:
+    """``--in`` of an ``mib`` MiB array against scp of the same array saved as .npy: bytes and upload time."""
+    import numpy as np
+
+    from betty_jupyter.cluster.cell_job import pack_inputs
+    from betty_jupyter.cluster.profiles import ClusterProfile
+    from betty_jupyter.cluster.sync import run_sync
+
+    array = np.random.default_rng(0).random(mib * 2**20 // 8)
+    payload, _ = pack_inputs({"array": array}, ["array"])
+    np.save(root / "array.npy", array)
+    on_disk = (root / "array.npy").stat().st_size
+    profile = ClusterProfile(name="betty-dev", host=cluster["BETTY_DEV_SSH_HOST"], ssh_config=cluster["BETTY_DEV_SSH_CONFIG"])
+    transport = profile.open_transport()
+    target = root / "uploaded"
+    put, copied = [], []
+    try:
+        run_sync(transport.run(["true"]))  # the link is open before anything is timed
+        for _ in range(repeat):
+            began = time.perf_counter()
+            run_sync(transport.put(payload, str(target / "inputs.pkl")))
+            put.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            subprocess.run(["scp", "-q", "-F", cluster["BETTY_DEV_SSH_CONFIG"], str(root / "array.npy"),
+                            f"{cluster['BETTY_DEV_SSH_HOST']}:{target}/array.npy"], check=True)
+            copied.append(time.perf_counter() - began)
+    finally:
+        run_sync(transport.close())
+    print(f"--in of a {mib} MiB array (best of {repeat}):")
+    print(f"  %%betty run --in  {len(payload):>12,} bytes  {min(put):6.2f} s (SFTP put of the pickle)")
+    print(f"  scp of the .npy   {on_disk:>12,} bytes  {min(copied):6.2f} s")
+    print(f"  bytes ratio {len(payload) / on_disk:.4f}x, time ratio {min(put) / min(copied):.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--transport", choices=["ssh", "local"], default="ssh")
+    parser.add_argument("--in-mib", type=int, default=0, metavar="N", help="also time --in of an N MiB array vs scp")
     args = parser.parse_args()
     cluster = json.loads(betty("dev-cluster", "env", "--json", env=dict(os.environ)))
     with tempfile.TemporaryDirectory(prefix="betty-bench-cell-") as folder:
@@ -117,6 +156,8 @@ def main() -> None:
                 times["%%betty run"].append(betty_round_trip(kernel))
         finally:
             kernel.close()
+        if args.in_mib:
+            input_transfer(cluster, root, args.in_mib, args.repeat)
     plain, cell = (statistics.median(times[name]) for name in ("sbatch --wait", "%%betty run"))
     target = 1.2 * plain + POLL_SECONDS
     print(f"round trip of a trivial cell over {args.transport} (median of {args.repeat}):")
