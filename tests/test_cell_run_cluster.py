@@ -147,6 +147,8 @@ def test_an_unpicklable_value_is_refused_before_anything_is_submitted(kernel: Ke
     assert "there is no variable nowhere in this notebook" in missing
     assert len(ActionLog(project["root"]).read()) == before, "no call was made"
     assert "as the cell's body" in one_error_line(kernel.run("%betty run --partition cpu --time 5"))
+    assert "the following arguments are required: --partition" in one_error_line(kernel.run("%%betty run\nprint(1)\n"))
+    assert kernel.run("%betty run --help").stdout.startswith("usage: %betty run [-h] --partition P --time MIN")
 
 
 def test_a_denied_run_sends_nothing(kernel: Kernel, project, dev_cluster) -> None:
