@@ -84,8 +84,9 @@ def ended(kernel: Kernel, view: str) -> str:
 def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: Kernel, project, dev_cluster,
                                                                           cluster: str) -> None:
     assert kernel.run(f"%betty use {cluster}").status == "ok"
+    slug = "c-local" if cluster.endswith("local") else "c-ssh"
     kernel.run("import numpy as np\nsamples = np.arange(10.0)\nsecret_token = 'never-sent'")
-    cell = kernel.run(f"%%betty run --partition cpu --time 5 --env betty --in samples --out total,peak --slug c-{cluster}\n"
+    cell = kernel.run(f"%%betty run --partition cpu --time 5 --env betty --in samples --out total,peak --slug {slug}\n"
                       "import matplotlib.pyplot as plt\n"
                       "total = float(samples.sum())\npeak = samples.max()\n"
                       "print('sum is', total)\nprint('<b>bold</b><script>alert(1)</script>')\n"
@@ -99,7 +100,7 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
     token = kernel.run("_run = _\n_run.run.token").text.strip("'")
     run_dir = f"{project['root'].parent}/work-{'local' if cluster.endswith('local') else 'ssh'}/runs/cell-{token}"
     script = kernel.run("print(_run.call.approval.preview.text)").stdout
-    assert script == (f"#!/bin/bash\n#SBATCH --job-name=cell-c-{cluster}\n#SBATCH --partition=cpu\n#SBATCH --time=5\n"
+    assert script == (f"#!/bin/bash\n#SBATCH --job-name=cell-{slug}\n#SBATCH --partition=cpu\n#SBATCH --time=5\n"
                       f"#SBATCH --chdir={run_dir}\n#SBATCH --output={run_dir}/cell.out\n"
                       f"#SBATCH --error={run_dir}/cell.err\n"
                       "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;\n"
@@ -121,9 +122,9 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
                                        "inputs.pkl", "outputs.pkl", "result.json", "run.json",
                                        f"{run_dir}/inputs.pkl:0", f"{run_dir}/cell.py:0"], uploaded.stdout
     # It is an experiment like any other submission: page, notebook and a line in the action log.
-    [record] = [r for r in ActionLog(project["root"]).read() if r.tool == "cell_run" and f"c-{cluster}" in r.summary]
+    [record] = [r for r in ActionLog(project["root"]).read() if r.tool == "cell_run" and f"-{slug}:" in r.summary]
     assert record.decision == "approved" and record.ok
-    page = next((project["root"] / "wiki" / "experiments").glob(f"*-c-{cluster}.md")).read_text()
+    page = next((project["root"] / "wiki" / "experiments").glob(f"*-{slug}.md")).read_text()
     assert "cell_runner.py" in page
 
 
