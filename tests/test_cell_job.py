@@ -115,7 +115,8 @@ def test_environments_are_part_of_the_profile_and_named_by_the_cell() -> None:
     data = {"name": "c", "transport": "local", "environments": {"torch": {"conda": "/opt/envs/torch"}}}
     profile = ClusterProfile.from_dict(data)
     assert profile.to_dict() == data
-    assert cell_environment(profile.environments, "torch", "c").python == "/opt/envs/torch/bin/python3"
+    assert cell_environment(profile.environments, "torch", "c").command(0) == (
+        "exec /opt/envs/torch/bin/python3 -u cell_runner.py")
     with pytest.raises(UsageError, match=r"--env jax: cluster c has no such environment \(configured: torch\)"):
         cell_environment(profile.environments, "jax", "c")
 

@@ -231,15 +231,6 @@ class CellEnvironment:
             raise ConfigError(f"{where}: the container brings its own python3; give a venv or a container, not both")
         return cls(name, tuple(modules), prefix, container)
 
-    @property
-    def python(self) -> str:
-        """The command line that starts the runner's Python, as the script writes it."""
-        if self.container:
-            return f'"$runtime" exec{{nv}} {_shell_path(self.container)} python3'
-        if self.prefix:
-            return f"{_shell_path(self.prefix.rstrip('/'))}/bin/python3"
-        return "python3"
-
     def setup_lines(self) -> list[str]:
         """The script's lines that prepare the environment before the runner starts."""
         lines = [f"module load {shlex.join(self.modules)}"] if self.modules else []
@@ -248,8 +239,13 @@ class CellEnvironment:
         return lines
 
     def command(self, gpus: int) -> str:
-        """The line that runs the runner."""
-        python = self.python.replace("{nv}", " --nv" if gpus else "")
+        """The line that runs the runner with the environment's ``python3`` (a container's with ``--nv`` for GPUs)."""
+        if self.container:
+            python = f'"$runtime" exec{" --nv" if gpus else ""} {_shell_path(self.container)} python3'
+        elif self.prefix:
+            python = f"{_shell_path(self.prefix.rstrip('/'))}/bin/python3"
+        else:
+            python = "python3"
         return f"exec {python} -u {RUNNER}"
 
     def checks(self) -> list[tuple[list[str], str]]:
