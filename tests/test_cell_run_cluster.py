@@ -186,6 +186,8 @@ def test_cancel_from_the_cell_cancels_the_job(kernel: Kernel, dev_cluster) -> No
     view = approve(kernel, cell)
     kernel.wait_for(lambda: "started" in kernel.texts(view), timeout=120, what="the job's first output")
     assert kernel.run("21 * 2").text == "42", "the kernel is free while the job runs"
+    assert kernel.run("_sleeper.result(timeout=0.1)").errors == [
+        f"UsageError: job {kernel.run('_sleeper.job_id').text.strip(chr(39))} is still RUNNING after 0.1 s"]
     kernel.click(kernel.find(view, "betty-cell-cancel")[0])
     job = kernel.run("_sleeper.job_id").text.strip("'")
     assert job.isdigit(), job

@@ -155,6 +155,8 @@ class CellRun:
                 self._end(self._brought_back(look))
                 return
             self._stop.wait(min(self._every, FIRST_LOOK_SECONDS * 2 ** (looks - 1)))
+        self._end(CellOutcome(state=self.state, problems=[f"stopped following job {self.job_id}; it goes on on the "
+                                                          "cluster (`%betty status` follows it)"]))
 
     def _brought_back(self, look: dict[str, Any]) -> CellOutcome:
         outcome = CellOutcome(state=str(look["state"]), stdout=str(look.get("out", "")),
