@@ -34,7 +34,7 @@ class BettyConfig(Configurable):
             "Cluster profiles: dicts with `name`, `transport` ('ssh' or 'local'), and for ssh a `host` "
             "alias from an ssh config file; optional `user`, `ssh_config`, `readable_roots`, `work_dir`, "
             "`extra_commands`, `gss_auth`, `env` (for Slurm's commands), `job_env` (variable names jobs get "
-            "beyond Betty's own list; never a secret's)."
+            "beyond Betty's own list; never a secret's), `environments` (named environments for %%betty run)."
         ),
     ).tag(config=True)
 

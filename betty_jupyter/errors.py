@@ -22,7 +22,8 @@
     ├── SchemaError             a JSON schema is malformed or refers to something outside itself
     ├── ApprovalError           an answer to an approval request was refused
     ├── ActionLogError          the action log could not be written or read
-    └── UsageError              a command was called with arguments it does not take
+    ├── UsageError              a command was called with arguments it does not take
+    └── CellRunError            a notebook cell run on the cluster raised (its traceback came back)
 
 Foreign exceptions (``subprocess``, ``OSError``, …) are translated into these once, at the
 boundary where they happen, with ``raise … from exc``.
@@ -143,6 +144,14 @@ def _numbered(problems: "tuple[tuple[int | None, str], ...]", first_line: int) -
 
 class UsageError(BettyError):
     """A command or magic was called with arguments it does not take."""
+
+
+class CellRunError(BettyError):
+    """A ``%%betty run`` cell raised on the cluster; ``traceback`` is the cell's, as it came back (untrusted text)."""
+
+    def __init__(self, message: str, traceback: str = "") -> None:
+        super().__init__(message)
+        self.traceback = traceback
 
 
 class GpuEstimateError(BettyError):

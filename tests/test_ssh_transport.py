@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import threading
 import time
@@ -65,6 +66,14 @@ def test_large_output_arrives_whole(ssh):
     result = ssh.run_blocking(("sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' 'x'; echo; seq 1 20000 >&2"))
     assert result.stdout == "x" * 3_000_000 + "\n"
     assert result.stderr.splitlines()[-1] == "20000"
+
+
+def test_a_large_upload_arrives_whole(ssh, tmp_path):
+    data = hashlib.sha256(b"seed").digest() * (9 * 2**20 // 32) + b"tail"  # 9 MiB: many pipelined SFTP writes
+    path = run_sync(ssh.put(data, str(tmp_path / "up" / "payload.bin")))
+    assert path == str(tmp_path / "up" / "payload.bin")
+    assert Path(path).read_bytes() == data  # the sshd is this machine's: the file is read back directly
+    assert [p.name for p in (tmp_path / "up").iterdir()] == ["payload.bin"], "no temporary file is left"
 
 
 def test_parallel_commands_share_one_connection(ssh):

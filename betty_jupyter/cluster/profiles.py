@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
+from .cell_job import check_environments
 
 if TYPE_CHECKING:
     from .policy import CommandPolicy
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _KEYS = {"name", "transport", "host", "user", "ssh_config", "readable_roots", "work_dir",
-         "extra_commands", "gss_auth", "env", "pool_size", "job_env", "control_persist"}
+         "extra_commands", "gss_auth", "env", "pool_size", "job_env", "control_persist", "environments"}
 _TRANSPORTS = ("ssh", "openssh", "local")
 
 
@@ -44,6 +45,8 @@ class ClusterProfile:
     pool_size: int = 4
     job_env: tuple[str, ...] = ()
     control_persist: str = "30m"
+    environments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    """Named environments a ``%%betty run`` cell may run in (:class:`~.cell_job.CellEnvironment`)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ClusterProfile":
@@ -71,12 +74,14 @@ class ClusterProfile:
             raise ConfigError(f"cluster profile {name!r}: `readable_roots` must be a list of absolute paths")
         extras = {str(k): tuple(v) for k, v in dict(data.get("extra_commands", {})).items()}
         job_env = _job_env(name, data.get("job_env", ()))
+        environments = check_environments(name, data.get("environments", {}))
         return cls(
             name=name, transport=transport, host=data.get("host"), user=data.get("user"),
             ssh_config=data.get("ssh_config"), readable_roots=tuple(roots),
             work_dir=str(data.get("work_dir", "~/.betty")), extra_commands=extras,
             gss_auth=bool(data.get("gss_auth", False)), env=dict(data.get("env", {})),
             pool_size=int(data.get("pool_size", 4)), job_env=job_env, control_persist=persist,
+            environments=environments,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,6 +104,8 @@ class ClusterProfile:
             data["job_env"] = list(self.job_env)
         if self.control_persist != "30m":
             data["control_persist"] = self.control_persist
+        if self.environments:
+            data["environments"] = {name: dict(entry) for name, entry in self.environments.items()}
         return data
 
     def open_transport(self) -> "Transport":

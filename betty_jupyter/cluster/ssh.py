@@ -233,6 +233,7 @@ class SSHTransport(ShellPool):
             _makedirs(sftp, posixpath.dirname(path))
             temp = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.betty-tmp")
             with sftp.open(temp, "wb") as handle:
+                handle.set_pipelined(True)  # one acknowledgement per write, not per 32 KiB: large uploads at link speed
                 handle.write(data)
             sftp.posix_rename(temp, path)
         return path

@@ -57,6 +57,7 @@ _HELP = """\
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
   %%betty sweep --grid lr=1e-4,3e-4 seed=0,1 [--at-once N]   the cell at every point of a grid: one job array
   sweep SLUG                    a sweep's tasks side by side: states, metrics, plots
+  %%betty run --partition P --time MIN [--gpus N] [--env NAME] [--in x,y] [--out a,b]   the cell's Python as a job
   advise FILE  /  %%betty advise [--partition P] [--nodes N…]   when and where a script would start
   ask "PROMPT"  /  %%betty ask  ask Betty's agent (quote a question: IPython reads a trailing ? as help)
   wiki [search Q | show PAGE]   the project's wiki
@@ -192,6 +193,7 @@ class BettyMagics(Magics):
             "gpu": (self._gpu_parser, self._gpu),
             "submit": (self._submit_parser, self._submit),
             "sweep": (self._sweep_parser, self._sweep),
+            "run": (self._run_parser, self._run_cell),
             "advise": (self._advise_parser, self._advise),
             "ask": (self._ask_parser, self._ask),
             "wiki": (self._wiki_parser, self._wiki),
@@ -503,6 +505,55 @@ class BettyMagics(Magics):
             raise UsageError("%betty sweep SLUG compares a recorded sweep's tasks; %%betty sweep --grid … runs one")
         data = self._read("sweep_compare", {"experiment": experiment}, f"reading sweep {experiment}'s tasks")
         return data if isinstance(data, Call) else SweepView(data)
+
+    @staticmethod
+    def _run_parser() -> MagicParser:
+        parser = _parser("run", "%%betty run: the cell's Python runs on the cluster as a batch job (after your "
+                         "approval), with the variables named by --in; its output, figures and the --out values "
+                         "come back into this notebook (docs/compute.md)")
+        parser.add_argument("--partition", required=True, metavar="P")
+        parser.add_argument("--time", required=True, type=int, metavar="MIN", help="the time limit in minutes")
+        parser.add_argument("--gpus", type=int, default=0, metavar="N")
+        parser.add_argument("--env", metavar="NAME", help="a named environment of the cluster's profile "
+                            "(default: the cluster's python3)")
+        parser.add_argument("--in", dest="inputs", metavar="x,y", help="variables sent with the cell (pickled)")
+        parser.add_argument("--out", dest="outs", metavar="a,b", help="variables that come back once it ends")
+        parser.add_argument("--slug", metavar="S", help="a short name for the experiment")
+        parser.add_argument("--goal", metavar="TEXT", help="what this run is for (recorded on its wiki page)")
+        return parser
+
+    def _run_cell(self, args: argparse.Namespace, cell: str | None) -> Any:
+        # lazy: cloudpickle, the run's widgets and its card; `%load_ext` never needs them
+        from ..cluster.cell_job import stage, variable_names
+        from ..experiments.workspace import Workspace
+        from .backend import find_workspace
+        from .cell_run import CellRun
+        from .widgets.calls import CallView
+        from .widgets.cell_run import CellRunView
+        from .widgets.progress import waiting
+
+        if cell is None or not cell.strip():
+            raise UsageError("%%betty run takes the Python to run as the cell's body (use the cell magic %%betty)")
+        inputs, outs = variable_names(args.inputs, "--in"), variable_names(args.outs, "--out")
+        assert self.shell is not None
+        namespace = self.shell.user_ns  # only the names given with --in are read from it
+        run = stage(Workspace.at(find_workspace(Path.cwd())).state, cell, namespace, inputs)
+        betty = self.connection
+        call = betty.start("cell_run", {"run": run.token, "partition": args.partition, "gpus": args.gpus,
+                                        "time": args.time, "env": args.env, "outs": list(outs), "name": args.slug,
+                                        "goal": args.goal or "a notebook cell run on the cluster"})
+
+        if call.settle(waiting(f"checking the cell run against {self._where()}")):  # tier 2: done at once is refused
+            summary = call.future.result().summary.strip()
+            raise ToolError(summary.splitlines()[0] if summary else "cell_run was refused")
+
+        def poll(token: str, job: str) -> dict[str, Any]:
+            data: dict[str, Any] = self._quiet("cell_run_status", {"run": token, "job_id": job}).data
+            return data
+
+        view = CallView(call, betty.respond, lambda outcome: [CellRunView(handle)], check=betty.repreview)
+        handle = CellRun(call, run, outs, namespace, poll, self._cancel_view, view)
+        return handle
 
     @staticmethod
     def _advise_parser() -> MagicParser:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .advise import ClusterAdvise
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
+from .cell_run import CellRun, CellRunStatus
 from .cluster import ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun, JobLogs
 from .delegate import DelegateTasks
 from .efficiency import ClusterEfficiency
@@ -22,12 +23,12 @@ ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterSweep,
     SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
     ClusterEfficiency, GpuEstimate, GpuAdvise,
-    WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan,
+    WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan, CellRun, CellRunStatus,
 )
 """Every tool class, in the order the system prompt lists them."""
 
 __all__ = [
-    "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
+    "ALL_TOOLS", "CellRun", "CellRunStatus", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
     "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
     "DelegateTasks",
     "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "ProposePlan", "Scratchpad",

@@ -56,6 +56,8 @@ def details_table_html(details: Mapping[str, Any]) -> str:
 def _value_html(key: str, value: Any) -> str:
     if key == "gpu_estimate" and isinstance(value, Mapping):
         return pre_html(render_estimate_record(value))
+    if isinstance(value, str) and "\n" in value:  # a cell's code, a list of lines: shown as its lines
+        return pre_html(value)
     if isinstance(value, Mapping):
         return html_text(", ".join(f"{k}={v}" for k, v in value.items()))
     return html_text(value)

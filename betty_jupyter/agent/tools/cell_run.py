@@ -1,0 +1,146 @@
+"""``cell_run`` and ``cell_run_status``: a notebook cell run as a Slurm job (``%%betty run``), then followed.
+
+The kernel stages the cell and its ``--in`` values in the project (:func:`~...cluster.cell_job.stage`);
+``cell_run`` (tier 2) shows the generated batch script, the cell's code and what crosses the wire,
+and only once approved uploads them into the run's directory and submits the script as an
+experiment. ``cell_run_status`` reads how the job stands and the end of its output, and once it
+has ended brings its result, figures and ``--out`` values back into the project's staging folder.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from ...cluster import cell_transfer
+from ...cluster.cell_job import (
+    RESULT_FILES, CellJob, StagedRun, cell_environment, parse_result, run_dir, run_folder, staged,
+)
+from ...errors import UsageError
+from ...experiments.record import slugify, submit_experiment
+from ..models import Preview, Tier, ToolOutcome
+from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
+from .jobs import ClusterSubmit, SubmitArgs, checked_submission
+
+MAX_MINUTES = 7 * 24 * 60
+
+
+class CellRunArgs(ToolArgs):
+    """A staged cell run and the job it asks for."""
+
+    run: str = Field(pattern=r"^[0-9a-f]{32}$", description="the token of the cell run the notebook staged")
+    partition: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
+    gpus: int = Field(0, ge=0, le=64)
+    time: int = Field(ge=1, le=MAX_MINUTES, description="the job's time limit in minutes")
+    env: str | None = Field(None, max_length=63, description="a named environment of the cluster's profile")
+    outs: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")]] = Field(
+        default_factory=list, max_length=50, description="the variables that come back")
+    goal: str = Field("a notebook cell run on the cluster", min_length=1, max_length=4000)
+    name: str | None = Field(None, max_length=80, description="a short name for the experiment")
+
+
+class CellRun(Tool[CellRunArgs]):
+    """Run a staged notebook cell as a batch job, recorded as an experiment."""
+
+    name = "cell_run"
+    description = ("Run a notebook cell the person staged with %%betty run as a Slurm job: the cell's code and "
+                   "the variables they named are uploaded into the run's directory, a generated batch script runs "
+                   "it in the named environment, and it is recorded as an experiment.")
+    Args = CellRunArgs
+    tier = Tier.ALWAYS_ASK
+
+    async def preview(self, ctx: ToolContext, args: CellRunArgs) -> Preview:
+        """The script exactly as uploaded, the cell's code, what crosses the wire, where it runs; nothing is sent."""
+        run, job = await _planned(ctx, args)
+        script = job.script()
+        submitted = await ClusterSubmit().preview(ctx, _as_submission(args, script))
+        details: dict[str, Any] = {
+            "cell": run.code, "crosses the wire": "\n".join(run.wire_lines()),
+            "runs in": job.environment.describe(), "run directory": job.run_dir,
+            "comes back": ", ".join(args.outs) + " (pickled, into the notebook)" if args.outs else None,
+            **submitted.details,
+        }
+        slug = str(details.get("page", "")).removeprefix("wiki/experiments/").removesuffix(".md")
+        return Preview(kind="script", title=f"run a cell as {slug} on {ctx.profile.name}: {details['resources']}",
+                       text=script, details=details)
+
+    async def run(self, ctx: ToolContext, args: CellRunArgs) -> ToolOutcome:
+        """Check again, upload the cell and its values, submit the script once, record it."""
+        run, job = await _planned(ctx, args)
+        script = job.script()
+        checked_submission(_as_submission(args, script), await ctx.slurm.partitions())
+        await cell_transfer.upload(ctx.slurm.transport, run, job)
+        experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
+                                             name=args.name or job.name)
+        page = f"wiki/{experiment.page}"
+        summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}: a cell run in "
+                   f"{job.run_dir}; page {page}, notebook {experiment.notebook}")
+        data = {"job_id": experiment.job_id, "run": run.token, "run_dir": job.run_dir, "slug": experiment.slug,
+                "page": page, "notebook": experiment.notebook, "cluster": experiment.cluster}
+        return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}", data=data,
+                           artifacts=[page, experiment.notebook])
+
+
+async def _planned(ctx: ToolContext, args: CellRunArgs) -> tuple[StagedRun, CellJob]:
+    """The staged run and its job, the environment checked on the cluster; ToolError in one line otherwise."""
+    try:
+        run = staged(ctx.workspace.state, args.run)
+        environment = cell_environment(ctx.profile.environments, args.env, ctx.profile.name)
+        await cell_transfer.check_environment(ctx.slurm.transport, environment)
+        work = await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir)
+    except UsageError as error:
+        raise ToolError(str(error)) from error
+    name = f"cell-{slugify(args.name)}" if args.name else "cell"  # a job name of letters, digits and dashes only
+    return run, CellJob(run_dir(work, run.token), args.partition, args.time, args.gpus, environment, name,
+                        tuple(args.outs))
+
+
+def _as_submission(args: CellRunArgs, script: str) -> SubmitArgs:
+    return SubmitArgs.model_validate({"script": script, "goal": args.goal, "name": args.name or "cell"})
+
+
+class CellRunStatusArgs(ToolArgs):
+    """One cell run's job."""
+
+    run: str = Field(pattern=r"^[0-9a-f]{32}$", description="the cell run's token")
+    job_id: JobId
+
+
+class CellRunStatus(Tool[CellRunStatusArgs]):
+    """How a cell run's job stands, the end of its output, and once it ended its result."""
+
+    name = "cell_run_status"
+    description = ("Read how a %%betty run cell's job stands and the last lines it printed; once it has ended, "
+                   "bring its result, figures and --out values back into the project.")
+    Args = CellRunStatusArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: CellRunStatusArgs) -> Preview:
+        """What is read, and where what comes back is kept."""
+        where = run_dir(ctx.slurm.work_dir, args.run)
+        return Preview(kind="text", title=f"read cell run job {args.job_id}",
+                       text=f"read job {args.job_id}'s state and the end of cell.out and cell.err in {where}; once "
+                            "it ended, copy result.json, outputs.pkl and its figures into .betty/cell-runs")
+
+    async def run(self, ctx: ToolContext, args: CellRunStatusArgs) -> ToolOutcome:
+        """The job's state and output tails in ``data``; ``result`` names the local folder once it has ended."""
+        try:
+            folder = run_folder(ctx.workspace.state, args.run)
+            if not folder.is_dir():
+                raise UsageError(f"no cell run {args.run} is staged in this project")
+            where = run_dir(await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir), args.run)
+            job = await ctx.slurm.job(args.job_id)
+            out, err = await cell_transfer.tails(ctx.slurm.transport, where)
+            data: dict[str, Any] = {"state": job.state.value, "finished": job.state.finished, "line": job.line(),
+                                    "out": out, "err": err, "result": None}
+            if job.state.finished:
+                back = folder / "back"
+                copied = await cell_transfer.fetch(ctx.slurm.transport, where, RESULT_FILES, back)
+                if "result.json" in copied:
+                    result = parse_result((back / "result.json").read_text(encoding="utf-8"))
+                    await cell_transfer.fetch(ctx.slurm.transport, where, result.figures, back)
+                data["result"] = str(back) if copied else None
+        except UsageError as error:
+            raise ToolError(str(error)) from error
+        return ToolOutcome(summary=job.line(), full=job.line(), data=data)

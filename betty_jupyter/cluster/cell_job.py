@@ -1,0 +1,383 @@
+"""A notebook cell as a batch job (``%%betty run``): what crosses the wire, the job's script, what comes back.
+
+The kernel stages the run in the project (:func:`stage`): the cell's code and the variables the
+person named with ``--in``, pickled with cloudpickle (:func:`pack_inputs`; refused before
+anything is submitted when a value cannot be pickled or the whole is over :data:`MAX_IN_BYTES`),
+with a manifest of names, types and sizes. Once the card is approved the files go into the run's
+own directory on the cluster, ``<work_dir>/runs/cell-<token>/``, beside
+:mod:`.cell_runner`, and :func:`cell_script` is the batch script that runs it there in a named
+environment (:class:`CellEnvironment`) or the cluster's default ``python3``. The runner leaves
+``result.json`` (:func:`parse_result`), ``figure-N.png`` and ``outputs.pkl``
+(:func:`unpack_outputs`, read back into the kernel for the ``--out`` names only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import keyword
+import re
+import shlex
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import ConfigError, UsageError
+
+MAX_IN_BYTES = 256 * 2**20
+"""The most the ``--in`` values of one cell may be, pickled."""
+MAX_OUT_BYTES = 64 * 2**20
+"""The most the ``--out`` values of one cell may be, pickled, to come back into the kernel."""
+MAX_FIGURE_BYTES = 16 * 2**20
+"""The most one figure may be to come back into the cell."""
+MAX_CODE_CHARS = 100_000
+RUNNER = "cell_runner.py"
+"""The runner's file name in the run's directory."""
+RESULT_FILES = ("result.json", "outputs.pkl")
+
+_TOKEN = re.compile(r"^[0-9a-f]{32}$")
+_ENV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_ENV_KEYS = {"modules", "venv", "conda", "container"}
+_MODULE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+/@-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """One ``--in`` value as it crosses the wire: its name, its type, its pickled size."""
+
+    name: str
+    type: str
+    bytes: int
+
+    def line(self) -> str:
+        """``x: numpy.ndarray, 7.6 MiB``."""
+        return f"{self.name}: {self.type}, {human_bytes(self.bytes)}"
+
+
+def human_bytes(size: int) -> str:
+    """``1.5 KiB``, ``7.6 MiB``; bytes below 1 KiB as they are."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"
+
+
+def variable_names(text: str | None, option: str) -> tuple[str, ...]:
+    """``"x,y"`` → ``("x", "y")``; a one-line UsageError for anything that is not a Python variable's name."""
+    if not text:
+        return ()
+    names = tuple(word.strip() for word in text.split(","))
+    for name in names:
+        if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
+            raise UsageError(f"{option}: {name[:60]!r} is not a variable's name; list names with commas: "
+                             f"{option} x,y")
+    if len(set(names)) != len(names):
+        raise UsageError(f"{option} names a variable twice")
+    return names
+
+
+def pack_inputs(namespace: Mapping[str, Any], names: Sequence[str]) -> tuple[bytes, list[Crossing]]:
+    """The named variables pickled together, and what crosses; only ``names`` are ever read from ``namespace``.
+
+    A one-line :class:`UsageError` naming the variable when it is not defined or cannot be pickled,
+    or when the whole is over :data:`MAX_IN_BYTES`.
+    """
+    import cloudpickle  # lazy: only a cell run with --in values pickles anything
+
+    if not names:
+        return b"", []
+    crossings, values = [], {}
+    for name in names:
+        if name not in namespace:
+            raise UsageError(f"--in {name}: there is no variable {name} in this notebook; nothing was submitted")
+        value = namespace[name]
+        try:
+            size = len(cloudpickle.dumps(value))
+        except Exception as error:  # whatever pickling raises, it is this variable's problem, said in one line
+            reason = str(error).splitlines()[0][:160] if str(error) else type(error).__name__
+            raise UsageError(f"--in {name}: a {type_name(value)} cannot be pickled ({reason}); nothing was "
+                             "submitted: pass what it is made from instead, and rebuild it in the cell") from None
+        crossings.append(Crossing(name, type_name(value), size))
+        values[name] = value
+    data: bytes = cloudpickle.dumps(values)
+    if len(data) > MAX_IN_BYTES:
+        raise UsageError(f"--in: {', '.join(names)} are {human_bytes(len(data))} pickled, more than the "
+                         f"{human_bytes(MAX_IN_BYTES)} a cell sends; nothing was submitted: put large data on the "
+                         "cluster and pass its path")
+    return data, crossings
+
+
+def unpack_outputs(data: bytes) -> dict[str, Any]:
+    """The ``--out`` values from ``outputs.pkl`` (each pickled on its own by the runner)."""
+    import cloudpickle  # lazy: only a cell run with --out values unpickles anything
+
+    pickled = cloudpickle.loads(data)
+    return {str(name): cloudpickle.loads(value) for name, value in dict(pickled).items()}
+
+
+def type_name(value: object) -> str:
+    """``int``, ``numpy.ndarray``: the value's type as a person reads it."""
+    kind = type(value)
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+# ----- the staged run, in the project ---------------------------------------------------------
+@dataclass(frozen=True)
+class StagedRun:
+    """A cell's run as the kernel left it in the project: what will cross the wire once approved."""
+
+    token: str
+    folder: Path
+    code: str
+    crossings: tuple[Crossing, ...]
+    inputs_sha256: str
+    """The digest of ``inputs.pkl`` (of nothing, without ``--in``); the card names it and the upload checks it."""
+
+    @property
+    def inputs(self) -> bytes:
+        """The pickled ``--in`` values (``b""`` without any)."""
+        path = self.folder / "inputs.pkl"
+        return path.read_bytes() if path.exists() else b""
+
+    def wire_lines(self) -> list[str]:
+        """What crosses the wire, one line each: the cell's code, then each ``--in`` value."""
+        lines = [f"cell.py: the cell's code, {len(self.code.splitlines())} lines"]
+        lines += [f"{crossing.line()} (in inputs.pkl)" for crossing in self.crossings]
+        return lines
+
+
+def runs_folder(state: Path) -> Path:
+    """Where the kernel stages its cell runs and keeps what comes back: ``.betty/cell-runs``."""
+    return state / "cell-runs"
+
+
+def stage(state: Path, code: str, namespace: Mapping[str, Any], names: Sequence[str]) -> StagedRun:
+    """Pickle the ``--in`` values and write the run's files in the project; nothing leaves this machine here."""
+    if len(code) > MAX_CODE_CHARS:
+        raise UsageError(f"the cell is {len(code)} characters, more than the {MAX_CODE_CHARS} a cell run sends; "
+                         "put the code in a module on the cluster and import it")
+    data, crossings = pack_inputs(namespace, names)
+    token = uuid.uuid4().hex
+    folder = runs_folder(state) / token
+    folder.mkdir(parents=True)
+    (folder / "cell.py").write_text(code, encoding="utf-8")
+    if data:
+        (folder / "inputs.pkl").write_bytes(data)
+    manifest = {"inputs": [[c.name, c.type, c.bytes] for c in crossings], "sha256": hashlib.sha256(data).hexdigest()}
+    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return staged(state, token)
+
+
+def run_folder(state: Path, token: str) -> Path:
+    """Where the run staged under ``token`` is kept in the project; a one-line UsageError for a malformed token."""
+    if not _TOKEN.fullmatch(token):
+        raise UsageError(f"{token[:40]!r} is not a staged cell run (32 hexadecimal digits)")
+    return runs_folder(state) / token
+
+
+def staged(state: Path, token: str) -> StagedRun:
+    """The run staged under ``token``; a one-line UsageError when there is none (or its files changed)."""
+    folder = run_folder(state, token)
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        code = (folder / "cell.py").read_text(encoding="utf-8")
+    except (OSError, ValueError) as error:
+        raise UsageError(f"no cell run {token} is staged in this project ({error.__class__.__name__}); run the "
+                         "cell again") from None
+    run = StagedRun(token, folder, code, tuple(Crossing(*item) for item in manifest["inputs"]), manifest["sha256"])
+    if hashlib.sha256(run.inputs).hexdigest() != run.inputs_sha256:
+        raise UsageError(f"the --in values of cell run {token} changed after they were staged; run the cell again")
+    return run
+
+
+# ----- the environment it runs in ----------------------------------------------------------------
+@dataclass(frozen=True)
+class CellEnvironment:
+    """Where a cell's code runs on the node: a profile's named environment, or the cluster's ``python3``.
+
+    In the profile, ``environments`` maps a name to any of ``modules`` (loaded with ``module load``),
+    ``venv`` or ``conda`` (an environment's directory: its ``bin/python3`` runs the cell) and
+    ``container`` (an Apptainer/Singularity image the cell runs in).
+    """
+
+    name: str | None = None
+    modules: tuple[str, ...] = ()
+    prefix: str | None = None
+    """A venv's or conda environment's directory."""
+    container: str | None = None
+
+    @classmethod
+    def parse(cls, name: str, data: Mapping[str, Any]) -> "CellEnvironment":
+        """One profile entry, checked; a :class:`ConfigError` naming what is wrong."""
+        where = f"environment {name!r}"
+        if not _ENV_NAME.fullmatch(name):
+            raise ConfigError(f"{where}: a name is letters, digits, . _ -")
+        if not isinstance(data, Mapping) or not data or set(data) - _ENV_KEYS:
+            raise ConfigError(f"{where} takes modules, venv, conda or container")
+        modules = data.get("modules", [])
+        if isinstance(modules, str) or not all(isinstance(m, str) and _MODULE.fullmatch(m) for m in modules):
+            raise ConfigError(f"{where}: modules is a list of module names like cuda/12.1")
+        if data.get("venv") and data.get("conda"):
+            raise ConfigError(f"{where}: give venv or conda, not both")
+        prefix = data.get("venv") or data.get("conda")
+        container = data.get("container")
+        for path in (prefix, container):
+            if path is not None and (not isinstance(path, str) or not path.startswith(("/", "~/", "$HOME/"))):
+                raise ConfigError(f"{where}: {path!r} must be an absolute path (or start with ~/)")
+        if prefix and container:
+            raise ConfigError(f"{where}: the container brings its own python3; give a venv or a container, not both")
+        return cls(name, tuple(modules), prefix, container)
+
+    def setup_lines(self) -> list[str]:
+        """The script's lines that prepare the environment before the runner starts."""
+        lines = [f"module load {shlex.join(self.modules)}"] if self.modules else []
+        if self.container:
+            lines.append('runtime="$(command -v apptainer || command -v singularity)"')
+        return lines
+
+    def command(self, gpus: int) -> str:
+        """The line that runs the runner with the environment's ``python3`` (a container's with ``--nv`` for GPUs)."""
+        if self.container:
+            python = f'"$runtime" exec{" --nv" if gpus else ""} {_shell_path(self.container)} python3'
+        elif self.prefix:
+            python = f"{_shell_path(self.prefix.rstrip('/'))}/bin/python3"
+        else:
+            python = "python3"
+        return f"exec {python} -u {RUNNER}"
+
+    def checks(self) -> list[tuple[list[str], str]]:
+        """Commands that succeed on the cluster when the environment is there, each with what it means if not."""
+        where = f"environment {self.name}"
+        found: list[tuple[list[str], str]] = []
+        if self.modules:
+            found.append((["bash", "-lc", f"module is-avail {shlex.join(self.modules)}"],
+                          f"{where}: module {' '.join(self.modules)} is not available on the cluster"))
+        if self.prefix:
+            python = f"{self.prefix.rstrip('/')}/bin/python3"
+            found.append((["sh", "-c", f'test -x {_shell_path(python)}'], f"{where}: there is no {python} on the "
+                                                                           "cluster"))
+        if self.container:
+            found.append((["sh", "-c", f"test -r {_shell_path(self.container)}"],
+                          f"{where}: there is no container image {self.container} on the cluster"))
+            found.append((["sh", "-c", "command -v apptainer || command -v singularity"],
+                          f"{where}: the cluster has neither apptainer nor singularity to run {self.container}"))
+        return found
+
+    def describe(self) -> str:
+        """The environment in one line, for the card."""
+        if self.name is None:
+            return "the cluster's default python3 (no --env: the python3 on the job's PATH)"
+        parts = [f"module load {' '.join(self.modules)}"] if self.modules else []
+        if self.prefix:
+            parts.append(f"{self.prefix.rstrip('/')}/bin/python3")
+        if self.container:
+            parts.append(f"python3 in the container {self.container}")
+        return f"{self.name}: " + "; ".join(parts)
+
+
+def cell_environment(environments: Mapping[str, Mapping[str, Any]], name: str | None, cluster: str) -> CellEnvironment:
+    """The environment called ``name`` in the profile (the default ``python3`` for None); UsageError when unknown."""
+    if name is None:
+        return CellEnvironment()
+    if name not in environments:
+        known = ", ".join(sorted(environments)) or "none"
+        raise UsageError(f"--env {name}: cluster {cluster} has no such environment (configured: {known}); add it "
+                         "under the profile's environments")
+    return CellEnvironment.parse(name, environments[name])
+
+
+def check_environments(profile: str, data: object) -> dict[str, dict[str, Any]]:
+    """A profile's ``environments`` checked; a ConfigError naming the profile and the problem."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"cluster profile {profile!r}: environments maps names to modules/venv/conda/container")
+    for name, entry in data.items():
+        try:
+            CellEnvironment.parse(str(name), entry)
+        except ConfigError as error:
+            raise ConfigError(f"cluster profile {profile!r}: {error}") from None
+    return {str(name): dict(entry) for name, entry in data.items()}
+
+
+def _shell_path(path: str) -> str:
+    """A path for the script: quoted, with a leading ``~/`` or ``$HOME/`` left for the shell to expand."""
+    for home in ("~/", "$HOME/"):
+        if path.startswith(home):
+            return '"$HOME"/' + shlex.quote(path[len(home):])
+    return shlex.quote(path)
+
+
+# ----- the job ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellJob:
+    """Everything the batch script of one cell run says."""
+
+    run_dir: str
+    """The run's directory on the cluster, absolute."""
+    partition: str
+    minutes: int
+    gpus: int = 0
+    environment: CellEnvironment = field(default_factory=CellEnvironment)
+    name: str = "cell"
+    outs: tuple[str, ...] = ()
+
+    def script(self) -> str:
+        """The batch script, exactly as it is uploaded and shown on the card."""
+        lines = ["#!/bin/bash", f"#SBATCH --job-name={self.name}", f"#SBATCH --partition={self.partition}",
+                 f"#SBATCH --time={self.minutes}"]
+        if self.gpus:
+            lines.append(f"#SBATCH --gpus={self.gpus}")
+        lines += [f"#SBATCH --chdir={self.run_dir}", f"#SBATCH --output={self.run_dir}/cell.out",
+                  f"#SBATCH --error={self.run_dir}/cell.err",
+                  "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;",
+                  f"# {RUNNER} runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.",
+                  *self.environment.setup_lines(), "export MPLBACKEND=Agg",
+                  self.environment.command(self.gpus)]
+        return "\n".join(lines) + "\n"
+
+    def settings(self) -> bytes:
+        """``run.json``: what the runner needs besides the cell."""
+        return json.dumps({"outs": list(self.outs), "max_out_bytes": MAX_OUT_BYTES}).encode()
+
+
+def run_dir(work_dir: str, token: str) -> str:
+    """The run's directory under ``work_dir`` (absolute)."""
+    return f"{work_dir.rstrip('/')}/runs/cell-{token}"
+
+
+def runner_source() -> bytes:
+    """The runner program, as uploaded."""
+    return (Path(__file__).with_name(RUNNER)).read_bytes()
+
+
+# ----- what comes back -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CellResult:
+    """What the runner said of the cell once it ended (``result.json``)."""
+
+    ok: bool
+    error: str | None
+    """The cell's traceback, when it raised (untrusted text: render it escaped)."""
+    figures: tuple[str, ...]
+    outs: dict[str, dict[str, Any]]
+    problems: tuple[str, ...]
+
+
+_FIGURE = re.compile(r"^figure-[0-9]{1,4}\.png$")
+
+
+def parse_result(text: str) -> CellResult:
+    """``result.json`` read strictly: a runner's file, but from the cluster, so nothing in it is trusted."""
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise UsageError(f"the run's result.json is not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise UsageError("the run's result.json is not a JSON object")
+    figures = [name for name in data.get("figures", []) if isinstance(name, str) and _FIGURE.fullmatch(name)]
+    outs = {str(k): dict(v) for k, v in dict(data.get("outs") or {}).items() if isinstance(v, dict)}
+    failure = data.get("error")
+    return CellResult(ok=bool(data.get("ok")), error=str(failure) if failure else None, figures=tuple(figures),
+                      outs=outs, problems=tuple(str(p) for p in data.get("problems", [])))
