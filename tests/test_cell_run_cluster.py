@@ -121,6 +121,7 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
     assert uploaded.stdout.split() == ["cell.err", "cell.out", "cell.py", "cell_runner.py", "figure-1.png",
                                        "inputs.pkl", "outputs.pkl", "result.json", "run.json",
                                        f"{run_dir}/inputs.pkl:0", f"{run_dir}/cell.py:0"], uploaded.stdout
+    assert ssh(dev_cluster, f"stat -c %a {run_dir}").stdout.strip() == "700", "the run's values are the person's alone"
     # It is an experiment like any other submission: page, notebook and a line in the action log.
     [record] = [r for r in ActionLog(project["root"]).read() if r.tool == "cell_run" and f"-{slug}:" in r.summary]
     assert record.decision == "approved" and record.ok

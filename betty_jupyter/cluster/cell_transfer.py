@@ -43,7 +43,14 @@ async def check_environment(transport: Transport, environment: CellEnvironment) 
 
 
 async def upload(transport: Transport, run: StagedRun, job: CellJob) -> None:
-    """Put the cell, its ``--in`` values, its settings and the runner into the run's directory."""
+    """Put the cell, its ``--in`` values, its settings and the runner into the run's directory.
+
+    The directory is made first, readable by its owner alone: the values a person sends are theirs,
+    whatever the umask of a shared cluster's home directories lets others read.
+    """
+    made = await transport.run(["mkdir", "-p", "-m", "700", "--", job.run_dir], timeout=30)
+    if not made.ok:
+        raise TransportError(f"could not make the run's directory {job.run_dir}: {made.stderr.strip()[:200]}")
     files: list[tuple[str, bytes]] = [("cell.py", run.code.encode()), ("run.json", job.settings()),
                                       (RUNNER, runner_source())]
     inputs = run.inputs
