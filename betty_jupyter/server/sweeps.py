@@ -47,9 +47,9 @@ def comparison_json(tracked: "Tracked", outcome: "ToolOutcome") -> "SweepCompari
         return answer
     comparison = Comparison.from_json(outcome.data)
     header, rows = comparison_rows(comparison)
-    answer.update(header=header, rows=rows, states=[task.state for task in comparison.tasks],
-                  failed=comparison.failed(),
-                  charts=[{"metric": c.metric, "parameter": c.parameter, "svg": c.svg} for c in sweep_charts(comparison)])
+    answer["header"], answer["rows"] = header, rows
+    answer["states"], answer["failed"] = [task.state for task in comparison.tasks], comparison.failed()
+    answer["charts"] = [{"metric": c.metric, "parameter": c.parameter, "svg": c.svg} for c in sweep_charts(comparison)]
     return answer
 
 

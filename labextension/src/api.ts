@@ -1,9 +1,9 @@
 /**
  * Typed calls of Betty's REST API (`docs/server-api.md`); each goes through `requestAPI`.
  */
-import { ServerConnection } from "@jupyterlab/services";
+import { ServerConnection } from '@jupyterlab/services';
 
-import { PersonDecision } from "./events";
+import { PersonDecision } from './events';
 import {
   IApprovals,
   IAskAnswer,
@@ -32,14 +32,14 @@ import {
   IStartEstimate,
   ISweepComparison,
   ISweeps,
-  Mode,
-} from "./models";
-import { requestAPI } from "./request";
+  Mode
+} from './models';
+import { requestAPI } from './request';
 
 /** One job's shape as the GPU tab asks about it (arguments of `gpu_estimate`). */
 export interface IGpuJob {
   model: string;
-  method: "inference" | "full" | "lora" | "qlora";
+  method: 'inference' | 'full' | 'lora' | 'qlora';
   batch_size: number;
   seq_len: number;
   gpus: number;
@@ -50,13 +50,11 @@ export interface IGpuJob {
 /** Betty's server extension, as the side panel calls it. */
 export class BettyAPI {
   /** `settings` default to the page's own Jupyter server. */
-  constructor(
-    readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings(),
-  ) {}
+  constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
 
   /** The configured clusters. */
   clusters(): Promise<IClusters> {
-    return this.get("clusters");
+    return this.get('clusters');
   }
 
   /** Whether Betty can use `cluster` now (reached, host key known, Slurm answers), and if not why. */
@@ -71,7 +69,7 @@ export class BettyAPI {
 
   /** A new session, or the kept one `request.session_id` resumed. */
   openSession(request: ISessionRequest): Promise<ISession> {
-    return this.send("sessions", "POST", request);
+    return this.send('sessions', 'POST', request);
   }
 
   /** One open session. */
@@ -81,25 +79,17 @@ export class BettyAPI {
 
   /** Switch the session's agent between off, propose, confirm and auto. */
   setMode(sessionId: string, mode: Mode): Promise<ISession> {
-    return this.send(`sessions/${encodeURIComponent(sessionId)}/mode`, "PUT", {
-      mode,
-    });
+    return this.send(`sessions/${encodeURIComponent(sessionId)}/mode`, 'PUT', { mode });
   }
 
   /** Start the agent on `prompt` (when the socket is down). */
   ask(sessionId: string, prompt: string): Promise<IAskAnswer> {
-    return this.send(`sessions/${encodeURIComponent(sessionId)}/ask`, "POST", {
-      prompt,
-    });
+    return this.send(`sessions/${encodeURIComponent(sessionId)}/ask`, 'POST', { prompt });
   }
 
   /** Stop the agent's turn; the session's open approvals are cancelled. */
   stop(sessionId: string): Promise<{ stopped: boolean }> {
-    return this.send(
-      `sessions/${encodeURIComponent(sessionId)}/stop`,
-      "POST",
-      {},
-    );
+    return this.send(`sessions/${encodeURIComponent(sessionId)}/stop`, 'POST', {});
   }
 
   /** The approvals of the session open now. */
@@ -109,41 +99,30 @@ export class BettyAPI {
 
   /** Every approval waiting for a person now, of every session, each with its session and task. */
   waitingApprovals(): Promise<IApprovals> {
-    return this.get("approvals");
+    return this.get('approvals');
   }
 
   /** Answer an approval as the side panel (the action log names it so); `args` only with `edited`. */
   decide(
     approvalId: string,
     decision: PersonDecision,
-    args?: Record<string, unknown>,
+    args?: Record<string, unknown>
   ): Promise<IResolution> {
     const body: IDecisionRequest = {
       decision,
-      face: "side panel",
-      ...(decision === "edited" ? { args } : {}),
+      face: 'side panel',
+      ...(decision === 'edited' ? { args } : {})
     };
-    return this.send(
-      `approvals/${encodeURIComponent(approvalId)}`,
-      "POST",
-      body,
-    );
+    return this.send(`approvals/${encodeURIComponent(approvalId)}`, 'POST', body);
   }
 
   /**
    * A person's edit of open card `approvalId`, checked by the same code as the model's call and
    * previewed again; nothing runs. Rejects with the one-line reason when the edit is refused.
    */
-  repreview(
-    approvalId: string,
-    args: Record<string, unknown>,
-  ): Promise<IEditPreview> {
+  repreview(approvalId: string, args: Record<string, unknown>): Promise<IEditPreview> {
     const body: IEditRequest = { args };
-    return this.send(
-      `approvals/${encodeURIComponent(approvalId)}/preview`,
-      "POST",
-      body,
-    );
+    return this.send(`approvals/${encodeURIComponent(approvalId)}/preview`, 'POST', body);
   }
 
   /**
@@ -156,24 +135,17 @@ export class BettyAPI {
 
   /** What the clusters' login nodes ask now (a second factor), oldest first. */
   loginQuestions(): Promise<ILoginQuestions> {
-    return this.get("login-questions");
+    return this.get('login-questions');
   }
 
   /** Hand `answer` to the login waiting on question `id`; a 404 when none waits on it any more. */
-  answerLoginQuestion(
-    id: string,
-    answer: string,
-  ): Promise<{ answered: boolean }> {
-    return this.send(loginQuestionPath(id), "POST", { answer });
+  answerLoginQuestion(id: string, answer: string): Promise<{ answered: boolean }> {
+    return this.send(loginQuestionPath(id), 'POST', { answer });
   }
 
   /** Nobody will answer question `id`: its login fails with one line. */
   cancelLoginQuestion(id: string): Promise<{ cancelled: boolean }> {
-    return requestAPI(
-      loginQuestionPath(id),
-      { method: "DELETE" },
-      this.settings,
-    );
+    return requestAPI(loginQuestionPath(id), { method: 'DELETE' }, this.settings);
   }
 
   /** The person's own jobs in the queue of `cluster`. */
@@ -182,15 +154,11 @@ export class BettyAPI {
   }
 
   /** Ask to cancel a job of `cluster` in `sessionId`: its approval card arrives as an event there. */
-  cancelJob(
-    jobId: string,
-    sessionId: string,
-    cluster: string,
-  ): Promise<ICallStarted> {
-    return this.send(`jobs/${encodeURIComponent(jobId)}/cancel`, "POST", {
+  cancelJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
+    return this.send(`jobs/${encodeURIComponent(jobId)}/cancel`, 'POST', {
       session_id: sessionId,
       cluster,
-      face: "side panel",
+      face: 'side panel'
     });
   }
 
@@ -198,28 +166,18 @@ export class BettyAPI {
    * Resubmit a job Betty recorded on `cluster`: a `cluster_submit` card with its script arrives
    * as an event in `sessionId`; nothing is submitted until a person approves it.
    */
-  resubmitJob(
-    jobId: string,
-    sessionId: string,
-    cluster: string,
-  ): Promise<ICallStarted> {
+  resubmitJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
     const body: IResubmitRequest = {
       session_id: sessionId,
       cluster,
-      face: "side panel",
+      face: 'side panel'
     };
-    return this.send(
-      `jobs/${encodeURIComponent(jobId)}/resubmit`,
-      "POST",
-      body,
-    );
+    return this.send(`jobs/${encodeURIComponent(jobId)}/resubmit`, 'POST', body);
   }
 
   /** Why the person's pending job `jobId` on `cluster` waits (`cluster_why`'s outcome: its data holds the lines). */
   whyPending(cluster: string, jobId: string): Promise<IOutcome> {
-    return this.get(
-      `clusters/${encodeURIComponent(cluster)}/jobs/${encodeURIComponent(jobId)}/why`,
-    );
+    return this.get(`clusters/${encodeURIComponent(cluster)}/jobs/${encodeURIComponent(jobId)}/why`);
   }
 
   /** The partitions of `cluster` (`cluster_partitions`'s outcome: a table). */
@@ -230,36 +188,34 @@ export class BettyAPI {
   /** The person's jobs of `cluster` in accounting since `since` (`now-7days`), finished ones included. */
   history(cluster: string, since: string): Promise<IOutcome> {
     return this.get(
-      `jobs/history?cluster=${encodeURIComponent(cluster)}&since=${encodeURIComponent(since)}`,
+      `jobs/history?cluster=${encodeURIComponent(cluster)}&since=${encodeURIComponent(since)}`
     );
   }
 
   /** What the finished jobs `jobIds` of `cluster` used of what they asked for (`cluster_efficiency`: one sacct). */
   efficiency(cluster: string, jobIds: string[]): Promise<IOutcome> {
-    const ids = jobIds.map(encodeURIComponent).join(",");
-    return this.get(
-      `jobs/efficiency?cluster=${encodeURIComponent(cluster)}&ids=${ids}`,
-    );
+    const ids = jobIds.map(encodeURIComponent).join(',');
+    return this.get(`jobs/efficiency?cluster=${encodeURIComponent(cluster)}&ids=${ids}`);
   }
 
   /** The built-in model catalog of the GPU estimate. */
   gpuModels(): Promise<{ models: { name: string }[] }> {
-    return this.get("gpu/models");
+    return this.get('gpu/models');
   }
 
   /** Peak GPU memory of one job (`gpu_estimate`); with `trace`, the real step traced on meta tensors too. */
   gpuEstimate(args: IGpuJob): Promise<IOutcome> {
-    return this.send("gpu/estimate", "POST", args);
+    return this.send('gpu/estimate', 'POST', args);
   }
 
   /** The experiments recorded in the workspace, with their jobs' states. */
   experiments(): Promise<IExperiments> {
-    return this.get("experiments");
+    return this.get('experiments');
   }
 
   /** Every recorded sweep, oldest first. */
   sweeps(): Promise<ISweeps> {
-    return this.get("sweeps");
+    return this.get('sweeps');
   }
 
   /** One sweep's comparison (`sweep_compare`): its table as text and its pictures. */
@@ -271,37 +227,23 @@ export class BettyAPI {
    * Start `tool` with `args` in session `sessionId` as the person's own call from the panel,
    * without waiting: a tier-2 tool's card arrives as an event and waits for approval there.
    */
-  startCall(
-    sessionId: string,
-    tool: string,
-    args: Record<string, unknown>,
-  ): Promise<ICallStarted> {
-    return this.send(
-      `sessions/${encodeURIComponent(sessionId)}/tools/${encodeURIComponent(tool)}`,
-      "POST",
-      {
-        args,
-        wait: false,
-        face: "side panel",
-      },
-    );
+  startCall(sessionId: string, tool: string, args: Record<string, unknown>): Promise<ICallStarted> {
+    const path = `sessions/${encodeURIComponent(sessionId)}/tools/${encodeURIComponent(tool)}`;
+    return this.send(path, 'POST', { args, wait: false, face: 'side panel' });
   }
 
   /**
    * Say which notebooks this JupyterLab page (`holder`) has open now, so Betty leaves their
    * files alone; the answer has the status line of each that is an experiment's.
    */
-  openNotebooks(
-    holder: string,
-    notebooks: string[],
-  ): Promise<INotebookStatuses> {
+  openNotebooks(holder: string, notebooks: string[]): Promise<INotebookStatuses> {
     const body: IOpenNotebooksRequest = { holder, notebooks };
-    return this.send("notebooks/open", "PUT", body);
+    return this.send('notebooks/open', 'PUT', body);
   }
 
   /** Every automation, oldest first. */
   automations(): Promise<IAutomations> {
-    return this.get("automations");
+    return this.get('automations');
   }
 
   /** The newest `limit` runs of an automation, with what each used. */
@@ -310,45 +252,36 @@ export class BettyAPI {
   }
 
   /** One run of an automation and its transcript (its session's events, every attempt). */
-  automationRun(
-    automationId: string,
-    runId: string,
-  ): Promise<IAutomationRunTranscript> {
-    return this.get(
-      `${automationPath(automationId)}/runs/${encodeURIComponent(runId)}`,
-    );
+  automationRun(automationId: string, runId: string): Promise<IAutomationRunTranscript> {
+    return this.get(`${automationPath(automationId)}/runs/${encodeURIComponent(runId)}`);
   }
 
   /** Hold an automation: triggers stop firing, a running run waits before its next tool call. */
   pauseAutomation(automationId: string): Promise<IAutomation> {
-    return this.send(`${automationPath(automationId)}/pause`, "POST", {});
+    return this.send(`${automationPath(automationId)}/pause`, 'POST', {});
   }
 
   /** Let a paused or error-suspended automation work again. */
   resumeAutomation(automationId: string): Promise<IAutomation> {
-    return this.send(`${automationPath(automationId)}/resume`, "POST", {});
+    return this.send(`${automationPath(automationId)}/resume`, 'POST', {});
   }
 
   /** Queue a run of an automation now. */
   runAutomation(automationId: string): Promise<IRunQueued> {
-    return this.send(`${automationPath(automationId)}/run`, "POST", {});
+    return this.send(`${automationPath(automationId)}/run`, 'POST', {});
   }
 
   /** The kill switch: queued runs end at once, the running one within the step it is in. */
   killAutomation(automationId: string): Promise<IKilledRuns> {
-    return this.send(`${automationPath(automationId)}/kill`, "POST", {});
+    return this.send(`${automationPath(automationId)}/kill`, 'POST', {});
   }
 
   private get<T>(endpoint: string): Promise<T> {
-    return requestAPI<T>(endpoint, { method: "GET" }, this.settings);
+    return requestAPI<T>(endpoint, { method: 'GET' }, this.settings);
   }
 
   private send<T>(endpoint: string, method: string, body: unknown): Promise<T> {
-    return requestAPI<T>(
-      endpoint,
-      { method, body: JSON.stringify(body) },
-      this.settings,
-    );
+    return requestAPI<T>(endpoint, { method, body: JSON.stringify(body) }, this.settings);
   }
 }
 

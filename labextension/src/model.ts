@@ -3,11 +3,11 @@
  * socket, the transcript the events build, and the person's actions. The React views
  * render it and call its methods; they hold no state of their own that matters.
  */
-import { ISignal, Signal } from "@lumino/signaling";
+import { ISignal, Signal } from '@lumino/signaling';
 
-import { BettyAPI } from "./api";
-import { isServerError } from "./contract/checks";
-import { IJobUpdateInfo, jobEnded, parseEvent, PersonDecision } from "./events";
+import { BettyAPI } from './api';
+import { isServerError } from './contract/checks';
+import { IJobUpdateInfo, jobEnded, parseEvent, PersonDecision } from './events';
 import {
   addNote,
   emptyTranscript,
@@ -15,21 +15,15 @@ import {
   markDisconnected,
   reduce,
   restartStream,
-  reviveApprovals,
-} from "./transcript";
-import { LoginQuestions } from "./logins";
-import { WaitingApprovals } from "./waiting";
-import { ICluster, ISession, Mode, MODES, SocketMessage } from "./models";
-import {
-  ChatSocket,
-  chatSocketUrl,
-  IChatSocketOptions,
-  SocketStatus,
-} from "./socket";
+  reviveApprovals
+} from './transcript';
+import { LoginQuestions } from './logins';
+import { WaitingApprovals } from './waiting';
+import { ICluster, ISession, Mode, MODES, SocketMessage } from './models';
+import { ChatSocket, chatSocketUrl, IChatSocketOptions, SocketStatus } from './socket';
 
 /** The panel's tabs. */
-export type Tab =
-  "chat" | "jobs" | "cluster" | "experiments" | "automations" | "gpu";
+export type Tab = 'chat' | 'jobs' | 'cluster' | 'experiments' | 'automations' | 'gpu';
 
 /** The settings of the front-end (`schema/plugin.json`). */
 export interface IPanelSettings {
@@ -40,22 +34,17 @@ export interface IPanelSettings {
 }
 
 /** The defaults of {@link IPanelSettings}, as in `schema/plugin.json`. */
-export const DEFAULT_SETTINGS: IPanelSettings = {
-  jobsRefreshSeconds: 15,
-  defaultMode: "confirm",
-};
+export const DEFAULT_SETTINGS: IPanelSettings = { jobsRefreshSeconds: 15, defaultMode: 'confirm' };
 
 /** The panel's settings from the settings registry's composite (odd values are left out). */
-export function panelSettings(
-  composite: Record<string, unknown>,
-): Partial<IPanelSettings> {
+export function panelSettings(composite: Record<string, unknown>): Partial<IPanelSettings> {
   const settings: Partial<IPanelSettings> = {};
   const seconds = composite.jobsRefreshSeconds;
-  if (typeof seconds === "number" && seconds >= 5) {
+  if (typeof seconds === 'number' && seconds >= 5) {
     settings.jobsRefreshSeconds = seconds;
   }
   const mode = composite.defaultMode;
-  if (typeof mode === "string" && (MODES as readonly string[]).includes(mode)) {
+  if (typeof mode === 'string' && (MODES as readonly string[]).includes(mode)) {
     settings.defaultMode = mode as Mode;
   }
   return settings;
@@ -85,11 +74,11 @@ export class BettyModel {
   /** The chat transcript the session's events built. */
   transcript: ITranscript = emptyTranscript();
   /** The chat socket's state. */
-  status: SocketStatus = "closed";
+  status: SocketStatus = 'closed';
   /** A problem the whole panel shows (no server extension, no cluster). */
   error: string | null = null;
   /** The tab on screen. */
-  tab: Tab = "chat";
+  tab: Tab = 'chat';
   /** Whether the panel itself is on screen. */
   visible = false;
   settings: IPanelSettings;
@@ -112,8 +101,7 @@ export class BettyModel {
   constructor(options: IBettyModelOptions) {
     this._api = options.api;
     this.settings = { ...DEFAULT_SETTINGS, ...options.settings };
-    this._makeSocket =
-      options.socket ?? ((socketOptions) => new ChatSocket(socketOptions));
+    this._makeSocket = options.socket ?? (socketOptions => new ChatSocket(socketOptions));
     this.logins = new LoginQuestions(options.api);
     this.waiting = new WaitingApprovals(options.api);
   }
@@ -143,26 +131,20 @@ export class BettyModel {
     try {
       this.clusters = (await this._api.clusters()).clusters;
     } catch (error) {
-      this._fail(
-        `Betty's server extension did not answer: ${(error as Error).message}`,
-      );
+      this._fail(`Betty's server extension did not answer: ${(error as Error).message}`);
       return;
     }
-    const known = (name: string | undefined) =>
-      this.clusters.some((c) => c.name === name);
+    const known = (name: string | undefined) => this.clusters.some(c => c.name === name);
     const cluster = known(saved?.cluster)
       ? saved!.cluster
-      : (this.clusters.find((c) => c.default) ?? this.clusters[0])?.name;
+      : (this.clusters.find(c => c.default) ?? this.clusters[0])?.name;
     if (cluster === undefined) {
       this._fail(
-        "No cluster is configured yet: add one with `betty cluster add NAME --host ALIAS`.",
+        'No cluster is configured yet: add one with `betty cluster add NAME --host ALIAS`.'
       );
       return;
     }
-    await this._open(
-      cluster,
-      saved?.cluster === cluster ? saved.session_id : undefined,
-    );
+    await this._open(cluster, saved?.cluster === cluster ? saved.session_id : undefined);
   }
 
   /** Start a new chat on `cluster`. */
@@ -197,10 +179,10 @@ export class BettyModel {
   async ask(prompt: string): Promise<void> {
     const session = this.session;
     if (session === null) {
-      throw new Error(this.error ?? "Betty has no chat session yet.");
+      throw new Error(this.error ?? 'Betty has no chat session yet.');
     }
-    this.setTab("chat");
-    if (!this._socket?.send({ type: "ask", prompt })) {
+    this.setTab('chat');
+    if (!this._socket?.send({ type: 'ask', prompt })) {
       await this._api.ask(session.session_id, prompt);
     }
   }
@@ -208,10 +190,8 @@ export class BettyModel {
   /** Stop the agent's turn. */
   stop(): void {
     const session = this.session;
-    if (session !== null && !this._socket?.send({ type: "stop" })) {
-      this._api
-        .stop(session.session_id)
-        .catch((error) => this._note((error as Error).message));
+    if (session !== null && !this._socket?.send({ type: 'stop' })) {
+      this._api.stop(session.session_id).catch(error => this._note((error as Error).message));
     }
   }
 
@@ -223,25 +203,21 @@ export class BettyModel {
   async decide(
     approvalId: string,
     decision: PersonDecision,
-    args?: Record<string, unknown>,
+    args?: Record<string, unknown>
   ): Promise<void> {
     const message: SocketMessage = {
-      type: "approval",
+      type: 'approval',
       approval_id: approvalId,
       decision,
-      ...(decision === "edited" ? { args } : {}),
+      ...(decision === 'edited' ? { args } : {})
     };
     if (this._socket?.send(message)) {
       return new Promise<void>((resolve, reject) => {
         const timer = setTimeout(
-          () =>
-            this._settle(
-              approvalId,
-              "Betty did not confirm this answer; try again.",
-            ),
-          ANSWER_TIMEOUT_MS,
+          () => this._settle(approvalId, 'Betty did not confirm this answer; try again.'),
+          ANSWER_TIMEOUT_MS
         );
-        this._answers.get(approvalId)?.reject(new Error("answered again"));
+        this._answers.get(approvalId)?.reject(new Error('answered again'));
         this._answers.set(approvalId, { resolve, reject, timer });
       });
     }
@@ -252,19 +228,13 @@ export class BettyModel {
   async cancelJob(jobId: string): Promise<void> {
     const session = this.session;
     if (session === null) {
-      throw new Error(this.error ?? "Betty has no chat session yet.");
+      throw new Error(this.error ?? 'Betty has no chat session yet.');
     }
-    const answer = await this._api.cancelJob(
-      jobId,
-      session.session_id,
-      session.cluster,
-    );
+    const answer = await this._api.cancelJob(jobId, session.session_id, session.cluster);
     if (answer.session_id !== session.session_id) {
-      this._note(
-        `The cancel of job ${jobId} waits for approval in session ${answer.session_id}.`,
-      );
+      this._note(`The cancel of job ${jobId} waits for approval in session ${answer.session_id}.`);
     }
-    this.setTab("chat");
+    this.setTab('chat');
   }
 
   /**
@@ -274,15 +244,11 @@ export class BettyModel {
   async resubmitJob(jobId: string): Promise<void> {
     const session = this.session;
     if (session === null) {
-      throw new Error(this.error ?? "Betty has no chat session yet.");
+      throw new Error(this.error ?? 'Betty has no chat session yet.');
     }
-    const answer = await this._api.resubmitJob(
-      jobId,
-      session.session_id,
-      session.cluster,
-    );
+    const answer = await this._api.resubmitJob(jobId, session.session_id, session.cluster);
     this._editOnArrival.add(answer.call_id);
-    this.setTab("chat");
+    this.setTab('chat');
   }
 
   /** Whether the card of call `callId` opens in the editor at once (a Resubmit… the person asked for). */
@@ -294,16 +260,13 @@ export class BettyModel {
    * Start `tool` (a sweep's `sweep_retry` or `sweep_cancel`) with `args` in this chat: its card
    * arrives there and nothing runs until the person approves it.
    */
-  async startInChat(
-    tool: string,
-    args: Record<string, unknown>,
-  ): Promise<void> {
+  async startInChat(tool: string, args: Record<string, unknown>): Promise<void> {
     const session = this.session;
     if (session === null) {
-      throw new Error(this.error ?? "Betty has no chat session yet.");
+      throw new Error(this.error ?? 'Betty has no chat session yet.');
     }
     await this._api.startCall(session.session_id, tool, args);
-    this.setTab("chat");
+    this.setTab('chat');
   }
 
   /** Show `tab`. */
@@ -335,7 +298,7 @@ export class BettyModel {
     this._generation += 1;
     this._socket?.dispose();
     this._socket = null;
-    this._settleAll("The panel was closed.");
+    this._settleAll('The panel was closed.');
     Signal.clearData(this);
   }
 
@@ -343,16 +306,14 @@ export class BettyModel {
     const generation = ++this._generation;
     this._socket?.dispose();
     this._socket = null;
-    this._settleAll("The chat was closed before Betty confirmed the answer.");
+    this._settleAll('The chat was closed before Betty confirmed the answer.');
     this.cluster = cluster;
-    this.status = "connecting";
+    this.status = 'connecting';
     this._changed.emit();
     let session: ISession;
     try {
       session = await this._api.openSession(
-        resume
-          ? { cluster, session_id: resume }
-          : { cluster, mode: this.settings.defaultMode },
+        resume ? { cluster, session_id: resume } : { cluster, mode: this.settings.defaultMode }
       );
     } catch (error) {
       if (generation !== this._generation) {
@@ -361,9 +322,7 @@ export class BettyModel {
       if (resume) {
         return this._open(cluster); // the kept session is gone: a new one
       }
-      this._fail(
-        `Betty could not start a chat on ${cluster}: ${(error as Error).message}`,
-      );
+      this._fail(`Betty could not start a chat on ${cluster}: ${(error as Error).message}`);
       return;
     }
     if (generation !== this._generation) {
@@ -381,12 +340,12 @@ export class BettyModel {
   private _connect(sessionId: string): void {
     const settings = this._api.settings;
     this._socket = this._makeSocket({
-      url: (after) => chatSocketUrl(settings, sessionId, after),
+      url: after => chatSocketUrl(settings, sessionId, after),
       lastSeq: () => this.transcript.lastSeq,
-      onFrame: (frame) => this._receive(frame),
-      onStatus: (status) => this._statusChanged(status),
+      onFrame: frame => this._receive(frame),
+      onStatus: status => this._statusChanged(status),
       beforeReconnect: () => this._resume(sessionId),
-      WebSocket: settings.WebSocket,
+      WebSocket: settings.WebSocket
     });
     this._socket.open();
   }
@@ -408,11 +367,11 @@ export class BettyModel {
       return;
     }
     const event = parseEvent(frame);
-    if (event?.type === "approval_resolved") {
+    if (event?.type === 'approval_resolved') {
       this._settle(event.payload.approval_id);
     }
     if (
-      event?.type === "job_update" &&
+      event?.type === 'job_update' &&
       event.seq > this._toastAfter &&
       jobEnded(event.payload.state)
     ) {
@@ -424,13 +383,11 @@ export class BettyModel {
   private _statusChanged(status: SocketStatus): void {
     const previous = this.status;
     this.status = status;
-    if (status === "reconnecting") {
+    if (status === 'reconnecting') {
       this.transcript = markDisconnected(this.transcript);
-      this._settleAll(
-        "The connection dropped before Betty confirmed the answer.",
-      );
+      this._settleAll('The connection dropped before Betty confirmed the answer.');
     }
-    if (status === "open" && previous === "reconnecting") {
+    if (status === 'open' && previous === 'reconnecting') {
       void this._reviveApprovals();
     }
     this._changed.emit();
@@ -440,7 +397,7 @@ export class BettyModel {
   private async _resume(sessionId: string): Promise<void> {
     const session = await this._api.openSession({
       session_id: sessionId,
-      cluster: this.cluster ?? undefined,
+      cluster: this.cluster ?? undefined
     });
     if (this.session?.session_id !== sessionId) {
       return;
@@ -460,7 +417,7 @@ export class BettyModel {
       if (this.session === session) {
         this.transcript = reviveApprovals(
           this.transcript,
-          approvals.map((approval) => approval.approval_id),
+          approvals.map(approval => approval.approval_id)
         );
         this._changed.emit();
       }
@@ -497,7 +454,7 @@ export class BettyModel {
 
   private _fail(message: string): void {
     this.error = message;
-    this.status = "closed";
+    this.status = 'closed';
     this._changed.emit();
   }
 }

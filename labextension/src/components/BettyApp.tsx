@@ -5,21 +5,21 @@
  * Every tab stays mounted (hidden when not shown), so a draft prompt or a scroll position
  * survives a look at the jobs.
  */
-import * as React from "react";
+import * as React from 'react';
 
-import { BettyModel, Tab } from "../model";
-import { othersThan } from "../waiting";
-import { AutomationsView } from "./AutomationsView";
-import { useChanges } from "./changes";
-import { ChatView } from "./ChatView";
-import { ClusterView } from "./ClusterView";
-import { ExperimentsView } from "./ExperimentsView";
-import { GpuView } from "./GpuView";
-import { Header } from "./Header";
-import { JobsView } from "./JobsView";
-import { LoginQuestionsView } from "./LoginQuestionCard";
-import { SweepsView } from "./SweepsView";
-import { WaitingApprovalsView } from "./WaitingApprovalsView";
+import { BettyModel, Tab } from '../model';
+import { othersThan } from '../waiting';
+import { AutomationsView } from './AutomationsView';
+import { useChanges } from './changes';
+import { ChatView } from './ChatView';
+import { ClusterView } from './ClusterView';
+import { ExperimentsView } from './ExperimentsView';
+import { GpuView } from './GpuView';
+import { Header } from './Header';
+import { JobsView } from './JobsView';
+import { LoginQuestionsView } from './LoginQuestionCard';
+import { SweepsView } from './SweepsView';
+import { WaitingApprovalsView } from './WaitingApprovalsView';
 
 /** Props of {@link BettyApp}. */
 export interface IBettyAppProps {
@@ -29,12 +29,12 @@ export interface IBettyAppProps {
 }
 
 const TABS: { id: Tab; label: string }[] = [
-  { id: "chat", label: "Chat" },
-  { id: "jobs", label: "Jobs" },
-  { id: "cluster", label: "Cluster" },
-  { id: "experiments", label: "Experiments" },
-  { id: "automations", label: "Automations" },
-  { id: "gpu", label: "GPU" },
+  { id: 'chat', label: 'Chat' },
+  { id: 'jobs', label: 'Jobs' },
+  { id: 'cluster', label: 'Cluster' },
+  { id: 'experiments', label: 'Experiments' },
+  { id: 'automations', label: 'Automations' },
+  { id: 'gpu', label: 'GPU' }
 ];
 
 /** The side panel's content, rendered from `model`. */
@@ -44,19 +44,16 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadJobs: (cluster: string) => model.api.myJobs(cluster),
       loadExperiments: () => model.api.experiments(),
       cancel: (jobId: string) => model.cancelJob(jobId),
-      loadHistory: (cluster: string) => model.api.history(cluster, "now-7days"),
-      loadEfficiency: (cluster: string, jobIds: string[]) =>
-        model.api.efficiency(cluster, jobIds),
+      loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
+      loadEfficiency: (cluster: string, jobIds: string[]) => model.api.efficiency(cluster, jobIds),
       loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
       resubmit: (jobId: string) => model.resubmitJob(jobId),
-      loadWhy: (cluster: string, jobId: string) =>
-        model.api.whyPending(cluster, jobId),
+      loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId),
       loadSweeps: () => model.api.sweeps(),
       loadSweep: (slug: string) => model.api.sweepComparison(slug),
-      sweepAction: (tool: string, args: Record<string, unknown>) =>
-        model.startInChat(tool, args),
+      sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args)
     }),
-    [model],
+    [model]
   );
   // Automation runs ask in sessions of their own, not the chat's: the Automations tab counts them.
   const [automationsPending, setAutomationsPending] = React.useState(0);
@@ -72,8 +69,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         cluster={model.cluster}
         mode={model.session?.mode ?? null}
         status={model.status}
-        onCluster={(name) => void model.switchCluster(name)}
-        onMode={(mode) => void model.setMode(mode)}
+        onCluster={name => void model.switchCluster(name)}
+        onMode={mode => void model.setMode(mode)}
         onNewChat={() => void model.newChat()}
       />
       {model.error && (
@@ -86,17 +83,17 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         chatSession={model.session?.session_id ?? null}
       />
       <div className="betty-Tabs" role="tablist">
-        {TABS.map((tab) => (
+        {TABS.map(tab => (
           <button
             key={tab.id}
             role="tab"
             aria-selected={model.tab === tab.id}
-            className={`betty-Tab${model.tab === tab.id ? " betty-mod-selected" : ""}`}
+            className={`betty-Tab${model.tab === tab.id ? ' betty-mod-selected' : ''}`}
             data-testid={`betty-tab-${tab.id}`}
             onClick={() => model.setTab(tab.id)}
           >
             {tab.label}
-            {tab.id === "chat" && waitingForYou > 0 && (
+            {tab.id === 'chat' && waitingForYou > 0 && (
               <span
                 className="betty-Tab-badge"
                 data-testid="betty-pending-count"
@@ -105,39 +102,28 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
                 {waitingForYou}
               </span>
             )}
-            {tab.id === "automations" && automationsPending > 0 && (
-              <span
-                className="betty-Tab-badge"
-                data-testid="betty-automations-pending-count"
-              >
+            {tab.id === 'automations' && automationsPending > 0 && (
+              <span className="betty-Tab-badge" data-testid="betty-automations-pending-count">
                 {automationsPending}
               </span>
             )}
           </button>
         ))}
       </div>
-      <div
-        className="betty-TabPanel"
-        role="tabpanel"
-        hidden={model.tab !== "chat"}
-      >
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'chat'}>
         <ChatView
           transcript={model.transcript}
           hasModel={model.session?.has_model ?? null}
-          onSend={(prompt) => model.ask(prompt)}
+          onSend={prompt => model.ask(prompt)}
           onStop={() => model.stop()}
           onDecide={(id, decision, args) => model.decide(id, decision, args)}
           onOpen={onOpen}
         />
       </div>
-      <div
-        className="betty-TabPanel"
-        role="tabpanel"
-        hidden={model.tab !== "jobs"}
-      >
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'jobs'}>
         <JobsView
           cluster={model.cluster}
-          visible={shown("jobs")}
+          visible={shown('jobs')}
           refreshSeconds={model.settings.jobsRefreshSeconds}
           loadJobs={loaders.loadJobs}
           loadExperiments={loaders.loadExperiments}
@@ -149,53 +135,37 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           loadWhy={loaders.loadWhy}
         />
       </div>
-      <div
-        className="betty-TabPanel"
-        role="tabpanel"
-        hidden={model.tab !== "cluster"}
-      >
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'cluster'}>
         <ClusterView
           cluster={model.cluster}
-          visible={shown("cluster")}
+          visible={shown('cluster')}
           loadOverview={loaders.loadOverview}
         />
       </div>
-      <div
-        className="betty-TabPanel"
-        role="tabpanel"
-        hidden={model.tab !== "experiments"}
-      >
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'experiments'}>
         <SweepsView
-          visible={shown("experiments")}
+          visible={shown('experiments')}
           loadSweeps={loaders.loadSweeps}
           loadComparison={loaders.loadSweep}
           onAction={loaders.sweepAction}
         />
         <ExperimentsView
-          visible={shown("experiments")}
+          visible={shown('experiments')}
           loadExperiments={loaders.loadExperiments}
           onOpen={onOpen}
           onResubmit={loaders.resubmit}
         />
       </div>
-      <div
-        className="betty-TabPanel"
-        role="tabpanel"
-        hidden={model.tab !== "automations"}
-      >
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'automations'}>
         <AutomationsView
           api={model.api}
-          visible={shown("automations")}
+          visible={shown('automations')}
           watching={model.visible}
           onPendingCount={setAutomationsPending}
         />
       </div>
-      <div
-        className="betty-TabPanel"
-        role="tabpanel"
-        hidden={model.tab !== "gpu"}
-      >
-        <GpuView api={model.api} visible={shown("gpu")} />
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'gpu'}>
+        <GpuView api={model.api} visible={shown('gpu')} />
       </div>
     </div>
   );
@@ -204,11 +174,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
 /** The cards waiting for a person: the chat's own, and every other session's (Waiting for you). */
 function waitingCount(model: BettyModel): number {
   const chat = model.transcript.items.filter(
-    (item) => item.kind === "approval" && item.status === "pending",
+    item => item.kind === 'approval' && item.status === 'pending'
   ).length;
-  return (
-    chat +
-    othersThan(model.waiting.approvals, model.session?.session_id ?? null)
-      .length
-  );
+  return chat + othersThan(model.waiting.approvals, model.session?.session_id ?? null).length;
 }

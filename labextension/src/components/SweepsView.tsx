@@ -5,20 +5,20 @@
  * final value by parameter (SVG Betty drew, shown through `ChartImage`), and the buttons
  * that start `sweep_retry` and `sweep_cancel` in the chat, where their cards wait for approval.
  */
-import * as React from "react";
+import * as React from 'react';
 
-import { ISweep, ISweepComparison, ISweeps } from "../models";
-import { ChartImage, visibleText } from "../safe";
+import { ISweep, ISweepComparison, ISweeps } from '../models';
+import { ChartImage, visibleText } from '../safe';
 
 /** The states of a task that is still queued or running (a sweep with one can be cancelled). */
 const LIVE_STATES = [
-  "PENDING",
-  "RUNNING",
-  "CONFIGURING",
-  "COMPLETING",
-  "REQUEUED",
-  "SUSPENDED",
-  "RESIZING",
+  'PENDING',
+  'RUNNING',
+  'CONFIGURING',
+  'COMPLETING',
+  'REQUEUED',
+  'SUSPENDED',
+  'RESIZING'
 ];
 
 /** Props of {@link SweepsView}. */
@@ -36,7 +36,7 @@ export function SweepsView({
   visible,
   loadSweeps,
   loadComparison,
-  onAction,
+  onAction
 }: ISweepsViewProps): JSX.Element | null {
   const [sweeps, setSweeps] = React.useState<ISweep[]>([]);
   const [opened, setOpened] = React.useState<string | null>(null);
@@ -47,11 +47,11 @@ export function SweepsView({
       return;
     }
     loadSweeps().then(
-      (answer) => {
+      answer => {
         setSweeps([...answer.sweeps].reverse());
         setError(null);
       },
-      (reason) => setError((reason as Error).message),
+      reason => setError((reason as Error).message)
     );
   }, [visible, loadSweeps]);
 
@@ -67,7 +67,7 @@ export function SweepsView({
         </div>
       )}
       <ul className="betty-Experiments-list">
-        {sweeps.map((sweep) => (
+        {sweeps.map(sweep => (
           <li
             key={sweep.experiment.slug}
             className="betty-ExperimentRow"
@@ -75,34 +75,24 @@ export function SweepsView({
             data-slug={sweep.experiment.slug}
           >
             <div className="betty-ExperimentRow-head">
-              <span className="betty-ExperimentRow-slug">
-                {sweep.experiment.slug}
-              </span>
-              <span
-                className={`betty-State betty-State-${sweep.experiment.state}`}
-              >
+              <span className="betty-ExperimentRow-slug">{sweep.experiment.slug}</span>
+              <span className={`betty-State betty-State-${sweep.experiment.state}`}>
                 {sweep.experiment.state}
               </span>
             </div>
             <div className="betty-JobRow-sub">
-              job array {sweep.experiment.job_id} · {sweep.tasks} tasks ·{" "}
-              {visibleText(sweep.grid.join(" "))}
+              job array {sweep.experiment.job_id} · {sweep.tasks} tasks ·{' '}
+              {visibleText(sweep.grid.join(' '))}
             </div>
             <button
               className="betty-Button"
               data-testid="betty-sweep-compare"
               aria-expanded={opened === sweep.experiment.slug}
               onClick={() =>
-                setOpened(
-                  opened === sweep.experiment.slug
-                    ? null
-                    : sweep.experiment.slug,
-                )
+                setOpened(opened === sweep.experiment.slug ? null : sweep.experiment.slug)
               }
             >
-              {opened === sweep.experiment.slug
-                ? "Hide comparison"
-                : "Compare tasks"}
+              {opened === sweep.experiment.slug ? 'Hide comparison' : 'Compare tasks'}
             </button>
             {opened === sweep.experiment.slug && (
               <SweepComparisonView
@@ -129,35 +119,25 @@ export interface ISweepComparisonViewProps {
 export function SweepComparisonView({
   slug,
   load,
-  onAction,
+  onAction
 }: ISweepComparisonViewProps): JSX.Element {
-  const [comparison, setComparison] = React.useState<ISweepComparison | null>(
-    null,
-  );
+  const [comparison, setComparison] = React.useState<ISweepComparison | null>(null);
   const [error, setError] = React.useState<string | null>(null);
 
   const refresh = React.useCallback(() => {
     setError(null);
-    load(slug).then(setComparison, (reason) =>
-      setError((reason as Error).message),
-    );
+    load(slug).then(setComparison, reason => setError((reason as Error).message));
   }, [slug, load]);
   React.useEffect(refresh, [refresh]);
 
   const act = (tool: string, args: Record<string, unknown>) =>
-    onAction(tool, args).catch((reason) => setError((reason as Error).message));
+    onAction(tool, args).catch(reason => setError((reason as Error).message));
   const failed = comparison?.failed ?? [];
-  const live = (comparison?.states ?? []).some((state) =>
-    LIVE_STATES.includes(state),
-  );
+  const live = (comparison?.states ?? []).some(state => LIVE_STATES.includes(state));
   return (
     <div className="betty-SweepComparison" data-testid="betty-sweep-comparison">
       <div className="betty-JobRow-links">
-        <button
-          className="betty-Button"
-          data-testid="betty-sweep-refresh"
-          onClick={refresh}
-        >
+        <button className="betty-Button" data-testid="betty-sweep-refresh" onClick={refresh}>
           Refresh
         </button>
         <button
@@ -166,14 +146,12 @@ export function SweepComparisonView({
           disabled={failed.length === 0}
           title={
             failed.length
-              ? `Resubmit tasks ${failed.join(", ")} (a card to approve)`
-              : "No task failed"
+              ? `Resubmit tasks ${failed.join(', ')} (a card to approve)`
+              : 'No task failed'
           }
-          onClick={() =>
-            void act("sweep_retry", { experiment: slug, tasks: failed })
-          }
+          onClick={() => void act('sweep_retry', { experiment: slug, tasks: failed })}
         >
-          Resubmit failed tasks{failed.length ? ` (${failed.join(", ")})` : ""}
+          Resubmit failed tasks{failed.length ? ` (${failed.join(', ')})` : ''}
         </button>
         <button
           className="betty-Button"
@@ -181,10 +159,10 @@ export function SweepComparisonView({
           disabled={!live}
           title={
             live
-              ? "Cancel every task still queued or running (a card to approve)"
-              : "No task is queued or running"
+              ? 'Cancel every task still queued or running (a card to approve)'
+              : 'No task is queued or running'
           }
-          onClick={() => void act("sweep_cancel", { experiment: slug })}
+          onClick={() => void act('sweep_cancel', { experiment: slug })}
         >
           Cancel sweep
         </button>
@@ -198,19 +176,15 @@ export function SweepComparisonView({
         <div className="betty-Tab-empty">Reading every task…</div>
       )}
       {comparison && !comparison.ok && (
-        <div
-          className="betty-Tab-error"
-          role="alert"
-          data-testid="betty-sweep-error"
-        >
+        <div className="betty-Tab-error" role="alert" data-testid="betty-sweep-error">
           {visibleText(comparison.summary)}
         </div>
       )}
       {comparison?.ok && <ComparisonTable comparison={comparison} />}
       {comparison?.ok &&
-        comparison.charts.map((chart) => (
+        comparison.charts.map(chart => (
           <ChartImage
-            key={`${chart.metric} ${chart.parameter ?? ""}`}
+            key={`${chart.metric} ${chart.parameter ?? ''}`}
             svg={chart.svg}
             alt={
               chart.parameter === null
@@ -218,9 +192,7 @@ export function SweepComparisonView({
                 : `final ${chart.metric} by ${chart.parameter}`
             }
             testId={
-              chart.parameter === null
-                ? "betty-sweep-chart-steps"
-                : "betty-sweep-chart-final"
+              chart.parameter === null ? 'betty-sweep-chart-steps' : 'betty-sweep-chart-final'
             }
           />
         ))}
@@ -229,11 +201,7 @@ export function SweepComparisonView({
 }
 
 /** The comparison's table: a row per task, every cell text (a failed task's row marked). */
-function ComparisonTable({
-  comparison,
-}: {
-  comparison: ISweepComparison;
-}): JSX.Element {
+function ComparisonTable({ comparison }: { comparison: ISweepComparison }): JSX.Element {
   return (
     <div className="betty-SweepTable-scroll">
       <table className="betty-SweepTable" data-testid="betty-sweep-table">
@@ -250,11 +218,7 @@ function ComparisonTable({
               key={index}
               data-testid="betty-sweep-task"
               data-state={comparison.states[index]}
-              className={
-                comparison.failed.includes(index)
-                  ? "betty-SweepTable-failed"
-                  : undefined
-              }
+              className={comparison.failed.includes(index) ? 'betty-SweepTable-failed' : undefined}
             >
               {row.map((cell, column) => (
                 <td key={column}>{visibleText(cell)}</td>
