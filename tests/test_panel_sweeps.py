@@ -90,7 +90,7 @@ def test_a_sweeps_comparison_and_pictures_in_the_panel_and_its_failed_task_resub
         assert page.evaluate("window.__pwned") is None
         row.get_by_test_id("betty-sweep-table").scroll_into_view_if_needed()
         screenshot(page, "comparison", "sweeps")
-        row.get_by_test_id("betty-sweep-chart-steps").first.scroll_into_view_if_needed()
+        row.get_by_test_id("betty-sweep-chart-final").last.scroll_into_view_if_needed()
         screenshot(page, "plots", "sweeps")
 
         before = queued(dev_cluster)

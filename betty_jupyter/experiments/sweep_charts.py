@@ -21,15 +21,20 @@ PALETTE = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#D
            "#64B5CD")
 """One colour per task (task N takes the Nth, round again after ten)."""
 
-WIDTH = 480
-HEIGHT = 290
-LEFT = 60
-TOP = 34
-PLOT_WIDTH = 250
-PLOT_HEIGHT = 200
+WIDTH = 360
+HEIGHT = 280
+LEFT = 56
+TOP = 30
+PLOT_WIDTH = 286
+PLOT_HEIGHT = 190
+LEGEND_TOP = TOP + PLOT_HEIGHT + 46
+LEGEND_ROW = 15
 LEGEND_ROWS = 12
-LABEL_CHARS = 28
-"""The chart's size, its plot's place in it, how many tasks its legend names, how long a label may be."""
+LABEL_CHARS = 48
+SPREAD = 7
+"""The chart's size (narrow, as the side panel is; the legend under the plot makes it taller), its plot's place in
+it, how many tasks its legend names, how long a label may be, and how far apart (pixels) tasks that share a value of
+the parameter are drawn."""
 
 
 @dataclass(frozen=True)
@@ -78,15 +83,15 @@ def curves_svg(comparison: Comparison, metric: str) -> str:
     y, y_ticks = _scale(min(values), max(values), TOP + PLOT_HEIGHT, TOP)
     shapes = _frame(title, "step", metric, x_ticks, y_ticks, x, y)
     for task, points in drawn:
-        colour, name = task_colour(task.index), html_text(task_name(task))
+        colour = html_text(task_colour(task.index))
+        name = html_text(task_name(task))
         line = " ".join(f"{x(step):.1f},{y(value):.2f}" for step, value in points)
-        shapes.append(f'<polyline data-task="{task.index}" points="{line}" fill="none" stroke="{colour}" '
+        shapes.append(f'<polyline data-task="{task.index:d}" points="{html_text(line)}" fill="none" stroke="{colour}" '
                       f'stroke-width="1.5"><title>{name}</title></polyline>')
         shapes += [f'<circle cx="{x(step):.1f}" cy="{y(value):.2f}" r="2.5" fill="{colour}">'
                    f'<title>{name}, step {step:g}: {html_text(metric)}={value:g}</title></circle>'
                    for step, value in points]
-    shapes += _legend([task for task, _ in drawn])
-    return svg_chart(WIDTH, HEIGHT, title, shapes)
+    return _with_legend(title, shapes, [task for task, _ in drawn])
 
 
 def final_svg(comparison: Comparison, metric: str, parameter: str) -> str:
@@ -106,13 +111,18 @@ def final_svg(comparison: Comparison, metric: str, parameter: str) -> str:
     for place, value in enumerate(values):
         shapes.append(f'<text x="{x(place):.1f}" y="{TOP + PLOT_HEIGHT + 14}" text-anchor="middle" font-size="10">'
                       f'{html_text(shortened(value, 14))}</text>')
+    sharing: dict[str, int] = {}
+    for task, _ in finals:
+        sharing[task.point[parameter]] = sharing.get(task.point[parameter], 0) + 1
+    seen: dict[str, int] = {}
     for task, final in finals:
-        place = values.index(task.point[parameter])
-        shapes.append(f'<circle data-task="{task.index}" cx="{x(place):.1f}" cy="{y(final):.2f}" r="4" '
-                      f'fill="{task_colour(task.index)}"><title>{html_text(task_name(task))}: '
+        value = task.point[parameter]
+        rank = seen[value] = seen.get(value, -1) + 1
+        where = x(values.index(value)) + SPREAD * (rank - (sharing[value] - 1) / 2)
+        shapes.append(f'<circle data-task="{task.index:d}" cx="{where:.1f}" cy="{y(final):.2f}" r="4" '
+                      f'fill="{html_text(task_colour(task.index))}"><title>{html_text(task_name(task))}: '
                       f'{html_text(metric)}={final:g}</title></circle>')
-    shapes += _legend([task for task, _ in finals])
-    return svg_chart(WIDTH, HEIGHT, title, shapes)
+    return _with_legend(title, shapes, [task for task, _ in finals])
 
 
 def _scale(low: float, high: float, start: float, end: float) -> tuple[Callable[[float], float], list[float]]:
@@ -133,7 +143,7 @@ def _frame(title: str, x_label: str, y_label: str, x_ticks: Sequence[float], y_t
            x: Callable[[float], float], y: Callable[[float], float]) -> list[str]:
     """The title, the plot's box, both axes' names and ticks."""
     shapes = [f'<text x="{WIDTH / 2:.0f}" y="18" text-anchor="middle" font-size="13">'
-              f'{html_text(shortened(title, 64))}</text>',
+              f'{html_text(shortened(title, 52))}</text>',
               f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="none" stroke="#333"/>',
               f'<text transform="translate(14 {TOP + PLOT_HEIGHT / 2:.0f}) rotate(-90)" text-anchor="middle" '
               f'font-size="11">{html_text(shortened(y_label, 40))}</text>',
@@ -146,22 +156,22 @@ def _frame(title: str, x_label: str, y_label: str, x_ticks: Sequence[float], y_t
     return shapes
 
 
-def _legend(tasks: Sequence[TaskResult]) -> list[str]:
-    """Each task's colour and point, right of the plot; past ``LEGEND_ROWS`` tasks, how many more."""
-    shapes = []
+def _with_legend(title: str, shapes: list[str], tasks: Sequence[TaskResult]) -> str:
+    """The chart with each task's colour and point under the plot; past ``LEGEND_ROWS`` tasks, how many more."""
+    rows = min(len(tasks), LEGEND_ROWS) + (len(tasks) > LEGEND_ROWS)
+    legend = []
     for row, task in enumerate(tasks[:LEGEND_ROWS]):
-        top = TOP + 4 + 16 * row
-        shapes.append(f'<rect x="{LEFT + PLOT_WIDTH + 10}" y="{top}" width="10" height="10" '
-                      f'fill="{task_colour(task.index)}"/><text x="{LEFT + PLOT_WIDTH + 24}" y="{top + 9}" '
-                      f'font-size="10">{html_text(task_name(task))}</text>')
+        top = LEGEND_TOP + LEGEND_ROW * row
+        legend.append(f'<rect x="{LEFT}" y="{top}" width="10" height="10" fill="{html_text(task_colour(task.index))}"/>'
+                      f'<text x="{LEFT + 14}" y="{top + 9}" font-size="11">{html_text(task_name(task))}</text>')
     if len(tasks) > LEGEND_ROWS:
-        shapes.append(f'<text x="{LEFT + PLOT_WIDTH + 10}" y="{TOP + 13 + 16 * LEGEND_ROWS}" font-size="10">'
+        legend.append(f'<text x="{LEFT}" y="{LEGEND_TOP + LEGEND_ROW * LEGEND_ROWS + 9}" font-size="11">'
                       f'and {len(tasks) - LEGEND_ROWS} more</text>')
-    return shapes
+    return svg_chart(WIDTH, LEGEND_TOP + LEGEND_ROW * rows + 4, title, shapes + legend)
 
 
 def _empty(title: str, why: str) -> str:
     """A chart with nothing to draw yet: its title and why."""
     return svg_chart(WIDTH, HEIGHT, title, [
-        f'<text x="{WIDTH / 2:.0f}" y="18" text-anchor="middle" font-size="13">{html_text(shortened(title, 64))}</text>',
+        f'<text x="{WIDTH / 2:.0f}" y="18" text-anchor="middle" font-size="13">{html_text(shortened(title, 52))}</text>',
         f'<text x="{WIDTH / 2:.0f}" y="{HEIGHT / 2:.0f}" text-anchor="middle" font-size="12">{html_text(why)}</text>'])

@@ -221,7 +221,9 @@ function ComparisonTable({ comparison }: { comparison: ISweepComparison }): JSX.
               className={comparison.failed.includes(index) ? 'betty-SweepTable-failed' : undefined}
             >
               {row.map((cell, column) => (
-                <td key={column}>{visibleText(cell)}</td>
+                <td key={column} title={visibleText(cell)}>
+                  {visibleText(cell)}
+                </td>
               ))}
             </tr>
           ))}
