@@ -55,7 +55,7 @@ def breakdown_svg(result: Estimate | TracedEstimate, gpus: Sequence[GpuType] = (
     """``result``'s breakdown as one stacked bar in GiB per GPU, with a dashed line at each GPU's capacity."""
     parts = breakdown_parts(result)
     top = max([sum(value for _, value in parts), *(gpu.memory_gib for gpu in gpus), 1.0]) * 1.08
-    step = _tick_step(top)
+    step = tick_step(top)
 
     def y(gib: float) -> float:
         return TOP + PLOT_HEIGHT * (1 - gib / top)
@@ -92,10 +92,10 @@ def breakdown_svg(result: Estimate | TracedEstimate, gpus: Sequence[GpuType] = (
                       f'{html_text(part_label(part))} {gib:.1f}</text>')
     traced = " (traced)" if isinstance(result, TracedEstimate) else ""
     title = f"GPU memory of {result.model}: {result.peak_gib:.1f} GiB per GPU at peak{traced}"
-    return _svg(WIDTH, HEIGHT, title, shapes)
+    return svg_chart(WIDTH, HEIGHT, title, shapes)
 
 
-def _svg(width: int, height: int, title: str, shapes_html: list[str]) -> str:
+def svg_chart(width: int, height: int, title: str, shapes_html: list[str]) -> str:
     """One SVG element holding ``shapes_html`` (markup already escaped), titled ``title`` (escaped here)."""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="betty-chart" width="{int(width)}" '
             f'height="{int(height)}" viewBox="0 0 {int(width)} {int(height)}" role="img" font-family="sans-serif" '
@@ -128,10 +128,10 @@ def timeline_svg(traced: TracedEstimate) -> str:
     """Live GPU memory over the traced step as stacked areas by part, each phase's start and the peak marked."""
     points = step_timeline(traced)
     if not points:
-        return _svg(TIMELINE_WIDTH, TIMELINE_HEIGHT, f"no timeline was kept for {traced.model}", [])
+        return svg_chart(TIMELINE_WIDTH, TIMELINE_HEIGHT, f"no timeline was kept for {traced.model}", [])
     totals = [sum(point.live.get(part, 0) for part in TRACE_ITEMS) / GIB for point in points]
     top = max([*totals, 0.001]) * 1.12
-    step, first, last = _tick_step(top), points[0].index, max(points[-1].index, points[0].index + 1)
+    step, first, last = tick_step(top), points[0].index, max(points[-1].index, points[0].index + 1)
 
     def x(index: int) -> float:
         return LEFT + TIMELINE_PLOT_WIDTH * (index - first) / (last - first)
@@ -175,7 +175,7 @@ def timeline_svg(traced: TracedEstimate) -> str:
                   f'text-anchor="middle" font-size="11">{html_text(traced.model)}, {html_text(request.method)} '
                   f'{html_text(request.resolved_precision)}, batch {request.batch_size} × {request.seq_len} tokens</text>')
     title = f"Live GPU memory of {traced.model} over one step: the peak in {traced.where}"
-    return _svg(TIMELINE_WIDTH, TIMELINE_HEIGHT, title, shapes)
+    return svg_chart(TIMELINE_WIDTH, TIMELINE_HEIGHT, title, shapes)
 
 
 def _phase_marks(points: Sequence[TracePoint], x: Callable[[int], float]) -> list[str]:
@@ -206,7 +206,7 @@ def _peak_mark(traced: TracedEstimate, points: Sequence[TracePoint], totals: lis
             f'peak {gib:.2f} GiB live</text>']
 
 
-def _tick_step(top: float) -> float:
+def tick_step(top: float) -> float:
     """A round step (1, 2 or 5 times a power of ten) giving at most six ticks up to ``top``."""
     power = 10.0 ** math.floor(math.log10(top / 6))
     return next(power * factor for factor in (1, 2, 5, 10) if top / (power * factor) <= 6)

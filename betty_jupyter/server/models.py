@@ -189,6 +189,47 @@ class Experiments(TypedDict):
     experiments: list[Experiment]
 
 
+class Sweep(TypedDict):
+    """A recorded sweep (``GET sweeps``): its experiment, its grid and how many tasks it has."""
+
+    experiment: Experiment
+    grid: list[str]
+    tasks: int
+    at_once: int | None
+    retries: int
+
+
+class Sweeps(TypedDict):
+    """Answer of ``GET sweeps``, oldest first."""
+
+    sweeps: list[Sweep]
+
+
+class SweepChart(TypedDict):
+    """One picture of a sweep, SVG Betty drew (every text in it escaped): ``metric`` by step (``parameter`` null)
+    or its final value by ``parameter``."""
+
+    metric: str
+    parameter: str | None
+    svg: str
+
+
+class SweepComparison(TypedDict):
+    """Answer of ``GET sweeps/{slug}``: ``sweep_compare``'s outcome, its table as plain text (a row per task, the
+    columns of ``betty sweeps show``) and its pictures; ``ok`` false with ``summary`` saying why it was not read."""
+
+    ok: bool
+    summary: str
+    slug: str
+    job_id: str
+    cluster: str
+    header: list[str]
+    rows: list[list[str]]
+    states: list[str]
+    failed: list[int]
+    charts: list[SweepChart]
+
+
 class NotebookStatus(TypedDict):
     """An experiment notebook open in JupyterLab, with the line Betty's status cell should say now."""
 

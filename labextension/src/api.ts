@@ -30,6 +30,8 @@ import {
   ISession,
   ISessionRequest,
   IStartEstimate,
+  ISweepComparison,
+  ISweeps,
   Mode
 } from './models';
 import { requestAPI } from './request';
@@ -209,6 +211,25 @@ export class BettyAPI {
   /** The experiments recorded in the workspace, with their jobs' states. */
   experiments(): Promise<IExperiments> {
     return this.get('experiments');
+  }
+
+  /** Every recorded sweep, oldest first. */
+  sweeps(): Promise<ISweeps> {
+    return this.get('sweeps');
+  }
+
+  /** One sweep's comparison (`sweep_compare`): its table as text and its pictures. */
+  sweepComparison(slug: string): Promise<ISweepComparison> {
+    return this.get(`sweeps/${encodeURIComponent(slug)}`);
+  }
+
+  /**
+   * Start `tool` with `args` in session `sessionId` as the person's own call from the panel,
+   * without waiting: a tier-2 tool's card arrives as an event and waits for approval there.
+   */
+  startCall(sessionId: string, tool: string, args: Record<string, unknown>): Promise<ICallStarted> {
+    const path = `sessions/${encodeURIComponent(sessionId)}/tools/${encodeURIComponent(tool)}`;
+    return this.send(path, 'POST', { args, wait: false, face: 'side panel' });
   }
 
   /**

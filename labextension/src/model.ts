@@ -256,6 +256,19 @@ export class BettyModel {
     return this._editOnArrival.has(callId);
   }
 
+  /**
+   * Start `tool` (a sweep's `sweep_retry` or `sweep_cancel`) with `args` in this chat: its card
+   * arrives there and nothing runs until the person approves it.
+   */
+  async startInChat(tool: string, args: Record<string, unknown>): Promise<void> {
+    const session = this.session;
+    if (session === null) {
+      throw new Error(this.error ?? 'Betty has no chat session yet.');
+    }
+    await this._api.startCall(session.session_id, tool, args);
+    this.setTab('chat');
+  }
+
   /** Show `tab`. */
   setTab(tab: Tab): void {
     if (tab !== this.tab) {

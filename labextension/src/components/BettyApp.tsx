@@ -18,6 +18,7 @@ import { GpuView } from './GpuView';
 import { Header } from './Header';
 import { JobsView } from './JobsView';
 import { LoginQuestionsView } from './LoginQuestionCard';
+import { SweepsView } from './SweepsView';
 import { WaitingApprovalsView } from './WaitingApprovalsView';
 
 /** Props of {@link BettyApp}. */
@@ -47,7 +48,10 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadEfficiency: (cluster: string, jobIds: string[]) => model.api.efficiency(cluster, jobIds),
       loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
       resubmit: (jobId: string) => model.resubmitJob(jobId),
-      loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId)
+      loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId),
+      loadSweeps: () => model.api.sweeps(),
+      loadSweep: (slug: string) => model.api.sweepComparison(slug),
+      sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args)
     }),
     [model]
   );
@@ -139,6 +143,12 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'experiments'}>
+        <SweepsView
+          visible={shown('experiments')}
+          loadSweeps={loaders.loadSweeps}
+          loadComparison={loaders.loadSweep}
+          onAction={loaders.sweepAction}
+        />
         <ExperimentsView
           visible={shown('experiments')}
           loadExperiments={loaders.loadExperiments}

@@ -671,6 +671,47 @@ export interface IStartEstimate {
   estimate: string;
 }
 /**
+ * A recorded sweep (``GET sweeps``): its experiment, its grid and how many tasks it has.
+ */
+export interface ISweep {
+  experiment: IExperiment;
+  grid: string[];
+  tasks: number;
+  at_once: number | null;
+  retries: number;
+}
+/**
+ * One picture of a sweep, SVG Betty drew (every text in it escaped): ``metric`` by step (``parameter`` null)
+ * or its final value by ``parameter``.
+ */
+export interface ISweepChart {
+  metric: string;
+  parameter: string | null;
+  svg: string;
+}
+/**
+ * Answer of ``GET sweeps/{slug}``: ``sweep_compare``'s outcome, its table as plain text (a row per task, the
+ * columns of ``betty sweeps show``) and its pictures; ``ok`` false with ``summary`` saying why it was not read.
+ */
+export interface ISweepComparison {
+  ok: boolean;
+  summary: string;
+  slug: string;
+  job_id: string;
+  cluster: string;
+  header: string[];
+  rows: string[][];
+  states: string[];
+  failed: number[];
+  charts: ISweepChart[];
+}
+/**
+ * Answer of ``GET sweeps``, oldest first.
+ */
+export interface ISweeps {
+  sweeps: ISweep[];
+}
+/**
  * One tool a session may call (``GET sessions/{id}/tools``): its arguments' JSON schema and its tier.
  */
 export interface IToolInfo {

@@ -1,0 +1,234 @@
+/**
+ * Sweeps, at the top of the Experiments tab: every recorded sweep (one job array, one
+ * experiment), and for the one the person opens its comparison — a row per task (its point,
+ * state, runtime, efficiency, the metrics it printed), each metric's curves by step and its
+ * final value by parameter (SVG Betty drew, shown through `ChartImage`), and the buttons
+ * that start `sweep_retry` and `sweep_cancel` in the chat, where their cards wait for approval.
+ */
+import * as React from 'react';
+
+import { ISweep, ISweepComparison, ISweeps } from '../models';
+import { ChartImage, visibleText } from '../safe';
+
+/** The states of a task that is still queued or running (a sweep with one can be cancelled). */
+const LIVE_STATES = [
+  'PENDING',
+  'RUNNING',
+  'CONFIGURING',
+  'COMPLETING',
+  'REQUEUED',
+  'SUSPENDED',
+  'RESIZING'
+];
+
+/** Props of {@link SweepsView}. */
+export interface ISweepsViewProps {
+  /** Whether the tab is on screen: the list loads when it becomes visible. */
+  visible: boolean;
+  loadSweeps: () => Promise<ISweeps>;
+  loadComparison: (slug: string) => Promise<ISweepComparison>;
+  /** Start `tool` (`sweep_retry`, `sweep_cancel`) with `args` in the chat: its card waits there for approval. */
+  onAction: (tool: string, args: Record<string, unknown>) => Promise<void>;
+}
+
+/** The sweeps recorded in the project, and the comparison of the one opened. */
+export function SweepsView({
+  visible,
+  loadSweeps,
+  loadComparison,
+  onAction
+}: ISweepsViewProps): JSX.Element | null {
+  const [sweeps, setSweeps] = React.useState<ISweep[]>([]);
+  const [opened, setOpened] = React.useState<string | null>(null);
+  const [error, setError] = React.useState<string | null>(null);
+
+  React.useEffect(() => {
+    if (!visible) {
+      return;
+    }
+    loadSweeps().then(
+      answer => {
+        setSweeps([...answer.sweeps].reverse());
+        setError(null);
+      },
+      reason => setError((reason as Error).message)
+    );
+  }, [visible, loadSweeps]);
+
+  if (sweeps.length === 0 && error === null) {
+    return null;
+  }
+  return (
+    <section className="betty-Sweeps" data-testid="betty-sweeps">
+      <div className="betty-Tab-caption">Sweeps</div>
+      {error && (
+        <div className="betty-Tab-error" role="alert">
+          {error}
+        </div>
+      )}
+      <ul className="betty-Experiments-list">
+        {sweeps.map(sweep => (
+          <li
+            key={sweep.experiment.slug}
+            className="betty-ExperimentRow"
+            data-testid="betty-sweep-row"
+            data-slug={sweep.experiment.slug}
+          >
+            <div className="betty-ExperimentRow-head">
+              <span className="betty-ExperimentRow-slug">{sweep.experiment.slug}</span>
+              <span className={`betty-State betty-State-${sweep.experiment.state}`}>
+                {sweep.experiment.state}
+              </span>
+            </div>
+            <div className="betty-JobRow-sub">
+              job array {sweep.experiment.job_id} · {sweep.tasks} tasks ·{' '}
+              {visibleText(sweep.grid.join(' '))}
+            </div>
+            <button
+              className="betty-Button"
+              data-testid="betty-sweep-compare"
+              aria-expanded={opened === sweep.experiment.slug}
+              onClick={() =>
+                setOpened(opened === sweep.experiment.slug ? null : sweep.experiment.slug)
+              }
+            >
+              {opened === sweep.experiment.slug ? 'Hide comparison' : 'Compare tasks'}
+            </button>
+            {opened === sweep.experiment.slug && (
+              <SweepComparisonView
+                slug={sweep.experiment.slug}
+                load={loadComparison}
+                onAction={onAction}
+              />
+            )}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+/** Props of {@link SweepComparisonView}. */
+export interface ISweepComparisonViewProps {
+  slug: string;
+  load: (slug: string) => Promise<ISweepComparison>;
+  onAction: (tool: string, args: Record<string, unknown>) => Promise<void>;
+}
+
+/** One sweep's comparison: its buttons, its table, its pictures. */
+export function SweepComparisonView({
+  slug,
+  load,
+  onAction
+}: ISweepComparisonViewProps): JSX.Element {
+  const [comparison, setComparison] = React.useState<ISweepComparison | null>(null);
+  const [error, setError] = React.useState<string | null>(null);
+
+  const refresh = React.useCallback(() => {
+    setError(null);
+    load(slug).then(setComparison, reason => setError((reason as Error).message));
+  }, [slug, load]);
+  React.useEffect(refresh, [refresh]);
+
+  const act = (tool: string, args: Record<string, unknown>) =>
+    onAction(tool, args).catch(reason => setError((reason as Error).message));
+  const failed = comparison?.failed ?? [];
+  const live = (comparison?.states ?? []).some(state => LIVE_STATES.includes(state));
+  return (
+    <div className="betty-SweepComparison" data-testid="betty-sweep-comparison">
+      <div className="betty-JobRow-links">
+        <button className="betty-Button" data-testid="betty-sweep-refresh" onClick={refresh}>
+          Refresh
+        </button>
+        <button
+          className="betty-Button"
+          data-testid="betty-sweep-retry"
+          disabled={failed.length === 0}
+          title={
+            failed.length
+              ? `Resubmit tasks ${failed.join(', ')} (a card to approve)`
+              : 'No task failed'
+          }
+          onClick={() => void act('sweep_retry', { experiment: slug, tasks: failed })}
+        >
+          Resubmit failed tasks{failed.length ? ` (${failed.join(', ')})` : ''}
+        </button>
+        <button
+          className="betty-Button"
+          data-testid="betty-sweep-cancel"
+          disabled={!live}
+          title={
+            live
+              ? 'Cancel every task still queued or running (a card to approve)'
+              : 'No task is queued or running'
+          }
+          onClick={() => void act('sweep_cancel', { experiment: slug })}
+        >
+          Cancel sweep
+        </button>
+      </div>
+      {error && (
+        <div className="betty-Tab-error" role="alert">
+          {error}
+        </div>
+      )}
+      {comparison === null && error === null && (
+        <div className="betty-Tab-empty">Reading every task…</div>
+      )}
+      {comparison && !comparison.ok && (
+        <div className="betty-Tab-error" role="alert" data-testid="betty-sweep-error">
+          {visibleText(comparison.summary)}
+        </div>
+      )}
+      {comparison?.ok && <ComparisonTable comparison={comparison} />}
+      {comparison?.ok &&
+        comparison.charts.map(chart => (
+          <ChartImage
+            key={`${chart.metric} ${chart.parameter ?? ''}`}
+            svg={chart.svg}
+            alt={
+              chart.parameter === null
+                ? `${chart.metric} by step`
+                : `final ${chart.metric} by ${chart.parameter}`
+            }
+            testId={
+              chart.parameter === null ? 'betty-sweep-chart-steps' : 'betty-sweep-chart-final'
+            }
+          />
+        ))}
+    </div>
+  );
+}
+
+/** The comparison's table: a row per task, every cell text (a failed task's row marked). */
+function ComparisonTable({ comparison }: { comparison: ISweepComparison }): JSX.Element {
+  return (
+    <div className="betty-SweepTable-scroll">
+      <table className="betty-SweepTable" data-testid="betty-sweep-table">
+        <thead>
+          <tr>
+            {comparison.header.map((name, column) => (
+              <th key={column}>{visibleText(name)}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {comparison.rows.map((row, index) => (
+            <tr
+              key={index}
+              data-testid="betty-sweep-task"
+              data-state={comparison.states[index]}
+              className={comparison.failed.includes(index) ? 'betty-SweepTable-failed' : undefined}
+            >
+              {row.map((cell, column) => (
+                <td key={column} title={visibleText(cell)}>
+                  {visibleText(cell)}
+                </td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
