@@ -96,7 +96,9 @@ def test_the_plan_drawer_grants_denies_and_edits_steps_and_runs_exactly_what_was
             found = re.search(r"submitted job (\d+)", summary)
             assert found, summary
             job_id = found.group(1)
-            step(drawer, 3).scroll_into_view_if_needed()
+            folded = step(drawer, 3).locator("details.betty-PlanDrawer-folded")
+            expect(folded).not_to_have_attribute("open", "")  # once answered, a step's preview folds to its title
+            drawer.evaluate("drawer => drawer.scrollIntoView({block: 'start'})")
             screenshot(page, "2-progress", prefix="plan")
             assert drawer.locator("img[src], [onerror]").count() == 0, "the model's HTML is text"
         finally:

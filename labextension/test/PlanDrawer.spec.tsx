@@ -483,6 +483,9 @@ describe('PlanDrawer: progress', () => {
       'not_run',
       'not_run'
     ]);
+    const folded = stepRow(container, 3).querySelector('details.betty-PlanDrawer-folded')!;
+    expect(folded.querySelector('summary')!.textContent).toBe('submit to betty-dev');
+    expect(folded.hasAttribute('open')).toBe(false); // once answered, a preview folds to its title
     const failed = stepRow(container, 2);
     expect(byTestId(failed, 'betty-plan-progress').textContent).toContain(
       'granted → executing → failed'

@@ -231,7 +231,7 @@ function PlanStepRow(props: IPlanStepRowProps): JSX.Element {
           onCancel={() => onEdit(false)}
         />
       ) : (
-        preview && <PreviewView preview={preview} />
+        preview && <StepPreview preview={preview} folded={!open} />
       )}
       {!open && <StepProgress progress={progress} index={step.index} />}
       {open && !editing && (
@@ -270,6 +270,19 @@ function PlanStepRow(props: IPlanStepRowProps): JSX.Element {
         </div>
       )}
     </li>
+  );
+}
+
+/** A step's preview: shown whole while the card waits, folded to its title once answered. */
+function StepPreview({ preview, folded }: { preview: IPreview; folded: boolean }): JSX.Element {
+  if (!folded) {
+    return <PreviewView preview={preview} />;
+  }
+  return (
+    <details className="betty-PlanDrawer-folded">
+      <summary>{visibleText(preview.title || 'preview')}</summary>
+      <PreviewView preview={preview} />
+    </details>
   );
 }
 
