@@ -183,11 +183,11 @@ interface IPlanStepRowProps {
 function PlanStepRow(props: IPlanStepRowProps): JSX.Element {
   const { step, item, progress, answer, open, disabled, editing, onAnswer, onEdit } = props;
   const latest = latestUpdate(progress, step.index);
-  const refusedAll =
+  const notGranted =
     item?.status === 'decided' && !APPROVING.includes(item.resolution?.decision ?? 'cancelled');
   const state = open
     ? openState(answer, props.blockedBy)
-    : (latest?.status ?? (refusedAll ? 'not_run' : step.status));
+    : (latest?.status ?? (notGranted ? 'not_run' : step.status));
   const preview = answer.preview ?? step.preview;
   return (
     <li
