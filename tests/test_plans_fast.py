@@ -22,6 +22,7 @@ from betty_jupyter.cluster.testing import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.errors import ToolError
 from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.notebook.widgets.plan import PlanCard, card_for
 
 ESTIMATE = {"model": "Llama-3.1-8B", "method": "lora"}
 HOSTILE = "<img src=x onerror=alert(1)> '; rm -rf ~"
@@ -266,3 +267,48 @@ def test_a_granted_step_is_held_by_one_call_at_a_time_and_waits_for_the_steps_it
     assert active.claim("wiki_write", {"page": "b.md"}) is None, "other arguments are no step"
     active.release(first)
     assert active.claim("wiki_write", {"page": "a.md"}) is first
+
+
+def test_the_notebook_plan_card_edits_a_step_with_the_single_card_editor(workspace) -> None:
+    """``%betty ask``'s plan card: a step's Edit is the single card's form, each change checked by the session as
+    the plan's answer; a refused edit is one line and keeps the text; the kept edit is what runs."""
+    edited = page("b", f"the person's body {HOSTILE}\n")
+    shown: list[Any] = []
+
+    async def answer(session: Any, broker: ApprovalBroker, request: Any) -> None:
+        loop = asyncio.get_running_loop()
+
+        def check(_: str, args: Any) -> Any:  # the server's preview route, as a kernel's backend calls it
+            return asyncio.run_coroutine_threadsafe(session.review_plan(request.args, args), loop).result()
+
+        def person() -> None:
+            card = card_for(request, lambda i, d, a: broker.respond(i, d, "tester", a), check=check)
+            assert isinstance(card, PlanCard) and [b.disabled for b in card.step_edits] == [False, False]
+            form = card.edit_step(1)
+            assert form.fields["body"].value == "the model's body\n" and form.checked is not None
+            form.fields["mode"].value = "rewrite"  # refused: the page does not exist yet
+            assert form.checked is None and form.approve.disabled
+            shown.append(form.status.value)
+            form.fields["mode"].value = "create"
+            form.fields["body"].value = edited["body"]
+            assert form.checked is not None and "the person&#x27;s body" in form.preview.value
+            assert "<img" not in form.preview.value, "the step's new preview is text"
+            form.approve.click()
+            assert card.steps[0].description.startswith("✎ edited: 1.")
+            card.steps[1].click()  # step 2 denied
+            card.execute.click()
+
+        await asyncio.to_thread(person)
+
+    with ScriptedLLM() as llm:
+        llm.add(plan(("wiki_write", page("b", "the model's body\n")), ("wiki_write", page("c", "c\n"))),
+                call("wiki_write", edited), say("Done."))
+        reason, events, session_id = asyncio.run(converse(workspace, llm, ScriptedTransport(), answer))
+    assert reason == "finished", [e.type for e in events]
+    (refusal,) = shown
+    assert "step 1 (wiki_write): the edited call is refused" in refusal and "\n" not in refusal
+    assert (workspace.wiki / "notes" / "b.md").read_text().endswith(edited["body"])
+    assert not (workspace.wiki / "notes" / "c.md").exists()
+    records = ActionLog(workspace.root).read(session_id=session_id)
+    assert [(r.tool, r.decision) for r in records] == [("propose_plan", "edited"), ("wiki_write", "edited")]
+    assert records[1].args["body"] == edited["body"]

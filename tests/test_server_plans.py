@@ -51,6 +51,9 @@ async def test_a_plan_card_is_answered_per_step_and_a_refused_edit_keeps_it_open
     good = {"steps": [{"decision": "edited", "args": edited}, {"decision": "denied"}]}
     preview = (await call(jp_fetch, "POST", "approvals", card["approval_id"], "preview", body={"args": good}))
     assert "the person's own body" in preview["preview"]["text"] and preview["preview"]["details"]["granted"] == 1
+    first, second = preview["preview"]["details"]["calls"]  # each step as answered, its own preview
+    assert (first["status"], second["status"]) == ("edited", "denied")
+    assert first["args"]["body"] == "the person's own body\n" and "the person's own body" in first["preview"]["text"]
     answered = await call(jp_fetch, "POST", "approvals", card["approval_id"], body={"decision": "edited", "args": good})
     assert answered["decision"] == "edited"
     # The edited step is covered: it runs without another card. The denied step never runs.

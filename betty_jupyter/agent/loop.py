@@ -466,7 +466,7 @@ class AgentSession:
         decide = self._plan_policy(None)
         steps = await plans.check_plan(plan, self.registry, self.context, decide)
         steps = await plans.answered(steps, plans.PlanAnswer.read(answer), self.registry, self.context, decide)
-        return plans.plan_preview(plan.goal, steps)
+        return plans.answer_preview(plan.goal, steps)
 
     async def _propose(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                        began: float) -> Answer:

@@ -199,6 +199,14 @@ def plan_preview(goal: str, steps: list[Step]) -> Preview:
                    details={"steps": len(steps), "granted": sum(step.status in GRANTED for step in steps)})
 
 
+def answer_preview(goal: str, steps: list[Step]) -> Preview:
+    """The preview of a person's answer to an open plan card: the plan's preview, and in its details each step as
+    answered (the ``plan`` event's structure), so a face shows an edited step's own new preview."""
+    preview = plan_preview(goal, steps)
+    preview.details["calls"] = [step.info().model_dump(mode="json") for step in steps]
+    return preview
+
+
 def plan_event(plan_id: str, call_id: str, goal: str, steps: list[Step]) -> ev.Plan:
     """The ``plan`` event's payload."""
     return ev.Plan(steps=[step.line() for step in steps], plan_id=plan_id, call_id=call_id, goal=goal,

@@ -20,6 +20,7 @@ import {
   parseEvent,
   Tier
 } from './events';
+import { hasDrawer, Plans, withPlan, withStepUpdate } from './plans';
 
 /** A user's or the assistant's message in the transcript. */
 export interface IMessageItem {
@@ -77,6 +78,8 @@ export interface INoteItem {
   steps?: string[];
   /** The job update this note reports. */
   job?: IJobUpdateInfo;
+  /** The plan this note is (`transcript.plans`), shown as its drawer. */
+  planId?: string;
 }
 
 /** One row of the chat transcript. */
@@ -97,6 +100,8 @@ export interface ITranscript {
   earlyResolutions: Record<string, IApprovalResolved>;
   /** Counter for local notes' keys. */
   localCount: number;
+  /** The session's plans, each with its steps' progress, by `plan_id`. */
+  plans: Plans;
 }
 
 /** An empty transcript for `sessionId`. */
@@ -109,7 +114,8 @@ export function emptyTranscript(sessionId: string | null = null): ITranscript {
     budget: null,
     streamingKey: null,
     earlyResolutions: {},
-    localCount: 0
+    localCount: 0,
+    plans: {}
   };
 }
 
@@ -256,15 +262,24 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
     return { ...base, busy: role === 'user' ? true : base.busy, items: [...base.items, item] };
   },
 
-  plan: (state, event) =>
-    appendNote(state, event.seq, {
+  plan: (state, event) => {
+    const plan = event.payload;
+    const drawer = hasDrawer(plan);
+    const base = drawer ? { ...state, plans: withPlan(state.plans ?? {}, plan) } : state;
+    return appendNote(base, event.seq, {
       tone: 'plan',
       text: 'Plan',
-      steps: event.payload.steps.filter(step => typeof step === 'string')
-    }),
+      steps: plan.steps.filter(step => typeof step === 'string'),
+      ...(drawer ? { planId: plan.plan_id } : {})
+    });
+  },
 
   plan_step: (state, event) => {
     const step = event.payload;
+    if (state.plans?.[step.plan_id]) {
+      // The plan's drawer shows its progress.
+      return { ...state, plans: withStepUpdate(state.plans, step) };
+    }
     const summary = step.summary ? `: ${step.summary}` : '';
     return appendNote(state, event.seq, {
       tone: step.status === 'failed' ? 'error' : 'plan',

@@ -10,6 +10,7 @@ import { revealCard } from '../reveal';
 import { Markdown, visibleText } from '../safe';
 import { IMessageItem, INoteItem, IToolItem, ITranscript, TranscriptItem } from '../transcript';
 import { ApprovalCard } from './ApprovalCard';
+import { PlanDrawer, planOfCard, PlanNote } from './PlanDrawer';
 
 /** Props of {@link ChatView}. */
 export interface IChatViewProps {
@@ -104,21 +105,36 @@ function ChatWelcome({ hasModel }: { hasModel: boolean | null }): JSX.Element {
 
 type RowProps = IChatViewProps & { item: TranscriptItem };
 
-function TranscriptRow({ item, onDecide, onOpen }: RowProps): JSX.Element {
+function TranscriptRow({ item, transcript, onDecide, onOpen }: RowProps): JSX.Element | null {
   switch (item.kind) {
     case 'message':
       return <MessageRow item={item} />;
     case 'tool':
       return <ToolRow item={item} />;
-    case 'approval':
+    case 'approval': {
+      const plan = planOfCard(transcript, item);
+      if (plan) {
+        return (
+          <PlanDrawer
+            progress={plan}
+            item={item}
+            onDecide={(decision, args) => onDecide(item.request.approval_id, decision, args)}
+          />
+        );
+      }
       return (
         <ApprovalCard
           item={item}
           onDecide={(decision, args) => onDecide(item.request.approval_id, decision, args)}
         />
       );
+    }
     case 'note':
-      return <NoteRow item={item} onOpen={onOpen} />;
+      return item.planId ? (
+        <PlanNote transcript={transcript} planId={item.planId} />
+      ) : (
+        <NoteRow item={item} onOpen={onOpen} />
+      );
   }
 }
 
