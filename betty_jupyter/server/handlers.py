@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, sessions, ws
+from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, open_notebook, sessions, ws
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ handlers: list[tuple[str, type[Any]]] = [
     *cluster_routes.handlers,
     *login.handlers,
     *knowledge.handlers,
+    *open_notebook.handlers,
     *automations.handlers,
     *mcp_http.handlers,
 ]

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
 
 from ..agent.automations.definitions import Automation, Run, RunStatus
+from ..agent.bulletin import ContextBulletin
 from ..agent.events import ApprovalRequest
 from ..agent.models import Preview
 
@@ -200,10 +201,34 @@ class NotebookStatus(TypedDict):
     status: str
 
 
+class CellChangeJson(TypedDict):
+    """An approved cell change for an open notebook: the panel applies it to the open document."""
+
+    id: str
+    path: str
+    """The notebook as JupyterLab names it."""
+    action: Literal["insert", "replace", "run"]
+    index: int
+    source: str
+    cell_type: str
+    before: str | None
+    """The cell's source the person was shown: a replace or run happens only while the cell holds exactly it."""
+
+
 class NotebookStatuses(TypedDict):
-    """Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out)."""
+    """Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out),
+    and the approved cell changes waiting for notebooks this page holds open."""
 
     notebooks: list[NotebookStatus]
+    changes: list[CellChangeJson]
+
+
+class WorkingPlace(TypedDict):
+    """Answer of ``GET notebooks/context``: the folder of a notebook and its git branch, for the context chip."""
+
+    directory: str
+    branch: str | None
+    dirty: bool | None
 
 
 class Automations(TypedDict):
@@ -277,6 +302,8 @@ class AskRequest(Body):
     """Body of ``POST sessions/{id}/ask``."""
 
     prompt: str
+    context: ContextBulletin | None = None
+    """The context bulletin the person saw on the message (none when they removed its chip)."""
 
 
 class ToolRequest(Body):
@@ -366,6 +393,8 @@ class AskMessage(Body):
 
     type: Literal["ask"]
     prompt: str
+    context: ContextBulletin | None = None
+    """The context bulletin the person saw on the message (none when they removed its chip)."""
 
 
 class ApprovalMessage(Body):

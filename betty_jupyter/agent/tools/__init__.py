@@ -11,6 +11,7 @@ from .delegate import DelegateTasks
 from .efficiency import ClusterEfficiency
 from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
+from .notebook import NotebookEdit, NotebookRead, NotebookRunCell
 from .notes import Scratchpad
 from .overview import ClusterOverview
 from .plan import ProposePlan
@@ -22,6 +23,7 @@ ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterSweep,
     SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
     ClusterEfficiency, GpuEstimate, GpuAdvise,
+    NotebookRead, NotebookEdit, NotebookRunCell,
     WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan,
 )
 """Every tool class, in the order the system prompt lists them."""
@@ -30,7 +32,8 @@ __all__ = [
     "ALL_TOOLS", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
     "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
     "DelegateTasks",
-    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "ProposePlan", "Scratchpad",
+    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "NotebookEdit", "NotebookRead", "NotebookRunCell", "ProposePlan",
+    "Scratchpad",
     "SweepCancel", "SweepCompare", "SweepRetry",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]
