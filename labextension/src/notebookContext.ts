@@ -19,6 +19,7 @@ export interface INotebookTab {
   context?: { path?: string };
   content?: {
     activeCellIndex?: number;
+    activeCellChanged?: ISignal<unknown, unknown>;
     model?: {
       cells?: { length: number; get(index: number): { toJSON(): unknown } };
     } | null;
@@ -106,11 +107,13 @@ export class NotebookContext {
 
   dispose(): void {
     window.clearInterval(this._timer);
+    this._follow(null);
   }
 
   /** Read the current widget now; the git facts are asked for once per notebook opened. */
   update(): void {
     const widget = this.current();
+    this._follow(widget as INotebookTab | null);
     const path = (widget as INotebookTab | null)?.context?.path ?? null;
     if (path !== null && path.endsWith('.ipynb') && path !== this._placeFor) {
       this._placeFor = path;
@@ -132,6 +135,21 @@ export class NotebookContext {
     }
   }
 
+  /** Hear the selected cell change in `tab` at once (and no longer in the tab before it). */
+  private _follow(tab: INotebookTab | null): void {
+    const signal = tab?.content?.activeCellChanged ?? null;
+    if (signal !== this._following) {
+      this._following?.disconnect(this._onCell, this);
+      signal?.connect(this._onCell, this);
+      this._following = signal;
+    }
+  }
+
+  private _onCell(): void {
+    this.update();
+  }
+
+  private _following: ISignal<unknown, unknown> | null = null;
   private _bulletin: IContextBulletin | null = null;
   private _place: IWorkingPlace | null = null;
   private _placeFor: string | null = null;
