@@ -23,8 +23,8 @@ ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterSweep,
     SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
     ClusterEfficiency, GpuEstimate, GpuAdvise,
-    NotebookRead, NotebookEdit, NotebookRunCell,
     WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan,
+    NotebookRead, NotebookEdit, NotebookRunCell,
 )
 """Every tool class, in the order the system prompt lists them."""
 
