@@ -31,7 +31,8 @@ def notebook(path: Path, *sources: str, outputs: list[dict[str, Any]] | None = N
               "outputs": []} for i, source in enumerate(sources)]
     cells[-1]["outputs"] = outputs or []
     book = {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
-            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}}}
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                        "language": "python"}}}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(book), encoding="utf-8")
 
@@ -147,8 +148,8 @@ async def test_an_edit_shows_a_diff_and_reaches_the_open_notebook_not_its_file(j
 async def test_an_edit_of_a_closed_notebook_writes_its_file(jp_fetch, llm, jp_root_dir, dev_cluster):
     path = jp_root_dir / "closed.ipynb"
     notebook(path, "a = 1")
-    llm.add(model_calls("notebook_edit", {"action": "insert", "index": 0, "source": "# setup", "cell_type": "markdown"}),
-            say("Done."))
+    insert = {"action": "insert", "index": 0, "source": "# setup", "cell_type": "markdown"}
+    llm.add(model_calls("notebook_edit", insert), say("Done."))
     session_id = (await open_session(jp_fetch, mode="auto"))["session_id"]
     after = await ask(jp_fetch, session_id, "add a heading", {"notebook": "closed.ipynb"})
     events = await events_until(jp_fetch, session_id, done, after)

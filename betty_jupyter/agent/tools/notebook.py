@@ -68,7 +68,8 @@ def output_text(output: dict[str, Any]) -> str:
     if kind == "stream":
         return _text(output.get("text"))
     if kind == "error":
-        return "\n".join([f"{output.get('ename', '')}: {output.get('evalue', '')}", *map(str, output.get("traceback", []))])
+        head = f"{output.get('ename', '')}: {output.get('evalue', '')}"
+        return "\n".join([head, *map(str, output.get("traceback", []))])
     data = output.get("data") or {}
     shown = _text(data.get("text/plain"))
     others = sorted(key for key in data if key != "text/plain")
@@ -171,9 +172,11 @@ class NotebookEdit(Tool[NotebookEditArgs]):
         """Change the open document through the panel, or write the closed notebook's file."""
         active, path = active_notebook(ctx)
         book = _book(path)
-        _, _, before = _diff_sides(book.get("cells", []), args)
+        cells = book.get("cells", [])
+        _, _, before = _diff_sides(cells, args)
+        kind = args.cell_type if args.action == "insert" else str(cells[args.index].get("cell_type", "code"))
         change = CellChange(id=new_change_id(), path=active.shown_path, action=args.action, index=args.index,
-                            source=args.source, cell_type=args.cell_type, before=before)
+                            source=args.source, cell_type=kind, before=before)
         where = f"cell {args.index} of {terminal_line(active.shown_path)}"
         if OpenNotebooks(ctx.workspace.ledger_path).is_open(active.notebook):
             line = await _hand_to_panel(ctx, active, change)
@@ -194,20 +197,21 @@ def _diff_sides(cells: list[dict[str, Any]], args: NotebookEditArgs) -> tuple[st
                         "(read it with notebook_read)")
     if args.action == "insert" and args.index > len(cells):
         raise ToolError(f"notebook_edit: cannot insert at {args.index}; the notebook has {len(cells)} cells")
-    sources = [_shown_cell(i, c.get("cell_type", "code"), _text(c.get("source"))) for i, c in enumerate(cells)]
+    sources = [_shown_cell(c.get("cell_type", "code"), _text(c.get("source"))) for c in cells]
     after = list(sources)
-    new = _shown_cell(args.index, args.cell_type, args.source)
     before = None
     if args.action == "replace":
         before = _text(cells[args.index].get("source"))
-        after[args.index] = _shown_cell(args.index, cells[args.index].get("cell_type", "code"), args.source)
+        after[args.index] = _shown_cell(cells[args.index].get("cell_type", "code"), args.source)
     else:
-        after.insert(args.index, new)
+        after.insert(args.index, _shown_cell(args.cell_type, args.source))
     return "".join(sources), "".join(after), before
 
 
-def _shown_cell(index: int, kind: object, source: str) -> str:
-    return f"# ---- cell ({kind})\n{source}{'' if source.endswith(chr(10)) or not source else chr(10)}"
+def _shown_cell(kind: object, source: str) -> str:
+    """One cell as the diff shows it: a line naming its type, then its source."""
+    ending = "" if source.endswith("\n") or not source else "\n"
+    return f"# ---- cell ({kind})\n{source}{ending}"
 
 
 def _apply(book: Notebook, change: CellChange) -> None:
