@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from llm_server import call as model_calls
 from llm_server import say
-from test_server_support import call, events_until, jp_server_config, llm, open_session, until  # noqa: F401
+from test_server_support import (  # noqa: F401  (fixtures)
+    call,
+    events_until,
+    jp_server_config,
+    llm,
+    open_session,
+    refusal,
+    until,
+)
 
 from betty_jupyter.agent.tools.notebook import MAX_READ_CHARS
 
@@ -183,3 +192,23 @@ async def test_running_a_cell_always_waits_for_a_person_and_runs_only_after(jp_f
     assert [(c["action"], c["index"], c["source"], c["before"]) for c in taken] == [
         ("run", 1, "print(os.getpid())", "print(os.getpid())")]
     assert next(e["payload"] for e in events if e["type"] == "tool_result")["ok"]
+
+
+async def test_the_chips_git_facts_come_from_git_and_run_nothing_the_repository_names(jp_fetch, jp_root_dir, tmp_path):
+    notebook(jp_root_dir / "work" / "nb.ipynb", "x = 1")
+    ran = tmp_path / "fsmonitor-ran"
+    git = ["git", "-C", str(jp_root_dir / "work"), "-c", "user.name=T", "-c", "user.email=t@example.org"]
+    for argv in (["init", "-q", "-b", "exp/<b>lr"], ["add", "nb.ipynb"], ["commit", "-q", "-m", "start"],
+                 ["config", "core.fsmonitor", f"touch {ran}; false"]):
+        subprocess.run(git + argv, check=True, capture_output=True)
+    place = await call(jp_fetch, "GET", "notebooks", "context", params={"path": "work/nb.ipynb"})
+    assert place == {"directory": "work", "branch": "exp/<b>lr", "dirty": False}
+    notebook(jp_root_dir / "work" / "nb.ipynb", "x = 2")
+    place = await call(jp_fetch, "GET", "notebooks", "context", params={"path": "work/nb.ipynb"})
+    assert place["dirty"] is True and not ran.exists(), "git ran a program the repository's config named"
+    notebook(jp_root_dir / "plain.ipynb", "y = 1")
+    assert await call(jp_fetch, "GET", "notebooks", "context", params={"path": "plain.ipynb"}) == {
+        "directory": "", "branch": None, "dirty": None}, "outside a repository: no branch
+    for outside in ("../elsewhere.ipynb", "work/notes.md"):
+        status, error = await refusal(jp_fetch, "GET", "notebooks", "context", params={"path": outside})
+        assert status == 400 and "is not a notebook inside Betty's workspace" in error
