@@ -208,7 +208,7 @@ async def test_the_chips_git_facts_come_from_git_and_run_nothing_the_repository_
     assert place["dirty"] is True and not ran.exists(), "git ran a program the repository's config named"
     notebook(jp_root_dir / "plain.ipynb", "y = 1")
     assert await call(jp_fetch, "GET", "notebooks", "context", params={"path": "plain.ipynb"}) == {
-        "directory": "", "branch": None, "dirty": None}, "outside a repository: no branch
+        "directory": "", "branch": None, "dirty": None}, "outside a repository: no branch"
     for outside in ("../elsewhere.ipynb", "work/notes.md"):
         status, error = await refusal(jp_fetch, "GET", "notebooks", "context", params={"path": outside})
         assert status == 400 and "is not a notebook inside Betty's workspace" in error
