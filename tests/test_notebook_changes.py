@@ -60,3 +60,10 @@ def test_a_change_is_handed_out_once_and_only_for_its_notebook(tmp_path) -> None
     assert changes.take(["b.ipynb"]) == [] and not changes.waiting(first.id)
     changes.add("b.ipynb", first)
     assert changes.withdraw(first.id) and not changes.withdraw(first.id)
+
+
+def test_the_panels_word_on_a_change_is_said_once(tmp_path) -> None:
+    changes = NotebookChanges(tmp_path / "ledger.sqlite")
+    assert changes.result("change-x") is None
+    changes.report("change-x", "replaced")
+    assert changes.result("change-x") == "replaced" and changes.result("change-x") is None

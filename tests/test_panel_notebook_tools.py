@@ -98,6 +98,8 @@ def test_betty_reads_edits_and_runs_the_open_notebook_only_as_the_person_approve
 
         expect(cells.nth(1).locator(".cm-content")).to_have_text("lr = 3e-4")
         expect(cells.nth(0).locator(".cm-content")).to_contain_text(TYPED)
+        expect(panel.get_by_test_id("betty-tool-row").nth(1)).to_contain_text(
+            f"cell 1 of {NOTEBOOK} in the open notebook: replaced")
         expect(panel.get_by_test_id("betty-message-assistant").last).to_contain_text("lowered the learning rate")
         assert "lr = 1e-3" in nbformat.read(root / NOTEBOOK, as_version=4).cells[1].source, (
             "the open notebook's file is left for the person's own save")
@@ -127,6 +129,7 @@ def test_betty_reads_edits_and_runs_the_open_notebook_only_as_the_person_approve
         run_card.get_by_test_id("betty-approve").click()
         expect(cells.nth(2).locator(".jp-OutputArea-output")).to_contain_text("42")
         expect(panel.get_by_test_id("betty-message-assistant").last).to_contain_text("It printed 42.")
+        expect(panel.get_by_test_id("betty-tool-row").last).to_contain_text(f"cell 2 of {NOTEBOOK}: ran")
 
         # A removed chip sends none of it.
         panel.get_by_test_id("betty-mode-confirm").click()

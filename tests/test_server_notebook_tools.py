@@ -61,6 +61,13 @@ async def panel_says_open(jp_fetch, *paths: str) -> dict[str, Any]:
     return await call(jp_fetch, "PUT", "notebooks", "open", body={"holder": HOLDER, "notebooks": list(paths)})
 
 
+async def panel_applies(jp_fetch, path: str, taken: list[dict[str, Any]], results: dict[str, str]) -> None:
+    """The panel's word about ``path``: each change it is handed is applied and reported as ``results[action]``."""
+    for change in (await panel_says_open(jp_fetch, path))["changes"]:
+        taken.append(change)
+        await call(jp_fetch, "POST", "notebooks", "changes", change["id"], body={"result": results[change["action"]]})
+
+
 async def card(jp_fetch, session_id: str) -> dict[str, Any] | None:
     pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
     return pending[0] if pending else None
@@ -138,7 +145,8 @@ async def test_an_edit_shows_a_diff_and_reaches_the_open_notebook_not_its_file(j
     taken: list[dict[str, Any]] = []
 
     async def both_taken() -> bool:
-        taken.extend((await panel_says_open(jp_fetch, "train.ipynb"))["changes"])
+        await panel_applies(jp_fetch, "train.ipynb", taken, {"replace": "inserted beside: the cell changed since",
+                                                             "insert": "inserted"})
         return len(taken) == 2
 
     await until("the panel takes both changes", both_taken)
@@ -150,7 +158,10 @@ async def test_an_edit_shows_a_diff_and_reaches_the_open_notebook_not_its_file(j
                                                                                    "train.ipynb")
     assert path.read_bytes() == saved, "an open notebook's file is the person's: their next save keeps both"
     results = [e["payload"] for e in events if e["type"] == "tool_result"]
-    assert [r["ok"] for r in results] == [True, True] and "open notebook's tab" in results[0]["summary"]
+    assert [r["ok"] for r in results] == [True, True]
+    assert [r["summary"] for r in results] == [
+        "cell 1 of train.ipynb in the open notebook: inserted beside: the cell changed since (the person's save "
+        "keeps it)", "cell 2 of train.ipynb in the open notebook: inserted (the person's save keeps it)"]
     assert sum(e["type"] == "approval_request" for e in events) == 1, "tier 1 asks once per session"
 
 
@@ -184,14 +195,16 @@ async def test_running_a_cell_always_waits_for_a_person_and_runs_only_after(jp_f
     taken: list[dict[str, Any]] = []
 
     async def run_taken() -> bool:
-        taken.extend((await panel_says_open(jp_fetch, "run.ipynb"))["changes"])
+        await panel_applies(jp_fetch, "run.ipynb", taken, {"run": "not run: cell 1 no longer holds the approved code"})
         return bool(taken)
 
     await until("the panel takes the run", run_taken)
     events = await events_until(jp_fetch, session_id, done, after)
     assert [(c["action"], c["index"], c["source"], c["before"]) for c in taken] == [
         ("run", 1, "print(os.getpid())", "print(os.getpid())")]
-    assert next(e["payload"] for e in events if e["type"] == "tool_result")["ok"]
+    result = next(e["payload"] for e in events if e["type"] == "tool_result")
+    assert not result["ok"] and "not run: cell 1 no longer holds the approved code" in result["summary"], (
+        "the model hears the panel refused to run a cell that changed")
 
 
 async def test_the_chips_git_facts_come_from_git_and_run_nothing_the_repository_names(jp_fetch, jp_root_dir, tmp_path):

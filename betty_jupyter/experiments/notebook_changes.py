@@ -41,6 +41,11 @@ CREATE TABLE IF NOT EXISTS notebook_changes (
     change TEXT NOT NULL,
     added REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS notebook_change_results (
+    id TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    added REAL NOT NULL
+);
 """
 
 
@@ -144,6 +149,21 @@ class NotebookChanges(_Table):
         """Whether ``change_id`` still waits for a panel."""
         with self._connect() as db:
             return db.execute("SELECT 1 FROM notebook_changes WHERE id = ?", (change_id,)).fetchone() is not None
+
+    def report(self, change_id: str, result: str) -> None:
+        """The panel says how ``change_id`` went in the open document (``replaced``, ``not run: …``)."""
+        with self._connect() as db:
+            db.execute("DELETE FROM notebook_change_results WHERE added < ?", (time.time() - 3600,))
+            db.execute("INSERT OR REPLACE INTO notebook_change_results (id, result, added) VALUES (?, ?, ?)",
+                       (change_id, result, time.time()))
+
+    def result(self, change_id: str) -> str | None:
+        """What the panel said of ``change_id``, once it did (None before); said once."""
+        with self._connect() as db:
+            row = db.execute("SELECT result FROM notebook_change_results WHERE id = ?", (change_id,)).fetchone()
+            if row is not None:
+                db.execute("DELETE FROM notebook_change_results WHERE id = ?", (change_id,))
+        return None if row is None else str(row[0])
 
     def withdraw(self, change_id: str) -> bool:
         """Take back a change no panel took; False when one already did."""

@@ -379,6 +379,12 @@ class LoginAnswer(Body):
     answer: str = Field(max_length=4096)
 
 
+class ChangeResultRequest(Body):
+    """Body of ``POST notebooks/changes/{id}``: how the panel applied an approved cell change (one line)."""
+
+    result: str = Field(min_length=1, max_length=300)
+
+
 class OpenNotebooksRequest(Body):
     """Body of ``PUT notebooks/open``: every notebook one JupyterLab page (``holder``) has open now."""
 

@@ -94,5 +94,23 @@ async def _git(folder: Path, *argv: str) -> str | None:
     return out.decode("utf-8", "replace")[:4096] if process.returncode == 0 else None
 
 
-handlers = [(r"/betty/api/notebooks/context", WorkingPlaceHandler)]
-"""The context chip's route."""
+class ChangeResultHandler(BettyHandler):
+    """``POST notebooks/changes/{id}``: the panel says how it applied an approved cell change; the tool tells the model."""
+
+    @web.authenticated
+    def post(self, change_id: str) -> None:
+        """``{}``; 400 for a body that is not ``{result}``."""
+        # lazy: the table lives in the ledger's database (SQLite); the server's extension loads without it
+        from ..experiments.notebook_changes import NotebookChanges
+        from .models import ChangeResultRequest
+
+        result = self.body(ChangeResultRequest).result
+        NotebookChanges(self.services.workspace.ledger_path).report(change_id[:100], result)
+        self.answer({})
+
+
+handlers = [
+    (r"/betty/api/notebooks/context", WorkingPlaceHandler),
+    (r"/betty/api/notebooks/changes/(?P<change_id>[^/]+)", ChangeResultHandler),
+]
+"""The context chip's route, and the panel's word on an applied change."""

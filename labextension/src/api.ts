@@ -222,6 +222,11 @@ export class BettyAPI {
     return this.send('notebooks/open', 'PUT', body);
   }
 
+  /** Say how approved cell change `changeId` went in the open notebook (one line). */
+  changeResult(changeId: string, result: string): Promise<Record<string, never>> {
+    return this.send(`notebooks/changes/${encodeURIComponent(changeId)}`, 'POST', { result });
+  }
+
   /** The folder of notebook `path` and its git branch, for the context chip. */
   workingPlace(path: string): Promise<IWorkingPlace> {
     return this.get(`notebooks/context?path=${encodeURIComponent(path)}`);

@@ -212,7 +212,7 @@ export class NotebookLeases implements IDisposable {
     for (const change of changes) {
       const tab = loaded.find(n => n.path === change.path);
       const result = tab && this.apply ? await this.apply(tab.widget, change) : 'not applied: the tab closed';
-      console.info(`Betty: ${change.action} cell ${change.index} of ${change.path}: ${result}`);
+      await this.api.changeResult(change.id, result).catch(error => console.warn('Betty: could not say how a notebook change went', error));
       if (tab && (result === 'inserted' || result === 'replaced' || result.startsWith('inserted beside'))) {
         tab.markChanged();
       }

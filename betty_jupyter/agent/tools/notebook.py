@@ -179,8 +179,9 @@ class NotebookEdit(Tool[NotebookEditArgs]):
                             source=args.source, cell_type=kind, before=before)
         where = f"cell {args.index} of {terminal_line(active.shown_path)}"
         if OpenNotebooks(ctx.workspace.ledger_path).is_open(active.notebook):
-            line = await _hand_to_panel(ctx, active, change)
-            return ToolOutcome(summary=f"{'inserted' if args.action == 'insert' else 'replaced'} {where}: {line}")
+            said = await _hand_to_panel(ctx, active, change)
+            return ToolOutcome(ok=not said.startswith("not "), summary=f"{where} in the open notebook: {said} "
+                                                                      "(the person's save keeps it)")
         _apply(book, change)
         try:
             write_notebook(path, book)
@@ -226,18 +227,22 @@ def _apply(book: Notebook, change: CellChange) -> None:
 
 
 async def _hand_to_panel(ctx: ToolContext, active: ActiveNotebook, change: CellChange) -> str:
-    """Leave ``change`` for the panel that holds the notebook open; say whether it took it in time."""
+    """Leave ``change`` for the panel that holds the notebook open; what the panel says it did with it."""
     changes = NotebookChanges(ctx.workspace.ledger_path)
     changes.add(active.notebook, change)
-    deadline = asyncio.get_running_loop().time() + TAKEN_WITHIN
+    clock = asyncio.get_running_loop()
+    deadline = clock.time() + TAKEN_WITHIN
     while changes.waiting(change.id):
-        if asyncio.get_running_loop().time() > deadline:
-            if changes.withdraw(change.id):
-                raise ToolError(f"{change.action}: the panel holding {terminal_line(active.shown_path)} open did "
-                                f"not take the change within {TAKEN_WITHIN:.0f} s; nothing was changed: ask again")
-            break
+        if clock.time() > deadline and changes.withdraw(change.id):
+            raise ToolError(f"{change.action}: the panel holding {terminal_line(active.shown_path)} open did "
+                            f"not take the change within {TAKEN_WITHIN:.0f} s; nothing was changed: ask again")
         await asyncio.sleep(0.5)
-    return "the change is in the open notebook's tab (save it there to keep it)"
+    deadline = clock.time() + TAKEN_WITHIN
+    while (said := changes.result(change.id)) is None:
+        if clock.time() > deadline:
+            return "the panel took the change and has not said how it went (look at the notebook)"
+        await asyncio.sleep(0.5)
+    return terminal_line(said[:300])
 
 
 class NotebookRunCellArgs(ToolArgs):
@@ -274,9 +279,10 @@ class NotebookRunCell(Tool[NotebookRunCellArgs]):
                             "open it (its kernel runs the cell)")
         change = CellChange(id=new_change_id(), path=active.shown_path, action="run", index=args.index,
                             source=code, before=code)
-        await _hand_to_panel(ctx, active, change)
-        return ToolOutcome(summary=f"cell {args.index} of {terminal_line(active.shown_path)} was sent to its kernel; "
-                                   "its output shows in the notebook (read it after the person saves)")
+        said = await _hand_to_panel(ctx, active, change)
+        return ToolOutcome(ok=not said.startswith("not "),
+                           summary=f"cell {args.index} of {terminal_line(active.shown_path)}: {said}; its output shows "
+                                   "in the notebook (read it after the person saves)")
 
 
 def _runnable(book: Notebook, index: int) -> str:

@@ -360,6 +360,12 @@ export interface ICellChangeJson {
   before: string | null;
 }
 /**
+ * Body of ``POST notebooks/changes/{id}``: how the panel applied an approved cell change (one line).
+ */
+export interface IChangeResultRequest {
+  result: string;
+}
+/**
  * A configured cluster (``GET clusters``).
  */
 export interface ICluster {
