@@ -13,6 +13,7 @@ builds HTML or markdown from such values calls these functions:
 - :func:`table_cell` — a value in a cell of a markdown table;
 - :func:`fenced` — text in a code fence it cannot close.
 - :func:`terminal_line` — a value in a table the ``betty`` command prints.
+- :func:`quoted_lines` — text the model reads as quoted data (a notebook's cells, the context bulletin).
 
 Invisible control characters (terminal escapes, bidirectional overrides such as U+202E) are
 shown as ``\\x1b`` / ``\\u202e`` wherever text is shown rather than kept verbatim, so what a
@@ -63,6 +64,15 @@ def terminal_line(text: object) -> str:
     terminal shows; a line break could forge a row.
     """
     return visible(str(text)).replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
+
+
+def quoted_lines(text: str, mark: str = "| ") -> str:
+    """``text`` as quoted lines for the model: each line starts with ``mark``, control characters written out.
+
+    Nothing in ``text`` can then end the quotation or pass for Betty's own words: every line the
+    model reads between Betty's delimiters starts with the mark, whatever the text holds.
+    """
+    return "\n".join(mark + line for line in visible(text.replace("\r\n", "\n")).replace("\r", "\\r").split("\n"))
 
 
 def _escape_code(match: re.Match[str]) -> str:

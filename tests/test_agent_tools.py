@@ -81,6 +81,7 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
         "cluster_advise", "cluster_why", "cluster_efficiency",
         "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write", "scratchpad", "delegate_tasks", "propose_plan", "cell_run",
         "cell_run_status",
+        "notebook_read", "notebook_edit", "notebook_run_cell",
     ]
     for schema in registry.schemas():
         function = schema["function"]
@@ -95,6 +96,8 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     assert "- cluster_sweep (tier 2, always asks)" in lines[6]
     assert "- sweep_retry (tier 2, always asks)" in lines[8] and "- sweep_cancel (tier 2, always asks)" in lines[9]
     assert "tier 0 for a log.md line" in lines[20]
+    assert lines[-3:] == [line for line in lines[-3:] if line.startswith("- notebook_")]
+    assert "(tier 0, never asks)" in lines[-3] and "(tier 2, always asks)" in lines[-1]
 
 
 def test_an_unknown_tool_names_the_closest() -> None:

@@ -22,6 +22,7 @@ from ..experiments.watcher import ClusterClients, JobWatcher
 from . import events as ev
 from .actions import ActionLog
 from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
+from .bulletin import ContextBulletin, with_bulletin
 from .plans import PLAN_TOOL
 from .policy import ApprovalPolicy
 from .session import SessionSpec, new_session_id, open_session, save
@@ -132,14 +133,16 @@ class Assistant:
         task = self._asking.get(session_id)
         return task is not None and not task.done()
 
-    def ask(self, session_id: str, prompt: str) -> "asyncio.Task[str]":
-        """Start the agent on ``prompt``; its events stream on the session, the task gives the done reason."""
+    def ask(self, session_id: str, prompt: str, context: ContextBulletin | None = None) -> "asyncio.Task[str]":
+        """Start the agent on ``prompt`` (and the context bulletin the person sent with it, quoted after it).
+
+        Its events stream on the session, the task gives the done reason."""
         session = self.opened(session_id)
         if self.busy(session_id):
             raise UsageError(f"session {session_id} is still answering; stop it or wait for it to finish")
         if not prompt.strip():
             raise UsageError("ask Betty something: the prompt is empty")
-        task = asyncio.get_running_loop().create_task(self._answer(session, prompt))
+        task = asyncio.get_running_loop().create_task(self._answer(session, with_bulletin(prompt, context)))
         self._asking[session_id] = task
         return task
 

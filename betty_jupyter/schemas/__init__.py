@@ -80,9 +80,9 @@ def _server_api_types() -> list[tuple[str, JsonSchemaMode, Any]]:
     answers = [m.Health, m.Clusters, m.ClusterHealth, m.ClusterCheck, m.LoginQuestions, m.Session, m.AskAnswer,
                m.Tools, m.CallStarted, m.Approvals, Resolution, m.Experiments, wire.Outcome, m.Automations, m.AutomationRuns,
                m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.EditPreview, m.StartEstimate,
-               m.NotebookStatuses, m.ClusterOverview, m.Sweeps, m.SweepComparison, m.ServerError]
+               m.NotebookStatuses, m.WorkingPlace, m.ClusterOverview, m.Sweeps, m.SweepComparison, m.ServerError]
     bodies = [m.SessionRequest, m.ModeRequest, m.AskRequest, m.ToolRequest, m.DecisionRequest, m.EditRequest,
-              m.CancelRequest, m.ResubmitRequest, m.TrustRequest, m.LoginAnswer, m.OpenNotebooksRequest,
+              m.CancelRequest, m.ResubmitRequest, m.TrustRequest, m.LoginAnswer, m.OpenNotebooksRequest, m.ChangeResultRequest,
               AutomationSpec]
     return ([(t.__name__, "serialization", t) for t in answers] + [(t.__name__, "validation", t) for t in bodies]
             + [("SocketMessage", "validation", m.SocketMessage)])

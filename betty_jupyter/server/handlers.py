@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, sessions, sweeps, ws
+from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, open_notebook, sessions, sweeps, ws
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ handlers: list[tuple[str, type[Any]]] = [
     *login.handlers,
     *knowledge.handlers,
     *sweeps.handlers,
+    *open_notebook.handlers,
     *automations.handlers,
     *mcp_http.handlers,
 ]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tornado import web
 
 from .base import BettyHandler, refused
+from .open_notebook import server_root, workspace_path
 
 if TYPE_CHECKING:
     from ..experiments.ledger import Ledger, Tracked
@@ -145,15 +146,18 @@ class OpenNotebooksHandler(ExperimentsHandler):
 
     @web.authenticated
     def put(self) -> None:
-        """Hold a short lease on each (replacing the page's earlier ones); answer the status lines of the experiments'."""
+        """Hold a short lease on each (replacing the page's earlier ones); answer the status lines of the
+        experiments' and hand over the approved cell changes waiting for them."""
         # lazy: the lease table and the status lines; the server's extension loads without them
         from ..experiments.editors import OpenNotebooks
+        from ..experiments.notebook_changes import NotebookChanges
         from ..experiments.status_cell import expected_line
-        from .models import OpenNotebooksRequest
+        from .models import CellChangeJson, OpenNotebooksRequest
 
         request = self.body(OpenNotebooksRequest)
         workspace = self.services.workspace
-        named = {self.workspace_path(path): path for path in request.notebooks}
+        root = server_root(self.settings, self.services)
+        named = {workspace_path(root, workspace.root, path): path for path in request.notebooks}
         named.pop(None, None)
         OpenNotebooks(workspace.ledger_path).hold(request.holder, [name for name in named if name])
         ledger = self.ledger()
@@ -161,15 +165,9 @@ class OpenNotebooksHandler(ExperimentsHandler):
             {"path": named[t.experiment.notebook], "job_id": t.experiment.job_id, "cluster": t.experiment.cluster,
              "state": t.state, "status": expected_line(ledger, t)}
             for t in ledger.all() if t.experiment.notebook in named]
-        self.answer({"notebooks": statuses})
-
-    def workspace_path(self, path: str) -> str | None:
-        """A path from Jupyter's root as the workspace names it (None when it lies outside the workspace)."""
-        root = Path(self.settings.get("server_root_dir") or self.services.workspace.root).expanduser()
-        try:
-            return (root / path).resolve().relative_to(self.services.workspace.root.resolve()).as_posix()
-        except (ValueError, OSError):
-            return None
+        taken = NotebookChanges(workspace.ledger_path).take(name for name in named if name)
+        changes = [cast(CellChangeJson, change.as_json()) for change in taken]
+        self.answer({"notebooks": statuses, "changes": changes})
 
 
 handlers = [

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
 
 from ..agent.automations.definitions import Automation, Run, RunStatus
+from ..agent.bulletin import ContextBulletin
 from ..agent.events import ApprovalRequest
 from ..agent.models import Preview
 
@@ -241,10 +242,34 @@ class NotebookStatus(TypedDict):
     status: str
 
 
+class CellChangeJson(TypedDict):
+    """An approved cell change for an open notebook: the panel applies it to the open document."""
+
+    id: str
+    path: str
+    """The notebook as JupyterLab names it."""
+    action: Literal["insert", "replace", "run"]
+    index: int
+    source: str
+    cell_type: str
+    before: str | None
+    """The cell's source the person was shown: a replace or run happens only while the cell holds exactly it."""
+
+
 class NotebookStatuses(TypedDict):
-    """Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out)."""
+    """Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out),
+    and the approved cell changes waiting for notebooks this page holds open."""
 
     notebooks: list[NotebookStatus]
+    changes: list[CellChangeJson]
+
+
+class WorkingPlace(TypedDict):
+    """Answer of ``GET notebooks/context``: the folder of a notebook and its git branch, for the context chip."""
+
+    directory: str
+    branch: str | None
+    dirty: bool | None
 
 
 class Automations(TypedDict):
@@ -318,6 +343,8 @@ class AskRequest(Body):
     """Body of ``POST sessions/{id}/ask``."""
 
     prompt: str
+    context: ContextBulletin | None = None
+    """The context bulletin the person saw on the message (none when they removed its chip)."""
 
 
 class ToolRequest(Body):
@@ -393,6 +420,12 @@ class LoginAnswer(Body):
     answer: str = Field(max_length=4096)
 
 
+class ChangeResultRequest(Body):
+    """Body of ``POST notebooks/changes/{id}``: how the panel applied an approved cell change (one line)."""
+
+    result: str = Field(min_length=1, max_length=300)
+
+
 class OpenNotebooksRequest(Body):
     """Body of ``PUT notebooks/open``: every notebook one JupyterLab page (``holder``) has open now."""
 
@@ -407,6 +440,8 @@ class AskMessage(Body):
 
     type: Literal["ask"]
     prompt: str
+    context: ContextBulletin | None = None
+    """The context bulletin the person saw on the message (none when they removed its chip)."""
 
 
 class ApprovalMessage(Body):

@@ -7,6 +7,7 @@ import uuid
 from tornado import web
 
 from .base import BettyHandler, approver, refused
+from .open_notebook import remember_context
 
 MAX_WAIT = 30.0
 SESSION = r"/betty/api/sessions/(?P<session_id>[^/]+)"
@@ -67,11 +68,12 @@ class AskHandler(BettyHandler):
         from .models import AskRequest
 
         session = self.session_of(session_id)
-        prompt = self.body(AskRequest).prompt
+        request = self.body(AskRequest)
         if self.assistant.busy(session_id):
             raise refused(409, f"session {session_id} is still answering; stop it or wait for it to finish")
         after = session.stream.last_seq
-        self.assistant.ask(session_id, prompt)
+        remember_context(self.settings, self.services, session_id, request.context)
+        self.assistant.ask(session_id, request.prompt, request.context)
         self.answer({"after": after}, status=202)
 
 

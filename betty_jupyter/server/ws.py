@@ -20,6 +20,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from ..agent.vocabulary import Decision, Face
 from ..errors import BettyError
 from .base import approver, refused
+from .open_notebook import remember_context
 
 if TYPE_CHECKING:
     from ..agent.events import AnyEvent
@@ -91,7 +92,8 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
             data = json.loads(message)
             request = TypeAdapter(SocketMessage).validate_python(data)
             if isinstance(request, AskMessage):
-                self.services.assistant.ask(self.session_id, request.prompt)
+                remember_context(self.settings, self.services, self.session_id, request.context)
+                self.services.assistant.ask(self.session_id, request.prompt, request.context)
             elif isinstance(request, ApprovalMessage) and request.decision == Decision.EDITED and request.args:
                 checking = asyncio.ensure_future(self._answer_edited(request.approval_id, request.args))
                 _CHECKING.add(checking)  # held until done: the loop keeps only a weak reference

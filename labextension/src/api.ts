@@ -3,6 +3,7 @@
  */
 import { ServerConnection } from '@jupyterlab/services';
 
+import { IContextBulletin, IWorkingPlace } from './contract/serverApi';
 import { PersonDecision } from './events';
 import {
   IApprovals,
@@ -82,9 +83,10 @@ export class BettyAPI {
     return this.send(`sessions/${encodeURIComponent(sessionId)}/mode`, 'PUT', { mode });
   }
 
-  /** Start the agent on `prompt` (when the socket is down). */
-  ask(sessionId: string, prompt: string): Promise<IAskAnswer> {
-    return this.send(`sessions/${encodeURIComponent(sessionId)}/ask`, 'POST', { prompt });
+  /** Start the agent on `prompt`, with the context bulletin the person saw (when the socket is down). */
+  ask(sessionId: string, prompt: string, context: IContextBulletin | null = null): Promise<IAskAnswer> {
+    const body = context === null ? { prompt } : { prompt, context };
+    return this.send(`sessions/${encodeURIComponent(sessionId)}/ask`, 'POST', body);
   }
 
   /** Stop the agent's turn; the session's open approvals are cancelled. */
@@ -239,6 +241,16 @@ export class BettyAPI {
   openNotebooks(holder: string, notebooks: string[]): Promise<INotebookStatuses> {
     const body: IOpenNotebooksRequest = { holder, notebooks };
     return this.send('notebooks/open', 'PUT', body);
+  }
+
+  /** Say how approved cell change `changeId` went in the open notebook (one line). */
+  changeResult(changeId: string, result: string): Promise<Record<string, never>> {
+    return this.send(`notebooks/changes/${encodeURIComponent(changeId)}`, 'POST', { result });
+  }
+
+  /** The folder of notebook `path` and its git branch, for the context chip. */
+  workingPlace(path: string): Promise<IWorkingPlace> {
+    return this.get(`notebooks/context?path=${encodeURIComponent(path)}`);
   }
 
   /** Every automation, oldest first. */

@@ -21,6 +21,8 @@ import { ISignal } from '@lumino/signaling';
 import { BettyAPI } from './api';
 import { IJobUpdateInfo } from './events';
 import { BettyModel, ISavedSession, panelSettings } from './model';
+import { applyChange, IChangeableTab } from './notebookChanges';
+import { NotebookContext } from './notebookContext';
 import { NotebookLeases } from './notebooks';
 import { BettyPanel } from './panel';
 import { askAboutCellPrompt, sizeGpusPrompt, submitScriptPrompt } from './prompts';
@@ -86,6 +88,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const api = new BettyAPI();
     const model = new BettyModel({ api });
+    model.notebookContext = new NotebookContext(api, () => app.shell.currentWidget);
+    model.notebookContext.start();
     const open = (path: string) => void app.commands.execute('docmanager:open', { path });
     const editors = editorServices && {
       factory: editorServices.factoryService.newInlineEditor,
@@ -103,7 +107,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const leases = new NotebookLeases(
       api,
       () => app.shell.widgets('main'),
-      app.serviceManager.contents
+      app.serviceManager.contents,
+      (widget, change) =>
+        applyChange(widget as unknown as IChangeableTab, change, async () => {
+          app.shell.activateById(widget.id);
+          await app.commands.execute('notebook:run-cell');
+        }),
+      () => model.transcript.busy
     );
     labShell?.layoutModified.connect(() => void leases.tell());
     model.jobEnded.connect(() => void leases.tell());

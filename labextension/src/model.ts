@@ -7,6 +7,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { BettyAPI } from './api';
 import { isServerError } from './contract/checks';
+import { IContextBulletin } from './contract/serverApi';
 import { IJobUpdateInfo, jobEnded, parseEvent, PersonDecision } from './events';
 import {
   addNote,
@@ -18,6 +19,7 @@ import {
   reviveApprovals
 } from './transcript';
 import { LoginQuestions } from './logins';
+import { NotebookContext } from './notebookContext';
 import { WaitingApprovals } from './waiting';
 import { ICluster, ISession, Mode, MODES, SocketMessage } from './models';
 import { ChatSocket, chatSocketUrl, IChatSocketOptions, SocketStatus } from './socket';
@@ -79,6 +81,8 @@ export class BettyModel {
   error: string | null = null;
   /** The tab on screen. */
   tab: Tab = 'chat';
+  /** Where the person works, for the chat's context chip (set by the extension; null without one). */
+  notebookContext: NotebookContext | null = null;
   /** Whether the panel itself is on screen. */
   visible = false;
   settings: IPanelSettings;
@@ -175,15 +179,19 @@ export class BettyModel {
     this._changed.emit();
   }
 
-  /** Ask the agent; rejects with a one-line message when it could not be sent. */
-  async ask(prompt: string): Promise<void> {
+  /**
+   * Ask the agent, with the context bulletin the person saw on the chip (null: none is sent);
+   * rejects with a one-line message when it could not be sent.
+   */
+  async ask(prompt: string, context: IContextBulletin | null = null): Promise<void> {
     const session = this.session;
     if (session === null) {
       throw new Error(this.error ?? 'Betty has no chat session yet.');
     }
     this.setTab('chat');
-    if (!this._socket?.send({ type: 'ask', prompt })) {
-      await this._api.ask(session.session_id, prompt);
+    const message = context === null ? { type: 'ask' as const, prompt } : { type: 'ask' as const, prompt, context };
+    if (!this._socket?.send(message)) {
+      await this._api.ask(session.session_id, prompt, context);
     }
   }
 

@@ -12,10 +12,14 @@ import type { IDisposable } from '@lumino/disposable';
 import type { Widget } from '@lumino/widgets';
 
 import { BettyAPI } from './api';
+import { ICellChangeJson } from './contract/serverApi';
 import { INotebookStatus } from './models';
 
 /** How often the panel renews its word that a notebook is open (the server's lease lasts 30 s). */
 export const RENEW_MS = 10_000;
+
+/** How often the panel speaks while the agent works (an approved cell change is waiting for it). */
+export const HURRY_MS = 1_000;
 
 /** The tag of Betty's status cell: its output is the only part of a notebook Betty writes. */
 export const STATUS_TAG = 'betty-status';
@@ -52,6 +56,8 @@ export interface INotebookCells {
 export interface IOpenNotebook {
   /** Its path from Jupyter's root. */
   readonly path: string;
+  /** Its tab. */
+  readonly widget: Widget;
   /** Its document, once loaded (null while it loads). */
   readonly notebook: INotebookCells | null;
   /** Mark it as changed since its last save. */
@@ -76,6 +82,7 @@ export function openNotebooks(widgets: Iterable<Widget>): IOpenNotebook[] {
     const model = context.isReady ? (context.model as unknown as Partial<INotebookCells>) : null;
     open.push({
       path: context.path,
+      widget,
       notebook: typeof model?.cells?.get === 'function' ? (model as INotebookCells) : null,
       markChanged: () => {
         context.model.dirty = true;
@@ -121,13 +128,25 @@ export function showsState(outputs: IOutput[], status: INotebookStatus): boolean
   return said !== null && said[1] === status.job_id && said[2] === status.state;
 }
 
-/** Tells the server which notebooks are open, and puts Betty's status into the experiments' ones. */
+/** Applies one approved cell change to the open notebook in `widget`; says how it went. */
+export type ChangeApplier = (widget: Widget, change: ICellChangeJson) => Promise<string>;
+
+/**
+ * Tells the server which notebooks are open, puts Betty's status into the experiments' ones,
+ * and applies the approved cell changes it hands over.
+ */
 export class NotebookLeases implements IDisposable {
-  /** `widgets` lists the main area's widgets now (the shell's); `contents` reads their files. */
+  /**
+   * `widgets` lists the main area's widgets now (the shell's); `contents` reads their files;
+   * `apply` applies a cell change; while `hurry()` holds (the agent is working), the server
+   * hears every second, so an approved change reaches the notebook at once.
+   */
   constructor(
     private readonly api: BettyAPI,
     private readonly widgets: () => Iterable<Widget>,
-    private readonly contents: Contents.IManager
+    private readonly contents: Contents.IManager,
+    private readonly apply: ChangeApplier | null = null,
+    private readonly hurry: () => boolean = () => false
   ) {}
 
   /** One JupyterLab page: the name its leases go by. */
@@ -140,7 +159,14 @@ export class NotebookLeases implements IDisposable {
   /** Tell the server now, and every `RENEW_MS`. */
   start(): void {
     void this.tell();
-    this._timer = window.setInterval(() => void this.tell(), RENEW_MS);
+    let waited = 0;
+    this._timer = window.setInterval(() => {
+      waited += HURRY_MS;
+      if (waited >= RENEW_MS || this.hurry()) {
+        waited = 0;
+        void this.tell();
+      }
+    }, HURRY_MS);
   }
 
   /** Tell the server which notebooks are open now (after any word still on its way, so the last one counts). */
@@ -162,8 +188,11 @@ export class NotebookLeases implements IDisposable {
     }
     const open = openNotebooks(this.widgets());
     let statuses: INotebookStatus[];
+    let changes: ICellChangeJson[];
     try {
-      statuses = (await this.api.openNotebooks(this.holder, [...new Set(open.map(n => n.path))])).notebooks;
+      const answer = await this.api.openNotebooks(this.holder, [...new Set(open.map(n => n.path))]);
+      statuses = answer.notebooks;
+      changes = answer.changes ?? [];
     } catch (error) {
       console.warn('Betty: could not tell the server which notebooks are open', error);
       return; // the server went away: its leases run out, and the next word renews them
@@ -178,6 +207,14 @@ export class NotebookLeases implements IDisposable {
         if (putStatus(tab.notebook!, status)) {
           tab.markChanged();
         }
+      }
+    }
+    for (const change of changes) {
+      const tab = loaded.find(n => n.path === change.path);
+      const result = tab && this.apply ? await this.apply(tab.widget, change) : 'not applied: the tab closed';
+      await this.api.changeResult(change.id, result).catch(error => console.warn('Betty: could not say how a notebook change went', error));
+      if (tab && (result === 'inserted' || result === 'replaced' || result.startsWith('inserted beside'))) {
+        tab.markChanged();
       }
     }
   }

@@ -125,7 +125,7 @@ describe('ChatView', () => {
     const box = byTestId<HTMLTextAreaElement>(container, 'betty-prompt');
     type(box, '  how much memory does llama-3-8b need?  ');
     await click(byTestId(container, 'betty-send'));
-    expect(p.onSend).toHaveBeenCalledWith('how much memory does llama-3-8b need?');
+    expect(p.onSend).toHaveBeenCalledWith('how much memory does llama-3-8b need?', null);
     expect(box.value).toBe('');
 
     const busy = transcript([['message', { role: 'user', text: 'hi' }]]);

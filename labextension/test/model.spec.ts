@@ -234,7 +234,7 @@ describe('BettyModel', () => {
     const { api, model, chat } = await started();
     model.setTab('jobs');
     await model.ask('first');
-    expect(api.ask).toHaveBeenCalledWith('s-dev', 'first');
+    expect(api.ask).toHaveBeenCalledWith('s-dev', 'first', null);
     expect(model.tab).toBe('chat');
     chat().setStatus('open');
     await model.ask('second');

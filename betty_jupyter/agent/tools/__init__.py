@@ -12,6 +12,7 @@ from .delegate import DelegateTasks
 from .efficiency import ClusterEfficiency
 from .gpu import GpuAdvise, GpuEstimate
 from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
+from .notebook import NotebookEdit, NotebookRead, NotebookRunCell
 from .notes import Scratchpad
 from .overview import ClusterOverview
 from .plan import ProposePlan
@@ -24,6 +25,7 @@ ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
     ClusterEfficiency, GpuEstimate, GpuAdvise,
     WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan, CellRun, CellRunStatus,
+    NotebookRead, NotebookEdit, NotebookRunCell,
 )
 """Every tool class, in the order the system prompt lists them."""
 
@@ -31,7 +33,8 @@ __all__ = [
     "ALL_TOOLS", "CellRun", "CellRunStatus", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
     "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
     "DelegateTasks",
-    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "ProposePlan", "Scratchpad",
+    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "NotebookEdit", "NotebookRead", "NotebookRunCell", "ProposePlan",
+    "Scratchpad",
     "SweepCancel", "SweepCompare", "SweepRetry",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

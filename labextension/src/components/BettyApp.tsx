@@ -114,7 +114,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         <ChatView
           transcript={model.transcript}
           hasModel={model.session?.has_model ?? null}
-          onSend={prompt => model.ask(prompt)}
+          context={model.notebookContext}
+          onSend={(prompt, context) => model.ask(prompt, context)}
           onStop={() => model.stop()}
           onDecide={(id, decision, args) => model.decide(id, decision, args)}
           onOpen={onOpen}

@@ -4,20 +4,25 @@
  */
 import * as React from 'react';
 
+import { IContextBulletin } from '../contract/serverApi';
 import { PersonDecision } from '../events';
 import { formatMilliseconds, summaryParts } from '../format';
 import { revealCard } from '../reveal';
 import { Markdown, visibleText } from '../safe';
 import { IMessageItem, INoteItem, IToolItem, ITranscript, TranscriptItem } from '../transcript';
+import { NotebookContext } from '../notebookContext';
 import { ApprovalCard } from './ApprovalCard';
 import { PlanDrawer, planOfCard, PlanNote } from './PlanDrawer';
+import { ContextChip, useBulletin } from './ContextChip';
 
 /** Props of {@link ChatView}. */
 export interface IChatViewProps {
   transcript: ITranscript;
   /** Whether the session has a chat model (null: not known yet). */
   hasModel: boolean | null;
-  onSend: (prompt: string) => Promise<void> | void;
+  /** Where the person works now: shown as a chip, sent with the message unless removed. */
+  context?: NotebookContext | null;
+  onSend: (prompt: string, context: IContextBulletin | null) => Promise<void> | void;
   onStop: () => void;
   onDecide: (
     approvalId: string,
@@ -73,7 +78,12 @@ export function ChatView(props: IChatViewProps): JSX.Element {
           </div>
         )}
       </div>
-      <Composer busy={transcript.busy} onSend={props.onSend} onStop={props.onStop} />
+      <Composer
+        busy={transcript.busy}
+        context={props.context ?? null}
+        onSend={props.onSend}
+        onStop={props.onStop}
+      />
     </div>
   );
 }
@@ -267,13 +277,17 @@ function NoteRow({ item, onOpen }: { item: INoteItem; onOpen: (path: string) => 
 
 interface IComposerProps {
   busy: boolean;
-  onSend: (prompt: string) => Promise<void> | void;
+  context: NotebookContext | null;
+  onSend: (prompt: string, context: IContextBulletin | null) => Promise<void> | void;
   onStop: () => void;
 }
 
-function Composer({ busy, onSend, onStop }: IComposerProps): JSX.Element {
+function Composer({ busy, context, onSend, onStop }: IComposerProps): JSX.Element {
   const [prompt, setPrompt] = React.useState('');
   const [error, setError] = React.useState<string | null>(null);
+  const bulletin = useBulletin(context);
+  const [removed, setRemoved] = React.useState(false);
+  const shown = removed ? null : bulletin; // what the chip shows is exactly what is sent
   const send = async () => {
     const text = prompt.trim();
     if (!text) {
@@ -281,14 +295,16 @@ function Composer({ busy, onSend, onStop }: IComposerProps): JSX.Element {
     }
     setError(null);
     try {
-      await onSend(text);
+      await onSend(text, shown);
       setPrompt('');
+      setRemoved(false);
     } catch (reason) {
       setError((reason as Error).message ?? String(reason));
     }
   };
   return (
     <div className="betty-Composer">
+      {shown && <ContextChip bulletin={shown} onRemove={() => setRemoved(true)} />}
       <textarea
         className="betty-Composer-input"
         data-testid="betty-prompt"

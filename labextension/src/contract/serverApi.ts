@@ -88,12 +88,34 @@ export interface IAskAnswer {
 export interface IAskMessage {
   type: 'ask';
   prompt: string;
+  context?: IContextBulletin | null;
+}
+/**
+ * Where the person is working, as the panel saw it when they sent the message.
+ */
+export interface IContextBulletin {
+  notebook?: string | null;
+  cell?: number | null;
+  directory?: string | null;
+  branch?: string | null;
+  dirty?: boolean | null;
+  /**
+   * @maxItems 5
+   */
+  errors?:
+    | []
+    | [string]
+    | [string, string]
+    | [string, string, string]
+    | [string, string, string, string]
+    | [string, string, string, string, string];
 }
 /**
  * Body of ``POST sessions/{id}/ask``.
  */
 export interface IAskRequest {
   prompt: string;
+  context?: IContextBulletin | null;
 }
 /**
  * A stored automation, as the API answers it.
@@ -324,6 +346,24 @@ export interface ICancelRequest {
   session_id?: string | null;
   cluster?: string | null;
   face?: Face;
+}
+/**
+ * An approved cell change for an open notebook: the panel applies it to the open document.
+ */
+export interface ICellChangeJson {
+  id: string;
+  path: string;
+  action: 'insert' | 'replace' | 'run';
+  index: number;
+  source: string;
+  cell_type: string;
+  before: string | null;
+}
+/**
+ * Body of ``POST notebooks/changes/{id}``: how the panel applied an approved cell change (one line).
+ */
+export interface IChangeResultRequest {
+  result: string;
 }
 /**
  * A configured cluster (``GET clusters``).
@@ -559,10 +599,12 @@ export interface INotebookStatus {
   status: string;
 }
 /**
- * Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out).
+ * Answer of ``PUT notebooks/open``: the open notebooks that are experiments' (others are left out),
+ * and the approved cell changes waiting for notebooks this page holds open.
  */
 export interface INotebookStatuses {
   notebooks: INotebookStatus[];
+  changes: ICellChangeJson[];
 }
 /**
  * Body of ``PUT notebooks/open``: every notebook one JupyterLab page (``holder``) has open now.
@@ -748,4 +790,12 @@ export interface ITools {
  */
 export interface ITrustRequest {
   fingerprint: string;
+}
+/**
+ * Answer of ``GET notebooks/context``: the folder of a notebook and its git branch, for the context chip.
+ */
+export interface IWorkingPlace {
+  directory: string;
+  branch: string | null;
+  dirty: boolean | null;
 }
