@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Literal, Ma
 
 from ..secret_names import is_secret_name
 from .actions import ActionLog, ActionRecord, PreviewFunction, replay, secret_values, without_secrets
+from .registry import default_registry
+from .tools.base import ToolContext
 
 if TYPE_CHECKING:
     from ..cluster.profiles import ClusterProfile
@@ -141,10 +143,6 @@ def tool_previews(profile: "ClusterProfile", workspace: "Workspace") -> Iterator
 
     It runs its own event loop: call it from a thread of its own (the server does), never from a running loop.
     """
-    # lazy: every tool module (pydantic, jsonschema, the Slurm client); only a replay needs them
-    from .registry import default_registry
-    from .tools.base import ToolContext
-
     registry = default_registry()
     context = ToolContext.open(profile, workspace, "replay")
     loop = asyncio.new_event_loop()

@@ -28,7 +28,7 @@ class TimelineHandler(BettyHandler):
     def filters(self, session: str | None, tool: str | None, decision: str | None) -> "Filters":
         """The filters asked for; 400 for a session id or a decision that cannot be one."""
         from ..agent.timeline import Filters  # lazy: the action log needs pydantic; the extension loads without it
-        from ..agent.vocabulary import Decision
+        from ..agent.vocabulary import Decision  # lazy: as above
 
         if session is not None and not _SESSION_ID.fullmatch(session):
             raise refused(400, f"{session[:40]!r} is not a session id (letters, digits, - and _)")
@@ -111,7 +111,7 @@ class TimelineBundleHandler(TimelineHandler):
     def _events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events: an open session's from its stream, an automation run's from its transcript."""
         from ..agent.automations.transcripts import read_transcript, transcript_path  # lazy: as above
-        from ..agent.timeline import AUTOMATION_PREFIX
+        from ..agent.timeline import AUTOMATION_PREFIX  # lazy: as above
 
         try:
             session = self.assistant.opened(session_id)
