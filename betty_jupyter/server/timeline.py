@@ -104,9 +104,8 @@ class TimelineBundleHandler(TimelineHandler):
         config = self.betty_config
         data = bug_bundle(log, session_id, events, {"clusters": config.clusters, "default_cluster":
                                                     config.default_cluster, "llm": config.llm, "rules": config.rules})
-        self.set_header("Content-Type", "application/zip")
         self.set_header("Content-Disposition", f'attachment; filename="betty-bundle-{session_id}.zip"')
-        self.finish(data)
+        self.finish(data, set_content_type="application/zip")
 
     def _events(self, session_id: str) -> list[dict[str, Any]]:
         """The session's events: an open session's from its stream, an automation run's from its transcript."""
