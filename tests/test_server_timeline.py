@@ -74,6 +74,7 @@ async def test_the_timeline_filters_and_a_replay_makes_previews_only(jp_fetch, d
         ("cluster_submit", "denied", session_id), ("cluster_queue", "approved", session_id)]
     assert answer["lanes"] == [{"id": session_id, "kind": "session", "session_id": session_id, "title": session_id,
                                 "started_by": None, "trigger": ""}]
+    assert ENV_TOKEN not in json.dumps(answer)  # logged in the script, blanked once it is known as a secret
     submit = answer["calls"][0]
     assert submit["preview"]["kind"] == "script" and submit["duration_ms"] >= 0
     only = await call(jp_fetch, "GET", "timeline", params={"session": session_id, "decision": "denied"})
@@ -89,7 +90,7 @@ async def test_the_timeline_filters_and_a_replay_makes_previews_only(jp_fetch, d
     replayed = (await call(jp_fetch, "POST", "timeline", "replay", body={"session": session_id}))["replay"]
     assert [(line["tool"], line["status"]) for line in replayed] == [("cluster_submit", "same"),
                                                                      ("cluster_queue", "not recorded")]
-    assert replayed[0]["current"] == submit["preview"]
+    assert replayed[0]["current"] == submit["preview"] and ENV_TOKEN not in json.dumps(replayed)
     assert every_job(dev_cluster) == jobs  # nothing was submitted
     after = await call(jp_fetch, "GET", "timeline", params={"session": session_id})
     assert after["calls"] == answer["calls"]  # and nothing new was logged

@@ -77,10 +77,22 @@ def test_filters_keep_the_lanes_of_what_they_show_and_the_links_of_helpers(log: 
     assert timeline(log, Filters(session="s-nobody"))["calls"] == []
 
 
-def test_a_task_without_a_delegation_before_it_is_the_sessions_own(tmp_path: Path) -> None:
+def test_a_helper_of_a_call_that_waited_for_its_tasks_links_to_it_though_it_is_logged_last(tmp_path: Path) -> None:
+    log = ActionLog(tmp_path)
+    tasks = {"tasks": [{"title": "read logs"}]}
+    record(log, "h1", 1005.0, tool="cluster_read", task="read logs")
+    record(log, "d1", 1010.0, tool="delegate_tasks", args=tasks, duration_ms=8000.0)  # ran from 1002 to 1010
+    record(log, "h2", 1030.0, tool="cluster_read", task="read logs")
+    record(log, "d2", 1040.0, tool="delegate_tasks", args=tasks, duration_ms=20000.0)
+    lanes = {lane["id"]: lane for lane in timeline(log)["lanes"]}
+    by_call = {call["call_id"]: call["lane"] for call in timeline(log)["calls"]}
+    assert lanes[by_call["h1"]]["started_by"] == "d1" and lanes[by_call["h2"]]["started_by"] == "d2"
+
+
+def test_a_task_without_a_delegation_naming_it_is_the_sessions_own(tmp_path: Path) -> None:
     log = ActionLog(tmp_path)
     record(log, "m1", 1000.0, task="claude-code (MCP)")  # an MCP client's call: its session, no helper
-    record(log, "d1", 1010.0, tool="delegate_tasks", args={"tasks": [{"title": "claude-code (MCP)"}]})
+    record(log, "d1", 1010.0, tool="delegate_tasks", args={"tasks": [{"title": "read logs"}]})
     answer = timeline(log)
     assert [lane["kind"] for lane in answer["lanes"]] == ["session"]
 

@@ -4,8 +4,10 @@
   parser of its own) and puts each call in a *lane*: the session's own calls, each delegated
   helper's calls (records of the session with the helper's ``task``), each automation run's
   calls (session ``automation-<run id>``). A helper's lane is linked to the ``delegate_tasks``
-  call that handed it its task (the latest such call of the session, before the helper's
-  first call, naming the task's title); an automation run's lane names what fired it.
+  call of the session that handed it its task: one naming the task's title that was running
+  when the helper called (a call waiting for its tasks is logged when they end), else the
+  latest that ended before (tasks left in the background); an automation run's lane names
+  what fired it.
 - :func:`replay_calls` makes each call's preview again with Betty's own tools (a dry run:
   :func:`~.actions.replay`, never ``run``) and says where today's preview differs.
 - :func:`bug_bundle` is one zip a person can attach to a bug report: the session's events,
@@ -94,7 +96,8 @@ def timeline(log: ActionLog, filters: Filters = Filters(), trigger_of: Callable[
 
 
 def _lanes(records: list[ActionRecord], trigger_of: Callable[[str], str]) -> tuple[list[Lane], dict[int, str]]:
-    """The lanes of ``records`` in order of their first call, and each record's lane id (by ``id(record)``)."""
+    """The lanes of ``records`` (by session in order of its first call, each session's helpers under it), and
+    each record's lane id (by ``id(record)``)."""
     lanes: dict[str, Lane] = {}
     lane_of: dict[int, str] = {}
     triggers: dict[str, str] = {}
@@ -104,14 +107,18 @@ def _lanes(records: list[ActionRecord], trigger_of: Callable[[str], str]) -> tup
             triggers[run_id] = trigger_of(run_id)
         return triggers[run_id]
 
-    delegations: dict[str, list[ActionRecord]] = {}  # session -> its delegate_tasks calls so far
+    delegations: dict[str, list[ActionRecord]] = {}  # session -> its delegate_tasks calls, oldest first
+    for record in records:
+        if record.tool == DELEGATE_TOOL and record.ok is not False:
+            delegations.setdefault(record.session_id, []).append(record)
     for record in records:
         lane = _lane(record, delegations.get(record.session_id, []), trigger)
         lanes.setdefault(lane.id, lane)
         lane_of[id(record)] = lane.id
-        if record.tool == DELEGATE_TOOL and record.ok is not False:
-            delegations.setdefault(record.session_id, []).append(record)
-    return list(lanes.values()), lane_of
+    sessions = list(dict.fromkeys(lane.session_id for lane in lanes.values()))
+    ordered = sorted(enumerate(lanes.values()),  # each session's own lane first, its helpers under it
+                     key=lambda item: (sessions.index(item[1].session_id), item[1].kind == "helper", item[0]))
+    return [lane for _, lane in ordered], lane_of
 
 
 def _lane(record: ActionRecord, delegations: list[ActionRecord], trigger_of: Callable[[str], str]) -> Lane:
@@ -121,11 +128,22 @@ def _lane(record: ActionRecord, delegations: list[ActionRecord], trigger_of: Cal
         return Lane(session, "automation", session, record.task or session, trigger=trigger_of(run_id))
     if record.task:
         title = record.task.split(TASK_SEPARATOR)[-1]
-        for call in reversed(delegations):
-            if title in _task_titles(call):
-                return Lane(f"{session}/{call.call_id}/{title}", "helper", session, record.task,
-                            started_by=call.call_id)
+        starter = _starter(record, [call for call in delegations if title in _task_titles(call)])
+        if starter is not None:
+            return Lane(f"{session}/{starter.call_id}/{title}", "helper", session, record.task,
+                        started_by=starter.call_id)
     return Lane(session, "session", session, session)
+
+
+def _starter(record: ActionRecord, candidates: list[ActionRecord]) -> ActionRecord | None:
+    """The ``delegate_tasks`` call that handed ``record``'s helper its task: the one running when the helper
+    called (a call that waits for its tasks is logged once they end), else the latest that ended before it
+    (one that left them in the background)."""
+    for call in candidates:
+        if call.ts - call.duration_ms / 1000 <= record.ts <= call.ts:
+            return call
+    before = [call for call in candidates if call.ts <= record.ts]
+    return before[-1] if before else None
 
 
 def _task_titles(call: ActionRecord) -> set[str]:

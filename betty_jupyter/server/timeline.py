@@ -6,6 +6,7 @@ Every route is authenticated; none of them runs a tool (the replay makes preview
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,20 @@ class TimelineHandler(BettyHandler):
             raise refused(400, f"{decision[:40]!r} is not a decision; one of: {', '.join(d.value for d in Decision)}")
         return Filters(session=session, tool=tool, decision=decision)
 
+    def config_values(self) -> dict[str, Any]:
+        """Betty's configuration as its files say now, as a plain object."""
+        config = self.betty_config
+        return {"clusters": config.clusters, "default_cluster": config.default_cluster, "llm": config.llm,
+                "rules": config.rules}
+
+    def without_secrets(self, value: Any) -> Any:
+        """``value`` with every secret Betty knows of blanked (:func:`~betty_jupyter.agent.timeline.known_secrets`):
+        what the log recorded before a secret was known as one (a token's value in a script) never reaches the page."""
+        from ..agent.actions import without_secrets  # lazy: pydantic; the extension loads without it
+        from ..agent.timeline import known_secrets  # lazy: as above
+
+        return without_secrets(value, known_secrets(self.config_values(), os.environ))
+
     def trigger_of(self, run_id: str) -> str:
         """What fired the automation run ``run_id`` ('' when the store no longer knows it)."""
         run = self.services.automations.store.run(run_id)
@@ -52,7 +67,7 @@ class TimelineListHandler(TimelineHandler):
 
         filters = self.filters(self.query("session"), self.query("tool"), self.query("decision"))
         limit = int(self.query_number("limit", MAX_CALLS, 1, MAX_CALLS))
-        self.answer(timeline(self.assistant.actions, filters, self.trigger_of, limit))
+        self.answer(self.without_secrets(timeline(self.assistant.actions, filters, self.trigger_of, limit)))
 
 
 class TimelineReplayHandler(TimelineHandler):
@@ -81,7 +96,8 @@ class TimelineReplayHandler(TimelineHandler):
             with tool_previews(profile, workspace) as preview:
                 return replay_calls(log, filters, preview)
 
-        self.answer({"replay": await asyncio.to_thread(previews)})  # its own loop, in a thread of its own
+        lines = await asyncio.to_thread(previews)  # its own loop, in a thread of its own
+        self.answer({"replay": self.without_secrets(lines)})
 
 
 class TimelineBundleHandler(TimelineHandler):
@@ -101,9 +117,7 @@ class TimelineBundleHandler(TimelineHandler):
         log = self.assistant.actions
         if not events and not log.select(session_id=session_id):
             raise refused(404, f"Betty knows nothing of session {session_id!r}: no events and no action-log lines")
-        config = self.betty_config
-        data = bug_bundle(log, session_id, events, {"clusters": config.clusters, "default_cluster":
-                                                    config.default_cluster, "llm": config.llm, "rules": config.rules})
+        data = bug_bundle(log, session_id, events, self.config_values())
         self.set_header("Content-Disposition", f'attachment; filename="betty-bundle-{session_id}.zip"')
         self.finish(data, set_content_type="application/zip")
 

@@ -113,25 +113,34 @@ export class TimelineAPI {
   }
 }
 
-/** The first and last call's times (one second apart at least, so a lone call sits at the start). */
+/**
+ * The axis of the scrubber in whole milliseconds: from the first call to the last (one second
+ * apart at least, so a lone call sits at the start). Whole numbers, so a browser's range
+ * input keeps every value exactly.
+ */
 export function timeRange(calls: readonly ITimelineCall[]): [number, number] {
   if (calls.length === 0) {
-    return [0, 1];
+    return [0, 1000];
   }
-  const first = Math.min(...calls.map(call => call.ts));
-  const last = Math.max(...calls.map(call => call.ts));
-  return [first, Math.max(last, first + 1)];
+  const first = Math.min(...calls.map(callMs));
+  const last = Math.max(...calls.map(callMs));
+  return [first, Math.max(last, first + 1000)];
 }
 
-/** Where `ts` sits on the axis from `start` to `end`, in percent (0–100). */
-export function axisPercent(ts: number, start: number, end: number): number {
-  const share = (ts - start) / (end - start);
+/** A call's time in whole milliseconds. */
+export function callMs(call: ITimelineCall): number {
+  return Math.floor(call.ts * 1000);
+}
+
+/** Where `ms` sits on the axis from `start` to `end` (milliseconds), in percent (0–100). */
+export function axisPercent(ms: number, start: number, end: number): number {
+  const share = (ms - start) / (end - start);
   return Math.min(100, Math.max(0, share * 100));
 }
 
-/** The calls made by time `at` (the scrubber's position): the state of the log then. */
-export function callsSoFar(calls: readonly ITimelineCall[], at: number): ITimelineCall[] {
-  return calls.filter(call => call.ts <= at);
+/** The calls made by `atMs` (the scrubber's position, in milliseconds): the state of the log then. */
+export function callsSoFar(calls: readonly ITimelineCall[], atMs: number): ITimelineCall[] {
+  return calls.filter(call => callMs(call) <= atMs);
 }
 
 /** How many replayed calls came out each way, in a fixed order, none left out. */

@@ -150,11 +150,13 @@ function choose(select: HTMLSelectElement, value: string): Promise<void> {
 describe('the timeline arithmetic', () => {
   it('places calls on the axis and keeps those made by a moment', () => {
     const calls = TIMELINE.calls;
-    expect(timeRange(calls)).toEqual([1000, 1030]);
-    expect(timeRange([calls[0]])).toEqual([1000, 1001]);
-    expect(axisPercent(1015, 1000, 1030)).toBe(50);
-    expect(axisPercent(2000, 1000, 1030)).toBe(100);
-    expect(callsSoFar(calls, 1010).map(c => c.call_id)).toEqual(['c1', 'c2']);
+    expect(timeRange(calls)).toEqual([1_000_000, 1_030_000]);
+    expect(timeRange([calls[0]])).toEqual([1_000_000, 1_001_000]);
+    expect(timeRange([call('x', 1000.0004)])).toEqual([1_000_000, 1_001_000]);
+    expect(axisPercent(1_015_000, 1_000_000, 1_030_000)).toBe(50);
+    expect(axisPercent(2_000_000, 1_000_000, 1_030_000)).toBe(100);
+    expect(callsSoFar(calls, 1_010_000).map(c => c.call_id)).toEqual(['c1', 'c2']);
+    expect(callsSoFar([call('x', 1010.0009)], 1_010_000)).toHaveLength(1); // to the millisecond
     expect(replayCounts(REPLAY)).toEqual([
       ['same', 1],
       ['changed', 1]
@@ -179,11 +181,11 @@ describe('TimelineView', () => {
     const container = await shown(new FakeSource());
     expect(allByTestId(container, 'betty-timeline-call')).toHaveLength(4);
     expect(byTestId(container, 'betty-timeline-at').textContent).toContain('4 of 4 calls');
-    type(byTestId<HTMLInputElement>(container, 'betty-timeline-scrubber'), '1012');
+    type(byTestId<HTMLInputElement>(container, 'betty-timeline-scrubber'), '1012000');
     expect(allByTestId(container, 'betty-timeline-call')).toHaveLength(2);
     expect(allByTestId(container, 'betty-timeline-dot')).toHaveLength(2);
     expect(byTestId(container, 'betty-timeline-at').textContent).toContain('2 of 4 calls');
-    type(byTestId<HTMLInputElement>(container, 'betty-timeline-scrubber'), '1030');
+    type(byTestId<HTMLInputElement>(container, 'betty-timeline-scrubber'), '1030000');
     expect(allByTestId(container, 'betty-timeline-call')).toHaveLength(4);
   });
 

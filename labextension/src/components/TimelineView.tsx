@@ -14,6 +14,7 @@ import { formatClock, formatMilliseconds } from '../format';
 import { visibleText } from '../safe';
 import {
   axisPercent,
+  callMs,
   callsSoFar,
   IReplayLine,
   ITimeline,
@@ -67,7 +68,7 @@ export function TimelineView({
 }: ITimelineViewProps): JSX.Element {
   const [filters, setFilters] = React.useState<ITimelineFilters>(NO_FILTERS);
   const [data, setData] = React.useState<ITimeline | null>(null);
-  const [at, setAt] = React.useState<number | null>(null); // null: the end, following new calls
+  const [at, setAt] = React.useState<number | null>(null); // ms; null: the end, following new calls
   const [selected, setSelected] = React.useState<string | null>(null);
   const [replayed, setReplayed] = React.useState<IReplayLine[] | null>(null);
   const [busy, setBusy] = React.useState<'' | 'loading' | 'replay' | 'export'>('');
@@ -211,14 +212,14 @@ export function TimelineView({
         <>
           <label className="betty-Timeline-scrubber">
             <span data-testid="betty-timeline-at">
-              At {clock(now)}: {shown.length} of {calls.length} call
+              At {clock(now / 1000)}: {shown.length} of {calls.length} call
               {calls.length === 1 ? '' : 's'}
             </span>
             <input
               type="range"
               min={start}
               max={end}
-              step="any"
+              step={1}
               value={now}
               aria-label="Time on the timeline"
               data-testid="betty-timeline-scrubber"
@@ -344,7 +345,7 @@ function Lane(props: {
             className={`betty-Timeline-dot betty-mod-${decisionClass(call.decision)}${
               call.call_id === props.selected ? ' betty-mod-selected' : ''
             }`}
-            style={{ left: `${axisPercent(call.ts, props.start, props.end)}%` }}
+            style={{ left: `${axisPercent(callMs(call), props.start, props.end)}%` }}
             title={`${visibleText(call.tool)}: ${visibleText(call.decision)}`}
             aria-label={`${visibleText(call.tool)} at ${clock(call.ts)}`}
             onClick={() => props.onSelect(call.call_id)}
