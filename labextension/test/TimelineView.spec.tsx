@@ -193,6 +193,7 @@ describe('TimelineView', () => {
     const container = await shown(new FakeSource());
     await click(allByTestId(container, 'betty-timeline-call')[2]);
     expect(byTestId(container, 'betty-timeline-detail-decision').textContent).toBe('denied');
+    expect(allByTestId(container, 'betty-timeline-call')[2].textContent).toContain('cluster_read · for read logs');
     expect(byTestId(container, 'betty-timeline-detail-result').textContent).toBe(
       `did not run: ${HOSTILE}`
     );

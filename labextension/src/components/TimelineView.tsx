@@ -251,7 +251,12 @@ export function TimelineView({
                   onClick={() => setSelected(call.call_id)}
                 >
                   <span className="betty-Timeline-time">{clock(call.ts)}</span>
-                  <span className="betty-Timeline-tool">{visibleText(call.tool)}</span>
+                  <span className="betty-Timeline-tool">
+                    {visibleText(call.tool)}
+                    {call.task && (
+                      <span className="betty-Timeline-task"> · for {visibleText(call.task)}</span>
+                    )}
+                  </span>
                   <span
                     className={`betty-Timeline-decision betty-mod-${decisionClass(call.decision)}`}
                   >
