@@ -165,7 +165,7 @@ def assert_tabs_legible(panel: Locator) -> None:
         assert box["x"] >= panel_box["x"] - 0.5 and box["x"] + box["width"] <= panel_box["x"] + panel_box["width"] + 0.5, (
             f"tab {tab.inner_text()!r} reaches outside the panel: {box} in {panel_box}")
         boxes.append((tab.inner_text(), box))
-    assert len(boxes) == 6, [name for name, _ in boxes]
+    assert len(boxes) == 7, [name for name, _ in boxes]
     for i, (name, box) in enumerate(boxes):
         for other, other_box in boxes[i + 1:]:
             apart = (box["x"] + box["width"] <= other_box["x"] + 0.5 or other_box["x"] + other_box["width"] <= box["x"] + 0.5

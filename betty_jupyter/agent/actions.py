@@ -329,7 +329,13 @@ def _blank_preview(preview: Preview | None, secrets: list[str]) -> Preview | Non
     if preview is None:
         return None
     return preview.model_copy(update={"title": blank(preview.title, secrets), "text": blank(preview.text, secrets),
-                                      "details": _blank_values(redact(preview.details), secrets)})
+                                      "details": without_secrets(preview.details, secrets)})
+
+
+def without_secrets(value: Any, secrets: list[str]) -> Any:
+    """``value`` (JSON-like, at any depth) with nothing secret left: :func:`redact`, then each of ``secrets``
+    blanked from every text (:func:`blank`). The one helper for anything that leaves Betty (a bug bundle)."""
+    return _blank_values(redact(value), secrets)
 
 
 def _blank_values(value: Any, secrets: list[str]) -> Any:

@@ -9,7 +9,6 @@ same today.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import re
@@ -170,23 +169,11 @@ def _tool_previews(args: argparse.Namespace) -> Iterator["PreviewFunction"]:
 
     try:
         # lazy: every tool module (pydantic, jsonschema); only `betty log replay` needs them
-        from ..agent.registry import default_registry
-        from ..agent.tools.base import ToolContext
+        from ..agent.timeline import tool_previews
     except ImportError as exc:
         raise ActionLogError(f"cannot replay: Betty's tool registry is not available here ({exc})") from exc
-    profile = load_config().profile(args.cluster)
-    registry = default_registry()
-    context = ToolContext.open(profile, Workspace.at(args.dir), "replay")
-    loop = asyncio.new_event_loop()
-
-    def preview(tool: str, tool_args: dict[str, Any]) -> "Preview":
-        return loop.run_until_complete(registry.get(tool).dry_run(context, tool_args))
-
-    try:
+    with tool_previews(load_config().profile(args.cluster), Workspace.at(args.dir)) as preview:
         yield preview
-    finally:
-        loop.run_until_complete(context.close())
-        loop.close()
 
 
 def _time_format(stamps: Iterable[float]) -> str:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, open_notebook, sessions, sweeps, ws
+from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, open_notebook, sessions, sweeps, timeline, ws
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ handlers: list[tuple[str, type[Any]]] = [
     *sessions.handlers,
     *ws.handlers,
     *approvals.handlers,
+    *timeline.handlers,
     *cluster_routes.handlers,
     *login.handlers,
     *knowledge.handlers,

@@ -25,7 +25,7 @@ import { ICluster, ISession, Mode, MODES, SocketMessage } from './models';
 import { ChatSocket, chatSocketUrl, IChatSocketOptions, SocketStatus } from './socket';
 
 /** The panel's tabs. */
-export type Tab = 'chat' | 'jobs' | 'cluster' | 'experiments' | 'automations' | 'gpu';
+export type Tab = 'chat' | 'jobs' | 'cluster' | 'experiments' | 'automations' | 'gpu' | 'timeline';
 
 /** The settings of the front-end (`schema/plugin.json`). */
 export interface IPanelSettings {

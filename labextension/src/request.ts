@@ -52,3 +52,31 @@ export async function requestAPI<T>(
   }
   return body as T;
 }
+
+/**
+ * Fetch `endpoint` under `/betty/api/` as bytes (a download), with the same authentication as
+ * {@link requestAPI}; an error answer throws `BettyRequestError` with its one-line message.
+ */
+export async function requestBlob(
+  endpoint: string,
+  settings: ServerConnection.ISettings = ServerConnection.makeSettings()
+): Promise<Blob> {
+  const url = URLExt.join(settings.baseUrl, API_NAMESPACE, endpoint);
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(url, { method: 'GET' }, settings);
+  } catch (error) {
+    throw new ServerConnection.NetworkError(error as TypeError);
+  }
+  if (!response.ok) {
+    let message = `${response.status} ${response.statusText}`;
+    try {
+      const body = await response.json();
+      message = body?.error ?? body?.message ?? message;
+    } catch {
+      // not JSON: the status line says it
+    }
+    throw new BettyRequestError(message, response.status);
+  }
+  return response.blob();
+}

@@ -317,3 +317,20 @@ function ImageAsLink(props: { url: string; alt: string; inLink: boolean }): JSX.
     </span>
   );
 }
+
+/**
+ * Hand `blob`, made by the panel itself, to the browser as a file to save under `name`.
+ *
+ * The link's address is the blob's own `blob:` URL, never one from outside; the name keeps
+ * letters, digits, `.`, `_` and `-` only.
+ */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name.replace(/[^A-Za-z0-9._-]/g, '_');
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  window.setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}

@@ -469,7 +469,8 @@ describe('the Automations tab of the panel', () => {
       'betty-tab-cluster',
       'betty-tab-experiments',
       'betty-tab-automations',
-      'betty-tab-gpu'
+      'betty-tab-gpu',
+      'betty-tab-timeline'
     ]);
     expect(
       byTestId(byTestId(container, 'betty-tab-automations'), 'betty-automations-pending-count')

@@ -1,7 +1,7 @@
 /**
  * The whole side panel: the questions of logins waiting on the person (when there are any),
  * the header, the approvals other sessions wait on (MCP clients', automations'), then the
- * Chat, Jobs, Cluster, Experiments, Automations and GPU tabs.
+ * Chat, Jobs, Cluster, Experiments, Automations, GPU and Timeline tabs.
  * Every tab stays mounted (hidden when not shown), so a draft prompt or a scroll position
  * survives a look at the jobs.
  */
@@ -17,6 +17,7 @@ import { ExperimentsView } from './ExperimentsView';
 import { GpuView } from './GpuView';
 import { Header } from './Header';
 import { JobsView } from './JobsView';
+import { TimelineTab } from './TimelineView';
 import { LoginQuestionsView } from './LoginQuestionCard';
 import { SweepsView } from './SweepsView';
 import { WaitingApprovalsView } from './WaitingApprovalsView';
@@ -34,7 +35,8 @@ const TABS: { id: Tab; label: string }[] = [
   { id: 'cluster', label: 'Cluster' },
   { id: 'experiments', label: 'Experiments' },
   { id: 'automations', label: 'Automations' },
-  { id: 'gpu', label: 'GPU' }
+  { id: 'gpu', label: 'GPU' },
+  { id: 'timeline', label: 'Timeline' }
 ];
 
 /** The side panel's content, rendered from `model`. */
@@ -167,6 +169,9 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'gpu'}>
         <GpuView api={model.api} visible={shown('gpu')} />
+      </div>
+      <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'timeline'}>
+        <TimelineTab settings={model.api.settings} visible={shown('timeline')} />
       </div>
     </div>
   );

@@ -1,0 +1,254 @@
+/**
+ * The Timeline tab: lanes with their links, the scrubber showing the log as it stood, a call's
+ * details on selection, filters asked of the server, Replay (previews only) and Export, and
+ * hostile text from the log shown as text.
+ */
+import { act } from 'react';
+import * as React from 'react';
+
+import { ITimelineSource, TimelineView } from '../src/components/TimelineView';
+import {
+  axisPercent,
+  callsSoFar,
+  IReplayLine,
+  ITimeline,
+  ITimelineCall,
+  ITimelineFilters,
+  replayCounts,
+  timeRange
+} from '../src/timeline';
+import { allByTestId, byTestId, click, render, type } from './render';
+
+const HOSTILE = '<img src=x onerror="window.pwned=1">';
+
+function call(callId: string, ts: number, overrides: Partial<ITimelineCall> = {}): ITimelineCall {
+  return {
+    ts,
+    session_id: 's-main',
+    call_id: callId,
+    tool: 'cluster_submit',
+    tier: 2,
+    task: null,
+    args: {},
+    preview: { kind: 'command', title: 'submit train.sh', text: 'sbatch train.sh', details: {} },
+    decision: 'approved',
+    approver: 'ada (side panel)',
+    ok: true,
+    summary: 'job 42 submitted',
+    duration_ms: 1500,
+    lane: 's-main',
+    ...overrides
+  };
+}
+
+const TIMELINE: ITimeline = {
+  calls: [
+    call('c1', 1000),
+    call('c2', 1010, { tool: 'delegate_tasks', decision: 'auto', approver: null }),
+    call('c3', 1020, {
+      tool: 'cluster_read',
+      decision: 'denied',
+      ok: null,
+      summary: HOSTILE,
+      lane: 'helper-1',
+      task: 'read logs'
+    }),
+    call('a1', 1030, { session_id: 'automation-r1', lane: 'automation-r1', tool: 'wiki_search' })
+  ],
+  lanes: [
+    {
+      id: 's-main',
+      kind: 'session',
+      session_id: 's-main',
+      title: 's-main',
+      started_by: null,
+      trigger: ''
+    },
+    {
+      id: 'helper-1',
+      kind: 'helper',
+      session_id: 's-main',
+      title: 'read \u202elogs',
+      started_by: 'c2',
+      trigger: ''
+    },
+    {
+      id: 'automation-r1',
+      kind: 'automation',
+      session_id: 'automation-r1',
+      title: 'Daily digest',
+      started_by: null,
+      trigger: 'schedule'
+    }
+  ],
+  sessions: ['automation-r1', 's-main'],
+  tools: ['cluster_read', 'cluster_submit', 'delegate_tasks', 'wiki_search'],
+  decisions: ['approved', 'auto', 'denied'],
+  skipped: 0
+};
+
+const REPLAY: IReplayLine[] = [
+  {
+    call_id: 'c1',
+    session_id: 's-main',
+    ts: 1000,
+    tool: 'cluster_submit',
+    status: 'same',
+    diff: '',
+    recorded: null,
+    current: null
+  },
+  {
+    call_id: 'c3',
+    session_id: 's-main',
+    ts: 1020,
+    tool: 'cluster_read',
+    status: 'changed',
+    diff: "title: 'read a' → 'read b'",
+    recorded: null,
+    current: { kind: 'text', title: 'read b', text: '', details: {} }
+  }
+];
+
+class FakeSource implements ITimelineSource {
+  asked: ITimelineFilters[] = [];
+  replayed: ITimelineFilters[] = [];
+  bundled: string[] = [];
+
+  async timeline(filters: ITimelineFilters): Promise<ITimeline> {
+    this.asked.push(filters);
+    return TIMELINE;
+  }
+
+  async replay(filters: ITimelineFilters): Promise<{ replay: IReplayLine[] }> {
+    this.replayed.push(filters);
+    return { replay: REPLAY };
+  }
+
+  async bundle(session: string): Promise<Blob> {
+    this.bundled.push(session);
+    return new Blob(['zip'], { type: 'application/zip' });
+  }
+}
+
+async function shown(source: FakeSource, save = jest.fn()): Promise<HTMLElement> {
+  let container: HTMLElement | null = null;
+  await act(async () => {
+    container = render(<TimelineView source={source} visible={true} save={save} />).container;
+  });
+  return container!;
+}
+
+function choose(select: HTMLSelectElement, value: string): Promise<void> {
+  const setter = Object.getOwnPropertyDescriptor(HTMLSelectElement.prototype, 'value')!.set!;
+  return act(async () => {
+    setter.call(select, value);
+    select.dispatchEvent(new Event('change', { bubbles: true }));
+  });
+}
+
+describe('the timeline arithmetic', () => {
+  it('places calls on the axis and keeps those made by a moment', () => {
+    const calls = TIMELINE.calls;
+    expect(timeRange(calls)).toEqual([1_000_000, 1_030_000]);
+    expect(timeRange([calls[0]])).toEqual([1_000_000, 1_001_000]);
+    expect(timeRange([call('x', 1000.0004)])).toEqual([1_000_000, 1_001_000]);
+    expect(axisPercent(1_015_000, 1_000_000, 1_030_000)).toBe(50);
+    expect(axisPercent(2_000_000, 1_000_000, 1_030_000)).toBe(100);
+    expect(callsSoFar(calls, 1_010_000).map(c => c.call_id)).toEqual(['c1', 'c2']);
+    expect(callsSoFar([call('x', 1010.0009)], 1_010_000)).toHaveLength(1); // to the millisecond
+    expect(replayCounts(REPLAY)).toEqual([
+      ['same', 1],
+      ['changed', 1]
+    ]);
+  });
+});
+
+describe('TimelineView', () => {
+  it('shows a lane per session, helper and automation, the helper linked to the call that started it', async () => {
+    const container = await shown(new FakeSource());
+    const lanes = allByTestId(container, 'betty-timeline-lane');
+    expect(lanes.map(lane => lane.dataset.kind)).toEqual(['session', 'helper', 'automation']);
+    expect(lanes[1].textContent).toContain('read \\u202elogs'); // the bidi override written out, not obeyed
+    expect(lanes[2].textContent).toContain('fired by schedule');
+    const link = byTestId(container, 'betty-timeline-started-by');
+    expect(link.textContent).toBe('← started by delegate_tasks c2');
+    await click(link);
+    expect(byTestId(container, 'betty-timeline-detail-tool').textContent).toBe('delegate_tasks');
+  });
+
+  it('shows the log as it stood where the scrubber is', async () => {
+    const container = await shown(new FakeSource());
+    expect(allByTestId(container, 'betty-timeline-call')).toHaveLength(4);
+    expect(byTestId(container, 'betty-timeline-at').textContent).toContain('4 of 4 calls');
+    type(byTestId<HTMLInputElement>(container, 'betty-timeline-scrubber'), '1012000');
+    expect(allByTestId(container, 'betty-timeline-call')).toHaveLength(2);
+    expect(allByTestId(container, 'betty-timeline-dot')).toHaveLength(2);
+    expect(byTestId(container, 'betty-timeline-at').textContent).toContain('2 of 4 calls');
+    type(byTestId<HTMLInputElement>(container, 'betty-timeline-scrubber'), '1030000');
+    expect(allByTestId(container, 'betty-timeline-call')).toHaveLength(4);
+  });
+
+  it("shows a selected call's decision, approver, result and duration, its text as text", async () => {
+    const container = await shown(new FakeSource());
+    await click(allByTestId(container, 'betty-timeline-call')[2]);
+    expect(byTestId(container, 'betty-timeline-detail-decision').textContent).toBe('denied');
+    expect(allByTestId(container, 'betty-timeline-call')[2].textContent).toContain('cluster_read · for read logs');
+    expect(byTestId(container, 'betty-timeline-detail-result').textContent).toBe(
+      `did not run: ${HOSTILE}`
+    );
+    expect(container.querySelector('img')).toBeNull();
+    expect(byTestId(container, 'betty-timeline-details').textContent).toContain('1.5 s');
+    await click(allByTestId(container, 'betty-timeline-call')[0]);
+    expect(byTestId(container, 'betty-timeline-detail-approver').textContent).toBe(
+      'ada (side panel)'
+    );
+    expect(byTestId(container, 'betty-preview').textContent).toContain('sbatch train.sh');
+  });
+
+  it('asks the server for the filtered calls', async () => {
+    const source = new FakeSource();
+    const container = await shown(source);
+    await choose(byTestId(container, 'betty-timeline-decision'), 'denied');
+    await choose(byTestId(container, 'betty-timeline-tool'), 'cluster_read');
+    expect(source.asked[source.asked.length - 1]).toEqual({
+      session: '',
+      tool: 'cluster_read',
+      decision: 'denied'
+    });
+  });
+
+  it('replays previews only and says which changed', async () => {
+    const source = new FakeSource();
+    const container = await shown(source);
+    await click(byTestId(container, 'betty-timeline-replay'));
+    expect(source.replayed).toEqual([{ session: '', tool: '', decision: '' }]);
+    expect(byTestId(container, 'betty-timeline-replay-summary').textContent).toContain(
+      'a dry run (previews only, nothing ran): 2 previews — 1 same, 1 changed'
+    );
+    expect(allByTestId(container, 'betty-timeline-replay-status').map(s => s.textContent)).toEqual([
+      'same',
+      'changed'
+    ]);
+    await click(allByTestId(container, 'betty-timeline-call')[2]);
+    expect(byTestId(container, 'betty-timeline-replay-detail').textContent).toContain(
+      "title: 'read a' → 'read b'"
+    );
+  });
+
+  it('exports the bug bundle of the chosen session only', async () => {
+    const source = new FakeSource();
+    const save = jest.fn();
+    const container = await shown(source, save);
+    const exportButton = byTestId<HTMLButtonElement>(container, 'betty-timeline-export');
+    expect(exportButton.disabled).toBe(true);
+    await choose(byTestId(container, 'betty-timeline-session'), 's-main');
+    expect(exportButton.disabled).toBe(false);
+    await click(exportButton);
+    expect(source.bundled).toEqual(['s-main']);
+    expect(save).toHaveBeenCalledWith(expect.any(Blob), 'betty-bundle-s-main.zip');
+    expect(byTestId(container, 'betty-timeline-exported').textContent).toContain(
+      'every secret removed'
+    );
+  });
+});
