@@ -149,3 +149,9 @@ def test_a_grid_is_one_job_array_with_an_executed_notebook_per_task(project, dev
             f"{answer['job_id']}_0", f"{answer['job_id']}_1"]:
         assert time.monotonic() < deadline, tasks
         time.sleep(0.5)
+    # the sweep's comparison reads each task's metrics as for a script's sweep: the runner echoes what cells print
+    shown = run_betty("sweeps", "show", answer["slug"], "--json", "--dir", str(root),
+                      env=project["env"])  # type: ignore[arg-type]
+    assert shown.returncode == 0, shown.stderr
+    series = {task["index"]: task["series"] for task in json.loads(shown.stdout)["tasks"]}
+    assert series == {0: {"loss": [[1.0, 15.0]]}, 1: {"loss": [[1.0, 25.0]]}}
