@@ -155,3 +155,40 @@ def test_a_grid_is_one_job_array_with_an_executed_notebook_per_task(project, dev
     assert shown.returncode == 0, shown.stderr
     series = {task["index"]: task["series"] for task in json.loads(shown.stdout)["tasks"]}
     assert series == {0: {"loss": [[1.0, 15.0]]}, 1: {"loss": [[1.0, 25.0]]}}
+
+
+def test_the_agents_tools_submit_a_notebook_and_bring_it_back_once_the_job_has_ended(local_profile, tmp_path):
+    """The same run through the agent's tools (as under the server): ``notebook_submit``, then ``notebook_collect``."""
+    import asyncio
+    import dataclasses
+
+    from betty_jupyter.agent.tools import NotebookCollect, NotebookSubmit, ToolContext
+    from betty_jupyter.wiki import init_workspace
+
+    init_workspace(tmp_path / "project")
+    root = tmp_path / "project"
+    write_notebook(root / "nb.ipynb", cell("k = 1", "parameters"), cell("print('k squared', k * k)"))
+    profile = dataclasses.replace(local_profile, environments={"betty": {"venv": sys.prefix}})
+
+    async def scenario() -> tuple[str, dict]:
+        context = ToolContext.open(profile, Workspace.at(root), "s-nb")
+        try:
+            asked = {"notebook": "nb.ipynb", "params": ["k=12"], "partition": "cpu", "time": 5, "env": "betty"}
+            preview = await NotebookSubmit().dry_run(context, asked)
+            assert preview.details["parameters"].endswith("k = 12\n") and "at the top" not in preview.details["injected"]
+            submitted = await NotebookSubmit().execute(context, asked)
+            assert submitted.ok, submitted.summary
+            early = await NotebookCollect().execute(context, {"experiment": submitted.data["slug"]})
+            deadline = time.monotonic() + 240  # a guard against a hang on a busy machine, not a measurement
+            while not (back := await NotebookCollect().execute(context, {"experiment": submitted.data["slug"]})).ok:
+                assert "comes back once it has ended" in back.summary and time.monotonic() < deadline, back.summary
+                await asyncio.sleep(0.5)
+            return early.summary, {**submitted.data, **back.data}
+        finally:
+            await context.close()
+
+    early, data = asyncio.run(scenario())
+    assert data["written"] == [data["notebook"]] and data["state"] == "COMPLETED"
+    assert "comes back once it has ended" in early or "ended COMPLETED" in early
+    book = json.loads((root / data["notebook"]).read_text())
+    assert outputs(book, 2) == "k squared 144\n"

@@ -15,7 +15,7 @@ from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
 from .notes import Scratchpad
 from .overview import ClusterOverview
 from .plan import ProposePlan
-from .notebook_job import NotebookSubmit
+from .notebook_job import NotebookCollect, NotebookSubmit
 from .sweep import ClusterSweep, SweepCancel, SweepCompare, SweepRetry
 from .why import ClusterWhy
 from .wiki import WikiRead, WikiSearch, WikiWrite
@@ -25,7 +25,7 @@ ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
     ClusterEfficiency, GpuEstimate, GpuAdvise,
     WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan, CellRun, CellRunStatus,
-    NotebookSubmit,
+    NotebookSubmit, NotebookCollect,
 )
 """Every tool class, in the order the system prompt lists them."""
 
@@ -33,7 +33,7 @@ __all__ = [
     "ALL_TOOLS", "CellRun", "CellRunStatus", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
     "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
     "DelegateTasks",
-    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "NotebookSubmit", "ProposePlan", "Scratchpad",
+    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "NotebookCollect", "NotebookSubmit", "ProposePlan", "Scratchpad",
     "SweepCancel", "SweepCompare", "SweepRetry",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]

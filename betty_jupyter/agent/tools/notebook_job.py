@@ -4,8 +4,9 @@ The card (tier 2) shows the generated batch script and the exact cell of paramet
 inserted; on approval the notebook (one per point of a ``grid``: a sweep, one job array) and
 Betty's runner go into the run's own directory (:func:`~...cluster.cell_transfer.upload_files`,
 as a cell run's do) and the script is submitted once and recorded as an experiment. Once the job
-has ended, :func:`bring_back` copies the executed notebook(s) into the project: a single run's
-becomes the experiment's notebook.
+has ended, :func:`bring_back` copies the executed notebook(s) into the project (``notebook_collect``,
+tier 1, for the agent and the panel; ``betty submit-notebook`` calls it when the job ends): a single
+run's becomes the experiment's notebook.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ...cluster.notebook_job import (
 )
 from ...cluster.notebook_job import RUNNER as NOTEBOOK_RUNNER
 from ...errors import UsageError
+from ...experiments.ledger import Ledger
 from ...experiments.notebook_file import write_notebook
 from ...experiments.record import slugify, submit_experiment
 from ...experiments.sweep import Grid, grid_table, sweep_script
@@ -203,3 +205,52 @@ async def bring_back(slurm: "SlurmClient", workspace: "Workspace", experiment: "
     if written:
         WikiStore(workspace.wiki).log(f"the executed notebook of {experiment.slug} came back: {', '.join(written)}")
     return written
+
+
+class NotebookCollectArgs(ToolArgs):
+    """One recorded notebook run."""
+
+    experiment: str = Field(min_length=1, max_length=120,
+                            description="the notebook run's experiment: its slug or its job's id")
+
+
+class NotebookCollect(Tool[NotebookCollectArgs]):
+    """Bring an ended notebook run's executed notebook(s) back into the project."""
+
+    name = "notebook_collect"
+    description = ("Once a notebook run (notebook_submit) has ended, copy its executed notebook back: a single "
+                   "run's becomes the experiment's notebook, a sweep's each task's is kept beside it.")
+    Args = NotebookCollectArgs
+    tier = Tier.ONCE_PER_SESSION
+
+    async def preview(self, ctx: ToolContext, args: NotebookCollectArgs) -> Preview:
+        """What is read and what is written."""
+        experiment = _recorded(ctx, args.experiment)
+        return Preview(kind="text", title=f"bring back the executed notebook of {experiment.slug}",
+                       text=f"read job {experiment.job_id}'s state, then copy its executed notebook(s) from the run's "
+                            f"directory into the project as {experiment.notebook} (a sweep's beside it)",
+                       details={"experiment": experiment.slug, "job_id": experiment.job_id})
+
+    async def run(self, ctx: ToolContext, args: NotebookCollectArgs) -> ToolOutcome:
+        """Refused while the job runs; the project paths written in ``data``."""
+        experiment = _recorded(ctx, args.experiment)
+        job = await ctx.slurm.job(experiment.job_id)
+        if not job.state.finished:
+            raise ToolError(f"job {experiment.job_id} of {experiment.slug} is {job.state.value}; its notebook comes "
+                            "back once it has ended")
+        try:
+            written = await bring_back(ctx.slurm, ctx.workspace, experiment)
+        except UsageError as error:
+            raise ToolError(str(error)) from error
+        summary = (f"job {experiment.job_id} ended {job.state.value}; executed notebook: "
+                   f"{', '.join(written) or 'none came back (the job ended before the notebook started)'}")
+        return ToolOutcome(summary=summary, full=summary, data={"written": written, "state": job.state.value},
+                           artifacts=written)
+
+
+def _recorded(ctx: ToolContext, experiment: str) -> "Experiment":
+    tracked = Ledger(ctx.workspace.ledger_path).get(experiment) if ctx.workspace.ledger_path.exists() else None
+    if tracked is None or tracked.experiment.cluster != ctx.profile.name:
+        raise ToolError(f"no notebook run {experiment[:80]!r} is recorded for {ctx.profile.name} in this project; "
+                        "`betty experiments list` shows what is")
+    return tracked.experiment
