@@ -90,7 +90,7 @@ def test_a_parameterised_notebook_runs_with_its_parameters_and_comes_back_execut
     assert "notebook_runner.py" in record.preview.text
     assert record.preview.details["parameters"] == f"# Parameters (injected by Betty)\nlr = 0.25\nmsg = {HOSTILE!r}\n"
     # the executed notebook is the experiment's notebook: the injected cell after the parameters cell, its outputs
-    assert answer["executed"] == [answer["notebook"]]
+    assert answer["executed"] == [answer["notebook"]] and answer["state"] == "COMPLETED"
     book = json.loads((root / answer["notebook"]).read_text())
     assert book["cells"][2]["metadata"]["tags"] == ["injected-parameters"]
     assert source(book, 2) == record.preview.details["parameters"]
@@ -115,15 +115,19 @@ def test_a_bad_parameter_name_is_refused_in_one_line_and_nothing_is_sent(project
 
 def test_a_failing_notebook_comes_back_executed_up_to_the_failing_cell(project):
     root: Path = project["root"]  # type: ignore[assignment]
-    notebook = write_notebook(root / "fails.ipynb", cell("n = 3", "parameters"), cell("print('before', n)"),
+    notebook = write_notebook(root / "fails.ipynb", cell("print('before', n)"),
                               cell("raise ValueError(f'<b>bad</b> {n}')"), cell("print('never')"))
     done = submit(project, str(notebook), "--cluster", "devssh", "--env", "betty", "--param", "n=7")
     assert done.returncode == 0, done.stderr
-    book = json.loads((root / json.loads(done.stdout)["notebook"]).read_text())
-    assert outputs(book, 2) == "before 7\n"
-    [error] = book["cells"][3]["outputs"]
+    # no cell is tagged parameters: the card says the cell goes at the top
+    assert "injected: no cell is tagged parameters: the injected-parameters cell is inserted at the top" in done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["state"] == "FAILED"
+    book = json.loads((root / answer["notebook"]).read_text())
+    assert source(book, 0).endswith("n = 7\n") and outputs(book, 1) == "before 7\n"
+    [error] = book["cells"][2]["outputs"]
     assert (error["output_type"], error["ename"], error["evalue"]) == ("error", "ValueError", "<b>bad</b> 7")
-    assert book["cells"][4]["outputs"] == []
+    assert book["cells"][3]["outputs"] == [] and book["cells"][3]["execution_count"] is None
 
 
 def test_a_grid_is_one_job_array_with_an_executed_notebook_per_task(project, dev_cluster):

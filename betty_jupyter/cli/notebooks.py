@@ -61,13 +61,14 @@ def _submit_notebook(args: argparse.Namespace) -> int:
     data = done.data
     if not args.json:
         print(terminal_line(f"submitted job {data['job_id']} to {data['cluster']}; recorded in {data['page']}"))
-    written = [] if args.no_wait else _wait_and_bring_back(args, workspace, data["slug"], data["job_id"])
+    state, written = ("", []) if args.no_wait else _wait_and_bring_back(args, workspace, data["slug"], data["job_id"])
     if args.json:
-        print(json.dumps({**data, "executed": written}))
+        print(json.dumps({**data, "state": state or None, "executed": written}))
     return 0
 
 
-def _wait_and_bring_back(args: argparse.Namespace, workspace: Any, slug: str, job_id: str) -> list[str]:
+def _wait_and_bring_back(args: argparse.Namespace, workspace: Any, slug: str, job_id: str) -> tuple[str, list[str]]:
+    """Wait for the job to end, then bring its executed notebook(s) back: its final state and the paths written."""
     # lazy: the ledger, the Slurm client and the tool's copying back; only a waited-for run needs them
     from ..agent.tools.notebook_job import bring_back
     from ..cluster.sync import run_sync
@@ -76,6 +77,7 @@ def _wait_and_bring_back(args: argparse.Namespace, workspace: Any, slug: str, jo
 
     experiment = Ledger(workspace.ledger_path).get(slug).experiment  # type: ignore[union-attr]
     written: list[str] = []
+    ended: list[str] = []
 
     def work(client: Any, profile: Any) -> int:
         wait, state = FIRST_LOOK_SECONDS, ""
@@ -86,10 +88,11 @@ def _wait_and_bring_back(args: argparse.Namespace, workspace: Any, slug: str, jo
             time.sleep(wait)  # a look at the queue each time, growing to every few seconds (Ctrl-C leaves it running)
             wait = min(wait * 2, MOST_SECONDS_BETWEEN_LOOKS)
         written.extend(run_sync(bring_back(client.target, workspace, experiment)))
+        ended.append(job.state.value)
         if not args.json:
             print(terminal_line(f"job {job_id} ended {job.state.value}; executed notebook: "
                                 f"{', '.join(written) or 'none came back (the job ended before it started)'}"))
         return 0
 
     _with_client(args, work)
-    return written
+    return ended[0], written
