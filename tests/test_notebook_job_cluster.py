@@ -87,7 +87,8 @@ def test_a_parameterised_notebook_runs_with_its_parameters_and_comes_back_execut
     [record] = ActionLog(root).read()
     assert (record.tool, record.decision, record.approver, record.ok) == (
         "notebook_submit", "approved", f"{getpass.getuser()} (betty submit-notebook)", True)
-    assert "notebook_runner.py" in record.preview.text
+    assert "notebook_runner.py" in record.preview.text and record.preview.details["page"] == answer["page"]
+    assert answer["slug"].endswith("-train")
     assert record.preview.details["parameters"] == f"# Parameters (injected by Betty)\nlr = 0.25\nmsg = {HOSTILE!r}\n"
     # the executed notebook is the experiment's notebook: the injected cell after the parameters cell, its outputs
     assert answer["executed"] == [answer["notebook"]] and answer["state"] == "COMPLETED"
@@ -140,6 +141,7 @@ def test_a_grid_is_one_job_array_with_an_executed_notebook_per_task(project, dev
     answer = json.loads(done.stdout)
     [record] = ActionLog(root).read()
     assert "#SBATCH --array=0-1" in record.preview.text and record.preview.details["tasks"] == 2
+    assert record.preview.details["page"] == answer["page"]
     assert answer["executed"] == [answer["notebook"].replace(".ipynb", f".task-{n}.ipynb") for n in (0, 1)]
     for index, loss in ((0, "15"), (1, "25")):
         book = json.loads((root / answer["executed"][index]).read_text())

@@ -99,7 +99,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
                                          [*files, (NOTEBOOK_RUNNER, runner_source())])
         sweep = {"grid": plan.grid.words(), "at_once": None} if plan.grid else None
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, plan.script,
-                                             goal=args.goal, name=args.name or plan.job.name, sweep=sweep)
+                                             goal=args.goal, name=_experiment_name(args), sweep=sweep)
         page = f"wiki/{experiment.page}"
         what = f"a sweep of {len(plan.grid)} runs of {args.notebook}" if plan.grid else args.notebook
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}: {what} in "
@@ -139,7 +139,7 @@ async def _planned(ctx: ToolContext, args: NotebookSubmitArgs) -> _Plan:
         await _check_environment(ctx, environment)
         work = await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir)
         token = _token(injected)
-        name = f"nb-{slugify(args.name or Path(args.notebook).stem)}"
+        name = f"nb-{slugify(_experiment_name(args))}"
         job = NotebookJob(run_dir(work, token, "notebook"), args.partition, args.time, args.gpus, environment, name,
                           len(grid) if grid else 0)
         script = sweep_script(job.script(), grid) if grid else job.script()
@@ -174,8 +174,13 @@ def _in_project(root: Path, notebook: str) -> Path:
     return path
 
 
+def _experiment_name(args: NotebookSubmitArgs) -> str:
+    """The experiment's name: the one given, or the notebook's (``train`` for ``train.ipynb``)."""
+    return args.name or Path(args.notebook).stem
+
+
 def _as_submission(args: NotebookSubmitArgs, script: str) -> SubmitArgs:
-    return SubmitArgs.model_validate({"script": script, "goal": args.goal, "name": args.name or "notebook"})
+    return SubmitArgs.model_validate({"script": script, "goal": args.goal, "name": _experiment_name(args)})
 
 
 async def bring_back(slurm: "SlurmClient", workspace: "Workspace", experiment: "Experiment") -> list[str]:
