@@ -5,6 +5,7 @@ a grid as one job array with an executed notebook per task."""
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import subprocess
@@ -179,9 +180,17 @@ def test_the_agents_tools_submit_a_notebook_and_bring_it_back_once_the_job_has_e
     async def scenario() -> tuple[str, dict]:
         context = ToolContext.open(profile, Workspace.at(root), "s-nb")
         try:
-            asked = {"notebook": "nb.ipynb", "params": ["k=12"], "partition": "cpu", "time": 5, "env": "betty"}
+            original = (root / "nb.ipynb").read_bytes()
+            asked = {"notebook": "nb.ipynb", "params": ["k=12"], "partition": "cpu", "time": 5, "env": "betty",
+                     "sha256": hashlib.sha256(original).hexdigest()}
             preview = await NotebookSubmit().dry_run(context, asked)
             assert preview.details["parameters"].endswith("k = 12\n") and "at the top" not in preview.details["injected"]
+            # a notebook changed after the card was shown is refused, and nothing is sent
+            write_notebook(root / "nb.ipynb", cell("import os", "parameters"))
+            changed = await NotebookSubmit().execute(context, asked)
+            assert not changed.ok and "nb.ipynb changed after it was read" in changed.summary
+            assert not (tmp_path / "betty-work" / "runs").exists()
+            (root / "nb.ipynb").write_bytes(original)
             submitted = await NotebookSubmit().execute(context, asked)
             assert submitted.ok, submitted.summary
             early = await NotebookCollect().execute(context, {"experiment": submitted.data["slug"]})

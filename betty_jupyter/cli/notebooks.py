@@ -42,7 +42,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def _submit_notebook(args: argparse.Namespace) -> int:
     """Ask (one card), submit, then wait for the job and write its executed notebook(s) into the project."""
-    # lazy: the workspace and the terminal's card; only `betty submit-notebook` needs them
+    # lazy: the workspace, the notebook's digest and the terminal's card; only `betty submit-notebook` needs them
+    from ..cluster.notebook_job import file_digest
     from ..experiments.workspace import Workspace
     from .cluster import _as_person
 
@@ -54,7 +55,9 @@ def _submit_notebook(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.notebook} is not in the project {workspace.root}; run it with --dir of its project")
     goal = args.goal.strip() or f"{args.notebook.name}" + (f" over {' '.join(args.grid)}" if args.grid else "") + \
         ", run with betty submit-notebook"
-    tool_args = {"notebook": str(path.relative_to(workspace.root.absolute())), "params": args.param,
+    # the digest of the notebook as read now: the card and the run refuse it if it changes in between
+    tool_args = {"notebook": str(path.relative_to(workspace.root.absolute())), "sha256": file_digest(path),
+                 "params": args.param,
                  "grid": args.grid, "partition": args.partition, "time": args.time, "gpus": args.gpus,
                  "env": args.env, "goal": goal, "name": args.slug}
     done = _as_person(args, workspace, "notebook_submit", tool_args, f"Run {args.notebook} on the cluster?")

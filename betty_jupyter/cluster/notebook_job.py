@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import hashlib
 import json
 import keyword
 from dataclasses import dataclass, field
@@ -104,6 +105,14 @@ def read_notebook(path: Path) -> dict[str, Any]:
     if not isinstance(book, dict) or book.get("nbformat") != 4 or not isinstance(book.get("cells"), list):
         raise UsageError(f"{path} is not a Jupyter notebook (nbformat 4)")
     return book
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of the file at ``path`` (a one-line UsageError when it cannot be read)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as error:
+        raise UsageError(f"cannot read the notebook {path}: {error.strerror or error}") from None
 
 
 @dataclass(frozen=True)

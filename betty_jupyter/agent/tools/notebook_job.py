@@ -11,6 +11,7 @@ run's becomes the experiment's notebook.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -20,8 +21,8 @@ from pydantic import Field
 from ...cluster import cell_transfer
 from ...cluster.cell_job import CellEnvironment, cell_environment, run_dir
 from ...cluster.notebook_job import (
-    MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, inject, notebook_bytes, parse_parameters,
-    parse_value, read_notebook, runner_source,
+    MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, file_digest, inject, notebook_bytes,
+    parse_parameters, parse_value, read_notebook, runner_source,
 )
 from ...cluster.notebook_job import RUNNER as NOTEBOOK_RUNNER
 from ...errors import UsageError
@@ -45,6 +46,9 @@ class NotebookSubmitArgs(ToolArgs):
     """A notebook of the project, its parameters (or a grid of them) and the job it asks for."""
 
     notebook: str = Field(min_length=1, max_length=1000, description="the notebook's path in the project")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                               description="the notebook file's digest as read before asking; when given, a notebook "
+                                           "changed since is refused and nothing is sent")
     params: list[Annotated[str, Field(max_length=2000)]] = Field(
         default_factory=list, max_length=100, description='each parameter as NAME=VALUE: ["lr=3e-4", "epochs=10"]')
     grid: list[Annotated[str, Field(max_length=4000)]] = Field(
@@ -124,7 +128,11 @@ class _Plan:
 async def _planned(ctx: ToolContext, args: NotebookSubmitArgs) -> _Plan:
     """The plan, the environment checked on the cluster (and that it imports nbclient and ipykernel)."""
     try:
-        book = read_notebook(_in_project(ctx.workspace.root, args.notebook))
+        path = _in_project(ctx.workspace.root, args.notebook)
+        book = read_notebook(path)
+        if args.sha256 is not None and file_digest(path) != args.sha256:
+            raise UsageError(f"{args.notebook} changed after it was read for this run; nothing was sent: run the "
+                             "command again")
         parameters = parse_parameters(args.params)
         grid = Grid.parse(args.grid) if args.grid else None
         if grid is not None:
@@ -159,8 +167,6 @@ async def _check_environment(ctx: ToolContext, environment: CellEnvironment) -> 
 
 def _token(injected: list[Injected]) -> str:
     """The run's name: a digest of what is sent, so the card and the submission name the same directory."""
-    import hashlib  # lazy: only a notebook run names its directory this way
-
     digest = hashlib.sha256()
     for each in injected:
         digest.update(notebook_bytes(each.notebook))
