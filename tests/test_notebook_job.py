@@ -90,3 +90,17 @@ def test_the_environment_is_checked_for_nbclient_and_ipykernel():
     assert argv[:2] == ["bash", "-lc"]
     assert argv[2] == "module load cuda/12 && \"$HOME\"/envs/t/bin/python3 -c 'import nbclient, ipykernel'"
     assert problem == "environment box cannot import nbclient, ipykernel"
+
+
+def test_a_grid_name_that_is_a_python_keyword_is_refused_in_one_line(offline_context, tmp_path):
+    """``--grid class=1,2`` is a valid shell variable but not a Python one: refused before anything is asked."""
+    import asyncio
+    import json
+
+    from betty_jupyter.agent.tools import NotebookSubmit, ToolError
+
+    (tmp_path / "project" / "nb.ipynb").write_text(json.dumps(notebook(code("print(1)"))))
+    asked = {"notebook": "nb.ipynb", "grid": ["class=1,2"], "partition": "cpu", "time": 5}
+    with pytest.raises(ToolError) as refused:
+        asyncio.run(NotebookSubmit().dry_run(offline_context, asked))
+    assert str(refused.value) == "--grid: 'class' is not a Python variable's name; e.g. --grid lr=1e-4,3e-4"

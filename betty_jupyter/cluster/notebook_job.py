@@ -51,8 +51,8 @@ def parse_value(text: str) -> Any:
 def parameter_name(name: str, option: str = "--param") -> str:
     """``name`` when it is a Python variable's name; a one-line UsageError otherwise."""
     if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
-        raise UsageError(f"{option}: {name[:60]!r} is not a Python variable's name; give NAME=VALUE, e.g. "
-                         f"{option} lr=3e-4")
+        example = "lr=1e-4,3e-4" if option == "--grid" else "lr=3e-4"
+        raise UsageError(f"{option}: {name[:60]!r} is not a Python variable's name; e.g. {option} {example}")
     return name
 
 

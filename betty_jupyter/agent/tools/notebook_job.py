@@ -22,7 +22,7 @@ from ...cluster import cell_transfer
 from ...cluster.cell_job import CellEnvironment, cell_environment, run_dir
 from ...cluster.notebook_job import (
     MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, file_digest, inject, notebook_bytes,
-    parse_parameters, parse_value, read_notebook, runner_source,
+    parameter_name, parse_parameters, parse_value, read_notebook, runner_source,
 )
 from ...cluster.notebook_job import RUNNER as NOTEBOOK_RUNNER
 from ...errors import UsageError
@@ -136,6 +136,8 @@ async def _planned(ctx: ToolContext, args: NotebookSubmitArgs) -> _Plan:
         parameters = parse_parameters(args.params)
         grid = Grid.parse(args.grid) if args.grid else None
         if grid is not None:
+            for each in grid.names:
+                parameter_name(each, "--grid")
             clash = sorted(set(grid.names) & set(parameters))
             if clash:
                 raise UsageError(f"{clash[0]} is both a --param and in the --grid; give it once")
