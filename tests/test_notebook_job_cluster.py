@@ -143,6 +143,8 @@ def test_a_grid_is_one_job_array_with_an_executed_notebook_per_task(project, dev
     [record] = ActionLog(root).read()
     assert "#SBATCH --array=0-1" in record.preview.text and record.preview.details["tasks"] == 2
     assert record.preview.details["page"] == answer["page"]
+    assert record.preview.details["parameters"] == ("# task 0\n# Parameters (injected by Betty)\nseed = 5\nlr = 1\n\n"
+                                                    "# task 1\n# Parameters (injected by Betty)\nseed = 5\nlr = 2\n")
     assert answer["executed"] == [answer["notebook"].replace(".ipynb", f".task-{n}.ipynb") for n in (0, 1)]
     for index, loss in ((0, "15"), (1, "25")):
         book = json.loads((root / answer["executed"][index]).read_text())

@@ -77,17 +77,15 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
         plan = await _planned(ctx, args)
         submitted = await ClusterSubmit().preview(ctx, _as_submission(args, plan.script))
         first = plan.injected[0]
+        parameters = "\n".join(f"# task {index}\n{injected.source}" for index, injected in enumerate(plan.injected))
         details: dict[str, Any] = {
             "notebook": f"{args.notebook} ({len(first.notebook['cells']) - 1} cells)",
-            "parameters": first.source if not plan.grid else None,
+            "parameters": parameters if plan.grid else first.source,
             "injected": first.where(), "runs in": plan.job.environment.describe(), "run directory": plan.job.run_dir,
             **submitted.details,
         }
         if plan.grid:
-            details["tasks"] = len(plan.grid)
-            details["points"] = grid_table(plan.grid)
-            details["parameters"] = "\n".join(f"# task {index}\n{injected.source}"
-                                              for index, injected in enumerate(plan.injected))
+            details.update(tasks=len(plan.grid), points=grid_table(plan.grid))
         slug = str(details.get("page", "")).removeprefix("wiki/experiments/").removesuffix(".md")
         what = f"a sweep of {len(plan.grid)} notebook runs" if plan.grid else "a notebook"
         return Preview(kind="script", title=f"run {what} as {slug} on {ctx.profile.name}: {details['resources']}",
