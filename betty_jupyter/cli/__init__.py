@@ -21,7 +21,7 @@ from .parser import Parser
 # Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them; in this order
 # `betty --help` lists them.
 COMMAND_MODULES = (
-    "devcluster", "cluster", "overview", "advise", "why", "efficiency", "gpu", "experiments", "sweeps", "wiki",
+    "devcluster", "cluster", "overview", "advise", "why", "efficiency", "gpu", "experiments", "sweeps", "notebooks", "wiki",
     "actions", "agent", "llm", "mcp",
 )
 COMMANDS = {
@@ -29,7 +29,7 @@ COMMANDS = {
     "history": "cluster", "overview": "overview", "submit": "cluster", "sweep": "cluster", "cancel": "cluster", "logs": "cluster",
     "advise": "advise", "why": "why", "efficiency": "efficiency", "gpu": "gpu",
     "experiments": "experiments", "sweeps": "sweeps", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
-    "ask": "agent", "llm": "llm", "mcp": "mcp",
+    "ask": "agent", "llm": "llm", "mcp": "mcp", "submit-notebook": "notebooks",
 }
 """Which module adds each command: a command imports its own module alone (``betty jobs`` starts fast)."""
 

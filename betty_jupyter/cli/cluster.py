@@ -371,9 +371,13 @@ def _show_card(request: Any) -> None:
     print(terminal_line(preview.title), file=sys.stderr)
     for line in preview.text.splitlines():
         print(f"  {terminal_line(line)}", file=sys.stderr)
-    for key in ("environment", "command", "page"):
+    for key in ("environment", "command", "page", "injected"):
         if preview.details.get(key):
             print(f"{key}: {terminal_line(str(preview.details[key]))}", file=sys.stderr)
+    if preview.details.get("parameters"):  # a notebook run's cell of parameters, exactly as it is inserted
+        print("parameters cell:", file=sys.stderr)
+        for line in str(preview.details["parameters"]).splitlines():
+            print(f"  {terminal_line(line)}", file=sys.stderr)
     sys.stderr.flush()
 
 

@@ -238,15 +238,24 @@ class CellEnvironment:
             lines.append('runtime="$(command -v apptainer || command -v singularity)"')
         return lines
 
-    def command(self, gpus: int) -> str:
-        """The line that runs the runner with the environment's ``python3`` (a container's with ``--nv`` for GPUs)."""
+    def python(self, gpus: int = 0) -> str:
+        """The shell words that start the environment's ``python3`` (a container's with ``--nv`` for GPUs)."""
         if self.container:
-            python = f'"$runtime" exec{" --nv" if gpus else ""} {_shell_path(self.container)} python3'
-        elif self.prefix:
-            python = f"{_shell_path(self.prefix.rstrip('/'))}/bin/python3"
-        else:
-            python = "python3"
-        return f"exec {python} -u {RUNNER}"
+            return f'"$runtime" exec{" --nv" if gpus else ""} {_shell_path(self.container)} python3'
+        if self.prefix:
+            return f"{_shell_path(self.prefix.rstrip('/'))}/bin/python3"
+        return "python3"
+
+    def command(self, gpus: int, program: str = RUNNER) -> str:
+        """The line that runs ``program`` (a runner and its arguments, already shell words) with :meth:`python`."""
+        return f"exec {self.python(gpus)} -u {program}"
+
+    def imports_check(self, modules: Sequence[str]) -> tuple[list[str], str]:
+        """A command that succeeds on the cluster when the environment's ``python3`` imports ``modules``."""
+        names = ", ".join(modules)
+        lines = [*self.setup_lines(), f"{self.python()} -c {shlex.quote('import ' + names)}"]
+        where = f"environment {self.name}" if self.name else "the cluster's default python3 (no --env)"
+        return (["bash", "-lc", " && ".join(lines)], f"{where} cannot import {names}")
 
     def checks(self) -> list[tuple[list[str], str]]:
         """Commands that succeed on the cluster when the environment is there, each with what it means if not."""
@@ -342,9 +351,9 @@ class CellJob:
         return json.dumps({"outs": list(self.outs), "max_out_bytes": MAX_OUT_BYTES}).encode()
 
 
-def run_dir(work_dir: str, token: str) -> str:
-    """The run's directory under ``work_dir`` (absolute)."""
-    return f"{work_dir.rstrip('/')}/runs/cell-{token}"
+def run_dir(work_dir: str, token: str, kind: str = "cell") -> str:
+    """The run's directory under ``work_dir`` (absolute): ``runs/cell-<token>``, ``runs/notebook-<token>``."""
+    return f"{work_dir.rstrip('/')}/runs/{kind}-{token}"
 
 
 def runner_source() -> bytes:

@@ -48,16 +48,21 @@ async def upload(transport: Transport, run: StagedRun, job: CellJob) -> None:
     The directory is made first, readable by its owner alone: the values a person sends are theirs,
     whatever the umask of a shared cluster's home directories lets others read.
     """
-    made = await transport.run(["mkdir", "-p", "-m", "700", "--", job.run_dir], timeout=30)
-    if not made.ok:
-        raise TransportError(f"could not make the run's directory {job.run_dir}: {made.stderr.strip()[:200]}")
     files: list[tuple[str, bytes]] = [("cell.py", run.code.encode()), ("run.json", job.settings()),
                                       (RUNNER, runner_source())]
     inputs = run.inputs
     if inputs:
         files.append(("inputs.pkl", inputs))
+    await upload_files(transport, job.run_dir, files)
+
+
+async def upload_files(transport: Transport, run_dir: str, files: Sequence[tuple[str, bytes]]) -> None:
+    """Make ``run_dir`` (mode 700: its owner's alone) and put each ``(name, bytes)`` into it."""
+    made = await transport.run(["mkdir", "-p", "-m", "700", "--", run_dir], timeout=30)
+    if not made.ok:
+        raise TransportError(f"could not make the run's directory {run_dir}: {made.stderr.strip()[:200]}")
     for name, data in files:
-        await transport.put(data, f"{job.run_dir}/{name}")
+        await transport.put(data, f"{run_dir}/{name}")
 
 
 async def tails(transport: Transport, run_dir: str) -> tuple[str, str]:
@@ -69,11 +74,13 @@ async def tails(transport: Transport, run_dir: str) -> tuple[str, str]:
     return found[0], found[1]
 
 
-async def fetch(transport: Transport, run_dir: str, names: Sequence[str], into: Path) -> list[str]:
+async def fetch(transport: Transport, run_dir: str, names: Sequence[str], into: Path,
+                cap: int | None = None) -> list[str]:
     """Copy the run's files ``names`` that exist into ``into``; the names copied.
 
     ``result.json`` up to 4 MiB, ``outputs.pkl`` up to :data:`~.cell_job.MAX_OUT_BYTES`, a figure up to
-    :data:`~.cell_job.MAX_FIGURE_BYTES`: a larger file is refused in one line, naming it.
+    :data:`~.cell_job.MAX_FIGURE_BYTES` (each up to ``cap`` when given): a larger file is refused in one line,
+    naming it.
     """
     into.mkdir(parents=True, exist_ok=True)
     copied = []
@@ -82,9 +89,9 @@ async def fetch(transport: Transport, run_dir: str, names: Sequence[str], into: 
         size = await transport.run(["stat", "-c", "%s", "--", path], timeout=30)
         if not size.ok:
             continue
-        cap = {"result.json": _RESULT_BYTES, "outputs.pkl": MAX_OUT_BYTES}.get(name, MAX_FIGURE_BYTES)
-        if int(size.stdout.strip() or 0) > cap:
-            raise UsageError(f"{name} of the run is {size.stdout.strip()} bytes, more than the {cap} that come back; "
+        most = cap or {"result.json": _RESULT_BYTES, "outputs.pkl": MAX_OUT_BYTES}.get(name, MAX_FIGURE_BYTES)
+        if int(size.stdout.strip() or 0) > most:
+            raise UsageError(f"{name} of the run is {size.stdout.strip()} bytes, more than the {most} that come back; "
                              f"it stays on the cluster in {run_dir}")
         read = await transport.run(["base64", "-w", "0", "--", path], timeout=300)
         if not read.ok:

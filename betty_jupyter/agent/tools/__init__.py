@@ -16,6 +16,7 @@ from .notebook import NotebookEdit, NotebookRead, NotebookRunCell
 from .notes import Scratchpad
 from .overview import ClusterOverview
 from .plan import ProposePlan
+from .notebook_job import NotebookCollect, NotebookSubmit
 from .sweep import ClusterSweep, SweepCancel, SweepCompare, SweepRetry
 from .why import ClusterWhy
 from .wiki import WikiRead, WikiSearch, WikiWrite
@@ -25,6 +26,7 @@ ALL_TOOLS: tuple[type[Tool[Any]], ...] = (
     SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
     ClusterEfficiency, GpuEstimate, GpuAdvise,
     WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan, CellRun, CellRunStatus,
+    NotebookSubmit, NotebookCollect,
     NotebookRead, NotebookEdit, NotebookRunCell,
 )
 """Every tool class, in the order the system prompt lists them."""
@@ -33,8 +35,8 @@ __all__ = [
     "ALL_TOOLS", "CellRun", "CellRunStatus", "ClusterAdvise", "ClusterCancel", "ClusterEfficiency", "ClusterHistory", "ClusterOverview",
     "ClusterPartitions", "ClusterQueue", "ClusterRun", "ClusterStatus", "ClusterSubmit", "ClusterSweep", "ClusterWhy",
     "DelegateTasks",
-    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "NotebookEdit", "NotebookRead", "NotebookRunCell", "ProposePlan",
-    "Scratchpad",
+    "GpuAdvise", "GpuEstimate", "JobId", "JobLogs", "NotebookCollect", "NotebookEdit", "NotebookRead", "NotebookRunCell",
+    "NotebookSubmit", "ProposePlan", "Scratchpad",
     "SweepCancel", "SweepCompare", "SweepRetry",
     "Tool", "ToolArgs", "ToolContext", "ToolError", "WikiRead", "WikiSearch", "WikiWrite",
 ]
