@@ -46,7 +46,7 @@ def demo(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> I
     no_model.write_text(json.dumps(data))
     env["BETTY_CONFIG"] = str(no_model)
     server = JupyterServer(root, env, tmp_path_factory.mktemp("runtime"))
-    person = PanelPerson(server, lambda approval: approval["tool"] == "cluster_submit")
+    person = PanelPerson(server, lambda approval: approval["tool"] in ("cluster_submit", "cell_run"))
     person.start()
     try:
         yield {"root": root, "server": server, "person": person,

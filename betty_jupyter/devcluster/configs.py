@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from .layout import CLUSTER_NAME, GPUS, NODE_NAME, SSH_ALIAS, DevClusterLayout
 from .memory_limits import Enforcement, MemoryEnforcement, slurm_conf_lines
@@ -210,12 +211,17 @@ Host {SSH_ALIAS}
 
 
 def jupyter_server_config(layout: DevClusterLayout) -> str:
-    """Betty's config pointing at this cluster over SSH (read through ``$BETTY_CONFIG``)."""
+    """Betty's config pointing at this cluster over SSH (read through ``$BETTY_CONFIG``).
+
+    Its node is this machine, so the Python that runs Betty (NumPy, cloudpickle and matplotlib
+    with it) is the environment ``betty`` a ``%%betty run`` cell may name with ``--env betty``.
+    """
     profile = {
         "name": CLUSTER_NAME,
         "transport": "ssh",
         "host": SSH_ALIAS,
         "ssh_config": str(layout.ssh_config),
+        "environments": {"betty": {"venv": sys.prefix}},
     }
     config = {"BettyConfig": {"clusters": [profile], "default_cluster": CLUSTER_NAME}}
     return json.dumps(config, indent=2) + "\n"
