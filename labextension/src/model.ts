@@ -22,6 +22,7 @@ import { LoginQuestions } from './logins';
 import { NotebookContext } from './notebookContext';
 import { WaitingApprovals } from './waiting';
 import { ICluster, ISession, Mode, MODES, SocketMessage } from './models';
+import { browserReadOut, IReadOutOptions, ReadOut } from './readout';
 import { ChatSocket, chatSocketUrl, IChatSocketOptions, SocketStatus } from './socket';
 
 /** The panel's tabs. */
@@ -33,10 +34,16 @@ export interface IPanelSettings {
   jobsRefreshSeconds: number;
   /** The mode new chat sessions start in. */
   defaultMode: Mode;
+  /** Whether job ends are read out loud (`readout.ts`). */
+  readOut: boolean;
 }
 
 /** The defaults of {@link IPanelSettings}, as in `schema/plugin.json`. */
-export const DEFAULT_SETTINGS: IPanelSettings = { jobsRefreshSeconds: 15, defaultMode: 'confirm' };
+export const DEFAULT_SETTINGS: IPanelSettings = {
+  jobsRefreshSeconds: 15,
+  defaultMode: 'confirm',
+  readOut: false
+};
 
 /** The panel's settings from the settings registry's composite (odd values are left out). */
 export function panelSettings(composite: Record<string, unknown>): Partial<IPanelSettings> {
@@ -48,6 +55,9 @@ export function panelSettings(composite: Record<string, unknown>): Partial<IPane
   const mode = composite.defaultMode;
   if (typeof mode === 'string' && (MODES as readonly string[]).includes(mode)) {
     settings.defaultMode = mode as Mode;
+  }
+  if (typeof composite.readOut === 'boolean') {
+    settings.readOut = composite.readOut;
   }
   return settings;
 }
@@ -63,6 +73,8 @@ export interface IBettyModelOptions {
   api: BettyAPI;
   settings?: Partial<IPanelSettings>;
   socket?: (options: IChatSocketOptions) => ChatSocket;
+  /** How job ends are spoken (the browser's speech synthesis unless given). */
+  readOut?: IReadOutOptions;
 }
 
 /** The side panel's state; {@link BettyModel.changed} fires on every change. */
@@ -90,6 +102,8 @@ export class BettyModel {
   readonly logins: LoginQuestions;
   /** The approvals waiting for the person in every session (read while the panel is attached). */
   readonly waiting: WaitingApprovals;
+  /** The spoken read-out of job ends (on with the `readOut` setting). */
+  readonly readOut: ReadOut;
 
   private readonly _api: BettyAPI;
   private readonly _makeSocket: (options: IChatSocketOptions) => ChatSocket;
@@ -98,6 +112,8 @@ export class BettyModel {
   private readonly _editOnArrival = new Set<string>();
   private _generation = 0;
   private _toastAfter = 0;
+  /** When each job was first seen running (the event's `ts`), for how long it ran. */
+  private readonly _runningSince = new Map<string, number>();
   private readonly _changed = new Signal<this, void>(this);
   private readonly _jobEnded = new Signal<this, IJobUpdateInfo>(this);
   private readonly _sessionChanged = new Signal<this, ISession | null>(this);
@@ -108,6 +124,8 @@ export class BettyModel {
     this._makeSocket = options.socket ?? (socketOptions => new ChatSocket(socketOptions));
     this.logins = new LoginQuestions(options.api);
     this.waiting = new WaitingApprovals(options.api);
+    this.readOut = new ReadOut(options.readOut ?? browserReadOut());
+    this.readOut.enabled = this.settings.readOut;
   }
 
   /** Fires on every change of the state. */
@@ -296,6 +314,10 @@ export class BettyModel {
   /** New settings from the settings registry. */
   updateSettings(settings: Partial<IPanelSettings>): void {
     this.settings = { ...this.settings, ...settings };
+    this.readOut.enabled = this.settings.readOut;
+    if (!this.readOut.enabled) {
+      this.readOut.stop();
+    }
     this._changed.emit();
   }
 
@@ -378,12 +400,18 @@ export class BettyModel {
     if (event?.type === 'approval_resolved') {
       this._settle(event.payload.approval_id);
     }
+    if (event?.type === 'job_update' && event.payload.state.startsWith('RUNNING')) {
+      const jobId = event.payload.job_id;
+      this._runningSince.set(jobId, this._runningSince.get(jobId) ?? event.ts);
+    }
     if (
       event?.type === 'job_update' &&
       event.seq > this._toastAfter &&
       jobEnded(event.payload.state)
     ) {
       this._jobEnded.emit(event.payload);
+      const since = this._runningSince.get(event.payload.job_id);
+      this.readOut.announce(event.payload, since === undefined ? null : event.ts - since);
     }
     this._changed.emit();
   }

@@ -230,6 +230,37 @@ describe('BettyModel', () => {
     expect(ended.map(job => job.job_id)).toEqual(['12']);
   });
 
+  it('reads out a job that ended, with how long it ran, only when the setting is on', async () => {
+    const api = fakeApi();
+    api.openSession.mockResolvedValue(session({ session_id: 's1', last_seq: 0 }));
+    let chat: FakeChat | null = null;
+    const spoken: string[] = [];
+    const model = new BettyModel({
+      api: api as unknown as BettyAPI,
+      socket: options => (chat = new FakeChat(options)) as never,
+      readOut: {
+        speech: { speak: utterance => spoken.push(utterance.text), cancel: () => undefined },
+        utterance: text => ({ text }) as SpeechSynthesisUtterance,
+        hidden: () => false
+      }
+    });
+    await model.start();
+    const update = (job_id: string, state: string) => ({
+      job_id,
+      cluster: 'dev',
+      state,
+      previous: 'PENDING',
+      page: null,
+      notebook: null
+    });
+    chat!.frame('job_update', 1, update('4312', 'RUNNING'));
+    chat!.frame('job_update', 2, update('4313', 'COMPLETED'));
+    expect(spoken).toEqual([]); // off by default
+    model.updateSettings({ readOut: true });
+    chat!.frame('job_update', 7201, update('4312', 'OUT_OF_MEMORY'));
+    expect(spoken).toEqual(['job 4312 finished: out of memory after 2 hours']);
+  });
+
   it('asks over the socket when it is open, over REST when it is not', async () => {
     const { api, model, chat } = await started();
     model.setTab('jobs');

@@ -19,6 +19,7 @@ import { Header } from './Header';
 import { JobsView } from './JobsView';
 import { TimelineTab } from './TimelineView';
 import { LoginQuestionsView } from './LoginQuestionCard';
+import { ReadOutBar } from './ReadOutBar';
 import { SweepsView } from './SweepsView';
 import { WaitingApprovalsView } from './WaitingApprovalsView';
 
@@ -80,6 +81,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           {model.error}
         </div>
       )}
+      <ReadOutBar readOut={model.readOut} />
       <WaitingApprovalsView
         waiting={model.waiting}
         chatSession={model.session?.session_id ?? null}
