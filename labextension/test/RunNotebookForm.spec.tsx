@@ -23,7 +23,9 @@ function editing(partitions: string[]): IEditing {
   };
 }
 
-async function form(options: { unsaved?: boolean; start?: jest.Mock; notebook?: string; partitions?: string[] } = {}) {
+async function form(
+  options: { unsaved?: boolean; start?: jest.Mock; notebook?: string; partitions?: string[] } = {}
+) {
   const start = options.start ?? jest.fn(() => Promise.resolve());
   const close = jest.fn();
   const rendered = render(
@@ -38,24 +40,48 @@ async function form(options: { unsaved?: boolean; start?: jest.Mock; notebook?: 
     </EditingContext.Provider>
   );
   await act(async () => undefined); // the partitions arrive
-  expect(rendered.container.querySelectorAll('option')).toHaveLength((options.partitions ?? ['debug', 'gpu']).length);
+  expect(rendered.container.querySelectorAll('option')).toHaveLength(
+    (options.partitions ?? ['debug', 'gpu']).length
+  );
   return { container: rendered.container, start, close };
 }
 
 describe('runArguments', () => {
   it('turns the texts into notebook_submit arguments, skipping blank lines', () => {
-    const texts = { ...EMPTY_RUN, partition: 'gpu', time: '30', gpus: '1', env: 'betty', params: 'lr=3e-4\n\n tag = "a=b" ' };
+    const texts = {
+      ...EMPTY_RUN,
+      partition: 'gpu',
+      time: '30',
+      gpus: '1',
+      env: 'betty',
+      params: 'lr=3e-4\n\n tag = "a=b" '
+    };
     expect(runArguments(NOTEBOOK, texts)).toEqual({
-      args: { notebook: NOTEBOOK, partition: 'gpu', time: 30, gpus: 1, env: 'betty', params: ['lr=3e-4', 'tag="a=b"'] }
+      args: {
+        notebook: NOTEBOOK,
+        partition: 'gpu',
+        time: 30,
+        gpus: 1,
+        env: 'betty',
+        params: ['lr=3e-4', 'tag="a=b"']
+      }
     });
   });
 
   it('names the first bad parameter line in one line', () => {
     const bad = runArguments(NOTEBOOK, { ...EMPTY_RUN, partition: 'debug', params: 'lr=1\n1x=2' });
-    expect(bad).toEqual({ error: 'Parameter line 2: "1x" is not a Python name; write one name=value a line.' });
-    expect('error' in runArguments(NOTEBOOK, { ...EMPTY_RUN, partition: 'debug', params: 'lr' })).toBe(true);
-    expect('error' in runArguments(NOTEBOOK, { ...EMPTY_RUN, partition: 'debug', time: '0' })).toBe(true);
-    expect('error' in runArguments(NOTEBOOK, { ...EMPTY_RUN, partition: 'debug', gpus: '-1' })).toBe(true);
+    expect(bad).toEqual({
+      error: 'Parameter line 2: "1x" is not a Python name; write one name=value a line.'
+    });
+    expect(
+      'error' in runArguments(NOTEBOOK, { ...EMPTY_RUN, partition: 'debug', params: 'lr' })
+    ).toBe(true);
+    expect('error' in runArguments(NOTEBOOK, { ...EMPTY_RUN, partition: 'debug', time: '0' })).toBe(
+      true
+    );
+    expect(
+      'error' in runArguments(NOTEBOOK, { ...EMPTY_RUN, partition: 'debug', gpus: '-1' })
+    ).toBe(true);
   });
 
   it('takes Python identifiers only, keywords refused', () => {
@@ -74,7 +100,11 @@ describe('RunNotebookForm', () => {
     type(byTestId(container, 'betty-run-params'), 'lr=3e-4\nepochs=2');
     await click(byTestId(container, 'betty-run-start'));
     expect(start).toHaveBeenCalledWith({
-      notebook: NOTEBOOK, partition: 'debug', time: 30, gpus: 0, params: ['lr=3e-4', 'epochs=2']
+      notebook: NOTEBOOK,
+      partition: 'debug',
+      time: 30,
+      gpus: 0,
+      params: ['lr=3e-4', 'epochs=2']
     });
     expect(close).toHaveBeenCalled();
   });

@@ -81,7 +81,9 @@ export function ChatView(props: IChatViewProps): JSX.Element {
           </div>
         )}
       </div>
-      {props.runNotebook && <RunOnCluster context={props.context ?? null} hooks={props.runNotebook} />}
+      {props.runNotebook && (
+        <RunOnCluster context={props.context ?? null} hooks={props.runNotebook} />
+      )}
       <Composer
         busy={transcript.busy}
         context={props.context ?? null}

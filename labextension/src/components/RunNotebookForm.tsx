@@ -32,9 +32,10 @@ export function RunNotebookForm(props: IRunNotebookFormProps): JSX.Element {
   const [texts, setTexts] = React.useState<IRunTexts>(EMPTY_RUN);
   const [error, setError] = React.useState<string | null>(null);
   const [busy, setBusy] = React.useState(false);
-  const set = (name: keyof IRunTexts) => (
-    event: React.ChangeEvent<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>
-  ) => setTexts(previous => ({ ...previous, [name]: event.target.value }));
+  const set =
+    (name: keyof IRunTexts) =>
+    (event: React.ChangeEvent<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>) =>
+      setTexts(previous => ({ ...previous, [name]: event.target.value }));
   const partition = texts.partition || partitions[0] || '';
 
   const start = async () => {
@@ -61,7 +62,9 @@ export function RunNotebookForm(props: IRunNotebookFormProps): JSX.Element {
 
   return (
     <div className="betty-RunNotebook" data-testid="betty-run-notebook-form">
-      <div className="betty-RunNotebook-title">Run {visibleText(props.notebook)} on the cluster</div>
+      <div className="betty-RunNotebook-title">
+        Run {visibleText(props.notebook)} on the cluster
+      </div>
       <label>
         Partition
         {partitions.length > 0 ? (
@@ -73,16 +76,32 @@ export function RunNotebookForm(props: IRunNotebookFormProps): JSX.Element {
             ))}
           </select>
         ) : (
-          <input data-testid="betty-run-partition" value={texts.partition} onChange={set('partition')} />
+          <input
+            data-testid="betty-run-partition"
+            value={texts.partition}
+            onChange={set('partition')}
+          />
         )}
       </label>
       <label>
         Time (minutes)
-        <input data-testid="betty-run-time" type="number" min={1} value={texts.time} onChange={set('time')} />
+        <input
+          data-testid="betty-run-time"
+          type="number"
+          min={1}
+          value={texts.time}
+          onChange={set('time')}
+        />
       </label>
       <label>
         GPUs
-        <input data-testid="betty-run-gpus" type="number" min={0} value={texts.gpus} onChange={set('gpus')} />
+        <input
+          data-testid="betty-run-gpus"
+          type="number"
+          min={0}
+          value={texts.gpus}
+          onChange={set('gpus')}
+        />
       </label>
       <label>
         Environment
