@@ -16,7 +16,7 @@ export const ERROR_CHARS = 300;
 
 /** What the bulletin reads of a notebook tab (JupyterLab's `NotebookPanel`). */
 export interface INotebookTab {
-  context?: { path?: string };
+  context?: { path?: string; model?: { dirty?: boolean } };
   content?: {
     activeCellIndex?: number;
     activeCellChanged?: ISignal<unknown, unknown>;
@@ -103,6 +103,11 @@ export class NotebookContext {
   start(everyMs = 1500): void {
     this.update();
     this._timer = window.setInterval(() => this.update(), everyMs);
+  }
+
+  /** Whether the active notebook has changes not yet saved (false when no notebook is active). */
+  unsaved(): boolean {
+    return (this.current() as INotebookTab | null)?.context?.model?.dirty === true;
   }
 
   dispose(): void {

@@ -123,6 +123,11 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onStop={() => model.stop()}
           onDecide={(id, decision, args) => model.decide(id, decision, args)}
           onOpen={onOpen}
+          runNotebook={{
+            cluster: model.session?.cluster ?? null,
+            unsaved: () => model.notebookContext?.unsaved() ?? false,
+            start: args => model.startInChat('notebook_submit', args)
+          }}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'jobs'}>

@@ -14,6 +14,7 @@ import { NotebookContext } from '../notebookContext';
 import { ApprovalCard } from './ApprovalCard';
 import { PlanDrawer, planOfCard, PlanNote } from './PlanDrawer';
 import { ContextChip, useBulletin } from './ContextChip';
+import { IRunNotebookHooks, RunOnCluster } from './RunNotebookForm';
 
 /** Props of {@link ChatView}. */
 export interface IChatViewProps {
@@ -31,6 +32,8 @@ export interface IChatViewProps {
   ) => Promise<void> | void;
   /** Open a workspace file (an experiment's notebook or page). */
   onOpen: (path: string) => void;
+  /** "Run on cluster…" for the open notebook (absent: not offered). */
+  runNotebook?: IRunNotebookHooks;
 }
 
 /** The chat tab. */
@@ -78,6 +81,9 @@ export function ChatView(props: IChatViewProps): JSX.Element {
           </div>
         )}
       </div>
+      {props.runNotebook && (
+        <RunOnCluster context={props.context ?? null} hooks={props.runNotebook} />
+      )}
       <Composer
         busy={transcript.busy}
         context={props.context ?? null}

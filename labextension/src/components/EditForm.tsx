@@ -292,7 +292,8 @@ function ResourceInput(props: {
   );
 }
 
-function usePartitions(editing: IEditing | null, cluster: string | null): string[] {
+/** The partitions of `cluster` for a partition field ([] until read, or when they cannot be). */
+export function usePartitions(editing: IEditing | null, cluster: string | null): string[] {
   const [partitions, setPartitions] = React.useState<string[]>([]);
   React.useEffect(() => {
     if (editing === null || cluster === null) {
