@@ -160,7 +160,7 @@ def largest_unit_bytes(model: torch.nn.Module, compute: torch.dtype) -> tuple[in
     compute_bytes = compute.itemsize
 
     def gathered(parameter: torch.nn.Parameter) -> int:
-        return parameter.numel() * (compute_bytes if parameter.is_floating_point() else parameter.element_size())
+        return int(parameter.numel() * (compute_bytes if parameter.is_floating_point() else parameter.element_size()))
 
     weights = max((sum(gathered(p) for p in unit) for unit in units), default=0)
     gradients = max((sum(p.numel() * p.element_size() for p in unit if p.requires_grad) for unit in units), default=0)

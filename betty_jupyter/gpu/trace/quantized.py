@@ -196,7 +196,7 @@ def weight_count(model: torch.nn.Module) -> int:
     """The model's parameters, a quantized weight counted once per weight rather than per stored element."""
     packed = sum(module.in_features * module.out_features - module.weight.numel()
                  for module in model.modules() if isinstance(module, QuantizedLinear))
-    return sum(parameter.numel() for parameter in model.parameters()) + packed
+    return int(sum(parameter.numel() for parameter in model.parameters()) + packed)
 
 
 def quantization_constants(model: torch.nn.Module) -> Iterator[torch.Tensor]:
