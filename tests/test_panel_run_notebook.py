@@ -97,9 +97,13 @@ def test_run_on_cluster_waits_for_approval_with_the_injected_parameters_then_sub
         form.get_by_test_id("betty-run-start").click()
         error = form.get_by_test_id("betty-run-error")
         expect(error).to_have_text(f"Save {NOTEBOOK} first: the cluster runs the notebook as saved.")
+        dirty = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty")
+        expect(dirty).to_have_count(1)
         cells.nth(1).locator(".cm-content").click()
         page.keyboard.press("Control+s")
         saved(project["root"], "# not saved yet")
+        # the file is written before JupyterLab hears back and marks the notebook clean: wait for that too
+        expect(dirty).to_have_count(0)
 
         # A bad name: one line, nothing sent, the typing kept; hostile text stays text.
         form.get_by_test_id("betty-run-start").click()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 
 import pytest
@@ -35,12 +36,16 @@ def jp_server_config(llm, ssh_profile, jp_root_dir, tmp_path, monkeypatch):  # n
 
 
 def every_job(dev_cluster: dict[str, str]) -> set[str]:
-    """Every job id the cluster knows: queued or running (squeue), and any it ever accounted (sacct)."""
+    """Every job the cluster knows, queued or running (squeue) or ever accounted (sacct), by its job id.
+
+    An array's tasks count as their array's id (``803_2`` and ``803_[0-3]`` are job 803): an array another
+    test left pending lists its tasks one by one as they start, while a submission always makes a new id.
+    """
     queued = ssh(dev_cluster, "squeue --noheader --all --format=%i")
     accounted = ssh(dev_cluster, "sacct --allusers --allocations --noheader --parsable2 --format=JobID "
                                  "--starttime=2000-01-01")
     assert queued.returncode == 0 and accounted.returncode == 0, queued.stderr + accounted.stderr
-    return set(queued.stdout.split()) | set(accounted.stdout.split())
+    return {re.split(r"[_+]", job)[0] for job in queued.stdout.split() + accounted.stdout.split()}
 
 
 async def denied_session(jp_fetch) -> str:
