@@ -218,5 +218,9 @@ class ApprovalError(BettyError):
     """An answer to an approval was refused: unknown id, answered already, or malformed."""
 
 
+class CardChangedError(ApprovalError):
+    """An answer named (by its digest) another card than the one open: what the person saw is not what would run."""
+
+
 class ActionLogError(BettyError):
     """The action log could not be written or read (the message names the file)."""

@@ -41,7 +41,7 @@ def test_records_round_trip(tmp_path: Path) -> None:
     assert log.read(date(2024, 5, 1)) == written
     assert log.skipped == []
     line = json.loads((tmp_path / ".betty/actions/2024-05-01.jsonl").read_text().splitlines()[0])
-    assert set(line) == {"ts", "session_id", "call_id", "tool", "tier", "task", "args", "preview", "decision",
+    assert set(line) == {"ts", "session_id", "call_id", "tool", "tier", "task", "args", "preview", "digest", "decision",
                          "approver", "ok", "summary", "output_ref", "duration_ms", "artifacts"}
     assert line["tier"] == 2
 

@@ -52,7 +52,8 @@ async def test_the_card_comes_first_and_its_start_estimate_is_the_scheduler_s(jp
 
 def request() -> ApprovalRequest:
     return ApprovalRequest(approval_id="a1", call_id="c1", tool="cluster_submit", tier=2, args={"script": SCRIPT},
-                           preview=Preview(kind="script", title="submit", text=SCRIPT), reason="tier 2")
+                           preview=Preview(kind="script", title="submit", text=SCRIPT), reason="tier 2",
+                           digest="sha256:" + "ab" * 32)
 
 
 def test_a_notebook_card_never_waits_for_its_estimate_and_shows_it_escaped() -> None:
@@ -69,7 +70,7 @@ def test_a_notebook_card_never_waits_for_its_estimate_and_shows_it_escaped() -> 
     card.estimating.join(GUARD)
     assert "starts ~in 12 min on &lt;b&gt;gpu&lt;/b&gt; (a100)" in card.start.value and "<b>gpu" not in card.start.value
     card.approve.click()
-    assert answers == [("a1", "approved", None)]
+    assert answers == [("a1", "approved", None, "sha256:" + "ab" * 32)]  # the answer names the card it answers
 
 
 def test_a_failed_estimate_shows_nothing_and_an_answered_card_takes_none() -> None:

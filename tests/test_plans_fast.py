@@ -282,7 +282,7 @@ def test_the_notebook_plan_card_edits_a_step_with_the_single_card_editor(workspa
             return asyncio.run_coroutine_threadsafe(session.review_plan(request.args, args), loop).result()
 
         def person() -> None:
-            card = card_for(request, lambda i, d, a: broker.respond(i, d, "tester", a), check=check)
+            card = card_for(request, lambda i, d, a, digest: broker.respond(i, d, "tester", a, digest), check=check)
             assert isinstance(card, PlanCard) and [b.disabled for b in card.step_edits] == [False, False]
             form = card.edit_step(1)
             assert form.fields["body"].value == "the model's body\n" and form.checked is not None

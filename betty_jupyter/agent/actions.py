@@ -79,6 +79,8 @@ class ActionRecord(BaseModel):
     """Whom the session worked for when not the person's own chat: a delegated task, an automation, an MCP client."""
     args: dict[str, Any] = Field(default_factory=dict)
     preview: Preview | None = None
+    digest: str | None = None
+    """The digest of the card the approver answered (``sha256:<hex>``), when the call was shown on a card."""
     decision: Decision
     approver: str | None = None
     ok: bool | None = None

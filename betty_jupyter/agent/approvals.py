@@ -21,6 +21,7 @@ from typing import Any, Mapping, Protocol, cast
 from pydantic import BaseModel
 
 from ..errors import ApprovalError as ApprovalError  # defined with the others, importable here too
+from ..errors import CardChangedError
 from .vocabulary import APPROVING, PERSON_ANSWERS, Decision, Resolved
 
 DEFAULT_TIMEOUT = 600.0
@@ -104,8 +105,9 @@ class ApprovalBroker:
         return future
 
     def respond(self, approval_id: str, decision: str, approver: str | None,
-                args: Mapping[str, Any] | None = None) -> Resolution:
-        """A person's answer; ApprovalError for an unknown id, a second answer or a malformed one."""
+                args: Mapping[str, Any] | None = None, digest: str | None = None) -> Resolution:
+        """A person's answer; ApprovalError for an unknown id, a second answer or a malformed one, and for an
+        answer naming the ``digest`` of a card other than the one open now (what they saw is not what would run)."""
         if approval_id in self._answered:
             earlier = self._answered[approval_id]
             by = f" by {earlier.approver}" if earlier.approver else ""
@@ -117,6 +119,11 @@ class ApprovalBroker:
             raise ApprovalError(f"answer {decision!r} is not one of {', '.join(PERSON_ANSWERS)}")
         if (decision == Decision.EDITED) != (args is not None):
             raise ApprovalError("edited answers carry the edited arguments, and only they do")
+        shown = getattr(self._pending[approval_id].request, "digest", "")
+        if digest is not None and digest != shown:
+            raise CardChangedError(f"approval {approval_id} shows another card than the one answered (digest "
+                                f"{digest[:20]!r}, the card's is {shown[:20]!r}); nothing changed, answer the card "
+                                "as it is shown now")
         resolution = Resolution(decision=cast(Resolved, Decision(decision)), approver=approver,
                                 args=dict(args) if args is not None else None)
         self._resolve(approval_id, resolution)

@@ -188,11 +188,12 @@ class Assistant:
                 if isinstance(request, ev.ApprovalRequest)]
 
     def respond(self, approval_id: str, decision: str, approver: str,
-                args: Mapping[str, Any] | None = None) -> "Resolution":
-        """A person's answer to an approval; ApprovalError when it is unknown or already answered."""
+                args: Mapping[str, Any] | None = None, digest: str | None = None) -> "Resolution":
+        """A person's answer to an approval; ApprovalError when it is unknown, already answered, or names (by
+        ``digest``) another card than the one open."""
         if not approver.strip():
             raise ApprovalError("an answer names who gave it")
-        return self.broker.respond(approval_id, decision, approver, args)
+        return self.broker.respond(approval_id, decision, approver, args, digest)
 
     def adopt(self, session: "AgentSession") -> None:
         """A session opened outside :meth:`session` (an automation's run) whose cards a person may edit here."""

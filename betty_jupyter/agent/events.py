@@ -117,6 +117,9 @@ class ApprovalRequest(Payload):
     reason: str
     task: str | None = Field(None, description="whom the call's session works for, when not the person's own "
                              "conversation: a delegated task, an automation, an MCP client ('claude-code (MCP)')")
+    digest: str = Field("", description="what the card is bound to (``sha256:<hex>`` of the tool, its arguments and "
+                        "the exact thing that runs); an answer may send it back, and the call runs only while what "
+                        "it would run still has it")
 
 
 class ApprovalResolved(Payload):

@@ -23,7 +23,7 @@ from . import plans
 from .actions import ActionRecord
 from .condense import condense, estimate_tokens
 from .llm import ToolCallRequest
-from .models import ToolOutcome
+from .models import ToolOutcome, card_digest
 from .vocabulary import Decision, DoneReason, StepStatus
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ class Approval:
     decision: Decision
     approver: str | None = None
     preview: "Preview | None" = None
+    digest: str | None = None
+    """The digest of the card that was answered (None when no card was shown)."""
 
 
 @dataclass(frozen=True)
@@ -336,6 +338,8 @@ class AgentSession:
                     if isinstance(asked, Answer):
                         return asked
                     args, approval = asked
+                    if (changed := await self._changed_since_card(call, tool, tier, args, approval)) is not None:
+                        return changed
                     if plan is not None:  # an edited card may now be (or no longer be) a granted step
                         if step is not None:
                             plan.release(step)
@@ -385,8 +389,9 @@ class AgentSession:
             preview = await tool.preview(self.context, args)
         except BettyError as error:
             return self._refused(call, tool, str(error), time.perf_counter(), tier)
-        resolution = await self._card(call, tool, tier, args, preview, reason)
-        approval = Approval(resolution.decision, resolution.approver, preview)
+        digest = card_digest(tool.name, args.model_dump(mode="json"), preview)
+        resolution = await self._card(call, tool, tier, args, preview, reason, digest)
+        approval = Approval(resolution.decision, resolution.approver, preview, digest)
         if not resolution.approved:
             return self._not_approved(call, tool, tier, args, approval, resolution)
         if resolution.decision == Decision.EDITED and resolution.args is not None:
@@ -394,21 +399,42 @@ class AgentSession:
                 args, approval.preview = await revalidated(tool, self.context, resolution.args)
             except BettyError as error:
                 return self._refused(call, tool, str(error), time.perf_counter(), tier)
+            approval.digest = card_digest(tool.name, args.model_dump(mode="json"), approval.preview)
         self.grants.grant(tool.name)  # tier 1 asks once per session per tool; tier 2 ignores grants
         return args, approval
 
     async def _card(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, preview: "Preview",
-                    reason: str) -> "Resolution":
-        """Show the card, wait for the person's answer (or none), and say how it ended."""
+                    reason: str, digest: str) -> "Resolution":
+        """Show the card (bound to ``digest``), wait for the person's answer (or none), and say how it ended."""
         request = ev.ApprovalRequest(approval_id=f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
                                      tool=tool.name, tier=tier, args=args.model_dump(mode="json"),
-                                     preview=preview, reason=reason, task=self.task)
+                                     preview=preview, reason=reason, task=self.task, digest=digest)
         self.stream.emit("approval_request", request)
         resolution = await self.broker.request(request, session_id=self.session_id)
         self.stream.emit("approval_resolved", ev.ApprovalResolved(
             approval_id=request.approval_id, call_id=call.call_id, decision=resolution.decision,
             approver=resolution.approver, args=resolution.args))
         return resolution
+
+    async def _changed_since_card(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any,
+                                  approval: Approval) -> Answer | None:
+        """None when what the call would run now is still what the answered card showed (its digest); else the
+        call is refused in one line, the person and the model told that nothing ran."""
+        if approval.digest is None:
+            return None
+        try:
+            now = await tool.dry_run(self.context, args)
+        except BettyError as error:
+            return self._refused(call, tool, f"not run: {error} (after the card was answered)", time.perf_counter(),
+                                 tier, approval)
+        if card_digest(tool.name, args.model_dump(mode="json"), now) == approval.digest:
+            return None
+        shown = approval.preview
+        what = ("its " + ", ".join(sorted(name for name in {*now.inputs, *(shown.inputs if shown else {})}
+                                         if (shown.inputs if shown else {}).get(name) != now.inputs.get(name)))
+                if shown is not None and shown.text == now.text else f"its {now.kind}")
+        return self._refused(call, tool, f"not run: {what} changed after the card was shown, so it is not what "
+                             "was approved; call it again to show a new card", time.perf_counter(), tier, approval)
 
     def _not_approved(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
                       resolution: "Resolution") -> Answer:
@@ -438,9 +464,10 @@ class AgentSession:
             outcome = ToolOutcome(ok=True, summary=f"proposed, not run (Betty is in propose mode):\n{preview.text}")
             self._log(call, tool, tier, args, Approval(Decision.PROPOSED, None, preview), outcome, began)
             return Answer(outcome, outcome.summary)
+        digest = card_digest(tool.name, args.model_dump(mode="json"), preview)
         resolution = await self._card(call, tool, tier, args, preview, "a plan: one answer for its steps, each "
-                                      "step granted, denied or edited")
-        approval = Approval(resolution.decision, resolution.approver, preview)
+                                      "step granted, denied or edited", digest)
+        approval = Approval(resolution.decision, resolution.approver, preview, digest)
         if not resolution.approved:
             return self._not_approved(call, tool, tier, args, approval, resolution)
         try:
@@ -479,9 +506,12 @@ class AgentSession:
         return Answer(outcome, outcome.summary)
 
     def _refused(self, call: "ToolCallRequest", tool: "Tool[Any] | None", message: str, began: float,
-                 tier: int = 0) -> Answer:
+                 tier: int = 0, answered: Approval | None = None) -> Answer:
+        """Refuse the call in one line (``answered``: the card a person had approved, kept in the log)."""
         outcome = ToolOutcome(ok=False, summary=message)
-        self._record(call, call.name, tier, _raw_args(call.arguments), Approval(Decision.REFUSED), outcome, began)
+        approval = Approval(Decision.REFUSED) if answered is None else Approval(
+            Decision.REFUSED, answered.approver, answered.preview, answered.digest)
+        self._record(call, call.name, tier, _raw_args(call.arguments), approval, outcome, began)
         return Answer(outcome, f"error: {message}")
 
     def _log(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: "Approval",
@@ -495,7 +525,7 @@ class AgentSession:
         record = self.actions.record(ActionRecord(
             ts=time.time(), session_id=self.session_id, call_id=call.call_id, tool=tool, tier=tier, task=self.task,
             args=args,
-            preview=approval.preview, decision=approval.decision, approver=approval.approver,
+            preview=approval.preview, digest=approval.digest, decision=approval.decision, approver=approval.approver,
             ok=None if outcome is None else outcome.ok,
             summary="" if outcome is None else outcome.summary, output_ref=None, duration_ms=duration,
             artifacts=[] if outcome is None else outcome.artifacts,

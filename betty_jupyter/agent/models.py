@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +24,24 @@ class Preview(BaseModel):
     title: str
     text: str
     details: dict[str, Any] = Field(default_factory=dict)
+    inputs: dict[str, str] = Field(default_factory=dict, exclude=True)
+    """What the call will read when it runs beyond ``text`` (a staged cell, a notebook's bytes), each by its
+    SHA-256: part of the card's digest, so a change after the card was shown stops the call. Kept on this side
+    only (the card shows what they are in ``details``; the digest covers them)."""
+
+
+def card_digest(tool: str, args: dict[str, Any], preview: Preview) -> str:
+    """The digest a card is bound by: the tool, its checked arguments, and exactly what runs (the preview's kind,
+    text and inputs; not its title or details, which may say how things stand now, such as a job's state)."""
+    bound = {"tool": tool, "args": args, "kind": preview.kind, "text": preview.text, "inputs": preview.inputs}
+    canonical = json.dumps(bound, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=str)
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def sha256_of(data: bytes | str) -> str:
+    """``sha256:<hex>`` of ``data`` (text as UTF-8): how a preview names an input it binds."""
+    raw = data.encode() if isinstance(data, str) else data
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 class ToolOutcome(BaseModel):

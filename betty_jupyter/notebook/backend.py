@@ -77,8 +77,9 @@ class Backend(Protocol):
         """Send the session's events after ``after`` to ``listener`` (from another thread); returns unsubscribe."""
         ...
 
-    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
-        """Answer an approval as this person."""
+    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None,
+                digest: str | None = None) -> None:
+        """Answer an approval as this person (``digest``: the card they saw; another card's is refused)."""
         ...
 
     def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
@@ -185,11 +186,12 @@ class LocalBackend:
         """Events straight from the session's stream."""
         return self.assistant.opened(session_id).stream.subscribe(listener, after=after)
 
-    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
+    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None,
+                digest: str | None = None) -> None:
         """Answer on the loop that owns the approval; an edit is checked first, and a refused one leaves it open."""
         if decision == "edited" and args is not None:
             self.repreview(approval_id, args)
-        self._run(_call_soon(lambda: self.assistant.respond(approval_id, decision, self.person, args)))
+        self._run(_call_soon(lambda: self.assistant.respond(approval_id, decision, self.person, args, digest)))
 
     def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
         """The edit checked and previewed by the session's own tool, on the loop that owns the approval."""
@@ -297,11 +299,14 @@ class ServerBackend:
         threading.Thread(target=poll, name=f"betty-events-{session_id}", daemon=True).start()
         return stop.set
 
-    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
+    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None,
+                digest: str | None = None) -> None:
         """POST approvals/{id}, as the notebook (the action log names the face after the person)."""
         body: dict[str, Any] = {"decision": decision, "face": Face.NOTEBOOK}
         if args is not None:
             body["args"] = dict(args)
+        if digest:
+            body["digest"] = digest
         self._call("POST", f"approvals/{_quote(approval_id)}", body)
 
     def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":

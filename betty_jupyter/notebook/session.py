@@ -243,9 +243,10 @@ class NotebookBetty:
         for listener in followers:
             listener(event)
 
-    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None) -> None:
-        """Answer an approval as the person at this notebook."""
-        self.backend.respond(approval_id, decision, args)
+    def respond(self, approval_id: str, decision: str, args: Mapping[str, Any] | None = None,
+                digest: str | None = None) -> None:
+        """Answer an approval as the person at this notebook (``digest``: the card they saw)."""
+        self.backend.respond(approval_id, decision, args, digest)
 
     def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
         """A person's edit of an open card, checked by the same code as the model's call and previewed again."""

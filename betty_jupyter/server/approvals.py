@@ -5,6 +5,7 @@ from __future__ import annotations
 from tornado import web
 
 from ..agent.vocabulary import Decision
+from ..errors import CardChangedError
 from .base import BettyHandler, approver, refused
 
 MAX_ACTIONS = 10_000
@@ -42,8 +43,11 @@ class ApprovalHandler(BettyHandler):
                 raise refused(404, f"no open approval {approval_id[:40]!r}; it may belong to another server")
             by = f" by {earlier.approver}" if earlier.approver else ""
             raise refused(409, f"approval {approval_id} was already resolved ({earlier.decision}{by}); nothing changed")
-        resolution = self.assistant.respond(approval_id, request.decision, approver(self.current_user, request.face),
-                                            request.args)
+        try:
+            resolution = self.assistant.respond(approval_id, request.decision,
+                                                approver(self.current_user, request.face), request.args, request.digest)
+        except CardChangedError as error:
+            raise refused(409, str(error)) from None
         self.answer(resolution.model_dump(mode="json"))
 
 

@@ -363,12 +363,15 @@ class ToolRequest(Body):
 
 
 class DecisionRequest(Body):
-    """Body of ``POST approvals/{id}``; ``args`` only with ``edited``; ``face``: where the person answered."""
+    """Body of ``POST approvals/{id}``; ``args`` only with ``edited``; ``face``: where the person answered;
+    ``digest``: the card they saw."""
 
     decision: PersonDecision
     args: dict[str, Any] | None = None
     face: Face = Face.SERVER_API
     """Which of Betty's faces the person answered in; the action log names it after them."""
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    """The digest of the card the person saw (the ``approval_request``'s); another card's is refused (409)."""
 
 
 class EditRequest(Body):
@@ -451,6 +454,8 @@ class ApprovalMessage(Body):
     approval_id: str
     decision: PersonDecision
     args: dict[str, Any] | None = None
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    """The digest of the card the person saw; an answer to another card is refused and nothing changes."""
 
 
 class StopMessage(Body):

@@ -95,11 +95,13 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
                 remember_context(self.settings, self.services, self.session_id, request.context)
                 self.services.assistant.ask(self.session_id, request.prompt, request.context)
             elif isinstance(request, ApprovalMessage) and request.decision == Decision.EDITED and request.args:
-                checking = asyncio.ensure_future(self._answer_edited(request.approval_id, request.args))
+                checking = asyncio.ensure_future(self._answer_edited(request.approval_id, request.args,
+                                                                     request.digest))
                 _CHECKING.add(checking)  # held until done: the loop keeps only a weak reference
                 checking.add_done_callback(_CHECKING.discard)
             elif isinstance(request, ApprovalMessage):
-                self.services.assistant.respond(request.approval_id, request.decision, self.person, request.args)
+                self.services.assistant.respond(request.approval_id, request.decision, self.person, request.args,
+                                                request.digest)
             else:
                 self.services.assistant.stop(self.session_id)
         except ValueError as error:
@@ -108,11 +110,11 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         except BettyError as error:
             self._refuse(str(error))
 
-    async def _answer_edited(self, approval_id: str, args: dict[str, Any]) -> None:
+    async def _answer_edited(self, approval_id: str, args: dict[str, Any], digest: str | None) -> None:
         """An edit is checked by the tool's own code first; a refused one leaves the card open, with its one line."""
         try:
             await self.services.assistant.repreview(approval_id, args)
-            self.services.assistant.respond(approval_id, Decision.EDITED, self.person, args)
+            self.services.assistant.respond(approval_id, Decision.EDITED, self.person, args, digest)
         except BettyError as error:
             self._refuse(str(error))
 

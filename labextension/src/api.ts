@@ -104,16 +104,21 @@ export class BettyAPI {
     return this.get('approvals');
   }
 
-  /** Answer an approval as the side panel (the action log names it so); `args` only with `edited`. */
+  /**
+   * Answer an approval as the side panel (the action log names it so); `args` only with `edited`;
+   * `digest`: the card the person saw (the server refuses an answer to any other card).
+   */
   decide(
     approvalId: string,
     decision: PersonDecision,
-    args?: Record<string, unknown>
+    args?: Record<string, unknown>,
+    digest?: string
   ): Promise<IResolution> {
     const body: IDecisionRequest = {
       decision,
       face: 'side panel',
-      ...(decision === 'edited' ? { args } : {})
+      ...(decision === 'edited' ? { args } : {}),
+      ...(digest ? { digest } : {})
     };
     return this.send(`approvals/${encodeURIComponent(approvalId)}`, 'POST', body);
   }

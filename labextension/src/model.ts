@@ -229,13 +229,15 @@ export class BettyModel {
   async decide(
     approvalId: string,
     decision: PersonDecision,
-    args?: Record<string, unknown>
+    args?: Record<string, unknown>,
+    digest?: string
   ): Promise<void> {
     const message: SocketMessage = {
       type: 'approval',
       approval_id: approvalId,
       decision,
-      ...(decision === 'edited' ? { args } : {})
+      ...(decision === 'edited' ? { args } : {}),
+      ...(digest ? { digest } : {})
     };
     if (this._socket?.send(message)) {
       return new Promise<void>((resolve, reject) => {
@@ -247,7 +249,7 @@ export class BettyModel {
         this._answers.set(approvalId, { resolve, reject, timer });
       });
     }
-    await this._api.decide(approvalId, decision, args);
+    await this._api.decide(approvalId, decision, args, digest);
   }
 
   /** Ask to cancel a job in this chat: its approval card arrives in the transcript. */

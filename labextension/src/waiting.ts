@@ -35,8 +35,13 @@ export class WaitingApprovals extends WaitingList<IWaitingApproval> {
    * answer, or when it waits no more (404, 409: {@link problem} says why); any other refusal
    * rejects with its one-line message and the card stays, to be answered again.
    */
-  decide(id: string, decision: PersonDecision, args?: Record<string, unknown>): Promise<void> {
-    return this.settle(id, this._api.decide(id, decision, args));
+  decide(
+    id: string,
+    decision: PersonDecision,
+    args?: Record<string, unknown>,
+    digest?: string
+  ): Promise<void> {
+    return this.settle(id, this._api.decide(id, decision, args, digest));
   }
 }
 

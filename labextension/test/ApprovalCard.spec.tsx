@@ -10,6 +10,7 @@ import { IApprovalResolved, IPreview } from '../src/events';
 import { ApprovalStatus, IApprovalItem } from '../src/transcript';
 import { allByTestId, byTestId, click, render, settle, type, useFakeClock } from './render';
 
+const DIGEST = 'sha256:' + 'a'.repeat(64);
 const SCRIPT = [
   '#!/bin/bash',
   '#SBATCH --partition=gpu',
@@ -40,6 +41,7 @@ function card(
     request: {
       approval_id: 'a1',
       call_id: 'c1',
+      digest: DIGEST,
       tool: 'cluster_submit',
       tier: options.tier ?? 1,
       args: { script: SCRIPT, goal: 'train', name: null },

@@ -86,6 +86,7 @@ function run(id: string, automationId: string, overrides: Partial<IAutomationRun
 const SUBMIT: IWaitingApproval = {
   approval_id: 'ap1',
   call_id: 'c9',
+  digest: 'sha256:' + '0'.repeat(64),
   tool: 'cluster_submit',
   tier: 2,
   args: { script: '#!/bin/bash\n#SBATCH -p gpu\npython train.py' },
@@ -99,6 +100,7 @@ const SUBMIT: IWaitingApproval = {
 const RESUBMIT: IWaitingApproval = {
   ...SUBMIT,
   approval_id: 'ap3',
+  digest: 'sha256:' + '3'.repeat(64),
   call_id: 'c3',
   task: 'Triage',
   session_id: 'automation-r3'
@@ -400,7 +402,11 @@ describe('AutomationsView', () => {
     expect(approval.dataset.status).toBe('pending');
     await click(byTestId(approval, 'betty-approve'));
     await settle();
-    expect(server.bodyOf('POST approvals/ap1')).toEqual({ decision: 'approved', face: 'side panel' });
+    expect(server.bodyOf('POST approvals/ap1')).toEqual({
+      decision: 'approved',
+      face: 'side panel',
+      digest: 'sha256:' + '0'.repeat(64)
+    });
     expect(byTestId(card('build'), 'betty-approval-record').dataset.decision).toBe('approved');
     expect(card('build').textContent).toContain('approved by ada');
     expect(counted).toHaveBeenLastCalledWith(0);

@@ -146,7 +146,7 @@ describe('ChatView', () => {
     expect(container.querySelector('[role="alert"]')!.textContent).toBe('no session');
   });
 
-  it('passes an approval card answer on with its approval id', async () => {
+  it('passes an approval card answer on with its approval id and the digest of the card', async () => {
     const state = transcript([
       [
         'approval_request',
@@ -158,14 +158,15 @@ describe('ChatView', () => {
           args: { job_id: '42' },
           preview: { kind: 'command', title: 'Cancel', text: 'scancel 42', details: {} },
           reason: 'tier 2',
-          task: null
+          task: null,
+          digest: `sha256:${'7'.repeat(64)}`
         }
       ]
     ]);
     const p = props(state);
     const { container } = render(<ChatView {...p} />);
     await click(byTestId(container, 'betty-deny'));
-    expect(p.onDecide).toHaveBeenCalledWith('a7', 'denied', undefined);
+    expect(p.onDecide).toHaveBeenCalledWith('a7', 'denied', undefined, `sha256:${'7'.repeat(64)}`);
   });
 
   describe('a card that arrives', () => {
@@ -181,7 +182,8 @@ describe('ChatView', () => {
           args: {},
           preview: { kind: 'script', title: 'submit', text: '#!/bin/bash', details: {} },
           reason: 'tier 2',
-          task: null
+          task: null,
+          digest: `sha256:${'7'.repeat(64)}`
         }
       ]
     ]);
@@ -205,7 +207,8 @@ describe('ChatView', () => {
           args: {},
           preview: { kind: 'command', title: 'cancel', text: 'scancel 1', details: {} },
           reason: 'tier 2',
-          task: null
+          task: null,
+          digest: `sha256:${'7'.repeat(64)}`
         }
       ];
       const frames = [request('a8'), request('a9')] as [string, unknown][];

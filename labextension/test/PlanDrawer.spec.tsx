@@ -104,6 +104,7 @@ function cardOf(plan: IPlan, status: IApprovalItem['status'] = 'pending'): IAppr
     request: {
       approval_id: 'apr_1',
       call_id: plan.call_id,
+      digest: 'sha256:' + '1'.repeat(64),
       tool: 'propose_plan',
       tier: 2,
       args: {},

@@ -30,6 +30,7 @@ function approval(id: string, overrides: Partial<IWaitingApproval> = {}): IWaiti
   return {
     approval_id: id,
     call_id: `mcp_${id}`,
+    digest: `sha256:${'c'.repeat(64)}`,
     tool: 'cluster_submit',
     tier: 2,
     args: { script: SCRIPT },
@@ -141,14 +142,15 @@ describe('WaitingApprovalsView', () => {
     expect(container.innerHTML).toBe('');
   });
 
-  it('Approve sends POST approvals/{id} once and the card goes', async () => {
+  it('Approve sends POST approvals/{id} once, naming the card it answers, and the card goes', async () => {
     const { container } = await shown();
     await click(byTestId(container, 'betty-approve'));
     await settle();
     expect(server.count('POST approvals/apr_a')).toBe(1);
     expect(server.bodies[server.calls.indexOf('POST approvals/apr_a')]).toEqual({
       decision: 'approved',
-      face: 'side panel'
+      face: 'side panel',
+      digest: `sha256:${'c'.repeat(64)}`
     });
     expect(allByTestId(container, 'betty-waiting-item')).toHaveLength(0);
   });
@@ -159,7 +161,8 @@ describe('WaitingApprovalsView', () => {
     await settle();
     expect(server.bodies[server.calls.indexOf('POST approvals/apr_a')]).toEqual({
       decision: 'denied',
-      face: 'side panel'
+      face: 'side panel',
+      digest: `sha256:${'c'.repeat(64)}`
     });
   });
 

@@ -124,7 +124,8 @@ const REQUEST = {
   args: { job_id: '42' },
   preview: { kind: 'command', title: 'Cancel 42', text: 'scancel 42', details: {} },
   reason: 'tier 2 always asks',
-  task: null
+  task: null,
+  digest: `sha256:${'f'.repeat(64)}`
 };
 
 describe('BettyModel', () => {
@@ -306,8 +307,13 @@ describe('BettyModel', () => {
   it("a refusal frame rejects the waiting answer with the server's words", async () => {
     const { model, chat } = await started();
     chat().setStatus('open');
-    const answer = model.decide('a1', 'approved');
-    expect(chat().sent[0]).toEqual({ type: 'approval', approval_id: 'a1', decision: 'approved' });
+    const answer = model.decide('a1', 'approved', undefined, `sha256:${'d'.repeat(64)}`);
+    expect(chat().sent[0]).toEqual({
+      type: 'approval',
+      approval_id: 'a1',
+      decision: 'approved',
+      digest: `sha256:${'d'.repeat(64)}`
+    });
     chat().options.onFrame({ type: 'server_error', message: 'approval a1 was already answered' });
     await expect(answer).rejects.toThrow('approval a1 was already answered');
     expect(model.transcript.items).toHaveLength(0);
@@ -320,7 +326,7 @@ describe('BettyModel', () => {
     chat().setStatus('reconnecting');
     await expect(answer).rejects.toThrow(/connection dropped/);
     await model.decide('a2', 'approved');
-    expect(api.decide).toHaveBeenCalledWith('a2', 'approved', undefined);
+    expect(api.decide).toHaveBeenCalledWith('a2', 'approved', undefined, undefined);
   });
 
   it('cancels a job in the chat session and shows the chat, where its card arrives', async () => {

@@ -47,7 +47,8 @@ function request(approvalId: string, callId: string, tool = 'cluster_cancel') {
     args: { job_id: '42' },
     preview: PREVIEW,
     reason: 'tier 2 always asks',
-    task: null
+    task: null,
+    digest: `sha256:${'e'.repeat(64)}`
   };
 }
 

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ...agent.events import AnyEvent, ApprovalRequest
     from ...agent.models import Preview
 
-Respond = Callable[[str, str, "Mapping[str, Any] | None"], None]
+Respond = Callable[[str, str, "Mapping[str, Any] | None", "str | None"], None]
+"""How a card sends its answer: (approval id, decision, edited arguments, the digest of the card answered)."""
 StartEstimate = Callable[[str], str]
 """When and where an open card's job would start, as one line (``NotebookBetty.start_estimate``)."""
 _TIER_WORDS = {0: "tier 0", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
@@ -136,7 +137,7 @@ class ApprovalCard(Recorded, widgets.VBox):
         for button in (self.approve, self.approve_session, self.deny, self.edit, *self._edit_buttons()):
             button.disabled = True
         try:
-            self._respond(self.request.approval_id, decision, args)
+            self._respond(self.request.approval_id, decision, args, self.request.digest or None)
         except BettyError as error:
             self.problem.value = f"<span style='color:#c62828'>{html_text(str(error))}</span>"
             for button in (self.approve, self.deny, self.edit, *self._edit_buttons()):

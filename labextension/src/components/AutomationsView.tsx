@@ -140,7 +140,7 @@ export function AutomationsView(props: IAutomationsViewProps): JSX.Element {
     decision: PersonDecision,
     args?: Record<string, unknown>
   ) => {
-    const resolution = await api.decide(request.approval_id, decision, args);
+    const resolution = await api.decide(request.approval_id, decision, args, request.digest);
     setAnswered(previous => [
       ...previous,
       { automationId, runId, item: decidedItem(request, resolution) }

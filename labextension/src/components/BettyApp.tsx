@@ -121,7 +121,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           context={model.notebookContext}
           onSend={(prompt, context) => model.ask(prompt, context)}
           onStop={() => model.stop()}
-          onDecide={(id, decision, args) => model.decide(id, decision, args)}
+          onDecide={(id, decision, args, digest) => model.decide(id, decision, args, digest)}
           onOpen={onOpen}
           runNotebook={{
             cluster: model.session?.cluster ?? null,

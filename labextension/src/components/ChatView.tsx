@@ -25,10 +25,12 @@ export interface IChatViewProps {
   context?: NotebookContext | null;
   onSend: (prompt: string, context: IContextBulletin | null) => Promise<void> | void;
   onStop: () => void;
+  /** Answer card `approvalId`; `digest` names the card the person saw (another card's answer is refused). */
   onDecide: (
     approvalId: string,
     decision: PersonDecision,
-    args?: Record<string, unknown>
+    args?: Record<string, unknown>,
+    digest?: string
   ) => Promise<void> | void;
   /** Open a workspace file (an experiment's notebook or page). */
   onOpen: (path: string) => void;
@@ -134,14 +136,18 @@ function TranscriptRow({ item, transcript, onDecide, onOpen }: RowProps): JSX.El
           <PlanDrawer
             progress={plan}
             item={item}
-            onDecide={(decision, args) => onDecide(item.request.approval_id, decision, args)}
+            onDecide={(decision, args) =>
+              onDecide(item.request.approval_id, decision, args, item.request.digest)
+            }
           />
         );
       }
       return (
         <ApprovalCard
           item={item}
-          onDecide={(decision, args) => onDecide(item.request.approval_id, decision, args)}
+          onDecide={(decision, args) =>
+              onDecide(item.request.approval_id, decision, args, item.request.digest)
+            }
         />
       );
     }

@@ -71,7 +71,9 @@ export function WaitingApprovalsView(props: IWaitingApprovalsViewProps): JSX.Ele
             </div>
             <ApprovalCard
               item={pendingApproval(approval)}
-              onDecide={(decision, args) => waiting.decide(approval.approval_id, decision, args)}
+              onDecide={(decision, args) =>
+                waiting.decide(approval.approval_id, decision, args, approval.digest)
+              }
             />
           </div>
         ))}

@@ -241,6 +241,10 @@ export interface IApprovalRequest {
    * whom the call's session works for, when not the person's own conversation: a delegated task, an automation, an MCP client ('claude-code (MCP)')
    */
   task: string | null;
+  /**
+   * what the card is bound to (``sha256:<hex>`` of the tool, its arguments and the exact thing that runs); an answer may send it back, and the call runs only while what it would run still has it
+   */
+  digest: string;
 }
 /**
  * ``approval_resolved``: the decision.

@@ -42,6 +42,7 @@ export interface IApprovalMessage {
   args?: {
     [k: string]: unknown;
   } | null;
+  digest?: string | null;
 }
 /**
  * Answer of ``GET approvals``: the approvals open now, oldest first.
@@ -71,6 +72,10 @@ export interface IWaitingApproval {
    * whom the call's session works for, when not the person's own conversation: a delegated task, an automation, an MCP client ('claude-code (MCP)')
    */
   task: string | null;
+  /**
+   * what the card is bound to (``sha256:<hex>`` of the tool, its arguments and the exact thing that runs); an answer may send it back, and the call runs only while what it would run still has it
+   */
+  digest: string;
   /**
    * the session whose call waits on the answer
    */
@@ -464,7 +469,8 @@ export interface IColumn {
   type: ColumnType;
 }
 /**
- * Body of ``POST approvals/{id}``; ``args`` only with ``edited``; ``face``: where the person answered.
+ * Body of ``POST approvals/{id}``; ``args`` only with ``edited``; ``face``: where the person answered;
+ * ``digest``: the card they saw.
  */
 export interface IDecisionRequest {
   decision: 'approved' | 'approved_for_session' | 'edited' | 'denied';
@@ -472,6 +478,7 @@ export interface IDecisionRequest {
     [k: string]: unknown;
   } | null;
   face?: Face;
+  digest?: string | null;
 }
 /**
  * Answer of ``POST approvals/{id}/preview``: what the edit would do, checked as the model's call is.
