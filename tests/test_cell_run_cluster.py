@@ -166,6 +166,29 @@ def test_a_denied_run_sends_nothing(kernel: Kernel, project, dev_cluster) -> Non
     assert listed.returncode != 0 and "No such file" in listed.stderr, "nothing was uploaded"
 
 
+def test_a_cell_changed_after_its_card_was_shown_is_not_run(kernel: Kernel, project, dev_cluster) -> None:
+    """The card showed the staged cell; another hand rewrote the staged cell.py while it waited. The approval
+    was for what the card showed, so nothing is uploaded or submitted and the person is told in one line."""
+    assert kernel.run("%betty use betty-dev").status == "ok"
+    cell = kernel.run("%%betty run --partition cpu --time 5\nprint('the code the card shows')\n")
+    kernel.run("_swapped = _")
+    token = kernel.run("_swapped.run.token").text.strip("'")
+    staged = project["root"] / ".betty" / "cell-runs" / token / "cell.py"
+    card = kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")[0]
+    assert "the code the card shows" in kernel.texts(cell.widgets[0])
+    staged.write_text("open('planted-by-someone-else', 'w').write('ran')\n")
+    before = len(ActionLog(project["root"]).read())
+    kernel.click(card)
+    kernel.wait_for(lambda: kernel.run("_swapped.status").text == "'not submitted'", what="the refusal")
+    error = kernel.run("_swapped.result(timeout=10)").errors[0]
+    assert "changed after the card was shown" in error and "\n" not in error.strip()
+    records = ActionLog(project["root"]).read()[before:]
+    assert [(r.tool, r.decision, r.ok) for r in records] == [("cell_run", "refused", False)]
+    assert "cell.py" in records[0].summary, "the refusal names what changed"
+    listed = ssh(dev_cluster, f"ls -d {project['root'].parent}/work-ssh/runs/cell-{token}")
+    assert listed.returncode != 0 and "No such file" in listed.stderr, "nothing was uploaded"
+
+
 @pytest.mark.parametrize("cluster", CLUSTERS)
 def test_an_environment_missing_on_the_cluster_is_refused_before_the_card(kernel: Kernel, project, cluster) -> None:
     assert kernel.run(f"%betty use {cluster}").status == "ok"

@@ -19,7 +19,7 @@ from ...cluster.cell_job import (
 )
 from ...errors import UsageError
 from ...experiments.record import slugify, submit_experiment
-from ..models import Preview, Tier, ToolOutcome
+from ..models import Preview, Tier, ToolOutcome, sha256_of
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 from .jobs import ClusterSubmit, SubmitArgs, checked_submission
 
@@ -63,7 +63,8 @@ class CellRun(Tool[CellRunArgs]):
         }
         slug = str(details.get("page", "")).removeprefix("wiki/experiments/").removesuffix(".md")
         return Preview(kind="script", title=f"run a cell as {slug} on {ctx.profile.name}: {details['resources']}",
-                       text=script, details=details)
+                       text=script, details=details,
+                       inputs={"cell.py": sha256_of(run.code), "inputs.pkl": f"sha256:{run.inputs_sha256}"})
 
     async def run(self, ctx: ToolContext, args: CellRunArgs) -> ToolOutcome:
         """Check again, upload the cell and its values, submit the script once, record it."""
