@@ -316,7 +316,7 @@ class AgentSession:
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
         if tool.name == plans.PLAN_TOOL:
             return await self._proposed_plan(call, tool, args, tier, decision.action, person, began)
-        plan, values = self._plan, args.model_dump(mode="json")
+        plan, values = self._plan, tool.rule_values(self.context, args)  # a step is matched however it is spelt
         if plan is not None and (denied := plan.denied(tool.name, values)) is not None:
             return self._refused(call, tool, f"the person denied step {denied.number} of the plan; it does not run",
                                  began, tier)
@@ -339,7 +339,7 @@ class AgentSession:
                     if plan is not None:  # an edited card may now be (or no longer be) a granted step
                         if step is not None:
                             plan.release(step)
-                        step = plan.claim(tool.name, args.model_dump(mode="json"))
+                        step = plan.claim(tool.name, tool.rule_values(self.context, args))
             return await self._run(call, tool, tier, args, approval, began, plan if step is not None else None, step)
         finally:
             if plan is not None and step is not None:
