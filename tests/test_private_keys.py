@@ -50,9 +50,9 @@ def key_files(canary: str) -> dict[str, str]:
     """Files whose names say nothing (or say it in capitals), each holding a private key."""
     return {
         "deploy_key": key(canary=canary),
-        "backup.PEM": key("RSA PRIVATE KEY", canary=canary),
+        "backup.old": key("RSA PRIVATE KEY", canary=canary),
         "notes.txt": key("RSA PRIVATE KEY", "\r\n", canary),
-        "Key.PeM": key("EC PRIVATE KEY", canary=canary).lower(),
+        "Key.TXT": key("EC PRIVATE KEY", canary=canary).lower(),
         "exported.crt": "Bag Attributes\n    localKeyID: 01\n" + key("ENCRYPTED PRIVATE KEY", canary=canary),
         "work.ppk": putty(canary),
         "gpg-backup.asc": key("PGP PRIVATE KEY BLOCK", canary=canary),
@@ -79,6 +79,23 @@ def test_a_file_holding_a_private_key_is_refused_on_the_cluster_whatever_its_nam
                 assert canary not in str(refused.value) and "\n" not in str(refused.value)
         listed = run_sync(run_allowed(transport, policy, ["ls", str(tmp_path)]))  # the directory itself is fine
         assert listed.ok and "deploy_key" in listed.stdout
+    finally:
+        run_sync(transport.close())
+
+
+@pytest.mark.cluster
+@pytest.mark.parametrize("name", ["backup.PEM", "Server.Key", "ID_RSA", "keys/Id_Ed25519.old", ".SSH/config"])
+def test_secret_names_are_matched_in_any_case_before_and_after_a_link(profile, tmp_path, name: str) -> None:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("no key inside, but the name says it may hold one\n")
+    (tmp_path / "plain.txt").symlink_to(path)
+    transport, policy = profile.open_transport(), profile.policy()
+    try:
+        with pytest.raises(PolicyError, match="may hold secrets"):
+            run_sync(run_allowed(transport, policy, ["cat", str(path)]))
+        with pytest.raises(PolicyError, match=r"plain.txt leads to .*, which may hold secrets"):
+            run_sync(run_allowed(transport, policy, ["cat", str(tmp_path / "plain.txt")]))
     finally:
         run_sync(transport.close())
 

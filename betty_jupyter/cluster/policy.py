@@ -61,8 +61,8 @@ SECRET_PATHS: tuple[str, ...] = (
 """Paths that hold a person's secrets (keys, tokens, Jupyter runtime files), refused even under a root.
 
 Globs in the one dialect both Python's :mod:`fnmatch` and a shell ``case`` read alike (``*``
-matches ``/`` too), checked on the path asked for and again, on the cluster, on the real path
-of the file opened (``reads.py`` renders this list into its script).
+matches ``/`` too), matched in any case, checked on the path asked for and again, on the
+cluster, on the real path of the file opened (``reads.py`` renders this list into its script).
 """
 
 _WILDCARDS = frozenset("*?")
@@ -73,8 +73,9 @@ _NUMBER = re.compile(r"^[+-]?\d+[A-Za-z]{0,3}$")
 
 
 def secret_pattern(path: str) -> str | None:
-    """The :data:`SECRET_PATHS` pattern ``path`` matches, or None."""
-    return next((pattern for pattern in SECRET_PATHS if fnmatch.fnmatchcase(path, pattern)), None)
+    """The :data:`SECRET_PATHS` pattern ``path`` matches in any case (``backup.PEM``, ``ID_RSA``), or None."""
+    folded = path.lower()
+    return next((pattern for pattern in SECRET_PATHS if fnmatch.fnmatchcase(folded, pattern.lower())), None)
 
 
 @dataclass(frozen=True)

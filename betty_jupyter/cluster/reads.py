@@ -71,9 +71,11 @@ check() {
     [[ $real == "$root" || $real == "$root"/* ]] && inside=1
   done
   [[ -n $inside ]] || refuse outside "$index" "$real"
+  shopt -s nocasematch  # for the secret names only: the roots above compare exactly
   case $real in
     @SECRETS@) refuse secret "$index" "$real" ;;
   esac
+  shopt -u nocasematch
   if [[ -f /dev/fd/$fd ]] && head -c @KEY_SCAN@ "/dev/fd/$fd" | LC_ALL=C grep -qaiE -e '@KEY_HEADER@'; then
     refuse key "$index" "$real"
   fi
