@@ -42,6 +42,7 @@ from referencing.exceptions import InvalidAnchor, NoSuchAnchor, NoSuchResource, 
 from referencing.jsonschema import UnknownDialect, specification_with
 
 from .errors import SchemaError
+from .json_text import nested_deeper
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -267,20 +268,8 @@ _LINEAR_FORMATS = FormatChecker([name for name in FormatChecker.checkers if name
 _LINEAR_FORMATS.checks("regex", raises=re2.error)(_regex_format)
 
 
-def nested_deeper(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``value``'s objects and lists nest more than ``limit`` levels (looked at without recursion)."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def _check_depth(schema: Any) -> None:
-    if nested_deeper(schema):
+    if nested_deeper(schema, MAX_DEPTH):
         _too_deep()
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from ..errors import BettyError, ModelError
+from ..json_text import parse_json
 from . import events as ev
 from . import plans
 from .actions import ActionRecord
@@ -543,7 +544,7 @@ def _ms(began: float) -> float:
 
 def _raw_args(arguments: str) -> dict[str, Any]:
     try:
-        parsed = json.loads(arguments)
+        parsed = parse_json(arguments)
     except ValueError:
         return {"_raw": arguments[:2000]}
     return parsed if isinstance(parsed, dict) else {"_raw": arguments[:2000]}

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator
 from ..cluster.commands import run_allowed
 from ..errors import BettyError, SchemaError, ToolError
 from ..experiments.ledger import Ledger
+from ..json_text import TooDeep, parse_json
 from ..wiki import WikiStore
 from .models import ToolArgs
 
@@ -41,7 +42,6 @@ MAX_PARALLEL = 16
 RESOURCE_CHARS = 4000
 ANSWER_CHARS = 200_000
 """A helper's answer longer than this is refused: it is checked against its schema and told to the model."""
-_TOO_DEEP = object()
 LOG_LINES = 40
 FILE_LINES = 80
 TOOL = "delegate_tasks"
@@ -182,7 +182,7 @@ def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
     Checking takes up to ``json_schema.CHECK_SECONDS`` of CPU: call it off the event loop.
     """
     # lazy: jsonschema is heavy; only a task with a result schema needs it, never opening a session
-    from ..json_schema import MAX_DEPTH, first_problem, nested_deeper, offline_validator
+    from ..json_schema import MAX_DEPTH, first_problem, offline_validator
 
     answer = text.strip()
     if not answer:
@@ -193,13 +193,11 @@ def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
         return answer
     fenced = re.fullmatch(r"```(?:json)?\s*\n(.*?)\n?```", answer, re.S)
     try:
-        value = json.loads(fenced.group(1) if fenced else answer)
+        value = parse_json(fenced.group(1) if fenced else answer, MAX_DEPTH)
+    except TooDeep:
+        raise ToolError(f"the helper's answer nests more than {MAX_DEPTH} levels deep; ask for a flatter one") from None
     except ValueError as error:
         raise ToolError(f"the helper's answer is not JSON ({error}): {cut(answer, 80)!r}") from None
-    except RecursionError:
-        value = _TOO_DEEP
-    if value is _TOO_DEEP or nested_deeper(value):
-        raise ToolError(f"the helper's answer nests more than {MAX_DEPTH} levels deep; ask for a flatter one")
     try:
         problem = first_problem(offline_validator(schema), value, "the answer")
     except SchemaError as error:
