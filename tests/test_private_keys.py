@@ -1,7 +1,8 @@
 """A private key is known by its content, whatever its name, and a secret streamed in pieces is blanked whole.
 
 On the real dev cluster (every transport), a key under a readable root named ``deploy_key``,
-``backup.PEM`` or ``notes.txt`` is refused by the one remote read step before any reader runs;
+``backup.old`` or ``notes.txt`` is refused by the one remote read step before any reader runs (and
+``backup.PEM`` by its name, in any case);
 a key further into a long log than that step looks is removed from what comes back. Through a
 real session (scripted model over HTTP), a key in a tool's output never reaches the model, the
 action log or ``betty log export``; a token the model streams in 2, 5 or 40 pieces is whole
