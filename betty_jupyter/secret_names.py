@@ -10,7 +10,10 @@ The same rule decides which argument values the action log redacts
 Slurm's commands, and which names a job's environment may never carry
 (:mod:`betty_jupyter.cluster.job_env`). :func:`blank_secret_text` finds secrets in free text
 (a script's ``export OPENAI_API_KEY=…``, a ``--api-key`` argument, a URL's password, a bearer
-token, a key of a well-known shape) where no argument name points at them.
+token, a key of a well-known shape) where no argument name points at them. A private key is
+known by its content, whatever the file is called: :func:`blank_private_keys` removes every
+PEM, OpenSSH, PGP or PuTTY private key block (:data:`PRIVATE_KEY_HEADER` is the header the
+cluster's read step looks for).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from functools import lru_cache
 from typing import Mapping
 
 REDACTED = "[redacted]"
+KEY_REMOVED = "[private key removed]"
+PRIVATE_KEY_HEADER = "-----BEGIN[ A-Z0-9]*PRIVATE KEY|PuTTY-User-Key-File-"
+"""How every private key file begins, as an extended regular expression read case-insensitively (grep -iE)."""
 
 _SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "credential",
                            "credentials", "authorization", "cookie", "jwt"})
@@ -41,6 +47,10 @@ _URL_PASSWORD = re.compile(
     r"(?P<head>(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:)(?P<value>[^\s/@]+)(?P<tail>@)")
 _BEARER = re.compile(r"(?P<head>\b(?:Bearer[ \t]+|(?i:authorization)[\"']?[ \t]*[:=][ \t]*[\"']?"
                      r"(?:(?:Bearer|Basic|Token|Digest)[ \t]+)?))(?P<value>[A-Za-z0-9._~+/=-]{8,})")
+# A block runs from its header to its end line, or to the end of the text when it was cut before that.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+    r"|PuTTY-User-Key-File-.*?(?:Private-MAC:[^\r\n]*|\Z)", re.I | re.S)
 # Keys whose shape alone gives them away: OpenAI, Anthropic, Hugging Face, GitHub, Slack, AWS access key ids.
 _KEY_SHAPES = re.compile(
     r"\b(?:sk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}"
@@ -64,14 +74,26 @@ def without_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in environ.items() if not is_secret_name(name)}
 
 
+def holds_private_key(text: str) -> bool:
+    """Whether ``text`` holds the start of a private key (PEM, OpenSSH, PGP, PuTTY), in any case."""
+    return _PRIVATE_KEY.search(text) is not None
+
+
+def blank_private_keys(text: str) -> str:
+    """``text`` with every private key block, from its header to its end line, replaced by ``"[private key removed]"``."""
+    return _PRIVATE_KEY.sub(KEY_REMOVED, text)
+
+
 def blank_secret_text(text: str) -> str:
     """``text`` with secrets found by their context or shape replaced by ``"[redacted]"``.
 
     Caught: ``NAME=value`` and ``NAME: value`` where NAME looks like a secret (``export
     OPENAI_API_KEY=sk-…``, ``"password": "…"``), ``--api-key VALUE`` and ``--token=VALUE``, the
     password of ``scheme://user:password@host``, ``Bearer``/``Basic`` credentials and keys of a
-    well-known shape (``sk-…``, ``hf_…``, ``ghp_…``, ``AKIA…``) anywhere.
+    well-known shape (``sk-…``, ``hf_…``, ``ghp_…``, ``AKIA…``) anywhere, and private key blocks
+    (:func:`blank_private_keys`).
     """
+    text = blank_private_keys(text)
     text = _URL_PASSWORD.sub(lambda m: m["head"] + REDACTED + m["tail"], text)
     text = _BEARER.sub(lambda m: m["head"] + REDACTED, text)
     for pattern in (_OPTION, _ASSIGNMENT):

@@ -37,9 +37,10 @@ class Step:
 
 @dataclass
 class Say(Step):
-    """The assistant answers with text."""
+    """The assistant answers with text (streamed in ``pieces`` when given, else word by word)."""
 
     text: str
+    pieces: list[str] | None = None
 
 
 @dataclass
@@ -91,6 +92,11 @@ class Respond(Step):
 def say(text: str) -> Say:
     """The assistant says ``text``."""
     return Say(text)
+
+
+def say_in(pieces: Sequence[str]) -> Say:
+    """The assistant says the joined ``pieces``, streamed exactly so: one delta each."""
+    return Say("".join(pieces), list(pieces))
 
 
 def call(tool: str, args: dict[str, Any] | str, call_id: str | None = None) -> Calls:
@@ -250,6 +256,7 @@ class _Reply:
 
     text: str = ""
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, arguments)
+    pieces: list[str] | None = None
 
     @property
     def finish_reason(self) -> str:
@@ -331,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _reply(self, step: Step) -> _Reply:
         if isinstance(step, Say):
-            return _Reply(text=step.text)
+            return _Reply(text=step.text, pieces=step.pieces)
         if isinstance(step, Calls):
             return _Reply(text=step.text, calls=[(self.llm.call_id(c.call_id), c.tool, c.arguments)
                                                  for c in step.calls])
@@ -363,7 +370,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream_rest(request, reply)
 
     def _stream_rest(self, request: dict[str, Any], reply: _Reply) -> None:
-        for piece in chunks_of(reply.text):
+        for piece in reply.pieces if reply.pieces is not None else chunks_of(reply.text):
             self._event(self._chunk(request, {"content": piece}))
         for index, (call_id, name, arguments) in enumerate(reply.calls):
             first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}

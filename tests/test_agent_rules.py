@@ -127,7 +127,7 @@ def test_deny_and_ask_rules_cover_what_a_helper_is_given(secret, tmp_path) -> No
     ctx = context_on(tmp_path, tmp_path)
     os.symlink("../personas", ctx.workspace.wiki / "clusters" / "people")
     try:
-        policy = ApprovalPolicy("auto", {"ask": [f"cluster_run(command=tail -n 80 -- {secret.parent}/*)"],
+        policy = ApprovalPolicy("auto", {"ask": [f"cluster_run(command=tail -n 80 {secret.parent}/*)"],
                                          "deny": ["job_logs(job_id=77)", "wiki_read(page=personas/*)"]})
 
         def given(kind: str, location: str, person: bool = False) -> Any:
@@ -139,7 +139,7 @@ def test_deny_and_ask_rules_cover_what_a_helper_is_given(secret, tmp_path) -> No
             for person in (False, True):
                 asked = given("file", location, person)
                 assert asked.action == "ask", (location, asked)
-                assert f"(it covers the read cluster_run tail -n 80 -- {secret})" in asked.reason
+                assert f"(it covers the read cluster_run tail -n 80 {secret})" in asked.reason
         assert given("file", str(tmp_path / "public.txt")).action == "run"
         for job in ("77", "0077"):
             denied = given("job", job)
@@ -232,7 +232,7 @@ def test_a_helper_is_not_given_a_file_an_ask_rule_covers_without_a_person(ssh_pr
     public = tmp_path / "public.txt"
     public.write_text("nothing to hide\n")
     hidden = f"{tmp_path}//private/sub/../notes.txt"
-    rules = {"ask": [f"cluster_run(command=tail -n 80 -- {secret.parent}/*)"], "deny": ["job_logs(job_id=424242)"]}
+    rules = {"ask": [f"cluster_run(command=tail -n 80 {secret.parent}/*)"], "deny": ["job_logs(job_id=424242)"]}
     delegations = [
         {"tasks": [{"title": "read notes", "instructions": "summarise", "resources": [{"type": "file",
                                                                                         "location": hidden}]}]},
@@ -255,7 +255,7 @@ def test_a_helper_is_not_given_a_file_an_ask_rule_covers_without_a_person(ssh_pr
         reasons, events, _ = asyncio.run(converse(workspace, config_for(llm, ssh_profile, rules), 4))
     assert llm.errors == [] and reasons == ["denied", "finished"], (llm.errors, reasons)
     [card] = [e.payload for e in events if e.type == "approval_request"]
-    assert card.tool == "delegate_tasks" and f"(it covers the read cluster_run tail -n 80 -- {secret})" in card.reason
+    assert card.tool == "delegate_tasks" and f"(it covers the read cluster_run tail -n 80 {secret})" in card.reason
     assert "did not approve this call (denied)" in told[0]
     assert "refused by your rule deny job_logs(job_id=424242)" in told[1]
     assert len(helpers) == 1 and "nothing to hide" in helpers[0], "only the public file reached a helper"

@@ -2,7 +2,8 @@
 
 A 10,000-row queue becomes counts by state and partition plus every job of the person
 asking; a long log becomes its head, its tail and the lines in between that look like
-errors. Tokens are estimated as characters / 4.
+errors. A private key block in any output is removed before the model sees it. Tokens are
+estimated as characters / 4.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..cluster.parsing import job_count, jobs_by
+from ..secret_names import blank_private_keys
 from .models import ToolOutcome
 
 if TYPE_CHECKING:
@@ -28,7 +30,11 @@ def estimate_tokens(text: str) -> int:
 
 
 def condense(outcome: ToolOutcome, user: str | None = None) -> str:
-    """What the model sees of ``outcome``."""
+    """What the model sees of ``outcome``, never a private key."""
+    return blank_private_keys(_condensed(outcome, user))
+
+
+def _condensed(outcome: ToolOutcome, user: str | None) -> str:
     import pandas as pd  # lazy: pandas is heavy; the server starts and opens sessions without it
 
     if not outcome.ok:

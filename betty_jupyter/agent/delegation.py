@@ -276,7 +276,9 @@ class _Batch:
             why = forwarder.errors[-1] if forwarder.errors else reason
             return False, f"the helper stopped before answering: {why}", child.tokens
         try:
-            return True, checked_answer(_last_text(child), spec.result_schema), child.tokens
+            # off the event loop: checking against a model-written schema takes up to CHECK_SECONDS
+            answer = await asyncio.to_thread(checked_answer, _last_text(child), spec.result_schema)
+            return True, answer, child.tokens
         except ToolError as error:
             return False, str(error), child.tokens
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
 from ..errors import BettyError, ModelError
+from ..json_text import parse_json
 from . import events as ev
 from . import plans
 from .actions import ActionRecord
@@ -318,7 +319,7 @@ class AgentSession:
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
         if tool.name == plans.PLAN_TOOL:
             return await self._proposed_plan(call, tool, args, tier, decision.action, person, began)
-        plan, values = self._plan, args.model_dump(mode="json")
+        plan, values = self._plan, tool.rule_values(self.context, args)  # a step is matched however it is spelt
         if plan is not None and (denied := plan.denied(tool.name, values)) is not None:
             return self._refused(call, tool, f"the person denied step {denied.number} of the plan; it does not run",
                                  began, tier)
@@ -343,7 +344,7 @@ class AgentSession:
                     if plan is not None:  # an edited card may now be (or no longer be) a granted step
                         if step is not None:
                             plan.release(step)
-                        step = plan.claim(tool.name, args.model_dump(mode="json"))
+                        step = plan.claim(tool.name, tool.rule_values(self.context, args))
             return await self._run(call, tool, tier, args, approval, began, plan if step is not None else None, step)
         finally:
             if plan is not None and step is not None:
@@ -573,7 +574,7 @@ def _ms(began: float) -> float:
 
 def _raw_args(arguments: str) -> dict[str, Any]:
     try:
-        parsed = json.loads(arguments)
+        parsed = parse_json(arguments)
     except ValueError:
         return {"_raw": arguments[:2000]}
     return parsed if isinstance(parsed, dict) else {"_raw": arguments[:2000]}

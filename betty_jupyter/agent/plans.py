@@ -10,7 +10,8 @@ checked and previewed again the same way) and lets the granted steps run as a wh
 again one by one (:class:`PlanAnswer`, sent as the card's ``edited`` arguments).
 
 An approval covers exactly what was previewed (:class:`ActivePlan`): a later call of the model
-runs without a card only when its tool and canonical arguments are a granted step's, the steps
+runs without a card only when its tool and canonical arguments (``Tool.rule_values``, the form
+the person's rules see: ``cat -- x`` is ``cat x``) are a granted step's, the steps
 it needs are done and its preview is still the one approved; any other call is decided as
 usual (a tier 2 call shows its card), and a call that is a denied step is refused. A failed
 step stops the plan: the steps left are not run. Each change is a ``plan_step`` event.
@@ -120,6 +121,12 @@ class Step:
     """The parsed arguments the call runs with (None for a refused step)."""
     claimed: bool = False
     """A call that is this step is being decided or run now: no other call is this step meanwhile."""
+    canonical: dict[str, Any] | None = None
+    """Its arguments as the person's rules see them (``Tool.rule_values``): what a later call is compared by."""
+
+    def is_call(self, tool: str, canonical: Mapping[str, Any]) -> bool:
+        """Whether a call of ``tool`` whose rule values are ``canonical`` is this step, however it was spelt."""
+        return self.tool == tool and (self.canonical if self.canonical is not None else self.args) == canonical
 
     def info(self) -> ev.PlanStep:
         """The step as the ``plan`` event carries it."""
@@ -142,7 +149,8 @@ async def check_step(number: int, tool_name: str, raw: Mapping[str, Any], depend
         parsed = tool.parse(dict(raw))
     except BettyError as error:
         return replace(step, status=StepStatus.REFUSED, reason=str(error))
-    step = replace(step, args=parsed.model_dump(mode="json"), tier=int(tool.tier_for(parsed)), parsed=parsed)
+    step = replace(step, args=parsed.model_dump(mode="json"), tier=int(tool.tier_for(parsed)), parsed=parsed,
+                   canonical=tool.rule_values(context, parsed))
     ruling = decide(tool, parsed, step.tier)
     if ruling.action == "deny":
         return replace(step, status=StepStatus.REFUSED, reason=f"refused by Betty's policy: {ruling.reason}")
@@ -240,16 +248,15 @@ class ActivePlan:
         for step in self.steps:
             self._emit(step, summary=step.reason, args=step.args if step.status in GRANTED else None)
 
-    def denied(self, tool: str, args: Mapping[str, Any]) -> Step | None:
-        """The denied step this call is, if it is one (it is refused, never run)."""
-        return next((s for s in self.steps if s.status == StepStatus.DENIED and (s.tool, s.args) == (tool, args)),
-                    None)
+    def denied(self, tool: str, canonical: Mapping[str, Any]) -> Step | None:
+        """The denied step this call is, if it is one (it is refused, never run); ``canonical``: its rule values."""
+        return next((s for s in self.steps if s.status == StepStatus.DENIED and s.is_call(tool, canonical)), None)
 
-    def claim(self, tool: str, args: Mapping[str, Any]) -> Step | None:
-        """The granted step this call is, exactly, when every step it needs is done and no other call holds it;
-        it is held for this call until :meth:`release`. None when the call is no step of the plan."""
+    def claim(self, tool: str, canonical: Mapping[str, Any]) -> Step | None:
+        """The granted step this call is (by its rule values), when every step it needs is done and no other
+        call holds it; it is held for this call until :meth:`release`. None when the call is no step of the plan."""
         for step in self.steps:
-            if step.status in GRANTED and not step.claimed and (step.tool, step.args) == (tool, args) and all(
+            if step.status in GRANTED and not step.claimed and step.is_call(tool, canonical) and all(
                     self.steps[n - 1].status == StepStatus.DONE for n in step.depends_on):
                 step.claimed = True
                 return step

@@ -27,6 +27,7 @@ from pydantic import Field, field_validator
 from ..cluster.commands import run_allowed
 from ..errors import BettyError, SchemaError, ToolError
 from ..experiments.ledger import Ledger
+from ..json_text import TooDeep, parse_json
 from ..wiki import WikiStore
 from .models import ToolArgs
 
@@ -39,6 +40,8 @@ Strategy = Literal["fail_fast", "continue", "retry"]
 MAX_TASKS = 32
 MAX_PARALLEL = 16
 RESOURCE_CHARS = 4000
+ANSWER_CHARS = 200_000
+"""A helper's answer longer than this is refused: it is checked against its schema and told to the model."""
 LOG_LINES = 40
 FILE_LINES = 80
 TOOL = "delegate_tasks"
@@ -174,18 +177,25 @@ def first_message(spec: TaskSpec, manifest: str, earlier: str = "") -> str:
 
 
 def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
-    """The child's final answer: its text, or the JSON value checked against ``schema``; ToolError saying why not."""
+    """The child's final answer: its text, or the JSON value checked against ``schema``; ToolError saying why not.
+
+    Checking takes up to ``json_schema.CHECK_SECONDS`` of CPU: call it off the event loop.
+    """
     # lazy: jsonschema is heavy; only a task with a result schema needs it, never opening a session
-    from ..json_schema import first_problem, offline_validator
+    from ..json_schema import MAX_DEPTH, first_problem, offline_validator
 
     answer = text.strip()
     if not answer:
         raise ToolError("the helper gave no answer")
+    if len(answer) > ANSWER_CHARS:
+        raise ToolError(f"the helper's answer is longer than {ANSWER_CHARS} characters; ask for a shorter one")
     if schema is None:
         return answer
     fenced = re.fullmatch(r"```(?:json)?\s*\n(.*?)\n?```", answer, re.S)
     try:
-        value = json.loads(fenced.group(1) if fenced else answer)
+        value = parse_json(fenced.group(1) if fenced else answer, MAX_DEPTH)
+    except TooDeep:
+        raise ToolError(f"the helper's answer nests more than {MAX_DEPTH} levels deep; ask for a flatter one") from None
     except ValueError as error:
         raise ToolError(f"the helper's answer is not JSON ({error}): {cut(answer, 80)!r}") from None
     try:

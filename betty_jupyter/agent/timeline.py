@@ -214,7 +214,7 @@ def bug_bundle(log: ActionLog, session_id: str, events: Iterable[Mapping[str, An
     secrets = known_secrets(config, os.environ if environ is None else environ)
     records = log.records(log.select(session_id=session_id))
     files = {
-        "events.jsonl": "".join(_line(without_secrets(dict(event), secrets)) for event in events),
+        "events.jsonl": "".join(_line(without_secrets(event, secrets)) for event in joined_deltas(events)),
         "actions.jsonl": "".join(_line(without_secrets(record.model_dump(mode="json"), secrets))
                                  for record in records),
         "config.json": json.dumps(without_secrets(dict(config), secrets), indent=2, ensure_ascii=False,
@@ -227,6 +227,33 @@ def bug_bundle(log: ActionLog, session_id: str, events: Iterable[Mapping[str, An
         for name, text in files.items():
             bundle.writestr(name, text)
     return buffer.getvalue()
+
+
+def joined_deltas(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with the ``message_delta`` pieces of each reply joined into one, at the first piece's place.
+
+    A secret streamed in pieces is whole again, so redaction finds it as it would in the whole message.
+    The pieces of one reply are those up to its ``message`` (or the turn's ``done`` or ``error``).
+    """
+    joined: list[dict[str, Any]] = []
+    pending: dict[str, Any] | None = None
+    for event in events:
+        kind = event.get("type")
+        if kind == "message_delta":
+            text = str((event.get("payload") or {}).get("text", ""))
+            if pending is None:
+                pending = {**event, "payload": {**(event.get("payload") or {}), "text": text}}
+                joined.append(pending)
+            else:
+                pending["payload"]["text"] += text
+            continue
+        if kind in _REPLY_ENDS:
+            pending = None
+        joined.append(dict(event))
+    return joined
+
+
+_REPLY_ENDS = frozenset({"message", "done", "error"})
 
 
 def _line(value: Any) -> str:

@@ -24,6 +24,12 @@ Three kinds of program are allowed:
   other word is one ``--NAME=VALUE`` of :data:`TEST_ONLY_OPTIONS` (the value attached, so no word
   can stand for another) and the last is ``--wrap=true``: a plain ``sbatch`` is never a read.
 * Site extras from configuration: program name -> allowed first arguments.
+
+Every accepted command also has one canonical spelling (:attr:`AllowedCommand.canonical`), the
+form the person's rules, grants and denials compare: each option under its own key whatever
+its spelling (``--lin=5``, ``-n5``, ``-5`` are ``-n 5``), options sorted by key and never
+repeated, no ``--`` unless an operand needs it, paths absolute and normalised. Two spellings of
+one command read alike there; what runs is still the argv the card shows.
 """
 
 from __future__ import annotations
@@ -55,8 +61,8 @@ SECRET_PATHS: tuple[str, ...] = (
 """Paths that hold a person's secrets (keys, tokens, Jupyter runtime files), refused even under a root.
 
 Globs in the one dialect both Python's :mod:`fnmatch` and a shell ``case`` read alike (``*``
-matches ``/`` too), checked on the path asked for and again, on the cluster, on the real path
-of the file opened (``reads.py`` renders this list into its script).
+matches ``/`` too), matched in any case, checked on the path asked for and again, on the
+cluster, on the real path of the file opened (``reads.py`` renders this list into its script).
 """
 
 _WILDCARDS = frozenset("*?")
@@ -67,8 +73,9 @@ _NUMBER = re.compile(r"^[+-]?\d+[A-Za-z]{0,3}$")
 
 
 def secret_pattern(path: str) -> str | None:
-    """The :data:`SECRET_PATHS` pattern ``path`` matches, or None."""
-    return next((pattern for pattern in SECRET_PATHS if fnmatch.fnmatchcase(path, pattern)), None)
+    """The :data:`SECRET_PATHS` pattern ``path`` matches in any case (``backup.PEM``, ``ID_RSA``), or None."""
+    folded = path.lower()
+    return next((pattern for pattern in SECRET_PATHS if fnmatch.fnmatchcase(folded, pattern.lower())), None)
 
 
 @dataclass(frozen=True)
@@ -78,11 +85,17 @@ class AllowedCommand:
     argv: tuple[str, ...]
     paths: tuple[str, ...] = ()
     operands: tuple[int, ...] = ()  # positions in argv of the path operands
+    spelling: tuple[str, ...] = ()  # the canonical argv, when it differs from argv
 
     @property
     def command_line(self) -> str:
         """The exact text that will run on the cluster: ``shlex.join(argv)``."""
         return shlex.join(self.argv)
+
+    @property
+    def canonical(self) -> str:
+        """The one spelling of this command that rules, grants and denials compare (``cat -- x`` is ``cat x``)."""
+        return shlex.join(self.spelling or self.argv)
 
 
 @dataclass(frozen=True)
@@ -251,6 +264,33 @@ def _read_arguments(rules: _Rules, args: Sequence[str]) -> tuple[list[Given], li
     return given, operands
 
 
+def _canonical_options(rules: _Rules, given: Sequence[Given]) -> list[str]:
+    """The options as one spelling: by key (stable, so a repeated key keeps its order), each once.
+
+    A required value follows its key as its own word (``-n 5``), an optional one is attached
+    (``-j123``, ``--name=x``), as getopt reads an optional value only when attached.
+    """
+    words: list[str] = []
+    seen: set[tuple[str, str | None]] = set()
+    for option in sorted(given, key=lambda option: _option_order(option.key)):
+        if (option.key, option.value) in seen:
+            continue
+        seen.add((option.key, option.value))
+        if option.value is None:
+            words.append(option.key)
+        elif len(option.key) == 2 and rules.grammar.arg_of(option.key) is Arg.REQUIRED:
+            words += [option.key, option.value]
+        else:
+            words.append(option.key + ("" if len(option.key) == 2 else "=") + option.value)
+    return words
+
+
+def _canonical(rules: _Rules, given: Sequence[Given], operands: Sequence[str]) -> list[str]:
+    """Options in their one spelling, then the operands (after ``--`` when one looks like an option)."""
+    dashes = ["--"] if any(word.startswith("-") for word in operands) else []
+    return [*_canonical_options(rules, given), *dashes, *operands]
+
+
 def _not_allowed(rules: _Rules, shown: str, key: str | None = None) -> PolicyError:
     reason = _SPECIAL_REFUSALS.get((rules.program, key or ""))
     if reason:
@@ -292,17 +332,18 @@ class CommandPolicy:
         self._check_program(program)
         if program in FILE_READERS:
             return self._check_file_reader(program, args)
+        spelling: list[str] = []
         if program == "scontrol":
-            _check_scontrol(args)
+            spelling = _check_scontrol(args)
         elif program == "sacctmgr":
-            _check_sacctmgr(args)
+            spelling = _check_sacctmgr(args)
         elif program == "sbatch":
-            _check_test_only(args)
+            spelling = _check_test_only(args)
         elif program in SLURM_LISTINGS:
-            _check_listing(program, args)
+            spelling = _check_listing(program, args)
         else:
             self._check_extra(program, args)
-        return AllowedCommand(tuple(argv))
+        return AllowedCommand(tuple(argv), spelling=tuple(spelling and [program, *spelling]))
 
     def describe(self) -> str:
         """The allowlist as short text for the agent's system prompt."""
@@ -348,14 +389,16 @@ class CommandPolicy:
                 f"{program} reads files, and no readable roots are configured; add directories to the "
                 "cluster profile's readable_roots to allow it"
             )
-        _, operands = _read_arguments(FILE_READERS[program], args)
+        rules = FILE_READERS[program]
+        given, operands = _read_arguments(rules, args)
         if not operands and program not in _NEEDS_NO_PATH:
             raise _refuse(f"{program} needs a path under the readable roots ({self._roots_text()})")
         argv = [program, *args]
         for position in operands:
             argv[position + 1] = self._readable_path(args[position])
         paths = tuple(dict.fromkeys(argv[position + 1] for position in operands))
-        return AllowedCommand(tuple(argv), paths, tuple(position + 1 for position in operands))
+        spelling = [program, *_canonical_options(rules, given), *(argv[position + 1] for position in operands)]
+        return AllowedCommand(tuple(argv), paths, tuple(position + 1 for position in operands), tuple(spelling))
 
     def _readable_path(self, path: str) -> str:
         """The normalised absolute form of ``path``, refused unless under a readable root and not a secret."""
@@ -432,19 +475,25 @@ def _config_extras(extras: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, 
     return checked
 
 
-def _check_listing(program: str, args: list[str]) -> None:
-    given, operands = _read_arguments(SLURM_LISTINGS[program], args)
+def _check_listing(program: str, args: list[str]) -> list[str]:
+    """Refuse what the listing may not carry; its options and operands in their one spelling."""
+    rules = SLURM_LISTINGS[program]
+    given, operands = _read_arguments(rules, args)
+    words = [args[position] for position in operands]
     if program == "seff":
-        if len(operands) != 1 or not _JOB_ID.match(args[operands[0]]):
+        if len(operands) != 1 or not _JOB_ID.match(words[0]):
             raise _refuse("seff takes exactly one job id, e.g. 'seff 12345'")
-    elif len(operands) == 1 and any(option.key in _JOB_LIST_OPTIONS.get(program, ()) for option in given):
-        return  # 'squeue -j 123': the optional value of -j/--jobs (or -s/--steps) given as one word after it
+    elif len(operands) == 1 and (bare := next((option for option in given if option.value is None
+                                               and option.key in _JOB_LIST_OPTIONS.get(program, ())), None)):
+        # 'squeue -j 123': the optional value of -j/--jobs (or -s/--steps) given as one word after it
+        given = [Given(bare.key, bare.written, words[0]) if option is bare else option for option in given]
+        return _canonical(rules, given, [])
     elif operands:
-        word = args[operands[0]]
-        raise _refuse(f"{program} takes no plain arguments ({word!r}); use its options, e.g. '{program} --user NAME'")
+        raise _refuse(f"{program} takes no plain arguments ({words[0]!r}); use its options, e.g. '{program} --user NAME'")
+    return _canonical(rules, given, words)
 
 
-def _check_test_only(args: list[str]) -> None:
+def _check_test_only(args: list[str]) -> list[str]:
     """``sbatch --test-only --NAME=VALUE … --wrap=true`` and nothing else: a start estimate, never a submission."""
     shape = f"only 'sbatch --test-only --OPTION=VALUE ... {TEST_ONLY_SCRIPT}' (a start estimate) is a read"
     if not args or args[0] != "--test-only":
@@ -460,10 +509,12 @@ def _check_test_only(args: list[str]) -> None:
         if name[2:] not in TEST_ONLY_OPTIONS:
             raise _refuse(f"'sbatch {name}' is not an option of a start estimate; it takes "
                           + " ".join(f"--{option}" for option in sorted(TEST_ONLY_OPTIONS)))
+    return [args[0], *sorted(dict.fromkeys(args[1:-1])), args[-1]]
 
 
-def _check_scontrol(args: list[str]) -> None:
-    operands = [args[position] for position in _read_arguments(SCONTROL_OPTIONS, args)[1]]
+def _check_scontrol(args: list[str]) -> list[str]:
+    given, positions = _read_arguments(SCONTROL_OPTIONS, args)
+    operands = [args[position] for position in positions]
     shown = "|".join(SCONTROL_OBJECTS)
     if not operands:
         raise _refuse(f"scontrol needs a subcommand; only 'scontrol show {shown}' is allowed")
@@ -478,6 +529,7 @@ def _check_scontrol(args: list[str]) -> None:
         raise _refuse(f"'scontrol show {operands[1]}' takes at most one name; drop {operands[3]!r}")
     if len(operands) == 3:
         _check_scontrol_name(operands[1], operands[2])
+    return _canonical(SCONTROL_OPTIONS, given, operands)
 
 
 def _check_scontrol_name(kind: str, name: str) -> None:
@@ -489,18 +541,20 @@ def _check_scontrol_name(kind: str, name: str) -> None:
         raise _refuse(f"{name!r} is not a Slurm name; use letters, digits and . _ , [ ] -")
 
 
-def _check_sacctmgr(args: list[str]) -> None:
-    operands = [args[position] for position in _read_arguments(SACCTMGR_OPTIONS, args)[1]]
+def _check_sacctmgr(args: list[str]) -> list[str]:
+    given, positions = _read_arguments(SACCTMGR_OPTIONS, args)
+    operands = [args[position] for position in positions]
     if not operands:
         raise _refuse("sacctmgr needs a subcommand; only 'sacctmgr show|list ENTITY' is allowed")
     verb = operands[0].lower()
     if verb not in ("show", "list"):
         change = "changes the accounting database" if verb in _SACCTMGR_CHANGES else "is not on the read-only allowlist"
-        given = shlex.join(["sacctmgr", operands[0]])
-        raise _refuse(f"'{given}' {change}; only 'sacctmgr show|list ENTITY' is allowed")
+        written = shlex.join(["sacctmgr", operands[0]])
+        raise _refuse(f"'{written}' {change}; only 'sacctmgr show|list ENTITY' is allowed")
     if len(operands) < 2 or operands[1].lower() not in SACCTMGR_ENTITIES:
         what = operands[1] if len(operands) > 1 else "nothing"
         raise _refuse(f"'sacctmgr {verb}' of {what!r} is not allowed; show one of {', '.join(sorted(SACCTMGR_ENTITIES))}")
     for word in operands[2:]:
         if word.split("=")[0].lower() in _SACCTMGR_CHANGES:
             raise _refuse(f"{word!r} asks sacctmgr to change something; only filters and format= may follow {verb!r}")
+    return _canonical(SACCTMGR_OPTIONS, given, [verb, operands[1].lower(), *operands[2:]])

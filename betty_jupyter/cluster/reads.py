@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import PolicyError, TransportError
+from ..secret_names import PRIVATE_KEY_HEADER, blank_private_keys
 from .policy import SECRET_PATHS, AllowedCommand
 from .transport import CommandResult, Transport
 
@@ -27,6 +28,9 @@ READ_LIMIT = 1 << 20
 
 FIRST_FD = 10
 """The file descriptor the first path is opened on; the next paths follow."""
+
+KEY_SCAN = 64 << 10
+"""A file with a private key's header in its first this many bytes is refused, whatever its name (64 KiB)."""
 
 # bash with no start-up files: Debian's bash reads ~/.bashrc when sshd runs it, and $BASH_ENV
 # (Lmod sets it on many clusters) is read by every non-interactive bash; either can be slow
@@ -67,9 +71,14 @@ check() {
     [[ $real == "$root" || $real == "$root"/* ]] && inside=1
   done
   [[ -n $inside ]] || refuse outside "$index" "$real"
+  shopt -s nocasematch  # for the secret names only: the roots above compare exactly
   case $real in
     @SECRETS@) refuse secret "$index" "$real" ;;
   esac
+  shopt -u nocasematch
+  if [[ -f /dev/fd/$fd ]] && head -c @KEY_SCAN@ "/dev/fd/$fd" | LC_ALL=C grep -qaiE -e '@KEY_HEADER@'; then
+    refuse key "$index" "$real"
+  fi
 }
 roots=()
 for ((i = 0; i < nroots; i++)); do
@@ -95,7 +104,8 @@ else
 fi
 (( more )) && printf 'betty-read:truncated\n' >&2
 exit "${status[0]}"
-""".replace("@SECRETS@", _case_patterns(SECRET_PATHS))
+""".replace("@SECRETS@", _case_patterns(SECRET_PATHS)).replace("@KEY_SCAN@", str(KEY_SCAN)).replace(
+    "@KEY_HEADER@", PRIVATE_KEY_HEADER)
 """The one remote step behind every read (positional arguments only; nothing is interpolated).
 
 Arguments: ``LIMIT KEEP NROOTS ROOT… NPATHS PATH… PROGRAM ARG…``. For each root, its real
@@ -104,7 +114,10 @@ FIFO, device or missing file before opening it (opening a FIFO would wait); open
 ``10+i``; read where the kernel says the opened file is (``/proc/self/fd/N``); refuse it
 unless it is a regular file or directory, under a real root, and not a secret (a file
 removed since it was opened is checked at the place it was removed from)
-(:data:`~betty_jupyter.cluster.policy.SECRET_PATHS`, rendered into the ``case`` above).
+(:data:`~betty_jupyter.cluster.policy.SECRET_PATHS`, rendered into the ``case`` above), and
+refuse a regular file whose first :data:`KEY_SCAN` bytes hold a private key's header, in any
+case (:data:`~betty_jupyter.secret_names.PRIVATE_KEY_HEADER`): a key is known by its content,
+not its name.
 Only then does the reader run, on ``/dev/fd/N`` (PROGRAM's argv names the open files).
 
 Its output is cut at LIMIT bytes: the first ones (``KEEP=head``, read by coreutils ``head -c``,
@@ -175,6 +188,7 @@ def _refused(allowed: AllowedCommand, roots: Sequence[str], refusal: _Refusal, r
     messages = {
         "outside": f"{where}, which is outside the readable roots ({', '.join(roots) or 'none configured'})",
         "secret": f"{where}, which may hold secrets; Betty never reads such files",
+        "key": f"{where}, which holds a private key; Betty never reads such files",
         "special": f"{where}, which is not a regular file or directory (a pipe, device or socket)",
         "unresolved": f"Betty could not tell where {path} leads on the cluster, so it reads nothing there",
     }
@@ -185,8 +199,9 @@ def _finished(allowed: AllowedCommand, result: CommandResult, keep: str, limit: 
     stderr, truncated = result.stderr, result.stderr.endswith(f"{_MARK}truncated\n")
     if truncated:
         stderr = stderr[: -len(f"{_MARK}truncated\n")]
-    stdout = _relabel(allowed, result.stdout)
-    stderr = _relabel(allowed, stderr, everywhere=True)
+    # A key further into a file than the scan (a long log that prints one) never leaves this step whole.
+    stdout = blank_private_keys(_relabel(allowed, result.stdout))
+    stderr = blank_private_keys(_relabel(allowed, stderr, everywhere=True))
     if truncated:
         stdout = _with_note(stdout, keep, limit)
     return CommandResult(allowed.argv, stdout, stderr, result.exit_code, result.duration_ms)

@@ -1,7 +1,11 @@
-"""Numbers a job printed (``step=10 loss=0.42``) as a table, for the experiment notebook."""
+"""Numbers a job printed (``step=10 loss=0.42``) as a table, for the experiment notebook.
+
+Only finite numbers count: ``loss=1e999`` (infinite once read) is no value, as in a sweep's metrics.
+"""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pandas as pd
@@ -13,7 +17,7 @@ def parse_metrics(text: str) -> "pd.DataFrame":
     """One row per line that holds ``name=value`` (or ``name: value``) numbers, one column per name."""
     rows = []
     for line in text.splitlines():
-        found = {name: float(value) for name, value in _PAIR.findall(line)}
+        found = {name: number for name, value in _PAIR.findall(line) if math.isfinite(number := float(value))}
         if found:
             rows.append(found)
     return pd.DataFrame(rows)

@@ -32,6 +32,10 @@ LEGEND_ROW = 15
 LEGEND_ROWS = 12
 LABEL_CHARS = 48
 SPREAD = 7
+AXIS_LIMIT = 1e300
+"""The widest value an axis reaches; a task's larger numbers are drawn at its edge."""
+AXIS_FLOOR = 1e-300
+"""Values closer to zero than this are zero to an axis."""
 """The chart's size (narrow, as the side panel is; the legend under the plot makes it taller), its plot's place in
 it, how many tasks its legend names, how long a label may be, and how far apart (pixels) tasks that share a value of
 the parameter are drawn."""
@@ -126,15 +130,23 @@ def final_svg(comparison: Comparison, metric: str, parameter: str) -> str:
 
 
 def _scale(low: float, high: float, start: float, end: float) -> tuple[Callable[[float], float], list[float]]:
-    """A map from [low, high] (widened to round ticks) onto [start, end] pixels, and its ticks."""
-    if high == low:
-        low, high = low - (abs(low) or 1) * 0.1, high + (abs(high) or 1) * 0.1
+    """A map from [low, high] (widened to round ticks) onto [start, end] pixels, and its ticks.
+
+    A task prints what it likes (``loss=1.7e308``, ``5e-324``): the axis covers at most
+    ±:data:`AXIS_LIMIT`, a value beyond it is drawn at the edge, and a span too narrow to tell
+    apart from its values is drawn as one value, so no tick or pixel is ever infinite or NaN.
+    """
+    low, high = (min(max(value, -AXIS_LIMIT), AXIS_LIMIT) for value in (low, high))
+    if high - low <= max(abs(low), abs(high), AXIS_FLOOR) * 1e-9:
+        middle = low / 2 + high / 2
+        half = abs(middle) * 0.1 if abs(middle) > AXIS_FLOOR else 1.0
+        low, high = middle - half, middle + half
     step = tick_step(high - low)
     first, last = math.floor(low / step) * step, math.ceil(high / step) * step
     ticks = [first + step * n for n in range(round((last - first) / step) + 1)]
 
     def place(value: float) -> float:
-        return start + (end - start) * (value - first) / (last - first)
+        return start + (end - start) * (min(max(value, first), last) - first) / (last - first)
 
     return place, ticks
 

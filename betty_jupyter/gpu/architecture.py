@@ -7,12 +7,16 @@ tests check the arithmetic against each model's published size.
 
 from __future__ import annotations
 
-import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from ..errors import GpuEstimateError
+from ..json_text import parse_json
+
+LARGEST_FIELD = 2**31 - 1
+"""The largest size a config.json field may give (layers, heads, widths, vocabulary): no model comes near it."""
 
 Kind = Literal["decoder", "encoder", "encoder-decoder"]
 MlpKind = Literal["gated", "plain"]
@@ -217,10 +221,10 @@ def load_config(source: str | Path | Mapping[str, Any], name: str | None = None)
     if path.is_dir():
         path = path / "config.json"
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = parse_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise GpuEstimateError(f"no config.json at {path}; pass a catalog name or the path to a config.json") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise GpuEstimateError(f"{path} is not a readable JSON config ({exc}); download it again") from exc
     if not isinstance(config, dict):
         raise GpuEstimateError(f"{path} does not hold a JSON object; is it really a model's config.json?")
@@ -236,26 +240,36 @@ def _from_config(config: dict[str, Any], name: str) -> Architecture:
     return _decoder(config, name, model_type)
 
 
-def _field(config: dict[str, Any], *keys: str, default: Any = None) -> Any:
-    """The first of ``keys`` present in ``config``; an error naming the field when none is."""
+def _field(config: dict[str, Any], *keys: str, default: Any = None, least: int = 1) -> Any:
+    """The first of ``keys`` present in ``config``, a whole number from ``least`` to :data:`LARGEST_FIELD`;
+    an error naming the field when none is present or its value is not such a number (``NaN``, ``-4``, ``0``)."""
     for key in keys:
         if config.get(key) is not None:
             value = config[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise GpuEstimateError(f"config.json field `{key}` should be a number, not {value!r}")
+                raise GpuEstimateError(f"config.json field `{key}` should be a number, not {_shown(value)}")
+            if not (isinstance(value, int) or (math.isfinite(value) and value.is_integer())) \
+                    or not least <= value <= LARGEST_FIELD:
+                raise GpuEstimateError(f"config.json field `{key}` is {_shown(value)}; a model's sizes are whole "
+                                       f"numbers from {least} to {LARGEST_FIELD:,}")
             return int(value)
     if default is not None:
         return default
     raise GpuEstimateError(f"config.json has no `{keys[0]}` field; it is needed to size the model")
 
 
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _decoder(config: dict[str, Any], name: str, model_type: str) -> Architecture:
     hidden = _field(config, "hidden_size", "n_embd", "d_model")
     heads = _field(config, "num_attention_heads", "n_head")
     layers = _field(config, "num_hidden_layers", "n_layer")
-    head_dim = _field(config, "head_dim", default=hidden // heads)
+    head_dim = _field(config, "head_dim", default=max(1, hidden // heads))
     experts = _field(config, "num_local_experts", "num_experts", default=1)
-    window = config.get("sliding_window") if config.get("use_sliding_window", True) else None
+    window = _field(config, "sliding_window", default=0, least=0) if config.get("use_sliding_window", True) else 0
     return Architecture(
         name=name,
         layers=layers,
@@ -270,8 +284,8 @@ def _decoder(config: dict[str, Any], name: str, model_type: str) -> Architecture
         norms_per_layer=4 if model_type in ("gemma2", "gemma3") else 2,
         experts=experts,
         experts_per_token=_field(config, "num_experts_per_tok", default=min(2, experts)),
-        sliding_window=int(window) if isinstance(window, int) else None,
-        sliding_window_layers=_window_layers(config, model_type, layers) if isinstance(window, int) else 0,
+        sliding_window=window or None,
+        sliding_window_layers=_window_layers(config, model_type, layers) if window else 0,
         max_context=_field(config, "max_position_embeddings", default=4096),
         score_softcap=bool(config.get("attn_logit_softcapping")),
     )
@@ -284,7 +298,7 @@ def _window_layers(config: dict[str, Any], model_type: str, layers: int) -> int:
     if model_type in ("gemma2",):
         return layers // 2  # Gemma 2 alternates local and global attention
     if model_type.startswith("qwen2"):
-        return max(0, layers - int(_field(config, "max_window_layers", default=layers)))
+        return max(0, layers - int(_field(config, "max_window_layers", default=layers, least=0)))
     return layers
 
 
@@ -298,7 +312,7 @@ def _bert(config: dict[str, Any], name: str) -> Architecture:
         hidden=hidden,
         heads=heads,
         kv_heads=heads,
-        head_dim=hidden // heads,
+        head_dim=max(1, hidden // heads),
         intermediate=_field(config, "intermediate_size"),
         vocab=_field(config, "vocab_size"),
         mlp="plain",
@@ -306,7 +320,7 @@ def _bert(config: dict[str, Any], name: str) -> Architecture:
         linear_bias=True,
         qkv_bias=True,
         position_embeddings=_field(config, "max_position_embeddings", default=512),
-        token_types=_field(config, "type_vocab_size", default=2),
+        token_types=_field(config, "type_vocab_size", default=2, least=0),
         dropout=True,
         max_context=_field(config, "max_position_embeddings", default=512),
     )
@@ -329,7 +343,7 @@ def _t5(config: dict[str, Any], name: str) -> Architecture:
         vocab=_field(config, "vocab_size"),
         tied_embeddings=bool(config.get("tie_word_embeddings", True)),
         mlp="gated" if gated else "plain",
-        relative_attention_buckets=_field(config, "relative_attention_num_buckets", default=32),
+        relative_attention_buckets=_field(config, "relative_attention_num_buckets", default=32, least=0),
         dropout=True,
         max_context=512,
     )

@@ -9,12 +9,12 @@ id (``X-Betty-Delivery``) seen before answers ``200`` with the run it started th
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from tornado import web
 
 from ..agent.automations.transcripts import read_transcript, transcript_path
+from ..json_text import parse_json
 from .base import BettyHandler, refused
 
 try:
@@ -218,7 +218,7 @@ class HookHandler(BettyHandler):
         if len(body) > MAX_PAYLOAD:
             raise refused(413, f"the delivery is over {MAX_PAYLOAD // 1024} KiB; send the fields the automation needs")
         try:
-            return json.loads(body) if body.strip() else None
+            return parse_json(body) if body.strip() else None
         except ValueError as exc:
             raise refused(400, f"the delivery is not valid JSON ({exc})") from None
 

@@ -23,6 +23,7 @@ from tornado import web
 
 from ..agent.vocabulary import Face
 from ..errors import ActionLogError, BettyError, ModelError, SlurmError, TransportError
+from ..json_text import TooDeep, parse_json
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -72,12 +73,24 @@ def error_message(error: BaseException | None, status: int) -> str:
 def json_object(text: bytes | str) -> dict[str, Any]:
     """A request body that must be one JSON object (an empty body is ``{}``); 400 otherwise."""
     try:
-        data = json.loads(text) if text and text.strip() else {}
+        data = parse_json(text) if text and text.strip() else {}
+    except TooDeep as exc:
+        raise refused(400, f"the request body is refused: {exc}; send a flatter JSON object") from None
     except ValueError as exc:
         raise refused(400, f"the request body is not valid JSON ({exc}); send one JSON object") from None
     if not isinstance(data, dict):
         raise refused(400, f"the request body must be one JSON object, not {type(data).__name__}")
     return data
+
+
+def _refuse_deep(text: bytes | str) -> None:
+    """400 when ``text`` is JSON nested too deep; anything else is for the route to judge."""
+    try:
+        parse_json(text)
+    except TooDeep as exc:
+        raise refused(400, f"the request body is refused: {exc}; send a flatter JSON object") from None
+    except ValueError:
+        return
 
 
 def parse_body(model: type[B], text: bytes | str) -> B:
@@ -137,9 +150,15 @@ class BettyHandler(ExtensionHandlerMixin, APIHandler):
         return approver(self.current_user, Face.SERVER_API)
 
     async def prepare(self) -> None:  # type: ignore[override]  # as APIHandler's own
-        """Authenticate (Jupyter's own), then make sure the Assistant and its job watcher run on this loop."""
+        """Authenticate (Jupyter's own), then make sure the Assistant and its job watcher run on this loop.
+
+        A body nested deeper than any route reads is refused here, on every route, before a handler
+        (or a route that reads no body) meets it.
+        """
         await super().prepare()
         if self.current_user:
+            if self.request.method in ("POST", "PUT", "PATCH") and self.request.body.strip():
+                _refuse_deep(self.request.body)
             self.services.start()
 
     # ----- input --------------------------------------------------------------------------------

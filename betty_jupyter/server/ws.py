@@ -19,6 +19,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..agent.vocabulary import Decision, Face
 from ..errors import BettyError
+from ..json_text import parse_json
 from .base import approver, refused
 from .open_notebook import remember_context
 
@@ -89,7 +90,7 @@ class ChatSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
         from .models import ApprovalMessage, AskMessage, SocketMessage
 
         try:
-            data = json.loads(message)
+            data = parse_json(message)
             request = TypeAdapter(SocketMessage).validate_python(data)
             if isinstance(request, AskMessage):
                 remember_context(self.settings, self.services, self.session_id, request.context)

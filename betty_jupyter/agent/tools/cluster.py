@@ -66,9 +66,10 @@ class ClusterRun(Tool[RunArgs]):
     tier = Tier.ONCE_PER_SESSION
 
     def rule_values(self, ctx: ToolContext, args: RunArgs) -> dict[str, Any]:
-        """The command as it will run (``' cat x'``, ``"'c'at x"`` → ``cat /home/me/x``); as written when refused."""
+        """The command's one canonical spelling (``' cat x'``, ``"'c'at -- x"`` → ``cat /home/me/x``, ``head -n5 x``
+        → ``head -n 5 /home/me/x``); as written when refused."""
         try:
-            return {"command": ctx.policy().check(args.command).command_line}
+            return {"command": ctx.policy().check(args.command).canonical}
         except BettyError:
             return super().rule_values(ctx, args)
 

@@ -33,12 +33,27 @@ from .result import TracedEstimate, TracePoint
 EXTRA = "the traced estimate needs PyTorch, transformers and peft: pip install 'betty-jupyter[trace]'"
 _EXTRA_MODULES = ("torch", "transformers", "peft")
 _HOPPER_AND_LATER = ("H100", "H200", "GH200", "B100", "B200")
+MAX_LAYERS = 256
+"""The most layers a trace builds and runs (Llama 3.1 405B has 126): one costs about a tenth of a second of CPU."""
+MAX_EXPERTS = 512
+"""The most experts per layer a trace builds (the largest published mixtures have 256)."""
 
 __all__ = ["EXTRA", "TraceUnavailableError", "TracePoint", "TracedEstimate", "trace_estimate"]
 
 
 class TraceUnavailableError(GpuEstimateError):
     """The trace's optional packages (the ``trace`` extra) are not installed."""
+
+
+def check_size(arch: Architecture) -> None:
+    """Refuse in one line a model the trace would take minutes to build and run (the formula estimate covers it)."""
+    layers = arch.layers + arch.encoder_layers
+    if layers > MAX_LAYERS:
+        raise GpuEstimateError(f"{arch.name} has {layers:,} layers; the trace runs at most {MAX_LAYERS}; "
+                               "drop --trace for the formula estimate")
+    if arch.experts > MAX_EXPERTS:
+        raise GpuEstimateError(f"{arch.name} has {arch.experts:,} experts per layer; the trace builds at most "
+                               f"{MAX_EXPERTS}; drop --trace for the formula estimate")
 
 
 def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request: EstimateRequest,
@@ -49,6 +64,7 @@ def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request
     """
     arch = resolve_model(model)
     request = request.checked()
+    check_size(arch)
     try:
         from .run import run_trace  # lazy: torch, transformers and peft are the optional trace extra
     except ImportError as error:
