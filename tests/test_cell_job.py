@@ -74,7 +74,10 @@ def test_the_script_without_an_environment_uses_the_clusters_python3() -> None:
         f"#SBATCH --chdir={RUN_DIR}\n#SBATCH --output={RUN_DIR}/cell.out\n#SBATCH --error={RUN_DIR}/cell.err\n"
         "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;\n"
         "# cell_runner.py runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.\n"
-        "export MPLBACKEND=Agg\nexec python3 -u cell_runner.py\n")
+        "# Nothing runs unless the directory is yours alone (mode 700).\n"
+        f"cd -- {RUN_DIR} && [[ -O . && \"$(stat -c %a .)\" == 700 ]] || "
+        f"{{ echo \"betty: {RUN_DIR} is not yours alone; the cell was not run\" >&2; exit 1; }}\n"
+        "export MPLBACKEND=Agg\nexec python3 -u cell_runner.py 0123\n")
     assert CellEnvironment().describe().startswith("the cluster's default python3")
 
 
@@ -83,7 +86,7 @@ def test_the_script_loads_modules_and_runs_the_environments_python() -> None:
     script = CellJob(RUN_DIR, "gpu", 60, 2, environment, "cell-train").script()
     assert "#SBATCH --gpus=2\n" in script and "#SBATCH --job-name=cell-train\n" in script
     assert script.endswith("module load cuda/12.1 python/3.11\nexport MPLBACKEND=Agg\n"
-                           "exec \"$HOME\"/'envs/it'\"'\"'s'/bin/python3 -u cell_runner.py\n")
+                           "exec \"$HOME\"/'envs/it'\"'\"'s'/bin/python3 -u cell_runner.py 0123\n")
     assert environment.describe() == "torch: module load cuda/12.1 python/3.11; ~/envs/it's/bin/python3"
     assert [argv[-1] for argv, _ in environment.checks()] == [
         "module is-avail cuda/12.1 python/3.11", "test -x \"$HOME\"/'envs/it'\"'\"'s/bin/python3'"]
@@ -93,7 +96,7 @@ def test_a_container_runs_with_the_gpus_when_the_job_has_some() -> None:
     environment = CellEnvironment.parse("box", {"container": "/images/torch.sif"})
     with_gpus = CellJob(RUN_DIR, "gpu", 5, 1, environment).script()
     assert with_gpus.endswith('runtime="$(command -v apptainer || command -v singularity)"\nexport MPLBACKEND=Agg\n'
-                              'exec "$runtime" exec --nv /images/torch.sif python3 -u cell_runner.py\n')
+                              'exec "$runtime" exec --nv /images/torch.sif python3 -u cell_runner.py 0123\n')
     assert 'exec "$runtime" exec /images/torch.sif python3' in CellJob(RUN_DIR, "cpu", 5, 0, environment).script()
 
 
@@ -138,12 +141,13 @@ def run_the_runner(folder: Path, code: str, namespace: dict[str, object], outs: 
     for name in ("cell.py", "inputs.pkl"):
         if (run.folder / name).exists():
             (node / name).write_bytes((run.folder / name).read_bytes())
-    (node / "run.json").write_text(json.dumps({"outs": list(outs), "max_out_bytes": cap}))
+    (node / "run.key").write_text(run.key.hex())
+    (node / "run.json").write_text(json.dumps({"outs": list(outs), "max_out_bytes": cap, "token": run.token}))
     (node / cell_job.RUNNER).write_bytes(cell_job.runner_source())
-    done = subprocess.run([sys.executable, "-u", cell_job.RUNNER], cwd=node, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-u", cell_job.RUNNER, run.token], cwd=node, capture_output=True, text=True,
                           env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"}, timeout=120)
     return {"code": done.returncode, "stdout": done.stdout, "result": parse_result((node / "result.json").read_text()),
-            "node": node}
+            "node": node, "run": run}
 
 
 def test_the_runner_runs_the_cell_on_its_inputs_and_leaves_figures_and_outputs(tmp_path: Path) -> None:
@@ -154,7 +158,7 @@ def test_the_runner_runs_the_cell_on_its_inputs_and_leaves_figures_and_outputs(t
     assert ran["code"] == 0 and ran["stdout"] == "mean 2.0\n" and result.ok and result.error is None
     assert result.figures == ("figure-1.png", "figure-2.png")
     assert (ran["node"] / "figure-1.png").read_bytes()[:4] == b"\x89PNG"
-    assert unpack_outputs((ran["node"] / "outputs.pkl").read_bytes()) == {"mean": 2.0}
+    assert unpack_outputs((ran["node"] / "outputs.pkl").read_bytes(), ["mean", "never_set"]) == {"mean": 2.0}
     assert result.outs == {"mean": {"type": "float", "bytes": result.outs["mean"]["bytes"]}}
     assert result.problems[0] == "--out never_set: the cell did not set never_set"
     assert result.problems[1].startswith("--out unpicklable: a _thread.lock cannot be pickled")
