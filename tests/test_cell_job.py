@@ -4,7 +4,10 @@ environments of a profile, and the runner itself run here on a real cell (the de
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
+import stat
 import subprocess
 import sys
 import threading
@@ -74,7 +77,10 @@ def test_the_script_without_an_environment_uses_the_clusters_python3() -> None:
         f"#SBATCH --chdir={RUN_DIR}\n#SBATCH --output={RUN_DIR}/cell.out\n#SBATCH --error={RUN_DIR}/cell.err\n"
         "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;\n"
         "# cell_runner.py runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.\n"
-        "export MPLBACKEND=Agg\nexec python3 -u cell_runner.py\n")
+        "# Nothing runs unless the directory is yours alone (mode 700).\n"
+        f"cd -- {RUN_DIR} && [[ -O . && \"$(stat -c %a .)\" == 700 ]] || "
+        f"{{ echo \"betty: {RUN_DIR} is not yours alone; the cell was not run\" >&2; exit 1; }}\n"
+        "export MPLBACKEND=Agg\nexec python3 -u cell_runner.py 0123\n")
     assert CellEnvironment().describe().startswith("the cluster's default python3")
 
 
@@ -83,7 +89,7 @@ def test_the_script_loads_modules_and_runs_the_environments_python() -> None:
     script = CellJob(RUN_DIR, "gpu", 60, 2, environment, "cell-train").script()
     assert "#SBATCH --gpus=2\n" in script and "#SBATCH --job-name=cell-train\n" in script
     assert script.endswith("module load cuda/12.1 python/3.11\nexport MPLBACKEND=Agg\n"
-                           "exec \"$HOME\"/'envs/it'\"'\"'s'/bin/python3 -u cell_runner.py\n")
+                           "exec \"$HOME\"/'envs/it'\"'\"'s'/bin/python3 -u cell_runner.py 0123\n")
     assert environment.describe() == "torch: module load cuda/12.1 python/3.11; ~/envs/it's/bin/python3"
     assert [argv[-1] for argv, _ in environment.checks()] == [
         "module is-avail cuda/12.1 python/3.11", "test -x \"$HOME\"/'envs/it'\"'\"'s/bin/python3'"]
@@ -93,7 +99,7 @@ def test_a_container_runs_with_the_gpus_when_the_job_has_some() -> None:
     environment = CellEnvironment.parse("box", {"container": "/images/torch.sif"})
     with_gpus = CellJob(RUN_DIR, "gpu", 5, 1, environment).script()
     assert with_gpus.endswith('runtime="$(command -v apptainer || command -v singularity)"\nexport MPLBACKEND=Agg\n'
-                              'exec "$runtime" exec --nv /images/torch.sif python3 -u cell_runner.py\n')
+                              'exec "$runtime" exec --nv /images/torch.sif python3 -u cell_runner.py 0123\n')
     assert 'exec "$runtime" exec /images/torch.sif python3' in CellJob(RUN_DIR, "cpu", 5, 0, environment).script()
 
 
@@ -138,12 +144,13 @@ def run_the_runner(folder: Path, code: str, namespace: dict[str, object], outs: 
     for name in ("cell.py", "inputs.pkl"):
         if (run.folder / name).exists():
             (node / name).write_bytes((run.folder / name).read_bytes())
-    (node / "run.json").write_text(json.dumps({"outs": list(outs), "max_out_bytes": cap}))
+    (node / "run.key").write_text(run.key.hex())
+    (node / "run.json").write_text(json.dumps({"outs": list(outs), "max_out_bytes": cap, "token": run.token}))
     (node / cell_job.RUNNER).write_bytes(cell_job.runner_source())
-    done = subprocess.run([sys.executable, "-u", cell_job.RUNNER], cwd=node, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-u", cell_job.RUNNER, run.token], cwd=node, capture_output=True, text=True,
                           env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"}, timeout=120)
     return {"code": done.returncode, "stdout": done.stdout, "result": parse_result((node / "result.json").read_text()),
-            "node": node}
+            "node": node, "run": run}
 
 
 def test_the_runner_runs_the_cell_on_its_inputs_and_leaves_figures_and_outputs(tmp_path: Path) -> None:
@@ -154,7 +161,7 @@ def test_the_runner_runs_the_cell_on_its_inputs_and_leaves_figures_and_outputs(t
     assert ran["code"] == 0 and ran["stdout"] == "mean 2.0\n" and result.ok and result.error is None
     assert result.figures == ("figure-1.png", "figure-2.png")
     assert (ran["node"] / "figure-1.png").read_bytes()[:4] == b"\x89PNG"
-    assert unpack_outputs((ran["node"] / "outputs.pkl").read_bytes()) == {"mean": 2.0}
+    assert unpack_outputs((ran["node"] / "outputs.pkl").read_bytes(), ["mean", "never_set"]) == {"mean": 2.0}
     assert result.outs == {"mean": {"type": "float", "bytes": result.outs["mean"]["bytes"]}}
     assert result.problems[0] == "--out never_set: the cell did not set never_set"
     assert result.problems[1].startswith("--out unpicklable: a _thread.lock cannot be pickled")
@@ -184,3 +191,75 @@ def test_the_tools_arguments_refuse_what_could_change_the_script() -> None:
     for bad in ({"partition": "gpu\n#SBATCH --exclusive"}, {"outs": ["a;b"]}, {"run": "../x"}, {"time": 0}):
         with pytest.raises(ToolError, match="invalid arguments"):
             CellRun().parse({**good, **bad})
+
+
+def test_what_is_staged_is_the_persons_alone_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o002)
+    try:
+        run = stage(tmp_path, "print(x)\n", {"x": 41}, ["x"])
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "cell-runs").stat().st_mode) == 0o700
+    assert stat.S_IMODE(run.folder.stat().st_mode) == 0o700
+    for name in ("cell.py", "inputs.pkl", "manifest.json", "key"):
+        assert stat.S_IMODE((run.folder / name).stat().st_mode) == 0o600, name
+    assert len(run.key) == 32 and run.key != stage(tmp_path, "pass\n", {}, []).key, "each run has a key of its own"
+
+
+@pytest.mark.parametrize("swap", ["group-writable folder", "group-writable file", "symlinked folder",
+                                  "another user's folder", "symlinked file"])
+def test_a_staged_run_that_others_could_have_written_is_refused(tmp_path: Path, swap: str) -> None:
+    run = stage(tmp_path, "print(x)\n", {"x": 41}, ["x"])
+    elsewhere = tmp_path / "elsewhere"
+    if swap == "group-writable folder":
+        run.folder.chmod(0o770)
+    elif swap == "group-writable file":
+        (run.folder / "cell.py").chmod(0o660)
+    elif swap == "symlinked folder":
+        run.folder.rename(elsewhere)
+        run.folder.symlink_to(elsewhere)
+    elif swap == "another user's folder":
+        os.chown(run.folder, pwd.getpwnam("nobody").pw_uid, -1)
+    else:
+        (elsewhere / "cell.py").parent.mkdir()
+        (elsewhere / "cell.py").write_text("import os\n")
+        (run.folder / "cell.py").unlink()
+        (run.folder / "cell.py").symlink_to(elsewhere / "cell.py")
+    with pytest.raises(UsageError, match=rf"^cell run {run.token} cannot be used: .*; run the cell again$"):
+        staged(tmp_path, run.token)
+
+
+def test_what_the_runner_sends_back_is_signed_with_the_runs_key(tmp_path: Path) -> None:
+    ran = run_the_runner(tmp_path, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\ny = 3\n", {}, ("y",))
+    run = ran["run"]
+    back = run.back.make()
+    for name in ("result.json", "result.sig", "outputs.pkl", "figure-1.png"):
+        back.write(name, (ran["node"] / name).read_bytes())
+    assert cell_job.check_back(run).figures == ("figure-1.png",)
+    for name, forged in (("figure-1.png", b"\x89PNG forged"), ("outputs.pkl", cloudpickle.dumps({"y": b"x"})),
+                         ("result.json", b'{"ok": true, "figures": []}')):
+        kept = (ran["node"] / name).read_bytes()
+        back.write(name, forged)
+        with pytest.raises(UsageError, match="is not the run's own"):
+            cell_job.check_back(run)
+        back.write(name, kept)
+    other = stage(tmp_path / "other", "y = 3\n", {}, [])
+    other.back.make()
+    for name in ("result.json", "result.sig", "outputs.pkl", "figure-1.png"):
+        other.back.write(name, (ran["node"] / name).read_bytes())
+    with pytest.raises(UsageError, match="is not the run's own"):
+        cell_job.check_back(other), "another run's results, signed with its own key, are not this run's"
+
+
+def test_the_runner_runs_nothing_in_another_runs_directory(tmp_path: Path) -> None:
+    run = stage(tmp_path / "state", "open('ran', 'w').close()\n", {}, [])
+    node = tmp_path / "node"
+    node.mkdir()
+    (node / "cell.py").write_text(run.code)
+    (node / "run.key").write_text(run.key.hex())
+    (node / "run.json").write_text(json.dumps({"outs": [], "max_out_bytes": 10, "token": "f" * 32}))
+    (node / cell_job.RUNNER).write_bytes(cell_job.runner_source())
+    done = subprocess.run([sys.executable, "-u", cell_job.RUNNER, run.token], cwd=node, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "holds another run than the job's" in done.stderr
+    assert not (node / "ran").exists() and not (node / "result.json").exists()

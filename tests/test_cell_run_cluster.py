@@ -105,7 +105,10 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
                       f"#SBATCH --error={run_dir}/cell.err\n"
                       "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;\n"
                       "# cell_runner.py runs the cell, then writes result.json, figure-N.png and outputs.pkl beside "
-                      f"them.\nexport MPLBACKEND=Agg\nexec {sys.prefix}/bin/python3 -u cell_runner.py\n\n"), script
+                      "them.\n# Nothing runs unless the directory is yours alone (mode 700).\n"
+                      f'cd -- {run_dir} && [[ -O . && "$(stat -c %a .)" == 700 ]] || '
+                      f'{{ echo "betty: {run_dir} is not yours alone; the cell was not run" >&2; exit 1; }}\n'
+                      f"export MPLBACKEND=Agg\nexec {sys.prefix}/bin/python3 -u cell_runner.py {token}\n\n"), script
     assert ssh(dev_cluster, f"test -e {run_dir}").returncode == 1, "nothing is sent before the approval"
     assert kernel.run("_run.status").text == "'waiting for approval'"
 
@@ -119,7 +122,8 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
     assert back.text == "(45.0, 9.0, 45.0, b'\\x89PNG', 'COMPLETED')", back.errors
     uploaded = ssh(dev_cluster, f"ls {run_dir}; grep -c never-sent {run_dir}/inputs.pkl {run_dir}/cell.py")
     assert uploaded.stdout.split() == ["cell.err", "cell.out", "cell.py", "cell_runner.py", "figure-1.png",
-                                       "inputs.pkl", "outputs.pkl", "result.json", "run.json",
+                                       "inputs.pkl", "outputs.pkl", "result.json", "result.sig", "run.json",
+                                       "run.key",
                                        f"{run_dir}/inputs.pkl:0", f"{run_dir}/cell.py:0"], uploaded.stdout
     assert ssh(dev_cluster, f"stat -c %a {run_dir}").stdout.strip() == "700", "the run's values are the person's alone"
     # It is an experiment like any other submission: page, notebook and a line in the action log.

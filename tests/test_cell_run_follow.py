@@ -12,7 +12,8 @@ import cloudpickle
 import pytest
 
 from betty_jupyter.agent.models import ToolOutcome
-from betty_jupyter.cluster.cell_job import stage
+from betty_jupyter.cluster.cell_job import StagedRun, stage
+from betty_jupyter.cluster.cell_runner import SIGNED, signature
 from betty_jupyter.errors import CellRunError, UsageError
 from betty_jupyter.notebook.cell_run import CellRun
 from betty_jupyter.notebook.session import Call
@@ -20,10 +21,14 @@ from betty_jupyter.notebook.session import Call
 RUNNING = {"state": "RUNNING", "finished": False, "line": "job 7 RUNNING", "out": "step 1\n", "err": "", "result": None}
 
 
-def submitted(tmp_path: Path, looks: list[dict[str, Any]], namespace: dict[str, Any]) -> tuple[CellRun, threading.Event]:
-    """A run whose card was approved and whose job is 7; each look gives the next of ``looks`` (the last again)."""
+def submitted(tmp_path: Path, looks: list[dict[str, Any]], namespace: dict[str, Any], outs: tuple[str, ...] = ("y",),
+              back: dict[str, bytes] | None = None, signed: bool = True) -> tuple[CellRun, threading.Event]:
+    """A run whose card was approved and whose job is 7; each look gives the next of ``looks`` (the last again).
+    ``back``: the files its job sent back, signed with the run's key (or not)."""
     call = Call("call-1", "cell_run")
     run_files = stage(tmp_path, "y = 2\n", {}, [])
+    if back is not None:
+        sent_back(run_files, back, signed)
     looked = threading.Event()
 
     def poll(token: str, job: str) -> dict[str, Any]:
@@ -31,19 +36,40 @@ def submitted(tmp_path: Path, looks: list[dict[str, Any]], namespace: dict[str, 
         looked.set()
         return looks.pop(0) if len(looks) > 1 else looks[0]
 
-    run = CellRun(call, run_files, ("y",), namespace, poll, lambda job: f"card for {job}", view=None, every=0.01)
+    run = CellRun(call, run_files, outs, namespace, poll, lambda job: f"card for {job}", view=None, every=0.01)
     call.future.set_result(ToolOutcome(summary="submitted job 7", data={"job_id": "7", "run": run_files.token}))
     return run, looked
 
 
+def sent_back(run: StagedRun, files: dict[str, bytes], signed: bool = True) -> None:
+    """Put ``files`` into the run's ``back`` folder with a signature, as ``cell_run_status`` brings them."""
+    back = run.back.make()
+    figures = json.loads(files["result.json"]).get("figures", [])
+    key = run.key if signed else bytes(32)
+    back.write("result.sig", signature(key, run.token, {n: files.get(n) for n in (*SIGNED, *figures)}).encode())
+    for name, data in files.items():
+        back.write(name, data)
+
+
+class Planted:
+    """A value whose unpickling leaves a marker file: what another user would plant."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (self.marker,))
+
+
+def ended(tmp_path: Path) -> dict[str, Any]:
+    return {**RUNNING, "state": "COMPLETED", "finished": True, "out": "step 1\ndone\n", "result": str(tmp_path)}
+
+
 def test_what_comes_back_is_set_in_the_namespace_and_returned(tmp_path: Path) -> None:
-    back = tmp_path / "back"
-    back.mkdir()
-    (back / "result.json").write_text(json.dumps({"ok": True, "figures": [], "outs": {"y": {"type": "int"}}}))
-    (back / "outputs.pkl").write_bytes(cloudpickle.dumps({"y": cloudpickle.dumps(2), "z": cloudpickle.dumps(3)}))
-    ended = {**RUNNING, "state": "COMPLETED", "finished": True, "out": "step 1\ndone\n", "result": str(back)}
+    files = {"result.json": json.dumps({"ok": True, "figures": [], "outs": {"y": {"type": "int"}}}).encode(),
+             "outputs.pkl": cloudpickle.dumps({"y": cloudpickle.dumps(2), "z": cloudpickle.dumps(3)})}
     namespace: dict[str, Any] = {}
-    run, _ = submitted(tmp_path, [RUNNING, ended], namespace)
+    run, _ = submitted(tmp_path, [RUNNING, ended(tmp_path)], namespace, back=files)
     outcome = run.result(timeout=30)
     assert (outcome.state, outcome.values, outcome.stdout) == ("COMPLETED", {"y": 2}, "step 1\ndone\n")
     assert namespace == {"y": 2}, "only the --out names come back"
@@ -53,14 +79,39 @@ def test_what_comes_back_is_set_in_the_namespace_and_returned(tmp_path: Path) ->
 
 
 def test_a_cell_that_raised_raises_with_its_traceback(tmp_path: Path) -> None:
-    back = tmp_path / "back"
-    back.mkdir()
     traceback = 'Traceback (most recent call last):\n  File "<cell>", line 1\nValueError: <b>no</b>\n'
-    (back / "result.json").write_text(json.dumps({"ok": False, "error": traceback}))
-    run, _ = submitted(tmp_path, [{**RUNNING, "state": "FAILED", "finished": True, "result": str(back)}], {})
+    files = {"result.json": json.dumps({"ok": False, "error": traceback}).encode()}
+    run, _ = submitted(tmp_path, [{**RUNNING, "state": "FAILED", "finished": True, "result": str(tmp_path)}], {},
+                       back=files)
     with pytest.raises(CellRunError, match=r"^the cell raised on the cluster: ValueError: <b>no</b> \(the") as raised:
         run.result(timeout=30)
     assert raised.value.traceback == traceback
+
+
+@pytest.mark.parametrize("how", ["unsigned", "planted beside", "outer layer", "no --out"])
+def test_a_planted_pickle_is_never_unpickled(tmp_path: Path, how: str) -> None:
+    marker = tmp_path / "unpickled"
+    planted = cloudpickle.dumps({"y": cloudpickle.dumps(Planted(marker))})
+    result = json.dumps({"ok": True, "figures": [], "outs": {"y": {"type": "int"}}}).encode()
+    files = {"result.json": result, "outputs.pkl": planted}
+    outs: tuple[str, ...] = ("y",)
+    if how == "outer layer":
+        files["outputs.pkl"] = cloudpickle.dumps(Planted(marker))
+    if how == "no --out":
+        outs = ()
+    namespace: dict[str, Any] = {}
+    run, _ = submitted(tmp_path, [ended(tmp_path)], namespace, outs, back=files, signed=how != "unsigned")
+    if how == "planted beside":
+        sent_back(run.run, {"result.json": result})  # the job sent no outputs.pkl; one is planted beside
+        run.run.back.write("outputs.pkl", planted)
+    outcome = run.result(timeout=30)
+    assert not marker.exists() and namespace == {} and outcome.values == {}
+    if how in ("unsigned", "planted beside"):
+        assert outcome.problems == [f"what came back for cell run {run.run.token} is not the run's own (its signature "
+                                    "does not match): nothing of it was loaded; someone else may have written into "
+                                    "its directory on the cluster"]
+    elif how == "outer layer":
+        assert outcome.problems[0].startswith("outputs.pkl names pathlib.Path.touch")
 
 
 def test_stopping_ends_the_wait_and_the_job_goes_on(tmp_path: Path) -> None:

@@ -9,14 +9,22 @@ own directory on the cluster, ``<work_dir>/runs/cell-<token>/``, beside
 environment (:class:`CellEnvironment`) or the cluster's default ``python3``. The runner leaves
 ``result.json`` (:func:`parse_result`), ``figure-N.png`` and ``outputs.pkl``
 (:func:`unpack_outputs`, read back into the kernel for the ``--out`` names only).
+
+Everything staged and everything that comes back lives in folders only the person can write
+(:class:`~.private_folder.PrivateFolder`, checked before each read). Each run has a key of its own,
+made here and sent to the job in its owner-only directory; the job signs what it sends back with
+it, and nothing comes back into the kernel whose signature does not match (:func:`check_back`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import keyword
+import pickle
 import re
+import secrets
 import shlex
 import uuid
 from dataclasses import dataclass, field
@@ -24,6 +32,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, UsageError
+from .cell_runner import SIGNED, signature
+from .private_folder import PrivateFolder
 
 MAX_IN_BYTES = 256 * 2**20
 """The most the ``--in`` values of one cell may be, pickled."""
@@ -34,7 +44,11 @@ MAX_FIGURE_BYTES = 16 * 2**20
 MAX_CODE_CHARS = 100_000
 RUNNER = "cell_runner.py"
 """The runner's file name in the run's directory."""
-RESULT_FILES = ("result.json", "outputs.pkl")
+RESULT_FILES = ("result.json", "result.sig", "outputs.pkl")
+"""What is brought back first; the figures ``result.json`` names follow."""
+KEY_FILE = "key"
+"""The run's key in its staged folder (sent to the job as ``run.key``)."""
+_SMALL = 1 << 20
 
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
 _ENV_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -110,12 +124,26 @@ def pack_inputs(namespace: Mapping[str, Any], names: Sequence[str]) -> tuple[byt
     return data, crossings
 
 
-def unpack_outputs(data: bytes) -> dict[str, Any]:
-    """The ``--out`` values from ``outputs.pkl`` (each pickled on its own by the runner)."""
+class _NamesAndBytes(pickle.Unpickler):
+    """``outputs.pkl``'s outer layer: a dict of names to bytes, which needs no class at all."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise UsageError(f"outputs.pkl names {(module + '.' + name)[:80]}; only names and pickled bytes belong there")
+
+
+def unpack_outputs(data: bytes, names: Sequence[str]) -> dict[str, Any]:
+    """The ``--out`` values named ``names`` from ``outputs.pkl``; no other value is unpickled."""
+    import io
+
     import cloudpickle  # lazy: only a cell run with --out values unpickles anything
 
-    pickled = cloudpickle.loads(data)
-    return {str(name): cloudpickle.loads(value) for name, value in dict(pickled).items()}
+    try:
+        pickled = _NamesAndBytes(io.BytesIO(data)).load()
+    except (pickle.UnpicklingError, EOFError, ValueError, TypeError) as error:
+        raise UsageError(f"outputs.pkl is not what the runner writes ({error})") from None
+    if not isinstance(pickled, dict) or not all(isinstance(v, bytes) for v in pickled.values()):
+        raise UsageError("outputs.pkl is not what the runner writes (names and pickled bytes)")
+    return {name: cloudpickle.loads(pickled[name]) for name in names if name in pickled}
 
 
 def type_name(value: object) -> str:
@@ -130,17 +158,32 @@ class StagedRun:
     """A cell's run as the kernel left it in the project: what will cross the wire once approved."""
 
     token: str
-    folder: Path
+    files: PrivateFolder
+    """The run's staged folder, ``.betty/cell-runs/<token>``."""
     code: str
     crossings: tuple[Crossing, ...]
     inputs_sha256: str
     """The digest of ``inputs.pkl`` (of nothing, without ``--in``); the card names it and the upload checks it."""
 
     @property
+    def folder(self) -> Path:
+        """Where the run is staged."""
+        return self.files.path
+
+    @property
+    def back(self) -> PrivateFolder:
+        """Where what the job sends back is kept: ``back`` in the run's folder."""
+        return self.files.child("back")
+
+    @property
     def inputs(self) -> bytes:
         """The pickled ``--in`` values (``b""`` without any)."""
-        path = self.folder / "inputs.pkl"
-        return path.read_bytes() if path.exists() else b""
+        return self.files.read("inputs.pkl", MAX_IN_BYTES) if self.files.exists("inputs.pkl") else b""
+
+    @property
+    def key(self) -> bytes:
+        """The run's own key: the job signs what it sends back with it. Never shown, logged or sent elsewhere."""
+        return bytes.fromhex(self.files.read(KEY_FILE, 200).decode("ascii", "replace").strip())
 
     def wire_lines(self) -> list[str]:
         """What crosses the wire, one line each: the cell's code, then each ``--in`` value."""
@@ -161,14 +204,20 @@ def stage(state: Path, code: str, namespace: Mapping[str, Any], names: Sequence[
                          "put the code in a module on the cluster and import it")
     data, crossings = pack_inputs(namespace, names)
     token = uuid.uuid4().hex
-    folder = runs_folder(state) / token
-    folder.mkdir(parents=True)
-    (folder / "cell.py").write_text(code, encoding="utf-8")
+    files = run_files(state, token).make()
+    files.write("cell.py", code.encode())
     if data:
-        (folder / "inputs.pkl").write_bytes(data)
+        files.write("inputs.pkl", data)
+    files.write(KEY_FILE, secrets.token_hex(32).encode())
     manifest = {"inputs": [[c.name, c.type, c.bytes] for c in crossings], "sha256": hashlib.sha256(data).hexdigest()}
-    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    files.write("manifest.json", json.dumps(manifest).encode())
     return staged(state, token)
+
+
+def run_files(state: Path, token: str) -> PrivateFolder:
+    """The folder the run staged under ``token`` is kept in; a one-line UsageError for a malformed token."""
+    run_folder(state, token)
+    return PrivateFolder(state, (runs_folder(state).name, token))
 
 
 def run_folder(state: Path, token: str) -> Path:
@@ -179,15 +228,20 @@ def run_folder(state: Path, token: str) -> Path:
 
 
 def staged(state: Path, token: str) -> StagedRun:
-    """The run staged under ``token``; a one-line UsageError when there is none (or its files changed)."""
-    folder = run_folder(state, token)
+    """The run staged under ``token``; a one-line UsageError when there is none (or its files changed, or its
+    folder is not the person's alone)."""
+    files = run_files(state, token)
+    if not files.path.is_dir():
+        raise UsageError(f"no cell run {token} is staged in this project; run the cell again")
     try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        code = (folder / "cell.py").read_text(encoding="utf-8")
-    except (OSError, ValueError) as error:
+        manifest = json.loads(files.read("manifest.json", _SMALL))
+        code = files.read("cell.py", 4 * MAX_CODE_CHARS).decode("utf-8")
+    except ValueError as error:
         raise UsageError(f"no cell run {token} is staged in this project ({error.__class__.__name__}); run the "
                          "cell again") from None
-    run = StagedRun(token, folder, code, tuple(Crossing(*item) for item in manifest["inputs"]), manifest["sha256"])
+    except UsageError as error:
+        raise UsageError(f"cell run {token} cannot be used: {error}; run the cell again") from None
+    run = StagedRun(token, files, code, tuple(Crossing(*item) for item in manifest["inputs"]), manifest["sha256"])
     if hashlib.sha256(run.inputs).hexdigest() != run.inputs_sha256:
         raise UsageError(f"the --in values of cell run {token} changed after they were staged; run the cell again")
     return run
@@ -338,17 +392,26 @@ class CellJob:
                  f"#SBATCH --time={self.minutes}"]
         if self.gpus:
             lines.append(f"#SBATCH --gpus={self.gpus}")
+        here = shlex.quote(self.run_dir)
         lines += [f"#SBATCH --chdir={self.run_dir}", f"#SBATCH --output={self.run_dir}/cell.out",
                   f"#SBATCH --error={self.run_dir}/cell.err",
                   "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;",
                   f"# {RUNNER} runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.",
+                  "# Nothing runs unless the directory is yours alone (mode 700).",
+                  f'cd -- {here} && [[ -O . && "$(stat -c %a .)" == 700 ]] || '
+                  f'{{ echo "betty: {self.run_dir} is not yours alone; the cell was not run" >&2; exit 1; }}',
                   *self.environment.setup_lines(), "export MPLBACKEND=Agg",
-                  self.environment.command(self.gpus)]
+                  self.environment.command(self.gpus, f"{RUNNER} {shlex.quote(self.token)}")]
         return "\n".join(lines) + "\n"
+
+    @property
+    def token(self) -> str:
+        """The run's token, from its directory's name (``cell-<token>``)."""
+        return self.run_dir.rstrip("/").rsplit("/cell-", 1)[-1]
 
     def settings(self) -> bytes:
         """``run.json``: what the runner needs besides the cell."""
-        return json.dumps({"outs": list(self.outs), "max_out_bytes": MAX_OUT_BYTES}).encode()
+        return json.dumps({"outs": list(self.outs), "max_out_bytes": MAX_OUT_BYTES, "token": self.token}).encode()
 
 
 def run_dir(work_dir: str, token: str, kind: str = "cell") -> str:
@@ -390,3 +453,28 @@ def parse_result(text: str) -> CellResult:
     failure = data.get("error")
     return CellResult(ok=bool(data.get("ok")), error=str(failure) if failure else None, figures=tuple(figures),
                       outs=outs, problems=tuple(str(p) for p in data.get("problems", [])))
+
+
+def check_back(run: StagedRun) -> CellResult:
+    """What came back for ``run``, once its signature is checked with the run's key; a one-line UsageError when it
+    was not signed with it (nothing of it is then loaded)."""
+    back = run.back
+    text = back.read("result.json", 4 * 2**20)
+    figures = [str(name) for name in _figure_names(text)]
+    files = {name: back.read(name, MAX_OUT_BYTES) if back.exists(name) else None for name in (*SIGNED, *figures)}
+    signed = back.read("result.sig", 200).decode("ascii", "replace").strip() if back.exists("result.sig") else ""
+    if not hmac.compare_digest(signed.encode(), signature(run.key, run.token, files).encode()):
+        raise UsageError(f"what came back for cell run {run.token} is not the run's own (its signature does not "
+                         "match): nothing of it was loaded; someone else may have written into its directory on "
+                         "the cluster")
+    return parse_result(text.decode("utf-8", "replace"))
+
+
+def _figure_names(text: bytes) -> list[object]:
+    """The figures ``result.json`` names, as the runner signed them (before anything else is read from it)."""
+    try:
+        names = json.loads(text).get("figures", [])
+    except (ValueError, AttributeError):
+        return []
+    return [name for name in names if isinstance(name, str) and _FIGURE.fullmatch(name)] if isinstance(names, list) \
+        else []

@@ -4,29 +4,51 @@ It is uploaded beside the cell (``cell.py``) into the run's directory and starte
 job's script with the environment's ``python3``. It needs only the standard library; cloudpickle
 only when the cell takes ``--in`` or gives ``--out`` values, matplotlib only when the cell uses it.
 
-It reads ``run.json`` (the ``--out`` names and the size cap), ``inputs.pkl`` when present, runs
-the cell as ``__main__`` with the inputs as its globals, saves every open matplotlib figure as
-``figure-N.png``, pickles the ``--out`` values into ``outputs.pkl`` and writes ``result.json``
-last: its presence says the cell has ended. What the cell prints goes to the job's stdout and
-stderr as it would in the notebook. The exit status is 0 when the cell ran, 1 when it raised.
+It is started with the run's token, and runs nothing unless ``run.json`` names the same token
+(so a directory swapped for another run's runs nothing). It reads ``run.json`` (the ``--out``
+names and the size cap), ``inputs.pkl`` when present, runs the cell as ``__main__`` with the
+inputs as its globals, saves every open matplotlib figure as ``figure-N.png``, pickles the
+``--out`` values into ``outputs.pkl`` and writes ``result.json`` last: its presence says the cell
+has ended. Just before, it signs what comes back (:func:`signature`, with the run's own key from
+``run.key``) into ``result.sig``; the kernel loads nothing whose signature does not match. What
+the cell prints goes to the job's stdout and stderr as it would in the notebook. The exit status
+is 0 when the cell ran, 1 when it raised (or the directory was not the run's).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import linecache
 import os
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 CELL_FILE = "<cell>"
+SIGNED = ("result.json", "outputs.pkl")
+"""The files a signature covers besides the figures ``result.json`` names."""
 
 
-def main(folder: Path) -> int:
+def signature(key: bytes, token: str, files: Mapping[str, bytes | None]) -> str:
+    """HMAC-SHA256 with the run's key over its token and each file's name and digest (None: the file is absent)."""
+    mac = hmac.new(key, b"betty cell run 1\0" + token.encode() + b"\0", hashlib.sha256)
+    for name in sorted(files):
+        data = files[name]
+        digest = b"-" if data is None else hashlib.sha256(data).hexdigest().encode()
+        mac.update(name.encode() + b"\0" + digest + b"\0")
+    return mac.hexdigest()
+
+
+def main(folder: Path, token: str) -> int:
     """Run the cell in ``folder``; 0 when it ran to its end, 1 when it raised (its traceback in the result)."""
     settings = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    if settings.get("token") != token:
+        print("betty: this directory holds another run than the job's; the cell was not run", file=sys.stderr)
+        return 1
+    key = bytes.fromhex((folder / "run.key").read_text(encoding="utf-8").strip())
     code = (folder / "cell.py").read_text(encoding="utf-8")
     result: dict[str, Any] = {"ok": True, "error": None, "figures": [], "outs": {}, "problems": []}
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -43,10 +65,19 @@ def main(folder: Path) -> int:
     result["figures"] = _save_figures(folder)
     outs, problems = _outputs(namespace, settings.get("outs", []), int(settings.get("max_out_bytes", 0)), folder)
     result["outs"], result["problems"] = outs, problems
-    temp = folder / ".result.json"
-    temp.write_text(json.dumps(result), encoding="utf-8")
-    os.replace(temp, folder / "result.json")
+    _finish(folder, key, token, json.dumps(result).encode())
     return 0 if result["ok"] else 1
+
+
+def _finish(folder: Path, key: bytes, token: str, result: bytes) -> None:
+    """Sign what comes back into ``result.sig``, then put ``result.json`` in place: the cell has ended."""
+    figures = [str(name) for name in json.loads(result)["figures"]]
+    files = {name: (folder / name).read_bytes() if (folder / name).exists() else None for name in (*SIGNED, *figures)}
+    files["result.json"] = result
+    (folder / "result.sig").write_text(signature(key, token, files), encoding="utf-8")
+    temp = folder / ".result.json"
+    temp.write_bytes(result)
+    os.replace(temp, folder / "result.json")
 
 
 def _unpickled(data: bytes) -> dict[str, Any]:
@@ -113,4 +144,4 @@ def _type_name(value: object) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path.cwd()))
+    sys.exit(main(Path.cwd(), sys.argv[1] if len(sys.argv) > 1 else ""))

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, MutableMapping
 
 from IPython.display import display
 
-from ..cluster.cell_job import CellResult, StagedRun, parse_result, unpack_outputs
+from ..cluster.cell_job import (
+    MAX_FIGURE_BYTES, MAX_OUT_BYTES, CellResult, StagedRun, check_back, unpack_outputs,
+)
 from ..errors import BettyError, CellRunError, UsageError
 
 if TYPE_CHECKING:
@@ -164,23 +165,22 @@ class CellRun:
         if not look.get("result"):
             outcome.problems.append(f"the job ended {look['state']} before the cell did: nothing came back")
             return outcome
-        back = Path(str(look["result"]))
         try:
-            result = parse_result((back / "result.json").read_text(encoding="utf-8"))
-            self._take(outcome, result, back)
-        except (OSError, BettyError) as error:
-            outcome.problems.append(f"what came back could not be read: {error}")
+            self._take(outcome, check_back(self.run))
+        except BettyError as error:
+            outcome.problems.append(str(error))
         except Exception as error:  # unpickling a value runs its classes' code: any failure is that value's
             outcome.problems.append(f"--out values could not be unpickled here ({type(error).__name__}: {error})")
         return outcome
 
-    def _take(self, outcome: CellOutcome, result: CellResult, back: Path) -> None:
+    def _take(self, outcome: CellOutcome, result: CellResult) -> None:
+        """What the run's own signature vouches for: its figures, and the ``--out`` values, only when asked for."""
+        back = self.run.back
         outcome.error = result.error
         outcome.problems.extend(result.problems)
-        outcome.figures = [(back / name).read_bytes() for name in result.figures if (back / name).exists()]
-        if (back / "outputs.pkl").exists():
-            values = unpack_outputs((back / "outputs.pkl").read_bytes())
-            outcome.values = {name: values[name] for name in self.outs if name in values}
+        outcome.figures = [back.read(name, MAX_FIGURE_BYTES) for name in result.figures if back.exists(name)]
+        if self.outs and back.exists("outputs.pkl"):
+            outcome.values = unpack_outputs(back.read("outputs.pkl", MAX_OUT_BYTES), self.outs)
             self._namespace.update(outcome.values)
 
     def _end(self, outcome: CellOutcome) -> None:

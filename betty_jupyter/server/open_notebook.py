@@ -7,23 +7,19 @@ Paths come from the panel, named from Jupyter's root; each is resolved where it 
 
 from __future__ import annotations
 
-import asyncio
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tornado import web
 
 from .base import BettyHandler, refused
+from .repository import branch as git_branch
+from .repository import find_repository, has_changes
 
 if TYPE_CHECKING:
     from ..agent.bulletin import ContextBulletin
     from .models import WorkingPlace
     from .services import BettyServices
-
-GIT_SECONDS = 5.0
-"""How long the chip waits for git's answer."""
-
 
 def server_root(settings: dict[str, object], services: "BettyServices") -> Path:
     """Jupyter's root folder, where the panel's paths start."""
@@ -66,32 +62,11 @@ class WorkingPlaceHandler(BettyHandler):
             raise refused(400, f"{path[:200]!r} is not a notebook inside Betty's workspace")
         folder = (root / path).resolve().parent
         directory = Path(path).parent.as_posix()
-        branch = await _git(folder, "rev-parse", "--abbrev-ref", "HEAD")
-        changes = None if branch is None else await _git(folder, "status", "--porcelain", "--untracked-files=no")
-        place: WorkingPlace = {"directory": "" if directory == "." else directory,
-                               "branch": branch.strip() if branch else None,
-                               "dirty": None if changes is None else bool(changes.strip())}
+        repository = find_repository(folder, self.services.workspace.root)
+        branch = None if repository is None else git_branch(repository)
+        dirty = None if repository is None or branch is None else await has_changes(repository)
+        place: WorkingPlace = {"directory": "" if directory == "." else directory, "branch": branch, "dirty": dirty}
         self.answer(place)
-
-
-async def _git(folder: Path, *argv: str) -> str | None:
-    """What ``git`` prints in ``folder``, or None (no repository, no git, too slow)."""
-    # A repository's own config could name a program for git to run (core.fsmonitor): never here.
-    command = ["git", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-C", str(folder), *argv]
-    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        process = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
-                                                       stderr=asyncio.subprocess.DEVNULL,
-                                                       stdin=asyncio.subprocess.DEVNULL, env=env)
-    except OSError:
-        return None
-    try:
-        out, _ = await asyncio.wait_for(process.communicate(), GIT_SECONDS)
-    except asyncio.TimeoutError:
-        process.kill()
-        await process.wait()
-        return None
-    return out.decode("utf-8", "replace")[:4096] if process.returncode == 0 else None
 
 
 class ChangeResultHandler(BettyHandler):

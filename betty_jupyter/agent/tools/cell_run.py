@@ -15,7 +15,7 @@ from pydantic import Field
 
 from ...cluster import cell_transfer
 from ...cluster.cell_job import (
-    RESULT_FILES, CellJob, StagedRun, cell_environment, parse_result, run_dir, run_folder, staged,
+    RESULT_FILES, CellJob, StagedRun, cell_environment, parse_result, run_dir, run_files, staged,
 )
 from ...errors import UsageError
 from ...experiments.record import slugify, submit_experiment
@@ -122,13 +122,13 @@ class CellRunStatus(Tool[CellRunStatusArgs]):
         where = run_dir(ctx.slurm.work_dir, args.run)
         return Preview(kind="text", title=f"read cell run job {args.job_id}",
                        text=f"read job {args.job_id}'s state and the end of cell.out and cell.err in {where}; once "
-                            "it ended, copy result.json, outputs.pkl and its figures into .betty/cell-runs")
+                            "it ended, copy result.json, its signature, outputs.pkl and its figures into .betty/cell-runs")
 
     async def run(self, ctx: ToolContext, args: CellRunStatusArgs) -> ToolOutcome:
         """The job's state and output tails in ``data``; ``result`` names the local folder once it has ended."""
         try:
-            folder = run_folder(ctx.workspace.state, args.run)
-            if not folder.is_dir():
+            files = run_files(ctx.workspace.state, args.run)
+            if not files.exists("manifest.json"):
                 raise UsageError(f"no cell run {args.run} is staged in this project")
             where = run_dir(await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir), args.run)
             job = await ctx.slurm.job(args.job_id)
@@ -136,12 +136,14 @@ class CellRunStatus(Tool[CellRunStatusArgs]):
             data: dict[str, Any] = {"state": job.state.value, "finished": job.state.finished, "line": job.line(),
                                     "out": out, "err": err, "result": None}
             if job.state.finished:
-                back = folder / "back"
+                back = files.child("back").make()
+                back.empty()
                 copied = await cell_transfer.fetch(ctx.slurm.transport, where, RESULT_FILES, back)
                 if "result.json" in copied:
-                    result = parse_result((back / "result.json").read_text(encoding="utf-8"))
+                    # unchecked here (the kernel checks the run's signature before it loads anything): which files
+                    result = parse_result(back.read("result.json", 4 * 2**20).decode("utf-8", "replace"))
                     await cell_transfer.fetch(ctx.slurm.transport, where, result.figures, back)
-                data["result"] = str(back) if copied else None
+                data["result"] = str(back.path) if copied else None
         except UsageError as error:
             raise ToolError(str(error)) from error
         return ToolOutcome(summary=job.line(), full=job.line(), data=data)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from ...cluster import cell_transfer
+from ...cluster.private_folder import PrivateFolder
 from ...cluster.cell_job import CellEnvironment, cell_environment, run_dir
 from ...cluster.notebook_job import (
     MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, file_digest, inject, notebook_bytes,
@@ -203,8 +204,9 @@ async def bring_back(slurm: "SlurmClient", workspace: "Workspace", experiment: "
     tasks = len(Grid.parse(experiment.sweep["grid"])) if experiment.sweep else 0
     if not where or "/runs/notebook-" not in where:
         raise UsageError(f"{experiment.slug} is not a notebook run; nothing to bring back")
-    folder = workspace.state / "notebook-runs" / experiment.slug
-    copied = await cell_transfer.fetch(slurm.transport, where, executed_names(tasks), folder, MAX_NOTEBOOK_BYTES)
+    kept = PrivateFolder(workspace.state, ("notebook-runs", experiment.slug)).make()
+    folder = kept.path
+    copied = await cell_transfer.fetch(slurm.transport, where, executed_names(tasks), kept, MAX_NOTEBOOK_BYTES)
     written = []
     for name in copied:
         book = read_notebook(folder / name)
