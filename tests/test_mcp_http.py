@@ -1,10 +1,11 @@
 """``/betty/mcp``: the ``mcp`` package's own streamable-HTTP client calls Betty's tools in a real Jupyter server on the
-dev cluster, authenticated by the server's token — Betty's policy deciding, a person answering tier 2 over the
-approvals API, the job really queued in Slurm, every call in the action log under the client's name; without the
-token (or with a wrong one) nothing reaches a tool."""
+dev cluster, with the MCP credential the person made for it — Betty's policy deciding, a person answering tier 2 over
+the approvals API, the job really queued in Slurm, every call in the action log under the client's name and
+credential; without that credential (a wrong one, none, or the Jupyter server's own token) nothing reaches a tool."""
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.error
 import urllib.request
@@ -16,9 +17,11 @@ import pytest
 from jupyter_server_proc import JupyterServer
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_support import CLIENT, TASK, api, card_for, logged, text, until
+from mcp_support import CLIENT, TASK, api, card_for, credential, logged, project, text, until  # noqa: F401
 from mcp_types import CallToolResult
-from notebook_support import SCRIPT, llm, project, server  # noqa: F401 (fixtures)
+
+from betty_jupyter.server.mcp_http import REFUSED
+from notebook_support import SCRIPT, llm, server  # noqa: F401 (fixtures)
 from test_server_support import job_state, scancel
 
 pytestmark = pytest.mark.cluster
@@ -27,7 +30,7 @@ ENDPOINTS = ("legacy", "auto")  # the initialize handshake most clients speak to
 
 
 def over_http(server: JupyterServer, http: httpx2.AsyncClient, query: str = "", mode: str = "auto") -> Client:
-    """The MCP client on the server's ``/betty/mcp``, its HTTP requests made by ``http`` (which holds the token)."""
+    """The MCP client on the server's ``/betty/mcp``, its HTTP requests made by ``http`` (which holds the credential)."""
     return Client(streamable_http_client(f"{server.url}betty/mcp{query}", http_client=http), client_info=CLIENT,
                   mode=mode)
 
@@ -51,9 +54,9 @@ async def actions(server: JupyterServer) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("mode", ENDPOINTS)
-def test_a_client_lists_the_tools_and_reads_the_cluster(server: JupyterServer, mode: str) -> None:
+def test_a_client_lists_the_tools_and_reads_the_cluster(server: JupyterServer, credential: str, mode: str) -> None:
     async def main() -> None:
-        async with with_token(server.token) as http, over_http(server, http, "?mode=auto", mode) as client:
+        async with with_token(credential) as http, over_http(server, http, "?mode=auto", mode) as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             assert {"cluster_queue", "cluster_partitions", "cluster_submit", "cluster_run"} <= set(tools)
             assert "script" in tools["cluster_submit"].input_schema["required"]
@@ -71,14 +74,14 @@ def test_a_client_lists_the_tools_and_reads_the_cluster(server: JupyterServer, m
 
 @pytest.mark.parametrize("mode", ENDPOINTS)
 def test_a_submission_waits_for_a_person_then_is_queued_in_slurm(server: JupyterServer, dev_cluster: dict[str, str],
-                                                                  mode: str) -> None:
+                                                                  credential: str, mode: str) -> None:
     progress: list[str] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append(message or "")
 
     async def main() -> tuple[str, dict[str, Any]]:
-        async with with_token(server.token) as http, over_http(server, http, "?mode=auto", mode) as client:
+        async with with_token(credential) as http, over_http(server, http, "?mode=auto", mode) as client:
             answers: list[CallToolResult] = []
             async with anyio.create_task_group() as tasks:
                 async def submit() -> None:
@@ -110,9 +113,9 @@ def test_a_submission_waits_for_a_person_then_is_queued_in_slurm(server: Jupyter
         scancel(dev_cluster, job_id)
 
 
-def test_a_command_outside_the_allowlist_is_refused(server: JupyterServer) -> None:
+def test_a_command_outside_the_allowlist_is_refused(server: JupyterServer, credential: str) -> None:
     async def main() -> CallToolResult:
-        async with with_token(server.token) as http, over_http(server, http, "?mode=auto") as client:
+        async with with_token(credential) as http, over_http(server, http, "?mode=auto") as client:
             return await client.call_tool("cluster_run", {"command": "squeue; reboot"})
 
     result = anyio.run(main)
@@ -122,12 +125,12 @@ def test_a_command_outside_the_allowlist_is_refused(server: JupyterServer) -> No
 
 @pytest.mark.parametrize("mode", ENDPOINTS)
 def test_a_client_that_goes_away_leaves_no_card_behind(server: JupyterServer, project: dict[str, Any],
-                                                       mode: str) -> None:
+                                                       credential: str, mode: str) -> None:
     page = {"page": f"notes/mcp-http-gone-{mode}.md", "mode": "create", "body": "x\n",
             "frontmatter": {"name": "Gone", "description": "a page nobody approved", "type": "note"}}
 
     async def main() -> dict[str, Any]:
-        async with with_token(server.token) as http, over_http(server, http, "?mode=auto", mode) as client:
+        async with with_token(credential) as http, over_http(server, http, "?mode=auto", mode) as client:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(client.call_tool, "wiki_write", page)
                 card = await card_for(server, "wiki_write")
@@ -141,9 +144,11 @@ def test_a_client_that_goes_away_leaves_no_card_behind(server: JupyterServer, pr
     assert not (project["root"] / "wiki" / "notes" / f"mcp-http-gone-{mode}.md").exists()
 
 
-@pytest.mark.parametrize("token", [None, "not-the-token"])
-def test_without_the_servers_token_no_request_reaches_a_tool(server: JupyterServer, token: str | None) -> None:
-    marker = f"squeue --name=mcp-http-{token or 'none'}"
+@pytest.mark.parametrize("token", [None, "not-the-token", "the Jupyter server's token"])
+def test_without_the_credential_no_request_reaches_a_tool(server: JupyterServer, credential: str,
+                                                          token: str | None) -> None:
+    marker = f"squeue --name=mcp-http-{(token or 'none').split()[-1]}"
+    token = server.token if token == "the Jupyter server's token" else token
 
     async def run_it(http: httpx2.AsyncClient) -> CallToolResult:
         async with over_http(server, http, "?mode=auto") as client:
@@ -156,16 +161,18 @@ def test_without_the_servers_token_no_request_reaches_a_tool(server: JupyterServ
                 await run_it(http)
         assert statuses and set(statuses) == {403}, statuses
         assert not [r for r in await actions(server) if r["args"].get("command") == marker]
-        async with with_token(server.token) as http:  # the same call with the token runs, and is logged
+        async with with_token(credential) as http:  # the same call with the credential runs, and is logged
             assert not (await run_it(http)).is_error
         assert [r for r in await actions(server) if r["args"].get("command") == marker]
 
     anyio.run(main)
 
 
-@pytest.mark.parametrize("authorization", [None, "token not-the-token", "Bearer not-the-token"])
-def test_every_method_of_the_endpoint_refuses_a_request_without_the_token(server: JupyterServer,
-                                                                           authorization: str | None) -> None:
+@pytest.mark.parametrize("authorization", [None, "token not-the-token", "Bearer not-the-token", "jupyter"])
+def test_every_method_of_the_endpoint_refuses_a_request_without_the_credential(server: JupyterServer,
+                                                                                authorization: str | None) -> None:
+    if authorization == "jupyter":  # the person's own token: never handed to another agent, so never taken here
+        authorization = f"Bearer {server.token}"
     body = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}'
     for method in ("POST", "GET", "DELETE"):
         request = urllib.request.Request(f"{server.url}betty/mcp", data=body if method == "POST" else None,
@@ -176,14 +183,15 @@ def test_every_method_of_the_endpoint_refuses_a_request_without_the_token(server
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 403, (method, refused.value.code)
+        assert json.loads(refused.value.read()) == {"error": REFUSED}
         refused.value.close()
 
 
-def test_a_mode_or_cluster_the_server_does_not_know_is_refused(server: JupyterServer) -> None:
+def test_a_mode_or_cluster_the_server_does_not_know_is_refused(server: JupyterServer, credential: str) -> None:
     for query, status, said in (("?mode=yolo", 400, "?mode= is one of off, propose, confirm, auto, not 'yolo'"),
                                 ("?cluster=elsewhere", 404, "no cluster called 'elsewhere'")):
         request = urllib.request.Request(f"{server.url}betty/mcp{query}", data=b"{}", method="POST",
-                                         headers={"Authorization": f"token {server.token}"})
+                                         headers={"Authorization": f"token {credential}"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == status and said in refused.value.read().decode()
