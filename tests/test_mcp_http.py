@@ -5,6 +5,7 @@ credential; without that credential (a wrong one, none, or the Jupyter server's 
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import urllib.error
@@ -196,3 +197,94 @@ def test_a_mode_or_cluster_the_server_does_not_know_is_refused(server: JupyterSe
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == status and said in refused.value.read().decode()
         refused.value.close()
+
+
+AROUND_BETTY = [("POST", "betty/api/approvals/{card}", {"decision": "approved"}),
+                ("POST", "betty/api/approvals/{card}", {"decision": "edited", "args": {"script": "#!/bin/bash\nid\n"}}),
+                ("POST", "betty/api/approvals/{card}/preview", {"args": {"script": "#!/bin/bash\nid\n"}}),
+                ("GET", "betty/api/approvals", None), ("GET", "betty/api/actions", None),
+                ("GET", "betty/api/sessions/{session}/events", None),
+                ("PUT", "betty/api/sessions/{session}/mode", {"mode": "auto"}),
+                ("POST", "betty/api/sessions/{session}/tools/cluster_submit",
+                 {"args": {"script": SCRIPT.format(name="mcp-around", seconds=1)}, "caller": "person"}),
+                ("POST", "betty/api/sessions", {"mode": "auto"}),
+                ("POST", "betty/api/mcp/credentials", {"name": "another"}),
+                ("DELETE", "betty/api/mcp/credentials/test-client", None),
+                ("POST", "api/kernels", {}), ("POST", "api/terminals", {}), ("GET", "api/contents", None),
+                ("PUT", "api/contents/planted.py", {"type": "file", "format": "text", "content": "import os"})]
+"""What an agent holding its MCP credential would try, to make a tier-2 call happen without the person."""
+
+
+def test_a_client_cannot_answer_its_own_card_nor_reach_around_betty(server: JupyterServer, project: dict[str, Any],
+                                                                    credential: str) -> None:
+    async def main() -> tuple[dict[str, Any], list[CallToolResult]]:
+        answers: list[CallToolResult] = []
+        async with with_token(credential) as http, over_http(server, http, "?mode=auto") as client:
+            assert not [tool.name for tool in (await client.list_tools()).tools if "approv" in tool.name]
+            async with anyio.create_task_group() as tasks:
+                async def submit() -> None:
+                    script = SCRIPT.format(name="mcp-own-card", seconds=300)
+                    answers.append(await client.call_tool("cluster_submit", {"script": script, "goal": "own card"}))
+
+                tasks.start_soon(submit)
+                card = await card_for(server, "cluster_submit")
+                for method, route, body in AROUND_BETTY:
+                    url = server.url + route.format(card=card["approval_id"], session=card["session_id"])
+                    for authorization in (f"Bearer {credential}", f"token {credential}"):
+                        tried = await http.request(method, url, json=body, headers={"Authorization": authorization})
+                        assert tried.status_code == 403, (method, route, tried.status_code, tried.text)
+                assert card["approval_id"] in {a["approval_id"] for a in (await api(server, "GET", "approvals"))[
+                    "approvals"]}  # still open: only the person answers it
+                assert not answers
+                await api(server, "POST", f"approvals/{card['approval_id']}", {"decision": "denied", "face": "notebook"})
+        return card, answers
+
+    card, answers = anyio.run(main)
+    assert answers[0].is_error and "not run: denied" in text(answers[0])
+    line = server.request("GET", "actions?limit=1000")["actions"]
+    record = next(r for r in line if r["call_id"] == card["call_id"])
+    assert (record["decision"], record["task"]) == ("denied", TASK)
+    assert record["approver"] == f"{getpass.getuser()} (notebook)"  # who really answered, where
+    assert not (project["root"] / "planted.py").exists()
+    assert server.request("GET", "mcp/credentials")["credentials"][0]["name"] == "test-client"  # nothing revoked
+
+
+def test_revoking_a_credential_cancels_its_open_card_and_refuses_its_next_request(server: JupyterServer) -> None:
+    token = server.request("POST", "mcp/credentials", {"name": "soon-revoked"})["token"]
+    shown = server.request("GET", "mcp/credentials")["credentials"]
+    assert "soon-revoked" in {c["name"] for c in shown} and token not in json.dumps(shown)
+    page = {"page": "notes/revoked.md", "mode": "create", "body": "x\n",
+            "frontmatter": {"name": "Revoked", "description": "a page of a revoked client", "type": "note"}}
+
+    async def main() -> tuple[dict[str, Any], CallToolResult]:
+        async with with_token(token) as http, over_http(server, http, "?mode=auto") as client:
+            answers: list[CallToolResult] = []
+            async with anyio.create_task_group() as tasks:
+                async def write() -> None:
+                    answers.append(await client.call_tool("wiki_write", page))
+
+                tasks.start_soon(write)
+
+                async def open_card() -> dict[str, Any] | None:
+                    return next((a for a in (await api(server, "GET", "approvals"))["approvals"]
+                                 if a["task"] == "betty-test-client (mcp:soon-revoked)"), None)
+
+                card = await until("the card", open_card)
+                revoked = await api(server, "DELETE", "mcp/credentials/soon-revoked")
+                assert revoked["cancelled"] == [card["approval_id"]]
+            with pytest.raises(Exception):
+                await client.list_tools()
+        return card, answers[0]
+
+    card, answer = anyio.run(main)
+    assert answer.is_error and "not run: cancelled" in text(answer), text(answer)
+    statuses: list[int] = []
+
+    async def again() -> None:
+        async with with_token(token, statuses) as http:
+            with pytest.raises(Exception):
+                async with over_http(server, http, "?mode=auto") as client:
+                    await client.list_tools()
+
+    anyio.run(again)
+    assert statuses and set(statuses) == {403}

@@ -45,12 +45,14 @@ class CredentialsHandler(BettyHandler):
 
 
 class CredentialHandler(BettyHandler):
-    """``DELETE mcp/credentials/{name}``: revoke one; it stops working at the client's next request."""
+    """``DELETE mcp/credentials/{name}``: revoke one; it stops working at the client's next request, and the cards
+    its calls left open are cancelled."""
 
     @web.authenticated
     def delete(self, name: str) -> None:
-        """``{revoked: McpCredentialInfo}``; 400 when there is none of that name."""
-        self.answer({"revoked": _shown(McpCredentials().revoke(name))})
+        """``{revoked: McpCredentialInfo, cancelled: [approval ids]}``; 400 when there is none of that name."""
+        gone = McpCredentials().revoke(name)
+        self.answer({"revoked": _shown(gone), "cancelled": self.services.revoked(gone.caller)})
 
 
 handlers = [
