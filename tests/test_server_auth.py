@@ -57,10 +57,11 @@ def test_the_route_table_is_the_contracts():
     assert len(served) == 65
 
 
-def test_only_the_webhook_route_skips_jupyters_authentication():
+def test_only_the_webhook_and_mcp_routes_skip_jupyters_authentication():
     skipping = [(method.upper(), concrete(pattern)) for pattern, handler in handlers for method in METHODS
                 if method in vars(handler) and getattr(getattr(handler, method), "__allow_unauthenticated", False)]
-    assert skipping == [("POST", "/betty/api/hooks/x1")]
+    assert sorted(skipping) == [("DELETE", "/betty/mcp"), ("GET", "/betty/mcp"), ("POST", "/betty/api/hooks/x1"),
+                                ("POST", "/betty/mcp")]
 
 
 @pytest.mark.parametrize("authorization", [None, "token not-the-token"])

@@ -32,7 +32,7 @@ from tornado.iostream import StreamClosedError
 from ..agent.vocabulary import MODES
 from ..errors import BettyError
 from ..mcp_credentials import McpCredential, McpCredentials
-from .base import BettyHandler, refused
+from .base import BettyHandler, allow_unauthenticated, refused
 
 if TYPE_CHECKING:
     from ..mcp_server import Context, SessionOptions
@@ -157,14 +157,17 @@ class McpHandler(BettyHandler):
     def check_xsrf_cookie(self) -> None:
         """No XSRF check: no cookie is ever accepted here, only the credential in the header."""
 
+    @allow_unauthenticated  # not Jupyter's to authenticate: prepare() takes the MCP credential, and only it
     async def post(self) -> None:
         """A JSON-RPC message from the client."""
         await self._serve()
 
+    @allow_unauthenticated  # not Jupyter's to authenticate: prepare() takes the MCP credential, and only it
     async def get(self) -> None:
         """The stream of a session's messages to the client."""
         await self._serve()
 
+    @allow_unauthenticated  # not Jupyter's to authenticate: prepare() takes the MCP credential, and only it
     async def delete(self) -> None:
         """The client ends its session."""
         await self._serve()
