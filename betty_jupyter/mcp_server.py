@@ -185,7 +185,8 @@ def _client_name(ctx: Context, caller: str | None) -> str:
     name them: ``claude-code (mcp:laptop)``."""
     params = ctx.session.client_params
     name = params.client_info.name if params is not None else ""
-    printable = "".join(c for c in name if c.isprintable())[:60].strip()
+    # no parentheses: only the credential's part, which the client does not choose, is in them
+    printable = "".join(c for c in name if c.isprintable() and c not in "()")[:60].strip()
     return f"{printable or 'an MCP client'} ({caller or 'MCP'})"
 
 

@@ -19,7 +19,7 @@ from jupyter_server_proc import JupyterServer
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_support import CLIENT, TASK, api, card_for, credential, logged, project, text, until  # noqa: F401
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, Implementation
 
 from betty_jupyter.server.mcp_http import REFUSED
 from notebook_support import SCRIPT, llm, server  # noqa: F401 (fixtures)
@@ -321,3 +321,20 @@ def test_a_credential_revoked_with_the_cli_while_its_call_waits_cancels_the_card
     record = anyio.run(until, "the card cancelled", lambda: logged(server, card["call_id"]))
     assert (record["decision"], record["ok"]) == ("cancelled", None)
     assert not (project["root"] / "wiki" / "notes" / "cli-revoked.md").exists()
+
+
+@pytest.mark.parametrize(("name", "shown"), [("claude-code (mcp:someone-else)", "claude-code mcp:someone-else"),
+                                             ("red\x1b[31m\u202eevil\n", "red[31mevil"), ("", "an MCP client"),
+                                             ("x" * 200, "x" * 60)])
+def test_a_client_cannot_pass_itself_off_as_another_credential(server: JupyterServer, credential: str, name: str,
+                                                               shown: str) -> None:
+    async def main() -> None:
+        async with with_token(credential) as http, \
+                Client(streamable_http_client(f"{server.url}betty/mcp?mode=auto", http_client=http),
+                       client_info=Implementation(name=name, version="1"), mode="legacy") as client:
+            assert not (await client.call_tool("cluster_partitions", {})).is_error
+
+    anyio.run(main)
+    tasks = {r["task"] for r in server.request("GET", "actions?limit=1000")["actions"]}
+    assert f"{shown} (mcp:test-client)" in tasks
+    assert not [task for task in tasks if task and task.endswith("(mcp:someone-else)")]

@@ -81,9 +81,11 @@ async def test_every_route_refuses_a_request_without_a_valid_token(jp_serverapp,
     assert not (jp_root_dir / ".betty").exists()  # nothing of Betty's ran, not even its watcher
 
 
-@pytest.mark.parametrize("authorization", [None, "token not-the-token"])
+@pytest.mark.parametrize("authorization", [None, "token not-the-token", "an MCP credential"])
 async def test_the_chat_socket_refuses_an_anonymous_upgrade(jp_serverapp, http_server_client, jp_http_port, jp_base_url,
                                                             authorization):
+    if authorization == "an MCP credential":
+        authorization = f"Bearer {McpCredentials().add('claude-code', 'http://127.0.0.1:8888/')[1]}"
     headers = {"Authorization": authorization} if authorization else {}
     url = f"ws://localhost:{jp_http_port}{jp_base_url.rstrip('/')}/betty/api/sessions/s-1/ws"
     with pytest.raises(HTTPClientError) as refused:
