@@ -169,3 +169,14 @@ async def test_a_revoked_credential_stops_at_its_next_request(jp_fetch):
     with pytest.raises(HTTPClientError) as refused:
         await jp_fetch("betty", "mcp", method="POST", body=body, headers=headers)
     assert refused.value.code == 403
+
+
+async def test_a_credentials_file_others_could_touch_opens_nothing_and_names_no_path(jp_fetch):
+    credentials = McpCredentials()
+    _, token = credentials.add("ide", "http://127.0.0.1:8888/")
+    credentials.path.chmod(0o664)  # a group member could have planted a hash of their own
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch("betty", "mcp", method="POST", body="{}", headers={"Authorization": f"Bearer {token}"})
+    assert refused.value.code == 403
+    said = json.loads(refused.value.response.body)["error"]
+    assert said.startswith("Betty's MCP endpoint takes only a credential") and str(credentials.path) not in said

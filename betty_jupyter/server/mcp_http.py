@@ -149,7 +149,11 @@ class McpHandler(BettyHandler):
 
     def _credential(self) -> McpCredential:
         scheme, _, token = self.request.headers.get("Authorization", "").strip().partition(" ")
-        credential = McpCredentials().holder(token.strip()) if scheme.lower() in ("bearer", "token") else None
+        try:
+            credential = McpCredentials().holder(token.strip()) if scheme.lower() in ("bearer", "token") else None
+        except BettyError as error:  # told to the person in the server's log, not to whoever knocked
+            self.log.warning("Betty's MCP endpoint refused a request: %s", error)
+            credential = None
         if credential is None:
             raise refused(403, REFUSED)
         return credential
