@@ -1,14 +1,12 @@
 """Betty's tools as an MCP server: where an MCP client's requests become calls in a Betty session.
 
-Two transports serve it, and both hand this module a :class:`Betty`, the server's sessions:
+It is served by the Jupyter server itself at ``/betty/mcp`` over streamable HTTP
+(:mod:`betty_jupyter.server.mcp_http`), which hands it a :class:`Betty` (the server's sessions, in
+process) and takes only a credential Betty issued to the client. ``betty mcp`` over stdio
+(:mod:`betty_jupyter.mcp_stdio`) relays a client's requests to that endpoint, with the same credential.
 
-- ``betty mcp`` over stdio (:mod:`betty_jupyter.mcp_stdio`), reaching a running Jupyter server
-  through Betty's REST API (``docs/server-api.md``);
-- the Jupyter server itself at ``/betty/mcp`` over streamable HTTP (:mod:`betty_jupyter.server.mcp_http`),
-  calling the server's services in process, behind Jupyter's own authentication.
-
-Each client, known by its name (and the cluster and mode it asked for), works in one Betty session
-named after it, opened on its first request:
+Each client, known by its credential, its name (and the cluster and mode it asked for), works in one
+Betty session named after both (``claude-code (mcp:laptop)``), opened on its first request:
 
 - ``tools/list`` is that session's tools: name, description with the tier, and the JSON schema of
   the arguments;
@@ -35,7 +33,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from ._version import __version__
-from .errors import BettyError, UsageError
+from .errors import BettyError
 
 POLL_SECONDS = 25
 INSTRUCTIONS = ("Betty's tools for a Slurm cluster. Betty's policy decides every call: reads may ask a person "
@@ -49,16 +47,22 @@ Context = ServerRequestContext[Any]
 T = TypeVar("T")
 
 
-class SessionGone(UsageError):
-    """The server no longer has the session (Jupyter restarted): open a new one."""
-
-
 @dataclass(frozen=True)
 class SessionOptions:
-    """What a client's session is opened with: the cluster and the mode (None: the server's default)."""
+    """What a client's session is opened with: the cluster and the mode (None: the server's default), and the
+    credential that asks (``mcp:NAME``), which cards and the action log name."""
 
     cluster: str | None = None
     mode: str | None = None
+    caller: str | None = None
+
+
+class Waitable(Protocol):
+    """An event a call can wait on (asyncio's or anyio's)."""
+
+    async def wait(self) -> Any:
+        """Return once the event is set."""
+        ...
 
 
 class Betty(Protocol):
@@ -88,11 +92,14 @@ class Betty(Protocol):
 class BettyFace:
     """The MCP server's two handlers; each client gets one Betty session, opened on its first request.
 
-    ``options`` says, for a request, what its client's session is opened with.
+    ``options`` says, for a request, what its client's session is opened with; ``left``, the event set
+    when the request's calls must stop (its client hung up, or its credential was revoked; None where
+    the transport cannot tell): such a call stops there, and its open card is cancelled.
     """
 
-    def __init__(self, betty: Betty, options: Callable[[Context], SessionOptions]) -> None:
-        self.betty, self.options = betty, options
+    def __init__(self, betty: Betty, options: Callable[[Context], SessionOptions],
+                 left: Callable[[Context], Waitable | None] = lambda ctx: None) -> None:
+        self.betty, self.options, self.left = betty, options, left
         self._sessions: dict[tuple[str, SessionOptions], str] = {}
         self._opening = anyio.Lock()
 
@@ -112,26 +119,27 @@ class BettyFace:
             after = await self._in_session(ctx, self.betty.last_seq)
         except BettyError as error:
             return _result(str(error), error=True)
+        answer: dict[str, Any] | None = None
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self._tell_while_waiting, ctx, call_id, after)
+            left = self.left(ctx)
+            if left is not None:
+                tasks.start_soon(_stop_when_set, left, tasks.cancel_scope)
             try:
                 answer = await self._in_session(ctx, lambda session: self.betty.call(session, params.name, args,
                                                                                       call_id))
             except BettyError as error:
                 answer = {"ok": False, "summary": str(error)}
             tasks.cancel_scope.cancel()
+        if answer is None:  # the call was stopped and its card cancelled: the client left, or lost its credential
+            return _result("not run: the call ended before a person answered (the client left, or its credential "
+                           "was revoked)", error=True)
         return _result(str(answer.get("text") or answer["summary"]), error=not answer["ok"])
 
     async def _in_session(self, ctx: Context, request: Callable[[str], Awaitable[T]]) -> T:
-        """``request`` in the client's session; when the server forgot it (Jupyter restarted), in a new one."""
-        key = (_client_name(ctx), self.options(ctx))
-        session = await self._session_id(key)
-        try:
-            return await request(session)
-        except SessionGone:
-            if self._sessions.get(key) == session:
-                del self._sessions[key]
-        return await request(await self._session_id(key))
+        """``request`` in the client's session (opened by the first request of its client)."""
+        options = self.options(ctx)
+        return await request(await self._session_id((_client_name(ctx, options.caller), options)))
 
     async def _session_id(self, key: tuple[str, SessionOptions]) -> str:
         async with self._opening:
@@ -167,12 +175,19 @@ def mcp_server(face: BettyFace) -> Server[Any]:
                   on_list_tools=face.list_tools, on_call_tool=face.call_tool)
 
 
-def _client_name(ctx: Context) -> str:
-    """The client's own name (printable, short), as Betty's cards and action log name it."""
+async def _stop_when_set(event: Waitable, scope: anyio.CancelScope) -> None:
+    await event.wait()
+    scope.cancel()
+
+
+def _client_name(ctx: Context, caller: str | None) -> str:
+    """The client's own name (printable, short) and the credential that asks, as Betty's cards and action log
+    name them: ``claude-code (mcp:laptop)``."""
     params = ctx.session.client_params
     name = params.client_info.name if params is not None else ""
-    printable = "".join(c for c in name if c.isprintable())[:60].strip()
-    return f"{printable or 'an MCP client'} (MCP)"
+    # no parentheses: only the credential's part, which the client does not choose, is in them
+    printable = "".join(c for c in name if c.isprintable() and c not in "()")[:60].strip()
+    return f"{printable or 'an MCP client'} ({caller or 'MCP'})"
 
 
 def _tool(info: dict[str, Any]) -> types.Tool:

@@ -1,96 +1,133 @@
-"""``betty mcp``: Betty's MCP server (:mod:`betty_jupyter.mcp_server`) over stdio, for a client that starts it.
+"""``betty mcp``: Betty's MCP server over stdio, for a client that starts it, relayed to ``/betty/mcp``.
 
-It reaches a running Jupyter server with Betty's extension through Betty's REST API
-(``docs/server-api.md``): :class:`RestBetty` is the server's sessions as the MCP face sees them,
-every failure one line of Betty's errors.
+Every request of the client (its tools, a call) goes to the Jupyter server's own MCP endpoint
+(:mod:`betty_jupyter.server.mcp_http`) with the client's credential, under the client's own name, and
+its answer (progress included) comes back as it is. So stdio and HTTP are one face with one door: the
+credential is accepted on ``/betty/mcp`` and nowhere else. A call is one HTTP exchange: when the client
+cancels it, or ``betty mcp`` is killed, the connection closes and the server cancels the call's card.
+
+The credential is sent only to the server it was issued for (:func:`server_for`).
 """
 
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 import anyio
-import httpx
+import httpx2
+import mcp_types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
-from .errors import TransportError, UsageError
-from .mcp_server import BettyFace, SessionGone, SessionOptions, mcp_server
+from ._version import __version__
+from .errors import UsageError
+from .mcp_credentials import McpCredentials, digest, server_url
+from .mcp_server import INSTRUCTIONS
+
+Context = ServerRequestContext[Any]
+T = TypeVar("T")
 
 
-class RestBetty:
-    """Betty's sessions on one Jupyter server, over its REST API."""
+def server_for(token: str, url: str | None) -> str:
+    """The Jupyter server ``token`` may be sent to: the one it was issued for, as the person's credentials
+    record it; where they are not on this machine, ``url``, which must be https or this machine's own.
+    UsageError, one line, for any other URL."""
+    issued = next((c for c in McpCredentials().listed() if c.sha256 == digest(token)), None)
+    if issued is not None:
+        if url and server_url(url) != issued.server:
+            raise UsageError(f"this credential ({issued.caller}) was issued for {issued.server}; betty mcp sends it "
+                             f"nowhere else (not to {url[:80]})")
+        return issued.server
+    if not url:
+        raise UsageError("betty mcp needs the Jupyter server's URL for this credential: give it with --url or "
+                         "$BETTY_SERVER_URL")
+    return server_url(url)
 
-    def __init__(self, url: str, client: httpx.AsyncClient) -> None:
-        self.base, self.client = url.rstrip("/") + "/betty/api/", client
 
-    async def open_session(self, agent: str, options: SessionOptions) -> str:
-        """``POST sessions`` for ``agent``."""
-        body = {"cluster": options.cluster, "mode": options.mode, "agent": agent}
-        return str((await self.request("POST", "sessions", body))["session_id"])
+class Relay:
+    """The stdio client's requests, each made of ``/betty/mcp`` on ``server`` with ``token``."""
 
-    async def tools(self, session_id: str) -> list[dict[str, Any]]:
-        """``GET sessions/{id}/tools``."""
-        tools: list[dict[str, Any]] = (await self.request("GET", f"sessions/{session_id}/tools"))["tools"]
-        return tools
+    def __init__(self, server: str, token: str, query: dict[str, str]) -> None:
+        self.endpoint = server + "betty/mcp" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        self.token = token
 
-    async def last_seq(self, session_id: str) -> int:
-        """``GET sessions/{id}``."""
-        return int((await self.request("GET", f"sessions/{session_id}"))["last_seq"])
+    async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        """The server's tools for this client."""
+        return await self._upstream(ctx, lambda client: client.list_tools())
 
-    async def call(self, session_id: str, tool: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
-        """``POST sessions/{id}/tools/{tool}`` as ``caller: "agent"``, as long as the server takes."""
-        body = {"args": args, "caller": "agent", "call_id": call_id}
-        route = f"sessions/{session_id}/tools/" + urllib.parse.quote(tool, safe="")
-        return await self.request("POST", route, body, timeout=None)
+    async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
+        """The client's call, made of the server; its progress (waiting for a person) is passed on."""
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
 
-    async def events(self, session_id: str, after: int, wait: float) -> list[dict[str, Any]]:
-        """``GET sessions/{id}/events`` (a long poll)."""
-        answer = await self.request("GET", f"sessions/{session_id}/events?after={after}&wait={wait:g}",
-                                    timeout=wait + 15)
-        events: list[dict[str, Any]] = answer["events"]
-        return events
-
-    async def request(self, method: str, route: str, body: Any = None, *, timeout: float | None = 30.0,
-                      ) -> dict[str, Any]:
-        """One JSON request to ``route`` (no ``timeout``: as long as the server takes); the decoded answer."""
         try:
-            answer = await self.client.request(method, self.base + route, json=body,
-                                               timeout=httpx.Timeout(timeout, connect=10.0))
-        except httpx.HTTPError as error:
-            raise TransportError(f"Betty's server at {self.base} does not answer ({error or type(error).__name__}); "
-                                 "is Jupyter running with Betty's extension?") from None
-        if answer.status_code == 403:
-            raise UsageError("Betty's server refused the token: set BETTY_SERVER_TOKEN to the Jupyter server's token")
-        said = _error_line(answer)
-        if answer.status_code == 404 and not said:
-            raise UsageError(f"{self.base} is not Betty's API (404): give the Jupyter server's URL, "
-                             "and check that Betty's extension is enabled there")
-        if answer.is_error:
-            kind = SessionGone if answer.status_code == 404 else TransportError if answer.is_server_error else UsageError
-            raise kind(said or f"Betty's server answered {answer.status_code}")
+            return await self._upstream(ctx, lambda client: client.call_tool(params.name, params.arguments or {},
+                                                                             progress_callback=progress))
+        except MCPError as error:
+            return types.CallToolResult(content=[types.TextContent(text=error.message)], is_error=True)
+
+    async def _upstream(self, ctx: Context, request: Callable[[Client], Awaitable[T]]) -> T:
+        """``request`` of the server in one MCP exchange under the client's name; MCPError, one line, when the
+        server refuses or does not answer."""
+        refusal: list[str] = []
+
+        async def heard(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                await response.aread()
+                refusal.append(_error_line(response))
+
+        params = ctx.session.client_params
+        name = params.client_info if params is not None else types.Implementation(name="", version="")
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"},
+                                  timeout=httpx2.Timeout(30, read=None), event_hooks={"response": [heard]})
         try:
-            data: dict[str, Any] = answer.json()
-        except ValueError:
-            raise UsageError(f"{self.base} did not answer in JSON: is it Betty's API?") from None
-        return data
+            async with http, Client(streamable_http_client(self.endpoint, http_client=http),
+                                    client_info=types.Implementation(name=name.name, version=name.version),
+                                    mode="legacy") as client:
+                return await request(client)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as error:  # the relay's boundary: whatever failed becomes one line for the client
+            said = next((line for line in refusal if line), "")
+            if isinstance(error, MCPError) and not said:
+                raise
+            raise MCPError(types.INTERNAL_ERROR, said or (
+                f"Betty's server at {self.endpoint} does not answer ({_first_cause(error)}); "
+                "is Jupyter running with Betty's extension?")) from None
 
 
-def _error_line(answer: httpx.Response) -> str:
+def _error_line(response: httpx2.Response) -> str:
     try:
-        said = answer.json().get("error")
+        said = response.json().get("error")
     except (ValueError, AttributeError):
-        return ""
-    return str(said) if said else ""
+        said = None
+    if said:
+        return str(said)
+    if response.status_code == 404:
+        return f"{response.request.url} is not Betty's MCP endpoint (404): is Betty's extension enabled there?"
+    return f"Betty's server answered {response.status_code}"
 
 
-async def _serve(url: str, token: str, options: SessionOptions) -> None:
-    async with httpx.AsyncClient(headers={"Authorization": f"token {token}"}) as client:
-        server = mcp_server(BettyFace(RestBetty(url, client), lambda ctx: options))
-        async with stdio_server() as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+def _first_cause(error: BaseException) -> str:
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return str(error) or type(error).__name__
 
 
-def serve(url: str, token: str, *, cluster: str | None = None, mode: str | None = None) -> None:
-    """Serve Betty's tools over stdin/stdout until the client closes them."""
-    anyio.run(_serve, url, token, SessionOptions(cluster, mode))
+async def _serve(relay: Relay) -> None:
+    server: Server[Any] = Server("betty", version=__version__, instructions=INSTRUCTIONS,
+                                 on_list_tools=relay.list_tools, on_call_tool=relay.call_tool)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def serve(url: str | None, token: str, *, cluster: str | None = None, mode: str | None = None) -> None:
+    """Serve Betty's tools over stdin/stdout until the client closes them, relayed to the server ``token`` was
+    issued for (UsageError before anything is sent when ``url`` is another)."""
+    query = {key: value for key, value in (("cluster", cluster), ("mode", mode)) if value}
+    anyio.run(_serve, Relay(server_for(token, url), token, query))

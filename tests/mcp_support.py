@@ -1,5 +1,5 @@
-"""What the MCP tests share: the client's name, its answers as text, Betty's API off the event loop, the cards an
-MCP client raised and the action log's lines. No tests here."""
+"""What the MCP tests share: the client's name and credential, its answers as text, Betty's API off the event loop,
+the cards an MCP client raised and the action log's lines. No tests but the ``credential`` fixture."""
 
 from __future__ import annotations
 
@@ -9,11 +9,31 @@ from typing import Any
 import anyio
 import pytest
 from jupyter_server_proc import JupyterServer
+from llm_server import ScriptedLLM
 from mcp_types import CallToolResult, Implementation
+from notebook_support import new_project
 
 GUARD = 180.0  # a guard against a hang on a loaded machine, not a measurement
 CLIENT = Implementation(name="betty-test-client", version="1.0")
-TASK = "betty-test-client (MCP)"
+CREDENTIAL = "test-client"
+TASK = f"betty-test-client (mcp:{CREDENTIAL})"
+
+
+@pytest.fixture(scope="module")
+def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
+    """A project made by ``betty init`` with the dev cluster and the scripted model, and a Jupyter configuration
+    directory of its own, where the person's MCP credentials are kept (never the machine's)."""
+    made = new_project(tmp_path_factory.mktemp("mcp-project"), dev_cluster, llm)
+    made["env"]["JUPYTER_CONFIG_DIR"] = str(tmp_path_factory.mktemp("mcp-jupyter-config"))
+    return made
+
+
+@pytest.fixture(scope="module")
+def credential(server: JupyterServer) -> str:
+    """The MCP credential the person made for the test client, over the panel's REST route."""
+    made: dict[str, Any] = server.request("POST", "mcp/credentials", {"name": CREDENTIAL})
+    assert made["credential"]["server"] == server.url and made["endpoint"] == f"{server.url}betty/mcp"
+    return str(made["token"])
 
 
 def text(result: CallToolResult) -> str:

@@ -1,5 +1,5 @@
 """An MCP client's card answered in the side panel, in a real browser: Debian's Chromium on a real JupyterLab on the
-dev cluster, the ``mcp`` package's client on the server's ``/betty/mcp``.
+dev cluster, the ``mcp`` package's client on the server's ``/betty/mcp`` with the MCP credential the person made for it.
 
 The client asks to submit a job; its tier-2 card is in no chat, yet the panel shows it by itself under "Waiting
 for you", named after the client, with the exact script; the person approves it there, and the client's call
@@ -20,7 +20,7 @@ import httpx2
 from jupyter_server_proc import JupyterServer
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_support import CLIENT, TASK, text
+from mcp_support import CLIENT, CREDENTIAL, TASK, text
 from notebook_support import SCRIPT, llm, project  # noqa: F401 (fixtures)
 from panel_support import (  # noqa: F401 (fixtures)
     WAIT_MS,
@@ -37,9 +37,9 @@ from test_server_support import job_state, scancel
 JOB = SCRIPT.format(name="mcp-panel", seconds=300)
 
 
-async def submit_over_mcp(lab: JupyterServer) -> str:
-    """The client's ``cluster_submit`` call over streamable HTTP, with the server's token; its answer's text."""
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {lab.token}"},
+async def submit_over_mcp(lab: JupyterServer, credential: str) -> str:
+    """The client's ``cluster_submit`` call over streamable HTTP, with its MCP credential; its answer's text."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {credential}"},
                                   timeout=httpx2.Timeout(30, read=WAIT_MS / 1000)) as http:
         async with Client(streamable_http_client(f"{lab.url}betty/mcp?mode=auto", http_client=http),
                           client_info=CLIENT) as client:
@@ -67,7 +67,8 @@ def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: Jupyt
         held: list[Route] = []
         page.route(re.compile(r"/betty/api/approvals/[^/?]+/start(\?|$)"), lambda route: held.append(route))
         panel = open_the_panel(page, lab)
-        calling = outside.submit(anyio.run, submit_over_mcp, lab)
+        credential = lab.request("POST", "mcp/credentials", {"name": CREDENTIAL})["token"]
+        calling = outside.submit(anyio.run, submit_over_mcp, lab, credential)
         waiting = panel.get_by_test_id("betty-waiting")
         item = waiting.get_by_test_id("betty-waiting-item")
         expect(item).to_have_count(1, timeout=WAIT_MS)  # read every 2 s; the client connects meanwhile

@@ -15,14 +15,7 @@ from tornado import web
 
 from ..agent.automations.transcripts import read_transcript, transcript_path
 from ..json_text import parse_json
-from .base import BettyHandler, refused
-
-try:
-    from jupyter_server.auth.decorator import allow_unauthenticated
-except ImportError:  # jupyter_server < 2.13 has no allowlist: every handler decides for itself
-    def allow_unauthenticated(method: Any) -> Any:  # type: ignore[misc]
-        """A no-op where jupyter_server has no such allowlist."""
-        return method
+from .base import BettyHandler, allow_unauthenticated, refused
 
 if TYPE_CHECKING:
     from ..agent.automations.definitions import Automation, AutomationSpec

@@ -25,6 +25,13 @@ from ..agent.vocabulary import Face
 from ..errors import ActionLogError, BettyError, ModelError, SlurmError, TransportError
 from ..json_text import TooDeep, parse_json
 
+try:
+    from jupyter_server.auth.decorator import allow_unauthenticated as allow_unauthenticated
+except ImportError:  # jupyter_server < 2.13 has no allowlist: every handler decides for itself
+    def allow_unauthenticated(method: Any) -> Any:  # type: ignore[misc]
+        """A no-op where jupyter_server has no such allowlist."""
+        return method
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 

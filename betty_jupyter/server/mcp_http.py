@@ -1,10 +1,19 @@
 """``/betty/mcp``: Betty's MCP server (:mod:`betty_jupyter.mcp_server`) over streamable HTTP, in the Jupyter server.
 
-Every request is authenticated by Jupyter as Betty's other routes are (the token in an
-``Authorization`` header or ``?token=``, or the browser's cookie with its XSRF token), then handed,
-as ASGI, to the ``mcp`` package's session manager; its answer streams back, as server-sent events
-while a call waits for a person. The token goes no further than Jupyter: the ``Authorization`` and
-``Cookie`` headers and the query stay here. ``?cluster=`` and ``?mode=`` choose the client's session.
+The route takes one credential and no other: one Betty issued to an MCP client
+(:mod:`betty_jupyter.mcp_credentials`), in an ``Authorization`` header. Jupyter's own authentication
+never sees it, and never runs here: the Jupyter server's token and the browser's cookie are refused,
+so another agent is never handed the person's identity, and the credential opens nothing else
+(every other route is Jupyter's, which does not know it). Jupyter's Host and Origin checks still
+apply. The request is then handed, as ASGI, to the ``mcp`` package's session manager; its answer
+streams back, as server-sent events while a call waits for a person. The credential goes no further:
+the ``Authorization`` and ``Cookie`` headers and the query stay here. ``?cluster=`` and ``?mode=``
+choose the client's session, and the credential's name goes with it, so cards and the action log
+say which credential asked (``claude-code (mcp:laptop)``).
+
+When the client hangs up before its answer (a timeout, a killed process), the call it waited on
+stops and its open card is cancelled, within a moment, whatever the protocol: nobody is left waiting
+for the person's answer, and nothing runs for nobody.
 
 The calls reach the server's services in process (:class:`ServerBetty`), exactly as
 ``POST sessions/{id}/tools/{tool}`` with ``caller: "agent"`` does. The ``mcp`` package (the extra
@@ -14,14 +23,16 @@ The calls reach the server's services in process (:class:`ServerBetty`), exactly
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
-from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..agent.vocabulary import MODES
-from .base import BettyHandler, refused
+from ..errors import BettyError
+from ..mcp_credentials import McpCredential, McpCredentials
+from .base import BettyHandler, allow_unauthenticated, refused
 
 if TYPE_CHECKING:
     from ..mcp_server import Context, SessionOptions
@@ -29,6 +40,13 @@ if TYPE_CHECKING:
 
 OPTIONS = "betty.session"
 """The key of the ASGI scope that carries the options of the client's session."""
+LEFT = "betty.left"
+"""The key of the ASGI scope that carries the event set when the request's calls must stop: its client hung up,
+or its credential was revoked."""
+REVOCATION_CHECK = 2.0
+"""Seconds between two looks at whether an open request's credential was revoked."""
+REFUSED = ("Betty's MCP endpoint takes only a credential Betty issued for an MCP client, never the Jupyter "
+           "server's token: run `betty mcp token add NAME` and give the client what it prints")
 _KEPT_BACK = {b"authorization", b"cookie"}
 
 
@@ -73,7 +91,7 @@ class McpEndpoint:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
         from ..mcp_server import BettyFace, mcp_server
 
-        face = BettyFace(ServerBetty(services), _options)
+        face = BettyFace(ServerBetty(services), _options, _left)
         # Jupyter already checked Host and Origin (and XSRF) before a request gets here.
         self.manager = StreamableHTTPSessionManager(mcp_server(face))
         self._running: asyncio.Task[None] | None = None
@@ -106,27 +124,54 @@ class McpEndpoint:
 
 
 class McpHandler(BettyHandler):
-    """``POST|GET|DELETE /betty/mcp``: one request of an MCP client, after Jupyter authenticated it."""
+    """``POST|GET|DELETE /betty/mcp``: one request of an MCP client holding a credential Betty issued."""
 
     _body_read = False
     _content_type = "application/json"
+    credential: McpCredential | None = None
 
     def initialize(self, *args: Any, **kwargs: Any) -> None:
         """As every handler of the extension; the request's client has not left yet."""
         super().initialize(*args, **kwargs)
-        self._gone = asyncio.Event()
+        self._gone = asyncio.Event()  # the client hung up, or its answer is complete
+        self._stop = asyncio.Event()  # a call of this request stops: the client is gone, or its credential revoked
 
-    @web.authenticated
+    async def prepare(self) -> None:  # type: ignore[override]  # as APIHandler's own
+        """Jupyter's Host and Origin checks, then the MCP credential, and only it: Jupyter's own authentication
+        (its token, its cookie) is not consulted, so no Jupyter identity is ever made from this request."""
+        self.current_user = None  # no Jupyter identity, ever: Origin is checked as for a browser's request
+        if not self.check_host():
+            raise refused(403, "this Jupyter server does not answer to that Host")
+        if not self.check_origin():
+            raise refused(404, "not found")
+        self.credential = self._credential()
+        self.services.start()
+
+    def _credential(self) -> McpCredential:
+        scheme, _, token = self.request.headers.get("Authorization", "").strip().partition(" ")
+        try:
+            credential = McpCredentials().holder(token.strip()) if scheme.lower() in ("bearer", "token") else None
+        except BettyError as error:  # told to the person in the server's log, not to whoever knocked
+            self.log.warning("Betty's MCP endpoint refused a request: %s", error)
+            credential = None
+        if credential is None:
+            raise refused(403, REFUSED)
+        return credential
+
+    def check_xsrf_cookie(self) -> None:
+        """No XSRF check: no cookie is ever accepted here, only the credential in the header."""
+
+    @allow_unauthenticated  # not Jupyter's to authenticate: prepare() takes the MCP credential, and only it
     async def post(self) -> None:
         """A JSON-RPC message from the client."""
         await self._serve()
 
-    @web.authenticated
+    @allow_unauthenticated  # not Jupyter's to authenticate: prepare() takes the MCP credential, and only it
     async def get(self) -> None:
         """The stream of a session's messages to the client."""
         await self._serve()
 
-    @web.authenticated
+    @allow_unauthenticated  # not Jupyter's to authenticate: prepare() takes the MCP credential, and only it
     async def delete(self) -> None:
         """The client ends its session."""
         await self._serve()
@@ -138,11 +183,13 @@ class McpHandler(BettyHandler):
     def on_connection_close(self) -> None:
         """The client hung up: the MCP server hears a disconnect (a call it waited on cancels its card)."""
         self._gone.set()
+        self._stop.set()
         super().on_connection_close()
 
     def on_finish(self) -> None:
         """The answer is complete: anything still listening for the client hears it left."""
         self._gone.set()
+        self._stop.set()
         super().on_finish()
 
     async def _serve(self) -> None:
@@ -154,8 +201,28 @@ class McpHandler(BettyHandler):
         cluster, mode = self.query("cluster"), self.query("mode")
         if mode is not None and mode not in MODES:
             raise refused(400, f"?mode= is one of {', '.join(MODES)}, not {mode[:30]!r}")
-        options = SessionOptions(self.cluster_name(cluster) if cluster else None, mode)
-        await self.services.mcp.handle(self._scope(options), self._receive, self._send)
+        assert self.credential is not None  # prepare() refused the request otherwise
+        options = SessionOptions(self.cluster_name(cluster) if cluster else None, mode, self.credential.caller)
+        watching = asyncio.get_running_loop().create_task(self._until_revoked(self.credential))
+        try:
+            await self.services.mcp.handle(self._scope(options), self._receive, self._send)
+        finally:
+            watching.cancel()
+
+    async def _until_revoked(self, credential: McpCredential) -> None:
+        """While the request is open (a call waiting for a person), its credential is looked up again every
+        :data:`REVOCATION_CHECK` seconds: once revoked (``betty mcp token revoke`` in another process), the
+        call stops, its card is cancelled, and the client is told so."""
+        store = McpCredentials()
+        while not self._stop.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), REVOCATION_CHECK)
+            try:
+                kept = store.listed()
+            except BettyError:  # a credentials file Betty cannot trust any more: none of them holds
+                kept = []
+            if not any(one.sha256 == credential.sha256 for one in kept):
+                self._stop.set()
 
     def _scope(self, options: "SessionOptions") -> dict[str, Any]:
         request = self.request
@@ -165,7 +232,8 @@ class McpHandler(BettyHandler):
                 "http_version": request.version.removeprefix("HTTP/"), "method": request.method,
                 "scheme": request.protocol, "path": request.path, "raw_path": request.path.encode("latin-1"),
                 "query_string": b"", "root_path": "", "client": (request.remote_ip, 0), "server": None,
-                "headers": [(name, value) for name, value in headers if name not in _KEPT_BACK], OPTIONS: options}
+                "headers": [(name, value) for name, value in headers if name not in _KEPT_BACK], OPTIONS: options,
+                LEFT: self._stop}
 
     async def _receive(self) -> dict[str, Any]:
         if not self._body_read:
@@ -203,6 +271,12 @@ def _options(ctx: "Context") -> "SessionOptions":
 
     options = ctx.request.scope.get(OPTIONS) if ctx.request is not None else None
     return options if isinstance(options, SessionOptions) else SessionOptions()
+
+
+def _left(ctx: "Context") -> asyncio.Event | None:
+    """The event set when the client of the request that carried this call hung up."""
+    left = ctx.request.scope.get(LEFT) if ctx.request is not None else None
+    return left if isinstance(left, asyncio.Event) else None
 
 
 handlers = [

@@ -280,6 +280,15 @@ class BettyServices:
             if request.call_id == call_id:
                 self.assistant.broker.cancel(request.approval_id, "the caller stopped waiting for the answer")
 
+    def revoked(self, caller: str) -> list[str]:
+        """The MCP credential ``caller`` (``mcp:NAME``) was revoked: the open cards its calls raised are cancelled,
+        so none is approved for a client that may no longer ask; their ids."""
+        cancelled = [request.approval_id for _, request in self.assistant.waiting()
+                     if (request.task or "").endswith(f"({caller})")]
+        for approval_id in cancelled:
+            self.assistant.broker.cancel(approval_id, "the MCP credential that asked was revoked")
+        return cancelled
+
     # ----- chat sockets -------------------------------------------------------------------------
     def connected(self, session_id: str, socket: Socket) -> None:
         """A chat socket opened on ``session_id``."""
