@@ -333,6 +333,19 @@ async def test_a_digest_from_the_model_or_a_caller_is_checked_not_trusted(jp_fet
         status, error = await refusal(jp_fetch, "POST", "sessions", session_id, "tools", "notebook_run_cell",
                                       body={"args": {"index": 1, "sha256": bad}, "wait": False})
         assert status == 400 and "sha256" in error, (bad, error)
+
+    llm.add(model_calls("notebook_run_cell", {"index": 1}))  # a denial ends the turn
+    after = await ask(jp_fetch, session_id, "run it", {"notebook": "forged.ipynb"})
+    asked = await until("the run card", lambda: card(jp_fetch, session_id))
+    for bad in ("Z" * 64, digest("planted()")):  # an edit of the card is checked as the model's call is
+        for route in (("approvals", asked["approval_id"], "preview"), ("approvals", asked["approval_id"])):
+            body = {"args": {"index": 1, "sha256": bad}}
+            status, error = await refusal(jp_fetch, "POST", *route,
+                                          body=body if len(route) == 3 else {**body, "decision": "edited"})
+            assert status == 400 and ("sha256" in error or "no longer holds the code" in error), error
+    assert (await card(jp_fetch, session_id))["approval_id"] == asked["approval_id"], "the card stays open"
+    await call(jp_fetch, "POST", "approvals", asked["approval_id"], body={"decision": "denied"})
+    await events_until(jp_fetch, session_id, done, after)
     assert (await panel_says_open(jp_fetch, "forged.ipynb"))["changes"] == []
 
 

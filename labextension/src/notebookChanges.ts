@@ -84,7 +84,8 @@ function notRunnable(held: string | null, change: ICellChangeJson): string | nul
     return `not run: cell ${change.index} came without the digest of approved code`;
   }
   if (held === null || sha256Hex(held) !== change.sha256) {
-    return `not run: cell ${change.index} no longer holds the approved code (it changed since the card was shown)`;
+    const why = "the open cell is not the card's: save it, then ask again";
+    return `not run: cell ${change.index} no longer holds the approved code (${why})`;
   }
   return null;
 }

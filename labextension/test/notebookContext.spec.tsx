@@ -206,7 +206,9 @@ describe('an approved cell change', () => {
       const tab = notebookTab(['import numpy', source]);
       expect(
         await applyChange(tab as unknown as IChangeableTab, change('run', 1, approved, approved), run)
-      ).toBe('not run: cell 1 no longer holds the approved code (it changed since the card was shown)');
+      ).toBe(
+        "not run: cell 1 no longer holds the approved code (the open cell is not the card's: save it, then ask again)"
+      );
     }
     const tab = notebookTab(['import numpy']);
     expect(
