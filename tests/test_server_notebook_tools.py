@@ -349,6 +349,34 @@ async def test_a_digest_from_the_model_or_a_caller_is_checked_not_trusted(jp_fet
     assert (await panel_says_open(jp_fetch, "forged.ipynb"))["changes"] == []
 
 
+async def test_a_card_runs_in_the_notebook_it_named_even_when_another_is_active_by_then(
+        jp_fetch, llm, jp_root_dir, dev_cluster):
+    notebook(jp_root_dir / "shown.ipynb", "import os", "print('hello')")
+    notebook(jp_root_dir / "other.ipynb", "import os", "print('hello')")  # the same code, another kernel
+    await panel_says_open(jp_fetch, "shown.ipynb", "other.ipynb")
+    session_id = (await open_session(jp_fetch, mode="auto"))["session_id"]
+    async def chat(prompt: str, active: str) -> None:
+        llm.add(say("Noted."))
+        await events_until(jp_fetch, session_id, done, await ask(jp_fetch, session_id, prompt, {"notebook": active}))
+
+    await chat("look", "shown.ipynb")
+    for tool, args in (("notebook_run_cell", {"index": 1}),
+                       ("notebook_edit", {"action": "replace", "index": 1, "source": "print('bye')"})):
+        await call(jp_fetch, "POST", "sessions", session_id, "tools", tool,
+                   body={"args": args, "wait": False, "caller": "agent"})
+        asked = await until(f"the {tool} card", lambda: card(jp_fetch, session_id))
+        assert asked["preview"]["details"]["notebook"] == "shown.ipynb"
+        await chat("and this one?", "other.ipynb")  # the person moved on while the card waits
+        await call(jp_fetch, "POST", "approvals", asked["approval_id"], body={"decision": "approved"})
+        events = await events_until(jp_fetch, session_id, lambda seen: any(
+            e["type"] == "tool_result" and e["payload"]["call_id"] == asked["call_id"] for e in seen))
+        result = next(e["payload"] for e in events if e["type"] == "tool_result")
+        assert not result["ok"] and result["summary"] == (
+            "the active notebook is now other.ipynb, not shown.ipynb as shown; nothing was changed: ask again")
+        assert (await panel_says_open(jp_fetch, "shown.ipynb", "other.ipynb"))["changes"] == []
+        await chat("back", "shown.ipynb")
+
+
 async def test_the_chips_git_facts_come_from_git_and_run_nothing_the_repository_names(jp_fetch, jp_root_dir, tmp_path):
     notebook(jp_root_dir / "work" / "nb.ipynb", "x = 1")
     ran = tmp_path / "fsmonitor-ran"

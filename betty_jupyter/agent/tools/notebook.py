@@ -40,12 +40,18 @@ TAKEN_WITHIN = 30.0
 """How long a change for an open notebook waits for the panel to take it (the panel speaks every 10 s)."""
 
 
-def active_notebook(ctx: ToolContext) -> tuple[ActiveNotebook, Path]:
-    """The session's active notebook and its file, checked where it really is now; ToolError otherwise."""
+def active_notebook(ctx: ToolContext, shown: str | None = None) -> tuple[ActiveNotebook, Path]:
+    """The session's active notebook and its file, checked where it really is now; ToolError otherwise.
+
+    ``shown``: the notebook a card named; another one active now is refused (the person answered about that one).
+    """
     try:
         active = ActiveNotebooks(ctx.workspace.ledger_path).get(ctx.session_id)
     except ExperimentError as error:
         raise ToolError(str(error)) from None
+    if shown is not None and active.shown_path != shown:
+        raise ToolError(f"the active notebook is now {terminal_line(active.shown_path)}, not "
+                        f"{terminal_line(shown[:200])} as shown; nothing was changed: ask again")
     root = ctx.workspace.root.resolve()
     path = (root / active.notebook).resolve()
     if not path.is_relative_to(root) or path.suffix != ".ipynb":
@@ -144,6 +150,10 @@ def _cell_part(index: int, cell: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+NOTEBOOK_SHOWN = ("the notebook's path as JupyterLab names it; left out: the active one. Only the active notebook "
+                  "is ever used: another is refused")
+
+
 class NotebookEditArgs(ToolArgs):
     """One cell inserted or replaced."""
 
@@ -153,6 +163,7 @@ class NotebookEditArgs(ToolArgs):
     cell_type: Literal["code", "markdown"] = Field(
         "code", description="code or markdown: the new cell's type (insert), or the replaced cell's (replace); "
                             "changing a code cell always asks the person")
+    notebook: str | None = Field(None, max_length=1000, description=NOTEBOOK_SHOWN)
 
 
 class NotebookEdit(Tool[NotebookEditArgs]):
@@ -179,7 +190,7 @@ class NotebookEdit(Tool[NotebookEditArgs]):
 
     async def preview(self, ctx: ToolContext, args: NotebookEditArgs) -> Preview:
         """The diff of the notebook's cells, before → after."""
-        active, path = active_notebook(ctx)
+        active, path = active_notebook(ctx, args.notebook)
         cells = _book(path).get("cells", [])
         before_text, after_text, before = _diff_sides(cells, args)
         what = f"{args.action} cell {args.index}"
@@ -188,9 +199,13 @@ class NotebookEdit(Tool[NotebookEditArgs]):
                        details={"notebook": active.shown_path, "index": args.index, "action": args.action,
                                 "before": before})
 
+    def bound(self, args: NotebookEditArgs, preview: Preview) -> NotebookEditArgs:
+        """The change goes to the notebook the card showed, or nowhere."""
+        return args.model_copy(update={"notebook": preview.details.get("notebook")})
+
     async def run(self, ctx: ToolContext, args: NotebookEditArgs) -> ToolOutcome:
         """Change the open document through the panel, or write the closed notebook's file."""
-        active, path = active_notebook(ctx)
+        active, path = active_notebook(ctx, args.notebook)
         book = _book(path)
         cells = book.get("cells", [])
         _, _, before = _diff_sides(cells, args)
@@ -279,6 +294,7 @@ class NotebookRunCellArgs(ToolArgs):
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
                                description="the cell source's sha256 as read; when given, a cell that holds other "
                                            "code is refused (the approved card binds the run to it either way)")
+    notebook: str | None = Field(None, max_length=1000, description=NOTEBOOK_SHOWN)
 
 
 class NotebookRunCell(Tool[NotebookRunCellArgs]):
@@ -293,7 +309,7 @@ class NotebookRunCell(Tool[NotebookRunCellArgs]):
 
     async def preview(self, ctx: ToolContext, args: NotebookRunCellArgs) -> Preview:
         """The exact code that runs, its digest, and in which kernel."""
-        active, path = active_notebook(ctx)
+        active, path = active_notebook(ctx, args.notebook)
         book = _book(path)
         code = _runnable(book, args.index, args.sha256)
         kernel = _kernel(book)
@@ -303,15 +319,16 @@ class NotebookRunCell(Tool[NotebookRunCellArgs]):
                                            "sha256": source_digest(code)})
 
     def bound(self, args: NotebookRunCellArgs, preview: Preview) -> NotebookRunCellArgs:
-        """Only the code the card showed runs: its digest goes into the arguments."""
-        return args.model_copy(update={"sha256": preview.details.get("sha256")})
+        """Only the code the card showed runs, in the notebook it named: both go into the arguments."""
+        return args.model_copy(update={"sha256": preview.details.get("sha256"),
+                                       "notebook": preview.details.get("notebook")})
 
     async def run(self, ctx: ToolContext, args: NotebookRunCellArgs) -> ToolOutcome:
         """Hand the run to the panel, which runs the cell only while its source has the approved digest."""
-        active, path = active_notebook(ctx)
-        if args.sha256 is None:
+        if args.sha256 is None or args.notebook is None:
             raise ToolError(f"notebook_run_cell: cell {args.index} runs only as an approved card showed it, and no "
                             "card's digest came with this call; nothing ran")
+        active, path = active_notebook(ctx, args.notebook)
         code = _runnable(_book(path), args.index, args.sha256)
         if not OpenNotebooks(ctx.workspace.ledger_path).is_open(active.notebook):
             raise ToolError(f"notebook_run_cell: {terminal_line(active.shown_path)} is not open in JupyterLab; "
