@@ -11,7 +11,9 @@ import pytest
 
 from betty_jupyter.agent.models import Tier
 from betty_jupyter.agent.registry import ToolRegistry, default_registry
-from betty_jupyter.agent.tools import ClusterRun, JobLogs, Scratchpad, ToolContext, ToolError, WikiWrite
+from betty_jupyter.agent.policy import ApprovalPolicy, SessionGrants
+from betty_jupyter.agent.tools import (ClusterRun, JobLogs, NotebookEdit, Scratchpad, ToolContext, ToolError,
+                                       WikiWrite)
 from betty_jupyter.cluster.profiles import ClusterProfile
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import AUTO_END, AUTO_START, WikiStore
@@ -118,6 +120,25 @@ def test_a_subset_never_holds_more_than_its_parent() -> None:
         child.schemas(["wiki_search"])
     with pytest.raises(ToolError, match="unique"):
         ToolRegistry([Scratchpad(), Scratchpad()])
+
+
+# ----- notebook edits -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, tier", [
+    ({"action": "insert", "index": 0, "source": "# Notes", "cell_type": "markdown"}, Tier.ONCE_PER_SESSION),
+    ({"action": "replace", "index": 3, "source": "# Notes", "cell_type": "markdown"}, Tier.ONCE_PER_SESSION),
+    ({"action": "insert", "index": 0, "source": "import os"}, Tier.ALWAYS_ASK),
+    ({"action": "insert", "index": 0, "source": "import os", "cell_type": "code"}, Tier.ALWAYS_ASK),
+    ({"action": "replace", "index": 1, "source": "x = 1"}, Tier.ALWAYS_ASK),
+    ({"action": "replace", "index": 1, "source": "", "cell_type": "code"}, Tier.ALWAYS_ASK),
+])
+def test_a_code_cell_edit_always_asks_whatever_the_mode_and_the_grants(args, tier):
+    tool = NotebookEdit()
+    assert tool.tier_for(tool.parse(args)) == tier
+    grants = SessionGrants()
+    grants.grant("notebook_edit")  # "Approve for session" of an earlier edit
+    ruling = ApprovalPolicy("auto").decide("notebook_edit", args, tool.tier_for(tool.parse(args)), grants)
+    assert ruling.action == ("run" if tier == Tier.ONCE_PER_SESSION else "ask")
 
 
 # ----- wiki -----------------------------------------------------------------------------------

@@ -190,7 +190,9 @@ def test_the_agents_tools_submit_a_notebook_and_bring_it_back_once_the_job_has_e
             # a notebook changed after the card was shown is refused, and nothing is sent
             write_notebook(root / "nb.ipynb", cell("import os", "parameters"))
             changed = await NotebookSubmit().execute(context, asked)
-            assert not changed.ok and "nb.ipynb changed after it was read" in changed.summary
+            assert not changed.ok and "nb.ipynb is not the notebook shown for this run" in changed.summary
+            unbound = await NotebookSubmit().execute(context, {**asked, "sha256": None})
+            assert not unbound.ok and "no card's digest came with this call; nothing was sent" in unbound.summary
             assert not (tmp_path / "betty-work" / "runs").exists()
             (root / "nb.ipynb").write_bytes(original)
             submitted = await NotebookSubmit().execute(context, asked)

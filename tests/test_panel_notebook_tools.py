@@ -1,7 +1,9 @@
 """Betty and the open notebook, in Debian's Chromium: with a notebook open, the chat shows the context chip; the agent,
 driven by the scripted model, reads the active notebook, proposes a cell edit shown as a diff, the person approves it
-and the cell changes in the open notebook (the person's unsaved typing in another cell kept); running a cell is
-tier 2 and waits for the person, then runs in the notebook's own kernel; a removed chip sends none of it.
+and the cell changes in the open notebook (the person's unsaved typing in another cell kept); changing a code cell
+is tier 2; running a cell is tier 2 and waits for the person, then runs in the notebook's own kernel, and only the
+code its card showed: a cell changed in the open notebook while the card waits is not run, and the model is told;
+a removed chip sends none of it.
 
 Everything is real: JupyterLab with Betty's extension, the notebook's kernel, the dev cluster the session is
 opened on, and the scripted model over HTTP, whose requests show exactly what the model was sent.
@@ -87,7 +89,7 @@ def test_betty_reads_edits_and_runs_the_open_notebook_only_as_the_person_approve
         panel.get_by_test_id("betty-send").click()
         card = panel.get_by_test_id("betty-approval-card")
         expect(card).to_be_visible()
-        expect(card.get_by_test_id("betty-approval-tier")).to_contain_text("1")
+        expect(card.get_by_test_id("betty-approval-tier")).to_contain_text("2")
         expect(card).to_contain_text("-lr = 1e-3")
         expect(card).to_contain_text("+lr = 3e-4")
         read_row = panel.get_by_test_id("betty-tool-row").first
@@ -130,6 +132,26 @@ def test_betty_reads_edits_and_runs_the_open_notebook_only_as_the_person_approve
         expect(cells.nth(2).locator(".jp-OutputArea-output")).to_contain_text("42")
         expect(panel.get_by_test_id("betty-message-assistant").last).to_contain_text("It printed 42.")
         expect(panel.get_by_test_id("betty-tool-row").last).to_contain_text(f"cell 2 of {NOTEBOOK}: ran")
+
+        # A cell changed in the open notebook (not saved) while its card waits is not run: the card's code or nothing.
+        llm.add(call("notebook_run_cell", {"index": 2}), say("It did not run."))
+        panel.get_by_test_id("betty-prompt").fill("run the print cell again")
+        panel.get_by_test_id("betty-send").click()
+        again = panel.get_by_test_id("betty-approval-card").last
+        expect(again.get_by_test_id("betty-approve")).to_be_enabled()
+        expect(again).to_contain_text("print(6 * 7)")
+        cells.nth(2).locator(".cm-content").click()
+        page.keyboard.press("Control+End")
+        page.keyboard.type("  # ; print('PLANTED')")
+        expect(cells.nth(2).locator(".cm-content")).to_contain_text("PLANTED")
+        again.get_by_test_id("betty-approve").click()
+        expect(panel.get_by_test_id("betty-message-assistant").last).to_contain_text("It did not run.")
+        expect(panel.get_by_test_id("betty-tool-row").last).to_contain_text(
+            f"cell 2 of {NOTEBOOK}: not run: cell 2 no longer holds the approved code")
+        expect(cells.nth(2).locator(".jp-OutputArea-output")).to_have_count(1)
+        expect(cells.nth(2).locator(".jp-OutputArea-output")).not_to_contain_text("PLANTED")
+        told = next(m["content"] for m in reversed(llm.requests[-1]["messages"]) if m["role"] == "tool")
+        assert "not run: cell 2 no longer holds the approved code" in told, "the model hears it did not run"
 
         # A removed chip sends none of it.
         panel.get_by_test_id("betty-mode-confirm").click()

@@ -355,6 +355,8 @@ class AgentSession:
         """Run a decided call, and follow it as the plan step it is (a failed step stops the plan)."""
         if plan is not None and step is not None:
             plan.running(step, call.call_id)
+        if approval.preview is not None:
+            args = tool.bound(args, approval.preview)
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
         if plan is not None and step is not None and (stopped := plan.ran(step, call.call_id, outcome)):

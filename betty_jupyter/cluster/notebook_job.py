@@ -95,16 +95,22 @@ def _is_assignment(statement: ast.stmt) -> bool:
 
 def read_notebook(path: Path) -> dict[str, Any]:
     """The notebook at ``path`` as JSON; a one-line UsageError when it cannot be read or is not a v4 notebook."""
+    return read_notebook_and_digest(path)[0]
+
+
+def read_notebook_and_digest(path: Path) -> tuple[dict[str, Any], str]:
+    """The notebook at ``path`` and the sha256 of exactly the bytes it was read from (one read, so they agree)."""
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
             raise UsageError(f"{path} is larger than the {MAX_NOTEBOOK_BYTES // 2**20} MiB a notebook run sends; "
                              "clear its outputs first")
-        book = json.loads(path.read_text(encoding="utf-8"))
+        data = path.read_bytes()
+        book = json.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise UsageError(f"cannot read the notebook {path}: {str(error).splitlines()[0][:200]}") from None
     if not isinstance(book, dict) or book.get("nbformat") != 4 or not isinstance(book.get("cells"), list):
         raise UsageError(f"{path} is not a Jupyter notebook (nbformat 4)")
-    return book
+    return book, hashlib.sha256(data).hexdigest()
 
 
 def file_digest(path: Path) -> str:

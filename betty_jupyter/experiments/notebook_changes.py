@@ -14,6 +14,7 @@ sees them.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import time
@@ -65,9 +66,10 @@ class ActiveNotebook:
 class CellChange:
     """One approved change for an open notebook: insert or replace a cell, or run one in the person's kernel.
 
-    ``before`` is the cell's source the person was shown (replace and run): the panel changes or
-    runs the cell only while it still holds exactly that, so nothing the person typed since is lost
-    and nothing but the approved code runs.
+    ``before`` is the cell's source the person was shown (replace and run): the panel changes the
+    cell only while it still holds exactly that (and is of ``cell_type``), so nothing the person
+    typed since is lost. ``sha256`` (run) is the digest of the approved code: the panel runs the
+    cell only while its source has exactly that digest, so nothing but the approved code runs.
     """
 
     id: str
@@ -78,10 +80,16 @@ class CellChange:
     source: str
     cell_type: str = "code"
     before: str | None = None
+    sha256: str | None = None
 
     def as_json(self) -> dict[str, object]:
         """What the panel receives."""
         return asdict(self)
+
+
+def source_digest(source: str) -> str:
+    """The sha256 of a cell's source (its UTF-8 bytes), as the card shows it and the panel checks it."""
+    return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def new_change_id() -> str:

@@ -253,7 +253,9 @@ class CellChangeJson(TypedDict):
     source: str
     cell_type: str
     before: str | None
-    """The cell's source the person was shown: a replace or run happens only while the cell holds exactly it."""
+    """The cell's source the person was shown: a replace happens only while the cell holds exactly it."""
+    sha256: str | None
+    """A run's approved code, as the sha256 of its UTF-8 source: the cell runs only while its source has it."""
 
 
 class NotebookStatuses(TypedDict):

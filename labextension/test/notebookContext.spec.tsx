@@ -8,6 +8,7 @@ import { act } from 'react';
 import { BettyAPI } from '../src/api';
 import { ChatView } from '../src/components/ChatView';
 import { ICellChangeJson } from '../src/contract/serverApi';
+import { sha256Hex } from '../src/digest';
 import { applyChange, IChangeableTab } from '../src/notebookChanges';
 import { bulletinOf, NotebookContext } from '../src/notebookContext';
 import { emptyTranscript } from '../src/transcript';
@@ -19,10 +20,11 @@ const HOSTILE_ERROR = {
   evalue: '\u202egnp.exe <img src=x onerror=alert(1)>'
 };
 
-function notebookTab(sources: string[], active = 1) {
-  const cells = sources.map(source => {
+function notebookTab(sources: string[], active = 1, types: string[] = []) {
+  const cells = sources.map((source, i) => {
     let text = source;
     return {
+      type: types[i] ?? 'code',
       sharedModel: {
         getSource: () => text,
         setSource: (next: string) => void (text = next)
@@ -42,6 +44,7 @@ function notebookTab(sources: string[], active = 1) {
   const insertCell = (index: number, cell: { cell_type: string; source: string }) => {
     let text = cell.source;
     cells.splice(index, 0, {
+      type: cell.cell_type,
       sharedModel: {
         getSource: () => text,
         setSource: (next: string) => void (text = next)
@@ -117,16 +120,18 @@ function change(
   action: ICellChangeJson['action'],
   index: number,
   source: string,
-  before: string | null
-) {
+  before: string | null,
+  cellType = 'code'
+): ICellChangeJson {
   return {
     id: 'change-1',
     path: 'analysis/train.ipynb',
     action,
     index,
     source,
-    cell_type: 'code',
-    before
+    cell_type: cellType,
+    before,
+    sha256: action === 'run' ? sha256Hex(source) : null
   };
 }
 
@@ -153,6 +158,17 @@ describe('an approved cell change', () => {
     expect(tab.sources()).toEqual(['import numpy', 'lr = 5e-4  # typed, not saved', 'lr = 3e-4']);
   });
 
+  it('replaces a markdown cell only while it is still markdown: never a code cell', async () => {
+    const tab = notebookTab(['# Title', '# Title'], 0, ['code', 'markdown']);
+    const result = await applyChange(
+      tab as unknown as IChangeableTab,
+      change('replace', 0, '# Results', '# Title', 'markdown'),
+      jest.fn()
+    );
+    expect(result).toMatch(/^inserted beside/);
+    expect(tab.sources()).toEqual(['# Title', '# Results', '# Title']);
+  });
+
   it('runs a cell only while it holds exactly the approved code', async () => {
     const tab = notebookTab(['import numpy', 'print(1)'], 0);
     const run = jest.fn().mockResolvedValue(undefined);
@@ -172,5 +188,67 @@ describe('an approved cell change', () => {
       )
     ).toBe('ran');
     expect([run.mock.calls.length, tab.content.activeCellIndex]).toEqual([1, 1]);
+  });
+
+  it('runs nothing whose digest differs from the approved one, however small the change', async () => {
+    const approved = "print('hello')";
+    const run = jest.fn().mockResolvedValue(undefined);
+    const held = [
+      "print('hello') ",
+      "print('hello')\n",
+      "print('hello')\r",
+      "print('hel\u200blo')",
+      "print('he\u0301llo')",
+      "import os; os.system('id')",
+      ''
+    ];
+    for (const source of held) {
+      const tab = notebookTab(['import numpy', source]);
+      expect(
+        await applyChange(tab as unknown as IChangeableTab, change('run', 1, approved, approved), run)
+      ).toBe(
+        "not run: cell 1 no longer holds the approved code (the open cell is not the card's: save it, then ask again)"
+      );
+    }
+    const tab = notebookTab(['import numpy']);
+    expect(
+      await applyChange(tab as unknown as IChangeableTab, change('run', 1, approved, approved), run)
+    ).toMatch(/^not run: cell 1 no longer holds/);
+    expect(run).not.toHaveBeenCalled();
+  });
+
+  it('runs nothing without a well-formed approved digest, even when the source matches', async () => {
+    const run = jest.fn().mockResolvedValue(undefined);
+    const approved = 'print(1)';
+    const forged = [null, '', 'not-a-digest', sha256Hex(approved).toUpperCase(), sha256Hex(approved) + '0'];
+    for (const sha256 of forged) {
+      const tab = notebookTab(['import numpy', approved]);
+      const asked = { ...change('run', 1, approved, approved), sha256 };
+      expect(await applyChange(tab as unknown as IChangeableTab, asked, run)).toMatch(/^not run: cell 1/);
+    }
+    const tab = notebookTab(['import numpy', 'planted()']);
+    const lying = { ...change('run', 1, 'planted()', 'planted()'), sha256: sha256Hex('print(1)') };
+    expect(await applyChange(tab as unknown as IChangeableTab, lying, run)).toMatch(/^not run/);
+    expect(run).not.toHaveBeenCalled();
+  });
+});
+
+describe('the digest of approved code', () => {
+  it('is the SHA-256 of the UTF-8 bytes, as the server computes it', () => {
+    const { createHash } = require('crypto') as typeof import('crypto');
+    const texts = [
+      '',
+      'abc',
+      'abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq',
+      'x'.repeat(55),
+      'x'.repeat(56),
+      'x'.repeat(64),
+      'x'.repeat(100_000),
+      "print('héllo') # ünïcödé 😀\n\t\r\n"
+    ];
+    for (const text of texts) {
+      expect(sha256Hex(text)).toBe(createHash('sha256').update(text, 'utf8').digest('hex'));
+    }
+    expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   });
 });

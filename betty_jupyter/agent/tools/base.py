@@ -101,6 +101,15 @@ class Tool(Generic[A]):
         """The tier as the system prompt lists it."""
         return f"tier {int(self.tier)}, {_TIER_WORDS[self.tier]}"
 
+    def bound(self, args: A, preview: Preview) -> A:
+        """``args`` bound to what the approved ``preview`` showed, so the run does exactly that or refuses.
+
+        The gate calls this after the person's answer, before the run: a tool whose preview shows
+        text that can change under it (a notebook's cell, a notebook file) takes the digest of what
+        was shown into its arguments and its run refuses anything else; ``args`` by default.
+        """
+        return args
+
     def rule_values(self, ctx: ToolContext, args: A) -> dict[str, Any]:
         """The arguments as the person's rules see them: the canonical form of what will run.
 

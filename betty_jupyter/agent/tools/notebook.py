@@ -1,5 +1,10 @@
 """The notebook in front of the person: read it, change a cell, run a cell in the person's kernel.
 
+Changing a code cell (or inserting one) always asks: code the person later runs is theirs to
+approve. Running a cell is bound to the exact source its card showed (its sha256): the run
+refuses a cell saved differently since, and the panel runs the open cell only while its source
+has that digest, so nothing but the approved code runs in the person's kernel.
+
 Which notebook is the panel's to say (the active notebook of the last message's context chip,
 :class:`~...experiments.notebook_changes.ActiveNotebooks`), never the model's. Its path is
 checked each time it is read: inside the workspace, where it really is (a symbolic link out is
@@ -18,7 +23,7 @@ from pydantic import Field
 from ...errors import ExperimentError
 from ...experiments.editors import OpenNotebooks
 from ...experiments.notebook_changes import (ActiveNotebook, ActiveNotebooks, CellChange, NotebookChanges,
-                                             new_change_id)
+                                             new_change_id, source_digest)
 from ...experiments.notebook_file import Notebook, code_cell, markdown_cell, read_notebook, write_notebook
 from ...safe_text import quoted_lines, terminal_line
 from ..models import Preview, Tier, ToolOutcome
@@ -35,12 +40,18 @@ TAKEN_WITHIN = 30.0
 """How long a change for an open notebook waits for the panel to take it (the panel speaks every 10 s)."""
 
 
-def active_notebook(ctx: ToolContext) -> tuple[ActiveNotebook, Path]:
-    """The session's active notebook and its file, checked where it really is now; ToolError otherwise."""
+def active_notebook(ctx: ToolContext, shown: str | None = None) -> tuple[ActiveNotebook, Path]:
+    """The session's active notebook and its file, checked where it really is now; ToolError otherwise.
+
+    ``shown``: the notebook a card named; another one active now is refused (the person answered about that one).
+    """
     try:
         active = ActiveNotebooks(ctx.workspace.ledger_path).get(ctx.session_id)
     except ExperimentError as error:
         raise ToolError(str(error)) from None
+    if shown is not None and active.shown_path != shown:
+        raise ToolError(f"the active notebook is now {terminal_line(active.shown_path)}, not "
+                        f"{terminal_line(shown[:200])} as shown; nothing was changed: ask again")
     root = ctx.workspace.root.resolve()
     path = (root / active.notebook).resolve()
     if not path.is_relative_to(root) or path.suffix != ".ipynb":
@@ -139,13 +150,20 @@ def _cell_part(index: int, cell: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+NOTEBOOK_SHOWN = ("the notebook's path as JupyterLab names it; left out: the active one. Only the active notebook "
+                  "is ever used: another is refused")
+
+
 class NotebookEditArgs(ToolArgs):
     """One cell inserted or replaced."""
 
     action: Literal["insert", "replace"] = Field(description="insert a new cell, or replace a cell's source")
     index: int = Field(ge=0, description="insert: where the new cell goes (0-based); replace: the cell replaced")
     source: str = Field(max_length=MAX_CELL_CHARS, description="the cell's new source")
-    cell_type: Literal["code", "markdown"] = Field("code", description="code or markdown (insert)")
+    cell_type: Literal["code", "markdown"] = Field(
+        "code", description="code or markdown: the new cell's type (insert), or the replaced cell's (replace); "
+                            "changing a code cell always asks the person")
+    notebook: str | None = Field(None, max_length=1000, description=NOTEBOOK_SHOWN)
 
 
 class NotebookEdit(Tool[NotebookEditArgs]):
@@ -153,13 +171,26 @@ class NotebookEdit(Tool[NotebookEditArgs]):
 
     name = "notebook_edit"
     description = ("Insert a cell into the person's active notebook, or replace one cell's source. The person "
-                   "sees the diff; an open notebook gets the change in its tab, keeping their unsaved work.")
+                   "sees the diff; an open notebook gets the change in its tab, keeping their unsaved work. "
+                   "Changing or inserting a code cell always asks the person; a markdown cell asks once.")
     Args = NotebookEditArgs
-    tier = Tier.ONCE_PER_SESSION
+    tier = Tier.ALWAYS_ASK
+
+    def tier_for(self, args: NotebookEditArgs) -> Tier:
+        """2 for a code cell (code the person will run), in every mode; 1 for a markdown cell.
+
+        A replace names the replaced cell's type; the preview and the run refuse a replace that
+        calls a code cell markdown, so a code cell never changes at tier 1.
+        """
+        return Tier.ONCE_PER_SESSION if args.cell_type == "markdown" else Tier.ALWAYS_ASK
+
+    def tier_text(self) -> str:
+        """The tier depends on the cell."""
+        return "tier 2 for a code cell (always asks, in every mode); tier 1 for a markdown cell"
 
     async def preview(self, ctx: ToolContext, args: NotebookEditArgs) -> Preview:
         """The diff of the notebook's cells, before → after."""
-        active, path = active_notebook(ctx)
+        active, path = active_notebook(ctx, args.notebook)
         cells = _book(path).get("cells", [])
         before_text, after_text, before = _diff_sides(cells, args)
         what = f"{args.action} cell {args.index}"
@@ -168,13 +199,17 @@ class NotebookEdit(Tool[NotebookEditArgs]):
                        details={"notebook": active.shown_path, "index": args.index, "action": args.action,
                                 "before": before})
 
+    def bound(self, args: NotebookEditArgs, preview: Preview) -> NotebookEditArgs:
+        """The change goes to the notebook the card showed, or nowhere."""
+        return args.model_copy(update={"notebook": preview.details.get("notebook")})
+
     async def run(self, ctx: ToolContext, args: NotebookEditArgs) -> ToolOutcome:
         """Change the open document through the panel, or write the closed notebook's file."""
-        active, path = active_notebook(ctx)
+        active, path = active_notebook(ctx, args.notebook)
         book = _book(path)
         cells = book.get("cells", [])
         _, _, before = _diff_sides(cells, args)
-        kind = args.cell_type if args.action == "insert" else str(cells[args.index].get("cell_type", "code"))
+        kind = args.cell_type if args.action == "insert" else _cell_type(cells[args.index])
         change = CellChange(id=new_change_id(), path=active.shown_path, action=args.action, index=args.index,
                             source=args.source, cell_type=kind, before=before)
         where = f"cell {args.index} of {terminal_line(active.shown_path)}"
@@ -198,15 +233,22 @@ def _diff_sides(cells: list[dict[str, Any]], args: NotebookEditArgs) -> tuple[st
                         "(read it with notebook_read)")
     if args.action == "insert" and args.index > len(cells):
         raise ToolError(f"notebook_edit: cannot insert at {args.index}; the notebook has {len(cells)} cells")
-    sources = [_shown_cell(c.get("cell_type", "code"), _text(c.get("source"))) for c in cells]
+    if args.action == "replace" and args.cell_type == "markdown" and _cell_type(cells[args.index]) != "markdown":
+        raise ToolError(f"notebook_edit: cell {args.index} is a {terminal_line(_cell_type(cells[args.index]))} cell, "
+                        "not markdown; replace it with cell_type code (the person approves code changes)")
+    sources = [_shown_cell(_cell_type(c), _text(c.get("source"))) for c in cells]
     after = list(sources)
     before = None
     if args.action == "replace":
         before = _text(cells[args.index].get("source"))
-        after[args.index] = _shown_cell(cells[args.index].get("cell_type", "code"), args.source)
+        after[args.index] = _shown_cell(_cell_type(cells[args.index]), args.source)
     else:
         after.insert(args.index, _shown_cell(args.cell_type, args.source))
     return "".join(sources), "".join(after), before
+
+
+def _cell_type(cell: dict[str, Any]) -> str:
+    return str(cell.get("cell_type", "code"))
 
 
 def _shown_cell(kind: object, source: str) -> str:
@@ -249,6 +291,10 @@ class NotebookRunCellArgs(ToolArgs):
     """One cell run in the person's kernel."""
 
     index: int = Field(ge=0, description="the cell to run (0-based)")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
+                               description="the cell source's sha256 as read; when given, a cell that holds other "
+                                           "code is refused (the approved card binds the run to it either way)")
+    notebook: str | None = Field(None, max_length=1000, description=NOTEBOOK_SHOWN)
 
 
 class NotebookRunCell(Tool[NotebookRunCellArgs]):
@@ -256,39 +302,54 @@ class NotebookRunCell(Tool[NotebookRunCellArgs]):
 
     name = "notebook_run_cell"
     description = ("Run one cell of the person's active notebook in their kernel (the notebook must be open in "
-                   "JupyterLab). The person sees the exact code and the kernel and always decides.")
+                   "JupyterLab). The person sees the exact code and the kernel and always decides; only that "
+                   "code runs.")
     Args = NotebookRunCellArgs
     tier = Tier.ALWAYS_ASK
 
     async def preview(self, ctx: ToolContext, args: NotebookRunCellArgs) -> Preview:
-        """The exact code that runs, and in which kernel."""
-        active, path = active_notebook(ctx)
+        """The exact code that runs, its digest, and in which kernel."""
+        active, path = active_notebook(ctx, args.notebook)
         book = _book(path)
-        code = _runnable(book, args.index)
+        code = _runnable(book, args.index, args.sha256)
         kernel = _kernel(book)
         return Preview(kind="script", title=f"run cell {args.index} of {terminal_line(active.shown_path)} in "
                                             f"{terminal_line(kernel)}",
-                       text=code, details={"notebook": active.shown_path, "index": args.index, "kernel": kernel})
+                       text=code, details={"notebook": active.shown_path, "index": args.index, "kernel": kernel,
+                                           "sha256": source_digest(code)})
+
+    def bound(self, args: NotebookRunCellArgs, preview: Preview) -> NotebookRunCellArgs:
+        """Only the code the card showed runs, in the notebook it named: both go into the arguments."""
+        return args.model_copy(update={"sha256": preview.details.get("sha256"),
+                                       "notebook": preview.details.get("notebook")})
 
     async def run(self, ctx: ToolContext, args: NotebookRunCellArgs) -> ToolOutcome:
-        """Hand the run to the panel, which runs the cell only while it holds exactly the code shown."""
-        active, path = active_notebook(ctx)
-        code = _runnable(_book(path), args.index)
+        """Hand the run to the panel, which runs the cell only while its source has the approved digest."""
+        if args.sha256 is None or args.notebook is None:
+            raise ToolError(f"notebook_run_cell: cell {args.index} runs only as an approved card showed it, and no "
+                            "card's digest came with this call; nothing ran")
+        active, path = active_notebook(ctx, args.notebook)
+        code = _runnable(_book(path), args.index, args.sha256)
         if not OpenNotebooks(ctx.workspace.ledger_path).is_open(active.notebook):
             raise ToolError(f"notebook_run_cell: {terminal_line(active.shown_path)} is not open in JupyterLab; "
                             "open it (its kernel runs the cell)")
         change = CellChange(id=new_change_id(), path=active.shown_path, action="run", index=args.index,
-                            source=code, before=code)
+                            source=code, before=code, sha256=args.sha256)
         said = await _hand_to_panel(ctx, active, change)
         return ToolOutcome(ok=not said.startswith("not "),
                            summary=f"cell {args.index} of {terminal_line(active.shown_path)}: {said}; its output shows "
                                    "in the notebook (read it after the person saves)")
 
 
-def _runnable(book: Notebook, index: int) -> str:
+def _runnable(book: Notebook, index: int, sha256: str | None) -> str:
+    """Cell ``index``'s code; ToolError when it is not code, or (``sha256`` given) not the code with that digest."""
     cells = book.get("cells", [])
     if index >= len(cells):
         raise ToolError(f"notebook_run_cell: there is no cell {index}; the notebook has {len(cells)} cells")
     if cells[index].get("cell_type") != "code":
-        raise ToolError(f"notebook_run_cell: cell {index} is {cells[index].get('cell_type')}, not code")
-    return _text(cells[index].get("source"))
+        raise ToolError(f"notebook_run_cell: cell {index} is {terminal_line(_cell_type(cells[index]))}, not code")
+    code = _text(cells[index].get("source"))
+    if sha256 is not None and source_digest(code) != sha256:
+        raise ToolError(f"notebook_run_cell: cell {index} no longer holds the code that was shown (it was saved "
+                        "with other code since); nothing ran: ask again to see it as it is now")
+    return code

@@ -22,8 +22,8 @@ from ...cluster import cell_transfer
 from ...cluster.private_folder import PrivateFolder
 from ...cluster.cell_job import CellEnvironment, cell_environment, run_dir
 from ...cluster.notebook_job import (
-    MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, file_digest, inject, notebook_bytes,
-    parameter_name, parse_parameters, parse_value, read_notebook, runner_source,
+    MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, inject, notebook_bytes, parameter_name,
+    parse_parameters, parse_value, read_notebook, read_notebook_and_digest, runner_source,
 )
 from ...cluster.notebook_job import RUNNER as NOTEBOOK_RUNNER
 from ...errors import UsageError
@@ -48,8 +48,9 @@ class NotebookSubmitArgs(ToolArgs):
 
     notebook: str = Field(min_length=1, max_length=1000, description="the notebook's path in the project")
     sha256: str | None = Field(None, pattern=r"^[0-9a-f]{64}$",
-                               description="the notebook file's digest as read before asking; when given, a notebook "
-                                           "changed since is refused and nothing is sent")
+                               description="the notebook file's sha256 as read before asking; when given, a notebook "
+                                           "changed since is refused and nothing is sent (the approved card binds "
+                                           "the run to the digest it shows either way)")
     params: list[Annotated[str, Field(max_length=2000)]] = Field(
         default_factory=list, max_length=100, description='each parameter as NAME=VALUE: ["lr=3e-4", "epochs=10"]')
     grid: list[Annotated[str, Field(max_length=4000)]] = Field(
@@ -83,7 +84,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
             "notebook": f"{args.notebook} ({len(first.notebook['cells']) - 1} cells)",
             "parameters": parameters if plan.grid else first.source,
             "injected": first.where(), "runs in": plan.job.environment.describe(), "run directory": plan.job.run_dir,
-            **submitted.details,
+            "sha256": plan.digest, **submitted.details,
         }
         if plan.grid:
             details.update(tasks=len(plan.grid), points=grid_table(plan.grid))
@@ -92,8 +93,19 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
         return Preview(kind="script", title=f"run {what} as {slug} on {ctx.profile.name}: {details['resources']}",
                        text=plan.script, details=details)
 
+    def bound(self, args: NotebookSubmitArgs, preview: Preview) -> NotebookSubmitArgs:
+        """The run sends exactly the notebook file the card showed: its digest goes into the arguments."""
+        return args.model_copy(update={"sha256": preview.details.get("sha256")})
+
     async def run(self, ctx: ToolContext, args: NotebookSubmitArgs) -> ToolOutcome:
-        """Check again, upload the notebook(s) and the runner, submit the script once, record it."""
+        """Check again, upload the notebook(s) and the runner, submit the script once, record it.
+
+        Only the notebook file whose digest the approved card showed is sent (into the card's run
+        directory, named by what is sent); one saved or replaced since is refused and nothing is sent.
+        """
+        if args.sha256 is None:
+            raise ToolError(f"notebook_submit: {args.notebook[:200]!r} runs only as an approved card showed it, "
+                            "and no card's digest came with this call; nothing was sent")
         plan = await _planned(ctx, args)
         checked_submission(_as_submission(args, plan.script), await ctx.slurm.partitions())
         names = [f"notebook-{index}.ipynb" for index in range(len(plan.injected))] if plan.grid else ["notebook.ipynb"]
@@ -122,16 +134,18 @@ class _Plan:
     script: str
     injected: list[Injected]
     grid: Grid | None
+    digest: str
+    """The sha256 of the notebook file's bytes, exactly as read for this plan."""
 
 
 async def _planned(ctx: ToolContext, args: NotebookSubmitArgs) -> _Plan:
     """The plan, the environment checked on the cluster (and that it imports nbclient and ipykernel)."""
     try:
         path = _in_project(ctx.workspace.root, args.notebook)
-        book = read_notebook(path)
-        if args.sha256 is not None and file_digest(path) != args.sha256:
-            raise UsageError(f"{args.notebook} changed after it was read for this run; nothing was sent: run the "
-                             "command again")
+        book, digest = read_notebook_and_digest(path)
+        if args.sha256 is not None and digest != args.sha256:
+            raise UsageError(f"{args.notebook[:200]} is not the notebook shown for this run (it changed since); "
+                             "nothing was sent: ask again to see it as it is now")
         parameters = parse_parameters(args.params)
         grid = Grid.parse(args.grid) if args.grid else None
         if grid is not None:
@@ -154,7 +168,7 @@ async def _planned(ctx: ToolContext, args: NotebookSubmitArgs) -> _Plan:
         script = sweep_script(job.script(), grid) if grid else job.script()
     except UsageError as error:
         raise ToolError(str(error)) from error
-    return _Plan(job, script, injected, grid)
+    return _Plan(job, script, injected, grid, digest)
 
 
 async def _check_environment(ctx: ToolContext, environment: CellEnvironment) -> None:

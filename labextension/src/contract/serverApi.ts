@@ -363,6 +363,7 @@ export interface ICellChangeJson {
   source: string;
   cell_type: string;
   before: string | null;
+  sha256: string | null;
 }
 /**
  * Body of ``POST notebooks/changes/{id}``: how the panel applied an approved cell change (one line).
