@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -188,3 +189,12 @@ def test_betty_mcp_sends_a_credential_only_to_the_server_it_was_made_for(listene
 def test_a_credential_made_elsewhere_goes_over_https_or_to_this_machine_only(url: str) -> None:
     told = run_betty("mcp", "--url", url, env={**os.environ, "BETTY_MCP_TOKEN": "betty-mcp-" + "x" * 43})
     assert told.returncode == 1 and "only over https, never plain http" in told.stderr
+
+
+def test_credentials_made_at_once_from_many_places_are_all_kept() -> None:
+    names = [f"client-{i}" for i in range(12)]
+    with ThreadPoolExecutor(6) as pool:
+        made = list(pool.map(lambda name: run_betty("mcp", "token", "add", name, "--url", "http://127.0.0.1:8888"),
+                             names))
+    assert [run.returncode for run in made] == [0] * len(names), [run.stderr for run in made if run.returncode]
+    assert sorted(credential.name for credential in McpCredentials().listed()) == sorted(names)
