@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import sys
 import threading
 from collections.abc import Iterator
@@ -124,7 +125,7 @@ def test_loopback_over_http_and_any_host_over_https_are_fine(url: str) -> None:
     assert server_url(url).endswith("/")
 
 
-@pytest.mark.parametrize("spoil", ["file mode", "folder mode", "link"])
+@pytest.mark.parametrize("spoil", ["file mode", "folder mode", "link", "file owner", "folder owner"])
 def test_a_credentials_file_others_could_touch_is_not_trusted(spoil: str, tmp_path: Path) -> None:
     credentials = McpCredentials()
     _, token = credentials.add("ide", "http://127.0.0.1:8888/")
@@ -132,6 +133,8 @@ def test_a_credentials_file_others_could_touch_is_not_trusted(spoil: str, tmp_pa
         credentials.path.chmod(0o644)
     elif spoil == "folder mode":
         credentials.directory.chmod(0o770)
+    elif spoil.endswith("owner"):  # another user's, mode 0600 all the same (the suite runs as root, as sbatch --uid)
+        os.chown(credentials.path if spoil == "file owner" else credentials.directory, pwd.getpwnam("nobody").pw_uid, -1)
     else:
         planted = tmp_path / "planted.json"
         planted.write_text(credentials.path.read_text())
