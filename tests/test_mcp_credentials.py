@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import run_betty
+from jupyter_server_proc import free_port
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -201,3 +202,20 @@ def test_credentials_made_at_once_from_many_places_are_all_kept() -> None:
                              names))
     assert [run.returncode for run in made] == [0] * len(names), [run.stderr for run in made if run.returncode]
     assert sorted(credential.name for credential in McpCredentials().listed()) == sorted(names)
+
+
+def test_betty_mcp_says_in_one_line_when_its_server_does_not_answer() -> None:
+    url = f"http://127.0.0.1:{free_port()}/"
+    _, token = McpCredentials().add("ide", url)
+
+    async def main() -> None:
+        async with betty_mcp(BETTY_MCP_TOKEN=token) as client:
+            with pytest.raises(MCPError) as silent:
+                await client.list_tools()
+            assert silent.value.message.startswith(f"Betty's server at {url}betty/mcp does not answer (")
+            assert silent.value.message.endswith("is Jupyter running with Betty's extension?")
+            assert "\n" not in silent.value.message
+            call = await client.call_tool("cluster_queue", {})
+            assert call.is_error and "does not answer" in call.content[0].text
+
+    anyio.run(main)
