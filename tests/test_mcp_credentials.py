@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import run_betty
+from jupyter_server_proc import free_port
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
@@ -123,7 +126,7 @@ def test_loopback_over_http_and_any_host_over_https_are_fine(url: str) -> None:
     assert server_url(url).endswith("/")
 
 
-@pytest.mark.parametrize("spoil", ["file mode", "folder mode", "link"])
+@pytest.mark.parametrize("spoil", ["file mode", "folder mode", "link", "file owner", "folder owner"])
 def test_a_credentials_file_others_could_touch_is_not_trusted(spoil: str, tmp_path: Path) -> None:
     credentials = McpCredentials()
     _, token = credentials.add("ide", "http://127.0.0.1:8888/")
@@ -131,6 +134,8 @@ def test_a_credentials_file_others_could_touch_is_not_trusted(spoil: str, tmp_pa
         credentials.path.chmod(0o644)
     elif spoil == "folder mode":
         credentials.directory.chmod(0o770)
+    elif spoil.endswith("owner"):  # another user's, mode 0600 all the same (the suite runs as root, as sbatch --uid)
+        os.chown(credentials.path if spoil == "file owner" else credentials.directory, pwd.getpwnam("nobody").pw_uid, -1)
     else:
         planted = tmp_path / "planted.json"
         planted.write_text(credentials.path.read_text())
@@ -188,3 +193,29 @@ def test_betty_mcp_sends_a_credential_only_to_the_server_it_was_made_for(listene
 def test_a_credential_made_elsewhere_goes_over_https_or_to_this_machine_only(url: str) -> None:
     told = run_betty("mcp", "--url", url, env={**os.environ, "BETTY_MCP_TOKEN": "betty-mcp-" + "x" * 43})
     assert told.returncode == 1 and "only over https, never plain http" in told.stderr
+
+
+def test_credentials_made_at_once_from_many_places_are_all_kept() -> None:
+    names = [f"client-{i}" for i in range(12)]
+    with ThreadPoolExecutor(6) as pool:
+        made = list(pool.map(lambda name: run_betty("mcp", "token", "add", name, "--url", "http://127.0.0.1:8888"),
+                             names))
+    assert [run.returncode for run in made] == [0] * len(names), [run.stderr for run in made if run.returncode]
+    assert sorted(credential.name for credential in McpCredentials().listed()) == sorted(names)
+
+
+def test_betty_mcp_says_in_one_line_when_its_server_does_not_answer() -> None:
+    url = f"http://127.0.0.1:{free_port()}/"
+    _, token = McpCredentials().add("ide", url)
+
+    async def main() -> None:
+        async with betty_mcp(BETTY_MCP_TOKEN=token) as client:
+            with pytest.raises(MCPError) as silent:
+                await client.list_tools()
+            assert silent.value.message.startswith(f"Betty's server at {url}betty/mcp does not answer (")
+            assert silent.value.message.endswith("is Jupyter running with Betty's extension?")
+            assert "\n" not in silent.value.message
+            call = await client.call_tool("cluster_queue", {})
+            assert call.is_error and "does not answer" in call.content[0].text
+
+    anyio.run(main)
