@@ -27,7 +27,7 @@ PACKAGE = Path(betty_jupyter.__file__).parent
 GATE = "reaches a tool through the gate"
 READ = "reads, changes nothing"
 ANSWER = "a person's answer to a card or a login question"
-OWN = "the person's own settings of Betty (sessions, modes, automations, trust), never the cluster"
+OWN = "the person's own settings of Betty (sessions, modes, automations, trust, MCP credentials), never the cluster"
 HOOK = "a webhook with its own secret: starts an automation, whose calls go through the gate"
 
 ROUTES: dict[tuple[str, str], str] = {
@@ -91,6 +91,9 @@ ROUTES: dict[tuple[str, str], str] = {
     ("/betty/api/automations/(?P<automation_id>[^/]+)/runs", "get"): READ,
     ("/betty/api/automations/(?P<automation_id>[^/]+)/runs/(?P<run_id>[^/]+)", "get"): READ,
     ("/betty/api/hooks/(?P<automation_id>[^/]+)", "post"): HOOK,
+    ("/betty/api/mcp/credentials", "get"): READ,
+    ("/betty/api/mcp/credentials", "post"): OWN,
+    ("/betty/api/mcp/credentials/(?P<name>[^/]+)", "delete"): OWN,
     ("/betty/mcp", "get"): GATE,
     ("/betty/mcp", "post"): GATE,
     ("/betty/mcp", "delete"): OWN,
