@@ -11,6 +11,7 @@ opened on, and the scripted model over HTTP, whose requests show exactly what th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from typing import Any
@@ -124,6 +125,7 @@ def test_betty_reads_edits_and_runs_the_open_notebook_only_as_the_person_approve
         expect(run_card.get_by_test_id("betty-approval-tier")).to_contain_text("2")
         expect(run_card).to_contain_text("print(6 * 7)")
         expect(run_card).to_contain_text("Python 3 (ipykernel)")
+        expect(run_card).to_contain_text(hashlib.sha256(b"print(6 * 7)").hexdigest())  # the digest the run is bound to
         assert "selected cell 2" in last_user_message(llm.requests[-1])
         expect(run_card.get_by_test_id("betty-approve")).to_be_enabled()
         assert cells.nth(2).locator(".jp-OutputArea-output").count() == 0, "nothing ran before the approval"

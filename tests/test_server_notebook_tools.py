@@ -377,6 +377,50 @@ async def test_a_card_runs_in_the_notebook_it_named_even_when_another_is_active_
         await chat("back", "shown.ipynb")
 
 
+async def test_a_plans_granted_run_is_bound_to_the_code_the_plan_showed(jp_fetch, llm, jp_root_dir, dev_cluster):
+    path = jp_root_dir / "plan.ipynb"
+    notebook(path, "import os", "print('hello')")
+    await panel_says_open(jp_fetch, "plan.ipynb")
+    session_id = (await open_session(jp_fetch, mode="auto"))["session_id"]
+    llm.add(say("Noted."))
+    await events_until(jp_fetch, session_id, done, await ask(jp_fetch, session_id, "look", {"notebook": "plan.ipynb"}))
+
+    async def agent_calls(tool: str, args: dict[str, Any]) -> str:
+        return (await call(jp_fetch, "POST", "sessions", session_id, "tools", tool,
+                           body={"args": args, "wait": False, "caller": "agent"}))["call_id"]
+
+    async def result(call_id: str) -> dict[str, Any]:
+        events = await events_until(jp_fetch, session_id, lambda seen: any(
+            e["type"] == "tool_result" and e["payload"]["call_id"] == call_id for e in seen))
+        return next(e["payload"] for e in events if e["type"] == "tool_result" and e["payload"]["call_id"] == call_id)
+
+    planned = await agent_calls("propose_plan", {"goal": "greet", "steps": [
+        {"tool": "notebook_read", "args": {}}, {"tool": "notebook_run_cell", "args": {"index": 1}}]})
+    asked = await until("the plan's card", lambda: card(jp_fetch, session_id))
+    assert "print('hello')" in asked["preview"]["text"]
+    await call(jp_fetch, "POST", "approvals", asked["approval_id"], body={"decision": "approved"})
+    assert (await result(planned))["ok"]
+
+    notebook(path, "import os", "planted()")  # saved after the plan was answered: the plan does not cover it
+    called = await agent_calls("notebook_run_cell", {"index": 1})
+    own = await until("the call's own card", lambda: card(jp_fetch, session_id))
+    assert own["preview"]["text"] == "planted()" and own["preview"]["details"]["sha256"] == digest("planted()")
+    await call(jp_fetch, "POST", "approvals", own["approval_id"], body={"decision": "denied"})
+    assert own["call_id"] == called
+
+    notebook(path, "import os", "print('hello')")
+    called = await agent_calls("notebook_run_cell", {"index": 1})  # as the plan showed it: covered, no card
+    taken: list[dict[str, Any]] = []
+
+    async def run_taken() -> bool:
+        await panel_applies(jp_fetch, "plan.ipynb", taken, {"run": "ran"})
+        return bool(taken)
+
+    await until("the panel takes the run", run_taken)
+    assert [c["sha256"] for c in taken] == [digest("print('hello')")]
+    assert (await result(called))["ok"] and await card(jp_fetch, session_id) is None
+
+
 async def test_the_chips_git_facts_come_from_git_and_run_nothing_the_repository_names(jp_fetch, jp_root_dir, tmp_path):
     notebook(jp_root_dir / "work" / "nb.ipynb", "x = 1")
     ran = tmp_path / "fsmonitor-ran"
