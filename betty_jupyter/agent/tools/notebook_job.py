@@ -91,7 +91,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
         slug = str(details.get("page", "")).removeprefix("wiki/experiments/").removesuffix(".md")
         what = f"a sweep of {len(plan.grid)} notebook runs" if plan.grid else "a notebook"
         return Preview(kind="script", title=f"run {what} as {slug} on {ctx.profile.name}: {details['resources']}",
-                       text=plan.script, details=details)
+                       text=plan.script, details=details, inputs={args.notebook: f"sha256:{plan.digest}"})
 
     def bound(self, args: NotebookSubmitArgs, preview: Preview) -> NotebookSubmitArgs:
         """The run sends exactly the notebook file the card showed: its digest goes into the arguments."""
