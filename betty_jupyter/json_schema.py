@@ -18,8 +18,8 @@ A schema's regular expressions (``pattern``, the names of ``patternProperties``,
 where ``(a+)+$`` takes hours on a few dozen characters: they are compiled and run by RE2, whose
 time is linear in the text. A pattern RE2 cannot run (backreferences, lookarounds) is refused
 in one line; ``unevaluatedProperties`` beside ``patternProperties`` is refused too, since
-jsonschema would match those names with Python's engine. A schema is at most
-:data:`MAX_SCHEMA_CHARS` long, and checking one value against it stops after
+jsonschema would match those names with Python's engine. A model's schema is at most
+:data:`MAX_SCHEMA_CHARS` long, and checking one value against any schema stops after
 :data:`CHECK_SECONDS` (every keyword looks at the clock), so no schema holds a thread for long.
 """
 
@@ -54,7 +54,7 @@ MAX_DEPTH = 100
 """Schemas nested deeper than this (objects and lists) are refused: checking and validating recurse per level."""
 REFERENCES = ("$ref", "$dynamicRef", "$recursiveRef")
 MAX_SCHEMA_CHARS = 20_000
-"""A schema longer than this, written as JSON, is refused: checking a value costs time in its size."""
+"""A model's schema longer than this, written as JSON, is refused: checking a value costs time in its size."""
 CHECK_SECONDS = 5.0
 """Checking one value against a schema stops after this long, with one line saying so."""
 _RE2_OPTIONS = re2.Options()
@@ -63,13 +63,16 @@ _RE2_OPTIONS.max_mem = 8 << 20  # RE2's own default: a pattern whose program nee
 _HOW = "define it under $defs and refer to it as '#/$defs/<name>'; Betty never fetches a schema"
 
 
-def offline_validator(schema: Any) -> "Validator":
-    """A validator for ``schema`` that fetches nothing; SchemaError saying what is wrong with it."""
+def offline_validator(schema: Any, longest: int | None = None) -> "Validator":
+    """A validator for ``schema`` that fetches nothing; SchemaError saying what is wrong with it.
+
+    ``longest`` caps the schema's length as JSON (a model's schemas: :data:`MAX_SCHEMA_CHARS`).
+    """
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a JSON schema is an object (or true/false), not {type(schema).__name__}")
     _check_depth(schema)
-    if len(json.dumps(schema, ensure_ascii=False, default=str)) > MAX_SCHEMA_CHARS:
-        raise SchemaError(f"the schema is longer than {MAX_SCHEMA_CHARS} characters as JSON; keep it to what "
+    if longest is not None and len(json.dumps(schema, ensure_ascii=False, default=str)) > longest:
+        raise SchemaError(f"the schema is longer than {longest} characters as JSON; keep it to what "
                           "the answer must hold")
     dialect = _dialect(schema)
     cls = validator_for({"$schema": dialect})

@@ -2,8 +2,9 @@
 
 Through ``betty gpu estimate`` (in process and as a real process) and the agent's ``gpu_estimate`` tool:
 sizes that are ``NaN``, ``Infinity``, zero, negative, fractional, enormous or not numbers at all, JSON nested
-without end, and models with thousands of layers or experts asked for ``--trace`` (refused before PyTorch is
-even imported, so these run without the trace extra).
+without end, and models with thousands of experts asked for ``--trace`` (refused before PyTorch is even
+imported, so these run without the trace extra; a model of thousands of layers is traced at two small depths and
+extended: ``test_gpu_trace_depth.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from conftest import betty_in_process, run_betty
 
 from betty_jupyter.agent.registry import default_registry
 from betty_jupyter.gpu.architecture import LARGEST_FIELD
-from betty_jupyter.gpu.trace import MAX_EXPERTS, MAX_LAYERS
+from betty_jupyter.gpu.trace import MAX_EXPERTS
 
 LLAMA = {"model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 32,
          "num_hidden_layers": 16, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 128256}
@@ -66,10 +67,8 @@ def test_a_real_process_prints_one_line_and_no_traceback(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("field, value, words", [
-    ("num_hidden_layers", MAX_LAYERS + 1, f"{MAX_LAYERS + 1:,} layers; the trace runs at most {MAX_LAYERS}"),
-    ("num_hidden_layers", 2000, "2,000 layers"),
-    ("num_hidden_layers", LARGEST_FIELD, f"{LARGEST_FIELD:,} layers"),
     ("num_local_experts", MAX_EXPERTS + 1, f"{MAX_EXPERTS + 1:,} experts per layer"),
+    ("num_local_experts", LARGEST_FIELD, f"{LARGEST_FIELD:,} experts per layer"),
 ])
 def test_a_trace_of_a_model_too_large_to_trace_is_refused_at_once(tmp_path: Path, capsys: Any, field: str,
                                                                    value: int, words: str) -> None:
@@ -85,10 +84,10 @@ def test_the_agents_tool_answers_a_bad_config_and_an_untraceable_model_in_one_li
     tool = default_registry().get("gpu_estimate")
     project = context.workspace.root
     for name, config in (("bad", with_field("hidden_size", "Infinity")),
-                         ("huge", json.dumps({**LLAMA, "num_hidden_layers": 5000}))):
+                         ("huge", json.dumps({**LLAMA, "num_local_experts": 5000}))):
         (project / name).mkdir()
         (project / name / "config.json").write_text(config)
     for args, words in (({"model": "bad/config.json", "method": "lora"}, "`hidden_size` is inf"),
-                        ({"model": "huge/config.json", "method": "lora", "trace": True}, "5,000 layers")):
+                        ({"model": "huge/config.json", "method": "lora", "trace": True}, "5,000 experts")):
         outcome = asyncio.run(tool.execute(context, tool.parse(args)))
         assert not outcome.ok and words in outcome.summary and "\n" not in outcome.summary, outcome.summary

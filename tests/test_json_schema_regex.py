@@ -118,7 +118,10 @@ def test_checking_a_value_stops_at_its_deadline_with_one_line() -> None:
 def test_schemas_and_answers_beyond_their_bounds_are_refused_in_one_line() -> None:
     long_schema = {"enum": ["x" * 100] * (MAX_SCHEMA_CHARS // 100)}
     with pytest.raises(SchemaError, match=f"longer than {MAX_SCHEMA_CHARS}"):
-        offline_validator(long_schema)
+        offline_validator(long_schema, MAX_SCHEMA_CHARS)
+    with pytest.raises(ToolError, match=f"result_schema: the schema is longer than {MAX_SCHEMA_CHARS}"):
+        checked_answer('"x"', long_schema)
+    assert offline_validator(long_schema) is not None  # Betty's own schemas are as long as they need
     with pytest.raises(ToolError, match=f"longer than {ANSWER_CHARS}"):
         checked_answer(json.dumps("a" * ANSWER_CHARS), {"type": "string"})
     for depth in (MAX_DEPTH + 2, 5000, 100_000):

@@ -80,11 +80,11 @@ class TaskSpec(ToolArgs):
     @classmethod
     def _a_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         # lazy: jsonschema is heavy; only a task with a result schema needs it, never opening a session
-        from ..json_schema import offline_validator
+        from ..json_schema import MAX_SCHEMA_CHARS, offline_validator
 
         if schema is not None:
             try:
-                offline_validator(schema)
+                offline_validator(schema, MAX_SCHEMA_CHARS)
             except SchemaError as error:
                 raise ValueError(str(error)) from None
         return schema
@@ -182,7 +182,7 @@ def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
     Checking takes up to ``json_schema.CHECK_SECONDS`` of CPU: call it off the event loop.
     """
     # lazy: jsonschema is heavy; only a task with a result schema needs it, never opening a session
-    from ..json_schema import MAX_DEPTH, first_problem, offline_validator
+    from ..json_schema import MAX_DEPTH, MAX_SCHEMA_CHARS, first_problem, offline_validator
 
     answer = text.strip()
     if not answer:
@@ -199,7 +199,7 @@ def checked_answer(text: str, schema: dict[str, Any] | None) -> Any:
     except ValueError as error:
         raise ToolError(f"the helper's answer is not JSON ({error}): {cut(answer, 80)!r}") from None
     try:
-        problem = first_problem(offline_validator(schema), value, "the answer")
+        problem = first_problem(offline_validator(schema, MAX_SCHEMA_CHARS), value, "the answer")
     except SchemaError as error:
         raise ToolError(f"result_schema: {error}") from None
     if problem is not None:

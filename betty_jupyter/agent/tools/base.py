@@ -10,7 +10,6 @@ person and the model, so a tool never raises for a mistake the model can correct
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from ...cluster.jobs import job_id
 from ...cluster.slurm import SlurmClient
 from ...errors import BettyError, UsageError
 from ...errors import ToolError as ToolError  # defined with the others, importable here too
+from ...json_text import TooDeep, parse_json
 from ..models import Preview, Tier, ToolOutcome
 from ..models import ToolArgs as ToolArgs  # defined beside the other shared models, importable here too
 
@@ -203,11 +203,11 @@ def _decode(tool: str, raw: Mapping[str, Any] | str | BaseModel | None) -> Any:
         if not raw.strip():
             return {}
         try:
-            raw = json.loads(raw)
+            raw = parse_json(raw)
+        except TooDeep:
+            raise ToolError(f"{tool}: the arguments are nested too deeply; send a flat JSON object") from None
         except ValueError as error:
             raise ToolError(f"{tool}: the arguments are not valid JSON ({error}); send one JSON object") from None
-        except RecursionError:
-            raise ToolError(f"{tool}: the arguments are nested too deeply; send a flat JSON object") from None
     if not isinstance(raw, Mapping):
         raise ToolError(f"{tool}: the arguments must be one JSON object, not {type(raw).__name__}")
     return dict(raw)

@@ -28,13 +28,15 @@ from ..architecture import Architecture
 from ..catalog import resolve_model
 from ..hardware import GpuType
 from ..request import EstimateRequest
+from .extended import DEEP, SHALLOW, at_depth, extended
 from .result import TracedEstimate, TracePoint
 
 EXTRA = "the traced estimate needs PyTorch, transformers and peft: pip install 'betty-jupyter[trace]'"
 _EXTRA_MODULES = ("torch", "transformers", "peft")
 _HOPPER_AND_LATER = ("H100", "H200", "GH200", "B100", "B200")
 MAX_LAYERS = 256
-"""The most layers a trace builds and runs (Llama 3.1 405B has 126): one costs about a tenth of a second of CPU."""
+"""The most layers a trace builds and runs (Llama 3.1 405B has 126): one costs about a tenth of a second of CPU.
+A deeper model is traced at two small depths and extended (:mod:`.extended`)."""
 MAX_EXPERTS = 512
 """The most experts per layer a trace builds (the largest published mixtures have 256)."""
 
@@ -47,10 +49,6 @@ class TraceUnavailableError(GpuEstimateError):
 
 def check_size(arch: Architecture) -> None:
     """Refuse in one line a model the trace would take minutes to build and run (the formula estimate covers it)."""
-    layers = arch.layers + arch.encoder_layers
-    if layers > MAX_LAYERS:
-        raise GpuEstimateError(f"{arch.name} has {layers:,} layers; the trace runs at most {MAX_LAYERS}; "
-                               "drop --trace for the formula estimate")
     if arch.experts > MAX_EXPERTS:
         raise GpuEstimateError(f"{arch.name} has {arch.experts:,} experts per layer; the trace builds at most "
                                f"{MAX_EXPERTS}; drop --trace for the formula estimate")
@@ -72,4 +70,8 @@ def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request
             raise TraceUnavailableError(EXTRA) from error
         raise
     hopper = gpu is not None and gpu.name.startswith(_HOPPER_AND_LATER)
-    return run_trace(arch, request, hopper=hopper, progress=progress)
+    if arch.layers <= MAX_LAYERS:
+        return run_trace(arch, request, hopper=hopper, progress=progress)
+    shallow, deep = (run_trace(at_depth(arch, layers), request, hopper=hopper, progress=progress)
+                     for layers in (SHALLOW, DEEP))
+    return extended(shallow, deep, arch)
