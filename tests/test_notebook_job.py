@@ -8,7 +8,7 @@ import pytest
 
 from betty_jupyter.cluster.cell_job import CellEnvironment
 from betty_jupyter.cluster.notebook_job import (
-    INJECTED_TAG, NotebookJob, inject, parameters_source, parse_parameters, parse_value,
+    INJECTED_TAG, NotebookJob, inject, parameters_source, parse_parameters, parse_value, read_notebook,
 )
 from betty_jupyter.errors import UsageError
 
@@ -104,3 +104,19 @@ def test_a_grid_name_that_is_a_python_keyword_is_refused_in_one_line(offline_con
     with pytest.raises(ToolError) as refused:
         asyncio.run(NotebookSubmit().dry_run(offline_context, asked))
     assert str(refused.value) == "--grid: 'class' is not a Python variable's name; e.g. --grid lr=1e-4,3e-4"
+
+
+@pytest.mark.parametrize("depth", [201, 5_000, 200_000])
+def test_a_notebook_nested_too_deep_is_refused_in_one_line(tmp_path, depth):
+    """A notebook whose JSON nests without end (its outputs are anyone's) is one line, not a RecursionError."""
+    path = tmp_path / "deep.ipynb"
+    path.write_text('{"nbformat": 4, "cells": [], "metadata": {"x": ' + "[" * depth + "]" * depth + "}}")
+    with pytest.raises(UsageError) as refused:
+        read_notebook(path)
+    assert "nests more than 200 levels" in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_notebook_with_nested_outputs_is_read(tmp_path):
+    path = tmp_path / "nested.ipynb"
+    path.write_text('{"nbformat": 4, "cells": [], "metadata": {"x": ' + "[" * 150 + "]" * 150 + "}}")
+    assert read_notebook(path)["nbformat"] == 4

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
+from ..json_text import parse_json
 from .cell_job import CellEnvironment
 
 PARAMETERS_TAG = "parameters"
@@ -93,6 +94,10 @@ def _is_assignment(statement: ast.stmt) -> bool:
     return True
 
 
+NOTEBOOK_NESTING = 200
+"""How deep a notebook's JSON may nest (its outputs may hold JSON of their own); deeper is refused in one line."""
+
+
 def read_notebook(path: Path) -> dict[str, Any]:
     """The notebook at ``path`` as JSON; a one-line UsageError when it cannot be read or is not a v4 notebook."""
     return read_notebook_and_digest(path)[0]
@@ -105,7 +110,7 @@ def read_notebook_and_digest(path: Path) -> tuple[dict[str, Any], str]:
             raise UsageError(f"{path} is larger than the {MAX_NOTEBOOK_BYTES // 2**20} MiB a notebook run sends; "
                              "clear its outputs first")
         data = path.read_bytes()
-        book = json.loads(data.decode("utf-8"))
+        book = parse_json(data.decode("utf-8"), max_depth=NOTEBOOK_NESTING)
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise UsageError(f"cannot read the notebook {path}: {str(error).splitlines()[0][:200]}") from None
     if not isinstance(book, dict) or book.get("nbformat") != 4 or not isinstance(book.get("cells"), list):
