@@ -50,7 +50,7 @@ RUN_FILE_SCRIPT = r"""
 dir=$1 name=$2 how=$3 most=$4
 refuse() { printf 'betty-run:%s\n' "$1" >&2; exit 125; }
 cd -- "$dir" 2>/dev/null || exit 124
-[[ -O . && "$(stat -c %a .)" == 700 ]] || refuse "$dir is not yours alone (another user may have replaced it)"
+[[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || refuse "$dir is not yours alone (another user may have replaced it)"
 [[ -e $name ]] || exit 124
 [[ -f $name && ! -L $name && -O $name ]] || refuse "$dir/$name is not a file of yours"
 if [[ $how == tail ]]; then exec tail -c "$most" -- "$name"; fi
