@@ -211,3 +211,15 @@ async def test_a_detached_head_reads_as_git_names_it(jp_fetch, jp_root_dir):
     top = repository(jp_root_dir / "detached")
     git(top, "checkout", "-q", "--detach")
     assert await chip(jp_fetch, "detached/nb.ipynb") == {"directory": "detached", "branch": "HEAD", "dirty": False}
+
+
+@pytest.mark.parametrize("piece", ["config", "HEAD", "index", "commondir"])
+async def test_a_fifo_in_the_git_directory_never_blocks_the_chip(jp_fetch, jp_root_dir, piece):
+    top = repository(jp_root_dir / f"fifo-{piece}")
+    (top / ".git" / piece).unlink(missing_ok=True)
+    os.mkfifo(top / ".git" / piece)
+    expected = {"config": ("main", False), "HEAD": (None, None), "index": ("main", True), "commondir": (None, None)}
+    branch, dirty = expected[piece]
+    assert await chip(jp_fetch, f"fifo-{piece}/nb.ipynb") == {"directory": f"fifo-{piece}", "branch": branch,
+                                                               "dirty": dirty}
+
