@@ -179,3 +179,27 @@ def test_without_out_nothing_is_unpickled_and_the_run_still_comes_back(kernel: K
     outcome = kernel.run("_o = _run.result(timeout=180)\n(_o.state, _o.stdout, _o.values, _o.problems)")
     assert outcome.text == "('COMPLETED', 'ran on the node\\n', {}, [])", outcome.text + str(outcome.errors)
     assert not marker.exists(), "a pickle nobody asked for was unpickled"
+
+
+def test_a_runs_directory_the_member_made_is_refused_before_anything_is_sent(kernel: Kernel, shared) -> None:
+    work = shared["base"] / "work-ssh"
+    assert kernel.run("%betty use betty-dev").status == "ok"
+    cell = kernel.run("%%betty run --partition cpu --time 5 --env betty\nprint('first')\n")
+    kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")
+    kernel.run("_run = _")
+    approve(kernel, cell)
+    assert kernel.run("_run.result(timeout=180).stdout").text == "'first\\n'"
+    as_member('mv "$1/runs" "$1/runs-moved" && mkdir "$1/runs" && chmod 777 "$1/runs"', str(work))
+    try:
+        cell = kernel.run("%%betty run --partition cpu --time 5 --env betty\nprint('second')\n")
+        kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")
+        kernel.run("_run = _")
+        kernel.click(kernel.find(cell.widgets[0], "betty-approve")[0])
+        refused = kernel.run("_run.result(timeout=180)")
+        token = kernel.run("_run.run.token").text.strip("'")
+        assert refused.errors == [f"UsageError: the cell run was not submitted: cell_run: could not make the run's "
+                                  f"directory {work}/runs/cell-{token}: {work}/runs belongs to another user; give the "
+                                  "profile a work_dir of your own"], refused.errors
+        assert list((work / "runs").iterdir()) == [], "nothing was sent into the member's directory"
+    finally:
+        as_member('rm -rf "$1/runs" && mv "$1/runs-moved" "$1/runs"', str(work))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import keyword
 import pickle
@@ -133,8 +134,6 @@ class _NamesAndBytes(pickle.Unpickler):
 
 def unpack_outputs(data: bytes, names: Sequence[str]) -> dict[str, Any]:
     """The ``--out`` values named ``names`` from ``outputs.pkl``; no other value is unpickled."""
-    import io
-
     import cloudpickle  # lazy: only a cell run with --out values unpickles anything
 
     try:
