@@ -89,7 +89,7 @@ def branch(repository: Repository) -> str | None:
     if _HEX_NAME.fullmatch(head):
         return "HEAD"
     ref = head.removeprefix("ref:").strip() if head.startswith("ref:") else ""
-    if not _REF.fullmatch(ref):
+    if not _REF.fullmatch(ref) or any(part in ref for part in ("..", "//", "@{", "/.")) or ref.endswith((".lock", "/")):
         return None
     return ref.removeprefix("refs/heads/")
 
