@@ -199,8 +199,8 @@ async def test_a_worktrees_commondir_leading_outside_gives_no_facts(jp_fetch, jp
     assert place == {"directory": "common-side", "branch": None, "dirty": None} and not marker.exists()
 
 
-@pytest.mark.parametrize("head", ["ref: refs/heads/ok\x1b[31m", "ref: ../../etc/passwd", "ref: refs/../../../etc/passwd",
-                                  "ref: refs/heads/x.lock", "nonsense", ""])
+@pytest.mark.parametrize("head", ["ref: refs/heads/ok\x1b[31m", "ref: ../../etc/passwd",
+                                  "ref: refs/../../../etc/passwd", "ref: refs/heads/x.lock", "nonsense", ""])
 async def test_a_hostile_head_gives_no_branch(jp_fetch, jp_root_dir, tmp_path, head):
     top = repository(jp_root_dir / f"head-{abs(hash(head))}")
     (top / ".git" / "HEAD").write_text(head)
