@@ -78,7 +78,7 @@ def test_the_script_without_an_environment_uses_the_clusters_python3() -> None:
         "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;\n"
         "# cell_runner.py runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.\n"
         "# Nothing runs unless the directory is yours alone (mode 700).\n"
-        f"cd -- {RUN_DIR} && [[ -O . && \"$(stat -c %a .)\" == 700 ]] || "
+        f"cd -- {RUN_DIR} && [[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || "
         f"{{ echo \"betty: {RUN_DIR} is not yours alone; the cell was not run\" >&2; exit 1; }}\n"
         "export MPLBACKEND=Agg\nexec python3 -u cell_runner.py 0123\n")
     assert CellEnvironment().describe().startswith("the cluster's default python3")

@@ -106,7 +106,7 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
                       "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;\n"
                       "# cell_runner.py runs the cell, then writes result.json, figure-N.png and outputs.pkl beside "
                       "them.\n# Nothing runs unless the directory is yours alone (mode 700).\n"
-                      f'cd -- {run_dir} && [[ -O . && "$(stat -c %a .)" == 700 ]] || '
+                      f'cd -- {run_dir} && [[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || '
                       f'{{ echo "betty: {run_dir} is not yours alone; the cell was not run" >&2; exit 1; }}\n'
                       f"export MPLBACKEND=Agg\nexec {sys.prefix}/bin/python3 -u cell_runner.py {token}\n\n"), script
     assert ssh(dev_cluster, f"test -e {run_dir}").returncode == 1, "nothing is sent before the approval"

@@ -199,7 +199,8 @@ async def test_a_worktrees_commondir_leading_outside_gives_no_facts(jp_fetch, jp
     assert place == {"directory": "common-side", "branch": None, "dirty": None} and not marker.exists()
 
 
-@pytest.mark.parametrize("head", ["ref: refs/heads/ok\x1b[31m", "ref: ../../etc/passwd", "nonsense", ""])
+@pytest.mark.parametrize("head", ["ref: refs/heads/ok\x1b[31m", "ref: ../../etc/passwd",
+                                  "ref: refs/../../../etc/passwd", "ref: refs/heads/x.lock", "nonsense", ""])
 async def test_a_hostile_head_gives_no_branch(jp_fetch, jp_root_dir, tmp_path, head):
     top = repository(jp_root_dir / f"head-{abs(hash(head))}")
     (top / ".git" / "HEAD").write_text(head)
@@ -211,3 +212,15 @@ async def test_a_detached_head_reads_as_git_names_it(jp_fetch, jp_root_dir):
     top = repository(jp_root_dir / "detached")
     git(top, "checkout", "-q", "--detach")
     assert await chip(jp_fetch, "detached/nb.ipynb") == {"directory": "detached", "branch": "HEAD", "dirty": False}
+
+
+@pytest.mark.parametrize("piece", ["config", "HEAD", "index", "commondir"])
+async def test_a_fifo_in_the_git_directory_never_blocks_the_chip(jp_fetch, jp_root_dir, piece):
+    top = repository(jp_root_dir / f"fifo-{piece}")
+    (top / ".git" / piece).unlink(missing_ok=True)
+    os.mkfifo(top / ".git" / piece)
+    expected = {"config": ("main", False), "HEAD": (None, None), "index": ("main", True), "commondir": (None, None)}
+    branch, dirty = expected[piece]
+    assert await chip(jp_fetch, f"fifo-{piece}/nb.ipynb") == {"directory": f"fifo-{piece}", "branch": branch,
+                                                               "dirty": dirty}
+

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import io
 import json
 import keyword
 import pickle
@@ -133,8 +134,6 @@ class _NamesAndBytes(pickle.Unpickler):
 
 def unpack_outputs(data: bytes, names: Sequence[str]) -> dict[str, Any]:
     """The ``--out`` values named ``names`` from ``outputs.pkl``; no other value is unpickled."""
-    import io
-
     import cloudpickle  # lazy: only a cell run with --out values unpickles anything
 
     try:
@@ -398,7 +397,7 @@ class CellJob:
                   "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;",
                   f"# {RUNNER} runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.",
                   "# Nothing runs unless the directory is yours alone (mode 700).",
-                  f'cd -- {here} && [[ -O . && "$(stat -c %a .)" == 700 ]] || '
+                  f'cd -- {here} && [[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || '
                   f'{{ echo "betty: {self.run_dir} is not yours alone; the cell was not run" >&2; exit 1; }}',
                   *self.environment.setup_lines(), "export MPLBACKEND=Agg",
                   self.environment.command(self.gpus, f"{RUNNER} {shlex.quote(self.token)}")]

@@ -144,4 +144,6 @@ def _type_name(value: object) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path.cwd(), sys.argv[1] if len(sys.argv) > 1 else ""))
+    # "." and never the directory's name: the job's script checked the directory it entered, and another user who
+    # can rename what leads to it must not redirect a file the runner reads or writes
+    sys.exit(main(Path("."), sys.argv[1] if len(sys.argv) > 1 else ""))

@@ -35,7 +35,7 @@ refuse() { printf 'betty-run:%s\n' "$1" >&2; exit 125; }
 mkdir -p -- "${runs%/*}" || refuse "cannot make ${runs%/*}"
 [[ -e $runs || -L $runs ]] || mkdir -m 700 -- "$runs" 2>/dev/null
 [[ -d $runs && ! -L $runs ]] || refuse "$runs is not a directory"
-[[ -O $runs ]] || refuse "$runs belongs to another user"
+[[ -O $runs ]] || refuse "$runs belongs to another user; give the profile a work_dir of your own"
 chmod go-w -- "$runs" || refuse "cannot make $runs writable by you alone"
 if [[ $fresh == fresh ]]; then
   mkdir -m 700 -- "$runs/$leaf" || refuse "$runs/$leaf already exists"
@@ -50,7 +50,7 @@ RUN_FILE_SCRIPT = r"""
 dir=$1 name=$2 how=$3 most=$4
 refuse() { printf 'betty-run:%s\n' "$1" >&2; exit 125; }
 cd -- "$dir" 2>/dev/null || exit 124
-[[ -O . && "$(stat -c %a .)" == 700 ]] || refuse "$dir is not yours alone (another user may have replaced it)"
+[[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || refuse "$dir is not yours alone (another user may have replaced it)"
 [[ -e $name ]] || exit 124
 [[ -f $name && ! -L $name && -O $name ]] || refuse "$dir/$name is not a file of yours"
 if [[ $how == tail ]]; then exec tail -c "$most" -- "$name"; fi
@@ -110,8 +110,8 @@ async def upload_files(transport: Transport, run_dir: str, files: Sequence[tuple
     for name, data in files:
         await transport.put(data, f"{run_dir}/{name}")
     names = [name for name, _ in files]
-    sealed = await transport.run(["sh", "-c", 'cd -- "$1" && shift && [ -O . ] && chmod 600 -- "$@"', "betty-run",
-                                  run_dir, *names], timeout=30)
+    sealed = await transport.run([*_BASH, 'cd -- "$1" && shift && [[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) '
+                                  '&& chmod 600 -- "$@"', "betty-run", run_dir, *names], timeout=30)
     if not sealed.ok:
         raise TransportError(f"could not make the run's files readable by you alone in {run_dir}: {_why(sealed)}")
 

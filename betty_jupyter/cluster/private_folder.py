@@ -71,7 +71,8 @@ class PrivateFolder:
         return data
 
     def exists(self, name: str) -> bool:
-        """Whether the folder holds ``name`` (of any kind)."""
+        """Whether the folder holds ``name`` (of any kind); a one-line UsageError when the folder is not the person's
+        alone."""
         with self._opened() as folder:
             try:
                 os.stat(name, dir_fd=folder, follow_symlinks=False)

@@ -89,7 +89,7 @@ def branch(repository: Repository) -> str | None:
     if _HEX_NAME.fullmatch(head):
         return "HEAD"
     ref = head.removeprefix("ref:").strip() if head.startswith("ref:") else ""
-    if not _REF.fullmatch(ref):
+    if not _REF.fullmatch(ref) or any(part in ref for part in ("..", "//", "@{", "/.")) or ref.endswith((".lock", "/")):
         return None
     return ref.removeprefix("refs/heads/")
 
@@ -107,8 +107,8 @@ async def has_changes(repository: Repository) -> bool | None:
 
 
 # ----- the repository's own files, read as data ----------------------------------------------
-def _small_text(path: Path) -> str | None:
-    """A small regular file's text (not followed if a symbolic link), or None."""
+def _small_text(path: Path, limit: int = _SMALL_FILE) -> str | None:
+    """A small regular file's text, up to ``limit`` bytes (not a symbolic link, a FIFO or a device), or None."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -116,7 +116,8 @@ def _small_text(path: Path) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             return None
-        return os.read(descriptor, _SMALL_FILE).decode("utf-8", "replace")
+        with open(descriptor, "rb", closefd=False) as file:
+            return file.read(limit).decode("utf-8", "replace")
     finally:
         os.close(descriptor)
 
@@ -155,10 +156,7 @@ def _common_dir(git_dir: Path, workspace: Path) -> Path | None:
 
 def _copied_config(common_dir: Path) -> str:
     """The settings of :data:`_COPIED` found in the repository's own config file, as a config of Betty's own."""
-    try:
-        text = (common_dir / "config").read_text(encoding="utf-8", errors="replace")[:1 << 20]
-    except OSError:
-        text = ""
+    text = _small_text(common_dir / "config", 1 << 20) or ""
     found: dict[tuple[str, str], str] = {}
     section = ""
     for line in text.splitlines():
