@@ -10,7 +10,7 @@ import json
 import re
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import anyio
 import httpx2
@@ -250,16 +250,16 @@ def test_a_client_cannot_answer_its_own_card_nor_reach_around_betty(server: Jupy
     assert server.request("GET", "mcp/credentials")["credentials"][0]["name"] == "test-client"  # nothing revoked
 
 
-def test_revoking_a_credential_cancels_its_open_card_and_refuses_its_next_request(server: JupyterServer) -> None:
-    token = server.request("POST", "mcp/credentials", {"name": "soon-revoked"})["token"]
-    shown = server.request("GET", "mcp/credentials")["credentials"]
-    assert "soon-revoked" in {c["name"] for c in shown} and token not in json.dumps(shown)
-    page = {"page": "notes/revoked.md", "mode": "create", "body": "x\n",
+def revoked_while_waiting(server: JupyterServer, name: str, token: str,
+                          revoke: Callable[[], Awaitable[None]]) -> tuple[dict[str, Any], CallToolResult]:
+    """Credential ``name`` (``token``) calls ``wiki_write`` and, while its card is open, ``revoke`` runs: the card
+    and the call's answer. Afterwards the client's next request is refused."""
+    page = {"page": f"notes/{name}.md", "mode": "create", "body": "x\n",
             "frontmatter": {"name": "Revoked", "description": "a page of a revoked client", "type": "note"}}
 
     async def main() -> tuple[dict[str, Any], CallToolResult]:
+        answers: list[CallToolResult] = []
         async with with_token(token) as http, over_http(server, http, "?mode=auto") as client:
-            answers: list[CallToolResult] = []
             async with anyio.create_task_group() as tasks:
                 async def write() -> None:
                     answers.append(await client.call_tool("wiki_write", page))
@@ -268,16 +268,28 @@ def test_revoking_a_credential_cancels_its_open_card_and_refuses_its_next_reques
 
                 async def open_card() -> dict[str, Any] | None:
                     return next((a for a in (await api(server, "GET", "approvals"))["approvals"]
-                                 if a["task"] == "betty-test-client (mcp:soon-revoked)"), None)
+                                 if a["task"] == f"betty-test-client (mcp:{name})"), None)
 
                 card = await until("the card", open_card)
-                revoked = await api(server, "DELETE", "mcp/credentials/soon-revoked")
-                assert revoked["cancelled"] == [card["approval_id"]]
+                await revoke()
             with pytest.raises(Exception):
                 await client.list_tools()
         return card, answers[0]
 
-    card, answer = anyio.run(main)
+    return anyio.run(main)
+
+
+def test_revoking_a_credential_cancels_its_open_card_and_refuses_its_next_request(server: JupyterServer) -> None:
+    token = server.request("POST", "mcp/credentials", {"name": "soon-revoked"})["token"]
+    shown = server.request("GET", "mcp/credentials")["credentials"]
+    assert "soon-revoked" in {c["name"] for c in shown} and token not in json.dumps(shown)
+    cancelled: list[str] = []
+
+    async def revoke() -> None:
+        cancelled.extend((await api(server, "DELETE", "mcp/credentials/soon-revoked"))["cancelled"])
+
+    card, answer = revoked_while_waiting(server, "soon-revoked", token, revoke)
+    assert cancelled == [card["approval_id"]]
     assert answer.is_error and "not run: " in text(answer), text(answer)  # cancelled, however it heard of it
     statuses: list[int] = []
 
@@ -294,29 +306,13 @@ def test_revoking_a_credential_cancels_its_open_card_and_refuses_its_next_reques
 def test_a_credential_revoked_with_the_cli_while_its_call_waits_cancels_the_card(server: JupyterServer,
                                                                                   project: dict[str, Any]) -> None:
     token = server.request("POST", "mcp/credentials", {"name": "cli-revoked"})["token"]
-    page = {"page": "notes/cli-revoked.md", "mode": "create", "body": "x\n",
-            "frontmatter": {"name": "Revoked", "description": "a page of a revoked client", "type": "note"}}
 
-    async def main() -> tuple[dict[str, Any], CallToolResult]:
-        answers: list[CallToolResult] = []
-        async with with_token(token) as http, over_http(server, http, "?mode=auto") as client:
-            async with anyio.create_task_group() as tasks:
-                async def write() -> None:
-                    answers.append(await client.call_tool("wiki_write", page))
+    async def revoke() -> None:
+        revoked = await anyio.to_thread.run_sync(
+            lambda: run_betty("mcp", "token", "revoke", "cli-revoked", env=project["env"]))
+        assert revoked.returncode == 0, revoked.stderr
 
-                tasks.start_soon(write)
-
-                async def open_card() -> dict[str, Any] | None:
-                    return next((a for a in (await api(server, "GET", "approvals"))["approvals"]
-                                 if a["task"] == "betty-test-client (mcp:cli-revoked)"), None)
-
-                card = await until("the card", open_card)
-                revoked = await anyio.to_thread.run_sync(
-                    lambda: run_betty("mcp", "token", "revoke", "cli-revoked", env=project["env"]))
-                assert revoked.returncode == 0, revoked.stderr
-        return card, answers[0]
-
-    card, answer = anyio.run(main)
+    card, answer = revoked_while_waiting(server, "cli-revoked", token, revoke)
     assert answer.is_error and "credential was revoked" in text(answer), text(answer)
     record = anyio.run(until, "the card cancelled", lambda: logged(server, card["call_id"]))
     assert (record["decision"], record["ok"]) == ("cancelled", None)

@@ -155,3 +155,20 @@ async def submit_and_approve(jp_fetch, script: str, goal: str) -> str:
     outcome = await submitting
     assert outcome["ok"], outcome["summary"]
     return re.search(r"job (\d+)", outcome["summary"]).group(1)
+
+
+async def sweep_and_approve(jp_fetch, script: str, grid: list[str], goal: str) -> str:
+    """A person runs ``script`` over ``grid`` with ``cluster_sweep`` and approves its one card; the slug."""
+    session_id = (await open_session(jp_fetch))["session_id"]
+    sweeping = asyncio.ensure_future(call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_sweep",
+                                          body={"args": {"script": script, "grid": grid, "goal": goal}}))
+
+    async def card() -> dict[str, Any] | None:
+        pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
+        return pending[0] if pending else None
+
+    await call(jp_fetch, "POST", "approvals", (await until("the sweep's card", card))["approval_id"],
+               body={"decision": "approved"})
+    outcome = await sweeping
+    assert outcome["ok"], outcome["summary"]
+    return str(outcome["data"]["value"]["slug"])

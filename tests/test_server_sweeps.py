@@ -3,11 +3,12 @@ text, each task's state, the failed tasks, and its pictures as SVG whose every t
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from test_server_support import call, jp_server_config, llm, open_session, refusal, submit_and_approve, until  # noqa: F401
+from test_server_support import (  # noqa: F401
+    call, jp_server_config, llm, open_session, refusal, submit_and_approve, sweep_and_approve, until,
+)
 
 pytestmark = pytest.mark.cluster
 
@@ -21,25 +22,8 @@ SCRIPT = (
 )
 
 
-async def sweep_and_approve(jp_fetch, grid: list[str]) -> str:
-    """A person runs ``SCRIPT`` over ``grid`` with ``cluster_sweep`` and approves its one card; the slug."""
-    session_id = (await open_session(jp_fetch))["session_id"]
-    sweeping = asyncio.ensure_future(call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_sweep",
-                                          body={"args": {"script": SCRIPT, "grid": grid, "goal": "which lr"}}))
-
-    async def card() -> dict[str, Any] | None:
-        pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
-        return pending[0] if pending else None
-
-    await call(jp_fetch, "POST", "approvals", (await until("the sweep's card", card))["approval_id"],
-               body={"decision": "approved"})
-    outcome = await sweeping
-    assert outcome["ok"], outcome["summary"]
-    return outcome["data"]["value"]["slug"]
-
-
 async def test_a_sweeps_comparison_and_pictures_over_the_server_with_hostile_text_escaped(jp_fetch, dev_cluster):
-    slug = await sweep_and_approve(jp_fetch, ["lr=0.1,0.2", f"tag={HOSTILE_TAG},plain"])
+    slug = await sweep_and_approve(jp_fetch, SCRIPT, ["lr=0.1,0.2", f"tag={HOSTILE_TAG},plain"], "which lr")
 
     listed = (await call(jp_fetch, "GET", "sweeps"))["sweeps"]
     assert [(s["experiment"]["slug"], s["grid"], s["tasks"], s["retries"]) for s in listed] == [

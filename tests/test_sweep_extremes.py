@@ -3,12 +3,11 @@ its table and pictures, every coordinate finite; first Betty's own drawing, then
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
 import pytest
-from test_server_support import call, jp_server_config, llm, open_session, until  # noqa: F401
+from test_server_support import call, jp_server_config, llm, sweep_and_approve, until  # noqa: F401
 
 from betty_jupyter.experiments.comparison import Comparison, comparison_rows
 from betty_jupyter.experiments.sweep_charts import sweep_charts
@@ -54,19 +53,7 @@ SCRIPT = (
 
 @pytest.mark.cluster
 async def test_the_sweep_view_shows_a_sweep_of_extreme_numbers(jp_fetch, dev_cluster) -> None:
-    session_id = (await open_session(jp_fetch))["session_id"]
-    sweeping = asyncio.ensure_future(call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_sweep", body={
-        "args": {"script": SCRIPT, "grid": ["lr=0.1,0.2", "seed=1,2"], "goal": "extremes"}}))
-
-    async def card() -> dict[str, Any] | None:
-        pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]
-        return pending[0] if pending else None
-
-    await call(jp_fetch, "POST", "approvals", (await until("the sweep's card", card))["approval_id"],
-               body={"decision": "approved"})
-    outcome = await sweeping
-    assert outcome["ok"], outcome["summary"]
-    slug = outcome["data"]["value"]["slug"]
+    slug = await sweep_and_approve(jp_fetch, SCRIPT, ["lr=0.1,0.2", "seed=1,2"], "extremes")
 
     async def ended() -> dict[str, Any] | None:
         answer = await call(jp_fetch, "GET", "sweeps", slug)  # a 500 here fails the test at once
