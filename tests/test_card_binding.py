@@ -129,7 +129,7 @@ async def test_a_page_changed_while_its_card_waited_is_not_overwritten(jp_fetch,
     records = await until("the refusal", lambda: _records(jp_fetch, "notes/plan.md", "refused"))
     assert len(records) == 1 and records[0]["ok"] is False
     summary = records[0]["summary"]
-    assert summary.startswith("not run: its diff changed after the card was shown") and "\n" not in summary
+    assert summary.startswith("not run: the diff changed after the card was shown") and "\n" not in summary
     assert records[0]["approver"] and records[0]["digest"] == card["digest"], "the log keeps who approved what"
     assert page.read_text() == mine, "the person's edit is kept; nothing the card did not show was written"
 

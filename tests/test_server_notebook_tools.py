@@ -314,7 +314,8 @@ async def test_a_run_card_runs_only_the_code_it_showed_never_what_was_saved_sinc
     actions = (await call(jp_fetch, "GET", "actions", params={"session": session_id}))["actions"]
     runs = [a for a in actions if a["tool"] == "notebook_run_cell"]
     assert len(runs) == len(SAVED_SINCE) and all(a["ok"] is False and "no longer holds" in a["summary"]
-                                                 and a["decision"] == "approved" for a in runs)
+                                                 and a["decision"] == "refused" and a["approver"] for a in runs), \
+        "refused after the person's yes, which the log keeps"
     assert all(a["args"]["sha256"] == digest("print('hello')") for a in runs), "the log keeps the approved digest"
 
 

@@ -422,22 +422,30 @@ class AgentSession:
     async def _changed_since_card(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any,
                                   approval: Approval) -> Answer | None:
         """None when what the call would run now is still what the answered card showed (its digest); else the
-        call is refused in one line, the person and the model told that nothing ran."""
-        if approval.digest is None:
+        call is refused in one line (the tool's own, when its check of the approved digest refuses), the person
+        and the model told that nothing ran, and the log keeps who approved which card."""
+        if approval.digest is None or approval.preview is None:
             return None
+        bound = tool.bound(args, approval.preview)
         try:
-            now = await tool.dry_run(self.context, args)
+            now = await tool.dry_run(self.context, bound)
         except BettyError as error:
-            return self._refused(call, tool, f"not run: {error} (after the card was answered)", time.perf_counter(),
-                                 tier, approval)
+            return self._refused_after(call, tool, tier, bound, approval, str(error))
         if card_digest(tool.name, args.model_dump(mode="json"), now) == approval.digest:
             return None
-        shown = approval.preview
-        what = ("its " + ", ".join(sorted(name for name in {*now.inputs, *(shown.inputs if shown else {})}
-                                         if (shown.inputs if shown else {}).get(name) != now.inputs.get(name)))
-                if shown is not None and shown.text == now.text else f"its {now.kind}")
-        return self._refused(call, tool, f"not run: {what} changed after the card was shown, so it is not what "
-                             "was approved; call it again to show a new card", time.perf_counter(), tier, approval)
+        shown = approval.preview.inputs
+        changed = sorted(name for name in {*now.inputs, *shown} if shown.get(name) != now.inputs.get(name))
+        what = ", ".join(changed) if changed else f"the {now.kind}"
+        return self._refused_after(call, tool, tier, bound, approval, f"not run: {what} changed after the card was "
+                                   "shown, so it is not what was approved; call it again to show a new card")
+
+    def _refused_after(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
+                       message: str) -> Answer:
+        """An approved call refused before it ran: logged with its approver and the card's digest."""
+        outcome = ToolOutcome(ok=False, summary=message)
+        self._log(call, tool, tier, args, Approval(Decision.REFUSED, approval.approver, approval.preview,
+                                                   approval.digest), outcome, time.perf_counter())
+        return Answer(outcome, f"error: {message}")
 
     def _not_approved(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
                       resolution: "Resolution") -> Answer:
@@ -509,12 +517,9 @@ class AgentSession:
         return Answer(outcome, outcome.summary)
 
     def _refused(self, call: "ToolCallRequest", tool: "Tool[Any] | None", message: str, began: float,
-                 tier: int = 0, answered: Approval | None = None) -> Answer:
-        """Refuse the call in one line (``answered``: the card a person had approved, kept in the log)."""
+                 tier: int = 0) -> Answer:
         outcome = ToolOutcome(ok=False, summary=message)
-        approval = Approval(Decision.REFUSED) if answered is None else Approval(
-            Decision.REFUSED, answered.approver, answered.preview, answered.digest)
-        self._record(call, call.name, tier, _raw_args(call.arguments), approval, outcome, began)
+        self._record(call, call.name, tier, _raw_args(call.arguments), Approval(Decision.REFUSED), outcome, began)
         return Answer(outcome, f"error: {message}")
 
     def _log(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: "Approval",

@@ -316,7 +316,8 @@ class NotebookRunCell(Tool[NotebookRunCellArgs]):
         return Preview(kind="script", title=f"run cell {args.index} of {terminal_line(active.shown_path)} in "
                                             f"{terminal_line(kernel)}",
                        text=code, details={"notebook": active.shown_path, "index": args.index, "kernel": kernel,
-                                           "sha256": source_digest(code)})
+                                           "sha256": source_digest(code)},
+                       inputs={f"cell {args.index}": f"sha256:{source_digest(code)}"})
 
     def bound(self, args: NotebookRunCellArgs, preview: Preview) -> NotebookRunCellArgs:
         """Only the code the card showed runs, in the notebook it named: both go into the arguments."""
