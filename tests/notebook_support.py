@@ -61,6 +61,21 @@ def new_project(root: Path, dev_cluster: dict[str, str], llm: ScriptedLLM,
     return {"root": root, "env": env}
 
 
+def cell_run_project(base: Path, dev_cluster: dict[str, str], llm: ScriptedLLM,
+                     environments: dict[str, Any]) -> dict[str, Any]:
+    """A project in ``base/project`` (:func:`new_project`) whose two profiles of the dev cluster, over SSH and with
+    local commands (as under Open OnDemand), have ``environments`` and work directories ``base/work-ssh`` and
+    ``base/work-local``."""
+    made = new_project(base / "project", dev_cluster, llm, (
+        {"name": "betty-dev-local", "transport": "local", "env": {"SLURM_CONF": dev_cluster["SLURM_CONF"]},
+         "work_dir": str(base / "work-local"), "environments": environments},))
+    config = Path(made["env"]["BETTY_CONFIG"])
+    settings = json.loads(config.read_text())
+    settings["BettyConfig"]["clusters"][0].update(work_dir=str(base / "work-ssh"), environments=environments)
+    config.write_text(json.dumps(settings))
+    return made
+
+
 @pytest.fixture(scope="module")
 def kernel(project: dict[str, Any]) -> Iterator[Kernel]:
     with betty_kernel(project["root"], project["env"]) as driver:

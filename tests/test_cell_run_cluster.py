@@ -3,11 +3,9 @@ then the cell's job followed in the cell, and its output, figure and values back
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ from conftest import ssh
 from jupyter_server_proc import JupyterServer
 from kernel_driver import Kernel
 from llm_server import ScriptedLLM
-from notebook_support import betty_kernel, llm, new_project, one_error_line  # noqa: F401 (a fixture)
+from notebook_support import betty_kernel, cell_run_project, llm, one_error_line  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
 
@@ -29,14 +27,8 @@ CLUSTERS = ["betty-dev", "betty-dev-local"]
 def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
     """A project whose two profiles of the dev cluster have an environment ``betty``: this test run's own venv."""
     root = tmp_path_factory.mktemp("cell-run")
-    environments = {"betty": {"venv": sys.prefix}, "gone": {"venv": str(root / "no-such-venv")}}
-    made = new_project(root / "project", dev_cluster, llm, (
-        {"name": "betty-dev-local", "transport": "local", "env": {"SLURM_CONF": dev_cluster["SLURM_CONF"]},
-         "work_dir": str(root / "work-local"), "environments": environments},))
-    config = Path(made["env"]["BETTY_CONFIG"])
-    settings = json.loads(config.read_text())
-    settings["BettyConfig"]["clusters"][0].update(work_dir=str(root / "work-ssh"), environments=environments)
-    config.write_text(json.dumps(settings))
+    made = cell_run_project(root, dev_cluster, llm, {"betty": {"venv": sys.prefix},
+                                                     "gone": {"venv": str(root / "no-such-venv")}})
     made["env"]["BETTY_TEST_API_TOKEN"] = "s3cret-never-in-a-job"  # where sbatch runs, for the local transport
     return made
 

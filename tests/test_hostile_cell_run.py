@@ -21,7 +21,7 @@ import pytest
 
 from kernel_driver import Kernel
 from llm_server import ScriptedLLM
-from notebook_support import betty_kernel, llm, new_project  # noqa: F401 (a fixture)
+from notebook_support import betty_kernel, cell_run_project, llm  # noqa: F401 (a fixture)
 from test_cell_run_cluster import CLUSTERS, approve
 
 pytestmark = pytest.mark.cluster
@@ -59,14 +59,7 @@ def shared(dev_cluster: dict[str, str], llm: ScriptedLLM) -> Iterator[dict[str, 
     """A project and its work directories in a folder the member can reach, both shared with her group."""
     base = Path(tempfile.mkdtemp(prefix="betty-shared-", dir="/tmp"))
     base.chmod(0o755)
-    environments = {"betty": {"venv": sys.prefix}}
-    made = new_project(base / "project", dev_cluster, llm, (
-        {"name": "betty-dev-local", "transport": "local", "env": {"SLURM_CONF": dev_cluster["SLURM_CONF"]},
-         "work_dir": str(base / "work-local"), "environments": environments},))
-    config = Path(made["env"]["BETTY_CONFIG"])
-    settings = json.loads(config.read_text())
-    settings["BettyConfig"]["clusters"][0].update(work_dir=str(base / "work-ssh"), environments=environments)
-    config.write_text(json.dumps(settings))
+    made = cell_run_project(base, dev_cluster, llm, {"betty": {"venv": sys.prefix}})
     for folder in (base / "project", base / "project" / ".betty", base / "work-ssh", base / "work-local"):
         shared_folder(folder)
     try:
