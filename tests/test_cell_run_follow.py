@@ -22,13 +22,17 @@ RUNNING = {"state": "RUNNING", "finished": False, "line": "job 7 RUNNING", "out"
 
 
 def submitted(tmp_path: Path, looks: list[dict[str, Any]], namespace: dict[str, Any], outs: tuple[str, ...] = ("y",),
-              back: dict[str, bytes] | None = None, signed: bool = True) -> tuple[CellRun, threading.Event]:
+              back: dict[str, bytes] | None = None, signed: bool = True,
+              planted: dict[str, bytes] | None = None) -> tuple[CellRun, threading.Event]:
     """A run whose card was approved and whose job is 7; each look gives the next of ``looks`` (the last again).
-    ``back``: the files its job sent back, signed with the run's key (or not)."""
+    ``back``: the files its job sent back, signed with the run's key (or not); ``planted``: files someone else put
+    beside them. All are in place before the run is followed."""
     call = Call("call-1", "cell_run")
     run_files = stage(tmp_path, "y = 2\n", {}, [])
     if back is not None:
         sent_back(run_files, back, signed)
+    for name, data in (planted or {}).items():
+        run_files.back.write(name, data)
     looked = threading.Event()
 
     def poll(token: str, job: str) -> dict[str, Any]:
@@ -100,10 +104,11 @@ def test_a_planted_pickle_is_never_unpickled(tmp_path: Path, how: str) -> None:
     if how == "no --out":
         outs = ()
     namespace: dict[str, Any] = {}
-    run, _ = submitted(tmp_path, [ended(tmp_path)], namespace, outs, back=files, signed=how != "unsigned")
-    if how == "planted beside":
-        sent_back(run.run, {"result.json": result})  # the job sent no outputs.pkl; one is planted beside
-        run.run.back.write("outputs.pkl", planted)
+    if how == "planted beside":  # the job sent no outputs.pkl; one is planted beside what it sent
+        run, _ = submitted(tmp_path, [ended(tmp_path)], namespace, outs, back={"result.json": result},
+                           planted={"outputs.pkl": planted})
+    else:
+        run, _ = submitted(tmp_path, [ended(tmp_path)], namespace, outs, back=files, signed=how != "unsigned")
     outcome = run.result(timeout=30)
     assert not marker.exists() and namespace == {} and outcome.values == {}
     if how in ("unsigned", "planted beside"):
