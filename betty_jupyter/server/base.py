@@ -77,10 +77,11 @@ def error_message(error: BaseException | None, status: int) -> str:
     return "Betty failed unexpectedly; the Jupyter server's log has the details"
 
 
-def json_object(text: bytes | str) -> dict[str, Any]:
-    """A request body that must be one JSON object (an empty body is ``{}``); 400 otherwise."""
+def json_object(text: bytes | str, parsed: Any = None) -> dict[str, Any]:
+    """A request body that must be one JSON object (an empty body is ``{}``); 400 otherwise. ``parsed``: the
+    body's value when it was read already (:meth:`BettyHandler.prepare`), so it is not parsed twice."""
     try:
-        data = parse_json(text) if text and text.strip() else {}
+        data = parsed if parsed is not None else parse_json(text) if text and text.strip() else {}
     except TooDeep as exc:
         raise refused(400, f"the request body is refused: {exc}; send a flatter JSON object") from None
     except ValueError as exc:
@@ -90,25 +91,26 @@ def json_object(text: bytes | str) -> dict[str, Any]:
     return data
 
 
-def _refuse_deep(text: bytes | str) -> None:
-    """400 when ``text`` is JSON nested too deep; anything else is for the route to judge."""
+def _read_body(text: bytes | str) -> Any:
+    """The JSON value of ``text``; 400 when it nests too deep; None when it is not JSON (the route judges that)."""
     try:
-        parse_json(text)
+        return parse_json(text)
     except TooDeep as exc:
         raise refused(400, f"the request body is refused: {exc}; send a flatter JSON object") from None
     except ValueError:
-        return
+        return None
 
 
-def parse_body(model: type[B], text: bytes | str) -> B:
-    """A request body checked by ``model``; a 400 naming each problem on one line when it is refused."""
+def parse_body(model: type[B], text: bytes | str, parsed: Any = None) -> B:
+    """A request body checked by ``model``; a 400 naming each problem on one line when it is refused (``parsed``:
+    its value when it was read already)."""
     from pydantic import ValidationError  # lazy: pydantic and the tools; the server's extension loads without them
 
     # lazy: pydantic and the tools; the server's extension loads without them
     from ..agent.tools.base import validation_problems
 
     try:
-        return model.model_validate(json_object(text))
+        return model.model_validate(json_object(text, parsed))
     except ValidationError as error:
         raise refused(400, "; ".join(validation_problems(error))) from None
 
@@ -129,6 +131,9 @@ def approver(user: User | None, face: Face) -> str:
 
 class BettyHandler(ExtensionHandlerMixin, APIHandler):
     """Base of Betty's REST handlers: every method is ``@web.authenticated`` in the subclasses."""
+
+    _body_value: Any = None
+    """The request body's JSON value, read once in :meth:`prepare` (None: not read, or not JSON)."""
 
     @property
     def content_security_policy(self) -> str:
@@ -165,17 +170,17 @@ class BettyHandler(ExtensionHandlerMixin, APIHandler):
         await super().prepare()
         if self.current_user:
             if self.request.method in ("POST", "PUT", "PATCH") and self.request.body.strip():
-                _refuse_deep(self.request.body)
+                self._body_value = _read_body(self.request.body)
             self.services.start()
 
     # ----- input --------------------------------------------------------------------------------
     def body(self, model: type[B]) -> B:
         """The JSON body, checked by ``model``."""
-        return parse_body(model, self.request.body)
+        return parse_body(model, self.request.body, self._body_value)
 
     def body_object(self) -> dict[str, Any]:
         """The JSON body as a plain object (a tool's arguments)."""
-        return json_object(self.request.body)
+        return json_object(self.request.body, self._body_value)
 
     def query(self, name: str, default: str | None = None) -> str | None:
         """One query argument (stripped), or ``default``."""
