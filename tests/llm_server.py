@@ -12,6 +12,10 @@ answers n requests before the script moves on), streamed as server-sent events w
 request says ``"stream": true``. ``GET /v1/models`` lists the one model. When the script is
 used up, the answer is a 500 saying so (with ``x-should-retry: false``), so a test never hangs.
 
+``calls_as`` makes the server answer as a model whose serving stack leaves tool calls in the
+text (``"tool_call"``: Qwen/Hermes tags, ``"python_tag"``: Llama 3's, ``"fenced"``: a ```json
+block, ``"bare"``: the JSON object alone) instead of the native ``tool_calls`` field.
+
 Usage figures are deterministic: ``prompt_tokens`` is the length of the request's
 ``messages`` as JSON (sorted keys) // 4, ``completion_tokens`` the characters of the reply's
 text, tool names and arguments // 4. Tool call ids are ``call_1``, ``call_2``… unless given.
@@ -154,8 +158,10 @@ class ScriptedLLM:
     A context manager: the server runs in a daemon thread between ``__enter__`` and ``__exit__``.
     """
 
-    def __init__(self, steps: Sequence[Step] = (), model: str = "scripted-model") -> None:
-        self.model = model
+    def __init__(self, steps: Sequence[Step] = (), model: str = "scripted-model", calls_as: str = "native") -> None:
+        if calls_as != "native" and calls_as not in CALL_TEXT:
+            raise ValueError(f"calls_as is 'native' or one of {sorted(CALL_TEXT)}")
+        self.model, self.calls_as = model, calls_as
         self.requests: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.unauthorized = 0
@@ -339,6 +345,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _reply(self, step: Step) -> _Reply:
         if isinstance(step, Say):
             return _Reply(text=step.text, pieces=step.pieces)
+        if isinstance(step, Calls) and self.llm.calls_as != "native":
+            return _Reply(text=calls_text(step, self.llm.calls_as))
         if isinstance(step, Calls):
             return _Reply(text=step.text, calls=[(self.llm.call_id(c.call_id), c.tool, c.arguments)
                                                  for c in step.calls])
@@ -443,6 +451,36 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def _call_object(call: ToolCall, arguments_key: str = "arguments") -> str:
+    try:
+        arguments: Any = json.loads(call.arguments)
+    except ValueError:
+        return f'{{"name": {json.dumps(call.tool)}, "{arguments_key}": {call.arguments}}}'  # broken, as the model wrote it
+    return json.dumps({"name": call.tool, arguments_key: arguments})
+
+
+CALL_TEXT: dict[str, Callable[[Calls], str]] = {
+    "tool_call": lambda step: "\n".join(f"<tool_call>\n{_call_object(c)}\n</tool_call>" for c in step.calls),
+    "python_tag": lambda step: "".join(f"<|python_tag|>{_call_object(c, 'parameters')}<|eom_id|>" for c in step.calls),
+    "fenced": lambda step: "```json\n" + (_call_object(step.calls[0]) if len(step.calls) == 1 else
+                                          "[" + ", ".join(_call_object(c) for c in step.calls) + "]") + "\n```",
+    "bare": lambda step: _call_object(step.calls[0]) if len(step.calls) == 1 else
+                         "[" + ", ".join(_call_object(c) for c in step.calls) + "]",
+}
+"""How a model writes its calls into its reply's text, by serving stack (see ``ScriptedLLM(calls_as=…)``)."""
+
+
+def calls_text(step: Calls, form: str) -> str:
+    """``step``'s calls written into the reply as ``form`` says, after the step's own text."""
+    written = CALL_TEXT[form](step)
+    return f"{step.text}\n{written}" if step.text else written
+
+
 def chunks_of(text: str) -> Iterator[str]:
     """The pieces ``say(text)`` is streamed in (words with their spaces), for tests that count deltas."""
     yield from re.findall(r"\s*\S+\s*|\s+", text)
+
+
+def from_betty(request: dict[str, Any]) -> bool:
+    """Whether ``request`` comes from a person's own session rather than a helper it started (by its system prompt)."""
+    return not str(request["messages"][0]["content"]).startswith("You are a helper")

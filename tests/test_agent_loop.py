@@ -92,12 +92,19 @@ def last_tool_message(request: dict[str, Any]) -> str:
 
 
 def test_the_dogfood_journey(llm_for_journey, ssh_profile, workspace):
+    """The whole journey, with the model's calls native or written as text in each form open models use."""
     llm, submitted = llm_for_journey
     session, events, person, reason = asyncio.run(converse(
         workspace, config_for(llm, ssh_profile), "help me fine-tune Llama 3 8B with LoRA on 500 examples"))
     assert reason == "finished", [e.type for e in events]
     job_id = submitted["job_id"]
-    kinds = [e.type for e in events if e.type not in ("message_delta", "budget")]
+    read_as_text = [e.payload.reason for e in events if e.type == "replanning"]
+    assert read_as_text == ([] if llm.calls_as == "native" else
+                            ["read the model's reply: 1 tool call written as text"] * (len(llm.requests) - 1))
+    if llm.calls_as != "native":  # the model sees its calls as calls in its history, never as an answer
+        assert all(m.get("tool_calls") and not m["content"] for m in session.messages[2:-1] if m["role"] == "assistant")
+    assert "<tool_call>" not in json.dumps([e.payload.model_dump() for e in events if e.type.startswith("message")])
+    kinds = [e.type for e in events if e.type not in ("message_delta", "budget", "replanning")]
     # the prompt, then the partitions read (tier 1: asked once in confirm mode)
     assert kinds[:5] == ["message", "tool_call", "approval_request", "approval_resolved", "tool_result"]
     calls = [e.payload.tool for e in events if e.type == "tool_call"]
@@ -128,8 +135,8 @@ def test_the_dogfood_journey(llm_for_journey, ssh_profile, workspace):
     assert ("cluster_submit", "approved", "tester") in [(p.tool, p.decision, p.approver) for p in results]
 
 
-@pytest.fixture
-def llm_for_journey():
+@pytest.fixture(params=["native", "tool_call", "python_tag", "fenced", "bare"])
+def llm_for_journey(request):
     submitted: dict[str, str] = {}
 
     def after_submit(request: dict[str, Any]):
@@ -151,7 +158,7 @@ def llm_for_journey():
         respond(after_submit),
         *[respond(poll) for _ in range(40)],
     ]
-    with ScriptedLLM(steps) as llm:
+    with ScriptedLLM(steps, calls_as=request.param) as llm:
         yield llm, submitted
 
 

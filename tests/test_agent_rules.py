@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLM, Step, call, respond, say
+from llm_server import ScriptedLLM, Step, call, from_betty, respond, say
 from test_server_support import call as api
 from test_server_support import llm, open_session as open_panel_session, server_config  # noqa: F401  (fixtures)
 
@@ -245,7 +245,7 @@ def test_a_helper_is_not_given_a_file_an_ask_rule_covers_without_a_person(ssh_pr
     told: list[str] = []
 
     def model(request: dict[str, Any]) -> Step:
-        if not any(t["function"]["name"] == "delegate_tasks" for t in request.get("tools", [])):
+        if not from_betty(request):
             helpers.append(request["messages"][1]["content"])
             return say("read it")
         told[:] = [m["content"] for m in request["messages"] if m["role"] == "tool"]

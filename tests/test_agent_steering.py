@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLM, Step, call, respond, say
+from llm_server import ScriptedLLM, Step, call, from_betty, respond, say
 from test_server_support import call as api
 from test_server_support import llm, server_config  # noqa: F401  (fixtures)
 
@@ -170,9 +170,8 @@ def test_a_helper_in_auto_mode_cannot_change_a_persona_either(ssh_profile, works
     before = fingerprint(workspace.wiki)
 
     def model(request: dict[str, Any]) -> Step:
-        tools = [tool["function"]["name"] for tool in request.get("tools", [])]
         done = [m for m in request["messages"] if m["role"] == "tool"]
-        if "delegate_tasks" in tools:
+        if from_betty(request):
             return say("done") if done else call("delegate_tasks", {"tasks": [{
                 "title": "tidy the persona", "instructions": "make the persona shorter", "tools": ["wiki_write"],
                 "resources": [{"type": "wiki", "location": "personas/betty.md"}]}]})

@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from betty_jupyter.agent.models import Tier
+from betty_jupyter.agent.offer import model_schema
 from betty_jupyter.agent.registry import ToolRegistry, default_registry
 from betty_jupyter.agent.policy import ApprovalPolicy, SessionGrants
 from betty_jupyter.agent.tools import (ClusterRun, JobLogs, NotebookEdit, Scratchpad, ToolContext, ToolError,
@@ -92,14 +94,12 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
         json.dumps(schema)
     submit = registry.get("cluster_submit").schema()["function"]["parameters"]
     assert set(submit["required"]) == {"script", "goal"}
-    lines = registry.describe().splitlines()
-    assert len(lines) == len(registry)
-    assert "- cluster_submit (tier 2, always asks)" in lines[5]
-    assert "- cluster_sweep (tier 2, always asks)" in lines[6]
-    assert "- sweep_retry (tier 2, always asks)" in lines[8] and "- sweep_cancel (tier 2, always asks)" in lines[9]
-    assert "tier 0 for a log.md line" in lines[20]
-    assert lines[-3:] == [line for line in lines[-3:] if line.startswith("- notebook_")]
-    assert "(tier 0, never asks)" in lines[-3] and "(tier 2, always asks)" in lines[-1]
+    shown = {tool.name: model_schema(tool)["function"]["description"] for tool in registry}
+    for name in ("cluster_submit", "cluster_sweep", "sweep_retry", "sweep_cancel", "notebook_run_cell"):
+        assert shown[name].endswith("Always asks the person first."), name
+    assert shown["cluster_run"].endswith("Asks the person once per session.")
+    assert "A log.md line never asks" in shown["wiki_write"] and "A code cell always asks" in shown["notebook_edit"]
+    assert not re.search(r"\basks?\b", shown["cluster_queue"]) and "tier" not in " ".join(shown.values())
 
 
 def test_an_unknown_tool_names_the_closest() -> None:

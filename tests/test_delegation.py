@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import pytest
 from conftest import wait_for_job
-from llm_server import ScriptedLLM, Step, call, respond, say, stall
+from llm_server import ScriptedLLM, Step, call, from_betty, respond, say, stall
 
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
@@ -131,7 +131,7 @@ class Scene:
         self._lock = threading.Lock()
 
     def __call__(self, request: dict[str, Any]) -> Step:
-        if TOOL in tool_names(request):
+        if from_betty(request):
             self.parent.append(request)
             if request["messages"][-1]["role"] == "user":
                 return call(TOOL, self.delegate)
@@ -344,7 +344,7 @@ def test_a_helpers_card_reaches_the_same_person_labelled_with_its_task(ssh_profi
         raise AssertionError("a denial ends the helper's turn: its model is not asked again")
 
     def model(request: dict[str, Any]) -> Step:
-        if TOOL not in tool_names(request):
+        if not from_betty(request):
             assert tool_names(request) == ["wiki_write"]
             return helper(request)
         if request["messages"][-1]["role"] == "user":
@@ -374,7 +374,7 @@ def test_a_helpers_card_reaches_the_same_person_labelled_with_its_task(ssh_profi
 
 def test_a_helper_never_holds_a_looser_mode_than_its_parent(ssh_profile, workspace):
     def model(request: dict[str, Any]) -> Step:
-        if TOOL in tool_names(request):
+        if from_betty(request):
             if request["messages"][-1]["role"] == "user":
                 return call(TOOL, {"tasks": [{"title": "tidy the index", "instructions": "add a line",
                                               "resources": [{"type": "wiki", "location": "index.md"}],
@@ -400,7 +400,7 @@ def test_two_helpers_never_write_the_same_page_at_once(ssh_profile, workspace):
     asked: list[str] = []
 
     def model(request: dict[str, Any]) -> Step:
-        if TOOL in tool_names(request):
+        if from_betty(request):
             if request["messages"][-1]["role"] == "user":
                 return call(TOOL, {"tasks": [
                     {"title": f"finding {n}", "instructions": f"append finding {n}", "tools": ["wiki_write"],
@@ -469,7 +469,7 @@ def test_wiki_pages_files_and_experiments_go_into_the_manifest(ssh_profile, work
     seen: dict[str, str] = {}
 
     def model(request: dict[str, Any]) -> Step:
-        if TOOL in tool_names(request):
+        if from_betty(request):
             return call(TOOL, {"tasks": tasks}) if request["messages"][-1]["role"] == "user" else say("read")
         first = request["messages"][1]["content"]
         seen[first.split("\n", 1)[0].removeprefix("Task: ")] = manifest(first)
@@ -496,7 +496,7 @@ def test_fail_fast_closes_the_open_card_of_a_cancelled_helper(ssh_profile, works
     card_asked = threading.Event()
 
     def model(request: dict[str, Any]) -> Step:
-        if TOOL in tool_names(request):
+        if from_betty(request):
             if request["messages"][-1]["role"] == "user":
                 return call(TOOL, {"on_error": "fail_fast", "tasks": [
                     {"title": "writer", "instructions": "write the page", "tools": ["wiki_write"],
@@ -537,7 +537,7 @@ def test_cancelling_background_tasks_closes_their_cards_and_notes_it(ssh_profile
             "frontmatter": {"name": "later", "description": "written later", "type": "howto"}}
 
     def model(request: dict[str, Any]) -> Step:
-        if TOOL in tool_names(request):
+        if from_betty(request):
             if request["messages"][-1]["role"] == "user":
                 return call(TOOL, {"sync": False, "tasks": [{"title": "writer", "instructions": "write the page",
                                                              "tools": ["wiki_write"]}]})

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from hostile import AttackerHost
-from llm_server import ScriptedLLM, Step, call, respond, say
+from llm_server import ScriptedLLM, Step, call, from_betty, respond, say
 
 from betty_jupyter.agent.loop import Limits
 from betty_jupyter.agent.session import SessionSpec, open_session
@@ -200,7 +200,7 @@ def test_delegate_tasks_with_a_hostile_result_schema_is_refused_before_any_helpe
                 "resources": [{"type": "wiki", "location": "index.md"}], "result_schema": schema}
 
     def model(request: dict[str, Any]) -> Step:
-        if not any(tool["function"]["name"] == "delegate_tasks" for tool in request.get("tools", [])):
+        if not from_betty(request):
             helpers.append(request)
             return say('{"pages": 3}')
         results = [m["content"] for m in request["messages"] if m["role"] == "tool"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llm_server import ScriptedLLM, Step, call, respond, say
+from llm_server import ScriptedLLM, Step, call, from_betty, respond, say
 
 from betty_jupyter.agent.loop import Limits
 from betty_jupyter.agent.session import SessionSpec, open_session
@@ -152,7 +152,7 @@ def test_delegate_tasks_checks_hostile_patterns_at_once_and_refuses_unrunnable_o
         return {"title": "name the run", "instructions": "Which run is it?", "result_schema": schema}
 
     def model(request: dict[str, Any]) -> Step:
-        if not any(tool["function"]["name"] == "delegate_tasks" for tool in request.get("tools", [])):
+        if not from_betty(request):
             first = request["messages"][1]["content"]
             index = int(first.split("Which run is it? #")[1].split()[0])
             return say(json.dumps(tasks[index][1]))

@@ -42,6 +42,10 @@ class LLMSettings:
     max_retries: int = 3
     retry_base: float = 0.5
     stream_usage: bool = True
+    reply_tokens: int = 1024
+    """The most tokens one reply may take (sent as ``max_tokens``; ``max_completion_tokens`` to OpenAI)."""
+    tool_choice: bool = True
+    """Send ``tool_choice: "auto"`` with the tools (a server that refuses it: set ``llm.tool_choice`` false)."""
 
     @classmethod
     def from_config(cls, llm: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> "LLMSettings":
@@ -56,8 +60,12 @@ class LLMSettings:
         key = endpoint_key(llm, env)
         if key is None and is_openai(base_url):
             raise ConfigError("set OPENAI_API_KEY (or llm.api_key_env) to use OpenAI, or give llm.base_url for a local server")
-        known = {"summary_model", "timeout", "max_retries", "retry_base", "stream_usage"}
+        known = {"summary_model", "timeout", "max_retries", "retry_base", "stream_usage", "reply_tokens", "tool_choice"}
         extra = {name: llm[name] for name in known if name in llm}
+        if "reply_tokens" in extra and (isinstance(extra["reply_tokens"], bool)
+                                        or not isinstance(extra["reply_tokens"], int) or extra["reply_tokens"] < 16):
+            raise ConfigError(f"llm.reply_tokens must be a whole number of tokens, 16 or more, "
+                              f"not {str(extra['reply_tokens'])[:40]!r}")
         return cls(model=str(llm["model"]), base_url=base_url, api_key=key or NO_KEY, **extra)
 
 
@@ -161,8 +169,12 @@ class ChatModel:
     async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                       on_delta: Callable[[str], None]) -> Reply:
         options: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True}
+        options["max_completion_tokens" if is_openai(self.settings.base_url) else "max_tokens"] = \
+            self.settings.reply_tokens
         if tools:
             options["tools"] = tools
+            if self.settings.tool_choice:
+                options["tool_choice"] = "auto"
         if self.settings.stream_usage:
             options["stream_options"] = {"include_usage": True}
         text: list[str] = []

@@ -25,6 +25,8 @@ from .actions import ActionRecord
 from .condense import condense, estimate_tokens
 from .llm import ToolCallRequest
 from .models import ToolOutcome, card_digest
+from .offer import MORE_TOOLS, ToolOffer
+from .tool_calls import HeldText, ReadReply, call_key, read_reply
 from .vocabulary import Decision, DoneReason, StepStatus
 
 if TYPE_CHECKING:
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
     from .registry import ToolRegistry
     from .tasks import Delegator
     from .tools.base import Tool, ToolContext
+
+EMPTY_REPLY_NUDGE = {"role": "user", "content": "(Your reply was empty. Answer the person, or call one of your tools.)"}
+"""Sent once, with the next request only, after a reply with neither text nor a call."""
 
 Gate = Callable[[str], Awaitable[None]]
 """Awaited before each tool call with the tool's name: a paused run waits there, a killed one raises."""
@@ -111,6 +116,8 @@ class SessionParts:
     """Held around each tool call (a delegated task's page locks)."""
     delegation: "Callable[[AgentSession], Delegator] | None" = None
     """Makes the session's delegator, through which its ``delegate_tasks`` starts children (None: it cannot)."""
+    offer: ToolOffer | None = None
+    """Which of its tools the model is shown now (None: all of them, from the first request)."""
 
 
 class AgentSession:
@@ -125,6 +132,8 @@ class AgentSession:
         self.tokens = tokens
         """Tokens used so far: the budget is per session, across resumes (and a delegated task's count here too)."""
         self._plan: plans.ActivePlan | None = None
+        self.offer = parts.offer if parts.offer is not None else ToolOffer(parts.registry, progressive=False)
+        """The tools its model is shown now (it only grows)."""
 
     # ----- what it was built with ----------------------------------------------------------------
     @property
@@ -226,6 +235,8 @@ class AgentSession:
         self.messages.append({"role": "user", "content": prompt})
         self.stream.emit("message", ev.Message(role="user", text=prompt))
         began = time.monotonic()
+        told: dict[str, str] = {}  # what each call of this turn was told, by call_key: a repeat is answered from it
+        nudge: list[dict[str, Any]] = []
         for iteration in range(1, self.limits.max_iterations + 1):
             if self.limits.max_seconds is not None and time.monotonic() - began > self.limits.max_seconds:
                 return self._stop("time_limit", f"stopped after {self.limits.max_seconds:g} s of wall time; "
@@ -235,7 +246,7 @@ class AgentSession:
                                   "start a new session or raise llm.max_tokens")
             await self._compact()
             try:
-                reply = await self.model.complete(self.messages, self.registry.schemas(), self._delta, self._retrying)
+                reply = await self._reply(nudge)
             except ModelError as error:
                 self.stream.emit("error", ev.ErrorInfo(message=str(error), code="model", retryable=error.retryable))
                 self.stream.emit("done", ev.Done(reason=DoneReason.ERROR))
@@ -243,11 +254,21 @@ class AgentSession:
             self.tokens += reply.tokens
             self.stream.emit("budget", ev.Budget(iterations=iteration, max_iterations=self.limits.max_iterations,
                                                  tokens=self.tokens, max_tokens=self.limits.max_tokens))
+            if not reply.text and not reply.tool_calls:
+                if nudge:  # a second empty reply: said, not taken as an answer
+                    self.stream.emit("error", ev.ErrorInfo(message="the model answered with nothing, twice; ask again, "
+                                                           "or try another model", code="empty_reply", retryable=True))
+                    self.stream.emit("done", ev.Done(reason=DoneReason.ERROR))
+                    return DoneReason.ERROR
+                nudge = [EMPTY_REPLY_NUDGE]
+                self.stream.emit("replanning", ev.Replanning(reason="the model's reply was empty; asking once more"))
+                continue
+            nudge = []
             self._remember_reply(reply.text, reply.tool_calls)
             if not reply.tool_calls:
                 self.stream.emit("done", ev.Done(reason=DoneReason.FINISHED))
                 return DoneReason.FINISHED
-            answers = await asyncio.gather(*(self._call(call) for call in reply.tool_calls))
+            answers = await self._answer_reply(reply.tool_calls, told)
             self.messages.extend({"role": "tool", "tool_call_id": call.call_id, "content": answer.told}
                                  for call, answer in zip(reply.tool_calls, answers))
             if any(answer.denied for answer in answers):
@@ -262,8 +283,45 @@ class AgentSession:
         self.stream.emit("done", ev.Done(reason=DoneReason.BREAKER))
         return DoneReason.BREAKER
 
-    def _delta(self, text: str) -> None:
-        self.stream.emit("message_delta", ev.MessageDelta(text=text))
+    async def _reply(self, nudge: list[dict[str, Any]]) -> ReadReply:
+        """The model's next reply, read: calls written as text found, text that may be a call held back as it streams."""
+        assert self.model is not None
+        held = HeldText()
+
+        def delta(text: str) -> None:
+            if shown := held.take(text):
+                self.stream.emit("message_delta", ev.MessageDelta(text=shown))
+
+        reply = await self.model.complete(self.messages + nudge, self.offer.schemas(), delta, self._retrying)
+        read = read_reply(reply, [*self.registry.names(), MORE_TOOLS])
+        if read.from_text or read.repaired:
+            self.stream.emit("replanning", ev.Replanning(reason=_read_note(read)))
+        return read
+
+    async def _answer_reply(self, calls: "list[ToolCallRequest]", told: dict[str, str]) -> list[Answer]:
+        """Every call of one reply answered: ``more_tools`` by the offer, a call repeated in this turn from what it
+        was told, the others decided and run (together) through the gate."""
+        keys = [call_key(call) if not self._follows_progress(call.name) else f"{index}\n{uuid.uuid4()}"
+                for index, call in enumerate(calls)]
+        fresh = [i for i, key in enumerate(keys) if key not in told and keys.index(key) == i]
+        ran = dict(zip(fresh, await asyncio.gather(*(self._offered_call(calls[i]) for i in fresh))))
+        told.update((keys[i], answer.told) for i, answer in ran.items())
+        repeated = [calls[i].name for i in range(len(calls)) if i not in ran]
+        if repeated:
+            self.stream.emit("replanning", ev.Replanning(
+                reason=f"the model repeated {', '.join(dict.fromkeys(repeated))} with the same arguments; "
+                       "answered from the earlier result, not run again"))
+        return [ran[i] if i in ran else _repeat(calls[i], told[keys[i]]) for i in range(len(calls))]
+
+    def _follows_progress(self, name: str) -> bool:
+        return name in self.registry and self.registry.get(name).follows_progress
+
+    async def _offered_call(self, call: "ToolCallRequest") -> Answer:
+        if call.name == MORE_TOOLS and MORE_TOOLS not in self.registry:
+            told = self.offer.answer(call.arguments)
+            return Answer(ToolOutcome(ok=True, summary=told), told)
+        self.offer.show([call.name])  # a tool of the session called by name is offered from now on
+        return await self._call(call)
 
     def _retrying(self, reason: str) -> None:
         self.stream.emit("replanning", ev.Replanning(reason=f"asking the model again: {reason}"))
@@ -573,6 +631,21 @@ class AgentSession:
         keep_from = len(self.messages) - self.limits.keep_recent
         candidates = [i for i in users if i <= keep_from]
         return candidates[-1] if candidates else None
+
+
+def _repeat(call: "ToolCallRequest", earlier: str) -> Answer:
+    told = (f"You already called {call.name} with these arguments in this turn, and it was not run again. "
+            f"Its answer was:\n{earlier}\nUse that answer; do not call it again.")
+    return Answer(ToolOutcome(ok=True, summary="answered from the earlier result, not run again"), told)
+
+
+def _read_note(read: ReadReply) -> str:
+    notes = []
+    if read.from_text:
+        notes.append(f"{read.from_text} tool call{'s' if read.from_text > 1 else ''} written as text")
+    if read.repaired:
+        notes.append(f"{read.repaired} call{'s' if read.repaired > 1 else ''} with broken JSON repaired")
+    return "read the model's reply: " + ", ".join(notes)
 
 
 def _ms(began: float) -> float:

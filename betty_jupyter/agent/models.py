@@ -11,6 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from .vocabulary import Tier as Tier  # importable here too, where tools have always found it
 
 
+ADVANCED = "x-betty-advanced"
+"""The key that marks an argument a model need not see (see :data:`ADVANCED_FIELD`)."""
+ADVANCED_FIELD: dict[str, Any] = {ADVANCED: True}
+"""``json_schema_extra`` of an argument left out of the schema a model is shown: its default applies unless a
+person's call (a magic, the panel, an MCP client) sets it."""
+
+
 class ToolArgs(BaseModel):
     """Base of every tool's arguments: unknown fields are refused, so a misspelt one is named."""
 

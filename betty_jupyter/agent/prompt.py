@@ -1,4 +1,10 @@
-"""The system prompt: the persona page plus live facts, each taken from the part that owns it."""
+"""The system prompt: the persona page plus live facts, each taken from the part that owns it.
+
+It is written once per session and is the same text, byte for byte, for the same persona,
+tools, cluster, partitions, person and day, in every process: a model server's prompt cache
+then serves every later request of the session, and every ``betty ask``, from the first one.
+The tools are described only in their schemas (:mod:`~betty_jupyter.agent.offer`), never here too.
+"""
 
 from __future__ import annotations
 
@@ -13,35 +19,79 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..cluster.policy import CommandPolicy
-    from .registry import ToolRegistry
+    from .offer import ToolOffer
+
+SCRIPT_EXAMPLE = """\
+    #!/bin/bash
+    #SBATCH --job-name=train
+    #SBATCH --partition={partition}{gres}
+    #SBATCH --time=01:00:00
+    python train.py"""
+"""The smallest whole batch script, shown to the model under the submit rule."""
 
 _RULES: list[tuple[str, str | None]] = [
-    ("- You act only through the tools listed below; you cannot do anything they do not do.", None),
-    ("- Every call of a tool above tier 0 may wait for the person's approval. A denied call did not run and\n"
-     "  ends your turn; do not repeat it unless the person asks for it.", None),
-    ("- Before you submit a job, read the partitions and size GPU memory with gpu_estimate when the job uses GPUs.",
+    ("- The person is {user} on the cluster: \"my jobs\" are {user}'s. Their last jobs: cluster_history.",
+     "cluster_history"),
+    ("- For any GPU-memory question (how much, will it fit, which GPU) call gpu_estimate; never guess a figure.",
+     "gpu_estimate"),
+    ("- To submit with cluster_submit: check the partitions, size GPU memory with gpu_estimate when the job uses\n"
+     "  GPUs and pass its peak_gib, and write the whole batch script, for example:\n" + SCRIPT_EXAMPLE,
      "cluster_submit"),
-    ("- Keep job ids, paths and numbers exact; write what you must remember into the scratchpad.", None),
+    ("- A tool that asks waits for the person. A call they deny did not run and ends your turn; do not repeat\n"
+     "  it unless they ask.", None),
+    ("- Keep job ids, paths and numbers exact; write what you must remember with scratchpad.", "scratchpad"),
+    ("- Keep job ids, paths and numbers exact.", "-scratchpad"),
+    ("- more_tools lists and adds your other tools (sweeps, notebooks, the wiki, read-only commands, …).", "+more"),
 ]
-"""How the agent works: each line, and the tool it is about (told only to sessions that have that tool)."""
+"""How the agent works: each line, and when it is told (a tool the session offers; ``-tool``: one it lacks;
+``+more``: while tools are left to add)."""
 
 
-def system_prompt(persona: str, registry: "ToolRegistry", policy: "CommandPolicy", cluster: str,
-                  partitions: "pd.DataFrame | None" = None, today: date | None = None) -> str:
-    """Persona, rules, the session's tools with their tiers, the read-only allowlist, the partitions, today's date.
+def system_prompt(persona: str, offer: "ToolOffer", policy: "CommandPolicy",
+                  cluster: str, partitions: "pd.DataFrame | None" = None, user: str | None = None,
+                  today: date | None = None) -> str:
+    """Persona, rules, the person's login, the allowlist when ``cluster_run`` is offered, the partitions, the date.
 
-    Only the tools in ``registry`` are described (an automation's or a helper's subset), and the
-    allowlist only when ``cluster_run`` is among them: the model is never told of a tool it cannot call.
+    Only what the tools its model is offered (``offer``) make true is said: the model is never
+    told of a tool it cannot call, nor a rule about a tool it is not shown.
     """
+    partition, gpus = _example_partition(partitions)
+    told = {"user": f"`{user}`" if user else "the login Betty uses", "partition": partition,
+            "gres": "\n    #SBATCH --gres=gpu:1" if gpus else ""}
+    rules = [line.format(**told) for line, about in _RULES if _applies(about, offer)]
     sections = [
         persona.strip(),
-        "How you work:\n" + "\n".join(line for line, tool in _RULES if tool is None or tool in registry),
-        "Tools (tier 0 runs at once; tier 1 asks once per session; tier 2 always asks):\n" + registry.describe(),
-        "Read-only commands cluster_run accepts:\n" + policy.describe() if "cluster_run" in registry else "",
-        f"Cluster: {cluster}\n" + _partitions_text(partitions, "cluster_partitions" in registry),
+        "How you work:\n" + "\n".join(rules),
+        allowlist_text(policy) if offer.shown("cluster_run") else "",
+        f"Cluster: {cluster}\n" + _partitions_text(partitions, offer.shown("cluster_partitions")),
         f"Today is {(today or date.today()).isoformat()}.",
     ]
     return "\n\n".join(section for section in sections if section)
+
+
+def allowlist_text(policy: "CommandPolicy") -> str:
+    """What ``cluster_run`` accepts, as the model is told it."""
+    return "cluster_run runs only these read-only commands (it asks the person once per session):\n" + policy.describe()
+
+
+def _applies(about: str | None, offer: "ToolOffer") -> bool:
+    if about is None:
+        return True
+    if about == "+more":
+        return bool(offer.hidden)
+    if about.startswith("-"):
+        return not offer.shown(about[1:])
+    return offer.shown(about)
+
+
+def _example_partition(partitions: "pd.DataFrame | None") -> tuple[str, bool]:
+    """The partition the example script names (the first with GPUs, else the default) and whether it has GPUs."""
+    if partitions is None or partitions.empty:
+        return "NAME", True
+    rows = partitions.to_dict("records")
+    with_gpus = [row for row in rows if dict(row["gpu_types"])]
+    chosen = (with_gpus or [row for row in rows if row["default"]] or rows)[0]
+    return str(chosen["partition"]), bool(with_gpus)
 
 
 def _partitions_text(partitions: "pd.DataFrame | None", can_ask: bool) -> str:
@@ -49,7 +99,7 @@ def _partitions_text(partitions: "pd.DataFrame | None", can_ask: bool) -> str:
         return "Partitions: unknown (call cluster_partitions)." if can_ask else "Partitions: unknown."
     lines = ["Partitions:"]
     for row in partitions.to_dict("records"):
-        gpus = ", ".join(f"{count} × {kind}" for kind, count in dict(row["gpu_types"]).items()) or "no GPUs"
+        gpus = ", ".join(f"{count} × {kind}" for kind, count in sorted(dict(row["gpu_types"]).items())) or "no GPUs"
         default = " (default)" if row["default"] else ""
         lines.append(f"- {row['partition']}{default}: {row['nodes']} nodes, {row['cpus']} CPUs, {gpus} per node")
     return "\n".join(lines)

@@ -61,10 +61,6 @@ class ToolRegistry:
                             f"({', '.join(self._tools)}); a child gets only tools its parent has")
         return ToolRegistry(self._tools[name] for name in wanted)
 
-    def describe(self) -> str:
-        """One line per tool with its tier, for the system prompt."""
-        return "\n".join(f"- {tool.name} ({tool.tier_text()}): {tool.description}" for tool in self)
-
 
 def default_registry() -> ToolRegistry:
     """Every tool Betty has."""

@@ -22,7 +22,8 @@ from .approvals import ApprovalBroker
 from .llm import ChatModel, LLMSettings
 from .loop import AgentSession, Gate, Limits, SessionParts
 from .policy import ApprovalPolicy, SessionGrants
-from .prompt import persona_text, system_prompt
+from .offer import ToolOffer
+from .prompt import allowlist_text, persona_text, system_prompt
 from .vocabulary import Mode
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from .approvals import Approver
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+FIRST_REQUEST_TOKENS = 4096
+"""The most the first request (system prompt and offered tool schemas) takes, in tokens: half of an 8k context."""
+MIN_HISTORY_CHARS = 6000
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,16 @@ def sessions_dir(workspace: "Workspace") -> Path:
 
 
 def configured_limits(config: "BettyConfig") -> Limits:
-    """A session's breakers and context budget as ``llm.max_iterations``, ``max_tokens`` and ``history_chars`` set."""
+    """A session's breakers and context budget as ``llm.max_iterations``, ``max_tokens`` and ``history_chars`` set
+    (``history_chars`` by default from ``llm.context_tokens``, the server's context, when it is given)."""
     defaults = Limits()
+    history = defaults.history_chars
+    if "context_tokens" in config.llm:  # the server's context: the history is condensed before it fills it
+        room = int(config.llm["context_tokens"]) - int(config.llm.get("reply_tokens", 1024)) - FIRST_REQUEST_TOKENS
+        history = max(MIN_HISTORY_CHARS, room * 3)
     return Limits(max_iterations=int(config.llm.get("max_iterations", defaults.max_iterations)),
                   max_tokens=int(config.llm.get("max_tokens", defaults.max_tokens)),
-                  history_chars=int(config.llm.get("history_chars", defaults.history_chars)))
+                  history_chars=int(config.llm.get("history_chars", history)))
 
 
 async def open_session(workspace: "Workspace", config: "BettyConfig", spec: SessionSpec = SessionSpec()) -> AgentSession:
@@ -119,7 +128,9 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
     context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
     partitions, user = await _cluster_facts(slurm)
-    prompt = system_prompt(persona_text(workspace.wiki), registry, profile.policy(), profile.name, partitions)
+    offer = ToolOffer(registry, progressive=config.llm.get("offer_tools", "core") != "all",
+                      notes={"cluster_run": allowlist_text(profile.policy())})
+    prompt = system_prompt(persona_text(workspace.wiki), offer, profile.policy(), profile.name, partitions, user)
     stream = spec.stream or ev.EventStream(ident)
     for listener in spec.listeners:
         stream.subscribe(listener)
@@ -127,19 +138,23 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
         session_id=ident, model=model, no_model_reason=no_model, registry=registry, context=context,
         grants=SessionGrants(), broker=spec.broker or ApprovalBroker(), stream=stream,
         actions=spec.actions or ActionLog(workspace.root), system_prompt=prompt, user=user,
-        limits=spec.limits or configured_limits(config), task=spec.task, gate=spec.gate, delegation=Delegation)
+        limits=spec.limits or configured_limits(config), task=spec.task, gate=spec.gate, delegation=Delegation,
+        offer=offer)
     messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
     return AgentSession(parts, policy, messages=messages, tokens=tokens)
 
 
 async def _cluster_facts(slurm: Any) -> tuple[Any, str | None]:
-    """The partitions and the login name, when the cluster answers (the prompt says 'unknown' otherwise)."""
+    """The partitions and the login name, each when the cluster answers it (the prompt says 'unknown' otherwise)."""
     try:
         partitions = await slurm.partitions()
-        who = await slurm.transport.run(["id", "-un"])
     except BettyError:
-        return None, None
-    return partitions, who.stdout.strip() or None
+        partitions = None
+    try:
+        who = (await slurm.transport.run(["id", "-un"])).stdout.strip()
+    except BettyError:
+        who = ""
+    return partitions, who if who and who.isprintable() and len(who) <= 64 and " " not in who else None
 
 
 def save(session: AgentSession, workspace: "Workspace") -> Path:

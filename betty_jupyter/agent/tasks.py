@@ -30,6 +30,7 @@ from ..experiments.ledger import Ledger
 from ..json_text import TooDeep, parse_json
 from ..wiki import WikiStore
 from .models import ToolArgs
+from .prompt import allowlist_text
 
 if TYPE_CHECKING:
     from .policy import Call
@@ -147,18 +148,16 @@ def read_of(resource: ResourceSpec) -> tuple[str, dict[str, Any]]:
 _CHILD_RULES = """\
 You are a helper that Betty, an assistant for researchers who run work on a Slurm cluster, started for one task.
 You see only the task and the resources below, not Betty's conversation with the person.
-- Work from the resources given and the tools listed; you cannot do anything else.
-- A call above tier 0 may wait for the person's approval; a denied call did not run. Do not repeat it.
+- Work from the resources given and your tools; you cannot do anything else.
+- A tool that asks waits for the person's approval; a denied call did not run. Do not repeat it.
 - Keep job ids, paths and numbers exact."""
 
 
 def child_prompt(registry: "ToolRegistry", context: "ToolContext") -> str:
-    """A child's system prompt: who it is, its tools with their tiers, the allowlist when it may run commands."""
-    tools = ("Tools (tier 0 runs at once; tier 1 asks once; tier 2 always asks):\n" + registry.describe()
-             if len(registry) else "You have no tools: answer from the resources alone.")
-    sections = [_CHILD_RULES, tools]
+    """A child's system prompt: who it is, the allowlist when it may run commands (its tools are in their schemas)."""
+    sections = [_CHILD_RULES] if len(registry) else [_CHILD_RULES, "You have no tools: answer from the resources alone."]
     if "cluster_run" in registry:
-        sections.append("Read-only commands cluster_run accepts:\n" + context.policy().describe())
+        sections.append(allowlist_text(context.policy()))
     sections.append(f"Cluster: {context.profile.name}. Today is {date.today().isoformat()}.")
     return "\n\n".join(sections)
 

@@ -122,8 +122,9 @@ class _Rules:
         return "; ".join(parts) if parts else "no options"
 
 
-def _option_order(option: str) -> tuple[int, str]:
-    return (option.startswith("--"), option.lower())
+def _option_order(option: str) -> tuple[int, str, str]:
+    """Short options first, then long; case-insensitively, ``-o`` before ``-O`` (one order in every process)."""
+    return (option.startswith("--"), option.lower(), option.swapcase())
 
 
 def _rules(program: str, allowed: str, numeric: str = "", count_shorthand: bool = False) -> _Rules:
@@ -348,8 +349,8 @@ class CommandPolicy:
     def describe(self) -> str:
         """The allowlist as short text for the agent's system prompt."""
         lines = [
-            "Read-only cluster commands you may run without approval: one plain command, no shell, "
-            "ASCII only, none of " + " ".join(sorted(SHELL_METACHARACTERS)) + ", options before names and paths.",
+            "One plain command, no shell, ASCII only, none of " + " ".join(sorted(SHELL_METACHARACTERS))
+            + ", options before names and paths:",
         ]
         lines += [f"- {name}: {options.describe()}" for name, options in SLURM_LISTINGS.items()]
         lines.append(f"- scontrol show {'|'.join(SCONTROL_OBJECTS)} [name or job id]: {SCONTROL_OPTIONS.describe()}")
@@ -358,7 +359,8 @@ class CommandPolicy:
         options = " ".join(f"--{name}=VALUE" for name in sorted(TEST_ONLY_OPTIONS))
         lines.append(f"- sbatch --test-only [options] {TEST_ONLY_SCRIPT}: when and where a job would start (nothing is "
                      f"submitted); options, each with its value attached: {options} --exclusive")
-        lines += [f"- {name} {_path_usage(name)}: {options.describe()}" for name, options in FILE_READERS.items()]
+        if self.readable_roots:
+            lines += [f"- {name} {_path_usage(name)}: {options.describe()}" for name, options in FILE_READERS.items()]
         lines += [f"- {name} {self._describe_extra(name)}" for name in self.extra_commands]
         lines.append(self._describe_roots())
         return "\n".join(lines)

@@ -36,7 +36,8 @@ A = TypeVar("A", bound=BaseModel)
 SUMMARY_LINES = 40
 SUMMARY_CHARS = 4000
 _SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_TIER_WORDS = {Tier.AUTO: "never asks", Tier.ONCE_PER_SESSION: "asks once per session", Tier.ALWAYS_ASK: "always asks"}
+_ASKS = {Tier.AUTO: "", Tier.ONCE_PER_SESSION: "Asks the person once per session.",
+         Tier.ALWAYS_ASK: "Always asks the person first."}
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,17 @@ class Tool(Generic[A]):
     description: ClassVar[str]
     Args: ClassVar[type[BaseModel]]
     tier: ClassVar[Tier]
+    follows_progress: ClassVar[bool] = False
+    """Its result follows something that changes while a turn goes on (a job's state, a growing log): the same call
+    repeated runs again, where a repeat of any other call is answered from its first result."""
 
     def tier_for(self, args: A) -> Tier:
         """The tier of this call; the class tier unless the target decides (``wiki_write``)."""
         return self.tier
 
-    def tier_text(self) -> str:
-        """The tier as the system prompt lists it."""
-        return f"tier {int(self.tier)}, {_TIER_WORDS[self.tier]}"
+    def asks(self) -> str:
+        """When a call waits for the person, in one sentence at the end of the description the model is shown."""
+        return _ASKS[self.tier]
 
     def bound(self, args: A, preview: Preview) -> A:
         """``args`` bound to what the approved ``preview`` showed, so the run does exactly that or refuses.

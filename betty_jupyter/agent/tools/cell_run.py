@@ -116,6 +116,7 @@ class CellRunStatus(Tool[CellRunStatusArgs]):
                    "bring its result, figures and --out values back into the project.")
     Args = CellRunStatusArgs
     tier = Tier.ONCE_PER_SESSION
+    follows_progress = True
 
     async def preview(self, ctx: ToolContext, args: CellRunStatusArgs) -> Preview:
         """What is read, and where what comes back is kept."""

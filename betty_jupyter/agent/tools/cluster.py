@@ -211,6 +211,7 @@ class JobLogs(Tool[LogArgs]):
     description = "Read the last lines a job wrote to its stdout ('out') or stderr ('err')."
     Args = LogArgs
     tier = Tier.ONCE_PER_SESSION
+    follows_progress = True
 
     async def preview(self, ctx: ToolContext, args: LogArgs) -> Preview:
         """The tail command on the file the controller recorded for the job (refused here when Betty may not read it)."""

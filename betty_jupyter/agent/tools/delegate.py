@@ -66,9 +66,9 @@ class DelegateTasks(Tool[DelegateArgs]):
         """Each resource as the direct call reading it: the person's deny and ask rules cover what helpers are given."""
         return [resource_read(ctx, resource) for task in args.tasks for resource in task.resources]
 
-    def tier_text(self) -> str:
-        """The tier depends on what the tasks are given."""
-        return "tier 0, or 1 when a task is given job logs or cluster files"
+    def asks(self) -> str:
+        """It depends on what the tasks are given."""
+        return "Asks the person once per session when a task is given job logs or cluster files."
 
     async def preview(self, ctx: ToolContext, args: DelegateArgs) -> Preview:
         """Each task with its tools and what it is given; refused as the run would refuse it."""

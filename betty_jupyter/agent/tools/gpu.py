@@ -17,7 +17,7 @@ from ...gpu.hardware import parse_gpu_type
 from ...gpu.request import (Attention, Checkpointing, KvDtype, Method, Offload, Optimizer, Precision, Sharding,
                             lora_targets)
 from ...safe_text import terminal_line
-from ..models import Preview, Tier, ToolOutcome
+from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -35,24 +35,26 @@ class JobShape(ToolArgs):
         "a catalog name such as 'Llama-3.1-8B' or 'Qwen2.5-7B', or the path of a config.json inside the project"))
     method: Method = Field(description="inference, or fine-tuning: full, lora, qlora")
     precision: Precision | None = Field(None, description="default: the framework's (hf: bf16-mixed)")
-    optimizer: Optimizer = "adamw"
+    optimizer: Optimizer = Field("adamw", json_schema_extra=ADVANCED_FIELD)
     batch_size: int = Field(1, ge=1, description="micro-batch per GPU")
     seq_len: int = Field(2048, ge=1, description="tokens per sequence; for inference the whole context")
     grad_ckpt: Checkpointing = Field("none", description="activation checkpointing")
-    gpus: int = Field(1, ge=1)
-    sharding: Sharding = "none"
-    offload: Offload = Field("none", description="CPU offload of the optimizer or of parameters")
-    lora_rank: int = Field(16, ge=1)
-    lora_targets: str = Field("q_proj,v_proj", description="comma-separated modules, or all-linear")
-    framework: str = Field("hf", description="hf, vllm, torchtune or litgpt")
-    kv_dtype: KvDtype = "auto"
-    grad_accum: int = Field(1, ge=1)
-    double_quant: bool = True
-    compiled: bool = Field(False, description="torch.compile")
-    chunked_loss: bool = False
-    activation_offload: bool = False
-    optimizer_in_backward: bool = False
-    attention: Attention = "flash"
+    gpus: int = Field(1, ge=1, description="GPUs the job uses")
+    sharding: Sharding = Field("none", description="how several GPUs share the model")
+    offload: Offload = Field("none", description="CPU offload of the optimizer or of parameters",
+                             json_schema_extra=ADVANCED_FIELD)
+    lora_rank: int = Field(16, ge=1, description="LoRA and QLoRA rank")
+    lora_targets: str = Field("q_proj,v_proj", description="comma-separated modules, or all-linear",
+                              json_schema_extra=ADVANCED_FIELD)
+    framework: str = Field("hf", description="hf, vllm, torchtune or litgpt", json_schema_extra=ADVANCED_FIELD)
+    kv_dtype: KvDtype = Field("auto", json_schema_extra=ADVANCED_FIELD)
+    grad_accum: int = Field(1, ge=1, json_schema_extra=ADVANCED_FIELD)
+    double_quant: bool = Field(True, json_schema_extra=ADVANCED_FIELD)
+    compiled: bool = Field(False, description="torch.compile", json_schema_extra=ADVANCED_FIELD)
+    chunked_loss: bool = Field(False, json_schema_extra=ADVANCED_FIELD)
+    activation_offload: bool = Field(False, json_schema_extra=ADVANCED_FIELD)
+    optimizer_in_backward: bool = Field(False, json_schema_extra=ADVANCED_FIELD)
+    attention: Attention = Field("flash", json_schema_extra=ADVANCED_FIELD)
 
     def request(self) -> "EstimateRequest":
         """The checked :class:`EstimateRequest` these options describe."""
@@ -102,7 +104,8 @@ class EstimateArgs(JobShape):
     gpu: str | None = Field(None, description="say whether it fits on this GPU type, e.g. a100-80gb")
     trace: bool = Field(False, description=(
         "also run the real training or inference step on meta tensors (no GPU, no weights) and count its memory: "
-        "more exact than the formula, and says where in the step the peak happens; takes seconds of CPU"))
+        "more exact than the formula, and says where in the step the peak happens; takes seconds of CPU"),
+        json_schema_extra=ADVANCED_FIELD)
 
 
 class GpuEstimate(Tool[EstimateArgs]):
@@ -178,7 +181,8 @@ class AdviseArgs(JobShape):
     gpu_types: list[str] | None = Field(None, description="GPU types to consider, e.g. ['a100-80gb', 'mygpu=48']")
     gpu: str | None = Field(None, description="report the largest batch and context on this GPU type")
     trace: bool = Field(False, description=(
-        "place the job as asked by its traced peak (the real step run on meta tensors; seconds of CPU)"))
+        "place the job as asked by its traced peak (the real step run on meta tensors; seconds of CPU)"),
+        json_schema_extra=ADVANCED_FIELD)
 
 
 class GpuAdvise(Tool[AdviseArgs]):

@@ -6,7 +6,7 @@ import shlex
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
 from ...cluster.slurm import sbatch_argv
@@ -15,7 +15,8 @@ from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError
 from ...experiments.refresh import refresh_page
-from ..models import Preview, Tier, ToolOutcome
+from ...safe_text import terminal_line
+from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 
 if TYPE_CHECKING:
@@ -26,6 +27,21 @@ if TYPE_CHECKING:
 MAX_SCRIPT_CHARS = 100_000
 
 
+class EstimateNote(BaseModel):
+    """What a submission records of the job's GPU-memory estimate: its peak, and what it sized (nothing else)."""
+
+    model_config = ConfigDict(extra="ignore")  # a model passes gpu_estimate's whole result; only these are kept
+
+    peak_gib: float = Field(ge=0, le=1_000_000, description="peak GPU memory per GPU, in GiB, from gpu_estimate")
+    model: str | None = Field(None, max_length=300, description="the model that was sized")
+    method: str | None = Field(None, max_length=40, description="inference, full, lora or qlora")
+
+    @field_validator("model", "method")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        return None if value is None else terminal_line(value)
+
+
 class SubmitArgs(ToolArgs):
     """A batch script and why it runs."""
 
@@ -33,16 +49,18 @@ class SubmitArgs(ToolArgs):
                         description="the whole batch script, '#!/bin/bash' and '#SBATCH' lines first")
     goal: str = Field(min_length=1, max_length=4000, description="what this run is for, in the researcher's words")
     name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: job name)")
-    gpu_estimate: dict[str, Any] | None = Field(
-        None, description="the gpu_estimate result for this job (its peak_gib is shown and recorded)")
+    gpu_estimate: EstimateNote | None = Field(
+        None, description="from gpu_estimate for this job: its peak_gib (shown on the card and recorded)")
     replaces: JobId | None = Field(
         None, description="a job Betty recorded that this script corrects: the card shows the diff against that "
                           "job's script, and the new page links its page")
     record: bool = Field(True, description="false: submit without writing an experiment page and notebook (the "
-                                           "action log still has the call); only when the person asks for it")
+                                           "action log still has the call); only when the person asks for it",
+                         json_schema_extra=ADVANCED_FIELD)
     first_line: int = Field(1, ge=1, le=1_000_000,
                             description="the number the person sees beside the script's first line (2 in a "
-                                        "%%betty submit cell, under the magic's own line): refusals name lines so")
+                                        "%%betty submit cell, under the magic's own line): refusals name lines so",
+                            json_schema_extra=ADVANCED_FIELD)
 
 
 class ClusterSubmit(Tool[SubmitArgs]):
@@ -81,8 +99,8 @@ class ClusterSubmit(Tool[SubmitArgs]):
                            text=args.script, details=details)
         details.update(page=f"wiki/experiments/{slug}.md", notebook=f"notebooks/experiments/{slug}.ipynb")
         if args.gpu_estimate is not None:
-            details["gpu_estimate"] = args.gpu_estimate
-            details["gpu_memory"] = estimate_line(args.gpu_estimate)
+            details["gpu_estimate"] = args.gpu_estimate.model_dump(exclude_none=True)
+            details["gpu_memory"] = estimate_line(details["gpu_estimate"])
         original = _replaced(ctx, args)
         if original is not None:
             return _resubmission_preview(args, original, slug, details)
@@ -98,8 +116,9 @@ class ClusterSubmit(Tool[SubmitArgs]):
             return ToolOutcome(summary=summary, data={"job_id": ident, "cluster": ctx.profile.name, "page": None})
         original = _replaced(ctx, args)
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
+        estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump(exclude_none=True)
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, args.script,
-                                             goal=args.goal, name=args.name, gpu_estimate=args.gpu_estimate,
+                                             goal=args.goal, name=args.name, gpu_estimate=estimate,
                                              replaces=replaces)
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}; "
@@ -184,6 +203,7 @@ class ClusterStatus(Tool[JobArgs]):
                    "submitted through Betty, its experiment page's Status and Runtime are updated too.")
     Args = JobArgs
     tier = Tier.ONCE_PER_SESSION
+    follows_progress = True
 
     async def preview(self, ctx: ToolContext, args: JobArgs) -> Preview:
         """What is read, and which page would be updated."""

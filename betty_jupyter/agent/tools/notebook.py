@@ -184,9 +184,9 @@ class NotebookEdit(Tool[NotebookEditArgs]):
         """
         return Tier.ONCE_PER_SESSION if args.cell_type == "markdown" else Tier.ALWAYS_ASK
 
-    def tier_text(self) -> str:
-        """The tier depends on the cell."""
-        return "tier 2 for a code cell (always asks, in every mode); tier 1 for a markdown cell"
+    def asks(self) -> str:
+        """It depends on the cell."""
+        return "A code cell always asks the person first; a markdown cell asks once per session."
 
     async def preview(self, ctx: ToolContext, args: NotebookEditArgs) -> Preview:
         """The diff of the notebook's cells, before → after."""

@@ -183,10 +183,10 @@ class WikiWrite(Tool[WriteArgs]):
         """The page's real name."""
         return page_rule_values(ctx, args)
 
-    def tier_text(self) -> str:
-        """The tier depends on the target."""
-        return ("tier 0 for a log.md line; 1 under experiments/ and for appends or frontmatter changes; 2 for new "
-                "pages, whole new bodies and the pages that steer you (personas/, index.md, SCHEMA.md)")
+    def asks(self) -> str:
+        """It depends on the target."""
+        return ("A log.md line never asks; pages under experiments/, appends and frontmatter changes ask once per "
+                "session; new pages, whole new bodies and personas/, index.md, SCHEMA.md always ask.")
 
     async def preview(self, ctx: ToolContext, args: WriteArgs) -> Preview:
         """The diff of the page before → after, or the whole new page."""

@@ -1,0 +1,235 @@
+"""Tool calls as open models really write them, read one way before the gate sees them.
+
+A serving stack turns a model's call into the reply's ``tool_calls`` field only when its parser
+knows the model's format (vLLM's ``--tool-call-parser``, llama.cpp's ``--jinja`` templates,
+Ollama's per-model templates). Otherwise the call arrives as text in the reply:
+
+- ``<tool_call>{"name": …, "arguments": {…}}</tool_call>`` (Qwen, Hermes, and the templates that follow them),
+- ``<|python_tag|>{"name": …, "parameters": {…}}`` (Llama 3.x),
+- a fenced ```` ```json ```` block, or the bare JSON object as the whole reply,
+
+with ``arguments``/``parameters`` an object or JSON text, and a list of such objects for several
+calls. :func:`read_reply` finds the calls in those forms, **only to tools the session has**
+(anything else is left as text), and takes them out of the reply's text: a reply that was only
+a call is not an answer to the person. Arguments whose JSON is broken in a way that has one
+reading (a trailing comma, missing closing brackets at the end, a code fence, a Python dict
+literal) are repaired by :func:`repaired_json`; anything else reaches the tool as it came and is
+refused there in one line, which the model is told. The calls found are then decided exactly
+as native ones: the same parse, policy, tiers, cards and action log.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Collection, Iterator
+
+from ..json_text import parse_json
+from .llm import Reply, ToolCallRequest
+
+_TAGGED = re.compile(r"<(tool_call|function_call|tools)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
+_PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*(.*?)\s*(?:<\|eom_id\|>|<\|eot_id\|>|$)", re.DOTALL)
+_FENCED = re.compile(r"```[ \t]*(?:json|tool_call|tool_code|javascript)?[ \t]*\n(.*?)\n?```", re.DOTALL | re.IGNORECASE)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+CALL_OPENERS = ("<tool_call", "<function_call", "<tools>", "<|python_tag|>", "```", "{", "[")
+"""How a reply that may be a call written as text begins: its text is held back from the chat until it is read."""
+
+
+@dataclass(frozen=True)
+class ReadReply:
+    """A reply as the loop acts on it: the text for the person, and every call (native, or found in the text)."""
+
+    text: str
+    tool_calls: list[ToolCallRequest]
+    tokens: int
+    from_text: int = 0
+    """How many of the calls were written as text."""
+    repaired: int = 0
+    """How many calls' arguments were repaired JSON."""
+
+
+def read_reply(reply: Reply, tools: Collection[str]) -> ReadReply:
+    """``reply`` with calls written as text turned into calls (to ``tools`` only) and broken argument JSON repaired."""
+    calls, text, from_text = list(reply.tool_calls), reply.text, 0
+    if not calls:
+        found, text = calls_in_text(reply.text, tools)
+        calls, from_text = found, len(found)
+    repaired = 0
+    for call in calls:
+        fixed = _repaired_arguments(call.arguments)
+        if fixed is not None:
+            call.arguments, repaired = fixed, repaired + 1
+    return ReadReply(text.strip(), calls, reply.tokens, from_text, repaired)
+
+
+def calls_in_text(text: str, tools: Collection[str]) -> tuple[list[ToolCallRequest], str]:
+    """The calls to ``tools`` written in ``text``, and the text left when they are taken out."""
+    calls: list[ToolCallRequest] = []
+    spans: list[tuple[int, int]] = []
+    for start, end, body, tagged in _candidates(text):
+        if any(start < done_end and end > done_start for done_start, done_end in spans):
+            continue  # inside a form already read (a fence within a tag)
+        found = _calls_in(body, tools, tagged)
+        if found:
+            calls.extend(found)
+            spans.append((start, end))
+    if not calls:
+        return [], text
+    left, at = [], 0
+    for start, end in sorted(spans):
+        left.append(text[at:start])
+        at = end
+    left.append(text[at:])
+    return calls, "".join(left).strip()
+
+
+def _candidates(text: str) -> Iterator[tuple[int, int, str, bool]]:
+    """Every place a call may be written (tagged, after Llama's python tag, fenced, or the whole reply), and
+    whether the form itself says it is a call (a tag): then a call to a tool the session lacks is still a call,
+    refused by name, rather than an answer."""
+    for pattern, tagged in ((_TAGGED, True), (_PYTHON_TAG, True), (_FENCED, False)):
+        for match in pattern.finditer(text):
+            yield match.start(), match.end(), match.group(match.lastindex or 1), tagged
+    stripped = text.strip()
+    if stripped[:1] in "{[":
+        yield 0, len(text), stripped, False
+
+
+def _calls_in(body: str, tools: Collection[str], tagged: bool) -> list[ToolCallRequest]:
+    value = repaired_json(body)
+    items = value if isinstance(value, list) else [value]
+    calls = [_call(item, tools, tagged) for item in items]
+    if not calls or any(call is None for call in calls):
+        return []  # all of it is calls, or none of it is: a list mixing calls and data is an answer
+    return [call for call in calls if call is not None]
+
+
+def _call(item: Any, tools: Collection[str], tagged: bool = False) -> ToolCallRequest | None:
+    """One call from its JSON object, in any of the spellings models use; None when it is not a call to ``tools``
+    (``tagged``: to any tool name, since the form says it is a call)."""
+    if not isinstance(item, dict):
+        return None
+    if isinstance(item.get("function"), dict):  # {"type": "function", "function": {"name": …, "arguments": …}}
+        item = item["function"]
+    name = item.get("name", item.get("tool", item.get("tool_name")))
+    if not isinstance(name, str) or not (name in tools or (tagged and _TOOL_NAME.fullmatch(name))):
+        return None
+    arguments = next((item[key] for key in ("arguments", "parameters", "args", "input") if key in item), {})
+    if isinstance(arguments, str):
+        text = arguments
+    elif isinstance(arguments, dict):
+        text = json.dumps(arguments, ensure_ascii=False)
+    else:
+        return None
+    extra = set(item) - {"name", "tool", "tool_name", "arguments", "parameters", "args", "input", "type", "id"}
+    if extra:
+        return None  # an object with other fields is data that names a tool, not a call
+    return ToolCallRequest(call_id=f"call_{uuid.uuid4().hex[:12]}", name=name, arguments=text)
+
+
+def repaired_json(text: str) -> Any:
+    """The JSON value ``text`` holds, repaired where the repair has one reading; None when it holds none.
+
+    Tried in order: as it is; without a surrounding code fence; without trailing commas; with
+    the closing brackets a cut-off reply left out; as a Python literal (single quotes, True/None).
+    """
+    body = text.strip()
+    fence = _FENCED.fullmatch(body)
+    if fence:
+        body = fence.group(1).strip()
+    for attempt in (body, _TRAILING_COMMA.sub(r"\1", body)):
+        for candidate in (attempt, _closed(attempt)):
+            if candidate is None:
+                continue
+            try:
+                return parse_json(candidate)
+            except ValueError:
+                pass
+    try:
+        value = ast.literal_eval(body)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None
+    return value if isinstance(value, (dict, list)) else None
+
+
+def call_key(call: ToolCallRequest) -> str:
+    """The call as one text: its tool and its arguments with keys sorted, so the same call spelt twice is one key."""
+    try:
+        arguments = json.dumps(parse_json(call.arguments or "{}"), sort_keys=True, ensure_ascii=False)
+    except ValueError:
+        arguments = call.arguments
+    return f"{call.name}\n{arguments}"
+
+
+def _repaired_arguments(arguments: str) -> str | None:
+    """New JSON text for a call's arguments when they needed a repair (None: they parse, or cannot be repaired)."""
+    if not arguments.strip():
+        return None
+    try:
+        parse_json(arguments)
+        return None
+    except ValueError:
+        pass
+    value = repaired_json(arguments)
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else None
+
+
+def _closed(text: str) -> str | None:
+    """``text`` with the brackets still open at its end closed, when it ends outside a string; else None."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            stack.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if not stack or stack.pop() != char:
+                return None
+    if in_string or not stack:
+        return None
+    return text + "".join(reversed(stack))
+
+
+class HeldText:
+    """The reply's text as it streams, held back while it may still be a call written as text.
+
+    Text that begins like a call (:data:`CALL_OPENERS`) is not shown as it streams: the reply,
+    once read, shows only what is left when its calls are taken out. Any other text goes on at once.
+    """
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._passing: bool | None = None
+
+    def take(self, piece: str) -> str:
+        """What of ``piece`` to show now ("" while held)."""
+        if self._passing:
+            return piece
+        self._text.append(piece)
+        begun = "".join(self._text).lstrip()
+        if not begun:
+            return ""
+        if any(begun.startswith(opener) for opener in CALL_OPENERS):
+            self._passing = False
+            return ""
+        if any(opener.startswith(begun) for opener in CALL_OPENERS):
+            return ""  # "<tool" may still become a call
+        self._passing = True
+        return "".join(self._text)
+
+    @property
+    def held(self) -> bool:
+        """Whether the text so far was held back (the read reply's text is then shown whole)."""
+        return self._passing is False
