@@ -199,9 +199,10 @@ def test_one_granted_step_covers_one_call_even_when_the_model_sends_it_twice_at_
         broker.respond(request.approval_id, "approved" if request.tool == "propose_plan" else "denied", "tester")
 
     twice = {"page": "index.md", "mode": "append", "text": "- one line, once\n"}
+    spelt_again = {**twice, "body": None}  # the same step (a call repeated exactly is answered, not run)
     with ScriptedLLM() as llm:
         llm.add(plan(("wiki_write", twice), ("wiki_write", page("b", "y\n"))),
-                calls([("wiki_write", twice), ("wiki_write", twice)]), say("Stopped."))
+                calls([("wiki_write", twice), ("wiki_write", spelt_again)]), say("Stopped."))
         reason, events, session_id = asyncio.run(converse(workspace, llm, ScriptedTransport(), answer))
     assert reason == "denied" and [(c.tool, c.tier) for c in cards] == [("propose_plan", 2), ("wiki_write", 2)]
     assert (workspace.wiki / "index.md").read_text().count("one line, once") == 1

@@ -366,7 +366,8 @@ class AgentSession:
             tool = self.registry.get(call.name)
             args = tool.parse(call.arguments)
         except BettyError as error:
-            return self._refused(call, None, f"{error}", began)
+            refused = self._refused(call, None, f"{error}", began)
+            return replace(refused, told=f"{refused.told} Write the call again, correctly.")
         tier = int(tool.tier_for(args))
         if self.before_tool is not None:
             await self.before_tool(tool.name)

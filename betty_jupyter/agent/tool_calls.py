@@ -118,7 +118,7 @@ def _call(item: Any, tools: Collection[str], tagged: bool = False) -> ToolCallRe
     name = item.get("name", item.get("tool", item.get("tool_name")))
     if not isinstance(name, str) or not (name in tools or (tagged and _TOOL_NAME.fullmatch(name))):
         return None
-    arguments = next((item[key] for key in ("arguments", "parameters", "args", "input") if key in item), {})
+    arguments: Any = next((item[key] for key in ("arguments", "parameters", "args", "input") if key in item), {})
     if isinstance(arguments, str):
         text = arguments
     elif isinstance(arguments, dict):

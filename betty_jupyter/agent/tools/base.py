@@ -139,7 +139,17 @@ class Tool(Generic[A]):
             return cast(A, self.Args.model_validate(data))
         except ValidationError as error:
             problems = validation_problems(error)
-            raise ToolError(f"{self.name}: invalid arguments — {'; '.join(problems)}", problems) from None
+            raise ToolError(f"{self.name}: invalid arguments — {'; '.join(problems)}; {self._takes()}",
+                            problems) from None
+
+    def _takes(self) -> str:
+        """The arguments it takes, in one clause, so a model can write the call again right."""
+        fields = self.Args.model_fields
+        if not fields:
+            return "it takes no arguments: call it with {}"
+        required = [name for name, info in fields.items() if info.is_required()]
+        named = ", ".join(f"{name} (required)" if name in required else name for name in fields)
+        return f"its arguments are {named}"
 
     async def preview(self, ctx: ToolContext, args: A) -> Preview:
         """The dry run a person approves: exactly what would run or be written; no side effect."""
