@@ -217,3 +217,30 @@ def test_a_call_written_as_text_is_decided_exactly_as_a_native_one(workspace) ->
     cards = [e.payload for e in events if e.type == "approval_request"]
     assert reason == "finished" and [(c.tool, c.tier) for c in cards] == [("cluster_submit", 2)]
     assert script.strip() in cards[0].preview.text
+
+
+def test_a_planner_plans_the_turn_and_the_session_model_carries_it_out_each_named_in_the_chat(workspace) -> None:
+    with ScriptedLLM([say("1. cluster_queue with user alice\n2. tell the person")], model="planner") as planner, \
+            ScriptedLLM([call("cluster_queue", {"user": "alice"}), say("One job runs.")]) as executor:
+        reason, events, session = asyncio.run(session_events(
+            workspace, executor, cluster(), "show my jobs", planner={"base_url": planner.base_url, "model": "big-one"}))
+        planned, first = planner.requests[0], executor.requests[0]
+    assert reason == "finished" and "tools" not in planned
+    assert planned["messages"][0]["content"].startswith("You plan for Betty") and "- cluster_queue:" in planned[
+        "messages"][0]["content"]
+    assert planned["messages"][-1] == {"role": "user", "content": "show my jobs"}
+    assert first["messages"][-1]["content"].endswith("1. cluster_queue with user alice\n2. tell the person")
+    said = [(e.payload.text, e.payload.model) for e in events if e.type == "message" and e.payload.role == "assistant"]
+    assert said == [("Plan:\n1. cluster_queue with user alice\n2. tell the person", "big-one"),
+                    ("One job runs.", "scripted")]
+
+
+def test_a_planner_that_fails_is_said_and_the_session_model_answers_alone(workspace) -> None:
+    from llm_server import fail
+
+    with ScriptedLLM([fail(400)]) as planner, ScriptedLLM([say("One job runs.")]) as executor:
+        reason, events, _ = asyncio.run(session_events(
+            workspace, executor, cluster(), "show my jobs", planner={"base_url": planner.base_url, "model": "p"}))
+    notes = [e.payload.reason for e in events if e.type == "replanning"]
+    assert reason == "finished" and len(notes) == 1 and notes[0].startswith("the planner did not answer (")
+    assert notes[0].endswith("going on without a plan")

@@ -57,6 +57,8 @@ class Message(Payload):
 
     role: Literal["assistant", "user"]
     text: str
+    model: str | None = Field(None, description=(
+        "the model that wrote an assistant message: the session's model, or its planner for a turn's plan"))
 
 
 class PlanStep(Payload):

@@ -26,6 +26,7 @@ from .condense import condense, estimate_tokens
 from .llm import ToolCallRequest
 from .models import ToolOutcome, card_digest
 from .offer import MORE_TOOLS, ToolOffer
+from .planner import PLAN_NOTE, planning_messages
 from .tool_calls import HeldText, ReadReply, call_key, read_reply
 from .vocabulary import Decision, DoneReason, StepStatus
 
@@ -118,6 +119,8 @@ class SessionParts:
     """Makes the session's delegator, through which its ``delegate_tasks`` starts children (None: it cannot)."""
     offer: ToolOffer | None = None
     """Which of its tools the model is shown now (None: all of them, from the first request)."""
+    planner: "ChatModel | None" = None
+    """A stronger model that writes each turn's plan, which the session's model then carries out with its tools."""
 
 
 class AgentSession:
@@ -235,6 +238,8 @@ class AgentSession:
         self.messages.append({"role": "user", "content": prompt})
         self.stream.emit("message", ev.Message(role="user", text=prompt))
         began = time.monotonic()
+        if self._parts.planner is not None:
+            await self._planned(self._parts.planner)
         told: dict[str, str] = {}  # what each call of this turn was told, by call_key: a repeat is answered from it
         nudge: list[dict[str, Any]] = []
         for iteration in range(1, self.limits.max_iterations + 1):
@@ -298,6 +303,23 @@ class AgentSession:
             self.stream.emit("replanning", ev.Replanning(reason=_read_note(read)))
         return read
 
+    async def _planned(self, planner: "ChatModel") -> None:
+        """The planner's plan for this turn, shown and handed to the session's model; a planner that fails is said,
+        and the session's model works without a plan."""
+        try:
+            reply = await planner.complete(planning_messages(self.messages, self.registry), [], lambda text: None,
+                                           self._retrying)
+        except ModelError as error:
+            self.stream.emit("replanning", ev.Replanning(reason=f"the planner did not answer ({error}); "
+                                                                "going on without a plan"))
+            return
+        self.tokens += reply.tokens
+        plan = reply.text.strip()
+        if not plan:
+            return
+        self.stream.emit("message", ev.Message(role="assistant", text=f"Plan:\n{plan}", model=planner.settings.model))
+        self.messages.append({"role": "user", "content": f"{PLAN_NOTE}\n{plan}"})
+
     async def _answer_reply(self, calls: "list[ToolCallRequest]", told: dict[str, str]) -> list[Answer]:
         """Every call of one reply answered: ``more_tools`` by the offer, a call repeated in this turn from what it
         was told, the others decided and run (together) through the gate."""
@@ -335,7 +357,8 @@ class AgentSession:
                                       "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
         self.messages.append(message)
         if text:
-            self.stream.emit("message", ev.Message(role="assistant", text=text))
+            self.stream.emit("message", ev.Message(role="assistant", text=text,
+                                                   model=self.model.settings.model if self.model else None))
 
     # ----- one tool call ---------------------------------------------------------------------
     async def run_tool(self, tool: str, args: Mapping[str, Any], person: str | None,

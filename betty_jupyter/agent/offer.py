@@ -76,7 +76,7 @@ class ToolOffer:
         asked = value.get("tools") if isinstance(value, dict) else None
         if not asked:
             return "Tools you can add (call more_tools with their names, or call one directly):\n" + "\n".join(
-                f"- {name}: {_first_sentence(self._registry.get(name).description)}" for name in self.hidden)
+                f"- {name}: {self._registry.get(name).summary()}" for name in self.hidden)
         names = [str(name) for name in asked] if isinstance(asked, list) else [str(asked)]
         unknown = [name for name in names if name not in self._registry]
         added = self.show(names)
@@ -146,7 +146,3 @@ def _more_tools_schema(hidden: list[str]) -> dict[str, Any]:
                       "description": "the tools to add (leave out to list them)"}}},
     }}
 
-
-def _first_sentence(text: str) -> str:
-    sentence = text.split(". ")[0].rstrip(".")
-    return sentence[:160]

@@ -118,6 +118,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
         if spec.require_model:
             raise
         model, no_model = None, str(error)
+    planner = _planner(config.llm) if model is not None else None
     policy = ApprovalPolicy(spec.mode, config.rules)
     every_tool = default_registry()
     registry = every_tool if spec.tools is None else every_tool.subset(spec.tools)
@@ -139,9 +140,19 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
         grants=SessionGrants(), broker=spec.broker or ApprovalBroker(), stream=stream,
         actions=spec.actions or ActionLog(workspace.root), system_prompt=prompt, user=user,
         limits=spec.limits or configured_limits(config), task=spec.task, gate=spec.gate, delegation=Delegation,
-        offer=offer)
+        offer=offer, planner=planner)
     messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
     return AgentSession(parts, policy, messages=messages, tokens=tokens)
+
+
+def _planner(llm: dict[str, Any]) -> ChatModel | None:
+    """The planner model ``llm.planner`` describes (a setting like ``llm`` itself, with its own endpoint and key)."""
+    planner = llm.get("planner")
+    if not planner:
+        return None
+    if not isinstance(planner, dict):
+        raise ConfigError("llm.planner is a setting like llm itself: {\"base_url\": …, \"model\": …}")
+    return ChatModel(LLMSettings.from_config(planner))
 
 
 async def _cluster_facts(slurm: Any) -> tuple[Any, str | None]:

@@ -30,6 +30,8 @@ export interface IMessageItem {
   text: string;
   /** True while deltas still arrive. */
   streaming: boolean;
+  /** The model that wrote an assistant message (the session's, or its planner's), once known. */
+  model: string | null;
 }
 
 /** A tool call, joined with its result by `call_id`. */
@@ -229,7 +231,8 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
         key: `msg-${event.seq}`,
         role: 'assistant',
         text: event.payload.text,
-        streaming: true
+        streaming: true,
+        model: null
       };
       return { ...state, busy: true, streamingKey: item.key, items: [...state.items, item] };
     }
@@ -248,7 +251,8 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
       return replaceAt({ ...state, streamingKey: null }, index, {
         ...current,
         text,
-        streaming: false
+        streaming: false,
+        model: event.payload.model ?? null
       });
     }
     const item: IMessageItem = {
@@ -256,7 +260,8 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
       key: `msg-${event.seq}`,
       role,
       text,
-      streaming: false
+      streaming: false,
+      model: event.payload.model ?? null
     };
     const base = finishStreaming(state);
     return { ...base, busy: role === 'user' ? true : base.busy, items: [...base.items, item] };

@@ -112,9 +112,9 @@ function event(attempt: number, seq: number, type: string, payload: unknown): IR
 
 /** Job logs read on the first attempt, which a crash cut off; the second finished. */
 const TRANSCRIPT: IRunEvent[] = [
-  event(1, 1, 'message', { role: 'user', text: 'Job 42 ended FAILED.' }),
+  event(1, 1, 'message', { role: 'user', text: 'Job 42 ended FAILED.', model: null }),
   event(1, 2, 'tool_call', { call_id: 'c1', tool: 'job_logs', args: { job_id: '42' }, tier: 0 }),
-  event(2, 1, 'message', { role: 'user', text: 'Resumed: read your scratchpad.' }),
+  event(2, 1, 'message', { role: 'user', text: 'Resumed: read your scratchpad.', model: null }),
   event(2, 2, 'tool_call', { call_id: 'c2', tool: 'job_logs', args: { job_id: '42' }, tier: 0 }),
   event(2, 3, 'tool_result', {
     call_id: 'c2',
@@ -127,7 +127,7 @@ const TRANSCRIPT: IRunEvent[] = [
     output_ref: null,
     artifacts: []
   }),
-  event(2, 4, 'message', { role: 'assistant', text: 'It ran out of GPU memory.' }),
+  event(2, 4, 'message', { role: 'assistant', text: 'It ran out of GPU memory.', model: null }),
   event(2, 5, 'done', { reason: 'finished' })
 ];
 

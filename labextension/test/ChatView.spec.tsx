@@ -28,8 +28,8 @@ function props(state: ITranscript, overrides: Partial<IChatViewProps> = {}): ICh
 }
 
 const TURN = transcript([
-  ['message', { role: 'user', text: 'what runs?' }],
-  ['message', { role: 'assistant', text: 'Looking at **the queue**.' }],
+  ['message', { role: 'user', text: 'what runs?', model: null }],
+  ['message', { role: 'assistant', text: 'Looking at **the queue**.', model: null }],
   ['tool_call', { call_id: 'c1', tool: 'cluster_queue', args: { user: 'alice' }, tier: 1 }],
   [
     'tool_result',
@@ -58,12 +58,24 @@ describe('ChatView', () => {
 
   it('shows HTML in a reply as text, never as HTML', () => {
     const state = transcript([
-      ['message', { role: 'assistant', text: '<img src=x onerror=alert(1)>' }]
+      ['message', { role: 'assistant', text: '<img src=x onerror=alert(1)>', model: null }]
     ]);
     const { container } = render(<ChatView {...props(state)} />);
     const message = byTestId(container, 'betty-message-assistant');
     expect(message.textContent).toBe('<img src=x onerror=alert(1)>');
     expect(message.querySelector('img')).toBeNull();
+  });
+
+  it('names the model under each assistant message that says which, as text', () => {
+    const state = transcript([
+      ['message', { role: 'assistant', text: 'Plan:\n1. cluster_queue', model: 'planner <b>70B</b>' }],
+      ['message', { role: 'assistant', text: 'One job runs.', model: 'qwen2.5-1.5b' }],
+      ['message', { role: 'assistant', text: 'No model named.', model: null }]
+    ]);
+    const { container } = render(<ChatView {...props(state)} />);
+    const names = allByTestId(container, 'betty-message-model');
+    expect(names.map(name => name.textContent)).toEqual(['planner <b>70B</b>', 'qwen2.5-1.5b']);
+    expect(names[0].querySelector('b')).toBeNull();
   });
 
   it('shows a tool call and its result as one compact row', () => {
@@ -128,7 +140,7 @@ describe('ChatView', () => {
     expect(p.onSend).toHaveBeenCalledWith('how much memory does llama-3-8b need?', null);
     expect(box.value).toBe('');
 
-    const busy = transcript([['message', { role: 'user', text: 'hi' }]]);
+    const busy = transcript([['message', { role: 'user', text: 'hi', model: null }]]);
     rerender(<ChatView {...p} transcript={busy} />);
     expect(byTestId(container, 'betty-working')).toBeTruthy();
     await click(byTestId(container, 'betty-stop'));
@@ -171,7 +183,7 @@ describe('ChatView', () => {
 
   describe('a card that arrives', () => {
     const CARD = transcript([
-      ['message', { role: 'user', text: 'submit it' }],
+      ['message', { role: 'user', text: 'submit it', model: null }],
       [
         'approval_request',
         {
@@ -187,7 +199,7 @@ describe('ChatView', () => {
         }
       ]
     ]);
-    const BEFORE = transcript([['message', { role: 'user', text: 'submit it' }]]);
+    const BEFORE = transcript([['message', { role: 'user', text: 'submit it', model: null }]]);
 
     it('takes focus to its Approve button from the panel or an empty prompt', () => {
       const { container, rerender } = render(<ChatView {...props(BEFORE)} />);

@@ -169,7 +169,7 @@ describe('BettyModel', () => {
   it('builds the transcript from the socket and resumes after the last seq', async () => {
     const { model, chat } = await started();
     chat().setStatus('open');
-    chat().frame('message', 1, { role: 'user', text: 'hi' }, 's-dev');
+    chat().frame('message', 1, { role: 'user', text: 'hi', model: null }, 's-dev');
     chat().frame('message_delta', 2, { text: 'Hel' }, 's-dev');
     chat().frame('message_delta', 3, { text: 'lo' }, 's-dev');
     expect((model.transcript.items[1] as IMessageItem).text).toBe('Hello');
@@ -197,8 +197,8 @@ describe('BettyModel', () => {
 
   it('resumes from the server when its stream restarted below what the panel saw', async () => {
     const { api, model, chat } = await started();
-    chat().frame('message', 1, { role: 'user', text: 'one' }, 's-dev');
-    chat().frame('message', 2, { role: 'user', text: 'two' }, 's-dev');
+    chat().frame('message', 1, { role: 'user', text: 'one', model: null }, 's-dev');
+    chat().frame('message', 2, { role: 'user', text: 'two', model: null }, 's-dev');
     api.openSession.mockResolvedValueOnce(session({ session_id: 's-dev', last_seq: 0 }));
     await chat().options.beforeReconnect!();
     expect(chat().options.lastSeq()).toBe(0);
@@ -345,7 +345,7 @@ describe('BettyModel', () => {
     expect(model.session?.session_id).toBe('s-big');
     expect(model.transcript.sessionId).toBe('s-big');
     // a late frame of the old session does not reach the new transcript
-    sockets[0].frame('message', 1, { role: 'user', text: 'old' }, 's-dev');
+    sockets[0].frame('message', 1, { role: 'user', text: 'old', model: null }, 's-dev');
     expect(model.transcript.items).toHaveLength(0);
   });
 

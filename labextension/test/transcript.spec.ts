@@ -72,17 +72,17 @@ function result(callId: string, ok = true, summary = 'done', tool = 'cluster_can
 
 /** A whole turn: prompt, streamed reply, a tool call with approval, its result, the end. */
 const TURN = [
-  ev('message', 1, { role: 'user', text: 'cancel job 42' }),
+  ev('message', 1, { role: 'user', text: 'cancel job 42', model: null }),
   ev('message_delta', 2, { text: 'I will ' }),
   ev('message_delta', 3, { text: 'cancel **42**.' }),
   ev('budget', 4, { iterations: 1, max_iterations: 20, tokens: 300, max_tokens: 100000 }),
-  ev('message', 5, { role: 'assistant', text: 'I will cancel **42**.' }),
+  ev('message', 5, { role: 'assistant', text: 'I will cancel **42**.', model: null }),
   ev('tool_call', 6, { call_id: 'c1', tool: 'cluster_cancel', args: { job_id: '42' }, tier: 2 }),
   ev('approval_request', 7, request('a1', 'c1')),
   ev('approval_resolved', 8, resolved('a1', 'c1')),
   ev('tool_result', 9, result('c1', true, 'job 42 cancelled')),
   ev('message_delta', 10, { text: 'Done.' }),
-  ev('message', 11, { role: 'assistant', text: 'Done.' }),
+  ev('message', 11, { role: 'assistant', text: 'Done.', model: null }),
   ev('done', 12, { reason: 'finished' })
 ];
 
@@ -126,8 +126,8 @@ describe('reduce: messages', () => {
 
   it('a whole assistant message without deltas is its own item', () => {
     const state = run([
-      ev('message', 1, { role: 'user', text: 'hi' }),
-      ev('message', 2, { role: 'assistant', text: 'Hello.' })
+      ev('message', 1, { role: 'user', text: 'hi', model: null }),
+      ev('message', 2, { role: 'assistant', text: 'Hello.', model: null })
     ]);
     expect(state.items.map(i => (i as IMessageItem).text)).toEqual(['hi', 'Hello.']);
     expect((state.items[1] as IMessageItem).streaming).toBe(false);
@@ -141,6 +141,17 @@ describe('reduce: messages', () => {
     expect(state.items[0]).toMatchObject({ kind: 'message', text: 'partial', streaming: false });
     expect(state.items[1]).toMatchObject({ kind: 'note', tone: 'info', text: 'Stopped.' });
     expect(state.busy).toBe(false);
+  });
+
+  it('keeps which model wrote each assistant message, the planner and the session model apart', () => {
+    const state = run([
+      ev('message', 1, { role: 'user', text: 'what runs?', model: null }),
+      ev('message', 2, { role: 'assistant', text: 'Plan:\n1. cluster_queue', model: 'big-planner' }),
+      ev('message_delta', 3, { text: 'One job ' }),
+      ev('message', 4, { role: 'assistant', text: 'One job runs.', model: 'small-local' })
+    ]);
+    expect(state.items.map(item => (item as IMessageItem).model)).toEqual([null, 'big-planner', 'small-local']);
+    expect(state.items[2]).toMatchObject({ text: 'One job runs.', streaming: false });
   });
 
   it('does not change the state it is given', () => {
@@ -338,9 +349,9 @@ describe('reduce: reconnect replay and order', () => {
 
   it('an older event arriving late is dropped; a gap forward is accepted', () => {
     const state = run([
-      ev('message', 5, { role: 'user', text: 'five' }),
-      ev('message', 3, { role: 'user', text: 'three' }),
-      ev('message', 9, { role: 'user', text: 'nine' })
+      ev('message', 5, { role: 'user', text: 'five', model: null }),
+      ev('message', 3, { role: 'user', text: 'three', model: null }),
+      ev('message', 9, { role: 'user', text: 'nine', model: null })
     ]);
     expect(state.items.map(i => (i as IMessageItem).text)).toEqual(['five', 'nine']);
     expect(state.lastSeq).toBe(9);
@@ -356,7 +367,7 @@ describe('reduce: reconnect replay and order', () => {
     );
     expect((restarted.items.find(i => i.kind === 'tool') as IToolItem).notRun).toBe('interrupted');
     expect(restarted.busy).toBe(false);
-    expect(reduce(restarted, ev('message', 1, { role: 'user', text: 'again' })).items).toHaveLength(
+    expect(reduce(restarted, ev('message', 1, { role: 'user', text: 'again', model: null })).items).toHaveLength(
       seen.items.length + 1
     );
     expect(restartStream(seen, 7)).toBe(seen);
@@ -368,11 +379,11 @@ describe('reduce: odd frames', () => {
     ['null', null],
     ['a string', 'message'],
     ['an array', [1, 2]],
-    ['no seq', { type: 'message', session_id: SESSION, payload: { role: 'user', text: 'x' } }],
+    ['no seq', { type: 'message', session_id: SESSION, payload: { role: 'user', text: 'x', model: null } }],
     ['a server error frame', { type: 'server_error', message: 'bad message' }],
     ['an error frame without seq', { type: 'error', message: 'bad message' }],
-    ['seq 0', ev('message', 0, { role: 'user', text: 'x' })],
-    ['a fractional seq', ev('message', 1.5, { role: 'user', text: 'x' })],
+    ['seq 0', ev('message', 0, { role: 'user', text: 'x', model: null })],
+    ['a fractional seq', ev('message', 1.5, { role: 'user', text: 'x', model: null })],
     ['an unknown type', ev('telemetry', 1, { anything: true })],
     ['a missing payload', { type: 'message', session_id: SESSION, seq: 1, ts: 1 }],
     ['a payload of the wrong shape', ev('message', 1, { role: 'robot', text: 'x' })],
@@ -386,7 +397,7 @@ describe('reduce: odd frames', () => {
       'a job update with a numeric id',
       ev('job_update', 1, { job_id: 42, cluster: 'c', state: 'RUNNING' })
     ],
-    ['another session', ev('message', 1, { role: 'user', text: 'x' }, 'other')]
+    ['another session', ev('message', 1, { role: 'user', text: 'x', model: null }, 'other')]
   ];
 
   it.each(BAD)('%s leaves the transcript as it was', (_name, frame) => {
@@ -422,7 +433,7 @@ describe('reduce: odd frames', () => {
   });
 
   it('an empty transcript takes the session of its first event', () => {
-    const state = reduce(emptyTranscript(), ev('message', 1, { role: 'user', text: 'hi' }, 'new'));
+    const state = reduce(emptyTranscript(), ev('message', 1, { role: 'user', text: 'hi', model: null }, 'new'));
     expect(state.sessionId).toBe('new');
   });
 });

@@ -101,6 +101,10 @@ class Tool(Generic[A]):
         """The tier of this call; the class tier unless the target decides (``wiki_write``)."""
         return self.tier
 
+    def summary(self) -> str:
+        """What it does in one line: the first sentence of its description."""
+        return self.description.split(". ")[0].rstrip(".")[:160]
+
     def asks(self) -> str:
         """When a call waits for the person, in one sentence at the end of the description the model is shown."""
         return _ASKS[self.tier]

@@ -172,6 +172,11 @@ function MessageRow({ item }: { item: IMessageItem }): JSX.Element {
       ) : (
         <div className="betty-Message-text">{item.text}</div>
       )}
+      {item.role === 'assistant' && item.model ? (
+        <div className="betty-Message-model" data-testid="betty-message-model" title="the model that wrote this">
+          {item.model}
+        </div>
+      ) : null}
     </div>
   );
 }

@@ -82,6 +82,10 @@ export interface IMessageEvent {
 export interface IMessage {
   role: 'assistant' | 'user';
   text: string;
+  /**
+   * the model that wrote an assistant message: the session's model, or its planner for a turn's plan
+   */
+  model: string | null;
 }
 /**
  * ``plan``: the agent's plan.
