@@ -50,7 +50,11 @@ class BettyConfig(Configurable):
             "The chat model: `base_url` (any OpenAI-compatible server: OpenAI, vLLM, Ollama, llama.cpp), "
             "`model`, the server's own key from `api_key_env` (a variable) or `api_key_file` (a file; "
             "$OPENAI_API_KEY is sent to OpenAI only), optional `summary_model`, `max_iterations`, "
-            "`max_tokens`, `timeout`, `max_retries`."
+            "`max_tokens`, `timeout`, `max_retries`, `reply_tokens` (the most one reply may take, default 1024), "
+            "`tool_choice` (send tool_choice \"auto\", default true), `context_tokens` (the server's context, so "
+            "history is condensed before it fills it), `offer_tools` ('core', the default: a small core of tools "
+            "first and `more_tools` for the rest; 'all': every tool from the first request). "
+            "`betty llm check` says whether a server gives Betty what it needs."
         ),
     ).tag(config=True)
 

@@ -16,6 +16,11 @@ used up, the answer is a 500 saying so (with ``x-should-retry: false``), so a te
 text (``"tool_call"``: Qwen/Hermes tags, ``"python_tag"``: Llama 3's, ``"fenced"``: a ```json
 block, ``"bare"``: the JSON object alone) instead of the native ``tool_calls`` field.
 
+``key`` makes it accept only ``Authorization: Bearer <key>`` (any other is a 401). ``routes`` answers
+more paths, as another serving stack would: ``{"GET /props": {...}, "POST /api/show": b"..."}`` (a
+JSON value is sent as JSON, bytes as they are, with 200; ``"GET /v1/models"`` replaces the model
+list). ``paths`` records every request's method and path (``"GET /props"``).
+
 Usage figures are deterministic: ``prompt_tokens`` is the length of the request's
 ``messages`` as JSON (sorted keys) // 4, ``completion_tokens`` the characters of the reply's
 text, tool names and arguments // 4. Tool call ids are ``call_1``, ``call_2``… unless given.
@@ -158,10 +163,12 @@ class ScriptedLLM:
     A context manager: the server runs in a daemon thread between ``__enter__`` and ``__exit__``.
     """
 
-    def __init__(self, steps: Sequence[Step] = (), model: str = "scripted-model", calls_as: str = "native") -> None:
+    def __init__(self, steps: Sequence[Step] = (), model: str = "scripted-model", calls_as: str = "native",
+                 key: str | None = None, routes: dict[str, Any] | None = None) -> None:
         if calls_as != "native" and calls_as not in CALL_TEXT:
             raise ValueError(f"calls_as is 'native' or one of {sorted(CALL_TEXT)}")
-        self.model, self.calls_as = model, calls_as
+        self.model, self.calls_as, self.key, self.routes = model, calls_as, key, dict(routes or {})
+        self.paths: list[str] = []
         self.requests: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.unauthorized = 0
@@ -280,7 +287,15 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
     def do_GET(self) -> None:
-        if not self._authorized():
+        try:
+            self._get()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading (a bounded read of a large answer)
+
+    def _get(self) -> None:
+        with self.llm._lock:
+            self.llm.paths.append(f"GET {self.path}")
+        if not self._authorized() or self._routed("GET"):
             return
         if self.path.rstrip("/") != "/v1/models":
             self._json(404, error_body(404, f"no route GET {self.path}"))
@@ -296,7 +311,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _post(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if not self._authorized():
+        with self.llm._lock:
+            self.llm.paths.append(f"POST {self.path}")
+        if not self._authorized() or self._routed("POST"):
             return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._json(404, error_body(404, f"no route POST {self.path}"))
@@ -331,11 +348,22 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._json(200, self._completion(request, self._reply(step)))
 
+    def _routed(self, method: str) -> bool:
+        """Whether ``routes`` answers this request (and then it was answered)."""
+        answer = self.llm.routes.get(f"{method} {self.path.rstrip('/')}")
+        if answer is None:
+            return False
+        if isinstance(answer, bytes):
+            self._send(200, answer, "text/plain")
+        else:
+            self._json(200, answer)
+        return True
+
     def _authorized(self) -> bool:
         value = self.headers.get("Authorization", "")
         with self.llm._lock:
             self.llm.authorization_digests.append(_digest(value))
-        if re.fullmatch(r"Bearer \S+", value):
+        if re.fullmatch(r"Bearer \S+", value) and (self.llm.key is None or value == f"Bearer {self.llm.key}"):
             return True
         with self.llm._lock:
             self.llm.unauthorized += 1

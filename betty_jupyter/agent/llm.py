@@ -168,9 +168,8 @@ class ChatModel:
 
     async def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                       on_delta: Callable[[str], None]) -> Reply:
-        options: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True}
-        options["max_completion_tokens" if is_openai(self.settings.base_url) else "max_tokens"] = \
-            self.settings.reply_tokens
+        options: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True,
+                                   **self.reply_cap(self.settings.reply_tokens)}
         if tools:
             options["tools"] = tools
             if self.settings.tool_choice:
@@ -190,6 +189,15 @@ class ChatModel:
         answer = "".join(text)
         tokens = usage or estimate_tokens(str(messages)) + estimate_tokens(answer + str([c.arguments for c in calls.values()]))
         return Reply(answer, [calls[index] for index in sorted(calls)], tokens)
+
+    def reply_cap(self, tokens: int) -> dict[str, int]:
+        """The option capping a reply at ``tokens``: ``max_completion_tokens`` for OpenAI, ``max_tokens`` elsewhere."""
+        return {"max_completion_tokens" if is_openai(self.settings.base_url) else "max_tokens": tokens}
+
+    async def create(self, **options: Any) -> Any:
+        """One chat-completions request with ``options`` (the model is the settings'), not retried; errors as ModelError."""
+        with _translated():
+            return await self._client.chat.completions.create(model=self.settings.model, **options)
 
     async def summarise(self, text: str) -> str:
         """A short summary of earlier turns (by the summary model when one is set)."""

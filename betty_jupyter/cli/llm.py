@@ -1,4 +1,5 @@
-"""``betty llm serve``: run your own chat model on your allocation and point Betty at it.
+"""``betty llm serve``: run your own chat model on your allocation and point Betty at it;
+``betty llm check``: probe the configured model server and say what will and will not work.
 
 The command shows the batch script, asks, submits it once, waits until the server answers,
 writes Betty's ``llm`` setting and stays in the foreground: over SSH it carries the port
@@ -27,8 +28,9 @@ WATCH_SECONDS = 30.0
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add ``betty llm serve``."""
-    llm = commands.add_parser("llm", help="the chat model: run your own on the cluster (`betty llm serve`)")
+    """Add ``betty llm serve`` and ``betty llm check``."""
+    llm = commands.add_parser("llm", help="the chat model: run your own on the cluster (`betty llm serve`), "
+                              "check a server (`betty llm check`)")
     actions = llm.add_subparsers(dest="action", metavar="ACTION", parser_class=Parser)
     actions.required = True
     serve = actions.add_parser(
@@ -55,6 +57,82 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     serve.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
     serve.add_argument("--yes", action="store_true", help="do not ask for approval")
     serve.set_defaults(run=_serve)
+    check = actions.add_parser(
+        "check", help="probe the configured model server and say what will and will not work with Betty",
+        description="Ask the configured model server (or --base-url/--model) for its models, serving stack and "
+        "context, send Betty's first request, and check tool calls and streaming: one line each, ok, "
+        "warning or failure. Exits 0 when nothing failed, 1 when something did.")
+    check.add_argument("--base-url", metavar="URL", help="check this server instead of llm.base_url "
+                       "(the configured key goes to llm.base_url only: name this one's with --api-key-env)")
+    check.add_argument("--model", metavar="NAME", help="check this model instead of llm.model")
+    check.add_argument("--api-key-env", metavar="VAR", help="the variable holding this server's key")
+    check.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                       help="seconds each probe may take (default 120; a server on CPUs may need more)")
+    check.set_defaults(run=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    import asyncio
+    import os
+
+    # lazy: traitlets and the openai client; only `betty llm check` needs them
+    from ..agent.llm import LLMSettings
+    from ..config import load_config
+    from ..llm_check import check_endpoint, key_source, summary
+    from .parser import EXIT_USAGE
+
+    config = load_config()
+    llm = _checked_setting(dict(config.llm), args)
+    problem = _usage_problem(llm, args)
+    if problem:
+        print(f"betty llm check: error: {problem} (see `betty llm check --help`)", file=sys.stderr)
+        return EXIT_USAGE
+    settings = LLMSettings.from_config(llm)
+    context = llm.get("context_tokens")
+    findings = asyncio.run(check_endpoint(
+        settings, key_from=key_source(llm, os.environ),
+        context_tokens=context if isinstance(context, int) and not isinstance(context, bool) else None,
+        offer_all=llm.get("offer_tools") == "all", cluster=config.active_cluster or "cluster",
+        timeout=args.timeout, on_progress=_progress))
+    marks = _marks()
+    for finding in findings:
+        print(f"{marks[finding.status]} {finding.about}: {finding.line}")
+    print(summary(findings), flush=True)
+    return 1 if any(finding.status == "fail" for finding in findings) else 0
+
+
+def _checked_setting(llm: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Betty's ``llm`` setting with the command's overrides; the configured key stays with the configured server."""
+    if args.base_url and args.base_url.rstrip("/") != str(llm.get("base_url") or "").rstrip("/"):
+        llm = {name: value for name, value in llm.items() if name not in ("api_key_env", "api_key_file")}
+        llm["base_url"] = args.base_url
+    if args.api_key_env:
+        llm = {name: value for name, value in llm.items() if name != "api_key_file"}
+        llm["api_key_env"] = args.api_key_env
+    if args.model:
+        llm["model"] = args.model
+    return llm
+
+
+def _usage_problem(llm: dict[str, Any], args: argparse.Namespace) -> str | None:
+    """What makes the check impossible as asked, or None."""
+    if not llm.get("model"):
+        return "no model to check: set llm.model in Betty's configuration, or give --model"
+    base_url = str(llm.get("base_url") or "https://api.openai.com/v1")
+    if not base_url.startswith(("http://", "https://")):
+        return f"{base_url[:80]!r} is not an http(s) address"
+    if not 0 < args.timeout <= 3600:
+        return "--timeout is seconds, more than 0 and at most 3600"
+    return None
+
+
+def _marks() -> dict[str, str]:
+    """✓ ! ✗, or ASCII when the terminal's encoding cannot print them."""
+    try:
+        "✓✗".encode(sys.stdout.encoding or "ascii")
+    except (UnicodeEncodeError, LookupError):
+        return {"ok": "+", "warn": "!", "fail": "x"}
+    return {"ok": "✓", "warn": "!", "fail": "✗"}
 
 
 def _serve(args: argparse.Namespace) -> int:
