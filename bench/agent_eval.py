@@ -124,6 +124,14 @@ class Proxy:
                     answer = urllib.request.urlopen(request, timeout=1800)
                 except urllib.error.HTTPError as error:
                     answer = error
+                except OSError as error:  # the server is gone: Betty sees a 502, as from any proxy
+                    data = json.dumps({"error": {"message": f"upstream: {error}", "type": "server_error"}}).encode()
+                    self.send_response(502)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 self.send_response(answer.status)
                 for name, value in answer.headers.items():
                     if name.lower() not in ("transfer-encoding", "connection", "content-length"):
@@ -353,6 +361,7 @@ def main() -> int:
     parser.add_argument("--tasks", default=",".join(task.name for task in TASKS))
     parser.add_argument("--reply-tokens", type=int, default=1024)
     parser.add_argument("--out", type=Path, help="also write the table (Markdown) here")
+    parser.add_argument("--log", type=Path, help="also write each run (calls, cards, answer) here, one JSON line each")
     args = parser.parse_args()
     env = json.loads(subprocess.run([sys.executable, "-m", "betty_jupyter.cli", "dev-cluster", "env", "--json"],
                                     check=True, capture_output=True, text=True).stdout)
@@ -379,6 +388,13 @@ def main() -> int:
                 later += seen[1:]
                 ok, note = verdict(task, run)
                 results[task.name].append((ok, note, run))
+                if args.log:
+                    with args.log.open("a") as log:
+                        log.write(json.dumps({"task": task.name, "run": number + 1, "ok": ok, "note": note,
+                                              "reason": run.reason, "seconds": round(run.seconds, 1),
+                                              "calls": run.calls, "cards": [c.preview.text for c in run.cards],
+                                              "answer": run.answer, "requests": [vars(s) for s in seen]},
+                                             default=str) + "\n")
                 print(f"run {number + 1} {task.name}: {note} ({run.seconds:.0f} s, {run.turns} turns; "
                       f"tools {[call[0] for call in run.calls]}; answer {run.answer[:160]!r})", file=sys.stderr)
     proxy.close()

@@ -130,7 +130,7 @@ def test_queue_partitions_and_history_return_dataframes(ctx) -> None:
 
     partitions = execute(ClusterPartitions(), ctx, {})
     assert partitions.ok and isinstance(partitions.data, pd.DataFrame)
-    assert set(partitions.data["partition"]) == {"cpu", "gpu"} and "2 partition(s)" in partitions.summary
+    assert set(partitions.data["partition"]) == {"cpu", "gpu"} and partitions.summary.startswith("2 partition(s): cpu (default), gpu\n")
     queue = execute(ClusterQueue(), ctx, {"states": ["RUNNING", "PENDING"]})
     assert queue.ok and isinstance(queue.data, pd.DataFrame) and "job" in queue.summary
     assert dry_run(ClusterQueue(), ctx, {"user": "alice", "states": ["PENDING"]}).text.startswith(

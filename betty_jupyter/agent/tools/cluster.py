@@ -13,6 +13,7 @@ from ...cluster.jobs import JobState
 from ...cluster.parsing import job_count, jobs_by
 from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS, readable
 from ...errors import BettyError, PolicyError
+from ...safe_text import terminal_line
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, clip
 
@@ -158,7 +159,9 @@ class ClusterPartitions(Tool[NoArgs]):
         """The partitions as a DataFrame in ``data``."""
         frame = await ctx.slurm.partitions()
         text = table(frame, PARTITION_COLUMNS, rows=None)
-        return ToolOutcome(summary=clip(f"{len(frame)} partition(s)\n{text}"), full=text, data=frame)
+        names = ", ".join(f"{terminal_line(row['partition'])}{' (default)' if row['default'] else ''}"
+                          for row in frame.to_dict("records"))
+        return ToolOutcome(summary=clip(f"{len(frame)} partition(s): {names}\n{text}"), full=text, data=frame)
 
 
 class HistoryArgs(ToolArgs):
