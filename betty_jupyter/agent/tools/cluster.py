@@ -46,6 +46,15 @@ def counts_by_state(frame: "pd.DataFrame") -> str:
     return f"{job_count(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
 
 
+def newest_first(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """The jobs with the newest first (by job id, an array's tasks together): "my last job" is the first row."""
+    if frame.empty or "job_id" not in frame.columns:
+        return frame
+    order = frame["job_id"].map(lambda ident: tuple(int(part) if part.isdigit() else -1
+                                                    for part in str(ident).replace("[", "_").split("_")[:2]))
+    return frame.iloc[sorted(range(len(frame)), key=lambda row: order.iloc[row], reverse=True)].reset_index(drop=True)
+
+
 def _command(*words: str | None) -> str:
     return shlex.join(word for word in words if word)
 
@@ -190,8 +199,8 @@ class ClusterHistory(Tool[HistoryArgs]):
 
     async def run(self, ctx: ToolContext, args: HistoryArgs) -> ToolOutcome:
         """The jobs as a DataFrame in ``data``."""
-        frame = await ctx.slurm.history(args.job_ids, since=args.since, all_users=args.all_users)
-        summary = f"{counts_by_state(frame)}\n{table(frame, HISTORY_COLUMNS)}"
+        frame = newest_first(await ctx.slurm.history(args.job_ids, since=args.since, all_users=args.all_users))
+        summary = f"{counts_by_state(frame)}; newest first\n{table(frame, HISTORY_COLUMNS)}"
         return ToolOutcome(summary=summary, full=table(frame, HISTORY_COLUMNS, rows=None), data=frame)
 
 
