@@ -58,7 +58,7 @@ def test_the_prompt_names_only_offered_tools_and_describes_none():
 
 def test_the_prompt_tells_the_person_s_login_the_last_job_tool_and_a_whole_script():
     text = prompt()
-    assert "The person is `alice` on the cluster" in text and "cluster_history" in text
+    assert "The person is `alice` on the cluster" in text and "\"my last job\" is its first row" in text
     assert "call gpu_estimate; never guess a figure" in text
     script = re.search(r"for example:\n((?:    .*\n?)+)", text)
     assert script is not None

@@ -62,3 +62,13 @@ def test_missing_values_are_blank_not_a_crash():
     frame.loc[0, "reason"] = None
     text = condense(ToolOutcome(summary="", data=frame), "user1")
     assert "3:0" in text and "nan" not in text and "<NA>" not in text, text
+
+
+def test_a_person_with_thousands_of_jobs_gets_their_first_rows_never_the_whole_table():
+    """The person's own jobs are kept whole only while they fit: a busy account's history must not fill a context."""
+    mine = set(range(0, 10_000, 3))
+    frame = parsing.parse_queue(queue_text(10_000, mine))
+    text = condense(ToolOutcome(summary="10000 jobs in the queue", data=frame), user="alice")
+    assert estimate_tokens(text) < 2_000
+    assert "(the first 40 rows of alice's; the action log has all 3334)" in text
+    assert "10000 |" in text and "10003 |" in text and "19999 |" not in text  # the table's own first rows

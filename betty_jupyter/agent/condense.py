@@ -1,7 +1,8 @@
 """Tool outputs condensed before they enter the model's context; the full output goes to the action log.
 
-A 10,000-row queue becomes counts by state and partition plus every job of the person
-asking; a long log becomes its head, its tail and the lines in between that look like
+A 10,000-row queue becomes counts by state and partition plus the person's own jobs (the
+first rows of them, as the table is ordered: the newest first for history), never more than
+:data:`MAX_CHARS` characters; a long log becomes its head, its tail and the lines in between that look like
 errors. A private key block in any output is removed before the model sees it. Tokens are
 estimated as characters / 4.
 """
@@ -47,7 +48,7 @@ def _condensed(outcome: ToolOutcome, user: str | None) -> str:
 
 
 def condense_table(frame: "pd.DataFrame", user: str | None = None) -> str:
-    """A small table as it is; a large job table as counts plus the asking person's own jobs."""
+    """A small table as it is; a large job table as counts plus the asking person's own first jobs."""
     if len(frame) <= TABLE_ROWS:
         return _clip(_rows(frame))
     jobs = job_count(frame)
@@ -62,8 +63,10 @@ def condense_table(frame: "pd.DataFrame", user: str | None = None) -> str:
         mine = frame[frame["user"].astype(str) == user]
         parts.append(f"all {job_count(mine)} jobs of {user}:" if len(mine) == job_count(mine)
                      else f"all {job_count(mine)} jobs of {user}, in {len(mine)} rows:")
-        parts.append(_rows(mine) if not mine.empty else "(none)")
-    return "\n".join(parts)
+        parts.append(_rows(mine.head(TABLE_ROWS)) if not mine.empty else "(none)")
+        if len(mine) > TABLE_ROWS:
+            parts.append(f"(the first {TABLE_ROWS} rows of {user}'s; the action log has all {len(mine)})")
+    return _clip("\n".join(parts))
 
 
 def _rows(frame: "pd.DataFrame") -> str:

@@ -30,7 +30,8 @@ SCRIPT_EXAMPLE = """\
 """The smallest whole batch script, shown to the model under the submit rule."""
 
 _RULES: list[tuple[str, str | None]] = [
-    ("- The person is {user} on the cluster: \"my jobs\" are {user}'s. Their last jobs: cluster_history.",
+    ("- The person is {user} on the cluster: \"my jobs\" are {user}'s. cluster_queue shows their waiting and running\n"
+     "  jobs; cluster_history the ones that ended, newest first (\"my last job\" is its first row).",
      "cluster_history"),
     ("- For any GPU-memory question (how much, will it fit, which GPU) call gpu_estimate; never guess a figure.",
      "gpu_estimate"),
