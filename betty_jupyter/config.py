@@ -53,7 +53,8 @@ class BettyConfig(Configurable):
             "`max_tokens`, `timeout`, `max_retries`, `reply_tokens` (the most one reply may take, default 1024), "
             "`tool_choice` (send tool_choice \"auto\", default true), `context_tokens` (the server's context, so "
             "history is condensed before it fills it), `offer_tools` ('core', the default: a small core of tools "
-            "first and `more_tools` for the rest; 'all': every tool from the first request). "
+            "first and `more_tools` for the rest; 'all': every tool from the first request), `planner` (a setting "
+            "like this one for a model that plans each turn, which this model then carries out). "
             "`betty llm check` says whether a server gives Betty what it needs."
         ),
     ).tag(config=True)
