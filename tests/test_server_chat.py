@@ -80,7 +80,7 @@ async def test_a_whole_chat_over_the_socket_with_an_approval(jp_fetch, jp_ws_fet
     result = next(e["payload"] for e in seen if e["type"] == "tool_result")
     job_id = re.search(r"job (\d+)", result["summary"]).group(1)
     assert result["ok"] and result["tool"] == "cluster_submit"
-    assert seen[-2]["payload"] == {"role": "assistant", "text": "Submitted; it will say hello."}
+    assert seen[-2]["payload"] == {"role": "assistant", "text": "Submitted; it will say hello.", "model": "scripted"}
     assert done["payload"] == {"reason": "finished"}
 
     actions = (await call(jp_fetch, "GET", "actions", params={"session": session["session_id"]}))["actions"]
@@ -100,6 +100,34 @@ async def test_a_whole_chat_over_the_socket_with_an_approval(jp_fetch, jp_ws_fet
     assert (finished["job_id"], finished["cluster"]) == (job_id, "betty-dev")
     assert (finished["page"], finished["notebook"]) == (one["page"], one["notebook"]), "the same paths as job_update's"
     assert (await call(jp_fetch, "GET", "experiments", job_id))["state"] == "COMPLETED"
+
+
+@pytest.mark.parametrize("form", ["tool_call", "fenced"])
+async def test_a_call_written_as_text_shows_the_same_card_and_never_reaches_the_chat_as_text(
+        jp_fetch, jp_ws_fetch, llm, jp_root_dir, dev_cluster, form):
+    """A model whose server leaves its calls in the text (no tool parser) drives the panel exactly as a native one."""
+    script = HELLO.format(root=jp_root_dir)
+    llm.calls_as = form
+    llm.add(model_calls("cluster_submit", {"script": script, "goal": "say hello from the server"}),
+            say("Submitted; it will say hello."))
+    session = await open_session(jp_fetch)
+    socket = await jp_ws_fetch("betty", "api", "sessions", session["session_id"], "ws")
+    ask(socket, "submit my hello job")
+    seen: list[dict] = []
+    card = await read_until(socket, "approval_request", seen)
+    assert (card["payload"]["tool"], card["payload"]["tier"]) == ("cluster_submit", 2)
+    assert script.strip() in card["payload"]["preview"]["text"]
+    socket.write_message(json.dumps({"type": "approval", "approval_id": card["payload"]["approval_id"],
+                                     "decision": "approved", "digest": card["payload"]["digest"]}))
+    await read_until(socket, "done", seen)
+    socket.close()
+    result = next(e["payload"] for e in seen if e["type"] == "tool_result")
+    assert result["ok"]
+    scancel(dev_cluster, re.search(r"job (\d+)", result["summary"]).group(1))
+    shown = "".join(e["payload"]["text"] for e in seen if e["type"] in ("message", "message_delta"))
+    assert "cluster_submit" not in shown and "```" not in shown and "<tool_call>" not in shown
+    assert [e["payload"]["reason"] for e in seen if e["type"] == "replanning"] == [
+        "read the model's reply: 1 tool call written as text"]
 
 
 async def test_a_socket_that_reconnects_with_after_loses_and_repeats_nothing(jp_fetch, jp_ws_fetch, llm):
