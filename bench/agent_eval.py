@@ -184,6 +184,8 @@ class Run:
     turns: int
     facts: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    said: list[str] = field(default_factory=list)
+    """Every assistant message and every note of the loop (replanning), in order."""
 
     def ran(self, *tools: str) -> list[tuple[str, dict[str, Any], bool, str]]:
         return [call for call in self.calls if call[0] in tools and call[2]]
@@ -301,6 +303,7 @@ async def one_run(task: Task, cluster: dict[str, str], llm: dict[str, Any], root
     calls: dict[str, list[Any]] = {}
     answer: list[str] = []
     errors: list[str] = []
+    said: list[str] = []
     turns = [0]
 
     def person(event: Any) -> None:
@@ -314,6 +317,9 @@ async def one_run(task: Task, cluster: dict[str, str], llm: dict[str, Any], root
                 event.payload.ok, event.payload.summary]
         elif event.type == "message" and event.payload.role == "assistant":
             answer.append(event.payload.text)
+            said.append(event.payload.text)
+        elif event.type == "replanning":
+            said.append(f"[{event.payload.reason}]")
         elif event.type == "budget":
             turns[0] = event.payload.iterations
         elif event.type == "error":
@@ -326,7 +332,7 @@ async def one_run(task: Task, cluster: dict[str, str], llm: dict[str, Any], root
     finally:
         await session.context.close()
     run = Run(reason, answer[-1] if answer else "", [tuple(call) for call in calls.values()], cards,  # type: ignore[misc]
-              time.monotonic() - began, turns[0], facts, errors)
+              time.monotonic() - began, turns[0], facts, errors, said)
     job = _submitted(run)
     if job is not None and task.name == "submit":
         facts[f"end:{job}"] = wait_for_end(cluster, job)
@@ -397,7 +403,7 @@ def main() -> int:
                         log.write(json.dumps({"task": task.name, "run": number + 1, "ok": ok, "note": note,
                                               "reason": run.reason, "seconds": round(run.seconds, 1),
                                               "calls": run.calls, "cards": [c.preview.text for c in run.cards],
-                                              "answer": run.answer, "errors": run.errors, "requests": [vars(s) for s in seen]},
+                                              "answer": run.answer, "said": run.said, "errors": run.errors, "requests": [vars(s) for s in seen]},
                                              default=str) + "\n")
                 print(f"run {number + 1} {task.name}: {note} ({run.seconds:.0f} s, {run.turns} turns; "
                       f"tools {[call[0] for call in run.calls]}; answer {run.answer[:160]!r})", file=sys.stderr)

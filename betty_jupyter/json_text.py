@@ -20,10 +20,13 @@ class TooDeep(ValueError):
     """A JSON value nested deeper than Betty reads."""
 
 
-def parse_json(text: str | bytes | bytearray, max_depth: int = MAX_NESTING) -> Any:
-    """``json.loads(text)``; :class:`TooDeep` (a ``ValueError``) when it nests more than ``max_depth`` levels."""
+def parse_json(text: str | bytes | bytearray, max_depth: int = MAX_NESTING, strict: bool = True) -> Any:
+    """``json.loads(text)``; :class:`TooDeep` (a ``ValueError``) when it nests more than ``max_depth`` levels.
+
+    ``strict=False`` also takes control characters (a raw line break) inside strings, as ``json.loads`` does.
+    """
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=strict)
     except RecursionError:
         value = _UNREADABLE
     if value is _UNREADABLE or nested_deeper(value, max_depth):

@@ -292,7 +292,7 @@ class _Probe:
                 return Finding(OK, "tool calls", "native tool calls")
             return Finding(WARN, "tool calls", self.clip(f"the model called {', '.join(sorted(names))}, "
                                                          f"not the one tool offered ({PROBE_TOOL})"))
-        read = read_reply(reply, {PROBE_TOOL})
+        read = read_reply(reply, {PROBE_TOOL: ()})
         if read.tool_calls:
             return Finding(WARN, "tool calls", f"tool calls come as text ({_written_as(reply.text)}); Betty reads "
                                                f"them ({_native_advice(stack)})")

@@ -26,7 +26,8 @@ from betty_jupyter.cluster.testing import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
 
-TOOLS = ["cluster_queue", "cluster_partitions", "gpu_estimate", "more_tools"]
+TOOLS = {"cluster_queue": ("user", "states", "partition"), "cluster_partitions": (),
+         "gpu_estimate": ("model", "method", "batch_size", "seq_len"), "more_tools": ("tools",)}
 
 
 def read(text: str) -> tuple[str, list[tuple[str, Any]]]:
@@ -47,6 +48,35 @@ def read(text: str) -> tuple[str, list[tuple[str, Any]]]:
 ])
 def test_a_reply_that_is_only_a_call_is_a_call_in_every_common_form(text: str) -> None:
     assert read(text) == ("", [("cluster_queue", {"user": "ada"})])
+
+
+def test_a_raw_line_break_inside_a_string_is_repaired() -> None:
+    """Small models write a batch script's lines into a JSON string as they are: one reading, so it is read."""
+    text = '```json\n{"name": "gpu_estimate", "arguments": {"model": "Llama 3\n8B", "method": "lora"}}\n```'
+    assert read(text) == ("", [("gpu_estimate", {"model": "Llama 3\n8B", "method": "lora"})])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("To size it, use the `gpu_estimate` function with the following parameters:\n\n```json\n"
+     '{"model": "Llama-3-8B", "method": "lora"}\n```',
+     ("To size it, use the `gpu_estimate` function with the following parameters:",
+      [("gpu_estimate", {"model": "Llama-3-8B", "method": "lora"})])),
+    ("I will call cluster_partitions:\n```json\n{}\n```", ("I will call cluster_partitions:",
+                                                             [("cluster_partitions", {})])),
+])
+def test_arguments_beside_the_one_tool_they_fit_are_a_call(text: str, expected: Any) -> None:
+    assert read(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    'Use `gpu_estimate` or `cluster_queue`:\n```json\n{"model": "x"}\n```',  # two tools named
+    'Use `gpu_estimate`:\n```json\n{"model": "x", "rank": 8}\n```',  # an argument the tool does not take
+    'Use `gpu_estimate`:\n```json\n{"model": "x"}\n```\nor\n```json\n{"model": "y"}\n```',  # two blocks
+    'The result of `gpu_estimate` was:\n```json\n[1, 2]\n```',  # not an object
+    'Here is the model card:\n```json\n{"model": "x"}\n```',  # no tool named
+])
+def test_arguments_that_fit_no_single_named_tool_stay_text(text: str) -> None:
+    assert read(text) == (text.strip(), [])
 
 
 def test_text_around_calls_is_kept_for_the_person_and_several_calls_are_read_in_order() -> None:

@@ -137,6 +137,8 @@ class AgentSession:
         self._plan: plans.ActivePlan | None = None
         self.offer = parts.offer if parts.offer is not None else ToolOffer(parts.registry, progressive=False)
         """The tools its model is shown now (it only grows)."""
+        self._arguments = {**{tool.name: tuple(tool.Args.model_fields) for tool in parts.registry},
+                           MORE_TOOLS: ("tools",)}
 
     # ----- what it was built with ----------------------------------------------------------------
     @property
@@ -230,13 +232,13 @@ class AgentSession:
 
     async def _turn(self, prompt: str) -> str:
         if self.model is None:
-            self.stream.emit("message", ev.Message(role="user", text=prompt))
+            self.stream.emit("message", ev.Message(role="user", text=prompt, model=None))
             self.stream.emit("error", ev.ErrorInfo(message=self._parts.no_model_reason or "no chat model is configured",
                                                    code="no_model"))
             self.stream.emit("done", ev.Done(reason=DoneReason.ERROR))
             return DoneReason.ERROR
         self.messages.append({"role": "user", "content": prompt})
-        self.stream.emit("message", ev.Message(role="user", text=prompt))
+        self.stream.emit("message", ev.Message(role="user", text=prompt, model=None))
         began = time.monotonic()
         if self._parts.planner is not None:
             await self._planned(self._parts.planner)
@@ -298,7 +300,7 @@ class AgentSession:
                 self.stream.emit("message_delta", ev.MessageDelta(text=shown))
 
         reply = await self.model.complete(self.messages + nudge, self.offer.schemas(), delta, self._retrying)
-        read = read_reply(reply, [*self.registry.names(), MORE_TOOLS])
+        read = read_reply(reply, self._arguments)
         if read.from_text or read.repaired:
             self.stream.emit("replanning", ev.Replanning(reason=_read_note(read)))
         return read
@@ -659,7 +661,7 @@ class AgentSession:
 
 def _repeat(call: "ToolCallRequest", earlier: str) -> Answer:
     told = (f"You already called {call.name} with these arguments in this turn, and it was not run again. "
-            f"Its answer was:\n{earlier}\nUse that answer; do not call it again.")
+            f"Its answer was:\n{earlier}\nDo not call it again: answer the person now, in plain words, from it.")
     return Answer(ToolOutcome(ok=True, summary="answered from the earlier result, not run again"), told)
 
 

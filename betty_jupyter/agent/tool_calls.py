@@ -9,11 +9,12 @@ Ollama's per-model templates). Otherwise the call arrives as text in the reply:
 - a fenced ```` ```json ```` block, or the bare JSON object as the whole reply,
 
 with ``arguments``/``parameters`` an object or JSON text, and a list of such objects for several
-calls. :func:`read_reply` finds the calls in those forms, **only to tools the session has**
+calls; or, from a small model that explains what it would do, the arguments alone in one JSON
+block beside the name of the one tool they fit (``use `gpu_estimate` with {"model": …}``). :func:`read_reply` finds the calls in those forms, **only to tools the session has**
 (anything else is left as text), and takes them out of the reply's text: a reply that was only
 a call is not an answer to the person. Arguments whose JSON is broken in a way that has one
-reading (a trailing comma, missing closing brackets at the end, a code fence, a Python dict
-literal) are repaired by :func:`repaired_json`; anything else reaches the tool as it came and is
+reading (a trailing comma, missing closing brackets at the end, a code fence, a raw line break
+inside a string, a Python dict literal) are repaired by :func:`repaired_json`; anything else reaches the tool as it came and is
 refused there in one line, which the model is told. The calls found are then decided exactly
 as native ones: the same parse, policy, tiers, cards and action log.
 """
@@ -25,7 +26,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Any, Collection, Iterator
+from typing import Any, Collection, Iterator, Mapping
 
 from ..json_text import parse_json
 from .llm import Reply, ToolCallRequest
@@ -52,11 +53,16 @@ class ReadReply:
     """How many calls' arguments were repaired JSON."""
 
 
-def read_reply(reply: Reply, tools: Collection[str]) -> ReadReply:
-    """``reply`` with calls written as text turned into calls (to ``tools`` only) and broken argument JSON repaired."""
+def read_reply(reply: Reply, tools: Mapping[str, Collection[str]]) -> ReadReply:
+    """``reply`` with calls written as text turned into calls and broken argument JSON repaired.
+
+    ``tools`` maps each of the session's tools to the names of its arguments: only calls to them are read.
+    """
     calls, text, from_text = list(reply.tool_calls), reply.text, 0
     if not calls:
         found, text = calls_in_text(reply.text, tools)
+        if not found:
+            found, text = arguments_beside_a_tool(reply.text, tools)
         calls, from_text = found, len(found)
     repaired = 0
     for call in calls:
@@ -85,6 +91,26 @@ def calls_in_text(text: str, tools: Collection[str]) -> tuple[list[ToolCallReque
         at = end
     left.append(text[at:])
     return calls, "".join(left).strip()
+
+
+def arguments_beside_a_tool(text: str, tools: Mapping[str, Collection[str]]) -> tuple[list[ToolCallRequest], str]:
+    """The call a reply spells as one tool's name and, in one JSON block, arguments that all are that tool's; and
+    the text left. Nothing when the reply names no tool or several, has no such block or several, or the block
+    holds anything the tool does not take."""
+    blocks = [(match.start(), match.end(), match.group(1)) for match in _FENCED.finditer(text)]
+    if not blocks and text.strip()[:1] == "{":
+        blocks = [(0, len(text), text.strip())]
+    if len(blocks) != 1:
+        return [], text
+    start, end, body = blocks[0]
+    arguments = repaired_json(body)
+    outside = text[:start] + text[end:]
+    named = [name for name in tools if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", outside)]
+    if not isinstance(arguments, dict) or len(named) != 1 or not set(arguments) <= set(tools[named[0]]):
+        return [], text
+    call = ToolCallRequest(call_id=f"call_{uuid.uuid4().hex[:12]}", name=named[0],
+                           arguments=json.dumps(arguments, ensure_ascii=False))
+    return [call], outside.strip()
 
 
 def _candidates(text: str) -> Iterator[tuple[int, int, str, bool]]:
@@ -146,7 +172,7 @@ def repaired_json(text: str) -> Any:
             if candidate is None:
                 continue
             try:
-                return parse_json(candidate)
+                return parse_json(candidate, strict=False)
             except ValueError:
                 pass
     try:

@@ -10,7 +10,9 @@ The server has a key of its own, made for this job: it is in no text the command
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
+import os
 import signal
 import sys
 from contextlib import contextmanager
@@ -72,9 +74,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _check(args: argparse.Namespace) -> int:
-    import asyncio
-    import os
-
     # lazy: traitlets and the openai client; only `betty llm check` needs them
     from ..agent.llm import LLMSettings
     from ..config import load_config
