@@ -60,9 +60,9 @@ def test_the_prompt_tells_the_person_s_login_the_last_job_tool_and_a_whole_scrip
     text = prompt()
     assert "The person is `alice` on the cluster" in text and "\"my last job\" is its first row" in text
     assert "call gpu_estimate; never guess a figure" in text
-    script = re.search(r"for example:\n((?:    .*\n?)+)", text)
+    script = re.search(r"for example:\n```bash\n(.*?)\n```", text, re.DOTALL)
     assert script is not None
-    lines = [line.strip() for line in script.group(1).splitlines()]
+    lines = script.group(1).splitlines()
     assert lines[0] == "#!/bin/bash" and "#SBATCH --partition=gpu" in lines and "#SBATCH --gres=gpu:1" in lines
     without_gpus = system_prompt("You are Betty.", ToolOffer(default_registry()), CommandPolicy(), "c",
                                  PARTITIONS[PARTITIONS["partition"] == "cpu"], None, today=date(2026, 1, 1))

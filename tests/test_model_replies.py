@@ -45,6 +45,10 @@ def read(text: str) -> tuple[str, list[tuple[str, Any]]]:
     "{'name': 'cluster_queue', 'arguments': {'user': 'ada'}}",  # a Python dict literal
     '{"name": "cluster_queue", "arguments": {"user": "ada",}}',  # a trailing comma
     '{"name": "cluster_queue", "arguments": {"user": "ada"',  # cut off: the closing brackets missing
+    "<tools>\n  <function>\n    <name>cluster_queue</name>\n    <arguments>\n      <user>ada</user>\n"
+    "    </arguments>\n  </function>\n</tools>",
+    '<function>\n<name>cluster_queue</name>\n<arguments>{"user": "ada"}</arguments>\n</function>',
+    "<tool_call>\n<function=cluster_queue>\n<parameter=user>\nada\n</parameter>\n</function>\n</tool_call>",
 ])
 def test_a_reply_that_is_only_a_call_is_a_call_in_every_common_form(text: str) -> None:
     assert read(text) == ("", [("cluster_queue", {"user": "ada"})])
@@ -96,6 +100,8 @@ def test_text_around_calls_is_kept_for_the_person_and_several_calls_are_read_in_
     '```json\n{"jobs": [1, 2]}\n```',
     "{'name': __import__('os').system('id')}",  # not a literal: never evaluated
     "[" * 5000 + "]" * 5000,  # deeper than Betty reads
+    "<function>\n<name>cluster_queue</name>\n<arguments>the user ada</arguments>\n</function>",  # prose in it
+    "<function>\n<name>rm_rf</name>\n<arguments></arguments>\n</function>",  # no tool of the session
     "",
 ])
 def test_what_is_not_a_call_stays_the_answer(text: str) -> None:

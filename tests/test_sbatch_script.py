@@ -136,9 +136,16 @@ def test_an_indented_directive_is_reported() -> None:
     )
 
 
-@pytest.mark.parametrize("text", ["", "#SBATCH -p gpu\nhostname\n", "\n#!/bin/bash\n", " #!/bin/bash\n", "bash run.sh"])
+@pytest.mark.parametrize("text", ["", "#SBATCH -p gpu\nhostname\n", "bash run.sh"])
 def test_a_script_needs_a_shebang(text: str) -> None:
     with pytest.raises(ScriptError, match="^line 1: a batch script must start with a shebang such as #!/bin/bash$"):
+        SbatchScript.parse(text)
+
+
+@pytest.mark.parametrize("text", ["\n#!/bin/bash\n", " #!/bin/bash\n", "    #!/bin/bash\n    #SBATCH -p gpu\n"])
+def test_a_shebang_after_a_blank_or_an_indent_is_named_as_such(text: str) -> None:
+    with pytest.raises(ScriptError, match=r"^line 1: the shebang must be the very first characters of the script, "
+                                          r"with nothing before it \(no blank line, no indent\): #!/bin/bash$"):
         SbatchScript.parse(text)
 
 

@@ -22,11 +22,13 @@ if TYPE_CHECKING:
     from .offer import ToolOffer
 
 SCRIPT_EXAMPLE = """\
-    #!/bin/bash
-    #SBATCH --job-name=train
-    #SBATCH --partition={partition}{gres}
-    #SBATCH --time=01:00:00
-    python train.py"""
+```bash
+#!/bin/bash
+#SBATCH --job-name=train
+#SBATCH --partition={partition}{gres}
+#SBATCH --time=01:00:00
+python train.py
+```"""
 """The smallest whole batch script, shown to the model under the submit rule."""
 
 _RULES: list[tuple[str, str | None]] = [
@@ -36,7 +38,7 @@ _RULES: list[tuple[str, str | None]] = [
     ("- For any GPU-memory question (how much, will it fit, which GPU) call gpu_estimate; never guess a figure.",
      "gpu_estimate"),
     ("- To submit with cluster_submit: check the partitions, size GPU memory with gpu_estimate when the job uses\n"
-     "  GPUs and pass its peak_gib, and write the whole batch script, for example:\n" + SCRIPT_EXAMPLE,
+     "  GPUs and pass its peak_gib, and write the whole batch script, every line from its start, for example:\n" + SCRIPT_EXAMPLE,
      "cluster_submit"),
     ("- A tool that asks waits for the person. A call they deny did not run and ends your turn; do not repeat\n"
      "  it unless they ask.", None),
@@ -58,7 +60,7 @@ def system_prompt(persona: str, offer: "ToolOffer", policy: "CommandPolicy",
     """
     partition, gpus = _example_partition(partitions)
     told = {"user": f"`{user}`" if user else "the login Betty uses", "partition": partition,
-            "gres": "\n    #SBATCH --gres=gpu:1" if gpus else ""}
+            "gres": "\n#SBATCH --gres=gpu:1" if gpus else ""}
     rules = [line.format(**told) for line, about in _RULES if _applies(about, offer)]
     sections = [
         persona.strip(),

@@ -7,6 +7,8 @@ Ollama's per-model templates). Otherwise the call arrives as text in the reply:
 - ``<tool_call>{"name": …, "arguments": {…}}</tool_call>`` (Qwen, Hermes, and the templates that follow them),
 - ``<|python_tag|>{"name": …, "parameters": {…}}`` (Llama 3.x),
 - a fenced ```` ```json ```` block, or the bare JSON object as the whole reply,
+- XML: ``<function><name>…</name><arguments>…</arguments></function>`` or Qwen3-Coder's
+  ``<function=…><parameter=…>…</parameter></function>`` (arguments as JSON or one level of elements),
 
 with ``arguments``/``parameters`` an object or JSON text, and a list of such objects for several
 calls; or, from a small model that explains what it would do, the arguments alone in one JSON
@@ -35,6 +37,12 @@ _TAGGED = re.compile(r"<(tool_call|function_call|tools)>\s*(.*?)\s*(?:</\1>|$)",
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*(.*?)\s*(?:<\|eom_id\|>|<\|eot_id\|>|$)", re.DOTALL)
 _FENCED = re.compile(r"```[ \t]*(?:json|tool_call|tool_code|javascript)?[ \t]*\n(.*?)\n?```", re.DOTALL | re.IGNORECASE)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_XML_CALL = re.compile(r"<function>\s*<name>\s*([^<]{1,64}?)\s*</name>\s*(?:<(arguments|parameters)>(.*?)</\2>)?\s*"
+                       r"</function>", re.DOTALL)
+_XML_EQUALS_CALL = re.compile(r"<function=([^>]{1,64})>(.*?)</function>", re.DOTALL)
+_XML_ELEMENT = re.compile(r"<([A-Za-z_][\w-]{0,63})>(.*?)</\1>", re.DOTALL)
+_XML_PARAMETER = re.compile(r"<parameter=([A-Za-z_][\w-]{0,63})>(.*?)</parameter>", re.DOTALL)
+_EMPTY_WRAPPER = re.compile(r"<(tool_call|function_call|tools)>\s*</\1>")
 _TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 CALL_OPENERS = ("<tool_call", "<function_call", "<tools>", "<|python_tag|>", "```", "{", "[")
 """How a reply that may be a call written as text begins: its text is held back from the chat until it is read."""
@@ -83,6 +91,10 @@ def calls_in_text(text: str, tools: Collection[str]) -> tuple[list[ToolCallReque
         if found:
             calls.extend(found)
             spans.append((start, end))
+    for start, end, call in _xml_calls(text, tools):
+        if not any(start < done_end and end > done_start for done_start, done_end in spans):
+            calls.append(call)
+            spans.append((start, end))
     if not calls:
         return [], text
     left, at = [], 0
@@ -90,7 +102,42 @@ def calls_in_text(text: str, tools: Collection[str]) -> tuple[list[ToolCallReque
         left.append(text[at:start])
         at = end
     left.append(text[at:])
-    return calls, "".join(left).strip()
+    return calls, _EMPTY_WRAPPER.sub("", "".join(left)).strip()
+
+
+def _xml_calls(text: str, tools: Collection[str]) -> Iterator[tuple[int, int, ToolCallRequest]]:
+    """Calls to ``tools`` written as XML, with their places; their arguments as JSON or one level of elements."""
+    for match in _XML_CALL.finditer(text):
+        arguments = _xml_arguments(match.group(3) or "", _XML_ELEMENT)
+        if match.group(1) in tools and arguments is not None:
+            yield match.start(), match.end(), _request(match.group(1), arguments)
+    for match in _XML_EQUALS_CALL.finditer(text):
+        arguments = _xml_arguments(match.group(2), _XML_PARAMETER)
+        if match.group(1).strip() in tools and arguments is not None:
+            yield match.start(), match.end(), _request(match.group(1).strip(), arguments)
+
+
+def _xml_arguments(body: str, element: re.Pattern[str]) -> dict[str, Any] | None:
+    """``{"a": 1}`` from a JSON body, or ``{"a": "1"}`` from ``<a>1</a>``; None when the body is neither."""
+    if not body.strip():
+        return {}
+    if body.strip()[:1] == "{":
+        value = repaired_json(body)
+        return value if isinstance(value, dict) else None
+    pairs = element.findall(body)
+    if not pairs or element.sub("", body).strip():
+        return None  # text outside the elements: not arguments
+    arguments: dict[str, Any] = {}
+    for key, value in pairs:
+        text = value.strip()
+        parsed = repaired_json(text) if text[:1] in "[{" else None
+        arguments[key] = parsed if parsed is not None else text
+    return arguments
+
+
+def _request(name: str, arguments: dict[str, Any]) -> ToolCallRequest:
+    return ToolCallRequest(call_id=f"call_{uuid.uuid4().hex[:12]}", name=name,
+                           arguments=json.dumps(arguments, ensure_ascii=False))
 
 
 def arguments_beside_a_tool(text: str, tools: Mapping[str, Collection[str]]) -> tuple[list[ToolCallRequest], str]:
@@ -108,9 +155,7 @@ def arguments_beside_a_tool(text: str, tools: Mapping[str, Collection[str]]) -> 
     named = [name for name in tools if re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", outside)]
     if not isinstance(arguments, dict) or len(named) != 1 or not set(arguments) <= set(tools[named[0]]):
         return [], text
-    call = ToolCallRequest(call_id=f"call_{uuid.uuid4().hex[:12]}", name=named[0],
-                           arguments=json.dumps(arguments, ensure_ascii=False))
-    return [call], outside.strip()
+    return [_request(named[0], arguments)], outside.strip()
 
 
 def _candidates(text: str) -> Iterator[tuple[int, int, str, bool]]:

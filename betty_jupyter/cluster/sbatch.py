@@ -327,6 +327,9 @@ class _Found:
 
 def _check_whole_script(text: str) -> None:
     if not text.startswith("#!"):
+        if text.lstrip().startswith("#!"):
+            raise ScriptError.at((1, "the shebang must be the very first characters of the script, with nothing "
+                                     "before it (no blank line, no indent): #!/bin/bash"))
         raise ScriptError.at((1, "a batch script must start with a shebang such as #!/bin/bash"))
     if "\0" in text:
         line = _line_of(text, "\0")
