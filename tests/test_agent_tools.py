@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -14,8 +15,8 @@ from betty_jupyter.agent.models import Tier
 from betty_jupyter.agent.offer import model_schema
 from betty_jupyter.agent.registry import ToolRegistry, default_registry
 from betty_jupyter.agent.policy import ApprovalPolicy, SessionGrants
-from betty_jupyter.agent.tools import (ClusterRun, JobLogs, NotebookEdit, Scratchpad, ToolContext, ToolError,
-                                       WikiWrite)
+from betty_jupyter.agent.tools import (ClusterRun, ClusterWhy, JobLogs, NotebookEdit, Scratchpad, ToolContext,
+                                       ToolError, WikiWrite)
 from betty_jupyter.cluster.profiles import ClusterProfile
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import AUTO_END, AUTO_START, WikiStore
@@ -49,7 +50,7 @@ def execute(tool, ctx, args):
     ({"job_id": "12", "lines": 5000}, "lines"),
     ({"job_id": "12", "stream": "both"}, "stream"),
     ({"job_id": "12", "colour": "red"}, "colour"),
-    ({}, "job_id"),
+    ({"lines": 0}, "lines"),
     ('{"job_id": true}', "job_id"),
 ])
 def test_malformed_arguments_name_the_field(ctx, raw, field) -> None:
@@ -332,3 +333,16 @@ def test_gpu_advise_with_given_partitions(ctx) -> None:
     assert outcome.ok and "gpu/A100-40GB" in outcome.summary and outcome.data["fits_somewhere"] in (True, False)
     bad = execute(GpuAdvise(), ctx, {"model": "Llama-3.1-8B", "method": "full", "partitions": ["gpu"]})
     assert not bad.ok and "name=gres" in bad.summary
+
+
+@pytest.mark.parametrize("tool, what", [(ClusterWhy(), "no job waiting in the queue"),
+                                        (JobLogs(), "no job in the last 7 days")])
+def test_a_call_that_names_no_job_when_the_person_has_none_says_where_to_look(offline_context, tool, what) -> None:
+    from betty_jupyter.cluster.slurm import SlurmClient
+    from betty_jupyter.cluster.testing import ScriptedTransport
+
+    cluster = ScriptedTransport().on("id", "-u", stdout="1000\n").on("squeue", stdout="").on("sacct", stdout="")
+    ctx = dataclasses.replace(offline_context, slurm=SlurmClient(cluster))
+    with pytest.raises(ToolError, match=f"^you have {what}; cluster_queue and cluster_history list your jobs$"):
+        preview(tool, ctx, {})
+    assert not cluster.ran("scontrol") and not cluster.ran("tail")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from betty_jupyter.agent.tools import (ClusterCancel, ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun,
-                                       ClusterStatus, ClusterSubmit, GpuAdvise, JobLogs, ToolContext, ToolError)
+                                       ClusterStatus, ClusterSubmit, ClusterWhy, GpuAdvise, JobLogs, ToolContext,
+                                       ToolError)
 from betty_jupyter.cluster.job_env import JOB_NAMES
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.experiments.ledger import Ledger
@@ -217,7 +218,8 @@ def test_submit_status_and_logs(ctx) -> None:
 
     logs = dry_run(JobLogs(), ctx, {"job_id": experiment.job_id, "lines": 1})
     assert logs.text.startswith("tail -n 1 -- ") and logs.text.endswith(f"slurm-{experiment.job_id}.out")
-    assert execute(JobLogs(), ctx, {"job_id": experiment.job_id, "lines": 1}).summary == "step=2 loss=0.25"
+    assert execute(JobLogs(), ctx, {"job_id": experiment.job_id, "lines": 1}).summary == (
+        f"job {experiment.job_id} ({name}), COMPLETED, exit code 0:0; the end of its stdout:\nstep=2 loss=0.25")
     assert execute(JobLogs(), ctx, {"job_id": experiment.job_id, "stream": "err"}).ok
     history = execute(ClusterHistory(), ctx, {"job_ids": [experiment.job_id]})
     assert list(history.data["job_id"]) == [experiment.job_id]
@@ -242,11 +244,35 @@ def test_job_logs_reads_the_file_its_preview_showed(ctx, dev_cluster, tmp_path) 
         shown = dry_run(JobLogs(), ctx, {"job_id": ident, "lines": 5})
         assert shown.text == f"tail -n 5 -- {tmp_path}/approved.out"
         _scontrol(dev_cluster, "update", f"JobId={ident}", f"StdOut={tmp_path}/swapped.out")
-        assert execute(JobLogs(), ctx, {"job_id": ident, "lines": 5}).summary == "the log you approved"
+        assert execute(JobLogs(), ctx, {"job_id": ident, "lines": 5}).summary.endswith(":\nthe log you approved")
         # A call that showed no card (approved for the session) reads what the job records now.
-        assert execute(JobLogs(), ctx, {"job_id": ident, "lines": 5}).summary == "a file swapped in after the card"
+        assert execute(JobLogs(), ctx, {"job_id": ident, "lines": 5}).summary.endswith(
+            ":\na file swapped in after the card")
     finally:
         _scontrol(dev_cluster, "cancel", ident)
+
+
+def test_logs_and_why_that_name_no_job_read_the_person_s_newest(ctx, dev_cluster, tmp_path) -> None:
+    """"Why did my last job fail?", "why is my job pending?": the tools answer for the newest job, and the card
+    shows which; the run reads that job even when a newer one comes after the card."""
+    failed = _plain_sbatch(dev_cluster, f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", "--job-name=prep",
+                           "--wrap", "echo loading data/train.csv; exit 3")
+    wait_until_finished(ctx, failed)
+    shown = dry_run(JobLogs(), ctx, {})
+    assert shown.details["job_id"] == failed and shown.text == f"tail -n 50 -- {tmp_path}/{failed}.out"
+    logs = execute(JobLogs(), ctx, JobLogs().bound(JobLogs().parse({}), shown))
+    assert logs.summary == f"job {failed} (prep), FAILED, exit code 3:0; the end of its stdout:\nloading data/train.csv"
+    held = _plain_sbatch(dev_cluster, "--hold", f"--chdir={tmp_path}", "--job-name=waits", "--wrap", "true")
+    try:
+        why = dry_run(ClusterWhy(), ctx, {})
+        assert why.details["job_id"] == held and f"explain why job {held} waits" in why.title
+        newer = _plain_sbatch(dev_cluster, f"--chdir={tmp_path}", f"--output={tmp_path}/%j.out", "--wrap", "true")
+        wait_until_finished(ctx, newer)
+        assert execute(JobLogs(), ctx, JobLogs().bound(JobLogs().parse({}), shown)).summary == logs.summary
+        explained = execute(ClusterWhy(), ctx, ClusterWhy().bound(ClusterWhy().parse({}), why))
+        assert explained.ok and held in explained.summary, explained.summary
+    finally:
+        _scontrol(dev_cluster, "cancel", held)
 
 
 def _scontrol(dev_cluster, *args: str) -> None:

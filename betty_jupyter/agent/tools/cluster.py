@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shlex
 import weakref
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from ...cluster.commands import run_allowed
 from ...cluster.jobs import JobState
@@ -15,7 +15,7 @@ from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS,
 from ...errors import BettyError, PolicyError
 from ...safe_text import terminal_line
 from ..models import Preview, Tier, ToolOutcome
-from .base import JobId, Tool, ToolArgs, ToolContext, clip
+from .base import JobId, Tool, ToolArgs, ToolContext, ToolError, clip
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ...cluster.slurm import LogFile, SlurmClient
 
 TABLE_ROWS = 20
+A = TypeVar("A", bound=BaseModel)
 
 
 def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_ROWS) -> str:
@@ -53,6 +54,31 @@ def newest_first(frame: "pd.DataFrame") -> "pd.DataFrame":
     order = frame["job_id"].map(lambda ident: tuple(int(part) if part.isdigit() else -1
                                                     for part in str(ident).replace("[", "_").split("_")[:2]))
     return frame.iloc[sorted(range(len(frame)), key=lambda row: order.iloc[row], reverse=True)].reset_index(drop=True)
+
+
+async def newest_job(ctx: ToolContext, pending: bool = False) -> str:
+    """The id of the person's newest job of the last week (``pending``: of their jobs waiting in the queue).
+
+    What a call that names no job means: "my last job", "my pending job". ToolError when there is none.
+    """
+    if pending:
+        frame = await ctx.slurm.queue(user=str(await ctx.slurm.login_uid()), states=["PENDING"])
+        what = "no job waiting in the queue"
+    else:
+        frame = await ctx.slurm.history(since="now-7days")
+        what = "no job in the last 7 days"
+    frame = newest_first(frame)
+    if frame.empty:
+        raise ToolError(f"you have {what}; cluster_queue and cluster_history list your jobs")
+    return str(frame.iloc[0]["job_id"]).split("[")[0]
+
+
+def bound_to_shown_job(args: A, preview: Preview) -> A:
+    """``args`` naming the job the card showed, when the call named none: the run reads that job, not a newer one."""
+    shown = preview.details.get("job_id")
+    if getattr(args, "job_id", None) is None and isinstance(shown, str):
+        return args.model_copy(update={"job_id": shown})
+    return args
 
 
 def _command(*words: str | None) -> str:
@@ -207,7 +233,7 @@ class ClusterHistory(Tool[HistoryArgs]):
 class LogArgs(ToolArgs):
     """Which log to read."""
 
-    job_id: JobId
+    job_id: JobId | None = Field(None, description="the job (default: your newest job)")
     stream: Literal["out", "err"] = Field("out", description="'out' for stdout, 'err' for stderr")
     lines: int = Field(50, ge=1, le=2000, description="how many lines from the end")
 
@@ -225,9 +251,13 @@ class JobLogs(Tool[LogArgs]):
     tier = Tier.ONCE_PER_SESSION
     follows_progress = True
 
+    def bound(self, args: LogArgs, preview: Preview) -> LogArgs:
+        """The job the card showed, when the call named none."""
+        return bound_to_shown_job(args, preview)
+
     async def preview(self, ctx: ToolContext, args: LogArgs) -> Preview:
         """The tail command on the file the controller recorded for the job (refused here when Betty may not read it)."""
-        job = await ctx.slurm.job(args.job_id)
+        job = await ctx.slurm.job(args.job_id or await newest_job(ctx))
         log = await ctx.slurm.log_file(job.job_id, args.stream)
         _PREVIEWED.setdefault(ctx.slurm, {})[log.job_id, log.stream] = log
         return Preview(kind="command", title=f"read the end of job {job.job_id}'s std{args.stream}",
@@ -236,8 +266,12 @@ class JobLogs(Tool[LogArgs]):
 
     async def run(self, ctx: ToolContext, args: LogArgs) -> ToolOutcome:
         """The lines of the file the preview showed (resolved now when none was shown), the last ones kept."""
-        previewed = _PREVIEWED.get(ctx.slurm, {}).pop((args.job_id, args.stream), None)
-        log = previewed or await ctx.slurm.log_file(args.job_id, args.stream)
+        ident = args.job_id or await newest_job(ctx)
+        previewed = _PREVIEWED.get(ctx.slurm, {}).pop((ident, args.stream), None)
+        log = previewed or await ctx.slurm.log_file(ident, args.stream)
+        job = await ctx.slurm.job(ident)
         text = await ctx.slurm.read_log(log, args.lines)
-        shown = clip(text, lines=args.lines, keep="tail") if text.strip() else f"(job {args.job_id} wrote nothing yet)"
-        return ToolOutcome(summary=shown, full=text)
+        about = f"job {job.job_id} ({terminal_line(job.name)}), {job.state.value}" + (
+            f", exit code {job.exit_code}" if job.exit_code and job.state.finished else "")
+        shown = clip(text, lines=args.lines, keep="tail") if text.strip() else "(nothing written yet)"
+        return ToolOutcome(summary=f"{about}; the end of its std{args.stream}:\n{shown}", full=text)
