@@ -49,7 +49,7 @@ def test_the_prompt_names_only_offered_tools_and_describes_none():
     offer = ToolOffer(default_registry())
     text = prompt(offer)
     offered = {schema["function"]["name"] for schema in offer.schemas()}
-    assert snake_words(text) - offered <= {"peak_gib", "train"}, snake_words(text) - offered
+    assert snake_words(text) - offered <= {"peak_gib", "job_id", "train"}, snake_words(text) - offered
     for schema in offer.schemas():
         assert schema["function"]["description"] not in text
     assert "scratchpad" not in text and "cluster_run" not in text  # offered only after more_tools

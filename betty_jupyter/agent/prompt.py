@@ -35,6 +35,8 @@ _RULES: list[tuple[str, str | None]] = [
     ("- The person is {user} on the cluster: \"my jobs\" are {user}'s. cluster_queue shows their waiting and running\n"
      "  jobs; cluster_history the ones that ended, newest first (\"my last job\" is its first row).",
      "cluster_history"),
+    ("- job_logs with no job_id reads their newest job (\"why did my last job fail?\"); cluster_why with no job_id\n"
+     "  explains their newest pending job (\"why is my job waiting?\").", "job_logs"),
     ("- For any GPU-memory question (how much, will it fit, which GPU) call gpu_estimate; never guess a figure.",
      "gpu_estimate"),
     ("- To submit with cluster_submit: check the partitions, size GPU memory with gpu_estimate when the job uses\n"
