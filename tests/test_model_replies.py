@@ -126,6 +126,11 @@ def test_native_calls_keep_their_text_and_broken_arguments_are_repaired_only_whe
     assert repaired_json('{"a": "unclosed') is None
 
 
+def test_a_result_s_template_tags_copied_into_an_answer_are_left_out() -> None:
+    assert read("<tool_response>\n2 partition(s): cpu (default), gpu\n</tool_response>") == (
+        "2 partition(s): cpu (default), gpu", [])
+
+
 def test_the_same_call_spelt_twice_is_one_key() -> None:
     assert call_key(ToolCallRequest("a", "t", '{"x": 1, "y": 2}')) == call_key(ToolCallRequest("b", "t", '{"y":2,"x":1}'))
     assert call_key(ToolCallRequest("a", "t", '{"x": 1}')) != call_key(ToolCallRequest("a", "u", '{"x": 1}'))

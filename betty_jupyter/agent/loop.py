@@ -301,8 +301,8 @@ class AgentSession:
 
         reply = await self.model.complete(self.messages + nudge, self.offer.schemas(), delta, self._retrying)
         read = read_reply(reply, self._arguments)
-        if read.from_text or read.repaired:
-            self.stream.emit("replanning", ev.Replanning(reason=_read_note(read)))
+        if read.note:
+            self.stream.emit("replanning", ev.Replanning(reason=read.note))
         return read
 
     async def _planned(self, planner: "ChatModel") -> None:
@@ -663,15 +663,6 @@ def _repeat(call: "ToolCallRequest", earlier: str) -> Answer:
     told = (f"You already called {call.name} with these arguments in this turn, and it was not run again. "
             f"Its answer was:\n{earlier}\nDo not call it again: answer the person now, in plain words, from it.")
     return Answer(ToolOutcome(ok=True, summary="answered from the earlier result, not run again"), told)
-
-
-def _read_note(read: ReadReply) -> str:
-    notes = []
-    if read.from_text:
-        notes.append(f"{read.from_text} tool call{'s' if read.from_text > 1 else ''} written as text")
-    if read.repaired:
-        notes.append(f"{read.repaired} call{'s' if read.repaired > 1 else ''} with broken JSON repaired")
-    return "read the model's reply: " + ", ".join(notes)
 
 
 def _ms(began: float) -> float:

@@ -42,6 +42,8 @@ _XML_CALL = re.compile(r"<function>\s*<name>\s*([^<]{1,64}?)\s*</name>\s*(?:<(ar
 _XML_EQUALS_CALL = re.compile(r"<function=([^>]{1,64})>(.*?)</function>", re.DOTALL)
 _XML_ELEMENT = re.compile(r"<([A-Za-z_][\w-]{0,63})>(.*?)</\1>", re.DOTALL)
 _XML_PARAMETER = re.compile(r"<parameter=([A-Za-z_][\w-]{0,63})>(.*?)</parameter>", re.DOTALL)
+_ECHOED_RESULT = re.compile(r"</?tool_response>")
+"""The tags a chat template puts around a tool's result, which small models copy into their answer."""
 _EMPTY_WRAPPER = re.compile(r"<(tool_call|function_call|tools)>\s*</\1>")
 _TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 CALL_OPENERS = ("<tool_call", "<function_call", "<tools>", "<|python_tag|>", "```", "{", "[")
@@ -60,6 +62,16 @@ class ReadReply:
     repaired: int = 0
     """How many calls' arguments were repaired JSON."""
 
+    @property
+    def note(self) -> str:
+        """What reading the reply took, for the chat ("" when it was read as it came)."""
+        notes = []
+        if self.from_text:
+            notes.append(f"{self.from_text} tool call{'s' if self.from_text > 1 else ''} written as text")
+        if self.repaired:
+            notes.append(f"{self.repaired} call{'s' if self.repaired > 1 else ''} with broken JSON repaired")
+        return "read the model's reply: " + ", ".join(notes) if notes else ""
+
 
 def read_reply(reply: Reply, tools: Mapping[str, Collection[str]]) -> ReadReply:
     """``reply`` with calls written as text turned into calls and broken argument JSON repaired.
@@ -77,7 +89,7 @@ def read_reply(reply: Reply, tools: Mapping[str, Collection[str]]) -> ReadReply:
         fixed = _repaired_arguments(call.arguments)
         if fixed is not None:
             call.arguments, repaired = fixed, repaired + 1
-    return ReadReply(text.strip(), calls, reply.tokens, from_text, repaired)
+    return ReadReply(_ECHOED_RESULT.sub("", text).strip(), calls, reply.tokens, from_text, repaired)
 
 
 def calls_in_text(text: str, tools: Collection[str]) -> tuple[list[ToolCallRequest], str]:
