@@ -49,9 +49,17 @@ def read(text: str) -> tuple[str, list[tuple[str, Any]]]:
     "    </arguments>\n  </function>\n</tools>",
     '<function>\n<name>cluster_queue</name>\n<arguments>{"user": "ada"}</arguments>\n</function>',
     "<tool_call>\n<function=cluster_queue>\n<parameter=user>\nada\n</parameter>\n</function>\n</tool_call>",
+    "<tools>\n    <function name=\"cluster_queue\" arguments='{\"user\": \"ada\"}'/>\n</tools>",
 ])
 def test_a_reply_that_is_only_a_call_is_a_call_in_every_common_form(text: str) -> None:
     assert read(text) == ("", [("cluster_queue", {"user": "ada"})])
+
+
+def test_a_call_after_a_fenced_script_is_read_and_the_script_stays_for_the_person() -> None:
+    text = ("Here is the script:\n```bash\n#!/bin/bash\necho hi\n```\nThen:\n```json\n"
+            '{"name": "cluster_queue", "arguments": {"user": "ada"}}\n```')
+    assert read(text) == ("Here is the script:\n```bash\n#!/bin/bash\necho hi\n```\nThen:",
+                          [("cluster_queue", {"user": "ada"})])
 
 
 def test_a_raw_line_break_inside_a_string_is_repaired() -> None:

@@ -35,10 +35,11 @@ from .llm import Reply, ToolCallRequest
 
 _TAGGED = re.compile(r"<(tool_call|function_call|tools)>\s*(.*?)\s*(?:</\1>|$)", re.DOTALL)
 _PYTHON_TAG = re.compile(r"<\|python_tag\|>\s*(.*?)\s*(?:<\|eom_id\|>|<\|eot_id\|>|$)", re.DOTALL)
-_FENCED = re.compile(r"```[ \t]*(?:json|tool_call|tool_code|javascript)?[ \t]*\n(.*?)\n?```", re.DOTALL | re.IGNORECASE)
+_FENCED = re.compile(r"```[ \t]*[\w+-]*[ \t]*\n(.*?)\n?```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _XML_CALL = re.compile(r"<function>\s*<name>\s*([^<]{1,64}?)\s*</name>\s*(?:<(arguments|parameters)>(.*?)</\2>)?\s*"
                        r"</function>", re.DOTALL)
+_XML_ATTRIBUTE_CALL = re.compile(r"<function\s+name=([\"'])([^\"'<>]{1,64})\1(?:\s+arguments=([\"'])(.*?)\3)?\s*/?>", re.DOTALL)
 _XML_EQUALS_CALL = re.compile(r"<function=([^>]{1,64})>(.*?)</function>", re.DOTALL)
 _XML_ELEMENT = re.compile(r"<([A-Za-z_][\w-]{0,63})>(.*?)</\1>", re.DOTALL)
 _XML_PARAMETER = re.compile(r"<parameter=([A-Za-z_][\w-]{0,63})>(.*?)</parameter>", re.DOTALL)
@@ -123,6 +124,10 @@ def _xml_calls(text: str, tools: Collection[str]) -> Iterator[tuple[int, int, To
         arguments = _xml_arguments(match.group(3) or "", _XML_ELEMENT)
         if match.group(1) in tools and arguments is not None:
             yield match.start(), match.end(), _request(match.group(1), arguments)
+    for match in _XML_ATTRIBUTE_CALL.finditer(text):
+        value = repaired_json(match.group(4)) if match.group(4) and match.group(4).strip() else {}
+        if match.group(2).strip() in tools and isinstance(value, dict):
+            yield match.start(), match.end(), _request(match.group(2).strip(), value)
     for match in _XML_EQUALS_CALL.finditer(text):
         arguments = _xml_arguments(match.group(2), _XML_PARAMETER)
         if match.group(1).strip() in tools and arguments is not None:

@@ -22,7 +22,7 @@ from ...cluster.slurm import SlurmClient
 from ...errors import BettyError, UsageError
 from ...errors import ToolError as ToolError  # defined with the others, importable here too
 from ...json_text import TooDeep, parse_json
-from ..models import Preview, Tier, ToolOutcome
+from ..models import ADVANCED, Preview, Tier, ToolOutcome
 from ..models import ToolArgs as ToolArgs  # defined beside the other shared models, importable here too
 
 if TYPE_CHECKING:
@@ -147,8 +147,9 @@ class Tool(Generic[A]):
                             problems) from None
 
     def _takes(self) -> str:
-        """The arguments it takes, in one clause, so a model can write the call again right."""
-        fields = self.Args.model_fields
+        """The arguments a model is shown, in one clause, so it can write the call again right."""
+        fields = {name: info for name, info in self.Args.model_fields.items()
+                  if not (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get(ADVANCED))}
         if not fields:
             return "it takes no arguments: call it with {}"
         required = [name for name, info in fields.items() if info.is_required()]
