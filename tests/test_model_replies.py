@@ -188,7 +188,7 @@ def test_the_first_request_offers_the_core_and_more_tools_with_a_reply_cap_and_t
     assert reason == "finished"
     names = [tool["function"]["name"] for tool in first["tools"]]
     assert set(names) == {*CORE_TOOLS, MORE_TOOLS} and names[-1] == MORE_TOOLS
-    assert first["max_tokens"] == 300 and first["tool_choice"] == "auto"
+    assert first["max_tokens"] == 300 and first["tool_choice"] == "auto" and first["temperature"] == 0.2
     assert "The person is `alice` on the cluster" in first["messages"][0]["content"]
 
 
@@ -293,3 +293,19 @@ def test_a_planner_that_fails_is_said_and_the_session_model_answers_alone(worksp
     notes = [e.payload.reason for e in events if e.type == "replanning"]
     assert reason == "finished" and len(notes) == 1 and notes[0].startswith("the planner did not answer (")
     assert notes[0].endswith("going on without a plan")
+
+
+@pytest.mark.parametrize("setting, sent", [({}, 0.2), ({"temperature": 0.7}, 0.7), ({"temperature": None}, None)])
+def test_an_open_model_server_is_asked_for_little_randomness_unless_the_setting_says(workspace, setting, sent) -> None:
+    with ScriptedLLM([say("Hello.")]) as llm:
+        asyncio.run(session_events(workspace, llm, cluster(), "hi", **setting))
+        assert llm.requests[0].get("temperature") == sent
+
+
+@pytest.mark.parametrize("value", [True, "cold", -1, 3])
+def test_a_temperature_that_is_no_number_from_0_to_2_is_refused_in_one_line(value) -> None:
+    from betty_jupyter.agent.llm import LLMSettings
+    from betty_jupyter.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^llm.temperature must be a number from 0 to 2, or null, not "):
+        LLMSettings.from_config({"model": "m", "base_url": "http://127.0.0.1:9/v1", "temperature": value})

@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 OPENAI_URL = "https://api.openai.com/v1"
 """OpenAI's own endpoint: the only one ``$OPENAI_API_KEY`` is sent to unless a setting names it."""
+OPEN_MODEL_TEMPERATURE = 0.2
+"""What Betty asks servers other than OpenAI's for: tool calls want little randomness, and open-model servers
+default to 0.7–1.0."""
 NO_KEY = "not-needed"
 """What the client sends when an endpoint has no key of its own (the ``openai`` client needs some text)."""
 
@@ -46,6 +49,9 @@ class LLMSettings:
     """The most tokens one reply may take (sent as ``max_tokens``; ``max_completion_tokens`` to OpenAI)."""
     tool_choice: bool = True
     """Send ``tool_choice: "auto"`` with the tools (a server that refuses it: set ``llm.tool_choice`` false)."""
+    temperature: float | None = None
+    """Sent with every request when set; :meth:`from_config` sets :data:`OPEN_MODEL_TEMPERATURE` for servers other
+    than OpenAI unless ``llm.temperature`` says otherwise (``null``: leave it to the server)."""
 
     @classmethod
     def from_config(cls, llm: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> "LLMSettings":
@@ -60,8 +66,15 @@ class LLMSettings:
         key = endpoint_key(llm, env)
         if key is None and is_openai(base_url):
             raise ConfigError("set OPENAI_API_KEY (or llm.api_key_env) to use OpenAI, or give llm.base_url for a local server")
-        known = {"summary_model", "timeout", "max_retries", "retry_base", "stream_usage", "reply_tokens", "tool_choice"}
+        known = {"summary_model", "timeout", "max_retries", "retry_base", "stream_usage", "reply_tokens", "tool_choice",
+                 "temperature"}
         extra = {name: llm[name] for name in known if name in llm}
+        if "temperature" not in llm and not is_openai(base_url):
+            extra["temperature"] = OPEN_MODEL_TEMPERATURE
+        temperature = extra.get("temperature")
+        if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                        or not 0 <= temperature <= 2):
+            raise ConfigError(f"llm.temperature must be a number from 0 to 2, or null, not {str(temperature)[:40]!r}")
         if "reply_tokens" in extra and (isinstance(extra["reply_tokens"], bool)
                                         or not isinstance(extra["reply_tokens"], int) or extra["reply_tokens"] < 16):
             raise ConfigError(f"llm.reply_tokens must be a whole number of tokens, 16 or more, "
@@ -170,6 +183,8 @@ class ChatModel:
                       on_delta: Callable[[str], None]) -> Reply:
         options: dict[str, Any] = {"model": self.settings.model, "messages": messages, "stream": True,
                                    **self.reply_cap(self.settings.reply_tokens)}
+        if self.settings.temperature is not None:
+            options["temperature"] = self.settings.temperature
         if tools:
             options["tools"] = tools
             if self.settings.tool_choice:
