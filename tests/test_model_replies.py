@@ -226,7 +226,7 @@ def test_a_repeated_identical_call_is_answered_from_its_result_and_not_run_again
         reason, events, _ = asyncio.run(session_events(workspace, llm, transport, "show my jobs"))
         told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert reason == "finished" and len(transport.ran("squeue")) == 2, "alice's queue once, bob's once"
-    assert told[1].startswith("You already called cluster_queue with these arguments in this turn") and told[0] in told[1]
+    assert told[1].startswith(told[0] + "\n\n(This is the answer of your earlier call of cluster_queue with the same ")
     notes = [e.payload.reason for e in events if e.type == "replanning"]
     assert notes == ["the model repeated cluster_queue with the same arguments; answered from the earlier result, "
                      "not run again"] * 2

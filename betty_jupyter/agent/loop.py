@@ -660,8 +660,8 @@ class AgentSession:
 
 
 def _repeat(call: "ToolCallRequest", earlier: str) -> Answer:
-    told = (f"You already called {call.name} with these arguments in this turn, and it was not run again. "
-            f"Its answer was:\n{earlier}\nDo not call it again: answer the person now, in plain words, from it.")
+    told = (f"{earlier}\n\n(This is the answer of your earlier call of {call.name} with the same arguments in this "
+            "turn; it was not run again. Do not call it again: answer the person now, in plain words, from it.)")
     return Answer(ToolOutcome(ok=True, summary="answered from the earlier result, not run again"), told)
 
 
