@@ -152,9 +152,8 @@ class Tool(Generic[A]):
                   if not (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get(ADVANCED))}
         if not fields:
             return "it takes no arguments: call it with {}"
-        required = [name for name, info in fields.items() if info.is_required()]
-        named = ", ".join(f"{name} (required)" if name in required else name for name in fields)
-        return f"its arguments are {named}"
+        return "its arguments are " + ", ".join(f"{name} ({_when_left_out(info)})" if _when_left_out(info) else name
+                                                 for name, info in fields.items())
 
     async def preview(self, ctx: ToolContext, args: A) -> Preview:
         """The dry run a person approves: exactly what would run or be written; no side effect."""
@@ -192,6 +191,14 @@ class Tool(Generic[A]):
         except ValidationError as error:
             problems = validation_problems(error)
             return failure(f"{self.name}: {'; '.join(problems)}", "\n".join(problems))
+
+
+def _when_left_out(info: Any) -> str:
+    """``required``, or what an argument means when left out (its description's ``(default: …)``), or ""."""
+    if info.is_required():
+        return "required"
+    found = re.search(r"\((default: [^()]*)\)", info.description or "")
+    return found.group(1) if found else ""
 
 
 def failure(summary: str, full: str = "") -> ToolOutcome:
