@@ -22,6 +22,7 @@ from betty_jupyter.agent.llm import Reply, ToolCallRequest
 from betty_jupyter.agent.offer import CORE_TOOLS, MORE_TOOLS
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.agent.tool_calls import HeldText, call_key, read_reply, repaired_json
+from betty_jupyter.errors import ToolError
 from betty_jupyter.cluster.testing import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
@@ -309,3 +310,19 @@ def test_a_temperature_that_is_no_number_from_0_to_2_is_refused_in_one_line(valu
 
     with pytest.raises(ConfigError, match="^llm.temperature must be a number from 0 to 2, or null, not "):
         LLMSettings.from_config({"model": "m", "base_url": "http://127.0.0.1:9/v1", "temperature": value})
+
+
+def test_optional_arguments_a_model_fills_with_nothing_are_left_out() -> None:
+    """Small models fill every field: an empty job id or an empty estimate object means none, never a refusal."""
+    from betty_jupyter.agent.registry import default_registry
+
+    registry = default_registry()
+    submit = registry.get("cluster_submit").parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {},
+                                                   "replaces": ""})
+    assert (submit.gpu_estimate, submit.replaces) == (None, None)
+    assert registry.get("job_logs").parse({"job_id": ""}).job_id is None
+    assert registry.get("cluster_why").parse({"job_id": ""}).job_id is None
+    with pytest.raises(ToolError, match=r"gpu_estimate\.peak_gib: is required"):
+        registry.get("cluster_submit").parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {"model": "x"}})
+    with pytest.raises(ToolError, match="job_id: ' ' is not a Slurm job id"):
+        registry.get("job_logs").parse({"job_id": " "})

@@ -107,7 +107,7 @@ def _compact(node: Any) -> Any:
     options = node.get("anyOf")
     if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         single = next(option for option in options if option != {"type": "null"})
-        node = {**{k: v for k, v in node.items() if k != "anyOf"}, **single}
+        node = {**single, **{k: v for k, v in node.items() if k != "anyOf"}}  # the field's own words win
     compact: dict[str, Any] = {}
     for key, value in node.items():
         if key in _VALIDATOR_ONLY or (key == "default" and value is None) or key == ADVANCED:

@@ -84,6 +84,8 @@ def _checked_job_id(value: object) -> str:
 
 JobId = Annotated[str, BeforeValidator(_checked_job_id)]
 """A job id a command line may carry (``123``, ``123_4``), checked by the cluster layer, without leading zeros."""
+OptionalJobId = Annotated[JobId | None, BeforeValidator(lambda value: None if value == "" else value)]
+"""A job id that may be left out; ``""`` (as models fill every field) is left out too, since no job has it."""
 
 
 class Tool(Generic[A]):

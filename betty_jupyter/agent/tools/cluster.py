@@ -15,7 +15,7 @@ from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS,
 from ...errors import BettyError, PolicyError
 from ...safe_text import terminal_line
 from ..models import Preview, Tier, ToolOutcome
-from .base import JobId, Tool, ToolArgs, ToolContext, ToolError, clip
+from .base import JobId, OptionalJobId, Tool, ToolArgs, ToolContext, ToolError, clip
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -233,7 +233,7 @@ class ClusterHistory(Tool[HistoryArgs]):
 class LogArgs(ToolArgs):
     """Which log to read."""
 
-    job_id: JobId | None = Field(None, description="the job (default: your newest job)")
+    job_id: OptionalJobId = Field(None, description="the job (default: your newest job)")
     stream: Literal["out", "err"] = Field("out", description="'out' for stdout, 'err' for stderr")
     lines: int = Field(50, ge=1, le=2000, description="how many lines from the end")
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import shlex
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
 from ...cluster.slurm import sbatch_argv
@@ -17,7 +17,7 @@ from ...errors import ScriptError
 from ...experiments.refresh import refresh_page
 from ...safe_text import terminal_line
 from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
-from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
+from .base import JobId, OptionalJobId, Tool, ToolArgs, ToolContext, ToolError
 
 if TYPE_CHECKING:
     from ...cluster.sbatch import SbatchScript
@@ -49,9 +49,9 @@ class SubmitArgs(ToolArgs):
                         description="the whole batch script, '#!/bin/bash' and '#SBATCH' lines first")
     goal: str = Field(min_length=1, max_length=4000, description="what this run is for, in the researcher's words")
     name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: job name)")
-    gpu_estimate: EstimateNote | None = Field(
-        None, description="from gpu_estimate for this job: its peak_gib (shown on the card and recorded)")
-    replaces: JobId | None = Field(
+    gpu_estimate: Annotated[EstimateNote | None, BeforeValidator(lambda value: None if value == {} else value)] = Field(
+        None, description="from gpu_estimate for this job: its peak_gib (shown on the card and recorded); {} is none")
+    replaces: OptionalJobId = Field(
         None, description="a job Betty recorded that this script corrects: the card shows the diff against that "
                           "job's script, and the new page links its page")
     record: bool = Field(True, description="false: submit without writing an experiment page and notebook (the "

@@ -7,14 +7,14 @@ from ...cluster.advisor.pending import why_pending
 from pydantic import Field
 
 from ..models import Preview, Tier, ToolOutcome
-from .base import JobId, Tool, ToolArgs, ToolContext
+from .base import OptionalJobId, Tool, ToolArgs, ToolContext
 from .cluster import bound_to_shown_job, newest_job
 
 
 class WhyArgs(ToolArgs):
     """Which job to explain."""
 
-    job_id: JobId | None = Field(None, description="the pending job (default: your newest pending job)")
+    job_id: OptionalJobId = Field(None, description="the pending job (default: your newest pending job)")
 
 
 class ClusterWhy(Tool[WhyArgs]):
