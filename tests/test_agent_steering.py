@@ -21,7 +21,7 @@ from test_server_support import call as api
 from test_server_support import llm, server_config  # noqa: F401  (fixtures)
 
 from betty_jupyter.agent.approvals import ApprovalBroker
-from betty_jupyter.agent.loop import Limits
+from betty_jupyter.agent.loop import DONE_AS_APPROVED, Limits
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
@@ -163,7 +163,8 @@ def test_an_approved_persona_change_writes_exactly_what_was_shown(ssh_profile, w
     assert (card.tier, card.preview.kind, card.preview.title) == (2, "diff", "append wiki/personas/betty.md")
     assert person.untouched_when_shown == [True]
     assert f"+{INJECTED}" in card.preview.text.splitlines()
-    assert persona.read_text().endswith(INJECTED + "\n") and told[0] == "appended to wiki/personas/betty.md"
+    assert persona.read_text().endswith(INJECTED + "\n")
+    assert told[0] == "appended to wiki/personas/betty.md\n\n" + DONE_AS_APPROVED
 
 
 def test_a_helper_in_auto_mode_cannot_change_a_persona_either(ssh_profile, workspace) -> None:

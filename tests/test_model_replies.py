@@ -326,3 +326,15 @@ def test_optional_arguments_a_model_fills_with_nothing_are_left_out() -> None:
         registry.get("cluster_submit").parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {"model": "x"}})
     with pytest.raises(ToolError, match="job_id: ' ' is not a Slurm job id"):
         registry.get("job_logs").parse({"job_id": " "})
+
+
+def test_a_call_the_person_approved_is_told_done_once_and_a_read_is_not(workspace) -> None:
+    script = "#!/bin/bash\n#SBATCH --job-name=t\n#SBATCH --partition=debug\n#SBATCH --time=00:01:00\necho hi\n"
+    steps = [call("cluster_queue", {}), call("cluster_submit", {"script": script, "goal": "try"}), say("Job 123.")]
+    transport = cluster().on("sinfo", stdout="").on("sbatch", stdout="123\n")
+    with ScriptedLLM(steps) as llm:
+        reason, _, _ = asyncio.run(session_events(workspace, llm, transport, "submit it"))
+        told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    from betty_jupyter.agent.loop import DONE_AS_APPROVED
+
+    assert reason == "finished" and told[1].endswith(f"\n\n{DONE_AS_APPROVED}") and DONE_AS_APPROVED not in told[0]

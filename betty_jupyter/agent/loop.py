@@ -43,6 +43,9 @@ if TYPE_CHECKING:
 EMPTY_REPLY_NUDGE = {"role": "user", "content": "(Your reply was empty. Answer the person, or call one of your tools.)"}
 """Sent once, with the next request only, after a reply with neither text nor a call."""
 
+DONE_AS_APPROVED = "(Done once, as the person approved: do not call it again. Tell the person what it did.)"
+"""Told after a call a person approved on its card ran: what a model does next is report it, never repeat it."""
+
 Gate = Callable[[str], Awaitable[None]]
 """Awaited before each tool call with the tool's name: a paused run waits there, a killed one raises."""
 
@@ -445,7 +448,10 @@ class AgentSession:
         self._log(call, tool, tier, args, approval, outcome, began)
         if plan is not None and step is not None and (stopped := plan.ran(step, call.call_id, outcome)):
             self.stream.emit("replanning", ev.Replanning(reason=stopped))
-        return Answer(outcome, condense(outcome, self.user))
+        told = condense(outcome, self.user)
+        if outcome.ok and tier == 2 and approval.decision in (Decision.APPROVED, Decision.EDITED):
+            told += f"\n\n{DONE_AS_APPROVED}"
+        return Answer(outcome, told)
 
     async def _covered(self, plan: "plans.ActivePlan", step: "plans.Step", tool: "Tool[Any]",
                        args: Any) -> Approval | None:
