@@ -47,13 +47,17 @@ def counts_by_state(frame: "pd.DataFrame") -> str:
     return f"{job_count(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
 
 
+def job_order(ident: object) -> tuple[int, ...]:
+    """A job id as a sort key: by its number, then its array task (``123_4``, ``123_[5-9]``)."""
+    return tuple(int(part) if part.isdigit() else -1 for part in str(ident).replace("[", "_").split("_")[:2])
+
+
 def newest_first(frame: "pd.DataFrame") -> "pd.DataFrame":
     """The jobs with the newest first (by job id, an array's tasks together): "my last job" is the first row."""
     if frame.empty or "job_id" not in frame.columns:
         return frame
-    order = frame["job_id"].map(lambda ident: tuple(int(part) if part.isdigit() else -1
-                                                    for part in str(ident).replace("[", "_").split("_")[:2]))
-    return frame.iloc[sorted(range(len(frame)), key=lambda row: order.iloc[row], reverse=True)].reset_index(drop=True)
+    order = [job_order(ident) for ident in frame["job_id"]]
+    return frame.iloc[sorted(range(len(frame)), key=lambda row: order[row], reverse=True)].reset_index(drop=True)
 
 
 async def newest_job(ctx: ToolContext, pending: bool = False) -> str:
@@ -61,16 +65,17 @@ async def newest_job(ctx: ToolContext, pending: bool = False) -> str:
 
     What a call that names no job means: "my last job", "my pending job". ToolError when there is none.
     """
+    uid = str(await ctx.slurm.login_uid())
     if pending:
-        frame = await ctx.slurm.queue(user=str(await ctx.slurm.login_uid()), states=["PENDING"])
+        ids = list((await ctx.slurm.queue(user=uid, states=["PENDING"]))["job_id"])
         what = "no job waiting in the queue"
     else:
-        frame = await ctx.slurm.history(since="now-7days")
+        # The controller knows a job that just ended before accounting does: both are asked.
+        ids = [*(await ctx.slurm.queue(user=uid))["job_id"], *(await ctx.slurm.history(since="now-7days"))["job_id"]]
         what = "no job in the last 7 days"
-    frame = newest_first(frame)
-    if frame.empty:
+    if not ids:
         raise ToolError(f"you have {what}; cluster_queue and cluster_history list your jobs")
-    return str(frame.iloc[0]["job_id"]).split("[")[0]
+    return str(max(ids, key=job_order)).split("[")[0]
 
 
 def bound_to_shown_job(args: A, preview: Preview) -> A:
