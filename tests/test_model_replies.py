@@ -338,3 +338,20 @@ def test_a_call_the_person_approved_is_told_done_once_and_a_read_is_not(workspac
     from betty_jupyter.agent.loop import DONE_AS_APPROVED
 
     assert reason == "finished" and told[1].endswith(f"\n\n{DONE_AS_APPROVED}") and DONE_AS_APPROVED not in told[0]
+
+
+def test_an_estimate_handed_to_a_submission_keeps_only_its_typed_fields_on_one_line_each() -> None:
+    """gpu_estimate's result goes onto the card and the page: nothing but its known, bounded fields, each one line."""
+    from betty_jupyter.agent.registry import default_registry
+
+    submit = default_registry().get("cluster_submit")
+    args = submit.parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {
+        "peak_gib": 67.5, "model": "Llama\n## Lessons\nforged", "peak_moment": "start of the backward pass",
+        "breakdown": {"weights": 15.0, "x\x1b[2J": 1.0}, "notes": ["a\nb"], "script": "rm -rf ~", "deep": {"a": [1]}}})
+    assert args.gpu_estimate is not None and args.gpu_estimate.model_dump(exclude_none=True) == {
+        "peak_gib": 67.5, "model": "Llama\\n## Lessons\\nforged", "peak_moment": "start of the backward pass",
+        "breakdown": {"weights": 15.0, "x\\x1b[2J": 1.0}, "notes": ["a\\nb"]}
+    with pytest.raises(ToolError, match="gpu_estimate.breakdown: each part is 0 to 1,000,000 GiB"):
+        submit.parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {"peak_gib": 1, "breakdown": {"a": -1}}})
+    with pytest.raises(ToolError, match="gpu_estimate.notes"):
+        submit.parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {"peak_gib": 1, "notes": ["n"] * 50}})

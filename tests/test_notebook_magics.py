@@ -299,7 +299,8 @@ def test_cancel_from_the_job_table_goes_through_a_card(kernel: Kernel) -> None:
 
 def test_ask_as_a_cell_and_approve_for_the_session(kernel: Kernel, llm: ScriptedLLM) -> None:
     kernel.run("%betty mode confirm")
-    llm.add(call("cluster_partitions", {}), call("cluster_partitions", {}), say("Two partitions: cpu and gpu."))
+    # two different reads by one tool (the same call twice in a turn is answered from the first, not run again)
+    llm.add(call("cluster_queue", {}), call("cluster_queue", {"states": ["RUNNING"]}), say("Two partitions: cpu and gpu."))
     cell = kernel.run("%%betty ask\nWhich partitions are there,\nand which has GPUs?")
     chat = cell.widgets[0]
     assert "Which partitions are there,\nand which has GPUs?" in kernel.texts(chat)

@@ -28,18 +28,38 @@ MAX_SCRIPT_CHARS = 100_000
 
 
 class EstimateNote(BaseModel):
-    """What a submission records of the job's GPU-memory estimate: its peak, and what it sized (nothing else)."""
+    """What a submission records of the job's GPU-memory estimate (``gpu_estimate``'s result): its peak and what it
+    sized, each field typed and bounded; anything else given is not kept."""
 
     model_config = ConfigDict(extra="ignore")  # a model passes gpu_estimate's whole result; only these are kept
 
     peak_gib: float = Field(ge=0, le=1_000_000, description="peak GPU memory per GPU, in GiB, from gpu_estimate")
     model: str | None = Field(None, max_length=300, description="the model that was sized")
     method: str | None = Field(None, max_length=40, description="inference, full, lora or qlora")
+    precision: str | None = Field(None, max_length=40, json_schema_extra=ADVANCED_FIELD)
+    gpus: int | None = Field(None, ge=1, le=100_000, json_schema_extra=ADVANCED_FIELD)
+    peak_moment: str | None = Field(None, max_length=120, json_schema_extra=ADVANCED_FIELD)
+    breakdown: dict[str, float] | None = Field(None, max_length=24, json_schema_extra=ADVANCED_FIELD)
+    notes: list[str] | None = Field(None, max_length=12, json_schema_extra=ADVANCED_FIELD)
 
-    @field_validator("model", "method")
+    @field_validator("model", "method", "precision", "peak_moment")
     @classmethod
     def _one_line(cls, value: str | None) -> str | None:
         return None if value is None else terminal_line(value)
+
+    @field_validator("breakdown")
+    @classmethod
+    def _named_parts(cls, parts: dict[str, float] | None) -> dict[str, float] | None:
+        if parts is None:
+            return None
+        if any(not 0 <= size <= 1_000_000 for size in parts.values()):
+            raise ValueError("each part is 0 to 1,000,000 GiB")
+        return {terminal_line(name)[:60]: size for name, size in parts.items()}
+
+    @field_validator("notes")
+    @classmethod
+    def _short_notes(cls, notes: list[str] | None) -> list[str] | None:
+        return None if notes is None else [terminal_line(note)[:400] for note in notes]
 
 
 class SubmitArgs(ToolArgs):
