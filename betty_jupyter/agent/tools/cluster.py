@@ -60,6 +60,12 @@ def newest_first(frame: "pd.DataFrame") -> "pd.DataFrame":
     return frame.iloc[sorted(range(len(frame)), key=lambda row: order[row], reverse=True)].reset_index(drop=True)
 
 
+CONTROLLER_STATES = (JobState.PENDING, JobState.RUNNING, JobState.COMPLETING, JobState.SUSPENDED, JobState.COMPLETED,
+                     JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT, JobState.OUT_OF_MEMORY, JobState.NODE_FAIL,
+                     JobState.PREEMPTED, JobState.BOOT_FAIL, JobState.DEADLINE)
+"""The states ``squeue --states`` lists a job in, ended ones included while the controller keeps them."""
+
+
 async def newest_job(ctx: ToolContext, pending: bool = False) -> str:
     """The id of the person's newest job of the last week (``pending``: of their jobs waiting in the queue).
 
@@ -70,8 +76,10 @@ async def newest_job(ctx: ToolContext, pending: bool = False) -> str:
         ids = list((await ctx.slurm.queue(user=uid, states=["PENDING"]))["job_id"])
         what = "no job waiting in the queue"
     else:
-        # The controller knows a job that just ended before accounting does: both are asked.
-        ids = [*(await ctx.slurm.queue(user=uid))["job_id"], *(await ctx.slurm.history(since="now-7days"))["job_id"]]
+        # The controller knows a job that just ended before accounting does: both are asked, the controller for
+        # its jobs in every state it keeps (ended ones for a few minutes).
+        kept = await ctx.slurm.queue(user=uid, states=[state.value for state in CONTROLLER_STATES])
+        ids = [*kept["job_id"], *(await ctx.slurm.history(since="now-7days"))["job_id"]]
         what = "no job in the last 7 days"
     if not ids:
         raise ToolError(f"you have {what}; cluster_queue and cluster_history list your jobs")

@@ -162,22 +162,24 @@ function TranscriptRow({ item, transcript, onDecide, onOpen }: RowProps): JSX.El
 
 function MessageRow({ item }: { item: IMessageItem }): JSX.Element {
   return (
-    <div
-      className={`betty-Message betty-Message-${item.role}`}
-      data-testid={`betty-message-${item.role}`}
-      data-streaming={item.streaming ? 'true' : 'false'}
-    >
-      {item.role === 'assistant' ? (
-        <Markdown text={item.text} streaming={item.streaming} />
-      ) : (
-        <div className="betty-Message-text">{item.text}</div>
-      )}
+    <>
+      <div
+        className={`betty-Message betty-Message-${item.role}`}
+        data-testid={`betty-message-${item.role}`}
+        data-streaming={item.streaming ? 'true' : 'false'}
+      >
+        {item.role === 'assistant' ? (
+          <Markdown text={item.text} streaming={item.streaming} />
+        ) : (
+          <div className="betty-Message-text">{item.text}</div>
+        )}
+      </div>
       {item.role === 'assistant' && item.model ? (
         <div className="betty-Message-model" data-testid="betty-message-model" title="the model that wrote this">
           {item.model}
         </div>
       ) : null}
-    </div>
+    </>
   );
 }
 
