@@ -102,14 +102,8 @@ async def test_a_whole_chat_over_the_socket_with_an_approval(jp_fetch, jp_ws_fet
     assert (await call(jp_fetch, "GET", "experiments", job_id))["state"] == "COMPLETED"
 
 
-@pytest.mark.parametrize("form", ["tool_call", "fenced"])
-async def test_a_call_written_as_text_shows_the_same_card_and_never_reaches_the_chat_as_text(
-        jp_fetch, jp_ws_fetch, llm, jp_root_dir, dev_cluster, form):
-    """A model whose server leaves its calls in the text (no tool parser) drives the panel exactly as a native one."""
-    script = HELLO.format(root=jp_root_dir)
-    llm.calls_as = form
-    llm.add(model_calls("cluster_submit", {"script": script, "goal": "say hello from the server"}),
-            say("Submitted; it will say hello."))
+async def hello_approved(jp_fetch, jp_ws_fetch, script: str) -> list[dict]:
+    """Ask for the hello job over a new session's socket, approve its card (which must show ``script``); the events."""
     session = await open_session(jp_fetch)
     socket = await jp_ws_fetch("betty", "api", "sessions", session["session_id"], "ws")
     ask(socket, "submit my hello job")
@@ -121,6 +115,18 @@ async def test_a_call_written_as_text_shows_the_same_card_and_never_reaches_the_
                                      "decision": "approved", "digest": card["payload"]["digest"]}))
     await read_until(socket, "done", seen)
     socket.close()
+    return seen
+
+
+@pytest.mark.parametrize("form", ["tool_call", "fenced"])
+async def test_a_call_written_as_text_shows_the_same_card_and_never_reaches_the_chat_as_text(
+        jp_fetch, jp_ws_fetch, llm, jp_root_dir, dev_cluster, form):
+    """A model whose server leaves its calls in the text (no tool parser) drives the panel exactly as a native one."""
+    script = HELLO.format(root=jp_root_dir)
+    llm.calls_as = form
+    llm.add(model_calls("cluster_submit", {"script": script, "goal": "say hello from the server"}),
+            say("Submitted; it will say hello."))
+    seen = await hello_approved(jp_fetch, jp_ws_fetch, script)
     result = next(e["payload"] for e in seen if e["type"] == "tool_result")
     assert result["ok"]
     scancel(dev_cluster, re.search(r"job (\d+)", result["summary"]).group(1))
