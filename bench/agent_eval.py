@@ -202,7 +202,9 @@ class Task:
 
 
 def mentions(text: str, *words: str) -> bool:
-    return all(re.search(rf"(?<![\w.-]){re.escape(word)}(?![\w-])", text, re.IGNORECASE) for word in words)
+    """Whether the answer's prose (its code blocks and ``#SBATCH`` lines left out) names every one of ``words``."""
+    prose = re.sub(r"^#SBATCH.*$", "", re.sub(r"```.*?(```|$)", "", text, flags=re.DOTALL), flags=re.MULTILINE)
+    return all(re.search(rf"(?<![\w.=-]){re.escape(word)}(?![\w:-])", prose, re.IGNORECASE) for word in words)
 
 
 def _queue_checks(run: Run) -> list[tuple[str, bool]]:
