@@ -202,7 +202,7 @@ def test_more_tools_adds_tools_for_the_rest_of_the_session_and_tells_the_allowli
         told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert reason == "finished"
     assert "- cluster_run: Run one read-only command" in told[0] and "- wiki_read:" in told[0]
-    assert told[1].startswith("Added cluster_run: call it now.") and "Not tools of this session: no_such_tool" in told[1]
+    assert told[1].startswith("Added cluster_run: call it now.") and "Not tools of this session: 'no_such_tool'" in told[1]
     assert "cluster_run runs only these read-only commands" in told[1]
     assert "cluster_run" not in offered[1] and "cluster_run" in offered[2] and offered[2] == offered[3]
     assert [e.payload.tool for e in events if e.type == "tool_call"] == ["cluster_run"]  # more_tools is no action
@@ -355,3 +355,17 @@ def test_an_estimate_handed_to_a_submission_keeps_only_its_typed_fields_on_one_l
         submit.parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {"peak_gib": 1, "breakdown": {"a": -1}}})
     with pytest.raises(ToolError, match="gpu_estimate.notes"):
         submit.parse({"script": "#!/bin/bash\n", "goal": "g", "gpu_estimate": {"peak_gib": 1, "notes": ["n"] * 50}})
+
+
+@pytest.mark.parametrize("arguments", ['{"tools": ' + "[" * 200 + "]" * 200 + "}", "not json", '{"tools": 7}',
+                                       '{"tools": ["x' + "y" * 5000 + '"]}'])
+def test_more_tools_called_badly_answers_in_one_line_and_adds_nothing(arguments: str) -> None:
+    from betty_jupyter.agent.offer import ToolOffer
+    from betty_jupyter.agent.registry import default_registry
+
+    offer = ToolOffer(default_registry())
+    hidden = offer.hidden
+    told = offer.answer(arguments)
+    assert offer.hidden == hidden
+    assert told.startswith("Tools you can add") or (told.startswith("Those tools were already offered.") and
+                                                    len(told) < 200), told[:300]

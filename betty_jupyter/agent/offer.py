@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
+from ..json_text import parse_json
 from .models import ADVANCED
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class ToolOffer:
     def answer(self, arguments: str) -> str:
         """What a ``more_tools`` call is told: the hidden tools, or which it asked for are now offered."""
         try:
-            value = json.loads(arguments or "{}")
+            value = parse_json(arguments or "{}")
         except ValueError:
             value = {}
         asked = value.get("tools") if isinstance(value, dict) else None
@@ -84,7 +85,7 @@ class ToolOffer:
         told = f"Added {', '.join(added)}: call {them} now." if added else "Those tools were already offered."
         told += "".join(f"\n\n{self._notes[name]}" for name in added if name in self._notes)
         if unknown:
-            told += f" Not tools of this session: {', '.join(unknown[:5])}."
+            told += f" Not tools of this session: {', '.join(repr(name[:64]) for name in unknown[:5])}."
         return told
 
 
