@@ -369,3 +369,44 @@ def test_more_tools_called_badly_answers_in_one_line_and_adds_nothing(arguments:
     assert offer.hidden == hidden
     assert told.startswith("Tools you can add") or (told.startswith("Those tools were already offered.") and
                                                     len(told) < 200), told[:300]
+
+
+def test_the_server_s_context_sets_how_much_history_is_kept_and_a_bad_one_is_refused_in_one_line() -> None:
+    from betty_jupyter.agent.session import configured_limits
+    from betty_jupyter.errors import ConfigError
+
+    def limits(**llm: Any) -> Any:
+        return configured_limits(BettyConfig(llm={"model": "m", **llm}))
+
+    assert limits(context_tokens=16384).history_chars == (16384 - 1024 - 4096) * 3
+    assert limits(context_tokens=16384, reply_tokens=2048).history_chars == (16384 - 2048 - 4096) * 3
+    assert limits(context_tokens=8192).history_chars == 9216
+    assert limits(context_tokens=16384, history_chars=5000).history_chars == 5000
+    for bad in (4096, "8k", True, 8191.5):
+        with pytest.raises(ConfigError, match="^llm.context_tokens is the model server's context in tokens, at least "
+                                              "8192; not "):
+            limits(context_tokens=bad)
+
+
+def test_an_offer_setting_that_is_neither_core_nor_all_is_refused_and_all_offers_every_tool(workspace) -> None:
+    from betty_jupyter.agent.registry import default_registry
+    from betty_jupyter.errors import ConfigError
+
+    with ScriptedLLM([say("Hello.")]) as llm:
+        with pytest.raises(ConfigError, match="^llm.offer_tools is \"core\" or \"all\", not 'some'$"):
+            asyncio.run(session_events(workspace, llm, cluster(), "hi", offer_tools="some"))
+        asyncio.run(session_events(workspace, llm, cluster(), "hi", offer_tools="all"))
+        offered = [tool["function"]["name"] for tool in llm.requests[0]["tools"]]
+    assert offered == default_registry().names()
+
+
+def test_the_tools_list_is_made_once_and_again_only_when_a_tool_joins() -> None:
+    from betty_jupyter.agent.offer import ToolOffer
+    from betty_jupyter.agent.registry import default_registry
+
+    offer = ToolOffer(default_registry())
+    first = offer.schemas()
+    assert offer.schemas() is first and offer.show(["cluster_queue"]) == [] and offer.schemas() is first
+    assert offer.show(["wiki_read"]) == ["wiki_read"]
+    after = offer.schemas()
+    assert after is not first and "wiki_read" in [tool["function"]["name"] for tool in after]

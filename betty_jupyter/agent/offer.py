@@ -46,6 +46,8 @@ class ToolOffer:
         core = [name for name in names if name in CORE_TOOLS]
         everything = not progressive or len(names) <= ALL_AT_ONCE
         self._shown: set[str] = set(names) if everything else set(core)
+        self._schemas: list[dict[str, Any]] | None = None
+        """The tools list last made; made again only when a tool joins (every model turn sends it)."""
 
     @property
     def hidden(self) -> list[str]:
@@ -60,13 +62,18 @@ class ToolOffer:
         """Offer ``names`` (those of the session's tools) from now on; the ones newly shown."""
         added = [name for name in dict.fromkeys(names) if name in self._registry and name not in self._shown]
         self._shown.update(added)
+        if added:
+            self._schemas = None
         return added
 
     def schemas(self) -> list[dict[str, Any]]:
-        """The ``tools=[…]`` list for the next request: the shown tools, then ``more_tools`` while any are hidden."""
-        shown = [model_schema(tool) for tool in self._registry if tool.name in self._shown]
-        hidden = self.hidden
-        return shown + ([_more_tools_schema(hidden)] if hidden else [])
+        """The ``tools=[…]`` list for the next request: the shown tools, then ``more_tools`` while any are hidden
+        (the same list until a tool joins; do not change it)."""
+        if self._schemas is None:
+            shown = [model_schema(tool) for tool in self._registry if tool.name in self._shown]
+            hidden = self.hidden
+            self._schemas = shown + ([_more_tools_schema(hidden)] if hidden else [])
+        return self._schemas
 
     def answer(self, arguments: str) -> str:
         """What a ``more_tools`` call is told: the hidden tools, or which it asked for are now offered."""

@@ -87,7 +87,11 @@ def configured_limits(config: "BettyConfig") -> Limits:
     defaults = Limits()
     history = defaults.history_chars
     if "context_tokens" in config.llm:  # the server's context: the history is condensed before it fills it
-        room = int(config.llm["context_tokens"]) - int(config.llm.get("reply_tokens", 1024)) - FIRST_REQUEST_TOKENS
+        context = config.llm["context_tokens"]
+        if isinstance(context, bool) or not isinstance(context, int) or context < 2 * FIRST_REQUEST_TOKENS:
+            raise ConfigError(f"llm.context_tokens is the model server's context in tokens, at least "
+                              f"{2 * FIRST_REQUEST_TOKENS}; not {str(context)[:40]!r}")
+        room = context - int(config.llm.get("reply_tokens", 1024)) - FIRST_REQUEST_TOKENS
         history = max(MIN_HISTORY_CHARS, room * 3)
     return Limits(max_iterations=int(config.llm.get("max_iterations", defaults.max_iterations)),
                   max_tokens=int(config.llm.get("max_tokens", defaults.max_tokens)),
@@ -129,7 +133,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
     context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
     partitions, user = await _cluster_facts(slurm)
-    offer = ToolOffer(registry, progressive=config.llm.get("offer_tools", "core") != "all",
+    offer = ToolOffer(registry, progressive=_offers_core(config.llm),
                       notes={"cluster_run": allowlist_text(profile.policy())})
     prompt = system_prompt(persona_text(workspace.wiki), offer, profile.policy(), profile.name, partitions, user)
     stream = spec.stream or ev.EventStream(ident)
@@ -143,6 +147,14 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
         offer=offer, planner=planner)
     messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
     return AgentSession(parts, policy, messages=messages, tokens=tokens)
+
+
+def _offers_core(llm: dict[str, Any]) -> bool:
+    """``llm.offer_tools``: "core" (the default) offers a core of tools first, "all" every tool at once."""
+    choice = llm.get("offer_tools", "core")
+    if choice not in ("core", "all"):
+        raise ConfigError(f"llm.offer_tools is \"core\" or \"all\", not {str(choice)[:40]!r}")
+    return bool(choice == "core")
 
 
 def _planner(llm: dict[str, Any]) -> ChatModel | None:
