@@ -28,14 +28,13 @@ from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Mapping, TypeGuard, TypeVar
 
 from .agent.llm import NO_KEY, OPENAI_URL, ChatModel, LLMSettings, is_openai
+from .agent.offer import MIN_CONTEXT
 from .errors import ModelError
 from .json_text import parse_json
 from .safe_text import terminal_line
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 """A finding's status."""
-MIN_CONTEXT = 8192
-"""The least context Betty needs: its first request (at most 4,096 tokens), a reply, and some history."""
 READ_LIMIT = 1 << 20
 """The most of a body the check reads (1 MiB): a larger one is reported, not read."""
 CLIP = 160

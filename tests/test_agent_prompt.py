@@ -12,7 +12,7 @@ from datetime import date
 
 import pandas as pd
 
-from betty_jupyter.agent.offer import MORE_TOOLS, ToolOffer
+from betty_jupyter.agent.offer import FIRST_REQUEST_TOKENS, MORE_TOOLS, ToolOffer
 from betty_jupyter.agent.prompt import allowlist_text, persona_text, system_prompt
 from betty_jupyter.agent.registry import default_registry
 from betty_jupyter.cluster.policy import CommandPolicy
@@ -22,7 +22,6 @@ PARTITIONS = pd.DataFrame([
     {"partition": "cpu", "default": True, "nodes": 4, "cpus": 128, "gpu_types": {}},
     {"partition": "gpu", "default": False, "nodes": 2, "cpus": 64, "gpu_types": {"h100": 2, "a100": 4}},
 ])
-FIRST_REQUEST_TOKENS = 4096
 CHARS_PER_TOKEN = 3
 """Fewer characters per token than any open model's tokenizer takes for English and JSON (Qwen, Llama: ~3.5–4),
 so the estimate below is an upper bound; ``bench/agent_eval.py`` reports the server's own count."""
@@ -41,7 +40,7 @@ def snake_words(text: str) -> set[str]:
 def test_the_first_request_fits_half_of_an_8k_context():
     offer = ToolOffer(default_registry())
     size = len(prompt(offer)) + len(json.dumps(offer.schemas()))
-    assert size / CHARS_PER_TOKEN <= FIRST_REQUEST_TOKENS, size
+    assert FIRST_REQUEST_TOKENS == 4096 and size / CHARS_PER_TOKEN <= FIRST_REQUEST_TOKENS, size
 
 
 def test_the_prompt_names_only_offered_tools_and_describes_none():

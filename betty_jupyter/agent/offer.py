@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 CORE_TOOLS = ("cluster_queue", "cluster_history", "cluster_partitions", "cluster_why", "job_logs",
               "gpu_estimate", "cluster_submit")
 """Offered from the first request: what most questions need (in the registry's order when shown)."""
+FIRST_REQUEST_TOKENS = 4096
+"""The most the first request (system prompt and offered tool schemas) may take, in tokens: half of an 8k context."""
+MIN_CONTEXT = 2 * FIRST_REQUEST_TOKENS
+"""The least context a model server needs for Betty: the first request, a reply, and some history."""
 ALL_AT_ONCE = 10
 """A session with this many tools or fewer (an automation's, a helper's) is offered them all from the start."""
 MORE_TOOLS = "more_tools"

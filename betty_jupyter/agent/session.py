@@ -22,7 +22,7 @@ from .approvals import ApprovalBroker
 from .llm import ChatModel, LLMSettings
 from .loop import AgentSession, Gate, Limits, SessionParts
 from .policy import ApprovalPolicy, SessionGrants
-from .offer import ToolOffer
+from .offer import FIRST_REQUEST_TOKENS, MIN_CONTEXT, ToolOffer
 from .prompt import allowlist_text, persona_text, system_prompt
 from .vocabulary import Mode
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from .approvals import Approver
 
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-FIRST_REQUEST_TOKENS = 4096
-"""The most the first request (system prompt and offered tool schemas) takes, in tokens: half of an 8k context."""
 MIN_HISTORY_CHARS = 6000
 
 
@@ -88,9 +86,9 @@ def configured_limits(config: "BettyConfig") -> Limits:
     history = defaults.history_chars
     if "context_tokens" in config.llm:  # the server's context: the history is condensed before it fills it
         context = config.llm["context_tokens"]
-        if isinstance(context, bool) or not isinstance(context, int) or context < 2 * FIRST_REQUEST_TOKENS:
+        if isinstance(context, bool) or not isinstance(context, int) or context < MIN_CONTEXT:
             raise ConfigError(f"llm.context_tokens is the model server's context in tokens, at least "
-                              f"{2 * FIRST_REQUEST_TOKENS}; not {str(context)[:40]!r}")
+                              f"{MIN_CONTEXT}; not {str(context)[:40]!r}")
         room = context - int(config.llm.get("reply_tokens", 1024)) - FIRST_REQUEST_TOKENS
         history = max(MIN_HISTORY_CHARS, room * 3)
     return Limits(max_iterations=int(config.llm.get("max_iterations", defaults.max_iterations)),
