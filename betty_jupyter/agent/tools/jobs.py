@@ -6,7 +6,8 @@ import shlex
 from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, \
+    model_serializer
 
 from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
 from ...cluster.slurm import sbatch_argv
@@ -60,6 +61,11 @@ class EstimateNote(BaseModel):
     @classmethod
     def _short_notes(cls, notes: list[str] | None) -> list[str] | None:
         return None if notes is None else [terminal_line(note)[:400] for note in notes]
+
+    @model_serializer(mode="wrap")
+    def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Only the fields the estimate had: a card, a record and a page show what was given, no empty fields."""
+        return {name: value for name, value in handler(self).items() if value is not None}
 
 
 class SubmitArgs(ToolArgs):
@@ -119,7 +125,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
                            text=args.script, details=details)
         details.update(page=f"wiki/experiments/{slug}.md", notebook=f"notebooks/experiments/{slug}.ipynb")
         if args.gpu_estimate is not None:
-            details["gpu_estimate"] = args.gpu_estimate.model_dump(exclude_none=True)
+            details["gpu_estimate"] = args.gpu_estimate.model_dump()
             details["gpu_memory"] = estimate_line(details["gpu_estimate"])
         original = _replaced(ctx, args)
         if original is not None:
@@ -136,7 +142,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
             return ToolOutcome(summary=summary, data={"job_id": ident, "cluster": ctx.profile.name, "page": None})
         original = _replaced(ctx, args)
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
-        estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump(exclude_none=True)
+        estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump()
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, args.script,
                                              goal=args.goal, name=args.name, gpu_estimate=estimate,
                                              replaces=replaces)
