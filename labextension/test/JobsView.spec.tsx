@@ -399,6 +399,7 @@ describe('JobsView: 20,000 jobs in one list', () => {
     expect(byTestId(container, 'betty-job-why-error').textContent).toBe('Slurm did not answer');
     // another cluster's tab has no box about this cluster's job
     rerender(<JobsView {...props({ loadWhy, cluster: 'big' })} />);
+    await settle();
     expect(container.querySelector('[data-testid="betty-job-why"]')).toBeNull();
   });
 

@@ -84,9 +84,19 @@ export function useFakeClock(): void {
   afterEach(() => jest.useRealTimers());
 }
 
-/** Let `ms` of fake time pass, and what it sets off settle, inside React's `act`. */
+/** Let `ms` of time pass (fake time where the test file uses fake timers), and what it sets off settle, inside
+ * React's `act`. */
 export async function settle(ms = 0): Promise<void> {
   await act(async () => {
-    await jest.advanceTimersByTimeAsync(ms);
+    if (fakeTimers()) {
+      await jest.advanceTimersByTimeAsync(ms);
+    } else {
+      await new Promise(resolve => setTimeout(resolve, ms));
+    }
   });
+}
+
+/** Whether Jest's fake timers replace the real ones now (they put their clock on `setTimeout`). */
+function fakeTimers(): boolean {
+  return 'clock' in (globalThis.setTimeout as unknown as object);
 }

