@@ -390,19 +390,20 @@ class AgentSession:
 
         if isinstance(tool, SessionTool):
             return await tool.answer(_CallFace(self, call, tool, person, began), args, tier, decision.action)
-        plan, values = self._standing, tool.rule_values(self.context, args)  # a step is matched however it is spelt
-        if plan is not None and (refusal := plan.refusal(tool.name, values)) is not None:
+        # A plan's step is matched however it is spelt: by its rule values.
+        standing, values = self._standing, tool.rule_values(self.context, args)
+        if standing is not None and (refusal := standing.refusal(tool.name, values)) is not None:
             return self._refused(call, tool, refusal, began, tier)
         if decision.action == "propose":
             return await self._propose(call, tool, args, tier, began)
         # Claimed before any await: two identical calls in one reply never both run as the one granted step.
-        step = None if plan is None else plan.claim(tool.name, values)
+        held = None if standing is None else standing.claim(tool.name, values)
         try:
             # A call a person typed is approved by typing it; the agent's calls that need no card run as auto.
             approval = Approval(Decision.AUTO) if person is None else Approval(Decision.APPROVED, person)
             if decision.action == "ask":
-                covered = None if plan is None or step is None else await plan.approval(step, tool, args,
-                                                                                        self.context)
+                covered = (None if standing is None or held is None
+                           else await standing.approval(held, tool, args, self.context))
                 if covered is not None:
                     approval = covered
                 else:
@@ -412,25 +413,26 @@ class AgentSession:
                     args, approval = asked
                     if (changed := await self._changed_since_card(call, tool, tier, args, approval)) is not None:
                         return changed
-                    if plan is not None:  # an edited card may now be (or no longer be) a granted step
-                        if step is not None:
-                            plan.release(step)
-                        step = plan.claim(tool.name, tool.rule_values(self.context, args))
-            return await self._run(call, tool, tier, args, approval, began, plan if step is not None else None, step)
+                    if standing is not None:  # an edited card may now be (or no longer be) a granted step
+                        if held is not None:
+                            standing.release(held)
+                        held = standing.claim(tool.name, tool.rule_values(self.context, args))
+            return await self._run(call, tool, tier, args, approval, began, standing if held is not None else None,
+                                   held)
         finally:
-            if plan is not None and step is not None:
-                plan.release(step)
+            if standing is not None and held is not None:
+                standing.release(held)
 
     async def _run(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
-                   began: float, plan: "Standing[Any] | None" = None, step: Any = None) -> Answer:
-        """Run a decided call, and follow it as the plan step it is (a failed step stops the plan)."""
-        if plan is not None and step is not None:
-            plan.running(step, call.call_id)
+                   began: float, standing: "Standing[Any] | None" = None, held: Any = None) -> Answer:
+        """Run a decided call, and follow it as what it holds of the standing answer (a plan's step)."""
+        if standing is not None and held is not None:
+            standing.running(held, call.call_id)
         if approval.preview is not None:
             args = tool.bound(args, approval.preview)
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
-        if plan is not None and step is not None and (stopped := plan.ran(step, call.call_id, outcome)):
+        if standing is not None and held is not None and (stopped := standing.ran(held, call.call_id, outcome)):
             self.stream.emit("replanning", ev.Replanning(reason=stopped))
         told = condense(outcome, self.user)
         if outcome.ok and tier == 2 and approval.decision in (Decision.APPROVED, Decision.EDITED):
