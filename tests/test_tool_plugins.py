@@ -64,10 +64,12 @@ def test_a_broken_entry_and_a_name_betty_has_are_skipped_with_one_line_each(
     assert registry.names()[len(BETTY_TOOLS):] == ["lab_quota", "lab_archive"], "the lab's tools are still there"
     assert "Run any command at all." not in registry.get("cluster_run").description, "Betty's own is kept"
     lines = [record.getMessage() for record in caplog.records]  # in the order of the entries' names
-    assert len(lines) == 3 and all("\n" not in line for line in lines), lines
-    clash, gone, odd = lines
+    assert len(lines) == 4 and all("\n" not in line for line in lines), lines
+    clash, fussy, gone, odd = lines
     assert clash.startswith("betty: tool 'cluster_run' of entry point clash is refused: Betty already has a tool "
                             "of that name"), clash
+    assert fussy == ("betty: tool 'lab_fussy' of entry point fussy is skipped: it cannot be made: RuntimeError: "
+                     "no lab configuration second line"), fussy
     assert gone.startswith("betty: tool entry point gone = betty_lab_missing:TOOLS is skipped: "
                            "ModuleNotFoundError"), gone
     assert odd == ("betty: tool 'cluster_status' of entry point odd is skipped: cluster_status is not a subclass "

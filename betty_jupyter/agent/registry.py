@@ -102,6 +102,7 @@ def discovered_tools() -> tuple[type[AnyTool], ...]:
 
 @lru_cache(maxsize=4)
 def _discovered(path: tuple[str, ...]) -> tuple[type[AnyTool], ...]:
+    """:func:`discovered_tools` for ``sys.path`` ``path`` (what the entry points are read from: the cache's key)."""
     found = sorted(entry_points(group=TOOLS_GROUP), key=lambda entry: (entry.name, entry.value))
     own = [entry for entry in found if entry.value == BETTY_ENTRY]
     if not own:
@@ -119,12 +120,11 @@ def _discovered(path: tuple[str, ...]) -> tuple[type[AnyTool], ...]:
         try:
             theirs = list(_tools_of(entry))
         except Exception as error:  # anything a third-party import raises: skipped, never Betty stopped
-            log.warning("betty: tool entry point %s = %s is skipped: %s", entry.name, entry.value,
-                        f"{type(error).__name__}: {error}"[:300])
+            log.warning("betty: tool entry point %s = %s is skipped: %s", entry.name, entry.value, _said(error))
             continue
         for tool in theirs:
-            if problems := tool_problems(tool):
-                log.warning("betty: tool %r of entry point %s is skipped: %s", getattr(tool, "name", tool),
+            if problems := tool_problems(tool) or _made_problems(tool):
+                log.warning("betty: tool %r of entry point %s is skipped: %s", str(getattr(tool, "name", tool))[:80],
                             entry.name, "; ".join(problems))
             elif tool.name in taken:
                 log.warning("betty: tool %r of entry point %s is refused: %s already has a tool of that name",
@@ -139,6 +139,20 @@ def _tools_of(entry: EntryPoint) -> list[Any]:
     """What ``entry`` registers: one tool class, or a sequence of them."""
     loaded = entry.load()
     return list(loaded) if isinstance(loaded, (list, tuple)) else [loaded]
+
+
+def _made_problems(tool: type[AnyTool]) -> list[str]:
+    """Why ``tool`` cannot be made and shown to a model (empty when it can): its class is checked, its code is not."""
+    try:
+        tool().schema()
+    except Exception as error:  # anything a third-party tool raises: it is skipped, Betty goes on
+        return [f"it cannot be made: {_said(error)}"]
+    return []
+
+
+def _said(error: BaseException) -> str:
+    """``error`` in one short line, as a log line tells it."""
+    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
 
 
 def tool_problems(tool: Any) -> list[str]:
