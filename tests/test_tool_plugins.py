@@ -132,16 +132,19 @@ def test_a_denied_card_of_a_lab_s_tool_runs_nothing(lab: None, project: Workspac
     assert [(r.tool, r.tier, r.decision, r.ok) for r in records] == [("lab_archive", 2, "denied", None)]
 
 
-def test_mcp_lists_a_lab_s_tools_with_their_tiers(lab: None, project: Workspace, dev_cluster: dict[str, str]) -> None:
-    """The MCP face lists a session's tools: the lab's are among them, each with the tier it declares."""
+def test_mcp_lists_a_lab_s_tools_with_their_tiers(lab: None, project: Workspace, tmp_path: Path) -> None:
+    """The MCP face (an in-process client of Betty's MCP server, on the server's own services) lists a session's
+    tools: the lab's are among them, each with the tier it declares. Listing reaches no cluster: its commands are
+    not even found (``PATH`` is an empty folder)."""
     from mcp import Client
 
     from betty_jupyter.mcp_server import BettyFace, SessionOptions, mcp_server
     from betty_jupyter.server.mcp_http import ServerBetty
     from betty_jupyter.server.services import BettyServices
 
-    config = BettyConfig(clusters=[{"name": "dev", "transport": "local",
-                                    "env": {"SLURM_CONF": dev_cluster["SLURM_CONF"]}}])
+    nothing = tmp_path / "no-programs"
+    nothing.mkdir()
+    config = BettyConfig(clusters=[{"name": "nowhere", "transport": "local", "env": {"PATH": str(nothing)}}])
 
     async def main() -> dict[str, str]:
         services = BettyServices(project, config)
