@@ -132,10 +132,11 @@ def test_a_denied_card_of_a_lab_s_tool_runs_nothing(lab: None, project: Workspac
     assert [(r.tool, r.tier, r.decision, r.ok) for r in records] == [("lab_archive", 2, "denied", None)]
 
 
-def test_mcp_lists_a_lab_s_tools_with_their_tiers(lab: None, project: Workspace, tmp_path: Path) -> None:
+def test_mcp_lists_a_lab_s_tools_with_their_tiers_and_calls_them_through_the_policy(lab: None, project: Workspace,
+                                                                                    tmp_path: Path) -> None:
     """The MCP face (an in-process client of Betty's MCP server, on the server's own services) lists a session's
-    tools: the lab's are among them, each with the tier it declares. Listing reaches no cluster: its commands are
-    not even found (``PATH`` is an empty folder)."""
+    tools: the lab's are among them, each with the tier it declares, and a call of one is decided and logged as the
+    client's. No cluster is reached: its commands are not even found (``PATH`` is an empty folder)."""
     from mcp import Client
 
     from betty_jupyter.mcp_server import BettyFace, SessionOptions, mcp_server
@@ -146,16 +147,22 @@ def test_mcp_lists_a_lab_s_tools_with_their_tiers(lab: None, project: Workspace,
     nothing.mkdir()
     config = BettyConfig(clusters=[{"name": "nowhere", "transport": "local", "env": {"PATH": str(nothing)}}])
 
-    async def main() -> dict[str, str]:
+    async def main() -> tuple[dict[str, str], str]:
         services = BettyServices(project, config)
         try:
             face = BettyFace(ServerBetty(services), lambda ctx: SessionOptions(caller="mcp:lab"))
             async with Client(mcp_server(face)) as client:
-                return {tool.name: tool.description or "" for tool in (await client.list_tools()).tools}
+                listed = {tool.name: tool.description or "" for tool in (await client.list_tools()).tools}
+                answer = await client.call_tool("lab_quota", {"group": "physics"})
+                return listed, " ".join(getattr(part, "text", "") for part in answer.content)
         finally:
             await services.close()
 
-    tools = asyncio.run(main())
+    tools, told = asyncio.run(main())
     assert list(tools)[-2:] == ["lab_quota", "lab_archive"] and "cluster_run" in tools
     assert tools["lab_quota"].endswith("Betty runs it (tier 0).")
     assert tools["lab_archive"].endswith("every call waits until a person approves its exact preview in Betty.")
+    assert "physics uses 120 of its 500 GiB" in told, told
+    (record,) = ActionLog(project.root).read()
+    assert (record.tool, record.tier, record.decision, record.ok) == ("lab_quota", 0, "auto", True)
+    assert str(record.task).endswith("(mcp:lab)"), "logged as the MCP client's call, as for Betty's own tools"
