@@ -15,7 +15,6 @@ What the model is *allowed* to call is unchanged: the session's registry, decide
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..json_text import parse_json
