@@ -116,6 +116,15 @@ else
   fi
   echo "$checkout_hash ${extras:-}" >"$install_stamp"
 fi
+# Betty's tools are found through its entry points, package metadata only an install writes (pyproject.toml is
+# among the inputs above, so a change to them installs again); a stale install says so here, in one line.
+.venv/bin/python -c 'import sys
+from betty_jupyter.agent.registry import discovered_tools
+from betty_jupyter.errors import ConfigError
+try:
+    discovered_tools()
+except ConfigError as error:
+    sys.exit(f"betty: {error}")'
 
 # Installs Slurm, munge, MariaDB and OpenSSH from Debian when they are missing (needs root).
 .venv/bin/betty dev-cluster up >/dev/null

@@ -197,7 +197,7 @@ def tool_context(ssh_profile, tmp_path: Path):
 
 
 def test_the_agent_tool_reads_through_the_policy_and_asks_once_a_minute(tool_context, busy_a100):
-    from betty_jupyter.agent.tools import ClusterAdvise
+    from betty_jupyter.agent.tools.catalog import ClusterAdvise
     from betty_jupyter.agent.vocabulary import Tier
 
     tool = ClusterAdvise()

@@ -169,7 +169,8 @@ def ctx(ssh_profile, tmp_path):
 
 
 def test_the_agents_cluster_why_tells_the_model_the_lines_and_refuses_in_one_line(busy, ctx):
-    from betty_jupyter.agent.tools import ClusterWhy, ToolError
+    from betty_jupyter.agent.tools import ToolError
+    from betty_jupyter.agent.tools.catalog import ClusterWhy
 
     tool = ClusterWhy()
     busy.fill_gpus()

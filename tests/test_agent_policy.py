@@ -93,7 +93,7 @@ def test_tier_1_is_asked_once_then_remembered_per_tool_per_session() -> None:
 
 
 def test_args_may_be_a_pydantic_model() -> None:
-    from betty_jupyter.agent.tools import ClusterRun
+    from betty_jupyter.agent.tools.catalog import ClusterRun
 
     args = ClusterRun().parse({"command": "squeue --me"})
     assert ApprovalPolicy("confirm", SQUEUE_ONLY).decide("cluster_run", args, T1, SessionGrants()).action == "run"

@@ -15,8 +15,8 @@ from betty_jupyter.agent.models import Tier
 from betty_jupyter.agent.offer import model_schema
 from betty_jupyter.agent.registry import ToolRegistry, default_registry
 from betty_jupyter.agent.policy import ApprovalPolicy, SessionGrants
-from betty_jupyter.agent.tools import (ClusterRun, ClusterWhy, JobLogs, NotebookEdit, Scratchpad, ToolContext,
-                                       ToolError, WikiWrite)
+from betty_jupyter.agent.tools import ToolContext, ToolError
+from betty_jupyter.agent.tools.catalog import ClusterRun, ClusterWhy, JobLogs, NotebookEdit, Scratchpad, WikiWrite
 from betty_jupyter.cluster.profiles import ClusterProfile
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import AUTO_END, AUTO_START, WikiStore
@@ -262,7 +262,7 @@ def test_wiki_write_refuses_links_out_and_links_that_would_dodge_the_tier(ctx) -
 
 
 def test_wiki_read_and_search(ctx) -> None:
-    from betty_jupyter.agent.tools import WikiRead, WikiSearch
+    from betty_jupyter.agent.tools.catalog import WikiRead, WikiSearch
 
     read = execute(WikiRead(), ctx, {"page": "clusters/dev-cluster.md"})
     assert read.ok and "# The dev cluster" in read.summary and read.data["frontmatter"]["type"] == "cluster"
@@ -297,7 +297,7 @@ def test_a_session_id_that_is_not_a_file_name_is_refused(tmp_path) -> None:
 # ----- GPU --------------------------------------------------------------------------------------
 
 def test_gpu_estimate_mirrors_the_cli(ctx) -> None:
-    from betty_jupyter.agent.tools import GpuEstimate
+    from betty_jupyter.agent.tools.catalog import GpuEstimate
     from betty_jupyter.gpu import EstimateRequest, estimate
 
     args = {"model": "Llama-3.1-8B", "method": "lora", "batch_size": 2, "seq_len": 1024, "grad_ckpt": "full",
@@ -314,7 +314,7 @@ def test_gpu_estimate_mirrors_the_cli(ctx) -> None:
 
 
 def test_gpu_tools_read_configs_only_inside_the_project(ctx, tmp_path) -> None:
-    from betty_jupyter.agent.tools import GpuEstimate
+    from betty_jupyter.agent.tools.catalog import GpuEstimate
 
     config = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
               "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000}
@@ -327,7 +327,7 @@ def test_gpu_tools_read_configs_only_inside_the_project(ctx, tmp_path) -> None:
 
 
 def test_gpu_advise_with_given_partitions(ctx) -> None:
-    from betty_jupyter.agent.tools import GpuAdvise
+    from betty_jupyter.agent.tools.catalog import GpuAdvise
 
     outcome = execute(GpuAdvise(), ctx, {"model": "Llama-3.1-8B", "method": "full", "partitions": ["gpu=gpu:a100:4"]})
     assert outcome.ok and "gpu/A100-40GB" in outcome.summary and outcome.data["fits_somewhere"] in (True, False)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from betty_jupyter.agent.tools import (ClusterCancel, ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun,
-                                       ClusterStatus, ClusterSubmit, ClusterWhy, GpuAdvise, JobLogs, ToolContext,
-                                       ToolError)
+from betty_jupyter.agent.tools import ToolContext, ToolError
+from betty_jupyter.agent.tools.catalog import (ClusterCancel, ClusterHistory, ClusterPartitions, ClusterQueue,
+                                               ClusterRun, ClusterStatus, ClusterSubmit, ClusterWhy, GpuAdvise, JobLogs)
 from betty_jupyter.cluster.job_env import JOB_NAMES
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.experiments.ledger import Ledger

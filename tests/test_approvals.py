@@ -9,7 +9,8 @@ import pytest
 
 from betty_jupyter.agent.approvals import ApprovalBroker, ApprovalError, Resolution
 from betty_jupyter.agent.models import Tier
-from betty_jupyter.agent.tools import ToolError, WikiWrite
+from betty_jupyter.agent.tools import ToolError
+from betty_jupyter.agent.tools.catalog import WikiWrite
 from betty_jupyter.agent.tools.base import revalidated
 
 

@@ -17,7 +17,8 @@ import cloudpickle
 import numpy as np
 import pytest
 
-from betty_jupyter.agent.tools import CellRun, ToolError
+from betty_jupyter.agent.tools import ToolError
+from betty_jupyter.agent.tools.catalog import CellRun
 from betty_jupyter.cluster import cell_job
 from betty_jupyter.cluster.cell_job import (
     CellEnvironment, CellJob, cell_environment, pack_inputs, parse_result, stage, staged, unpack_outputs,

@@ -139,7 +139,7 @@ def test_right_sizing_needs_enough_runs_and_keeps_what_is_close_or_was_too_small
 def test_the_agent_tool_refuses_hostile_arguments_in_one_line(offline_context, args, refusal) -> None:
     import asyncio
 
-    from betty_jupyter.agent.tools import ClusterEfficiency
+    from betty_jupyter.agent.tools.catalog import ClusterEfficiency
 
     with pytest.raises(ToolError) as refused:
         asyncio.run(ClusterEfficiency().dry_run(offline_context, args))
@@ -149,7 +149,7 @@ def test_the_agent_tool_refuses_hostile_arguments_in_one_line(offline_context, a
 def test_the_agent_tools_preview_is_the_pinned_sacct_call(offline_context) -> None:
     import asyncio
 
-    from betty_jupyter.agent.tools import ClusterEfficiency
+    from betty_jupyter.agent.tools.catalog import ClusterEfficiency
 
     preview = asyncio.run(ClusterEfficiency().dry_run(offline_context, {"job_ids": ["12", "13_4"]}))
     assert preview.text.startswith("sacct --parsable2 --noheader '--delimiter=|' --format JobID,JobName,")

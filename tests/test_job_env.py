@@ -200,7 +200,8 @@ def test_nothing_the_local_transport_runs_inherits_a_secret_even_sbatch_export_a
 @pytest.mark.cluster
 def test_the_submit_card_shows_the_environment_by_name(local_profile, canaries, dev_cluster):
     """The approval card's command is the one that runs, and its environment lists names, never values."""
-    from betty_jupyter.agent.tools import ClusterSubmit, ToolContext
+    from betty_jupyter.agent.tools import ToolContext
+    from betty_jupyter.agent.tools.catalog import ClusterSubmit
     from betty_jupyter.experiments.workspace import Workspace
     from betty_jupyter.wiki import init_workspace
 

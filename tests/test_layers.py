@@ -115,8 +115,10 @@ Graph = dict[str, dict[str, str]]
 def import_graph(package_dir: Path) -> Graph:
     """What each module of the package imports of it, read from the source, never run.
 
-    Every import statement counts, at module level or inside a function or class, except those
-    under ``if TYPE_CHECKING:`` (they never run; their ``else:`` does count). Relative imports are
+    Every import statement counts, at module level, inside a function or class, and under
+    ``if TYPE_CHECKING:`` too: a type-only import still ties the two modules together (a change
+    to one is read by the other, and either is understood only with the other), so it may not
+    close a circle any more than a running one. Relative imports are
     resolved; ``from pkg import name`` is an import of ``pkg.name`` when that is a module, else of
     ``pkg`` (also when the importer is inside ``pkg``: it needs what ``pkg/__init__.py`` defines).
     Importing ``a.b.c`` runs the ``__init__`` of ``a`` and ``a.b`` too, so those count as well,
@@ -139,9 +141,6 @@ def import_graph(package_dir: Path) -> Graph:
 
 def _imports(nodes: Iterable[ast.AST]) -> Iterator[ast.Import | ast.ImportFrom]:
     for node in nodes:
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            yield from _imports(node.orelse)
-            continue
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
         yield from _imports(ast.iter_child_nodes(node))
@@ -219,13 +218,15 @@ def described(cycle: list[str], graph: Graph) -> str:
 
 
 def test_the_package_has_no_import_cycle():
-    """No module of betty_jupyter imports itself back, through any import that runs.
+    """No module of betty_jupyter imports itself back, through any import at all.
 
-    Imports inside functions count (they run at the first call); ``if TYPE_CHECKING:`` imports
-    are left out, because they never run. See :func:`import_graph`.
+    Imports inside functions count (they run at the first call), and so do ``if TYPE_CHECKING:``
+    imports: what a module needs of one above it is a ``typing.Protocol`` in a module below both
+    (``agent/turn.py``, ``agent/task_specs.py``). See :func:`import_graph`.
     """
     graph = import_graph(PACKAGE_DIR)
     assert "betty_jupyter.agent.tools.base" in graph["betty_jupyter.agent.loop"], "function-level imports are read"
+    assert "betty_jupyter.agent.registry" in graph["betty_jupyter.agent.offer"], "type-only imports are read"
     cycles = import_cycles(graph)
     assert not cycles, "import cycles:\n" + "\n".join(described(cycle, graph) for cycle in cycles)
 
@@ -239,7 +240,7 @@ def written_package(root: Path, sources: dict[str, str]) -> Path:
     return package
 
 
-def test_the_cycle_finder_sees_imports_in_functions_and_packages_but_not_type_checking_ones(tmp_path):
+def test_the_cycle_finder_sees_imports_in_functions_packages_and_type_checking_blocks(tmp_path):
     package = written_package(tmp_path, {
         "__init__.py": "",
         "a.py": "from . import typed\n\ndef later():\n    from .sub.c import x\n",
@@ -252,11 +253,14 @@ def test_the_cycle_finder_sees_imports_in_functions_and_packages_but_not_type_ch
     })
     graph = import_graph(package)
     assert graph["pkg.a"] == {"pkg.typed": "pkg/a.py:1", "pkg.sub.c": "pkg/a.py:4", "pkg.sub": "pkg/a.py:4"}
-    assert graph["pkg.typed"] == {}
+    assert graph["pkg.typed"] == {"pkg.a": "pkg/typed.py:3"}
     cycles = import_cycles(graph)
-    assert cycles == [["pkg.a", "pkg.sub", "pkg.sub.b"], ["pkg.own", "pkg.own.d"]]
-    assert described(cycles[0], graph) == ("pkg.a -> pkg.sub (pkg/a.py:4) -> pkg.sub.b (pkg/sub/__init__.py:1) "
-                                           "-> pkg.a (pkg/sub/b.py:1)")
+    assert cycles == [["pkg.a", "pkg.typed"], ["pkg.own", "pkg.own.d"], ["pkg.sub", "pkg.sub.b", "pkg.a"]]
+    assert described(cycles[0], graph) == "pkg.a -> pkg.typed (pkg/a.py:1) -> pkg.a (pkg/typed.py:3)"
+    graph["pkg.typed"] = {}  # without the type-only import, the circle through the subpackage is still found
+    assert import_cycles(graph)[0] == ["pkg.a", "pkg.sub", "pkg.sub.b"]
+    assert described(import_cycles(graph)[0], graph) == (
+        "pkg.a -> pkg.sub (pkg/a.py:4) -> pkg.sub.b (pkg/sub/__init__.py:1) -> pkg.a (pkg/sub/b.py:1)")
 
 
 # ----- the layer rules, read from the source ------------------------------------------------------------------------

@@ -97,7 +97,8 @@ def test_a_grid_name_that_is_a_python_keyword_is_refused_in_one_line(offline_con
     import asyncio
     import json
 
-    from betty_jupyter.agent.tools import NotebookSubmit, ToolError
+    from betty_jupyter.agent.tools import ToolError
+    from betty_jupyter.agent.tools.catalog import NotebookSubmit
 
     (tmp_path / "project" / "nb.ipynb").write_text(json.dumps(notebook(code("print(1)"))))
     asked = {"notebook": "nb.ipynb", "grid": ["class=1,2"], "partition": "cpu", "time": 5}

@@ -171,7 +171,8 @@ def test_the_agents_tools_submit_a_notebook_and_bring_it_back_once_the_job_has_e
     import asyncio
     import dataclasses
 
-    from betty_jupyter.agent.tools import NotebookCollect, NotebookSubmit, ToolContext
+    from betty_jupyter.agent.tools import ToolContext
+    from betty_jupyter.agent.tools.catalog import NotebookCollect, NotebookSubmit
     from betty_jupyter.wiki import init_workspace
 
     init_workspace(tmp_path / "project")

@@ -78,12 +78,12 @@ def test_a_four_step_plan_runs_the_edited_submission_exactly_and_a_changed_call_
                            {"decision": "edited", "args": {**submit, "script": TRAIN.replace("=gpu", "=no-such")}},
                            {"decision": "approved"}]}
         with pytest.raises(ToolError) as refused:
-            await session.review_plan(request.args, wrong)
+            await session.repreview(request.tool, request.args, wrong)
         assert "step 3 (cluster_submit): the edited call is refused" in str(refused.value)
         assert "no-such" in str(refused.value) and "\n" not in str(refused.value)
         right = {"steps": [{"decision": "approved"}, {"decision": "approved"},
                            {"decision": "edited", "args": edited}, {"decision": "approved"}]}
-        assert "--time=00:05:00" in (await session.review_plan(request.args, right)).text
+        assert "--time=00:05:00" in (await session.repreview(request.tool, request.args, right)).text
         broker.respond(request.approval_id, "edited", "tester", right)
 
     async def converse(llm: ScriptedLLM) -> tuple[str, str]:

@@ -86,7 +86,7 @@ def test_a_plan_is_answered_once_per_step_and_runs_exactly_what_was_approved(wor
         assert request.tool == "propose_plan", "no step of the plan shows a card of its own"
         # An edit Betty refuses is one line and loses nothing: the card stays open for the right answer.
         with pytest.raises(ToolError) as refused:
-            await session.review_plan(request.args, {"steps": [
+            await session.repreview(request.tool, request.args, {"steps": [
                 {"decision": "approved"}, {"decision": "approved"},
                 {"decision": "edited", "args": {**edited, "mode": "rewrite"}}, {"decision": "denied"}]})
         assert "step 3 (wiki_write): the edited call is refused" in str(refused.value)
@@ -94,7 +94,7 @@ def test_a_plan_is_answered_once_per_step_and_runs_exactly_what_was_approved(wor
         assert [a.approval_id for a in broker.pending()] == [request.approval_id]
         answer_ = {"steps": [{"decision": "approved"}, {"decision": "approved"},
                              {"decision": "edited", "args": edited}, {"decision": "denied"}]}
-        preview = await session.review_plan(request.args, answer_)
+        preview = await session.repreview(request.tool, request.args, answer_)
         assert "the edited body" in preview.text and "3. wiki_write (tier 2)" in preview.text
         broker.respond(request.approval_id, "edited", "tester", answer_)
 
@@ -280,7 +280,7 @@ def test_the_notebook_plan_card_edits_a_step_with_the_single_card_editor(workspa
         loop = asyncio.get_running_loop()
 
         def check(_: str, args: Any) -> Any:  # the server's preview route, as a kernel's backend calls it
-            return asyncio.run_coroutine_threadsafe(session.review_plan(request.args, args), loop).result()
+            return asyncio.run_coroutine_threadsafe(session.repreview(request.tool, request.args, args), loop).result()
 
         def person() -> None:
             card = card_for(request, lambda i, d, a, digest: broker.respond(i, d, "tester", a, digest), check=check)

@@ -23,7 +23,6 @@ from . import events as ev
 from .actions import ActionLog
 from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
 from .bulletin import ContextBulletin, with_bulletin
-from .plans import PLAN_TOOL
 from .policy import ApprovalPolicy
 from .session import SessionSpec, new_session_id, open_session, save
 from .vocabulary import DoneReason, Mode
@@ -202,17 +201,12 @@ class Assistant:
     async def repreview(self, approval_id: str, args: Mapping[str, Any]) -> "Preview":
         """The preview of a person's edit of an open card, checked by the same tool and policy code as the
         model's call; ToolError (one line) when the edit is refused, ApprovalError when the card is not open."""
-        from .tools.base import revalidated  # lazy: every tool module; the assistant loads without them
-
         waits_in, request = self._open(approval_id)
         session = self._sessions.get(waits_in) or self._elsewhere.get(waits_in)
         if session is None:
             raise ApprovalError(f"approval {approval_id} waits in a session this server cannot check edits in; "
                                 "approve it as asked or deny it")
-        if request.tool == PLAN_TOOL:  # a plan's answer: each step's edit checked by the session's own policy
-            return await session.review_plan(request.args, args)
-        _, preview = await revalidated(session.registry.get(request.tool), session.context, args)
-        return preview
+        return await session.repreview(request.tool, request.args, args)
 
     async def start_estimate(self, approval_id: str) -> str:
         """One line saying when the open submission card ``approval_id`` would start where (``starts ~in 12 min on

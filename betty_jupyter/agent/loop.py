@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 from ..errors import BettyError, ModelError
 from ..json_text import parse_json
 from . import events as ev
-from . import plans
 from .actions import ActionRecord
 from .condense import condense, estimate_tokens
 from .llm import ToolCallRequest
 from .models import ToolOutcome, card_digest
-from .offer import MORE_TOOLS, ToolOffer
+from .offer import ToolOffer
 from .planner import PLAN_NOTE, planning_messages
 from .tool_calls import HeldText, ReadReply, call_key, read_reply
-from .vocabulary import Decision, DoneReason, StepStatus
+from .turn import Answer, Approval
+from .vocabulary import Decision, DoneReason
 
 if TYPE_CHECKING:
     from .actions import ActionLog
@@ -37,8 +37,9 @@ if TYPE_CHECKING:
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
-    from .tasks import Delegator
+    from .task_specs import Delegator
     from .tools.base import Tool, ToolContext
+    from .turn import Standing
 
 EMPTY_REPLY_NUDGE = {"role": "user", "content": "(Your reply was empty. Answer the person, or call one of your tools.)"}
 """Sent once, with the next request only, after a reply with neither text nor a call."""
@@ -48,27 +49,6 @@ DONE_AS_APPROVED = "(Done once, as the person approved: do not call it again. Te
 
 Gate = Callable[[str], Awaitable[None]]
 """Awaited before each tool call with the tool's name: a paused run waits there, a killed one raises."""
-
-
-@dataclass
-class Approval:
-    """How a call came to run (or not): the decision, who made it, what they saw."""
-
-    decision: Decision
-    approver: str | None = None
-    preview: "Preview | None" = None
-    digest: str | None = None
-    """The digest of the card that was answered (None when no card was shown)."""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """How one call ended: what it did, and what the model is told about it."""
-
-    outcome: ToolOutcome
-    told: str
-    denied: bool = False
-    """A person denied it: the turn ends once every call of the reply is answered."""
 
 
 @dataclass(frozen=True)
@@ -137,11 +117,12 @@ class AgentSession:
         self.messages = messages or [{"role": "system", "content": parts.system_prompt}]
         self.tokens = tokens
         """Tokens used so far: the budget is per session, across resumes (and a delegated task's count here too)."""
-        self._plan: plans.ActivePlan | None = None
+        self._standing: "Standing[Any] | None" = None
+        """What a person's answer left standing for the rest of this turn (a plan), asked about every later call."""
         self.offer = parts.offer if parts.offer is not None else ToolOffer(parts.registry, progressive=False)
         """The tools its model is shown now (it only grows)."""
         self._arguments = {**{tool.name: tuple(tool.Args.model_fields) for tool in parts.registry},
-                           MORE_TOOLS: ("tools",)}
+                           **self.offer.own_arguments()}
 
     # ----- what it was built with ----------------------------------------------------------------
     @property
@@ -229,9 +210,9 @@ class AgentSession:
         try:
             return await self._turn(prompt)
         finally:
-            if self._plan is not None:
-                self._plan.stop("the turn ended before it ran")
-                self._plan = None
+            if self._standing is not None:
+                self._standing.stop("the turn ended before it ran")
+                self._standing = None
 
     async def _turn(self, prompt: str) -> str:
         if self.model is None:
@@ -326,7 +307,7 @@ class AgentSession:
         self.messages.append({"role": "user", "content": f"{PLAN_NOTE}\n{plan}"})
 
     async def _answer_reply(self, calls: "list[ToolCallRequest]", told: dict[str, str]) -> list[Answer]:
-        """Every call of one reply answered: ``more_tools`` by the offer, a call repeated in this turn from what it
+        """Every call of one reply answered: the offer's own by the offer, a call repeated in this turn from what it
         was told, the others decided and run (together) through the gate."""
         keys = [call_key(call) if not self._follows_progress(call.name) else f"{index}\n{uuid.uuid4()}"
                 for index, call in enumerate(calls)]
@@ -344,7 +325,7 @@ class AgentSession:
         return name in self.registry and self.registry.get(name).follows_progress
 
     async def _offered_call(self, call: "ToolCallRequest") -> Answer:
-        if call.name == MORE_TOOLS and MORE_TOOLS not in self.registry:
+        if self.offer.answers(call.name):
             told = self.offer.answer(call.arguments)
             return Answer(ToolOutcome(ok=True, summary=told), told)
         self.offer.show([call.name])  # a tool of the session called by name is offered from now on
@@ -404,21 +385,25 @@ class AgentSession:
         decision = self._decide(tool, args, tier, person)
         if decision.action == "deny":
             return self._refused(call, tool, f"refused by Betty's policy: {decision.reason}", began, tier)
-        if tool.name == plans.PLAN_TOOL:
-            return await self._proposed_plan(call, tool, args, tier, decision.action, person, began)
-        plan, values = self._plan, tool.rule_values(self.context, args)  # a step is matched however it is spelt
-        if plan is not None and (denied := plan.denied(tool.name, values)) is not None:
-            return self._refused(call, tool, f"the person denied step {denied.number} of the plan; it does not run",
-                                 began, tier)
+        # lazy: every tool module; the server's start loads the loop without them
+        from .tools.session_tool import SessionTool
+
+        if isinstance(tool, SessionTool):
+            return await tool.answer(_CallFace(self, call, tool, person, began), args, tier, decision.action)
+        # A plan's step is matched however it is spelt: by its rule values.
+        standing, values = self._standing, tool.rule_values(self.context, args)
+        if standing is not None and (refusal := standing.refusal(tool.name, values)) is not None:
+            return self._refused(call, tool, refusal, began, tier)
         if decision.action == "propose":
             return await self._propose(call, tool, args, tier, began)
         # Claimed before any await: two identical calls in one reply never both run as the one granted step.
-        step = None if plan is None else plan.claim(tool.name, values)
+        held = None if standing is None else standing.claim(tool.name, values)
         try:
             # A call a person typed is approved by typing it; the agent's calls that need no card run as auto.
             approval = Approval(Decision.AUTO) if person is None else Approval(Decision.APPROVED, person)
             if decision.action == "ask":
-                covered = None if plan is None or step is None else await self._covered(plan, step, tool, args)
+                covered = (None if standing is None or held is None
+                           else await standing.approval(held, tool, args, self.context))
                 if covered is not None:
                     approval = covered
                 else:
@@ -428,42 +413,31 @@ class AgentSession:
                     args, approval = asked
                     if (changed := await self._changed_since_card(call, tool, tier, args, approval)) is not None:
                         return changed
-                    if plan is not None:  # an edited card may now be (or no longer be) a granted step
-                        if step is not None:
-                            plan.release(step)
-                        step = plan.claim(tool.name, tool.rule_values(self.context, args))
-            return await self._run(call, tool, tier, args, approval, began, plan if step is not None else None, step)
+                    if standing is not None:  # an edited card may now be (or no longer be) a granted step
+                        if held is not None:
+                            standing.release(held)
+                        held = standing.claim(tool.name, tool.rule_values(self.context, args))
+            return await self._run(call, tool, tier, args, approval, began, standing if held is not None else None,
+                                   held)
         finally:
-            if plan is not None and step is not None:
-                plan.release(step)
+            if standing is not None and held is not None:
+                standing.release(held)
 
     async def _run(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
-                   began: float, plan: "plans.ActivePlan | None" = None, step: "plans.Step | None" = None) -> Answer:
-        """Run a decided call, and follow it as the plan step it is (a failed step stops the plan)."""
-        if plan is not None and step is not None:
-            plan.running(step, call.call_id)
+                   began: float, standing: "Standing[Any] | None" = None, held: Any = None) -> Answer:
+        """Run a decided call, and follow it as what it holds of the standing answer (a plan's step)."""
+        if standing is not None and held is not None:
+            standing.running(held, call.call_id)
         if approval.preview is not None:
             args = tool.bound(args, approval.preview)
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
-        if plan is not None and step is not None and (stopped := plan.ran(step, call.call_id, outcome)):
+        if standing is not None and held is not None and (stopped := standing.ran(held, call.call_id, outcome)):
             self.stream.emit("replanning", ev.Replanning(reason=stopped))
         told = condense(outcome, self.user)
         if outcome.ok and tier == 2 and approval.decision in (Decision.APPROVED, Decision.EDITED):
             told += f"\n\n{DONE_AS_APPROVED}"
         return Answer(outcome, told)
-
-    async def _covered(self, plan: "plans.ActivePlan", step: "plans.Step", tool: "Tool[Any]",
-                       args: Any) -> Approval | None:
-        """The plan's approval of this exact call, when it stands (the call still previews as approved)."""
-        try:
-            preview = await tool.dry_run(self.context, args)
-        except BettyError:
-            return None  # the call's own card says what is wrong now
-        if not plan.covers(step, preview):
-            return None
-        decision = Decision.EDITED if step.status == StepStatus.EDITED else Decision.APPROVED
-        return Approval(decision, plan.approver, step.preview)
 
     def _decide(self, tool: "Tool[Any]", args: Any, tier: int, person: str | None) -> "Ruling":
         """The policy's decision, the rules seeing the canonical arguments and the reads made on the person's behalf."""
@@ -546,55 +520,24 @@ class AgentSession:
                       "so it did not run. Do not retry it unless they ask.",
                       denied=resolution.decision == Decision.DENIED)
 
-    # ----- plans -----------------------------------------------------------------------------
-    def _plan_policy(self, person: str | None) -> plans.Decide:
-        return lambda tool, args, tier: self._decide(tool, args, tier, person)
+    async def repreview(self, tool: str, proposal: Mapping[str, Any], edited: Mapping[str, Any]) -> "Preview":
+        """The preview of a person's edit of an open card of ``tool`` (``proposal``: the call's arguments), checked
+        and previewed by the same tool and policy code as the model's call; ToolError (one line) when it is refused.
+        Nothing runs and nothing is kept."""
+        # lazy: every tool module; the server's start loads the loop without them
+        from .tools.base import revalidated
+        from .tools.session_tool import SessionTool
 
-    async def _proposed_plan(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int, action: str,
-                             person: str | None, began: float) -> Answer:
-        """A ``propose_plan`` call: check each step, show the plan, ask once, and keep what the person granted."""
-        steps = await plans.check_plan(args, self.registry, self.context, self._plan_policy(person))
-        plan_id = f"plan_{uuid.uuid4().hex[:12]}"
-        self.stream.emit("plan", plans.plan_event(plan_id, call.call_id, args.goal, steps))
-        refused = [step for step in steps if step.status == StepStatus.REFUSED]
-        if refused:
-            return self._refused(call, tool, "refused by Betty's policy, nothing was asked: " + "; ".join(
-                f"step {step.number} ({step.tool}): {step.reason}" for step in refused), began, tier)
-        preview = plans.plan_preview(args.goal, steps)
-        if action == "propose":
-            outcome = ToolOutcome(ok=True, summary=f"proposed, not run (Betty is in propose mode):\n{preview.text}")
-            self._log(call, tool, tier, args, Approval(Decision.PROPOSED, None, preview), outcome, began)
-            return Answer(outcome, outcome.summary)
-        digest = card_digest(tool.name, args.model_dump(mode="json"), preview)
-        resolution = await self._card(call, tool, tier, args, preview, "a plan: one answer for its steps, each "
-                                      "step granted, denied or edited", digest)
-        approval = Approval(resolution.decision, resolution.approver, preview, digest)
-        if not resolution.approved:
-            return self._not_approved(call, tool, tier, args, approval, resolution)
-        try:
-            answer = plans.PlanAnswer.read(resolution.args or {"steps": [{"decision": "approved"}] * len(steps)})
-            steps = await plans.answered(steps, answer, self.registry, self.context, self._plan_policy(person))
-        except BettyError as error:
-            return self._refused(call, tool, str(error), began, tier)
-        if self._plan is not None:
-            self._plan.stop("a newer plan replaced it")
-        self._plan = plans.ActivePlan(plan_id, steps, answer.run, resolution.approver, self.stream)
-        self._plan.announce()
-        approval.preview = plans.plan_preview(args.goal, steps)
-        granted = sum(step.status in plans.GRANTED for step in steps)
-        outcome = ToolOutcome(ok=True, summary=f"plan answered: {granted} of {len(steps)} steps granted")
-        self._log(call, tool, tier, args, approval, outcome, began)
-        return Answer(outcome, plans.told(steps, answer.run))
+        found = self.registry.get(tool)
+        if isinstance(found, SessionTool):
+            call = ToolCallRequest(call_id="", name=found.name, arguments="{}")
+            return await found.review(_CallFace(self, call, found, None, time.perf_counter()), proposal, edited)
+        return (await revalidated(found, self.context, edited))[1]
 
-    async def review_plan(self, proposal: Mapping[str, Any], answer: Mapping[str, Any]) -> "Preview":
-        """The preview of a person's answer to an open plan card (``proposal``: its ``propose_plan`` arguments),
-        each edit checked and previewed by the same tool and policy code as the model's call; ToolError (one
-        line) when the answer is refused. Nothing runs and nothing is kept."""
-        plan = self.registry.get(plans.PLAN_TOOL).parse(dict(proposal))
-        decide = self._plan_policy(None)
-        steps = await plans.check_plan(plan, self.registry, self.context, decide)
-        steps = await plans.answered(steps, plans.PlanAnswer.read(answer), self.registry, self.context, decide)
-        return plans.answer_preview(plan.goal, steps)
+    def _stand(self, standing: "Standing[Any]") -> None:
+        if self._standing is not None:
+            self._standing.stop("a newer plan replaced it")
+        self._standing = standing
 
     async def _propose(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                        began: float) -> Answer:
@@ -663,6 +606,60 @@ class AgentSession:
         keep_from = len(self.messages) - self.limits.keep_recent
         candidates = [i for i in users if i <= keep_from]
         return candidates[-1] if candidates else None
+
+
+class _CallFace:
+    """The session as a :class:`~.tools.session_tool.SessionTool` sees it, bound to one call (a SessionFace)."""
+
+    def __init__(self, session: AgentSession, call: "ToolCallRequest", tool: "Tool[Any]", person: str | None,
+                 began: float) -> None:
+        self._session, self._call, self._tool, self._person, self._began = session, call, tool, person, began
+
+    @property
+    def registry(self) -> "ToolRegistry":
+        """The session's tools."""
+        return self._session.registry
+
+    @property
+    def context(self) -> "ToolContext":
+        """What the session's tools use."""
+        return self._session.context
+
+    @property
+    def stream(self) -> ev.EventStream:
+        """The session's events."""
+        return self._session.stream
+
+    @property
+    def call_id(self) -> str:
+        """The id of the call being answered."""
+        return self._call.call_id
+
+    def decide(self, tool: "Tool[Any]", args: Any, tier: int) -> "Ruling":
+        """The session's policy for a call of ``tool`` made by whoever made this one."""
+        return self._session._decide(tool, args, tier, self._person)
+
+    async def card(self, tier: int, args: Any, preview: "Preview", reason: str) -> "tuple[Resolution, Approval]":
+        """This call's card, bound to ``preview``, and the person's answer (or none) with its approval."""
+        digest = card_digest(self._tool.name, args.model_dump(mode="json"), preview)
+        resolution = await self._session._card(self._call, self._tool, tier, args, preview, reason, digest)
+        return resolution, Approval(resolution.decision, resolution.approver, preview, digest)
+
+    def log(self, tier: int, args: Any, approval: Approval, outcome: ToolOutcome | None) -> None:
+        """This call in the action log and the events."""
+        self._session._log(self._call, self._tool, tier, args, approval, outcome, self._began)
+
+    def refused(self, message: str, tier: int) -> Answer:
+        """This call refused in one line, logged."""
+        return self._session._refused(self._call, self._tool, message, self._began, tier)
+
+    def not_approved(self, tier: int, args: Any, approval: Approval, resolution: "Resolution") -> Answer:
+        """This call's card was not approved: logged, and the model told it did not run."""
+        return self._session._not_approved(self._call, self._tool, tier, args, approval, resolution)
+
+    def stand(self, standing: "Standing[Any]") -> None:
+        """``standing`` covers the later calls of this turn, replacing (and stopping) any older one."""
+        self._session._stand(standing)
 
 
 def _repeat(call: "ToolCallRequest", earlier: str) -> Answer:

@@ -15,7 +15,6 @@ What the model is *allowed* to call is unchanged: the session's registry, decide
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from ..json_text import parse_json
@@ -78,6 +77,15 @@ class ToolOffer:
             hidden = self.hidden
             self._schemas = shown + ([_more_tools_schema(hidden)] if hidden else [])
         return self._schemas
+
+    def answers(self, name: str) -> bool:
+        """Whether a call of ``name`` is the offer's own (``more_tools``, unless the session has a tool of that name):
+        then :meth:`answer` answers it, and it runs nothing."""
+        return name == MORE_TOOLS and name not in self._registry
+
+    def own_arguments(self) -> dict[str, tuple[str, ...]]:
+        """The offer's own tools and their argument names, as a call may spell them in its text."""
+        return {} if MORE_TOOLS in self._registry else {MORE_TOOLS: ("tools",)}
 
     def answer(self, arguments: str) -> str:
         """What a ``more_tools`` call is told: the hidden tools, or which it asked for are now offered."""

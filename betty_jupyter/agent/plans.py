@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ..errors import BettyError, ToolError
 from . import events as ev
 from .models import Preview, ToolArgs, ToolOutcome
+from .turn import Approval
 from .vocabulary import Decision, PlanRun, StepStatus
 
 if TYPE_CHECKING:
@@ -237,7 +238,9 @@ def told(steps: list[Step], run: PlanRun) -> str:
 
 
 class ActivePlan:
-    """A plan a person answered, as the session runs it: which calls it covers, and each step's progress."""
+    """A plan a person answered, as the session runs it: which calls it covers, and each step's progress.
+
+    It is the :class:`~.turn.Standing` ``propose_plan`` leaves for the rest of the turn."""
 
     def __init__(self, plan_id: str, steps: list[Step], run: PlanRun, approver: str | None,
                  stream: ev.EventStream) -> None:
@@ -248,9 +251,10 @@ class ActivePlan:
         for step in self.steps:
             self._emit(step, summary=step.reason, args=step.args if step.status in GRANTED else None)
 
-    def denied(self, tool: str, canonical: Mapping[str, Any]) -> Step | None:
-        """The denied step this call is, if it is one (it is refused, never run); ``canonical``: its rule values."""
-        return next((s for s in self.steps if s.status == StepStatus.DENIED and s.is_call(tool, canonical)), None)
+    def refusal(self, tool: str, canonical: Mapping[str, Any]) -> str | None:
+        """Why this call never runs when it is a step the person denied; ``canonical``: its rule values."""
+        denied = next((s for s in self.steps if s.status == StepStatus.DENIED and s.is_call(tool, canonical)), None)
+        return None if denied is None else f"the person denied step {denied.number} of the plan; it does not run"
 
     def claim(self, tool: str, canonical: Mapping[str, Any]) -> Step | None:
         """The granted step this call is (by its rule values), when every step it needs is done and no other
@@ -270,6 +274,17 @@ class ActivePlan:
         """Whether the approval stands for this call: the plan runs whole and the call shows what was approved."""
         return self.run == PlanRun.WHOLE and step.preview is not None and (
             preview.title, preview.text) == (step.preview.title, step.preview.text)
+
+    async def approval(self, step: Step, tool: "Tool[Any]", args: Any, context: "ToolContext") -> Approval | None:
+        """The plan's approval of this exact call, when it stands (the call still previews as approved)."""
+        try:
+            preview = await tool.dry_run(context, args)
+        except BettyError:
+            return None  # the call's own card says what is wrong now
+        if not self.covers(step, preview):
+            return None
+        decision = Decision.EDITED if step.status == StepStatus.EDITED else Decision.APPROVED
+        return Approval(decision, self.approver, step.preview)
 
     def running(self, step: Step, call_id: str) -> None:
         """The model called ``step``: it runs now."""

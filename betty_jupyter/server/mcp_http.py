@@ -205,7 +205,7 @@ class McpHandler(BettyHandler):
         options = SessionOptions(self.cluster_name(cluster) if cluster else None, mode, self.credential.caller)
         watching = asyncio.get_running_loop().create_task(self._until_revoked(self.credential))
         try:
-            await self.services.mcp.handle(self._scope(options), self._receive, self._send)
+            await self.services.mcp(McpEndpoint).handle(self._scope(options), self._receive, self._send)
         finally:
             watching.cancel()
 

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar, cast
 
 from ..agent.vocabulary import Mode
 from ..cluster.login import answer_login_questions_with, stop_answering
@@ -41,10 +41,20 @@ if TYPE_CHECKING:
     from ..cluster.health import ClusterHealth
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
-    from .mcp_http import McpEndpoint
     from .models import ClusterOverview, Session, ToolInfo
 
 log = logging.getLogger(__name__)
+
+
+class Closing(Protocol):
+    """Something the services close as they stop (the MCP endpoint)."""
+
+    async def close(self) -> None:
+        """Let go of what it holds."""
+        ...
+
+
+E = TypeVar("E", bound=Closing)
 
 HEALTH_KEPT = 20.0
 """Seconds a cluster's health check is kept before the next request checks again."""
@@ -77,7 +87,7 @@ class BettyServices:
         self._instrumented: set[str] = set()
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
-        self._mcp: McpEndpoint | None = None
+        self._mcp: Closing | None = None
         self.login_desk = LoginDesk()
 
     @property
@@ -102,14 +112,12 @@ class BettyServices:
                                                  on_session=metrics.instrument)
         return self._automations
 
-    @property
-    def mcp(self) -> "McpEndpoint":
-        """The server's MCP endpoint (built at its first request; it needs the ``mcp`` package)."""
+    def mcp(self, build: "Callable[[BettyServices], E]") -> E:
+        """The server's MCP endpoint, made by ``build`` (:class:`~.mcp_http.McpEndpoint`, which needs the ``mcp``
+        package) at its first request; closed with the services."""
         if self._mcp is None:
-            from .mcp_http import McpEndpoint  # lazy: the optional mcp package, at the endpoint's first request
-
-            self._mcp = McpEndpoint(self)
-        return self._mcp
+            self._mcp = build(self)
+        return cast(E, self._mcp)
 
     def start(self) -> None:
         """Build the Assistant, start its job watcher and the automation runner on the running loop (once).

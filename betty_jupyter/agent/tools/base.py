@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ...cluster.profiles import ClusterProfile
     from ...experiments.workspace import Workspace
     from ..policy import Call
-    from ..tasks import Delegator
+    from ..task_specs import Delegator
 
 A = TypeVar("A", bound=BaseModel)
 SUMMARY_LINES = 40
