@@ -75,7 +75,8 @@ def test_without_a_parameters_cell_it_goes_at_the_top_and_says_so():
 
 
 def test_the_script_runs_the_runner_on_the_notebook_in_the_environment():
-    job = NotebookJob("/w/runs/notebook-x", JobRequest("debug", 5, 1, CellEnvironment("betty", prefix="/opt/venv"), "nb-t"))
+    request = JobRequest("debug", 5, 1, CellEnvironment("betty", prefix="/opt/venv"), "nb-t")
+    job = NotebookJob("/w/runs/notebook-x", request)
     script = job.script().text
     assert "#SBATCH --gpus=1" in script and "#SBATCH --chdir=/w/runs/notebook-x" in script
     assert script.rstrip().endswith('exec /opt/venv/bin/python3 -u notebook_runner.py "notebook.ipynb" '

@@ -52,7 +52,9 @@ def submitted(context: ToolContext, tool, args: dict) -> str:  # type: ignore[no
             assert outcome.ok, outcome.summary
             slurm_id = outcome.data["job_id"] if isinstance(outcome.data, dict) else outcome.data.job_id
             await context.slurm.cancel(slurm_id)  # it has done its part: free the one node
-            return Ledger(context.workspace.ledger_path).get(str(slurm_id)).experiment.script  # type: ignore[union-attr]
+            tracked = Ledger(context.workspace.ledger_path).get(str(slurm_id))
+            assert tracked is not None
+            return tracked.experiment.script
         finally:
             await context.close()
     return asyncio.run(go())

@@ -434,6 +434,8 @@ class CellJob:
     def settings(self) -> bytes:
         """``run.json``: what the runner needs besides the cell."""
         return json.dumps({"outs": list(self.outs), "max_out_bytes": MAX_OUT_BYTES, "token": self.token}).encode()
+
+
 def run_dir(work_dir: str, token: str, kind: str = "cell") -> str:
     """The run's directory under ``work_dir`` (absolute): ``runs/cell-<token>``, ``runs/notebook-<token>``."""
     return f"{work_dir.rstrip('/')}/runs/{kind}-{token}"

@@ -362,7 +362,8 @@ class SlurmClient:
     # ----- changing ------------------------------------------------------------------------
     def job_environment(self, script: str | SbatchScript) -> "JobEnvironment":
         """The environment a job of ``script`` gets (names only); :class:`ScriptError` when it asks for a secret."""
-        return job_environment(script if isinstance(script, SbatchScript) else SbatchScript.parse(script), self.job_env)
+        parsed = script if isinstance(script, SbatchScript) else SbatchScript.parse(script)
+        return job_environment(parsed, self.job_env)
 
     async def submit(self, script: str | SbatchScript, extra_args: Sequence[str] = (),
                      script_name: str | None = None) -> str:

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from ...cluster import cell_transfer
-from ...cluster.private_folder import PrivateFolder
-from ...cluster.sbatch import SbatchScript
 from ...cluster.cell_job import CellEnvironment, cell_environment, run_dir
 from ...cluster.notebook_job import (
     MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, inject, notebook_bytes, parameter_name,
     parse_parameters, parse_value, read_notebook, read_notebook_and_digest, runner_source,
 )
 from ...cluster.notebook_job import RUNNER as NOTEBOOK_RUNNER
+from ...cluster.private_folder import PrivateFolder
+from ...cluster.sbatch import SbatchScript
 from ...errors import UsageError
 from ...experiments.ledger import Ledger
 from ...experiments.notebook_file import write_notebook
@@ -128,7 +128,7 @@ class _Plan:
     """What one ``notebook_submit`` sends: the job, its script, each run's notebook, the grid (None: one run)."""
 
     job: NotebookJob
-    script: "SbatchScript"
+    script: SbatchScript
     """The script exactly as submitted (a sweep's with its array lines), read once."""
     injected: list[Injected]
     grid: Grid | None
