@@ -62,7 +62,7 @@ def check_recordable(script: str, goal: str = "", name: str | None = None) -> No
             raise ExperimentError(f"{what} contains a NUL byte; nothing was submitted: remove it and submit again")
 
 
-async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: "SbatchScript", *,
+async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: "str | SbatchScript", *,
                             goal: str = "", name: str | None = None, extra_args: Sequence[str] = (),
                             gpu_estimate: dict[str, Any] | None = None,
                             replaces: dict[str, str] | None = None, sweep: dict[str, Any] | None = None
@@ -70,9 +70,14 @@ async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster:
     """Submit ``script`` exactly once and record it; nothing is written (or submitted) when it could not be recorded.
 
     ``script`` is the script as the submission checked it: the record and ``sbatch`` take that one
-    object (its text is what runs and what is recorded), so it is not read again here.
+    object (its text is what runs and what is recorded), so it is not read again here. A text is read once.
     """
-    check_recordable(script.text, goal, name)
+    check_recordable(script if isinstance(script, str) else script.text, goal, name)
+    if isinstance(script, str):
+        # lazy: the batch-script parser; the server's start loads this module without it
+        from ..cluster.sbatch import SbatchScript
+
+        script = SbatchScript.parse(script)
     ledger = Ledger(workspace.ledger_path)
     slug = new_slug(workspace, ledger, name or script.get("job-name") or "job")
     job_id = await slurm.submit(script, extra_args, script_name=f"{slug}.sbatch")
