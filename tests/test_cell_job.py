@@ -21,7 +21,7 @@ from betty_jupyter.agent.tools import ToolError
 from betty_jupyter.agent.tools.catalog import CellRun
 from betty_jupyter.cluster import cell_job
 from betty_jupyter.cluster.cell_job import (
-    CellEnvironment, CellJob, cell_environment, pack_inputs, parse_result, stage, staged, unpack_outputs,
+    CellEnvironment, CellJob, JobRequest, cell_environment, pack_inputs, parse_result, stage, staged, unpack_outputs,
     variable_names,
 )
 from betty_jupyter.cluster.profiles import ClusterProfile
@@ -72,7 +72,7 @@ def test_a_staged_run_is_refused_once_its_values_changed(tmp_path: Path) -> None
 
 
 def test_the_script_without_an_environment_uses_the_clusters_python3() -> None:
-    script = CellJob(RUN_DIR, "cpu", 30).script()
+    script = CellJob(RUN_DIR, JobRequest("cpu", 30, name="cell")).script().text
     assert script == (
         "#!/bin/bash\n#SBATCH --job-name=cell\n#SBATCH --partition=cpu\n#SBATCH --time=30\n"
         f"#SBATCH --chdir={RUN_DIR}\n#SBATCH --output={RUN_DIR}/cell.out\n#SBATCH --error={RUN_DIR}/cell.err\n"
@@ -87,7 +87,7 @@ def test_the_script_without_an_environment_uses_the_clusters_python3() -> None:
 
 def test_the_script_loads_modules_and_runs_the_environments_python() -> None:
     environment = CellEnvironment.parse("torch", {"modules": ["cuda/12.1", "python/3.11"], "venv": "~/envs/it's"})
-    script = CellJob(RUN_DIR, "gpu", 60, 2, environment, "cell-train").script()
+    script = CellJob(RUN_DIR, JobRequest("gpu", 60, 2, environment, "cell-train")).script().text
     assert "#SBATCH --gpus=2\n" in script and "#SBATCH --job-name=cell-train\n" in script
     assert script.endswith("module load cuda/12.1 python/3.11\nexport MPLBACKEND=Agg\n"
                            "exec \"$HOME\"/'envs/it'\"'\"'s'/bin/python3 -u cell_runner.py 0123\n")
@@ -98,10 +98,11 @@ def test_the_script_loads_modules_and_runs_the_environments_python() -> None:
 
 def test_a_container_runs_with_the_gpus_when_the_job_has_some() -> None:
     environment = CellEnvironment.parse("box", {"container": "/images/torch.sif"})
-    with_gpus = CellJob(RUN_DIR, "gpu", 5, 1, environment).script()
+    with_gpus = CellJob(RUN_DIR, JobRequest("gpu", 5, 1, environment)).script().text
     assert with_gpus.endswith('runtime="$(command -v apptainer || command -v singularity)"\nexport MPLBACKEND=Agg\n'
                               'exec "$runtime" exec --nv /images/torch.sif python3 -u cell_runner.py 0123\n')
-    assert 'exec "$runtime" exec /images/torch.sif python3' in CellJob(RUN_DIR, "cpu", 5, 0, environment).script()
+    without = CellJob(RUN_DIR, JobRequest("cpu", 5, 0, environment)).script().text
+    assert 'exec "$runtime" exec /images/torch.sif python3' in without
 
 
 @pytest.mark.parametrize("entry, problem", [

@@ -6,7 +6,7 @@ import ast
 
 import pytest
 
-from betty_jupyter.cluster.cell_job import CellEnvironment
+from betty_jupyter.cluster.cell_job import CellEnvironment, JobRequest
 from betty_jupyter.cluster.notebook_job import (
     INJECTED_TAG, NotebookJob, inject, parameters_source, parse_parameters, parse_value, read_notebook,
 )
@@ -75,12 +75,13 @@ def test_without_a_parameters_cell_it_goes_at_the_top_and_says_so():
 
 
 def test_the_script_runs_the_runner_on_the_notebook_in_the_environment():
-    job = NotebookJob("/w/runs/notebook-x", "debug", 5, 1, CellEnvironment("betty", prefix="/opt/venv"), "nb-t")
-    script = job.script()
+    request = JobRequest("debug", 5, 1, CellEnvironment("betty", prefix="/opt/venv"), "nb-t")
+    job = NotebookJob("/w/runs/notebook-x", request)
+    script = job.script().text
     assert "#SBATCH --gpus=1" in script and "#SBATCH --chdir=/w/runs/notebook-x" in script
     assert script.rstrip().endswith('exec /opt/venv/bin/python3 -u notebook_runner.py "notebook.ipynb" '
                                     '"executed.ipynb"')
-    swept = NotebookJob("/w/r", "debug", 5, tasks=2).script()
+    swept = NotebookJob("/w/r", JobRequest("debug", 5), tasks=2).script().text
     assert "notebook-%a.out" in swept and '"notebook-$SLURM_ARRAY_TASK_ID.ipynb"' in swept
 
 

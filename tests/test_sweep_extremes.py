@@ -11,7 +11,6 @@ from test_server_support import call, jp_server_config, llm, sweep_and_approve, 
 
 from betty_jupyter.experiments.comparison import Comparison, comparison_rows
 from betty_jupyter.experiments.sweep_charts import sweep_charts
-from betty_jupyter.experiments.task_metrics import read_metrics
 
 EXTREMES = [1.7e308, -1.7e308, 1.7976931348623157e308, 1e300, 5e-324, -5e-324, 2.2250738585072014e-308, 0.0, 1e-9,
             123456789.125, -0.5]
@@ -32,11 +31,6 @@ def test_every_picture_of_extreme_values_is_drawn_with_finite_coordinates(first:
         assert header[0] == "task" and len(rows) == 2
         for chart in sweep_charts(comparison):
             assert chart.svg.startswith("<svg") and not NOT_FINITE.search(chart.svg), (first, second)
-
-
-def test_numbers_that_are_not_finite_are_no_metric() -> None:
-    metrics = read_metrics("loss=inf\nloss=nan\nloss=1e999\nloss=-1e999\nloss=1.7e308 step=1e308\nacc=5e-324\n")
-    assert metrics.series == {"loss": [(1e308, 1.7e308)], "acc": [(1.0, 5e-324)]}
 
 
 SCRIPT = (

@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, UsageError
 from .cell_runner import SIGNED, signature
 from .private_folder import PrivateFolder
+from .sbatch import SbatchScript
 
 MAX_IN_BYTES = 256 * 2**20
 """The most the ``--in`` values of one cell may be, pickled."""
@@ -373,35 +374,57 @@ def _shell_path(path: str) -> str:
 
 # ----- the job ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class JobRequest:
+    """What a job Betty writes asks Slurm for: the part a cell run and a notebook run share."""
+
+    partition: str
+    minutes: int
+    """The time limit."""
+    gpus: int = 0
+    environment: CellEnvironment = field(default_factory=CellEnvironment)
+    name: str = "job"
+    """The job's name (``--job-name``)."""
+
+    def script(self, run_dir: str, logs: str, preamble: Sequence[str], program: str) -> SbatchScript:
+        """The batch script that runs ``program`` (a runner and its arguments, shell words) in the environment,
+        in ``run_dir``, after the lines of ``preamble``; it writes ``<logs>.out`` and ``<logs>.err`` there.
+
+        Its ``#SBATCH`` lines are written by :meth:`~.sbatch.SbatchScript.written`, as every directive
+        Betty writes: a value sbatch would split is quoted, a line break in one is refused.
+        """
+        options = [("job-name", self.name), ("partition", self.partition), ("time", str(self.minutes))]
+        if self.gpus:
+            options.append(("gpus", str(self.gpus)))
+        options += [("chdir", run_dir), ("output", f"{run_dir}/{logs}.out"), ("error", f"{run_dir}/{logs}.err")]
+        body = [*preamble, *self.environment.setup_lines(), "export MPLBACKEND=Agg",
+                self.environment.command(self.gpus, program)]
+        return SbatchScript.written(options, "\n".join(body) + "\n")
+
+
+@dataclass(frozen=True)
 class CellJob:
     """Everything the batch script of one cell run says."""
 
     run_dir: str
     """The run's directory on the cluster, absolute."""
-    partition: str
-    minutes: int
-    gpus: int = 0
-    environment: CellEnvironment = field(default_factory=CellEnvironment)
-    name: str = "cell"
+    request: JobRequest
     outs: tuple[str, ...] = ()
 
-    def script(self) -> str:
+    @property
+    def environment(self) -> CellEnvironment:
+        """Where the cell runs."""
+        return self.request.environment
+
+    def script(self) -> SbatchScript:
         """The batch script, exactly as it is uploaded and shown on the card."""
-        lines = ["#!/bin/bash", f"#SBATCH --job-name={self.name}", f"#SBATCH --partition={self.partition}",
-                 f"#SBATCH --time={self.minutes}"]
-        if self.gpus:
-            lines.append(f"#SBATCH --gpus={self.gpus}")
         here = shlex.quote(self.run_dir)
-        lines += [f"#SBATCH --chdir={self.run_dir}", f"#SBATCH --output={self.run_dir}/cell.out",
-                  f"#SBATCH --error={self.run_dir}/cell.err",
-                  "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;",
-                  f"# {RUNNER} runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.",
-                  "# Nothing runs unless the directory is yours alone (mode 700).",
-                  f'cd -- {here} && [[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || '
-                  f'{{ echo "betty: {self.run_dir} is not yours alone; the cell was not run" >&2; exit 1; }}',
-                  *self.environment.setup_lines(), "export MPLBACKEND=Agg",
-                  self.environment.command(self.gpus, f"{RUNNER} {shlex.quote(self.token)}")]
-        return "\n".join(lines) + "\n"
+        return self.request.script(self.run_dir, "cell", [
+            "# %%betty run: the cell (cell.py) and its --in values (inputs.pkl) are in this directory;",
+            f"# {RUNNER} runs the cell, then writes result.json, figure-N.png and outputs.pkl beside them.",
+            "# Nothing runs unless the directory is yours alone (mode 700).",
+            f'cd -- {here} && [[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || '
+            f'{{ echo "betty: {self.run_dir} is not yours alone; the cell was not run" >&2; exit 1; }}',
+        ], f"{RUNNER} {shlex.quote(self.token)}")
 
     @property
     def token(self) -> str:

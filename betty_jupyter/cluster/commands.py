@@ -70,9 +70,10 @@ def default_partition(partitions: "pd.DataFrame") -> str | None:
     return str(defaults.iloc[0]["partition"]) if not defaults.empty else None
 
 
-def checked_script(text: str, partitions: "pd.DataFrame") -> "SbatchScript":
-    """Parse ``text`` and validate it against the cluster's partitions (ScriptError if it asks the impossible)."""
-    script = SbatchScript.parse(text)
+def checked_script(text: "str | SbatchScript", partitions: "pd.DataFrame") -> "SbatchScript":
+    """Parse ``text`` (unless it is a script already) and validate it against the cluster's partitions (ScriptError
+    if it asks the impossible)."""
+    script = text if isinstance(text, SbatchScript) else SbatchScript.parse(text)
     script.validate(partition_offers(partitions), default_partition=default_partition(partitions))
     return script
 

@@ -18,13 +18,14 @@ import copy
 import hashlib
 import json
 import keyword
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
 from ..json_text import parse_json
-from .cell_job import CellEnvironment
+from .cell_job import CellEnvironment, JobRequest
+from .sbatch import SbatchScript
 
 PARAMETERS_TAG = "parameters"
 """The tag of the notebook's cell of default parameters (papermill's convention)."""
@@ -180,30 +181,24 @@ class NotebookJob:
     """Everything the batch script of one notebook run says (before a sweep makes it an array)."""
 
     run_dir: str
-    partition: str
-    minutes: int
-    gpus: int = 0
-    environment: CellEnvironment = field(default_factory=CellEnvironment)
-    name: str = "notebook"
+    request: JobRequest
     tasks: int = 0
     """The sweep's number of points; 0 for a single run."""
 
-    def script(self) -> str:
+    @property
+    def environment(self) -> CellEnvironment:
+        """Where the notebook runs."""
+        return self.request.environment
+
+    def script(self) -> SbatchScript:
         """The batch script before a sweep's array lines (:func:`~..experiments.sweep.sweep_script`) are added."""
         each = "-%a" if self.tasks else ""
         source, target = (("notebook-$SLURM_ARRAY_TASK_ID.ipynb", "executed-$SLURM_ARRAY_TASK_ID.ipynb")
                           if self.tasks else ("notebook.ipynb", "executed.ipynb"))
-        lines = ["#!/bin/bash", f"#SBATCH --job-name={self.name}", f"#SBATCH --partition={self.partition}",
-                 f"#SBATCH --time={self.minutes}"]
-        if self.gpus:
-            lines.append(f"#SBATCH --gpus={self.gpus}")
-        lines += [f"#SBATCH --chdir={self.run_dir}", f"#SBATCH --output={self.run_dir}/notebook{each}.out",
-                  f"#SBATCH --error={self.run_dir}/notebook{each}.err",
-                  f"# betty submit-notebook: {source} (its parameters injected) is in this directory;",
-                  f"# {RUNNER} executes it with nbclient and writes {target} beside it, also when a cell fails.",
-                  *self.environment.setup_lines(), "export MPLBACKEND=Agg",
-                  self.environment.command(self.gpus, f'{RUNNER} "{source}" "{target}"')]
-        return "\n".join(lines) + "\n"
+        return self.request.script(self.run_dir, f"notebook{each}", [
+            f"# betty submit-notebook: {source} (its parameters injected) is in this directory;",
+            f"# {RUNNER} executes it with nbclient and writes {target} beside it, also when a cell fails.",
+        ], f'{RUNNER} "{source}" "{target}"')
 
 
 def executed_names(tasks: int) -> list[str]:

@@ -69,6 +69,16 @@ class SbatchScript:
         _check_whole_script(text)
         return cls(text, _Found.read(text.split("\n")))
 
+    @classmethod
+    def written(cls, options: Sequence[tuple[str, str]], body: str, shebang: str = "#!/bin/bash") -> SbatchScript:
+        """A new script: ``shebang``, one ``#SBATCH --option=value`` line per option in order, then ``body``.
+
+        Each line is written as :meth:`with_options` writes one (a value quoted where sbatch needs it);
+        an option name that is not one, or a value with a line break or NUL, is a :class:`ScriptError`.
+        """
+        lines = [shebang, *(_directive_line(option, value) for option, value in options)]
+        return cls.parse("\n".join(lines) + "\n" + body)
+
     @property
     def text(self) -> str:
         """The script exactly as it reads now."""
@@ -167,7 +177,7 @@ class SbatchScript:
         if any(directive.option == option for directive in self.directives):
             lines = self._rewrite(lines, option, value, remove=False)
         else:
-            lines.insert(self._found.last_directive_line + 1, f"{MAGIC} {render_option(option, value)}")
+            lines.insert(self._found.last_directive_line + 1, _directive_line(option, value))
         return SbatchScript.parse("\n".join(lines))
 
     def _remove(self, option: str) -> SbatchScript:
@@ -347,6 +357,12 @@ def _line_of(text: str, needle: str) -> int:
 def _is_command(line: str) -> bool:
     stripped = line.lstrip(SPACE)
     return bool(stripped) and not stripped.startswith("#")
+
+
+def _directive_line(option: str, value: str | None) -> str:
+    """One ``#SBATCH`` line Betty writes, the option and its value checked first."""
+    _check_new_value(option, value)
+    return f"{MAGIC} {render_option(option, value)}"
 
 
 def _check_new_value(option: str, value: str | None) -> None:

@@ -360,24 +360,29 @@ class SlurmClient:
                           "as a whole; add the log's directory to the profile's readable_roots")
 
     # ----- changing ------------------------------------------------------------------------
-    def job_environment(self, script: str) -> "JobEnvironment":
+    def job_environment(self, script: str | SbatchScript) -> "JobEnvironment":
         """The environment a job of ``script`` gets (names only); :class:`ScriptError` when it asks for a secret."""
-        return job_environment(SbatchScript.parse(script), self.job_env)
+        parsed = script if isinstance(script, SbatchScript) else SbatchScript.parse(script)
+        return job_environment(parsed, self.job_env)
 
-    async def submit(self, script: str, extra_args: Sequence[str] = (), script_name: str | None = None) -> str:
+    async def submit(self, script: str | SbatchScript, extra_args: Sequence[str] = (),
+                     script_name: str | None = None) -> str:
         """Submit ``script`` exactly once and return its job id.
 
         The script is uploaded under the work dir, and ``sbatch`` carries a fresh token in
         ``--comment`` and the job's environment in ``--export`` (:meth:`job_environment`, never
         the environment sbatch runs in). If the link drops while ``sbatch`` runs, the token is
-        looked up in the queue and in accounting before anything is ever submitted again.
+        looked up in the queue and in accounting before anything is ever submitted again. A script
+        already read (:class:`SbatchScript`, checked) is not read again; its text is what is uploaded.
         """
+        if not isinstance(script, SbatchScript):
+            script = SbatchScript.parse(script)
         environment = self.job_environment(script)
         sbatch_argv(environment, "", extra_args, "")  # refuses before anything is uploaded
         token = uuid.uuid4().hex
         name = script_name or f"{token}.sbatch"
         remote_path = f"{self.work_dir}/scripts/{name}"
-        uploaded = await self.transport.put(script.encode(), remote_path)
+        uploaded = await self.transport.put(script.text.encode(), remote_path)
         argv = sbatch_argv(environment, f"{TOKEN_PREFIX}{token}", extra_args, uploaded)
         try:
             result = await self._run(argv, idempotent=False, check=False)

@@ -177,11 +177,12 @@ def notebook(experiment: Experiment) -> Notebook:
         status,
         code_cell(f"from betty_jupyter.experiments.live import log_tail\n\n"
                   f"print(log_tail({job}, cluster={cluster}, lines=40))"),
-        markdown_cell("## Analysis\n\nEvery `name=value` the job printed (e.g. `step=10 loss=0.42`), "
-                      "one column per name, one row per line that had any."),
+        markdown_cell("## Analysis\n\nEvery `NAME=NUMBER` word the job printed (e.g. `step=10 loss=0.42`; "
+                      "not `loss: 0.4`, `loss = 0.4` or `loss=nan`), one column per name, one row per line "
+                      "that had any."),
         code_cell(
             f"from betty_jupyter.experiments.live import metrics\n\nnumbers = metrics({job}, cluster={cluster})\n"
-            "if numbers.empty:\n    print('the job has printed no name=value numbers yet')\n"
+            "if numbers.empty:\n    print('the job has printed no NAME=NUMBER words yet')\n"
             "else:\n    numbers.plot(subplots=True, figsize=(8, 2 * len(numbers.columns)))\nnumbers"
         ),
     ]

@@ -46,7 +46,7 @@ def log_tail(job_id: str, cluster: str | None = None, lines: int = 40, stream: s
 
 
 def metrics(job_id: str, cluster: str | None = None, lines: int = 100_000) -> "pd.DataFrame":
-    """Every ``name=value`` number the job printed, as a DataFrame."""
+    """Every ``NAME=NUMBER`` word the job printed (the one grammar of :mod:`.task_metrics`), as a DataFrame."""
     return parse_metrics(log_tail(job_id, cluster=cluster, lines=lines))
 
 

@@ -1,23 +1,17 @@
 """Numbers a job printed (``step=10 loss=0.42``) as a table, for the experiment notebook.
 
-Only finite numbers count: ``loss=1e999`` (infinite once read) is no value, as in a sweep's metrics.
+The words are read by the one grammar of :mod:`~betty_jupyter.experiments.task_metrics`
+(``NAME=NUMBER``, finite numbers only), the same a sweep's comparison reads, so a log gives the
+same numbers in both.
 """
 
 from __future__ import annotations
 
-import math
-import re
-
 import pandas as pd
 
-_PAIR = re.compile(r"(?<![\w.])([A-Za-z_][\w./-]*)\s*[=:]\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w.])")
+from .task_metrics import metric_rows
 
 
 def parse_metrics(text: str) -> "pd.DataFrame":
-    """One row per line that holds ``name=value`` (or ``name: value``) numbers, one column per name."""
-    rows = []
-    for line in text.splitlines():
-        found = {name: number for name, value in _PAIR.findall(line) if math.isfinite(number := float(value))}
-        if found:
-            rows.append(found)
-    return pd.DataFrame(rows)
+    """One row per line that holds ``NAME=NUMBER`` words, one column per name (``step`` among them)."""
+    return pd.DataFrame(list(metric_rows(text)))

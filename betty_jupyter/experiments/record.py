@@ -22,6 +22,7 @@ from .notebook_file import write_notebook
 from .workspace import Workspace
 
 if TYPE_CHECKING:
+    from ..cluster.sbatch import SbatchScript
     from ..cluster.slurm import SlurmClient
 
 _MAX_SLUG = 48
@@ -61,31 +62,36 @@ def check_recordable(script: str, goal: str = "", name: str | None = None) -> No
             raise ExperimentError(f"{what} contains a NUL byte; nothing was submitted: remove it and submit again")
 
 
-async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: str, *,
+async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: "str | SbatchScript", *,
                             goal: str = "", name: str | None = None, extra_args: Sequence[str] = (),
                             gpu_estimate: dict[str, Any] | None = None,
                             replaces: dict[str, str] | None = None, sweep: dict[str, Any] | None = None
                             ) -> Experiment:
-    """Submit ``script`` exactly once and record it; nothing is written (or submitted) when it could not be recorded."""
-    # lazy: the batch-script parser; the server's start loads this module without it
-    from ..cluster.sbatch import SbatchScript
+    """Submit ``script`` exactly once and record it; nothing is written (or submitted) when it could not be recorded.
 
-    check_recordable(script, goal, name)
-    parsed = SbatchScript.parse(script)
+    ``script`` is the script as the submission checked it: the record and ``sbatch`` take that one
+    object (its text is what runs and what is recorded), so it is not read again here. A text is read once.
+    """
+    check_recordable(script if isinstance(script, str) else script.text, goal, name)
+    if isinstance(script, str):
+        # lazy: the batch-script parser; the server's start loads this module without it
+        from ..cluster.sbatch import SbatchScript
+
+        script = SbatchScript.parse(script)
     ledger = Ledger(workspace.ledger_path)
-    slug = new_slug(workspace, ledger, name or parsed.get("job-name") or "job")
+    slug = new_slug(workspace, ledger, name or script.get("job-name") or "job")
     job_id = await slurm.submit(script, extra_args, script_name=f"{slug}.sbatch")
     experiment = Experiment(
         slug=slug, job_id=job_id, cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
-        goal=goal, script=script, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
-        partition=parsed.get("partition"), resources=_resources(parsed), gpu_estimate=gpu_estimate,
+        goal=goal, script=script.text, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
+        partition=script.get("partition"), resources=_resources(script), gpu_estimate=gpu_estimate,
         replaces=replaces, sweep=sweep,
     )
     return record_submission(workspace, experiment, ledger)
 
 
-def _resources(script: Any) -> dict[str, Any]:
-    asked = {"time_minutes": script.time_minutes(), "memory_bytes": script.memory_bytes()}
+def _resources(script: "SbatchScript") -> dict[str, Any]:
+    asked: dict[str, Any] = {"time_minutes": script.time_minutes(), "memory_bytes": script.memory_bytes()}
     gpus = script.gpu_request()
     if gpus:
         asked["gpus"] = f"{gpus[1]} × {gpus[0] or 'gpu'}"

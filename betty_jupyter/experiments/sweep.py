@@ -15,10 +15,13 @@ import itertools
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from ..errors import UsageError
 from ..safe_text import table_cell
+
+if TYPE_CHECKING:
+    from ..cluster.sbatch import SbatchScript
 
 MAX_TASKS = 1000
 """The most points one sweep may have (Slurm's default ``MaxArraySize`` is 1001: task ids 0–1000)."""
@@ -92,16 +95,16 @@ def _value(name: str, value: str) -> str:
     return text
 
 
-def sweep_script(script: str, grid: Grid, at_once: int | None = None) -> str:
+def sweep_script(script: "str | SbatchScript", grid: Grid, at_once: int | None = None) -> str:
     """The job array that runs ``script`` at every point of ``grid`` (at most ``at_once`` tasks at a time).
 
     Refused (one line) when the script has an ``--array`` of its own, runs no command, or writes every task's
-    output to one file (an ``--output``/``--error`` without ``%a``).
+    output to one file (an ``--output``/``--error`` without ``%a``). A script already read is not read again.
     """
     # lazy: the batch-script parser; the server's start loads the experiments package without it
     from ..cluster.sbatch import SbatchScript
 
-    parsed = SbatchScript.parse(script)
+    parsed = script if isinstance(script, SbatchScript) else SbatchScript.parse(script)
     if parsed.get("array") is not None:
         raise UsageError("the script has an #SBATCH --array of its own; a sweep makes the array from its grid: "
                          "remove that line")

@@ -21,23 +21,17 @@ from ...errors import UsageError
 from ...experiments.record import slugify, submit_experiment
 from ..models import Preview, Tier, ToolOutcome, sha256_of
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
+from .job_args import JobRequestArgs
 from .jobs import ClusterSubmit, SubmitArgs, checked_submission
 
-MAX_MINUTES = 7 * 24 * 60
 
-
-class CellRunArgs(ToolArgs):
+class CellRunArgs(JobRequestArgs):
     """A staged cell run and the job it asks for."""
 
     run: str = Field(pattern=r"^[0-9a-f]{32}$", description="the token of the cell run the notebook staged")
-    partition: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    gpus: int = Field(0, ge=0, le=64)
-    time: int = Field(ge=1, le=MAX_MINUTES, description="the job's time limit in minutes")
-    env: str | None = Field(None, max_length=63, description="a named environment of the cluster's profile")
     outs: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")]] = Field(
         default_factory=list, max_length=50, description="the variables that come back")
     goal: str = Field("a notebook cell run on the cluster", min_length=1, max_length=4000)
-    name: str | None = Field(None, max_length=80, description="a short name for the experiment")
 
 
 class CellRun(Tool[CellRunArgs]):
@@ -54,7 +48,7 @@ class CellRun(Tool[CellRunArgs]):
         """The script exactly as uploaded, the cell's code, what crosses the wire, where it runs; nothing is sent."""
         run, job = await _planned(ctx, args)
         script = job.script()
-        submitted = await ClusterSubmit().preview(ctx, _as_submission(args, script))
+        submitted = await ClusterSubmit().preview(ctx, _as_submission(args, script.text))
         details: dict[str, Any] = {
             "cell": run.code, "crosses the wire": "\n".join(run.wire_lines()),
             "runs in": job.environment.describe(), "run directory": job.run_dir,
@@ -63,17 +57,17 @@ class CellRun(Tool[CellRunArgs]):
         }
         slug = str(details.get("page", "")).removeprefix("wiki/experiments/").removesuffix(".md")
         return Preview(kind="script", title=f"run a cell as {slug} on {ctx.profile.name}: {details['resources']}",
-                       text=script, details=details,
+                       text=script.text, details=details,
                        inputs={"cell.py": sha256_of(run.code), "inputs.pkl": f"sha256:{run.inputs_sha256}"})
 
     async def run(self, ctx: ToolContext, args: CellRunArgs) -> ToolOutcome:
         """Check again, upload the cell and its values, submit the script once, record it."""
         run, job = await _planned(ctx, args)
-        script = job.script()
-        checked_submission(_as_submission(args, script), await ctx.slurm.partitions())
+        written = job.script()
+        script = checked_submission(_as_submission(args, written.text), await ctx.slurm.partitions(), written)
         await cell_transfer.upload(ctx.slurm.transport, run, job)
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
-                                             name=args.name or job.name)
+                                             name=args.name or job.request.name)
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}: a cell run in "
                    f"{job.run_dir}; page {page}, notebook {experiment.notebook}")
@@ -93,8 +87,7 @@ async def _planned(ctx: ToolContext, args: CellRunArgs) -> tuple[StagedRun, Cell
     except UsageError as error:
         raise ToolError(str(error)) from error
     name = f"cell-{slugify(args.name)}" if args.name else "cell"  # a job name of letters, digits and dashes only
-    return run, CellJob(run_dir(work, run.token), args.partition, args.time, args.gpus, environment, name,
-                        tuple(args.outs))
+    return run, CellJob(run_dir(work, run.token), args.job_request(environment, name), tuple(args.outs))
 
 
 def _as_submission(args: CellRunArgs, script: str) -> SubmitArgs:

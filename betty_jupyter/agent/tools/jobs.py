@@ -107,7 +107,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
         partitions = await ctx.slurm.partitions()
         script = checked_submission(args, partitions)
         try:
-            environment = ctx.slurm.job_environment(args.script)
+            environment = ctx.slurm.job_environment(script)
         except ScriptError as error:
             raise ToolError(cant_submit(error, args.first_line)) from error
         name = args.name or script.get("job-name") or "job"
@@ -135,15 +135,15 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
     async def run(self, ctx: ToolContext, args: SubmitArgs) -> ToolOutcome:
         """Check the script again, submit it once, write the page, notebook and log line."""
-        checked_submission(args, await ctx.slurm.partitions())
+        script = checked_submission(args, await ctx.slurm.partitions())
         if not args.record:
-            ident = await ctx.slurm.submit(args.script)
+            ident = await ctx.slurm.submit(script)
             summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
             return ToolOutcome(summary=summary, data={"job_id": ident, "cluster": ctx.profile.name, "page": None})
         original = _replaced(ctx, args)
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
         estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump()
-        experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, args.script,
+        experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script,
                                              goal=args.goal, name=args.name, gpu_estimate=estimate,
                                              replaces=replaces)
         page = f"wiki/{experiment.page}"
@@ -177,10 +177,16 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
     return Preview(kind="diff", title=title, text=diff, details=details)
 
 
-def checked_submission(args: SubmitArgs, partitions: Any) -> "SbatchScript":
-    """The script checked against the partitions; ToolError ``can't submit: line N: …`` (as the person sees it)."""
+def checked_submission(args: SubmitArgs, partitions: Any, written: "SbatchScript | None" = None) -> "SbatchScript":
+    """The script checked against the partitions; ToolError ``can't submit: line N: …`` (as the person sees it).
+
+    ``written``: the script as Betty wrote it (``args.script`` is its text), checked as it is, not read again.
+    What comes back is what the record and ``sbatch`` take: the script is read once per submission.
+    """
+    if written is not None and written.text != args.script:
+        raise ToolError("the script checked is not the script shown; nothing was submitted")
     try:
-        return checked_script(args.script, partitions)
+        return checked_script(written or args.script, partitions)
     except ScriptError as error:
         raise ToolError(cant_submit(error, args.first_line)) from error
 

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from ...cluster import cell_transfer
-from ...cluster.private_folder import PrivateFolder
 from ...cluster.cell_job import CellEnvironment, cell_environment, run_dir
 from ...cluster.notebook_job import (
     MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, inject, notebook_bytes, parameter_name,
     parse_parameters, parse_value, read_notebook, read_notebook_and_digest, runner_source,
 )
 from ...cluster.notebook_job import RUNNER as NOTEBOOK_RUNNER
+from ...cluster.private_folder import PrivateFolder
+from ...cluster.sbatch import SbatchScript
 from ...errors import UsageError
 from ...experiments.ledger import Ledger
 from ...experiments.notebook_file import write_notebook
@@ -34,7 +35,7 @@ from ...experiments.sweep import Grid, grid_table, sweep_script
 from ...wiki import WikiStore
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError
-from .cell_run import MAX_MINUTES
+from .job_args import JobRequestArgs, Minutes
 from .jobs import ClusterSubmit, SubmitArgs, checked_submission
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from ...experiments.workspace import Workspace
 
 
-class NotebookSubmitArgs(ToolArgs):
+class NotebookSubmitArgs(JobRequestArgs):
     """A notebook of the project, its parameters (or a grid of them) and the job it asks for."""
 
     notebook: str = Field(min_length=1, max_length=1000, description="the notebook's path in the project")
@@ -55,12 +56,8 @@ class NotebookSubmitArgs(ToolArgs):
         default_factory=list, max_length=100, description='each parameter as NAME=VALUE: ["lr=3e-4", "epochs=10"]')
     grid: list[Annotated[str, Field(max_length=4000)]] = Field(
         default_factory=list, max_length=20, description='a sweep: each parameter and its values: ["lr=1e-4,3e-4"]')
-    partition: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    gpus: int = Field(0, ge=0, le=64)
-    time: int = Field(ge=1, le=MAX_MINUTES, description="the job's time limit in minutes (each task's in a sweep)")
-    env: str | None = Field(None, max_length=63, description="a named environment of the cluster's profile")
+    time: Minutes = Field(description="the job's time limit in minutes (each task's in a sweep)")
     goal: str = Field("a notebook run on the cluster", min_length=1, max_length=4000)
-    name: str | None = Field(None, max_length=80, description="a short name for the experiment")
 
 
 class NotebookSubmit(Tool[NotebookSubmitArgs]):
@@ -77,7 +74,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
     async def preview(self, ctx: ToolContext, args: NotebookSubmitArgs) -> Preview:
         """The script exactly as submitted and the exact cell of parameters each run gets; nothing is sent."""
         plan = await _planned(ctx, args)
-        submitted = await ClusterSubmit().preview(ctx, _as_submission(args, plan.script))
+        submitted = await ClusterSubmit().preview(ctx, _as_submission(args, plan.script.text))
         first = plan.injected[0]
         parameters = "\n".join(f"# task {index}\n{injected.source}" for index, injected in enumerate(plan.injected))
         details: dict[str, Any] = {
@@ -91,7 +88,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
         slug = str(details.get("page", "")).removeprefix("wiki/experiments/").removesuffix(".md")
         what = f"a sweep of {len(plan.grid)} notebook runs" if plan.grid else "a notebook"
         return Preview(kind="script", title=f"run {what} as {slug} on {ctx.profile.name}: {details['resources']}",
-                       text=plan.script, details=details, inputs={args.notebook: f"sha256:{plan.digest}"})
+                       text=plan.script.text, details=details, inputs={args.notebook: f"sha256:{plan.digest}"})
 
     def bound(self, args: NotebookSubmitArgs, preview: Preview) -> NotebookSubmitArgs:
         """The run sends exactly the notebook file the card showed: its digest goes into the arguments."""
@@ -107,13 +104,13 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
             raise ToolError(f"notebook_submit: {args.notebook[:200]!r} runs only as an approved card showed it, "
                             "and no card's digest came with this call; nothing was sent")
         plan = await _planned(ctx, args)
-        checked_submission(_as_submission(args, plan.script), await ctx.slurm.partitions())
+        script = checked_submission(_as_submission(args, plan.script.text), await ctx.slurm.partitions(), plan.script)
         names = [f"notebook-{index}.ipynb" for index in range(len(plan.injected))] if plan.grid else ["notebook.ipynb"]
         files = [(name, notebook_bytes(injected.notebook)) for name, injected in zip(names, plan.injected)]
         await cell_transfer.upload_files(ctx.slurm.transport, plan.job.run_dir,
                                          [*files, (NOTEBOOK_RUNNER, runner_source())])
         sweep = {"grid": plan.grid.words(), "at_once": None} if plan.grid else None
-        experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, plan.script,
+        experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script,
                                              goal=args.goal, name=_experiment_name(args), sweep=sweep)
         page = f"wiki/{experiment.page}"
         what = f"a sweep of {len(plan.grid)} runs of {args.notebook}" if plan.grid else args.notebook
@@ -131,7 +128,8 @@ class _Plan:
     """What one ``notebook_submit`` sends: the job, its script, each run's notebook, the grid (None: one run)."""
 
     job: NotebookJob
-    script: str
+    script: SbatchScript
+    """The script exactly as submitted (a sweep's with its array lines), read once."""
     injected: list[Injected]
     grid: Grid | None
     digest: str
@@ -163,9 +161,9 @@ async def _planned(ctx: ToolContext, args: NotebookSubmitArgs) -> _Plan:
         work = await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir)
         token = _token(injected)
         name = f"nb-{slugify(_experiment_name(args))}"
-        job = NotebookJob(run_dir(work, token, "notebook"), args.partition, args.time, args.gpus, environment, name,
+        job = NotebookJob(run_dir(work, token, "notebook"), args.job_request(environment, name),
                           len(grid) if grid else 0)
-        script = sweep_script(job.script(), grid) if grid else job.script()
+        script = SbatchScript.parse(sweep_script(job.script(), grid)) if grid else job.script()
     except UsageError as error:
         raise ToolError(str(error)) from error
     return _Plan(job, script, injected, grid, digest)
@@ -211,9 +209,6 @@ async def bring_back(slurm: "SlurmClient", workspace: "Workspace", experiment: "
     beside it as ``<slug>.task-N.ipynb``. Each is checked to be a valid notebook before it is written
     (it comes from the cluster); a missing one (the job ended before the notebook started) is left out.
     """
-    # lazy: the batch-script parser, for the run's directory in the recorded script
-    from ...cluster.sbatch import SbatchScript
-
     where = SbatchScript.parse(experiment.script).get("chdir")
     tasks = len(Grid.parse(experiment.sweep["grid"])) if experiment.sweep else 0
     if not where or "/runs/notebook-" not in where:

@@ -69,8 +69,8 @@ class ClusterSweep(Tool[SweepArgs]):
 
     async def run(self, ctx: ToolContext, args: SweepArgs) -> ToolOutcome:
         """Check the array's script again, submit it once, record it as one experiment."""
-        grid, script = _sweep(args)
-        checked_submission(_as_submission(args, script), await ctx.slurm.partitions())
+        grid, text = _sweep(args)
+        script = checked_submission(_as_submission(args, text), await ctx.slurm.partitions())
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
                                              name=args.name, sweep={"grid": grid.words(), "at_once": args.at_once})
         page = f"wiki/{experiment.page}"
