@@ -45,3 +45,12 @@ class Workspace:
     def page_name(slug: str) -> str:
         """The wiki page of the experiment called ``slug``."""
         return f"experiments/{slug}.md"
+
+
+def find_workspace(start: Path) -> Path:
+    """The project directory holding ``start``: the nearest one with a ``wiki/`` or ``.betty/``, else ``start``."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if (folder / "wiki" / "index.md").exists() or (folder / ".betty").is_dir():
+            return folder
+    return start
