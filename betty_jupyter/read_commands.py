@@ -106,7 +106,7 @@ def add_tool_options(parser: argparse.ArgumentParser, command: ReadCommand) -> N
         if name == command.positional:
             del spec["dest"]
             parser.add_argument(name, nargs="*" if many else None if info.is_required() else "?",
-                                metavar=_metavar(name), **spec, **({"type": kind} if kind is not bool else {}))
+                                metavar=_metavar(name, many), **spec, **({"type": kind} if kind is not bool else {}))
             continue
         flags = [f"--{name.replace('_', '-')}", *command.aliases.get(name, ())]
         if kind is bool:
@@ -114,7 +114,7 @@ def add_tool_options(parser: argparse.ArgumentParser, command: ReadCommand) -> N
             parser.add_argument(*flags, action=action, **spec)
         else:
             parser.add_argument(*flags, type=kind, choices=choices, action="append" if many else "store",
-                                metavar=None if choices else _metavar(name), **spec)
+                                metavar=None if choices else _metavar(name, many), **spec)
     for switch in command.switches:
         parser.add_argument(switch.flag, dest=switch.sets, action="store_const", const=switch.to, help=switch.help)
 
@@ -169,8 +169,11 @@ def _kind(annotation: Any) -> tuple[Any, list[Any] | None, bool]:
     return str, None, many
 
 
-def _metavar(name: str) -> str:
-    return {"job_id": "JOBID", "job_ids": "JOBID"}.get(name, name.upper())
+def _metavar(name: str, many: bool) -> str:
+    """``JOBID`` for a job, ``STATE`` for each of ``states``."""
+    if name in ("job_id", "job_ids"):
+        return "JOBID"
+    return (name[:-1] if many and name.endswith("s") else name).upper()
 
 
 def names(face: Literal["cli", "magic"]) -> Iterator[str]:
