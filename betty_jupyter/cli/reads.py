@@ -3,51 +3,56 @@
 Each read is its tool, called as the person at this terminal (:func:`..agent.person.call_as_person`): the
 person's rules apply and the call is a line of the action log, with the person as its approver. The
 action log is the project's that holds the current directory (the nearest folder with ``wiki/index.md``
-or ``.betty/``, as in a notebook), or the current directory's when none does, as ``betty cancel`` keeps it.
-This module only formats what the tool returns; the options come from the table, derived from the tool.
+or ``.betty/``, as a notebook finds its project).
+Outside any project it is the person's own, in ``$XDG_STATE_HOME/betty`` (``~/.local/state/betty``); ``--dir``
+names another, as for ``betty cancel``. This module only formats what the tool returns; the options come from
+the table, derived from the tool.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from ..read_commands import READS, ReadCommand, add_tool_options, find
+from ..cluster import tables
+from ..errors import UsageError
+from ..read_commands import ME, READS, ReadCommand, add_tool_options, check, tool_args
+from ..safe_text import terminal_line
 
 
-FACE_OPTIONS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
-    "efficiency": lambda parser: parser.add_argument(
-        "--plot", type=Path, metavar="FILE.png", help="also draw the figures into this picture"),
-}
-"""Options only the terminal has, per read (``--cluster`` and ``--json`` every read has)."""
+def add_face_options(parser: argparse.ArgumentParser, command: ReadCommand) -> None:
+    """The options only the terminal has: ``--cluster``, ``--json`` and ``--dir`` on every read, ``--plot`` on
+    efficiency."""
+    parser.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
+    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument("--dir", type=Path, metavar="DIR", help="the project whose action log records the read "
+                        "(default: the project holding this directory, else your own log in ~/.local/state/betty)")
+    if command.name == "efficiency":
+        parser.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the figures into this picture")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """Add every read of the table, with its help only (its options come when it is used)."""
+    """Add every read of the table, with its help only (its tool's options come when it is used)."""
     for command in READS:
         name, *others = command.cli
         parser = commands.add_parser(name, aliases=others, help=command.help, description=command.help)
         parser.options_later = lambda parser, command=command: add_tool_options(parser, command)
-        parser.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
-        parser.add_argument("--json", action="store_true", help="print JSON for scripts")
-        FACE_OPTIONS.get(command.name, lambda parser: None)(parser)
+        add_face_options(parser, command)
         parser.set_defaults(run=run, read_name=command.name)
 
 
 def run(args: argparse.Namespace) -> int:
     """Call the read's tool as the person, then print what it returned."""
-    from ..read_commands import check, tool_args  # lazy: the tool's model; only a read that runs needs it
-
-    command = find("cli", args.command) or next(c for c in READS if c.name == args.read_name)
+    command = next(read for read in READS if read.name == args.read_name)
+    plot = getattr(args, "plot", None)
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise UsageError(f"--plot: {plot.name!r} is not a .png, .svg or .pdf file name")
     values = tool_args(command, args)
-    if command.name == "efficiency" and args.plot is not None and args.plot.suffix.lower() not in (".png", ".svg",
-                                                                                                   ".pdf"):
-        from ..errors import UsageError
-
-        raise UsageError(f"--plot: {args.plot.name!r} is not a .png, .svg or .pdf file name")
     check(command, values)  # a bad job id is refused before anything connects
     outcome = read_as_person(args, command, values)
     PRINTERS[command.name](args, outcome)
@@ -57,19 +62,27 @@ def run(args: argparse.Namespace) -> int:
 def read_as_person(args: argparse.Namespace, command: ReadCommand, values: dict[str, Any]) -> Any:
     """``command``'s tool run as the person here, in the action log of the project holding this directory."""
     # lazy: the agent and the workspace; only a read that runs needs them
-    from ..experiments.workspace import Workspace, find_workspace
-    from ..read_commands import ME
+    from ..experiments.workspace import Workspace
     from .cluster import call_as_person_here
 
     if values.get("user") == ME:
         values["user"] = _whoami(args.cluster)
-    workspace = Workspace.at(find_workspace(Path.cwd()))
+    workspace = Workspace.at(args.dir if args.dir is not None else read_log_home())
     return call_as_person_here(args, workspace, command.tool, values, f"Run betty {args.command}?", assume_yes=False)
+
+
+def read_log_home() -> Path:
+    """Where a read is recorded without ``--dir``: the project holding this directory, else the person's own log."""
+    from ..experiments.workspace import project_holding  # lazy: only a read that runs needs it
+
+    state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    return project_holding(Path.cwd()) or state / "betty"
 
 
 def _whoami(cluster: str | None) -> str:
     """The person's login name on the cluster (``betty jobs --me``)."""
-    from ..cluster.sync import run_sync  # lazy: the transport; only --me needs it
+    # lazy: the transport and the configuration; only --me needs them
+    from ..cluster.sync import run_sync
     from .cluster import _config
 
     transport = _config().profile(cluster).open_transport()
@@ -82,8 +95,7 @@ def _whoami(cluster: str | None) -> str:
 # ----- how each read prints ---------------------------------------------------------------------------------------
 def _frame(columns: str, empty: str) -> Callable[[argparse.Namespace, Any], None]:
     def show(args: argparse.Namespace, outcome: Any) -> None:
-        from ..cluster import tables
-        from .output import print_table  # lazy: pandas; the tool's table is a frame already
+        from .output import print_table  # lazy: pandas; only a read that prints a table needs it
 
         print_table(outcome.data, getattr(tables, columns), args.json, empty)
 
@@ -91,7 +103,8 @@ def _frame(columns: str, empty: str) -> Callable[[argparse.Namespace, Any], None
 
 
 def _overview(args: argparse.Namespace, outcome: Any) -> None:
-    from ..cluster.advisor.overview import overview_table, waits_line  # lazy: only `betty overview` prints these
+    # lazy: the overview's table and the configuration; only `betty overview` needs them
+    from ..cluster.advisor.overview import overview_table, waits_line
     from .cluster import _config
 
     overview, name = outcome.data, _config().profile(args.cluster).name
@@ -104,8 +117,6 @@ def _overview(args: argparse.Namespace, outcome: Any) -> None:
 
 
 def _why(args: argparse.Namespace, outcome: Any) -> None:
-    from ..safe_text import terminal_line
-
     if args.json:
         print(json.dumps(outcome.data, indent=2))
         return
@@ -121,8 +132,6 @@ def _efficiency(args: argparse.Namespace, outcome: Any) -> None:
     else:
         print(outcome.summary)
     if args.plot is not None:
-        from dataclasses import fields
-
         # lazy: matplotlib, only for --plot
         from ..cluster.advisor.efficiency import JobEfficiency
         from ..cluster.advisor.efficiency_plot import efficiency_figure
@@ -134,10 +143,6 @@ def _efficiency(args: argparse.Namespace, outcome: Any) -> None:
 
 
 def _status(args: argparse.Namespace, outcome: Any) -> None:
-    from dataclasses import asdict
-
-    from ..safe_text import terminal_line
-
     if args.json:
         print(json.dumps(asdict(outcome.data), indent=2, default=lambda value: getattr(value, "value", str(value))))
     else:

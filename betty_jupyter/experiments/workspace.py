@@ -47,10 +47,15 @@ class Workspace:
         return f"experiments/{slug}.md"
 
 
-def find_workspace(start: Path) -> Path:
-    """The project directory holding ``start``: the nearest one with a ``wiki/`` or ``.betty/``, else ``start``."""
+def project_holding(start: Path) -> Path | None:
+    """The project directory holding ``start``: the nearest one with ``wiki/index.md`` or ``.betty/``; None outside."""
     start = start.absolute()
     for folder in (start, *start.parents):
         if (folder / "wiki" / "index.md").exists() or (folder / ".betty").is_dir():
             return folder
-    return start
+    return None
+
+
+def find_workspace(start: Path) -> Path:
+    """The project directory holding ``start`` (:func:`project_holding`), else ``start``."""
+    return project_holding(start) or start.absolute()
