@@ -19,6 +19,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal, Mapping
 
+from .errors import UsageError
+
 ME = "\x00me"
 """The value ``--me`` gives ``user``: each face puts the person's login name on the cluster in its place."""
 
@@ -137,7 +139,7 @@ def tool_args(command: ReadCommand, parsed: argparse.Namespace) -> dict[str, Any
 
 
 def check(command: ReadCommand, values: Mapping[str, Any]) -> None:
-    """Refuse arguments the tool would refuse, before anything connects (a ValueError naming the field)."""
+    """Refuse arguments the tool would refuse, before anything connects (a UsageError naming the field)."""
     from pydantic import ValidationError  # lazy: only a command that runs needs it
 
     try:
@@ -145,7 +147,7 @@ def check(command: ReadCommand, values: Mapping[str, Any]) -> None:
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or command.tool
-        raise ValueError(f"{where}: {first['msg']}") from None
+        raise UsageError(f"{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
 
 
 def _kind(annotation: Any) -> tuple[Any, list[Any] | None, bool]:

@@ -14,6 +14,7 @@ from betty_jupyter import read_commands
 from betty_jupyter.agent.models import ADVANCED_FIELD, ToolArgs
 from betty_jupyter.agent.registry import default_registry
 from betty_jupyter.cli import build_parser
+from betty_jupyter.errors import UsageError
 from betty_jupyter.cli import reads as cli_reads
 from betty_jupyter.notebook.magics import BettyMagics
 from betty_jupyter.notebook.magics import jobs as magic_jobs
@@ -116,7 +117,7 @@ def test_options_are_derived_from_the_fields_and_a_call_keeps_the_tools_defaults
     with pytest.raises(argparse.ArgumentError):
         parser.parse_args(["--stream", "both"])
     assert "how many lines (default 50)" in " ".join(parser.format_help().split())
-    with pytest.raises(ValueError, match="lines"):
+    with pytest.raises(UsageError, match="lines: Input should be a valid integer"):
         read_commands.check(command, {"lines": "many"})
 
 

@@ -292,7 +292,9 @@ def call_as_person_here(args: argparse.Namespace, workspace: Any, tool: str, too
     outcome = asyncio.run(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
                                          person=f"{getpass.getuser()} ({command})", answer=answer))
     if not outcome.ok:
-        raise UsageError(outcome.summary.splitlines()[0] if outcome.summary else f"{command}: nothing was done")
+        # the person typed `betty why`, not the tool's name: its one line says what went wrong without it
+        line = outcome.summary.splitlines()[0].removeprefix(f"{tool}: ") if outcome.summary else ""
+        raise UsageError(line or f"{command}: nothing was done")
     return outcome
 
 
