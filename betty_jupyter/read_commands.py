@@ -75,11 +75,6 @@ READS: tuple[ReadCommand, ...] = (
 """Every read the faces share, in the order ``betty --help`` lists them."""
 
 
-def find(face: Literal["cli", "magic"], name: str) -> ReadCommand | None:
-    """The read called ``name`` on ``face`` (any of its names), or None."""
-    return next((command for command in READS if name in getattr(command, face)), None)
-
-
 # ----- options, derived from the tool's arguments model -----------------------------------------------------------
 def tool_args_model(tool: str) -> Any:
     """The pydantic model of ``tool``'s arguments (the tools load here, on the first call)."""

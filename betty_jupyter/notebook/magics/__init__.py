@@ -22,7 +22,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..._version import __version__
 from ...errors import BettyError, UsageError
-from ...read_commands import READS, check, tool_args
+from ...read_commands import READS, ReadCommand, check, tool_args
 from ..login import cell_login
 from .agent import AgentCommands
 from .gpu import GpuCommands
@@ -103,14 +103,22 @@ class BettyMagics(SubmitCommands, GpuCommands, AgentCommands, WikiCommands, Magi
         }
         for read in READS:
             for name in read.magic:
-                commands[name] = (lambda read=read, name=name: read_parser(read, name, lambda p: add_face_options(p, read)),
-                                  self._read_command(read))
+                commands[name] = (self._read_parser(read, name), self._read_command(read))
         for more in (self.job_commands(), self.submit_commands(), self.gpu_commands(), self.agent_commands(),
                      self.wiki_commands()):
             commands.update(more)
         return commands
 
-    def _read_command(self, read: Any) -> Callable[[argparse.Namespace, str | None], Any]:
+    @staticmethod
+    def _read_parser(read: ReadCommand, name: str) -> Callable[[], MagicParser]:
+        """``%betty NAME``'s parser for a read of the table: its tool's options, then the notebook's own."""
+
+        def face(made: argparse.ArgumentParser) -> None:
+            add_face_options(made, read)
+
+        return lambda: read_parser(read, name, face)
+
+    def _read_command(self, read: ReadCommand) -> Callable[[argparse.Namespace, str | None], Any]:
         """A read of the table: the tool's arguments from the command line, checked, then shown."""
         show = self.shown(read)
 

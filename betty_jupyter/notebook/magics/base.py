@@ -16,6 +16,8 @@ class Connected:
     """This notebook's Betty, connected on first use, and the calls every command makes through it."""
 
     _betty: "NotebookBetty | None" = None
+    shell: Any
+    """The IPython shell (set by :class:`~IPython.core.magic.Magics`)."""
 
     @property
     def connection(self) -> "NotebookBetty":

@@ -99,7 +99,7 @@ class SubmitCommands(JobCommands):
         # lazy: cloudpickle, the run's widgets and its card; `%load_ext` never needs them
         from ...cluster.cell_job import stage, variable_names
         from ...experiments.workspace import Workspace
-        from ..backend import find_workspace
+        from ...experiments.workspace import find_workspace
         from ..cell_run import CellRun
         from ..widgets.calls import CallView
         from ..widgets.cell_run import CellRunView
