@@ -46,6 +46,9 @@ class ReadCommand:
     magic: tuple[str, ...]
     """Its names in ``%betty``."""
     help: str
+    """One line, as ``betty --help`` and ``%betty help`` list it."""
+    description: str = ""
+    """What ``--help`` of the command says (default: :attr:`help`)."""
     positional: str | None = None
     """The tool argument given without a flag (``JOBID``)."""
     aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -63,11 +66,22 @@ READS: tuple[ReadCommand, ...] = (
     ReadCommand("history", "cluster_history", ("history",), ("sacct",),
                 "finished and running jobs from accounting, newest first", positional="job_ids"),
     ReadCommand("overview", "cluster_overview", ("overview",), ("overview",),
-                "what the cluster is doing: partitions by state, the queue, expected waits, your share"),
+                "what the cluster is doing: partitions by state, the queue, expected waits, your share",
+                "What the cluster is doing now, from one sinfo and one squeue: per partition the nodes idle/mixed/"
+                "allocated/down, CPUs and GPUs (by type) in use, jobs running and pending (array tasks counted), the "
+                "expected start of the next pending job where Slurm has one, and your share."),
     ReadCommand("why", "cluster_why", ("why",), ("why",),
-                "why one of your pending jobs waits, and what would start it sooner", positional="job_id"),
+                "why one of your pending jobs waits, and what would start it sooner",
+                "Explain why one of your pending jobs waits: Slurm's reason in plain words, its priority factors "
+                "(sprio) against the jobs ahead of it, your fair-share (sshare), the expected start (squeue --start), "
+                "and what would change it. Every figure names the command it came from; other users' jobs are only "
+                "counted.", positional="job_id"),
     ReadCommand("efficiency", "cluster_efficiency", ("efficiency",), ("efficiency",),
-                "CPU, memory, time and GPUs used vs requested, for your finished jobs", positional="job_ids"),
+                "CPU, memory, time and GPUs used vs requested, for your finished jobs",
+                "What your finished jobs used of what they asked for, as seff reports it: CPU efficiency (TotalCPU / "
+                "(Elapsed x AllocCPUS)), peak memory (MaxRSS) against the request, elapsed time against the limit, "
+                "and GPUs. One sacct call for all of them; with --experiment, that experiment's runs and its "
+                "right-sized request.", positional="job_ids"),
     ReadCommand("status", "cluster_status", ("status",), ("status",), "one job's state now", positional="job_id"),
     ReadCommand("logs", "job_logs", ("logs",), ("logs",), "the end of a job's output", positional="job_id",
                 aliases={"lines": ("-n",)}, switches=(Switch("--err", "stream", "err", "stderr instead of stdout"),)),
@@ -141,8 +155,10 @@ def check(command: ReadCommand, values: Mapping[str, Any]) -> None:
         tool_args_model(command.tool).model_validate(dict(values))
     except ValidationError as error:
         first = error.errors()[0]
+        if first["type"] == "value_error":  # the tool's own check says what is wrong, in its words
+            raise UsageError(str(first["msg"]).removeprefix("Value error, ")) from None
         where = ".".join(str(part) for part in first["loc"]) or command.tool
-        raise UsageError(f"{where}: {str(first['msg']).removeprefix('Value error, ')}") from None
+        raise UsageError(f"{where}: {first['msg']}") from None
 
 
 def _kind(annotation: Any) -> tuple[Any, list[Any] | None, bool]:

@@ -40,7 +40,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     """Add every read of the table, with its help only (its tool's options come when it is used)."""
     for command in READS:
         name, *others = command.cli
-        parser = commands.add_parser(name, aliases=others, help=command.help, description=command.help)
+        parser = commands.add_parser(name, aliases=others, help=command.help,
+                                     description=command.description or command.help)
         parser.options_later = lambda parser, command=command: add_tool_options(parser, command)
         add_face_options(parser, command)
         parser.set_defaults(run=run, read_name=command.name)

@@ -32,7 +32,7 @@ class EfficiencyArgs(ToolArgs):
         try:
             since_start(since)
         except UsageError as error:
-            raise ValueError(str(error).removeprefix("since: ")) from None
+            raise ValueError(str(error)) from None
         return since
 
 

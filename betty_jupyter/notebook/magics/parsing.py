@@ -49,7 +49,7 @@ def job_id_type(text: str) -> str:
 def read_parser(command: ReadCommand, name: str,
                 face_options: Callable[[argparse.ArgumentParser], None]) -> MagicParser:
     """``%betty NAME`` for a read of the table: the options derived from its tool, then the notebook's own."""
-    made = parser(name, command.help)
+    made = parser(name, command.description or command.help)
     add_tool_options(made, command)
     face_options(made)
     return made
