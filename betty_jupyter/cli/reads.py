@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     values = tool_args(command, args)
     check(command, values)  # a bad job id is refused before anything connects
     outcome = read_as_person(args, command, values)
-    PRINTERS[command.name](args, outcome)
+    PRINTERS.get(command.name, _plain)(args, outcome)
     return 0
 
 
@@ -157,10 +157,24 @@ def _logs(args: argparse.Namespace, outcome: Any) -> None:
         sys.stdout.write(outcome.full)
 
 
+def _plain(args: argparse.Namespace, outcome: Any) -> None:
+    """A read without a printer of its own: its data as JSON, or its text line by line, written out."""
+    if args.json:
+        data = outcome.data
+        if hasattr(data, "to_dict"):  # a DataFrame
+            from .output import records  # lazy: pandas; only a table read as JSON needs it
+
+            data = records(data)
+        print(json.dumps(data, indent=2, default=str))
+        return
+    for line in (outcome.full or outcome.summary).splitlines():
+        print(terminal_line(line))
+
+
 PRINTERS: dict[str, Callable[[argparse.Namespace, Any], None]] = {
     "queue": _frame("QUEUE_COLUMNS", "no jobs in the queue"),
     "partitions": _frame("PARTITION_COLUMNS", "the cluster reports no partitions"),
     "history": _frame("HISTORY_COLUMNS", "no jobs in that window"),
     "overview": _overview, "why": _why, "efficiency": _efficiency, "status": _status, "logs": _logs,
 }
-"""How each read is printed (the faces format; the tools decide)."""
+"""How each read is printed (the faces format; the tools decide); a read not named here is printed plainly."""

@@ -34,11 +34,13 @@ def add_face_options(parser: argparse.ArgumentParser, command: ReadCommand) -> N
 
 
 class JobCommands(Connected):
-    """The job commands; each read of the table is shown by its ``_show_<name>``."""
+    """The job commands; each read of the table is shown by its ``_show_<name>``, or as its data when it has none."""
 
     def shown(self, command: ReadCommand) -> Callable[[dict[str, Any], argparse.Namespace], Any]:
         """How the read ``command`` is shown: its tool called with ``values``, the result as a widget."""
-        show: Shown = getattr(type(self), f"_show_{command.name}")
+        show: Shown | None = getattr(type(self), f"_show_{command.name}", None)
+        if show is None:  # a read without a view of its own: its data, as IPython shows it
+            return lambda values, args: self._read(command.tool, values, f"reading {command.help}")
         return lambda values, args: show(self, values, args)
 
     def job_commands(self) -> dict[str, tuple[Callable[[], MagicParser], Callable[[argparse.Namespace, str | None], Any]]]:
