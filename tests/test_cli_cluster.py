@@ -292,7 +292,7 @@ def imported_modules(importtime: str) -> set[str]:
     return {line.rsplit("|", 1)[1].strip() for line in importtime.splitlines() if line.startswith("import time:")}
 
 
-def test_reads_load_no_pandas_and_count_each_array_task(betty_env, dev_cluster, ssh_profile, tmp_path):
+def test_reads_load_no_model_client_and_count_each_array_task(betty_env, dev_cluster, ssh_profile, tmp_path):
     import subprocess
     import sys
 
@@ -310,8 +310,8 @@ def test_reads_load_no_pandas_and_count_each_array_task(betty_env, dev_cluster, 
     assert all(result.returncode == 0 for result in made), [result.stderr for result in made]
     array, single = (result.stdout.strip().split(";")[0] for result in made)
     try:
-        for command, not_loaded in (("jobs", {"pandas", "numpy", "openai", "matplotlib"}),
-                                    ("partitions", {"pandas", "numpy", "openai", "matplotlib"}),
+        # Each read is its tool, called as the person (the tool's table is a DataFrame); no model client, no plots.
+        for command, not_loaded in (("jobs", {"openai", "matplotlib"}), ("partitions", {"openai", "matplotlib"}),
                                     ("history", {"openai", "matplotlib"})):
             read = subprocess.run([sys.executable, "-X", "importtime", "-m", "betty_jupyter.cli", command],
                                   capture_output=True, text=True, timeout=180, env=betty_env, cwd=REPO,
@@ -345,3 +345,40 @@ def test_reads_load_no_pandas_and_count_each_array_task(betty_env, dev_cluster, 
         assert job_count(mine) == 1001 and counts_by_state(mine) == "1001 job(s): 1001 PENDING"
     finally:
         subprocess.run(["scancel", array, single], env=slurm_env, capture_output=True, timeout=60)
+
+
+def test_a_read_is_the_persons_own_call_in_the_action_log_under_their_rules(betty_env, tmp_path):
+    import subprocess
+
+    from conftest import BETTY
+
+    project, elsewhere, state = tmp_path / "project", tmp_path / "elsewhere", tmp_path / "state"
+    (project / ".betty").mkdir(parents=True)
+    (project / "notes").mkdir()
+    elsewhere.mkdir()
+    env = {**betty_env, "XDG_STATE_HOME": str(state)}
+
+    def read(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*BETTY, *args], cwd=where, env=env, capture_output=True, text=True, timeout=180,
+                              stdin=subprocess.DEVNULL)
+
+    shown = read(project / "notes", "partitions")  # inside a project: its action log
+    assert shown.returncode == 0 and shown.stdout.split()[0] == "partition", shown.stderr
+    [record] = ActionLog(project).read()
+    assert (record.tool, record.tier, record.decision, record.ok, record.approver) == (
+        "cluster_partitions", 1, "approved", True, f"{getpass.getuser()} (betty partitions)")
+    shown = read(elsewhere, "history", "--since", "now-1hours", "--json")  # outside any: the person's own log
+    assert shown.returncode == 0 and isinstance(json.loads(shown.stdout), list), shown.stderr
+    [record] = ActionLog(state / "betty").read()
+    assert (record.tool, record.args, record.ok) == ("cluster_history", {"since": "now-1hours", "job_ids": None,
+                                                                         "all_users": False}, True)
+    assert not (elsewhere / ".betty").exists() and len(ActionLog(project).read()) == 1
+    config = json.loads(Path(env["BETTY_CONFIG"]).read_text())
+    config["BettyConfig"]["rules"] = {"deny": ["cluster_queue(partition=gpu)"], "ask": ["cluster_partitions"]}
+    Path(env["BETTY_CONFIG"]).write_text(json.dumps(config))
+    refused = read(project, "jobs", "--partition", "gpu")
+    assert "refused by your rule deny cluster_queue(partition=gpu)" in one_error_line(refused)
+    asked = read(project, "partitions")  # no terminal to answer the card the rule asks for: denied
+    assert asked.returncode == 1 and "needs a confirmation" in asked.stderr, asked.stderr
+    assert [(r.tool, r.decision, r.ok) for r in ActionLog(project).read()[1:]] == [
+        ("cluster_queue", "refused", False), ("cluster_partitions", "denied", None)]

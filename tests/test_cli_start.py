@@ -14,6 +14,7 @@ from betty_jupyter.cluster import parsing
 from betty_jupyter.cluster.jobs import array_task_count
 from betty_jupyter.cluster.tables import PARTITION_COLUMNS, QUEUE_COLUMNS, text_table
 from betty_jupyter.cluster.text_tables import rows_table
+from betty_jupyter.read_commands import ME
 from conftest import REPO
 from hostile import hostile
 
@@ -116,7 +117,7 @@ def test_each_command_is_found_in_the_module_that_adds_it():
     every = build_parser([]).format_help()
     assert all(name in every for name in COMMANDS)
     only = build_parser(["jobs", "--me"])
-    assert only.parse_args(["jobs", "--me"]).me and "wiki" not in only.format_help()
+    assert only.parse_args(["jobs", "--me"]).user == ME and "wiki" not in only.format_help()
 
 
 def test_a_read_imports_only_its_own_commands():
@@ -124,4 +125,4 @@ def test_a_read_imports_only_its_own_commands():
             "print(' '.join(sorted(name for name in sys.modules if name.startswith('betty_jupyter.cli.'))))")
     process = run_python(code)
     out, err = process.communicate(timeout=60)
-    assert (process.returncode, out.split()) == (0, ["betty_jupyter.cli.cluster", "betty_jupyter.cli.parser"]), err
+    assert (process.returncode, out.split()) == (0, ["betty_jupyter.cli.parser", "betty_jupyter.cli.reads"]), err

@@ -99,7 +99,7 @@ def test_logs(kernel: Kernel) -> None:
     kernel.wait_for(lambda: "finished" in kernel.run(f"%betty logs {job}").stdout, timeout=120, what="the log")
     err = kernel.run(f"%betty logs {job} --err --lines 5")
     assert err.status == "ok" and not err.stderr
-    assert "--lines must be between 1 and 2000" in one_error_line(kernel.run(f"%betty logs {job} --lines 0"))
+    assert "lines: Input should be greater than or equal to 1" in one_error_line(kernel.run(f"%betty logs {job} --lines 0"))
     # Once the job has ended, the followed log is a record that stays in the saved notebook.
     [follow] = kernel.run(f"%betty logs {job} --follow").outputs
     kernel.wait_for(lambda: "finished" in follow["data"]["text/plain"]

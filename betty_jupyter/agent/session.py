@@ -67,6 +67,8 @@ class SessionSpec:
     transport: "Transport | None" = None
     """Its link to the cluster (default: the profile's, opened now); a fast test passes Betty's
     :class:`~betty_jupyter.cluster.testing.ScriptedTransport`."""
+    reads_cluster_facts: bool = True
+    """False: the prompt's partitions and login name are not asked (a session that only runs one person's call)."""
 
 
 def new_session_id() -> str:
@@ -130,7 +132,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
                         readable_roots=profile.readable_roots)
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
     context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
-    partitions, user = await _cluster_facts(slurm)
+    partitions, user = await _cluster_facts(slurm) if spec.reads_cluster_facts else (None, None)
     offer = ToolOffer(registry, progressive=_offers_core(config.llm),
                       notes={"cluster_run": allowlist_text(profile.policy())})
     prompt = system_prompt(persona_text(workspace.wiki), offer, profile.policy(), profile.name, partitions, user)

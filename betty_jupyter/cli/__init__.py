@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import NoReturn, Sequence
 
+from .. import read_commands
 from .._version import __version__
 from ..errors import BettyError
 from .parser import Parser
@@ -21,13 +22,13 @@ from .parser import Parser
 # Each module adds its subcommands with `add_commands(subparsers)` and sets `run` on them; in this order
 # `betty --help` lists them.
 COMMAND_MODULES = (
-    "devcluster", "cluster", "overview", "advise", "why", "efficiency", "gpu", "experiments", "sweeps", "notebooks", "wiki",
+    "devcluster", "reads", "cluster", "advise", "gpu", "experiments", "sweeps", "notebooks", "wiki",
     "actions", "agent", "llm", "mcp",
 )
 COMMANDS = {
-    "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "jobs": "cluster", "partitions": "cluster",
-    "history": "cluster", "overview": "overview", "submit": "cluster", "sweep": "cluster", "cancel": "cluster", "logs": "cluster",
-    "advise": "advise", "why": "why", "efficiency": "efficiency", "gpu": "gpu",
+    "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "submit": "cluster", "sweep": "cluster",
+    "cancel": "cluster", "advise": "advise", "gpu": "gpu",
+    **{name: "reads" for name in read_commands.names("cli")},
     "experiments": "experiments", "sweeps": "sweeps", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
     "ask": "agent", "llm": "llm", "mcp": "mcp", "submit-notebook": "notebooks",
 }

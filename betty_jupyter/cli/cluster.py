@@ -1,4 +1,4 @@
-"""``betty cluster|run|jobs|partitions|history|submit|cancel|logs``: a cluster from the terminal."""
+"""``betty cluster|run|submit|sweep|cancel``: a cluster from the terminal (its reads are in :mod:`.reads`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..agent.vocabulary import Decision
-from ..cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS
 from ..errors import UsageError
 from ..safe_text import terminal_line
 from .parser import Parser
@@ -34,22 +33,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                               description="Run a read-only command from the allowlist, e.g. `betty run -- squeue --me`.")
     run.add_argument("words", nargs=argparse.REMAINDER, metavar="-- COMMAND", help="the command and its arguments")
     run.set_defaults(run=_run_command)
-
-    jobs = commands.add_parser("jobs", parents=[which, as_json], help="the queue")
-    jobs.add_argument("--me", action="store_true", help="only your own jobs")
-    jobs.add_argument("--user", help="only this user's jobs")
-    jobs.add_argument("--state", action="append", help="only jobs in this state (repeatable)")
-    jobs.add_argument("--partition", help="only this partition")
-    jobs.set_defaults(run=_jobs)
-
-    partitions = commands.add_parser("partitions", parents=[which, as_json], help="partitions, nodes and GPUs")
-    partitions.set_defaults(run=_partitions)
-
-    history = commands.add_parser("history", parents=[which, as_json], help="finished and running jobs from accounting")
-    history.add_argument("job_ids", nargs="*", metavar="JOBID")
-    history.add_argument("--since", help="start of the window, e.g. 2026-11-01 or now-7days (default: today)")
-    history.add_argument("--all-users", action="store_true", help="everyone's jobs (where Slurm allows it)")
-    history.set_defaults(run=_history)
 
     submit = commands.add_parser("submit", parents=[which, as_json], help="submit a batch script (after checking it)")
     submit.add_argument("script", type=Path, metavar="FILE")
@@ -79,12 +62,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     cancel.add_argument("--dir", type=Path, default=Path("."),
                         help="the project whose action log records it (default: here)")
     cancel.set_defaults(run=_cancel)
-
-    logs = commands.add_parser("logs", parents=[which], help="the end of a job's output")
-    logs.add_argument("job_id", metavar="JOBID")
-    logs.add_argument("--err", action="store_true", help="stderr instead of stdout")
-    logs.add_argument("-n", "--lines", type=int, default=50, help="how many lines (default 50)")
-    logs.set_defaults(run=_logs)
 
 
 def _add_cluster_admin(commands: argparse._SubParsersAction, which: argparse.ArgumentParser,  # type: ignore[type-arg]
@@ -230,62 +207,6 @@ def _run_command(args: argparse.Namespace) -> int:
     return _with_client(args, work)
 
 
-def _jobs(args: argparse.Namespace) -> int:
-    def work(client: Any, profile: "ClusterProfile") -> int:
-        user = args.user or (_whoami(client) if args.me else None)
-        if not args.json:  # the text table needs no pandas: the read starts fast
-            _print_rows(client.queue_rows(user=user, states=args.state, partition=args.partition), QUEUE_COLUMNS,
-                        "no jobs in the queue")
-            return 0
-        from .output import print_table  # lazy: pandas is heavy; only --json needs it
-
-        frame = client.queue(user=user, states=args.state, partition=args.partition)
-        print_table(frame, QUEUE_COLUMNS, args.json, "no jobs in the queue")
-        return 0
-
-    return _with_client(args, work)
-
-
-def _whoami(client: Any) -> str:
-    from ..cluster.sync import run_sync  # lazy: the background event loop; only `betty jobs --me` needs it
-
-    result = run_sync(client.target.transport.run(["id", "-un"]))
-    return str(result.stdout.strip())
-
-
-def _print_rows(rows: list[dict[str, Any]], columns: list[str], empty: str) -> None:
-    """Plain rows as the aligned text table :func:`.output.print_table` prints, without pandas."""
-    from ..cluster.text_tables import rows_table  # lazy: only the table reads need it
-
-    # Cells are other people's text (job names, comments): nothing in them may steer the terminal.
-    print(rows_table(rows, columns) if rows else empty)
-
-
-def _partitions(args: argparse.Namespace) -> int:
-    def work(client: Any, profile: "ClusterProfile") -> int:
-        if not args.json:  # the text table needs no pandas: the read starts fast
-            _print_rows(client.partition_rows(), PARTITION_COLUMNS, "the cluster reports no partitions")
-            return 0
-        from .output import print_table  # lazy: pandas is heavy; only --json needs it
-
-        frame = client.partitions()
-        print_table(frame, PARTITION_COLUMNS, args.json, "the cluster reports no partitions")
-        return 0
-
-    return _with_client(args, work)
-
-
-def _history(args: argparse.Namespace) -> int:
-    from .output import print_table  # lazy: pandas is heavy; `betty --help` never loads it
-
-    def work(client: Any, profile: "ClusterProfile") -> int:
-        frame = client.history(args.job_ids or None, since=args.since, all_users=args.all_users)
-        print_table(frame, HISTORY_COLUMNS, args.json, "no jobs in that window")
-        return 0
-
-    return _with_client(args, work)
-
-
 def _submit(args: argparse.Namespace) -> int:
     """``betty submit``: the ``cluster_submit`` tool, its card answered on the terminal, recorded in a project."""
     from ..experiments.workspace import Workspace  # lazy: the workspace; only `betty submit` needs it
@@ -338,30 +259,42 @@ def _print_submitted(args: argparse.Namespace, ident: str, cluster: str, page: s
 
 
 def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: dict[str, Any], question: str) -> Any:
+    """A write run as the person at this terminal; without a terminal it needs ``--yes`` before anything runs."""
+    if not args.yes and not sys.stdin.isatty():
+        raise UsageError(f"{question.rstrip('?')} needs a confirmation; pass --yes when running without a terminal")
+    return call_as_person_here(args, workspace, tool, tool_args, question, assume_yes=args.yes)
+
+
+def call_as_person_here(args: argparse.Namespace, workspace: Any, tool: str, tool_args: dict[str, Any], question: str,
+                        *, assume_yes: bool) -> Any:
     """Run ``tool`` as the person at this terminal: the same rules, card and action log line as in any face.
 
-    The card's exact preview is printed and answered with y/N (or approved by ``--yes``, which the
-    person typed); a refusal or a denial is one line (UsageError).
+    A card (tier 2, or a rule of the person's that asks) shows its exact preview and is answered with
+    y/N at the terminal, or approved by ``--yes``, which the person typed; without a terminal it is
+    denied. A refusal or a denial is one line (UsageError).
     """
-    # lazy: the agent (pydantic) and the terminal question; only `betty submit` and `betty cancel` need them
+    # lazy: the agent (pydantic) and the terminal question; only a command that runs a tool needs them
     from ..agent.person import call_as_person
     from .terminal import typed_answer
 
     command = f"betty {args.command}"
-    if not args.yes and not sys.stdin.isatty():
-        raise UsageError(f"{question.rstrip('?')} needs a confirmation; pass --yes when running without a terminal")
 
     async def answer(request: Any) -> Decision:
         _show_card(request)
-        if args.yes:
+        if assume_yes:
             return Decision.APPROVED
+        if not sys.stdin.isatty():
+            print(f"betty: {question.rstrip('?')} needs a confirmation; run it at a terminal", file=sys.stderr)
+            return Decision.DENIED
         reply = await typed_answer(f"{question} [y/N] ")
         return Decision.APPROVED if reply.strip().lower() in ("y", "yes") else Decision.DENIED
 
     outcome = asyncio.run(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
                                          person=f"{getpass.getuser()} ({command})", answer=answer))
     if not outcome.ok:
-        raise UsageError(outcome.summary.splitlines()[0] if outcome.summary else f"{command}: nothing was done")
+        # the person typed `betty why`, not the tool's name: its one line says what went wrong without it
+        line = outcome.summary.splitlines()[0].removeprefix(f"{tool}: ") if outcome.summary else ""
+        raise UsageError(line or f"{command}: nothing was done")
     return outcome
 
 
@@ -391,11 +324,3 @@ def _cancel(args: argparse.Namespace) -> int:
     _as_person(args, Workspace.at(args.dir), "cluster_cancel", {"job_id": ident}, f"Cancel job {ident}?")
     print(f"cancelled job {ident}")
     return 0
-
-
-def _logs(args: argparse.Namespace) -> int:
-    def work(client: Any, profile: "ClusterProfile") -> int:
-        sys.stdout.write(client.tail(args.job_id, "err" if args.err else "out", args.lines))
-        return 0
-
-    return _with_client(args, work)

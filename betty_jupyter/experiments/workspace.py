@@ -45,3 +45,17 @@ class Workspace:
     def page_name(slug: str) -> str:
         """The wiki page of the experiment called ``slug``."""
         return f"experiments/{slug}.md"
+
+
+def project_holding(start: Path) -> Path | None:
+    """The project directory holding ``start``: the nearest one with ``wiki/index.md`` or ``.betty/``; None outside."""
+    start = start.absolute()
+    for folder in (start, *start.parents):
+        if (folder / "wiki" / "index.md").exists() or (folder / ".betty").is_dir():
+            return folder
+    return None
+
+
+def find_workspace(start: Path) -> Path:
+    """The project directory holding ``start`` (:func:`project_holding`), else ``start``."""
+    return project_holding(start) or start.absolute()

@@ -27,7 +27,7 @@ from ..agent.vocabulary import Face
 from ..cluster.sync import run_sync, submit
 from ..config import load_config
 from ..errors import ApprovalError, BettyError, TransportError, UsageError
-from ..experiments.workspace import Workspace
+from ..experiments.workspace import Workspace, find_workspace
 
 if TYPE_CHECKING:
     from ..agent.actions import ActionRecord
@@ -128,15 +128,6 @@ def _has_betty(url: str, token: str) -> bool:
         return bool(_http("GET", url, token, "health", timeout=5.0).get("status") == "ok")
     except BettyError:
         return False
-
-
-def find_workspace(start: Path) -> Path:
-    """The project directory holding ``start``: the nearest one with a ``wiki/`` or ``.betty/``, else ``start``."""
-    start = start.absolute()
-    for folder in (start, *start.parents):
-        if (folder / "wiki" / "index.md").exists() or (folder / ".betty").is_dir():
-            return folder
-    return start
 
 
 class LocalBackend:

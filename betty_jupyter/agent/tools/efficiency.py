@@ -5,7 +5,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ...cluster.advisor.efficiency import efficiency_table, sacct_argv, since_start
 from ...cluster.advisor.rightsizing import propose, right_sized
@@ -25,6 +25,15 @@ class EfficiencyArgs(ToolArgs):
     experiment: str | None = Field(
         None, max_length=200, description="a recorded experiment (its slug or job id): its runs so far, and the "
                                           "right-sized request for its next submission")
+
+    @field_validator("since")
+    @classmethod
+    def _a_span_or_a_date(cls, since: str) -> str:
+        try:
+            since_start(since)
+        except UsageError as error:
+            raise ValueError(str(error)) from None
+        return since
 
 
 class ClusterEfficiency(Tool[EfficiencyArgs]):

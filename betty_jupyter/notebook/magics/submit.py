@@ -1,0 +1,157 @@
+"""``%%betty submit|sweep|run`` and ``%betty advise``: a cell sent to the cluster, or asked about first."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from ...errors import ToolError, UsageError
+from ..session import Call
+from .jobs import JobCommands
+from .parsing import MagicParser, parser
+
+if TYPE_CHECKING:
+    from ...agent.models import ToolOutcome
+
+
+class SubmitCommands(JobCommands):
+    """Cells that become jobs (after the person's approval), and advice on where a script would start."""
+
+    def submit_commands(self) -> dict[str, tuple[Callable[[], MagicParser], Callable[[argparse.Namespace, str | None], Any]]]:
+        """The commands of this module."""
+        return {"submit": (self._submit_parser, self._submit), "sweep": (self._sweep_parser, self._sweep),
+                "run": (self._run_parser, self._run_cell), "advise": (self._advise_parser, self._advise)}
+
+    @staticmethod
+    def _submit_parser() -> MagicParser:
+        made = parser("submit", "%%betty submit: the cell is the batch script; Betty shows it for your "
+                         "approval, submits it once and records it as an experiment (wiki page + notebook)")
+        made.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
+        made.add_argument("--goal", metavar="TEXT", help="what this run is for (recorded on its wiki page)")
+        return made
+
+    def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
+        goal = args.goal or "submitted from a notebook"
+        return self._submit_cell("submit", "cluster_submit", cell, {"goal": goal, "name": args.slug})
+
+    def _submit_cell(self, command: str, tool: str, cell: str | None, tool_args: dict[str, Any]) -> Any:
+        """``%%betty submit``/``sweep``: the cell is the script; its card, then the job followed once it is queued."""
+        if cell is None or not cell.strip():
+            raise UsageError(f"%%betty {command} takes the batch script as the cell's body (use the cell magic "
+                             "%%betty)")
+
+        def follow_job(outcome: "ToolOutcome") -> list[Any]:
+            return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
+
+        # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
+        return self._run(tool, {"script": cell, **tool_args, "first_line": 2},
+                         f"checking the script against {self._where()}", follow_job)
+
+    @staticmethod
+    def _sweep_parser() -> MagicParser:
+        made = parser("sweep", "%%betty sweep --grid lr=1e-4,3e-4 seed=0,1: the cell is the batch script, run at "
+                         "every point of the grid as one job array; one approval, one experiment. "
+                         "%betty sweep SLUG: the sweep's tasks compared, with plots")
+        made.add_argument("experiment", nargs="?", metavar="SLUG|JOBID", help="a recorded sweep to compare")
+        made.add_argument("--grid", nargs="+", metavar="NAME=V1,V2",
+                            help="each parameter and its values; the script reads them as $NAME")
+        made.add_argument("--at-once", type=int, metavar="N", help="at most N tasks running at a time")
+        made.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
+        made.add_argument("--goal", metavar="TEXT", help="what this sweep is for (recorded on its wiki page)")
+        return made
+
+    def _sweep(self, args: argparse.Namespace, cell: str | None) -> Any:
+        if cell is None:
+            return self._compare_sweep(args.experiment)
+        if not args.grid:
+            raise UsageError("%%betty sweep needs --grid NAME=V1,V2 … (e.g. --grid lr=1e-4,3e-4 seed=0,1)")
+        goal = args.goal or f"a sweep over {' '.join(args.grid)}, from a notebook"
+        return self._submit_cell("sweep", "cluster_sweep", cell,
+                                 {"grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug})
+
+    def _compare_sweep(self, experiment: str | None) -> Any:
+        """``%betty sweep SLUG``: every task of a recorded sweep side by side, with plots."""
+        from ..sweep import SweepView  # lazy: the comparison's table and plots; only `%betty sweep SLUG` needs them
+
+        if not experiment:
+            raise UsageError("%betty sweep SLUG compares a recorded sweep's tasks; %%betty sweep --grid … runs one")
+        data = self._read("sweep_compare", {"experiment": experiment}, f"reading sweep {experiment}'s tasks")
+        return data if isinstance(data, Call) else SweepView(data)
+
+    @staticmethod
+    def _run_parser() -> MagicParser:
+        made = parser("run", "%%betty run: the cell's Python runs on the cluster as a batch job (after your "
+                         "approval), with the variables named by --in; its output, figures and the --out values "
+                         "come back into this notebook (docs/compute.md)")
+        made.add_argument("--partition", required=True, metavar="P")
+        made.add_argument("--time", required=True, type=int, metavar="MIN", help="the time limit in minutes")
+        made.add_argument("--gpus", type=int, default=0, metavar="N")
+        made.add_argument("--env", metavar="NAME", help="a named environment of the cluster's profile "
+                            "(default: the cluster's python3)")
+        made.add_argument("--in", dest="inputs", metavar="x,y", help="variables sent with the cell (pickled)")
+        made.add_argument("--out", dest="outs", metavar="a,b", help="variables that come back once it ends")
+        made.add_argument("--slug", metavar="S", help="a short name for the experiment")
+        made.add_argument("--goal", metavar="TEXT", help="what this run is for (recorded on its wiki page)")
+        return made
+
+    def _run_cell(self, args: argparse.Namespace, cell: str | None) -> Any:
+        # lazy: cloudpickle, the run's widgets and its card; `%load_ext` never needs them
+        from ...cluster.cell_job import stage, variable_names
+        from ...experiments.workspace import Workspace
+        from ...experiments.workspace import find_workspace
+        from ..cell_run import CellRun
+        from ..widgets.calls import CallView
+        from ..widgets.cell_run import CellRunView
+        from ..widgets.progress import waiting
+
+        if cell is None or not cell.strip():
+            raise UsageError("%%betty run takes the Python to run as the cell's body (use the cell magic %%betty)")
+        inputs, outs = variable_names(args.inputs, "--in"), variable_names(args.outs, "--out")
+        assert self.shell is not None
+        namespace = self.shell.user_ns  # only the names given with --in are read from it
+        run = stage(Workspace.at(find_workspace(Path.cwd())).state, cell, namespace, inputs)
+        betty = self.connection
+        call = betty.start("cell_run", {"run": run.token, "partition": args.partition, "gpus": args.gpus,
+                                        "time": args.time, "env": args.env, "outs": list(outs), "name": args.slug,
+                                        "goal": args.goal or "a notebook cell run on the cluster"})
+
+        if call.settle(waiting(f"checking the cell run against {self._where()}")):  # tier 2: done at once is refused
+            summary = call.future.result().summary.strip()
+            raise ToolError(summary.splitlines()[0] if summary else "cell_run was refused")
+
+        def poll(token: str, job: str) -> dict[str, Any]:
+            data: dict[str, Any] = self._quiet("cell_run_status", {"run": token, "job_id": job}).data
+            return data
+
+        view = CallView(call, betty.respond, lambda outcome: [CellRunView(handle)], check=betty.repreview)
+        handle = CellRun(call, run, outs, namespace, poll, self._cancel_view, view)
+        return handle
+
+    @staticmethod
+    def _advise_parser() -> MagicParser:
+        made = parser("advise", "when and where a batch script would start on each partition and GPU type "
+                         "(sbatch --test-only; nothing is submitted): `%betty advise FILE`, or `%%betty advise` "
+                         "with the script as the cell")
+        made.add_argument("file", nargs="?", metavar="FILE", help="the batch script (default: the cell)")
+        made.add_argument("--partition", action="append", metavar="P", help="only this partition (repeatable)")
+        made.add_argument("--nodes", type=int, nargs="+", metavar="N", help="also try these node counts")
+        made.add_argument("--pending", action="store_true", help="also your pending jobs' expected starts")
+        return made
+
+    def _advise(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ..widgets.advice import ShownAdvice  # lazy: ipywidgets; `%load_ext` never needs them
+
+        script = cell if cell is not None and cell.strip() else None
+        if script is None and args.file:
+            try:
+                script = Path(args.file).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as error:
+                raise UsageError(f"cannot read {args.file}: {getattr(error, 'strerror', None) or error}") from None
+        if script is None:
+            raise UsageError("%betty advise takes a script: `%betty advise FILE`, or `%%betty advise` over the script")
+        query = {"script": script, "partitions": args.partition, "nodes": args.nodes, "pending": args.pending}
+        outcome = self._run("cluster_advise", query, f"asking {self._where()} when it would start")
+        if isinstance(outcome, Call):
+            return outcome
+        return ShownAdvice(outcome.data)
