@@ -91,10 +91,10 @@ READS: tuple[ReadCommand, ...] = (
 
 # ----- options, derived from the tool's arguments model -----------------------------------------------------------
 def tool_args_model(tool: str) -> Any:
-    """The pydantic model of ``tool``'s arguments (the tools load here, on the first call)."""
-    from .agent.registry import default_registry  # lazy: pydantic and every tool; `betty --help` never needs them
+    """The pydantic model of ``tool``'s arguments (that tool loads here, on the first call)."""
+    from .agent.registry import tool_class  # lazy: pydantic and the tool; `betty --help` never needs them
 
-    return default_registry().get(tool).Args
+    return tool_class(tool).Args
 
 
 def add_tool_options(parser: argparse.ArgumentParser, command: ReadCommand) -> None:

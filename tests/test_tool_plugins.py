@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,8 @@ from test_scripted_transport import ROW
 
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
-from betty_jupyter.agent.registry import BETTY_ENTRY, TOOLS_GROUP, default_registry, discovered_tools
+from betty_jupyter.agent.registry import BETTY_ENTRY, TOOLS_GROUP, default_registry, discovered_tools, registry_of
+from betty_jupyter.agent.tools import ToolError
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.agent.tools.catalog import BETTY_TOOLS
 from betty_jupyter.cluster.testing import ScriptedTransport
@@ -50,10 +53,28 @@ def test_betty_s_own_tools_are_the_one_entry_its_pyproject_registers_in_their_or
     assert default_registry().names()[:3] == ["cluster_run", "cluster_queue", "cluster_partitions"]
 
 
+def test_betty_s_table_names_each_tool_as_its_class_does_and_one_tool_loads_alone() -> None:
+    from betty_jupyter.agent.tools.catalog import TOOL_CLASSES
+
+    assert [tool.name for tool in BETTY_TOOLS] == list(TOOL_CLASSES)
+    code = ("import sys\nfrom betty_jupyter.agent.registry import registry_of, tool_class\n"
+            "print(registry_of(['cluster_queue']).names(), tool_class('cluster_queue').__name__)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('betty_jupyter.agent.tools.')))")
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert ran.returncode == 0, ran.stderr
+    names, modules = ran.stdout.splitlines()
+    assert names == "['cluster_queue'] ClusterQueue"
+    assert "betty_jupyter.agent.tools.cluster" in modules and "betty_jupyter.agent.tools.advise" not in modules
+    assert "betty_jupyter.agent.tools.jobs" not in modules
+
+
 def test_a_lab_package_adds_its_tools_after_betty_s(lab: None) -> None:
     names = default_registry().names()
     assert names[:len(BETTY_TOOLS)] == [tool.name for tool in BETTY_TOOLS]
     assert names[len(BETTY_TOOLS):] == ["lab_quota", "lab_archive"]
+    assert registry_of(["lab_archive", "cluster_queue"]).names() == ["lab_archive", "cluster_queue"]
+    with pytest.raises(ToolError, match="there is no tool 'lab_quotas'; did you mean lab_quota"):
+        registry_of(["lab_quotas"])
 
 
 def test_a_broken_entry_and_a_name_betty_has_are_skipped_with_one_line_each(

@@ -90,6 +90,25 @@ def default_registry() -> ToolRegistry:
     return ToolRegistry(tool() for tool in discovered_tools())
 
 
+def registry_of(names: Iterable[str]) -> ToolRegistry:
+    """A registry of only ``names``, in that order, loading no other tool where it can: Betty's own tools from its
+    table (their modules alone), another package's through discovery. A ToolError when there is no such tool."""
+    return ToolRegistry(tool_class(name)() for name in dict.fromkeys(names))
+
+
+def tool_class(name: str) -> type[AnyTool]:
+    """The class of the tool called ``name``: Betty's own first (its module alone is imported), else a discovered
+    one; a ToolError naming the closest tools when there is none."""
+    from .tools import catalog  # lazy: the table only; each tool's module loads when it is asked for
+
+    if name in catalog.TOOL_CLASSES:
+        return catalog.betty_tool(name)
+    for tool in discovered_tools():
+        if tool.name == name:
+            return tool
+    return default_registry().get(name).__class__  # no such tool: the registry's error names the closest
+
+
 def discovered_tools() -> tuple[type[AnyTool], ...]:
     """Every tool class registered in :data:`TOOLS_GROUP`: Betty's own in their order, then the others'.
 

@@ -108,7 +108,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     # lazy: the tools and the Slurm client load with the first session, not at the server's start
     from ..cluster.slurm import SlurmClient
     from .delegation import Delegation
-    from .registry import default_registry
+    from .registry import default_registry, registry_of
     from .tools.base import ToolContext
 
     ident = spec.session_id or new_session_id()
@@ -124,8 +124,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
         model, no_model = None, str(error)
     planner = _planner(config.llm) if model is not None else None
     policy = ApprovalPolicy(spec.mode, config.rules)
-    every_tool = default_registry()
-    registry = every_tool if spec.tools is None else every_tool.subset(spec.tools)
+    registry = default_registry() if spec.tools is None else registry_of(spec.tools)
     profile = config.profile(spec.cluster)
     transport = spec.transport if spec.transport is not None else profile.open_transport()
     slurm = SlurmClient(transport, work_dir=profile.work_dir, job_env=profile.job_env,

@@ -1,4 +1,4 @@
-"""Betty's own tools, in the order the system prompt lists them: the one table its entry point names.
+"""Betty's own tools, in the order the system prompt lists them: the one table its entry point names, read lazily.
 
 ``pyproject.toml`` registers :data:`BETTY_TOOLS` in the ``betty_jupyter.tools`` entry-point group,
 where another package registers its own; :mod:`betty_jupyter.agent.registry` discovers them all
@@ -7,31 +7,44 @@ there. Nothing in Betty imports this module: the entry point does (see ``docs/ag
 
 from __future__ import annotations
 
-from typing import Any
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-from .advise import ClusterAdvise
-from .base import Tool
-from .cell_run import CellRun, CellRunStatus
-from .cluster import ClusterHistory, ClusterPartitions, ClusterQueue, ClusterRun, JobLogs
-from .delegate import DelegateTasks
-from .efficiency import ClusterEfficiency
-from .gpu import GpuAdvise, GpuEstimate
-from .jobs import ClusterCancel, ClusterStatus, ClusterSubmit
-from .notebook import NotebookEdit, NotebookRead, NotebookRunCell
-from .notes import Scratchpad
-from .overview import ClusterOverview
-from .plan import ProposePlan
-from .notebook_job import NotebookCollect, NotebookSubmit
-from .sweep import ClusterSweep, SweepCancel, SweepCompare, SweepRetry
-from .why import ClusterWhy
-from .wiki import WikiRead, WikiSearch, WikiWrite
+if TYPE_CHECKING:
+    from .base import Tool
 
-BETTY_TOOLS: tuple[type[Tool[Any]], ...] = (
-    ClusterRun, ClusterQueue, ClusterPartitions, ClusterOverview, ClusterHistory, ClusterSubmit, ClusterSweep,
-    SweepCompare, SweepRetry, SweepCancel, ClusterStatus, ClusterCancel, JobLogs, ClusterAdvise, ClusterWhy,
-    ClusterEfficiency, GpuEstimate, GpuAdvise,
-    WikiRead, WikiSearch, WikiWrite, Scratchpad, DelegateTasks, ProposePlan, CellRun, CellRunStatus,
-    NotebookSubmit, NotebookCollect,
-    NotebookRead, NotebookEdit, NotebookRunCell,
-)
-"""Every tool class, in the order the system prompt lists them."""
+TOOL_CLASSES: dict[str, str] = {
+    "cluster_run": "cluster:ClusterRun", "cluster_queue": "cluster:ClusterQueue",
+    "cluster_partitions": "cluster:ClusterPartitions", "cluster_overview": "overview:ClusterOverview",
+    "cluster_history": "cluster:ClusterHistory", "cluster_submit": "jobs:ClusterSubmit",
+    "cluster_sweep": "sweep:ClusterSweep", "sweep_compare": "sweep:SweepCompare", "sweep_retry": "sweep:SweepRetry",
+    "sweep_cancel": "sweep:SweepCancel", "cluster_status": "jobs:ClusterStatus", "cluster_cancel": "jobs:ClusterCancel",
+    "job_logs": "cluster:JobLogs", "cluster_advise": "advise:ClusterAdvise", "cluster_why": "why:ClusterWhy",
+    "cluster_efficiency": "efficiency:ClusterEfficiency", "gpu_estimate": "gpu:GpuEstimate",
+    "gpu_advise": "gpu:GpuAdvise", "wiki_read": "wiki:WikiRead", "wiki_search": "wiki:WikiSearch",
+    "wiki_write": "wiki:WikiWrite", "scratchpad": "notes:Scratchpad", "delegate_tasks": "delegate:DelegateTasks",
+    "propose_plan": "plan:ProposePlan", "cell_run": "cell_run:CellRun", "cell_run_status": "cell_run:CellRunStatus",
+    "notebook_submit": "notebook_job:NotebookSubmit", "notebook_collect": "notebook_job:NotebookCollect",
+    "notebook_read": "notebook:NotebookRead", "notebook_edit": "notebook:NotebookEdit",
+    "notebook_run_cell": "notebook:NotebookRunCell",
+}
+"""Each tool's name and where its class is (``module:Class`` in this package), in the order the system prompt lists
+them: a face that runs one tool loads that tool's module alone (:func:`betty_tool`)."""
+
+
+def betty_tool(name: str) -> "type[Tool[Any]]":
+    """The class of Betty's own tool ``name`` (its module imported now); KeyError when Betty has none."""
+    module, _, cls = TOOL_CLASSES[name].partition(":")
+    tool: type[Tool[Any]] = getattr(import_module(f"{__package__}.{module}"), cls)
+    return tool
+
+
+def __getattr__(attribute: str) -> Any:
+    """``BETTY_TOOLS``: every tool class, in order (loads every tool's module; the entry point reads it); a tool
+    class by its class name (``from .catalog import ClusterQueue``) loads its module alone."""
+    if attribute == "BETTY_TOOLS":
+        return tuple(betty_tool(name) for name in TOOL_CLASSES)
+    for name, place in TOOL_CLASSES.items():
+        if place.endswith(f":{attribute}"):
+            return betty_tool(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
