@@ -345,6 +345,7 @@ def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: d
     """
     # lazy: the agent (pydantic) and the terminal question; only `betty submit` and `betty cancel` need them
     from ..agent.person import call_as_person
+    from ..cluster.shared import closing_clusters
     from .terminal import typed_answer
 
     command = f"betty {args.command}"
@@ -358,8 +359,8 @@ def _as_person(args: argparse.Namespace, workspace: Any, tool: str, tool_args: d
         reply = await typed_answer(f"{question} [y/N] ")
         return Decision.APPROVED if reply.strip().lower() in ("y", "yes") else Decision.DENIED
 
-    outcome = asyncio.run(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
-                                         person=f"{getpass.getuser()} ({command})", answer=answer))
+    outcome = asyncio.run(closing_clusters(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
+                                                          person=f"{getpass.getuser()} ({command})", answer=answer)))
     if not outcome.ok:
         raise UsageError(outcome.summary.splitlines()[0] if outcome.summary else f"{command}: nothing was done")
     return outcome

@@ -1,0 +1,94 @@
+"""``Link``: the one transport a shared cluster keeps, made again when the link under it broke.
+
+A transport already mends small breaks inside itself: its shells start again on a fresh
+connection and a read is retried once (``remote_shell.ShellPool``). A link that still fails
+under it (a :class:`TransportError` of kind ``link``, see :func:`broken`) is given up: the
+transport is closed and the next command gets a fresh one from the profile. A read is tried
+once more on the fresh transport; a write never is (its outcome is unknown, the caller decides).
+A refused login, an unknown host key and a command past its time are no broken link: asking
+again would only ask the person again, so those errors go to the caller as they are.
+
+Errors are the transport's own, never reworded here: they name the program and the cluster,
+not a command's arguments (a job's environment) nor an answer typed at a login.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Callable, Sequence
+
+from ..errors import BettyError, CommandTimeout, LinkProblem, TransportError
+from .transport import CommandResult, Transport
+
+
+def broken(error: BaseException) -> bool:
+    """Whether ``error`` says the link itself failed (not the login, the host key, or a command's time)."""
+    return (isinstance(error, TransportError) and not isinstance(error, CommandTimeout)
+            and error.problem is LinkProblem.LINK)
+
+
+class Link:
+    """A :class:`~betty_jupyter.cluster.transport.Transport` over the transport ``open`` makes, made again after a
+    broken link; the transport is made on the first command, not before."""
+
+    def __init__(self, open: Callable[[], Transport], where: str) -> None:
+        self._open = open
+        self.where = where
+        """The cluster's name, for messages."""
+        self.opened = 0
+        """How many transports this link has made (one, unless the link broke or was closed)."""
+        self._transport: Transport | None = None
+        self._lock = threading.Lock()  # the link serves every event loop of the process: its state is a thread's
+
+    @property
+    def transport(self) -> Transport | None:
+        """The transport commands go over now (None before the first command and after :meth:`close`)."""
+        return self._transport
+
+    def _current(self) -> Transport:
+        with self._lock:
+            if self._transport is None:
+                self._transport = self._open()
+                self.opened += 1
+            return self._transport
+
+    async def _give_up(self, transport: Transport) -> None:
+        """Close ``transport`` after it broke, unless another command already did; the next command opens a new one."""
+        with self._lock:
+            if self._transport is not transport:
+                return
+            self._transport = None
+        with contextlib.suppress(BettyError):
+            await transport.close()
+
+    async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
+        """Run ``argv``; after a broken link a read runs once more over a fresh transport, a write never does."""
+        transport = self._current()
+        try:
+            return await transport.run(argv, timeout, idempotent=idempotent)
+        except TransportError as error:
+            if not broken(error):
+                raise
+            await self._give_up(transport)
+            if not idempotent:
+                raise
+        return await self._current().run(argv, timeout, idempotent=idempotent)
+
+    async def put(self, data: bytes, remote_path: str) -> str:
+        """Write ``data`` to ``remote_path``; a broken link is given up and the write, atomic, made once more."""
+        transport = self._current()
+        try:
+            return await transport.put(data, remote_path)
+        except TransportError as error:
+            if not broken(error):
+                raise
+            await self._give_up(transport)
+        return await self._current().put(data, remote_path)
+
+    async def close(self) -> None:
+        """Close the transport (closing twice is fine); a later command opens a fresh one."""
+        with self._lock:
+            transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.close()
