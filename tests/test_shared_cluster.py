@@ -56,7 +56,7 @@ def opener(*made: BreakingTransport):
 def test_a_read_after_a_broken_link_runs_once_more_over_a_fresh_transport_and_the_broken_one_is_closed() -> None:
     first, second = BreakingTransport(breaks=1), BreakingTransport()
     open_transport, given = opener(first, second)
-    link = Link(open_transport, "hpc")
+    link = Link(open_transport)
     assert link.opened == 0 and given == [], "nothing is opened before the first command"
     result = asyncio.run(link.run(["sinfo", "--noheader"]))
     assert result.ok and result.stdout.startswith("debug*")
@@ -69,7 +69,7 @@ def test_a_read_after_a_broken_link_runs_once_more_over_a_fresh_transport_and_th
 def test_a_write_after_a_broken_link_is_never_sent_again_but_the_next_command_gets_a_fresh_transport() -> None:
     first, second = BreakingTransport(breaks=1), BreakingTransport()
     open_transport, given = opener(first, second)
-    cluster = Cluster(ClusterProfile(name="hpc", transport="local"), Link(open_transport, "hpc"))
+    cluster = Cluster(ClusterProfile(name="hpc", transport="local"), Link(open_transport))
     argv = ["env", f"TOKEN={SECRET}", "sbatch", "--parsable", "job.sh"]
     with pytest.raises(TransportError) as raised:
         asyncio.run(cluster.link.run(argv, idempotent=False))
@@ -88,7 +88,7 @@ def test_a_write_after_a_broken_link_is_never_sent_again_but_the_next_command_ge
 def test_a_refused_login_an_unknown_host_key_or_a_slow_command_is_no_broken_link(error: TransportError) -> None:
     first = BreakingTransport(breaks=1, error=error)
     open_transport, given = opener(first, BreakingTransport())
-    link = Link(open_transport, "hpc")
+    link = Link(open_transport)
     with pytest.raises(type(error)):
         asyncio.run(link.run(["sinfo"]))
     assert given == [first] and not first.closed, "asking again would only ask the person again"
@@ -97,7 +97,7 @@ def test_a_refused_login_an_unknown_host_key_or_a_slow_command_is_no_broken_link
 def test_closing_a_link_closes_its_transport_and_a_later_command_opens_a_fresh_one() -> None:
     first, second = BreakingTransport(), BreakingTransport()
     open_transport, given = opener(first, second)
-    link = Link(open_transport, "hpc")
+    link = Link(open_transport)
     asyncio.run(link.run(["id", "-un"]))
     asyncio.run(link.close())
     asyncio.run(link.close())

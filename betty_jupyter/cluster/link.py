@@ -29,13 +29,11 @@ def broken(error: BaseException) -> bool:
 
 
 class Link:
-    """A :class:`~betty_jupyter.cluster.transport.Transport` over the transport ``open`` makes, made again after a
+    """A :class:`~betty_jupyter.cluster.transport.Transport` over the transport ``opener`` makes, made again after a
     broken link; the transport is made on the first command, not before."""
 
-    def __init__(self, open: Callable[[], Transport], where: str) -> None:
-        self._open = open
-        self.where = where
-        """The cluster's name, for messages."""
+    def __init__(self, opener: Callable[[], Transport]) -> None:
+        self._opener = opener
         self.opened = 0
         """How many transports this link has made (one, unless the link broke or was closed)."""
         self._transport: Transport | None = None
@@ -49,7 +47,7 @@ class Link:
     def _current(self) -> Transport:
         with self._lock:
             if self._transport is None:
-                self._transport = self._open()
+                self._transport = self._opener()
                 self.opened += 1
             return self._transport
 

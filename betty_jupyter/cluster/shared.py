@@ -61,7 +61,7 @@ class Cluster:
         """``profile``'s cluster, over a :class:`Link` to the transports the profile opens; over ``transport`` as it
         is when given (a test's scripted one). ``shared``: the process's, from :func:`shared_cluster`."""
         self.profile = profile
-        self.link: "Transport" = transport if transport is not None else Link(profile.open_transport, profile.name)
+        self.link: "Transport" = transport if transport is not None else Link(profile.open_transport)
         self.shared = shared
         self.slurm = SlurmClient(self.link, work_dir=profile.work_dir, job_env=profile.job_env,
                                  readable_roots=profile.readable_roots)
