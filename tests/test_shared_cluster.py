@@ -13,6 +13,7 @@ from betty_jupyter.cluster import shared
 from betty_jupyter.cluster.link import Link
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.profiles import ClusterProfile
+from betty_jupyter.cluster.remote_shell import ShellClosed
 from betty_jupyter.cluster.shared import Cluster, close_clusters, shared_cluster
 from betty_jupyter.cluster.testing import ScriptedTransport
 from betty_jupyter.config import BettyConfig
@@ -25,13 +26,23 @@ PARTITION = SEPARATOR.join(["debug*", "up", "0/1/0/1", "0/4/0/4", "4000", "(null
 SECRET = "s3cret-value"
 
 
+def dropped(idempotent: bool = True) -> TransportError:
+    """What a transport raises when its link dropped under a command it had retried (a read) or sent (a write)."""
+    closed = ShellClosed("the shell on hpc closed")
+    if idempotent:
+        return closed
+    unknown = TransportError("the link to hpc dropped while `sbatch` ran; its outcome is unknown")
+    unknown.__cause__ = closed
+    return unknown
+
+
 class BreakingTransport(ScriptedTransport):
-    """A scripted cluster whose link breaks (as a transport says it, kind ``link``) on the next ``breaks`` commands."""
+    """A scripted cluster that fails the next ``breaks`` commands with ``error`` (default: its link dropped)."""
 
     def __init__(self, breaks: int = 0, error: TransportError | None = None) -> None:
         super().__init__()
         self.breaks = breaks
-        self.error = error or TransportError("the link to hpc dropped while `sinfo` ran")
+        self.error = error or dropped()
         self.on("sinfo", stdout=PARTITION + "\n").on("id", "-un", stdout="alice\n").on("sbatch", stdout="42\n")
 
     async def run(self, argv, timeout=60.0, *, idempotent=True):
@@ -67,7 +78,7 @@ def test_a_read_after_a_broken_link_runs_once_more_over_a_fresh_transport_and_th
 
 
 def test_a_write_after_a_broken_link_is_never_sent_again_but_the_next_command_gets_a_fresh_transport() -> None:
-    first, second = BreakingTransport(breaks=1), BreakingTransport()
+    first, second = BreakingTransport(breaks=1, error=dropped(idempotent=False)), BreakingTransport()
     open_transport, given = opener(first, second)
     cluster = Cluster(ClusterProfile(name="hpc", transport="local"), Link(open_transport))
     argv = ["env", f"TOKEN={SECRET}", "sbatch", "--parsable", "job.sh"]
@@ -84,8 +95,10 @@ def test_a_write_after_a_broken_link_is_never_sent_again_but_the_next_command_ge
     HostKeyError("hpc", "ssh-ed25519", "SHA256:abc", "/dev/null"),
     CommandTimeout("`sinfo` did not finish within 1 s on hpc; it was stopped"),
     TransportError("hpc:22 refused the connection", LinkProblem.REFUSED),
-], ids=["login", "host-key", "timeout", "refused"])
-def test_a_refused_login_an_unknown_host_key_or_a_slow_command_is_no_broken_link(error: TransportError) -> None:
+    TransportError("the login to hpc was cancelled in Betty's panel"),
+    TransportError("cannot reach hpc:22 (Connection reset by peer); is sshd running and the host reachable?"),
+], ids=["login", "host-key", "timeout", "refused", "cancelled-login", "cannot-reach"])
+def test_failing_to_connect_or_log_in_or_a_slow_command_is_no_dropped_link(error: TransportError) -> None:
     first = BreakingTransport(breaks=1, error=error)
     open_transport, given = opener(first, BreakingTransport())
     link = Link(open_transport)

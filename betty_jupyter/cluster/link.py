@@ -1,12 +1,13 @@
 """``Link``: the one transport a shared cluster keeps, made again when the link under it broke.
 
 A transport already mends small breaks inside itself: its shells start again on a fresh
-connection and a read is retried once (``remote_shell.ShellPool``). A link that still fails
-under it (a :class:`TransportError` of kind ``link``, see :func:`broken`) is given up: the
-transport is closed and the next command gets a fresh one from the profile. A read is tried
-once more on the fresh transport; a write never is (its outcome is unknown, the caller decides).
-A refused login, an unknown host key and a command past its time are no broken link: asking
-again would only ask the person again, so those errors go to the caller as they are.
+connection and a read is retried once (``remote_shell.ShellPool``). A link that still drops
+under a command (see :func:`broken`) is given up: the transport is closed and the next command
+gets a fresh one from the profile. A read is tried once more on the fresh transport; a write
+never is (its outcome is unknown, the caller decides). Failing to connect or to log in (a host
+that does not answer, a refused or cancelled login, an unknown host key) and a command past its
+time are no dropped link: trying again would only wait again or ask the person again, so those
+errors go to the caller as they are.
 
 Errors are the transport's own, never reworded here: they name the program and the cluster,
 not a command's arguments (a job's environment) nor an answer typed at a login.
@@ -18,19 +19,20 @@ import contextlib
 import threading
 from typing import Callable, Sequence
 
-from ..errors import BettyError, CommandTimeout, LinkProblem, TransportError
+from ..errors import BettyError, TransportError
+from .remote_shell import ShellClosed
 from .transport import CommandResult, Transport
 
 
 def broken(error: BaseException) -> bool:
-    """Whether ``error`` says the link itself failed (not the login, the host key, or a command's time)."""
-    return (isinstance(error, TransportError) and not isinstance(error, CommandTimeout)
-            and error.problem is LinkProblem.LINK)
+    """Whether ``error`` says the link dropped under a command: a shell's channel ended (the error, or its cause for
+    a write whose outcome is unknown); not a failure to connect or log in, nor a command's time."""
+    return isinstance(error, ShellClosed) or isinstance(error.__cause__, ShellClosed)
 
 
 class Link:
     """A :class:`~betty_jupyter.cluster.transport.Transport` over the transport ``opener`` makes, made again after a
-    broken link; the transport is made on the first command, not before."""
+    dropped link; the transport is made on the first command, not before."""
 
     def __init__(self, opener: Callable[[], Transport]) -> None:
         self._opener = opener
@@ -52,7 +54,7 @@ class Link:
             return self._transport
 
     async def _give_up(self, transport: Transport) -> None:
-        """Close ``transport`` after it broke, unless another command already did; the next command opens a new one."""
+        """Close ``transport`` after its link dropped, unless another command already did; the next opens a new one."""
         with self._lock:
             if self._transport is not transport:
                 return
@@ -61,7 +63,7 @@ class Link:
             await transport.close()
 
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
-        """Run ``argv``; after a broken link a read runs once more over a fresh transport, a write never does."""
+        """Run ``argv``; after a dropped link a read runs once more over a fresh transport, a write never does."""
         transport = self._current()
         try:
             return await transport.run(argv, timeout, idempotent=idempotent)
@@ -74,7 +76,7 @@ class Link:
         return await self._current().run(argv, timeout, idempotent=idempotent)
 
     async def put(self, data: bytes, remote_path: str) -> str:
-        """Write ``data`` to ``remote_path``; a broken link is given up and the write, atomic, made once more."""
+        """Write ``data`` to ``remote_path``; after a dropped link the write, atomic, is made once more on a fresh one."""
         transport = self._current()
         try:
             return await transport.put(data, remote_path)
