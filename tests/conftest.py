@@ -37,6 +37,17 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path_factory.mktemp("jupyter-config")))
 
 
+@pytest.fixture(autouse=True)
+def own_clusters():
+    """Each test starts without the process's shared clusters and closes the ones it opened, as a process would."""
+    yield
+    shared = sys.modules.get("betty_jupyter.cluster.shared")
+    if shared is not None and shared.shared_clusters():
+        import asyncio
+
+        asyncio.run(shared.close_clusters())
+
+
 def require(*programs: str, files: tuple[str, ...] = ()) -> None:
     """Fail (never skip) when this Debian machine lacks a program or file the test relies on."""
     found = [p for p in programs if shutil.which(p) or shutil.which(p, path="/usr/sbin:/sbin")]

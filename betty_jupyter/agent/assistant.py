@@ -4,7 +4,9 @@ The server extension owns one for the side panel (and for notebooks whose kernel
 under that server); a notebook whose server has no Betty extension owns one in its kernel.
 Either way the same object holds the sessions, the approval broker, the job watcher and the
 action log, so a magic, a panel button and the agent go through the same tools, policy and
-log. All of its coroutines run on one event loop.
+log. All of its coroutines run on one event loop. Its sessions and its watcher reach each cluster
+through the process's one link to it (:func:`~betty_jupyter.cluster.shared.shared_cluster`), which
+the process, not the Assistant, closes.
 """
 
 from __future__ import annotations
@@ -70,7 +72,6 @@ class Assistant:
         self._opening: dict[str, asyncio.Lock] = {}
         self._asking: dict[str, asyncio.Task[str]] = {}
         self._watcher: JobWatcher | None = None
-        self._clients: ClusterClients | None = None
         self._watching: asyncio.Task[None] | None = None
         self._stop_watching = asyncio.Event()
 
@@ -256,8 +257,7 @@ class Assistant:
     def watch(self, **options: Any) -> "JobWatcher":
         """Start the job watcher on this loop (once); its updates reach every open session as ``job_update``."""
         if self._watcher is None:
-            self._clients = ClusterClients(self.config)
-            self._watcher = JobWatcher(self.workspace, self._clients, **options)
+            self._watcher = JobWatcher(self.workspace, ClusterClients(self.config), **options)
             self._watcher.subscribe(self._announce)
             self._stop_watching.clear()
             self._watching = asyncio.get_running_loop().create_task(self._watch(self._watcher))
@@ -279,7 +279,10 @@ class Assistant:
             session.stream.emit("job_update", info)
 
     async def close(self) -> None:
-        """Stop everything: answers, approvals (cancelled), the watcher, the links to clusters."""
+        """Stop everything: answers, approvals (cancelled), the watcher, the sessions (kept).
+
+        The links to the clusters are the process's (:mod:`~betty_jupyter.cluster.shared`): its host closes them
+        with :func:`~betty_jupyter.cluster.shared.close_clusters` after this."""
         for session_id in list(self._asking):
             self.stop(session_id)
         self.broker.cancel_all("Betty is shutting down")
@@ -290,8 +293,6 @@ class Assistant:
             self._stop_watching.set()
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(self._watching, timeout=10)
-        if self._clients is not None:
-            await self._clients.close()
         for session in self._sessions.values():
             save(session, self.workspace)
             await session.context.close()

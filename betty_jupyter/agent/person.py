@@ -55,4 +55,4 @@ async def call_as_person(workspace: "Workspace", config: "BettyConfig", tool: st
     try:
         return await session.run_tool(tool, args, person)
     finally:
-        await session.context.slurm.transport.close()
+        await session.context.close()

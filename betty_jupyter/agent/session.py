@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BettyError, ConfigError, UsageError
+from ..errors import ConfigError, UsageError
 from . import events as ev
 from .actions import ActionLog
 from .approvals import ApprovalBroker
@@ -65,8 +65,8 @@ class SessionSpec:
     require_model: bool = True
     """Without a configured chat model: False still builds it (a person's calls run, asking explains the fix)."""
     transport: "Transport | None" = None
-    """Its link to the cluster (default: the profile's, opened now); a fast test passes Betty's
-    :class:`~betty_jupyter.cluster.testing.ScriptedTransport`."""
+    """Its own link to the cluster, closed with it (default: the process's shared cluster of the profile, which the
+    session never closes); a fast test passes Betty's :class:`~betty_jupyter.cluster.testing.ScriptedTransport`."""
     reads_cluster_facts: bool = True
     """False: the prompt's partitions and login name are not asked (a session that only runs one person's call)."""
 
@@ -106,7 +106,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     configure a model. A tool ``spec.tools`` names that Betty lacks is a ToolError.
     """
     # lazy: the tools and the Slurm client load with the first session, not at the server's start
-    from ..cluster.slurm import SlurmClient
+    from ..cluster.shared import Cluster, shared_cluster
     from .delegation import Delegation
     from .registry import default_registry, registry_of
     from .tools.base import ToolContext
@@ -126,12 +126,12 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     policy = ApprovalPolicy(spec.mode, config.rules)
     registry = default_registry() if spec.tools is None else registry_of(spec.tools)
     profile = config.profile(spec.cluster)
-    transport = spec.transport if spec.transport is not None else profile.open_transport()
-    slurm = SlurmClient(transport, work_dir=profile.work_dir, job_env=profile.job_env,
-                        readable_roots=profile.readable_roots)
+    cluster = shared_cluster(profile) if spec.transport is None else Cluster(profile, spec.transport)
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
-    context = ToolContext(profile=profile, slurm=slurm, workspace=workspace, session_id=ident, scratchpad=scratchpad)
-    partitions, user = await _cluster_facts(slurm) if spec.reads_cluster_facts else (None, None)
+    context = ToolContext(profile=profile, slurm=cluster.slurm, workspace=workspace, session_id=ident,
+                          scratchpad=scratchpad, cluster=cluster)
+    facts = await cluster.facts() if spec.reads_cluster_facts else None
+    partitions, user = (facts.partitions, facts.user) if facts is not None else (None, None)
     offer = ToolOffer(registry, progressive=_offers_core(config.llm),
                       notes={"cluster_run": allowlist_text(profile.policy())})
     prompt = system_prompt(persona_text(workspace.wiki), offer, profile.policy(), profile.name, partitions, user)
@@ -164,19 +164,6 @@ def _planner(llm: dict[str, Any]) -> ChatModel | None:
     if not isinstance(planner, dict):
         raise ConfigError("llm.planner is a setting like llm itself: {\"base_url\": …, \"model\": …}")
     return ChatModel(LLMSettings.from_config(planner))
-
-
-async def _cluster_facts(slurm: Any) -> tuple[Any, str | None]:
-    """The partitions and the login name, each when the cluster answers it (the prompt says 'unknown' otherwise)."""
-    try:
-        partitions = await slurm.partitions()
-    except BettyError:
-        partitions = None
-    try:
-        who = (await slurm.transport.run(["id", "-un"])).stdout.strip()
-    except BettyError:
-        who = ""
-    return partitions, who if who and who.isprintable() and len(who) <= 64 and " " not in who else None
 
 
 def save(session: AgentSession, workspace: "Workspace") -> Path:

@@ -57,6 +57,7 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
     from ..agent.approvals import ApprovalBroker
     from ..agent.plans import PLAN_TOOL
     from ..agent.session import SessionSpec, open_session, save
+    from ..cluster.shared import close_clusters
     from ..config import load_config
     from ..experiments.workspace import Workspace
 
@@ -84,7 +85,7 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
         reason = await session.ask(args.prompt)
     finally:
         save(session, workspace)
-        await session.context.slurm.transport.close()
+        await close_clusters()
     if not args.json:
         print(f"\n(session {session.session_id}; continue it with --session {session.session_id})", file=sys.stderr)
     return 0 if reason == DoneReason.FINISHED else 1

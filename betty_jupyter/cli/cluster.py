@@ -275,6 +275,7 @@ def call_as_person_here(args: argparse.Namespace, workspace: Any, tool: str, too
     """
     # lazy: the agent (pydantic) and the terminal question; only a command that runs a tool needs them
     from ..agent.person import call_as_person
+    from ..cluster.shared import closing_clusters
     from .terminal import typed_answer
 
     command = f"betty {args.command}"
@@ -289,8 +290,8 @@ def call_as_person_here(args: argparse.Namespace, workspace: Any, tool: str, too
         reply = await typed_answer(f"{question} [y/N] ")
         return Decision.APPROVED if reply.strip().lower() in ("y", "yes") else Decision.DENIED
 
-    outcome = asyncio.run(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
-                                         person=f"{getpass.getuser()} ({command})", answer=answer))
+    outcome = asyncio.run(closing_clusters(call_as_person(workspace, _config(), tool, tool_args, cluster=args.cluster,
+                                                          person=f"{getpass.getuser()} ({command})", answer=answer)))
     if not outcome.ok:
         # the person typed `betty why`, not the tool's name: its one line says what went wrong without it
         line = outcome.summary.splitlines()[0].removeprefix(f"{tool}: ") if outcome.summary else ""

@@ -81,16 +81,16 @@ def read_log_home() -> Path:
 
 
 def _whoami(cluster: str | None) -> str:
-    """The person's login name on the cluster (``betty jobs --me``)."""
-    # lazy: the transport and the configuration; only --me needs them
+    """The person's login name on the cluster (``betty jobs --me``), over the link the read then uses."""
+    # lazy: the shared cluster and the configuration; only --me needs them
+    from ..cluster.shared import shared_cluster
     from ..cluster.sync import run_sync
     from .cluster import _config
 
-    transport = _config().profile(cluster).open_transport()
-    try:
-        return str(run_sync(transport.run(["id", "-un"])).stdout.strip())
-    finally:
-        run_sync(transport.close())
+    user = run_sync(shared_cluster(_config().profile(cluster)).user())
+    if user is None:
+        raise UsageError("the cluster did not say your login name (`id -un`); give it with --user NAME")
+    return user
 
 
 # ----- how each read prints ---------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 from .policy import CommandPolicy
 from .reads import READ_LIMIT, run_checked
 from .sbatch import PartitionOffer, SbatchScript
-from .slurm import SlurmClient
+from .shared import Cluster
 from .transport import CommandResult, Transport
 
 if TYPE_CHECKING:
@@ -22,9 +22,9 @@ async def cluster_check(profile: "ClusterProfile") -> str:
     """Reach ``profile``'s cluster and run Slurm there: one line with its partitions and the latency of a
     first and a warm command (``betty cluster test``, the panel's Test). Raises the transport's or
     Slurm's BettyError (a HostKeyError carries the fingerprint to confirm)."""
-    transport = profile.open_transport()
+    cluster = Cluster(profile)  # its own link: the check logs in afresh, as a first use would
     try:
-        client = SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)
+        client = cluster.slurm
         began = time.perf_counter()
         partitions = await client.partitions()
         first = time.perf_counter() - began
@@ -32,7 +32,7 @@ async def cluster_check(profile: "ClusterProfile") -> str:
         await client.queue()
         warm = time.perf_counter() - began
     finally:
-        await transport.close()
+        await cluster.close()
     names = ", ".join(partitions["partition"]) or "none"
     return f"{profile.name}: OK — partitions {names}; first command {first * 1000:.0f} ms, warm {warm * 1000:.0f} ms"
 

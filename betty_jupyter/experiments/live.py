@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
-from ..cluster.slurm import SlurmClient
+from ..cluster.shared import shared_cluster
 from ..cluster.sync import Blocking, run_sync
 from ..config import load_config
 from .metrics import parse_metrics
@@ -18,12 +18,8 @@ T = TypeVar("T")
 
 
 def _with_cluster(cluster: str | None, work: Callable[[Any], T]) -> T:
-    profile = load_config().profile(cluster)
-    transport = profile.open_transport()
-    try:
-        return work(Blocking(SlurmClient(transport, work_dir=profile.work_dir, readable_roots=profile.readable_roots)))
-    finally:
-        run_sync(transport.close())
+    """``work`` with the Slurm client of the kernel's shared cluster (its link stays for the next call)."""
+    return work(Blocking(shared_cluster(load_config().profile(cluster)).slurm))
 
 
 def status(job_id: str, cluster: str | None = None) -> "Job":

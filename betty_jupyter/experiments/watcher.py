@@ -321,30 +321,23 @@ async def _with_comparisons(slurm: "SlurmClient", changed: list[tuple[Tracked, "
 
 
 class ClusterClients:
-    """One SlurmClient per configured cluster, its link opened on first use: what a watcher asks with."""
+    """What a watcher asks with: the Slurm client of the process's shared cluster of each configured cluster
+    (its link opened on first use, and closed by the process, not by the watcher)."""
 
     def __init__(self, config: "BettyConfig") -> None:
         self.config = config
-        self._clients: dict[str, SlurmClient] = {}
 
     def __call__(self, cluster: str) -> "SlurmClient":
         """The client of ``cluster`` (ConfigError when it is not configured)."""
         # lazy: the Slurm client; the server's start builds the watcher without it
-        from ..cluster.slurm import SlurmClient
+        from ..cluster.shared import shared_cluster
 
-        if cluster not in self._clients:
-            profile = self.config.profile(cluster)
-            self._clients[cluster] = SlurmClient(profile.open_transport(), work_dir=profile.work_dir,
-                                                   readable_roots=profile.readable_roots)
-        return self._clients[cluster]
-
-    async def close(self) -> None:
-        """Close every link opened (closing twice is fine)."""
-        for client in self._clients.values():
-            await client.transport.close()
+        return shared_cluster(self.config.profile(cluster)).slurm
 
 
 def watcher_for_config(workspace: Workspace, **options: Any) -> tuple[JobWatcher, Callable[[], None]]:
-    """A watcher whose clusters come from Betty's configuration, and a function closing their links."""
-    clients = ClusterClients(load_config())
-    return JobWatcher(workspace, clients, **options), lambda: run_sync(clients.close())
+    """A watcher whose clusters come from Betty's configuration, and a function closing the process's links."""
+    # lazy: the shared clusters load the Slurm client; the server's start builds the watcher without it
+    from ..cluster.shared import close_clusters
+
+    return JobWatcher(workspace, ClusterClients(load_config()), **options), lambda: run_sync(close_clusters())

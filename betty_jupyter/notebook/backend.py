@@ -203,8 +203,10 @@ class LocalBackend:
         return list(self._run(_call_soon(self.assistant.pending)))
 
     def close(self) -> None:
-        """Stop the watcher and close the links."""
-        self._run(self.assistant.close(), timeout=30)
+        """Stop the watcher and the sessions, then close the kernel's links to the clusters."""
+        from ..cluster.shared import closing_clusters  # lazy: the Slurm client; a kernel that never reached one skips it
+
+        self._run(closing_clusters(self.assistant.close()), timeout=30)
 
 
 async def _call_soon(work: Callable[[], Any]) -> Any:

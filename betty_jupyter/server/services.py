@@ -313,7 +313,8 @@ class BettyServices:
 
     # ----- shutting down ------------------------------------------------------------------------
     async def close(self) -> None:
-        """Stop the background calls, close the sockets, then close the Assistant (watcher, links)."""
+        """Stop the background calls, close the sockets, close the Assistant (watcher, sessions), then the process's
+        links to the clusters."""
         stop_answering(self.login_desk)
         for _, _, check in self._health.values():
             check.cancel()
@@ -332,6 +333,9 @@ class BettyServices:
             await self._automations.close()  # its running runs go back to the queue for the next server
         if self._assistant is not None:
             await self._assistant.close()
+        from ..cluster.shared import close_clusters  # lazy: the Slurm client; the extension loads without it
+
+        await close_clusters()
 
 
 def _logged(call: "asyncio.Task[Any]") -> None:

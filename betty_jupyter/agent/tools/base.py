@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Mapping, Ty
 from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from ...cluster.jobs import job_id
-from ...cluster.slurm import SlurmClient
+from ...cluster.shared import shared_cluster
 from ...errors import BettyError, UsageError
 from ...errors import ToolError as ToolError  # defined with the others, importable here too
 from ...json_text import TooDeep, parse_json
@@ -28,6 +28,8 @@ from ..models import ToolArgs as ToolArgs  # defined beside the other shared mod
 if TYPE_CHECKING:
     from ...cluster.policy import CommandPolicy
     from ...cluster.profiles import ClusterProfile
+    from ...cluster.shared import Cluster
+    from ...cluster.slurm import SlurmClient
     from ...experiments.workspace import Workspace
     from ..policy import Call
     from ..task_specs import Delegator
@@ -51,24 +53,28 @@ class ToolContext:
     scratchpad: Path
     delegator: "Delegator | None" = field(default=None, repr=False, compare=False)
     """Where ``delegate_tasks`` hands its tasks: the session's, set as the session is built (None outside one)."""
+    cluster: "Cluster | None" = field(default=None, repr=False, compare=False)
+    """The cluster ``slurm`` belongs to: the process's shared one, or the session's own over a transport its host
+    gave (None: ``slurm`` alone, the context's own)."""
 
     @classmethod
     def open(cls, profile: "ClusterProfile", workspace: "Workspace", session_id: str) -> "ToolContext":
-        """A context on ``profile``'s cluster (its link opens lazily) for session ``session_id``."""
+        """A context on the process's shared cluster of ``profile`` (its link opens lazily) for session ``session_id``."""
         if not _SESSION_ID.match(session_id):
             raise ToolError(f"session id {session_id[:40]!r} must be letters, digits, . _ - (it names a file)")
-        slurm = SlurmClient(profile.open_transport(), work_dir=profile.work_dir, job_env=profile.job_env,
-                             readable_roots=profile.readable_roots)
+        cluster = shared_cluster(profile)
         scratchpad = workspace.state / "scratchpads" / f"{session_id}.md"
-        return cls(profile=profile, slurm=slurm, workspace=workspace, session_id=session_id, scratchpad=scratchpad)
+        return cls(profile=profile, slurm=cluster.slurm, workspace=workspace, session_id=session_id,
+                   scratchpad=scratchpad, cluster=cluster)
 
     def policy(self) -> "CommandPolicy":
         """The read-only allowlist of the session's cluster."""
         return self.profile.policy()
 
     async def close(self) -> None:
-        """Close the link to the cluster (closing twice is fine)."""
-        await self.slurm.transport.close()
+        """Close the link when it is the context's own (closing twice is fine); the shared cluster's is the process's."""
+        if self.cluster is None or not self.cluster.shared:
+            await self.slurm.transport.close()
 
 
 def _checked_job_id(value: object) -> str:

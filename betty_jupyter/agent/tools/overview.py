@@ -13,14 +13,15 @@ if TYPE_CHECKING:
     from ...cluster.slurm import SlurmClient
 
 _READERS: "weakref.WeakKeyDictionary[SlurmClient, OverviewReader]" = weakref.WeakKeyDictionary()
-"""One reader per session's Slurm client: its login name is asked once, its answer kept a few seconds."""
+"""One reader per Slurm client (one per cluster, shared by its sessions): its answer kept a few seconds."""
 
 
-def overview_reader(slurm: "SlurmClient") -> OverviewReader:
-    """The :class:`OverviewReader` of ``slurm`` (made on first use)."""
-    reader = _READERS.get(slurm)
+def overview_reader(ctx: ToolContext) -> OverviewReader:
+    """The :class:`OverviewReader` of the context's Slurm client (made on first use), its login name the cluster's."""
+    reader = _READERS.get(ctx.slurm)
     if reader is None:
-        reader = _READERS[slurm] = OverviewReader(slurm)
+        login = ctx.cluster.user if ctx.cluster is not None else None
+        reader = _READERS[ctx.slurm] = OverviewReader(ctx.slurm, login=login)
     return reader
 
 
@@ -45,6 +46,6 @@ class ClusterOverview(Tool[OverviewArgs]):
 
     async def run(self, ctx: ToolContext, args: OverviewArgs) -> ToolOutcome:
         """The overview as plain data in ``data``; the table and the waits for the model."""
-        overview = await overview_reader(ctx.slurm).read()
+        overview = await overview_reader(ctx).read()
         text = f"{overview_table(overview)}\nexpected waits: {waits_line(overview)}"
         return ToolOutcome(summary=clip(text), full=text, data=overview)

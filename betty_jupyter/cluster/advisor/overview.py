@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
 
@@ -258,16 +258,21 @@ async def read_overview(slurm: "SlurmClient", user: str | None) -> OverviewData:
 
 class OverviewReader:
     """Reads the overview of one cluster, keeping each answer :data:`KEPT_SECONDS`; readers that come while a read
-    runs wait for that one. The person's login name is asked once (``id -un``, no scheduler call)."""
+    runs wait for that one. The person's login name comes from ``login`` (the shared cluster's, read once for the
+    process), else is asked once (``id -un``, no scheduler call)."""
 
-    def __init__(self, slurm: "SlurmClient", kept: float = KEPT_SECONDS) -> None:
+    def __init__(self, slurm: "SlurmClient", kept: float = KEPT_SECONDS,
+                 login: "Callable[[], Awaitable[str | None]] | None" = None) -> None:
         self.slurm = slurm
         self.kept = kept
+        self._login = login
         self._user: str | None = None
         self._read: tuple[float, asyncio.Task[OverviewData]] | None = None
 
     async def user(self) -> str | None:
         """The person's login name on the cluster (None when the cluster does not say)."""
+        if self._login is not None:
+            return await self._login()
         if self._user is None:
             who = await self.slurm.transport.run(["id", "-un"], self.slurm.timeout)
             name = who.stdout.strip()
