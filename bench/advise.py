@@ -29,8 +29,8 @@ from typing import Sequence
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from betty_jupyter.cluster.advisor.estimates import Candidate  # noqa: E402
-from betty_jupyter.cluster.advisor.placement import PlacementAdvisor, StartCache  # noqa: E402
+from betty_jupyter.advisor.estimates import Candidate  # noqa: E402
+from betty_jupyter.advisor.placement import PlacementAdvisor, StartCache  # noqa: E402
 from betty_jupyter.cluster.profiles import ClusterProfile  # noqa: E402
 from betty_jupyter.cluster.sbatch import SbatchScript  # noqa: E402
 from betty_jupyter.cluster.transport import CommandResult  # noqa: E402

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pandas as pd  # noqa: E402
 
-from betty_jupyter.cluster.advisor.efficiency import EFFICIENCY_FIELDS, parse_efficiency  # noqa: E402
+from betty_jupyter.cluster.job_efficiency import EFFICIENCY_FIELDS, parse_efficiency  # noqa: E402
 from betty_jupyter.cluster.parsing import SEPARATOR  # noqa: E402
 from betty_jupyter.cluster.slurm import SlurmClient  # noqa: E402
 from betty_jupyter.cluster.testing import ScriptedTransport  # noqa: E402

@@ -13,8 +13,8 @@ from typing import Sequence
 
 import pytest
 
-from betty_jupyter.cluster.advisor.estimates import Candidate
-from betty_jupyter.cluster.advisor.placement import PlacementAdvisor, StartCache, advise_script
+from betty_jupyter.advisor.estimates import Candidate
+from betty_jupyter.advisor.placement import PlacementAdvisor, StartCache, advise_script
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.cluster.transport import CommandResult

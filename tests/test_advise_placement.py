@@ -8,9 +8,9 @@ from datetime import datetime
 
 import pytest
 
-from betty_jupyter.cluster.advisor.estimates import (Advice, Candidate, StartEstimate, rank, read_billing_weights,
+from betty_jupyter.advisor.estimates import (Advice, Candidate, StartEstimate, rank, read_billing_weights,
                                                      read_pending, read_start, wait_text)
-from betty_jupyter.cluster.advisor.placement import (PlacementAdvisor, StartCache, billing_rate, candidates_from_gres,
+from betty_jupyter.advisor.placement import (PlacementAdvisor, StartCache, billing_rate, candidates_from_gres,
                                                      candidates_from_placements, estimate_argv)
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.policy import CommandPolicy

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from betty_jupyter.cluster.advisor.pending import WhyPending, why_pending
+from betty_jupyter.advisor.pending import WhyPending, why_pending
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.errors import SlurmError
 

@@ -7,9 +7,9 @@ from datetime import datetime
 
 import pytest
 
-from betty_jupyter.cluster.advisor import slurm_reads as reads
-from betty_jupyter.cluster.advisor.pending import why_pending
-from betty_jupyter.cluster.advisor.reasons import explain
+from betty_jupyter.advisor import slurm_reads as reads
+from betty_jupyter.advisor.pending import why_pending
+from betty_jupyter.advisor.reasons import explain
 from betty_jupyter.cluster.policy import CommandPolicy
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.cluster.testing import Reply, ScriptedTransport

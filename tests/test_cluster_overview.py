@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from betty_jupyter.cluster.advisor.overview import (
+from betty_jupyter.advisor.overview import (
     OverviewReader,
     add_queue,
     node_state,

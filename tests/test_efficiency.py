@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from betty_jupyter.agent.assistant import Assistant
-from betty_jupyter.cluster.advisor.efficiency import JobEfficiency, efficiency_table
-from betty_jupyter.cluster.advisor.rightsizing import right_sized
+from betty_jupyter.cluster.job_efficiency import JobEfficiency, efficiency_table
+from betty_jupyter.advisor.rightsizing import right_sized
 from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.sync import Blocking, run_sync
 from betty_jupyter.config import BettyConfig

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from betty_jupyter.cluster.advisor.efficiency import (EFFICIENCY_FIELDS, JobEfficiency, parse_efficiency,
+from betty_jupyter.cluster.job_efficiency import (EFFICIENCY_FIELDS, JobEfficiency, parse_efficiency,
                                                       requested_memory, sacct_argv)
-from betty_jupyter.cluster.advisor.rightsizing import MIN_RUNS, propose
+from betty_jupyter.advisor.rightsizing import MIN_RUNS, propose
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.errors import ToolError, UsageError
 from hostile import hostile

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from betty_jupyter.cluster.advisor.efficiency import summary_line
+from betty_jupyter.cluster.job_efficiency import summary_line
 from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.sync import Blocking, run_sync
 from betty_jupyter.errors import ExperimentError, SlurmError

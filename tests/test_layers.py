@@ -18,7 +18,7 @@ import pytest
 import betty_jupyter
 
 PACKAGE_DIR = Path(betty_jupyter.__file__).parent
-CORE_PACKAGES = ["cluster", "gpu", "wiki", "experiments", "agent", "devcluster"]
+CORE_PACKAGES = ["cluster", "gpu", "advisor", "wiki", "experiments", "agent", "devcluster"]
 JUPYTER_MODULES = ["tornado", "IPython", "ipywidgets", "ipykernel", "jupyter_server", "jupyterlab"]
 
 BLOCKER = """
@@ -338,6 +338,79 @@ def test_the_layer_reader_sees_imports_in_functions_and_under_type_checking(tmp_
         "pkg/config.py:2 imports jupyter_server (the core never imports Jupyter)",
         "pkg/devcluster/up.py:5 imports yaml (only the standard library and Betty here)",
         "pkg/cli/devcluster.py:3 imports requests (only the standard library and Betty here)",
+    ]
+
+
+# ----- Betty's own layers ---------------------------------------------------------------------------------------
+
+FACES = {"agent", "experiments", "server", "notebook", "cli", "read_commands", "mcp_server", "mcp_stdio", "llm_check",
+         "llmserve", "schemas"}
+NEVER_IMPORTS: dict[str, set[str]] = {
+    "cluster": {"advisor", "gpu", "wiki"} | FACES,
+    "gpu": {"advisor", "cluster", "wiki"} | FACES,
+    "advisor": {"wiki"} | FACES,
+    "wiki": {"advisor", "cluster", "gpu"} | FACES,
+}
+"""Which of Betty's own packages each lower package never imports, not even under ``if TYPE_CHECKING:`` or in a
+function: Slurm (``cluster``) and GPU memory (``gpu``) know nothing of each other or of what is built on them; the
+advisor stands on both and below every face."""
+
+
+def betty_imports(path: Path, package_dir: Path) -> Iterator[tuple[int, str]]:
+    """``(line, package)`` for each of Betty's own top-level packages or modules ``path`` imports, relative imports
+    resolved, anywhere in the file."""
+    parts = list(path.relative_to(package_dir).with_suffix("").parts)
+    here = parts[:-1]  # the package the file is in (a package's __init__ is in the package itself)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        targets: list[list[str]] = []
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = here[: len(here) - node.level + 1] if node.level > 1 else list(here)
+            module = base + (node.module.split(".") if node.module else [])
+            targets = [module] if module else [[alias.name] for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == package_dir.name:
+            module = (node.module or "").split(".")[1:]
+            targets = [module] if module else [[alias.name] for alias in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name.split(".")[1:] for alias in node.names if alias.name.split(".")[0] == package_dir.name]
+        for target in targets:
+            if target:
+                yield node.lineno, target[0]
+
+
+def inner_layer_violations(package_dir: Path) -> list[str]:
+    """``path:line imports NAME (why not)`` for each import that breaks :data:`NEVER_IMPORTS`."""
+    problems = []
+    for lower, never in NEVER_IMPORTS.items():
+        for path in _sources(package_dir, [lower]):
+            for line, there in betty_imports(path, package_dir):
+                if there in never:
+                    problems.append(f"{path.relative_to(package_dir.parent)}:{line} imports {there} ({lower} never "
+                                    f"imports {there})")
+    return problems
+
+
+def test_betty_s_lower_packages_never_import_what_stands_on_them():
+    assert all((PACKAGE_DIR / lower).is_dir() for lower in NEVER_IMPORTS), "a layer was renamed"
+    problems = inner_layer_violations(PACKAGE_DIR)
+    assert not problems, "imports across Betty's layers:\n" + "\n".join(problems)
+
+
+def test_the_inner_layer_reader_resolves_relative_imports_anywhere(tmp_path):
+    package = written_package(tmp_path, {
+        "__init__.py": "",
+        "cluster/__init__.py": "",
+        "cluster/slurm.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..advisor import x\n"
+                            "def f():\n    from .. import gpu\n    import pkg.agent.loop\nfrom . import jobs\n",
+        "cluster/jobs.py": "from ..errors import Oops\n",
+        "gpu/__init__.py": "from pkg.cluster import slurm\n",
+        "advisor/__init__.py": "from ..cluster import slurm\nfrom ..gpu import x\n",
+        "wiki/__init__.py": "",
+    })
+    assert inner_layer_violations(package) == [
+        "pkg/cluster/slurm.py:3 imports advisor (cluster never imports advisor)",
+        "pkg/cluster/slurm.py:5 imports gpu (cluster never imports gpu)",
+        "pkg/cluster/slurm.py:6 imports agent (cluster never imports agent)",
+        "pkg/gpu/__init__.py:1 imports cluster (gpu never imports cluster)",
     ]
 
 

@@ -29,7 +29,7 @@ def test_overview_draws_the_figure_and_an_escaped_table(busy, kernel: Kernel, de
     data = kernel.run("overview = _\nsorted(p['partition'] for p in overview['partitions']), overview['mine']")
     assert repr(sorted(["cpu", "gpu", HOSTILE_PARTITION])) in data.text
     assert repr(mine_in(said["queue"])) in data.text
-    labels = kernel.run("import io\nfrom betty_jupyter.cluster.advisor.overview_figure import overview_figure\n"
+    labels = kernel.run("import io\nfrom betty_jupyter.advisor.overview_figure import overview_figure\n"
                         "figure = overview_figure(overview); figure.savefig(io.BytesIO())\n"
                         "[(t.get_text(), t.get_parse_math()) for a in figure.axes for t in a.get_xticklabels()]")
     assert repr((HOSTILE_PARTITION, False)) in labels.text, "the name is drawn as it is, not as mathtext"

@@ -48,7 +48,7 @@ def test_a_finished_row_shows_cpu_memory_and_time_used_of_the_request(
 
 def read_figures(dev_cluster: dict[str, str], job_id: str) -> dict[str, int]:
     """The job's figures in percent, as Betty's own sacct reading gives them (what the badge must show)."""
-    from betty_jupyter.cluster.advisor.efficiency import parse_efficiency, sacct_argv
+    from betty_jupyter.cluster.job_efficiency import parse_efficiency, sacct_argv
 
     out = subprocess.run(sacct_argv([job_id]), capture_output=True, text=True, timeout=60, check=True,
                          env={**os.environ, **dev_cluster}).stdout

@@ -214,7 +214,7 @@ class Assistant:
         gpu (a100), ~3 h on gpu (h100)``), "" for a card that submits nothing; a failure is a short note. Asked
         after the card is shown, so the card never waits for it; ApprovalError when the card is not open."""
         # lazy: the advisor; only a submission card asks for it
-        from ..cluster.advisor.placement import START_BUDGET, PlacementAdvisor, advise_script
+        from ..advisor.placement import START_BUDGET, PlacementAdvisor, advise_script
 
         waits_in, request = self._open(approval_id)
         session = self._sessions.get(waits_in) or self._elsewhere.get(waits_in)

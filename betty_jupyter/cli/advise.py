@@ -34,7 +34,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 def run(args: argparse.Namespace) -> int:
     """Print the advice for ``args.script``."""
     # lazy: the Slurm client and the configuration; `betty --help` never loads them
-    from ..cluster.advisor.placement import PlacementAdvisor, advise_script
+    from ..advisor.placement import PlacementAdvisor, advise_script
     from ..cluster.sync import run_sync
     from ..cluster.text_tables import aligned
     from ..config import load_config

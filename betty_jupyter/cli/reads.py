@@ -105,7 +105,7 @@ def _frame(columns: str, empty: str) -> Callable[[argparse.Namespace, Any], None
 
 def _overview(args: argparse.Namespace, outcome: Any) -> None:
     # lazy: the overview's table and the configuration; only `betty overview` needs them
-    from ..cluster.advisor.overview import overview_table, waits_line
+    from ..advisor.overview import overview_table, waits_line
     from .cluster import _config
 
     overview, name = outcome.data, _config().profile(args.cluster).name
@@ -134,8 +134,8 @@ def _efficiency(args: argparse.Namespace, outcome: Any) -> None:
         print(outcome.summary)
     if args.plot is not None:
         # lazy: matplotlib, only for --plot
-        from ..cluster.advisor.efficiency import JobEfficiency
-        from ..cluster.advisor.efficiency_plot import efficiency_figure
+        from ..cluster.job_efficiency import JobEfficiency
+        from ..advisor.efficiency_plot import efficiency_figure
 
         names = [item.name for item in fields(JobEfficiency)]
         efficiency_figure([JobEfficiency(**{name: job[name] for name in names}) for job in jobs]).savefig(args.plot)

@@ -28,7 +28,7 @@ from .transport import CommandResult, Transport
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .advisor.efficiency import JobEfficiency
+    from .job_efficiency import JobEfficiency
     from .job_env import JobEnvironment
 
 TOKEN_PREFIX = "betty:"
@@ -70,9 +70,9 @@ class Snapshot:
     """The records of the arrays' tasks (``4242_3``, and ``4242_[5-8]`` for those still pending), by array id."""
 
     def efficiency(self) -> "dict[str, JobEfficiency]":
-        """The finished jobs' figures (:mod:`.advisor.efficiency`), by job id; {} when accounting is off."""
-        # lazy: the advisor's parser; a tick in which no job ended needs none of it
-        from .advisor.efficiency import parse_efficiency
+        """The finished jobs' figures (:mod:`.job_efficiency`), by job id; {} when accounting is off."""
+        # lazy: the efficiency parser; a tick in which no job ended needs none of it
+        from .job_efficiency import parse_efficiency
 
         return {job.job_id: job for job in parse_efficiency(self.accounting, self.fields)} if self.accounting else {}
 
@@ -174,9 +174,9 @@ class SlurmClient:
     async def efficiency(self, job_ids: Iterable[object] | None = None,
                          since: str | datetime | None = None) -> "list[JobEfficiency]":
         """What the connected person's finished jobs (``job_ids``, or those started since ``since``) used of what they
-        asked for: one ``sacct`` call for all of them (:mod:`.advisor.efficiency`)."""
-        # lazy: the advisor's parser; a session that never asks about efficiency does not load it
-        from .advisor.efficiency import parse_efficiency, sacct_argv
+        asked for: one ``sacct`` call for all of them (:mod:`.job_efficiency`)."""
+        # lazy: the efficiency parser; a session that never asks about efficiency does not load it
+        from .job_efficiency import parse_efficiency, sacct_argv
 
         return parse_efficiency(await self.accounting(sacct_argv(job_ids, since)))
 
@@ -254,8 +254,8 @@ class SlurmClient:
         The queue is asked (once) only for jobs accounting does not know yet. A job array is one job, its tasks
         together (:func:`~.arrays.array_job`).
         """
-        # lazy: the advisor's fields and parser, for the efficiency columns of the same call
-        from .advisor.efficiency import EFFICIENCY_FIELDS
+        # lazy: the efficiency fields and parser, for the efficiency columns of the same call
+        from .job_efficiency import EFFICIENCY_FIELDS
 
         ids = [job_id(i) for i in job_ids]
         if not ids:

@@ -210,7 +210,7 @@ async def _result(slurm: "SlurmClient", index: int, point: dict[str, str], attem
     if not single:
         return TaskResult(index, point, "", state, earlier=earlier)
     # lazy: the advisor's one line for a task's figures
-    from ..cluster.advisor.efficiency import summary_line
+    from ..cluster.job_efficiency import summary_line
 
     figure = figures.get(task.job_id)
     elapsed = int(task.elapsed.total_seconds()) if task.elapsed is not None else None

@@ -1,12 +1,12 @@
 """An ended experiment's efficiency on its page: what its job used of its request, and the right-sized request
-for the next run drawn from the runs of the same experiment so far (:mod:`~betty_jupyter.cluster.advisor`)."""
+for the next run drawn from the runs of the same experiment so far (:mod:`~betty_jupyter.advisor`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..cluster.advisor.efficiency import JobEfficiency, summary_line
-from ..cluster.advisor.rightsizing import propose
+from ..cluster.job_efficiency import JobEfficiency, summary_line
+from ..advisor.rightsizing import propose
 from ..safe_text import markdown_text
 from .ledger import Experiment, Ledger
 

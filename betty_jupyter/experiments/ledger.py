@@ -173,7 +173,7 @@ class Ledger:
         (``experiments`` themselves counted as finished), oldest first. What right-sizing learns from; the ledger
         is read once for all."""
         # lazy: the script parser; opening the ledger (every watcher tick) needs none of it
-        from ..cluster.advisor.rightsizing import job_name
+        from ..advisor.rightsizing import job_name
 
         asked = {experiment.slug for experiment in experiments}  # ended now, though not recorded as ended yet
         finished: dict[tuple[str, str], list[Experiment]] = {}

@@ -63,7 +63,7 @@ def number_text(value: object) -> str:
 def clock_text(seconds: object) -> str:
     """``[D-]HH:MM:SS``, blank when unknown."""
     # lazy: the advisor's clock, one format for every duration Betty shows
-    from ..cluster.advisor.efficiency import clock
+    from ..cluster.job_efficiency import clock
 
     return clock(seconds) if isinstance(seconds, int) else ""
 

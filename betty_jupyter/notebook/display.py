@@ -61,8 +61,8 @@ def efficiency_frame(data: dict[str, Any]) -> Any:
     from IPython.display import HTML, Image  # lazy: only a shown efficiency needs them
 
     # lazy: the advisor and matplotlib; only `%betty efficiency` draws
-    from ..cluster.advisor.efficiency import EFFICIENCY_COLUMNS, JobEfficiency, shown_row
-    from ..cluster.advisor.efficiency_plot import efficiency_figure
+    from ..cluster.job_efficiency import EFFICIENCY_COLUMNS, JobEfficiency, shown_row
+    from ..advisor.efficiency_plot import efficiency_figure
     from ..safe_text import html_text
 
     jobs = [JobEfficiency.from_dict(item) for item in data.get("jobs", [])]

@@ -7,7 +7,7 @@ from typing import Any
 
 from IPython.display import Image, display
 
-from ..cluster.advisor.overview import OVERVIEW_COLUMNS, OverviewData, overview_rows, overview_table, share_line, \
+from ..advisor.overview import OVERVIEW_COLUMNS, OverviewData, overview_rows, overview_table, share_line, \
     waits_line
 from ..safe_text import html_text
 
@@ -26,7 +26,7 @@ class ShownOverview(dict):  # type: ignore[type-arg]
 
     def _ipython_display_(self) -> None:
         # lazy: matplotlib is heavy; only a shown overview draws it
-        from ..cluster.advisor.overview_figure import overview_figure
+        from ..advisor.overview_figure import overview_figure
 
         overview: Any = self
         png = io.BytesIO()

@@ -20,7 +20,7 @@ from ..agent.events import ApprovalRequest
 from ..agent.models import Preview
 
 from ..agent.vocabulary import Face, Mode, PersonAnswer
-from ..cluster.advisor.overview import OverviewData
+from ..advisor.overview import OverviewData
 from ..errors import LinkProblem
 
 PersonDecision = PersonAnswer

@@ -182,7 +182,7 @@ class BettyServices:
         return await asyncio.shield(read)
 
     async def _read_overview(self, cluster: str, person: str) -> "ClusterOverview":
-        from ..cluster.advisor.overview import waits_line  # lazy: the advisor; the extension loads without it
+        from ..advisor.overview import waits_line  # lazy: the advisor; the extension loads without it
 
         session = await self.desk(cluster)
         outcome = await self.assistant.call(session.session_id, "cluster_overview", {}, person)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ...cluster.advisor.placement import PlacementAdvisor, advise_script
+from ...advisor.placement import PlacementAdvisor, advise_script
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, clip
 from .jobs import MAX_SCRIPT_CHARS

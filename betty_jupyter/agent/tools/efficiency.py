@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from ...cluster.advisor.efficiency import efficiency_table, sacct_argv, since_start
-from ...cluster.advisor.rightsizing import propose, right_sized
+from ...cluster.job_efficiency import efficiency_table, sacct_argv, since_start
+from ...advisor.rightsizing import propose, right_sized
 from ...cluster.parsing import SEPARATOR
 from ...errors import UsageError
 from ...experiments.ledger import Ledger

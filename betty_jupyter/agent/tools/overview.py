@@ -5,7 +5,7 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING
 
-from ...cluster.advisor.overview import OverviewReader, overview_table, sinfo_argv, waits_line
+from ...advisor.overview import OverviewReader, overview_table, sinfo_argv, waits_line
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, clip
 

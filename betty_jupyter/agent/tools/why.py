@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...cluster.advisor import slurm_reads
-from ...cluster.advisor.pending import why_pending
+from ...advisor import slurm_reads
+from ...advisor.pending import why_pending
 from pydantic import Field
 
 from ..models import Preview, Tier, ToolOutcome

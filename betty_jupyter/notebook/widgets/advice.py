@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 import ipywidgets as widgets
 
-from ...cluster.advisor.estimates import TABLE_COLUMNS, estimate_row
+from ...advisor.estimates import TABLE_COLUMNS, estimate_row
 from ...safe_text import html_text
 
 

@@ -24,13 +24,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from ...errors import BettyError, SlurmError
-from ...gres import gpu_counts
-from ..delimited import run_read
-from ..parsing import SEPARATOR
-from ..policy import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
-from ..sbatch import SbatchScript
-from ..transport import CommandResult, Transport
+from ..errors import BettyError, SlurmError
+from ..gres import gpu_counts
+from ..cluster.delimited import run_read
+from ..cluster.parsing import SEPARATOR
+from ..cluster.policy import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
+from ..cluster.sbatch import SbatchScript
+from ..cluster.transport import CommandResult, Transport
 from .estimates import (PENDING_FIELDS, PLAIN_NAME, Advice, Candidate, PendingStart, StartEstimate, rank,
                         read_billing_weights, read_pending, read_start)
 
@@ -241,7 +241,7 @@ def candidates_from_placements(placements: Iterable[Mapping[str, object]],
     The estimate names GPUs by its own catalog (``a100-80gb``); the candidate takes the partition's GRES type
     that is the same GPU. Placements without a partition, or whose GPU the partition does not offer, are left out.
     """
-    from ...gpu.hardware import gpu_type  # lazy: the GPU package and its catalog; only the estimate's placements need it
+    from ..gpu.hardware import gpu_type  # lazy: the GPU package and its catalog; only the estimate's placements need it
 
     found = []
     for placement in placements:

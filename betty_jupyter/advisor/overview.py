@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from typing_extensions import TypedDict  # pydantic reads TypedDicts from typing only on Python 3.12 and later
 
-from ...errors import SlurmError
-from ...gres import gpu_counts
-from ...safe_text import terminal_line
-from ..delimited import run_read
-from ..jobs import JobState
-from ..parsing import SEPARATOR, SQUEUE_FIELDS, split_rows
+from ..errors import SlurmError
+from ..gres import gpu_counts
+from ..safe_text import terminal_line
+from ..cluster.delimited import run_read
+from ..cluster.jobs import JobState
+from ..cluster.parsing import SEPARATOR, SQUEUE_FIELDS, split_rows
 
 if TYPE_CHECKING:
-    from ..slurm import SlurmClient
+    from ..cluster.slurm import SlurmClient
 
 SINFO_NODE_FIELDS: tuple[tuple[str, str], ...] = (
     ("Partition", "partition"), ("NodeList", "node"), ("StateLong", "state"), ("CPUsState", "cpus_by_state"),

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ...errors import SlurmError
-from ...safe_text import terminal_line
-from ..parsing import SEPARATOR
-from ..text_tables import aligned
-from ..transport import CommandResult
+from ..errors import SlurmError
+from ..safe_text import terminal_line
+from ..cluster.parsing import SEPARATOR
+from ..cluster.text_tables import aligned
+from ..cluster.transport import CommandResult
 
 TABLE_COLUMNS = ("rank", "place", "starts", "wait", "fit", "cost", "nodes", "why not")
 """The columns of :meth:`Advice.rows`, in the order every table shows them."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ...safe_text import terminal_line
+from ..safe_text import terminal_line
 from .overview import USE_STATES, OverviewData
 
 USE_COLORS = {"allocated": "#C44E52", "idle": "#55A868", "down": "#8C8C8C"}

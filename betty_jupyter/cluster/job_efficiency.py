@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, Iterable, Sequence
 
-from ...errors import UsageError
-from ..jobs import JobState, job_id
-from ..parsing import SEPARATOR, duration_seconds, rows, size_bytes, tres_gpus, tres_items
-from ..tables import size_text
-from ..text_tables import rows_table
+from ..errors import UsageError
+from .jobs import JobState, job_id
+from .parsing import SEPARATOR, duration_seconds, rows, size_bytes, tres_gpus, tres_items
+from .tables import size_text
+from .text_tables import rows_table
 
 EFFICIENCY_FIELDS: tuple[tuple[str, str], ...] = (
     ("JobID", "job_id"), ("JobName", "name"), ("Partition", "partition"), ("State", "state"), ("End", "ended"),

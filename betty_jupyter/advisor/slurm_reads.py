@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
 
-from ...errors import SlurmError
-from ..jobs import JobState
-from ..parsing import duration_seconds, tres_gpus
+from ..errors import SlurmError
+from ..cluster.jobs import JobState
+from ..cluster.parsing import duration_seconds, tres_gpus
 
 DELIMITER = "^"
 """Between fields: printable (the read policy refuses control characters), and in no field these reads ask for."""

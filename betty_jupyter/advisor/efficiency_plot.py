@@ -12,7 +12,7 @@ from typing import Sequence
 
 from matplotlib.figure import Figure
 
-from .efficiency import JobEfficiency
+from ..cluster.job_efficiency import JobEfficiency
 
 MOST_JOBS = 40
 """The picture shows the most recent jobs up to this many (the table shows all)."""

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Sequence
 
-from ...errors import SlurmError
-from ..commands import run_allowed
-from ..jobs import JobState, job_id
-from ..policy import CommandPolicy
-from ..transport import Transport
+from ..errors import SlurmError
+from ..cluster.commands import run_allowed
+from ..cluster.jobs import JobState, job_id
+from ..cluster.policy import CommandPolicy
+from ..cluster.transport import Transport
 from . import slurm_reads as reads
 from .reasons import Reason, explain
 

@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ...errors import ScriptError
-from ..sbatch import SbatchScript
-from .efficiency import JobEfficiency, clock, short_size
+from ..errors import ScriptError
+from ..cluster.sbatch import SbatchScript
+from ..cluster.job_efficiency import JobEfficiency, clock, short_size
 
 MIN_RUNS = 3
 """How many finished runs with a measured peak a proposal needs."""
