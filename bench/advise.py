@@ -33,7 +33,7 @@ from betty_jupyter.advisor.estimates import Candidate  # noqa: E402
 from betty_jupyter.advisor.placement import PlacementAdvisor, StartCache  # noqa: E402
 from betty_jupyter.cluster.profiles import ClusterProfile  # noqa: E402
 from betty_jupyter.cluster.sbatch import SbatchScript  # noqa: E402
-from betty_jupyter.cluster.transport import CommandResult  # noqa: E402
+from betty_jupyter.transport.interface import CommandResult  # noqa: E402
 
 SCRIPT = SbatchScript.parse("#!/bin/bash\n#SBATCH --gres=gpu:a100:1\n#SBATCH --time=00:10:00\npython train.py\n")
 CANDIDATES = [Candidate("gpu", "a100"), Candidate("gpu", "h100"), Candidate("cpu", "a100"), Candidate("cpu", "h100"),

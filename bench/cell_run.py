@@ -106,7 +106,7 @@ def input_transfer(cluster: dict[str, str], root: Path, mib: int, repeat: int) -
     """``--in`` of an ``mib`` MiB array against scp of the same array saved as .npy: bytes and upload time."""
     import numpy as np
 
-    from betty_jupyter.cluster.cell_job import pack_inputs
+    from betty_jupyter.compute.cell_job import pack_inputs
     from betty_jupyter.cluster.profiles import ClusterProfile
     from betty_jupyter.cluster.sync import run_sync
 

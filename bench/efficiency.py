@@ -30,7 +30,7 @@ import pandas as pd  # noqa: E402
 from betty_jupyter.cluster.job_efficiency import EFFICIENCY_FIELDS, parse_efficiency  # noqa: E402
 from betty_jupyter.cluster.parsing import SEPARATOR  # noqa: E402
 from betty_jupyter.cluster.slurm import SlurmClient  # noqa: E402
-from betty_jupyter.cluster.testing import ScriptedTransport  # noqa: E402
+from betty_jupyter.cluster.scripted import ScriptedTransport  # noqa: E402
 from timing import best_of  # noqa: E402
 
 STATES = ["COMPLETED", "COMPLETED", "FAILED", "CANCELLED by 1000", "TIMEOUT", "OUT_OF_MEMORY"]

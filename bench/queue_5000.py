@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from betty_jupyter.cluster import parsing  # noqa: E402
 from timing import best_of  # noqa: E402
-from betty_jupyter.cluster.local import LocalTransport  # noqa: E402
+from betty_jupyter.transport.local import LocalTransport  # noqa: E402
 from betty_jupyter.cluster.slurm import SlurmClient  # noqa: E402
-from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport  # noqa: E402
+from betty_jupyter.transport.ssh import SSHTarget, SSHTransport  # noqa: E402
 from betty_jupyter.cluster.sync import run_sync  # noqa: E402
 
 NAME = "betty-bench-held"

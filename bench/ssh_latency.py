@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from betty_jupyter.cluster.openssh import OpenSSHTransport  # noqa: E402
-from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport  # noqa: E402
+from betty_jupyter.transport.openssh import OpenSSHTransport  # noqa: E402
+from betty_jupyter.transport.ssh import SSHTarget, SSHTransport  # noqa: E402
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:

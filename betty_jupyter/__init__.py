@@ -32,7 +32,7 @@ def load_ipython_extension(ipython: Any) -> None:
     A cluster's login questions (a second factor) are asked under the running ``%betty`` cell.
     """
     # lazy: IPython and the magics load on `%load_ext`, never on `import betty_jupyter` or in `betty`
-    from .cluster.login import answer_login_questions_with
+    from .transport.login import answer_login_questions_with
     from .notebook.display import register
     from .notebook.login import cell_login
     from .notebook.magics import BettyMagics

@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING, Callable
 from jupyter_core.paths import jupyter_config_dir
 
 from .cluster.commands import checked_script, default_partition, request_summary
-from .cluster.forward import PortForward
+from .transport.forward import PortForward
 from .cluster.sbatch import SbatchScript
-from .cluster.transport import ForwardingTransport
+from .transport.interface import ForwardingTransport
 from .errors import SlurmError, UsageError
 from .cluster.jobs import JobState
 
 if TYPE_CHECKING:
     from .cluster.slurm import SlurmClient
-    from .cluster.transport import Transport
+    from .transport.interface import Transport
 
 USER_LLM_FILE = "betty_llm.json"
 USER_KEYS_DIR = "betty_llm_keys"

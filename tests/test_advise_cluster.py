@@ -17,7 +17,7 @@ from betty_jupyter.advisor.estimates import Candidate
 from betty_jupyter.advisor.placement import PlacementAdvisor, StartCache, advise_script
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.cluster.sync import run_sync
-from betty_jupyter.cluster.transport import CommandResult
+from betty_jupyter.transport.interface import CommandResult
 from tests.conftest import run_betty
 
 SCRIPT = ("#!/bin/bash\n#SBATCH --job-name='<img src=x onerror=alert(1)>'\n#SBATCH --partition=gpu\n"

@@ -15,8 +15,8 @@ from betty_jupyter.advisor.placement import (PlacementAdvisor, StartCache, billi
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.policy import CommandPolicy
 from betty_jupyter.cluster.sbatch import SbatchScript
-from betty_jupyter.cluster.testing import ScriptedTransport
-from betty_jupyter.cluster.transport import CommandResult
+from betty_jupyter.cluster.scripted import ScriptedTransport
+from betty_jupyter.transport.interface import CommandResult
 from betty_jupyter.errors import PolicyError, SlurmError
 
 SCRIPT = SbatchScript.parse("#!/bin/bash\n#SBATCH --partition=gpu\n#SBATCH --gres=gpu:a100:2\n"
@@ -125,7 +125,7 @@ def test_a_hostile_partition_name_is_refused_before_anything_runs(name: str) -> 
 
 def answering(start: str = "2026-11-25T04:12:00") -> ScriptedTransport:
     def answer(argv: tuple[str, ...]):  # the partition is in the answer, as Slurm says it
-        from betty_jupyter.cluster.testing import Reply
+        from betty_jupyter.cluster.scripted import Reply
 
         if argv[0] == "sbatch":
             partition = next(word.split("=", 1)[1] for word in argv if word.startswith("--partition="))

@@ -12,7 +12,7 @@ from betty_jupyter.advisor.pending import why_pending
 from betty_jupyter.advisor.reasons import explain
 from betty_jupyter.cluster.policy import CommandPolicy
 from betty_jupyter.cluster.sync import run_sync
-from betty_jupyter.cluster.testing import Reply, ScriptedTransport
+from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 from betty_jupyter.errors import PolicyError, SlurmError
 
 NOW = datetime(2026, 11, 25, 3, 31, 0)

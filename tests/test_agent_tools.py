@@ -339,7 +339,7 @@ def test_gpu_advise_with_given_partitions(ctx) -> None:
                                         (JobLogs(), "no job in the last 7 days")])
 def test_a_call_that_names_no_job_when_the_person_has_none_says_where_to_look(offline_context, tool, what) -> None:
     from betty_jupyter.cluster.slurm import SlurmClient
-    from betty_jupyter.cluster.testing import ScriptedTransport
+    from betty_jupyter.cluster.scripted import ScriptedTransport
 
     cluster = ScriptedTransport().on("id", "-u", stdout="1000\n").on("squeue", stdout="").on("sacct", stdout="")
     ctx = dataclasses.replace(offline_context, slurm=SlurmClient(cluster))

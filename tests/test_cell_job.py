@@ -19,10 +19,10 @@ import pytest
 
 from betty_jupyter.agent.tools import ToolError
 from betty_jupyter.agent.tools.catalog import CellRun
-from betty_jupyter.cluster import cell_job
-from betty_jupyter.cluster.cell_job import (
-    CellEnvironment, CellJob, JobRequest, cell_environment, pack_inputs, parse_result, stage, staged, unpack_outputs,
-    variable_names,
+from betty_jupyter.compute import cell_job
+from betty_jupyter.cluster.job_request import CellEnvironment, JobRequest, cell_environment
+from betty_jupyter.compute.cell_job import (
+    CellJob, pack_inputs, parse_result, stage, staged, unpack_outputs, variable_names,
 )
 from betty_jupyter.cluster.profiles import ClusterProfile
 from betty_jupyter.errors import ConfigError, UsageError
@@ -123,7 +123,7 @@ def test_environments_are_part_of_the_profile_and_named_by_the_cell() -> None:
     data = {"name": "c", "transport": "local", "environments": {"torch": {"conda": "/opt/envs/torch"}}}
     profile = ClusterProfile.from_dict(data)
     assert profile.to_dict() == data
-    assert cell_environment(profile.environments, "torch", "c").command(0) == (
+    assert cell_environment(profile.environments, "torch", "c").command(0, "cell_runner.py") == (
         "exec /opt/envs/torch/bin/python3 -u cell_runner.py")
     with pytest.raises(UsageError, match=r"--env jax: cluster c has no such environment \(configured: torch\)"):
         cell_environment(profile.environments, "jax", "c")

@@ -12,8 +12,8 @@ import cloudpickle
 import pytest
 
 from betty_jupyter.agent.models import ToolOutcome
-from betty_jupyter.cluster.cell_job import StagedRun, stage
-from betty_jupyter.cluster.cell_runner import SIGNED, signature
+from betty_jupyter.compute.cell_job import StagedRun, stage
+from betty_jupyter.compute.cell_runner import SIGNED, signature
 from betty_jupyter.errors import CellRunError, UsageError
 from betty_jupyter.notebook.cell_run import CellRun
 from betty_jupyter.notebook.session import Call

@@ -162,7 +162,7 @@ def test_user_format_variables_cannot_break_parsing(local_profile, monkeypatch, 
 
 
 def test_history_falls_back_to_the_queue_when_accounting_is_off(dev_cluster, tmp_path):
-    from betty_jupyter.cluster.local import LocalTransport
+    from betty_jupyter.transport.local import LocalTransport
     from betty_jupyter.cluster.slurm import SlurmClient
     from betty_jupyter.cluster.sync import Blocking
 

@@ -8,10 +8,10 @@ from typing import Any, Sequence
 import pytest
 
 from betty_jupyter.cluster.health import HEALTH_READ, check_health
-from betty_jupyter.cluster.openssh import ssh_problem
+from betty_jupyter.transport.openssh import ssh_problem
 from betty_jupyter.cluster.policy import CommandPolicy
 from betty_jupyter.cluster.sync import run_sync
-from betty_jupyter.cluster.testing import ScriptedTransport
+from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.errors import CommandTimeout, HostKeyError, LinkProblem, TransportError
 
 

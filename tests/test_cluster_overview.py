@@ -25,8 +25,8 @@ from betty_jupyter.advisor.overview import (
 )
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.slurm import SlurmClient
-from betty_jupyter.cluster.testing import ScriptedTransport
-from betty_jupyter.cluster.transport import CommandResult, program_name
+from betty_jupyter.cluster.scripted import ScriptedTransport
+from betty_jupyter.transport.interface import CommandResult, program_name
 from conftest import run_betty
 from test_server_support import call, jp_server_config, llm, refusal  # noqa: F401  (fixtures)
 

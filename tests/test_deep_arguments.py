@@ -10,7 +10,7 @@ from conftest import run_betty
 from llm_server import ScriptedLLM, malformed_args, say
 from test_plans_fast import converse
 
-from betty_jupyter.cluster.testing import ScriptedTransport
+from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.json_text import MAX_NESTING
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from betty_jupyter.cluster.delimited import (SHOWN_SEPARATOR, Layout, around_free_text, as_written, delimiter_in,
                                              fresh_delimiter, plain, plain_around, run_read, with_delimiter)
 from betty_jupyter.cluster.parsing import SEPARATOR, SQUEUE_FIELDS, format_string, queue_rows
-from betty_jupyter.cluster.testing import Reply, ScriptedTransport
+from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 
 
 def test_each_command_gets_a_delimiter_of_its_own() -> None:

@@ -12,7 +12,7 @@ import pytest
 from betty_jupyter.cluster.delimited import delimiter_in
 from betty_jupyter.cluster.jobs import Job
 from betty_jupyter.cluster.slurm import SlurmClient
-from betty_jupyter.cluster.transport import CommandResult
+from betty_jupyter.transport.interface import CommandResult
 from betty_jupyter.errors import ScriptError
 from betty_jupyter.experiments.diagnosis import (Diagnosis, PartitionLimits, diagnose, page_section,
                                                  partition_limits, script_diff)

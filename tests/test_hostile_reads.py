@@ -267,7 +267,7 @@ def test_readers_name_the_paths_asked_for_and_missing_files_fail_plainly(profile
 
 def test_a_read_runs_no_start_up_file_of_the_shell(tmp_path):
     """$BASH_ENV (Lmod sets it on many clusters) and ~/.bashrc may print or be slow: a read runs neither."""
-    from betty_jupyter.cluster.local import LocalTransport
+    from betty_jupyter.transport.local import LocalTransport
     from betty_jupyter.cluster.policy import CommandPolicy
 
     start_up = tmp_path / "startup.sh"

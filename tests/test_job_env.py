@@ -304,6 +304,6 @@ def test_betty_submit_refuses_a_secret_s_name_in_one_line_before_asking(ssh_prof
     (("squeue",), "squeue"),
 ])
 def test_messages_name_the_program_not_the_env_that_starts_it(argv, shown) -> None:
-    from betty_jupyter.cluster.transport import program_name
+    from betty_jupyter.transport.interface import program_name
 
     assert program_name(argv) == shown

@@ -8,8 +8,9 @@ import pytest
 from betty_jupyter.agent.tools.cell_run import CellRunArgs
 from betty_jupyter.agent.tools.job_args import JobRequestArgs
 from betty_jupyter.agent.tools.notebook_job import NotebookSubmitArgs
-from betty_jupyter.cluster.cell_job import CellEnvironment, CellJob, JobRequest
-from betty_jupyter.cluster.notebook_job import NotebookJob
+from betty_jupyter.cluster.job_request import CellEnvironment, JobRequest
+from betty_jupyter.compute.cell_job import CellJob
+from betty_jupyter.compute.notebook_job import NotebookJob
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.errors import ScriptError
 

@@ -18,7 +18,7 @@ import pytest
 import betty_jupyter
 
 PACKAGE_DIR = Path(betty_jupyter.__file__).parent
-CORE_PACKAGES = ["cluster", "gpu", "advisor", "wiki", "experiments", "agent", "devcluster"]
+CORE_PACKAGES = ["transport", "cluster", "compute", "gpu", "advisor", "wiki", "experiments", "agent", "devcluster"]
 JUPYTER_MODULES = ["tornado", "IPython", "ipywidgets", "ipykernel", "jupyter_server", "jupyterlab"]
 
 BLOCKER = """
@@ -346,14 +346,17 @@ def test_the_layer_reader_sees_imports_in_functions_and_under_type_checking(tmp_
 FACES = {"agent", "experiments", "server", "notebook", "cli", "read_commands", "mcp_server", "mcp_stdio", "llm_check",
          "llmserve", "schemas"}
 NEVER_IMPORTS: dict[str, set[str]] = {
-    "cluster": {"advisor", "gpu", "wiki"} | FACES,
-    "gpu": {"advisor", "cluster", "wiki"} | FACES,
-    "advisor": {"wiki"} | FACES,
-    "wiki": {"advisor", "cluster", "gpu"} | FACES,
+    "transport": {"cluster", "compute", "advisor", "gpu", "wiki"} | FACES,
+    "cluster": {"compute", "advisor", "gpu", "wiki"} | FACES,
+    "compute": {"advisor", "gpu", "wiki"} | FACES,
+    "gpu": {"transport", "cluster", "compute", "advisor", "wiki"} | FACES,
+    "advisor": {"compute", "wiki"} | FACES,
+    "wiki": {"transport", "cluster", "compute", "advisor", "gpu"} | FACES,
 }
 """Which of Betty's own packages each lower package never imports, not even under ``if TYPE_CHECKING:`` or in a
-function: Slurm (``cluster``) and GPU memory (``gpu``) know nothing of each other or of what is built on them; the
-advisor stands on both and below every face."""
+function. How Betty reaches a cluster (``transport``) knows no Slurm; Slurm (``cluster``) stands on it; what runs on
+a compute node for a person (``compute``) stands on both; GPU memory (``gpu``) knows none of them; the advisor stands
+on Slurm and GPU memory; all of them are below every face."""
 
 
 def betty_imports(path: Path, package_dir: Path) -> Iterator[tuple[int, str]]:

@@ -23,7 +23,7 @@ from betty_jupyter.agent.offer import CORE_TOOLS, MORE_TOOLS
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.agent.tool_calls import HeldText, call_key, read_reply, repaired_json
 from betty_jupyter.errors import ToolError
-from betty_jupyter.cluster.testing import ScriptedTransport
+from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
 

@@ -6,8 +6,8 @@ import ast
 
 import pytest
 
-from betty_jupyter.cluster.cell_job import CellEnvironment, JobRequest
-from betty_jupyter.cluster.notebook_job import (
+from betty_jupyter.cluster.job_request import CellEnvironment, JobRequest
+from betty_jupyter.compute.notebook_job import (
     INJECTED_TAG, NotebookJob, inject, parameters_source, parse_parameters, parse_value, read_notebook,
 )
 from betty_jupyter.errors import UsageError

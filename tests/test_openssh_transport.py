@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from betty_jupyter.cluster.openssh import OpenSSHTransport, resolve
-from betty_jupyter.cluster.ssh import trust_host_key
+from betty_jupyter.transport.openssh import OpenSSHTransport, resolve
+from betty_jupyter.transport.ssh import trust_host_key
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.errors import HostKeyError, TransportError
 from second_factor import control_dir  # noqa: F401 (a fixture)

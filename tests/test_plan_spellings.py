@@ -17,7 +17,7 @@ from test_plans_fast import converse, of, plan
 
 from betty_jupyter.agent.approvals import ApprovalBroker
 from betty_jupyter.cluster.policy import CommandPolicy
-from betty_jupyter.cluster.testing import Reply, ScriptedTransport
+from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 from betty_jupyter.experiments.workspace import Workspace
 
 DENIED = {

@@ -18,7 +18,7 @@ from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.approvals import ApprovalBroker
 from betty_jupyter.agent.plans import PlanArgs
 from betty_jupyter.agent.session import SessionSpec, open_session
-from betty_jupyter.cluster.testing import ScriptedTransport
+from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.errors import ToolError
 from betty_jupyter.experiments.workspace import Workspace

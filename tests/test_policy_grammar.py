@@ -235,7 +235,7 @@ def test_every_slurm_command_betty_allows_is_timed_by_its_name_and_has_its_gramm
 
     from betty_jupyter.cluster.options import GRAMMARS
     from betty_jupyter.cluster.policy import SLURM_LISTINGS, SLURM_PROGRAMS, CommandPolicy
-    from betty_jupyter.cluster.testing import ScriptedTransport
+    from betty_jupyter.cluster.scripted import ScriptedTransport
     from betty_jupyter.server.metrics import TimedTransport
 
     assert set(SLURM_LISTINGS) | {"scontrol", "sacctmgr"} <= SLURM_PROGRAMS

@@ -29,7 +29,7 @@ from betty_jupyter.agent.timeline import bug_bundle
 from betty_jupyter.cluster.commands import run_allowed
 from betty_jupyter.cluster.reads import KEY_SCAN
 from betty_jupyter.cluster.sync import run_sync
-from betty_jupyter.cluster.testing import Reply, ScriptedTransport
+from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 from betty_jupyter.errors import PolicyError
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.secret_names import KEY_REMOVED, blank_private_keys, blank_secret_text

@@ -11,8 +11,8 @@ import pytest
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.sync import run_sync
-from betty_jupyter.cluster.testing import Reply, ScriptedTransport
-from betty_jupyter.cluster.transport import Transport
+from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
+from betty_jupyter.transport.interface import Transport
 from betty_jupyter.errors import SlurmError
 
 ROW = SEPARATOR.join([

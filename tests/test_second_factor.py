@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from betty_jupyter.cluster.login import LoginQuestion, answer_login_questions_with
-from betty_jupyter.cluster.openssh import OpenSSHTransport
-from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport
+from betty_jupyter.transport.login import LoginQuestion, answer_login_questions_with
+from betty_jupyter.transport.openssh import OpenSSHTransport
+from betty_jupyter.transport.ssh import SSHTarget, SSHTransport
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.errors import TransportError
 from second_factor import ALIAS, SecondFactorSshd, control_dir, end_masters, login_node, totp  # noqa: F401 (fixtures)
@@ -219,7 +219,7 @@ def test_a_hostile_prompt_cannot_drive_the_terminal(monkeypatch, capsys):
     """A login node's prompt and instructions reach the terminal with escapes written out."""
     import getpass
 
-    from betty_jupyter.cluster.login import ask_on_terminal
+    from betty_jupyter.transport.login import ask_on_terminal
 
     shown: list[str] = []
     monkeypatch.setattr(getpass, "getpass", lambda prompt: shown.append(prompt) or "123456")

@@ -10,12 +10,12 @@ import pytest
 
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.cluster import shared
-from betty_jupyter.cluster.link import Link
+from betty_jupyter.transport.link import Link
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.profiles import ClusterProfile
-from betty_jupyter.cluster.remote_shell import ShellClosed
+from betty_jupyter.transport.remote_shell import ShellClosed
 from betty_jupyter.cluster.shared import Cluster, close_clusters, shared_cluster
-from betty_jupyter.cluster.testing import ScriptedTransport
+from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.errors import CommandTimeout, HostKeyError, LinkProblem, TransportError
 from betty_jupyter.experiments.watcher import ClusterClients

@@ -13,7 +13,7 @@ from conftest import run_betty
 from betty_jupyter.agent.assistant import Assistant
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.cluster.shared import close_clusters
-from betty_jupyter.cluster.ssh import SSHTransport
+from betty_jupyter.transport.ssh import SSHTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
 

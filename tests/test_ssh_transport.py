@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from betty_jupyter.cluster.ssh import SSHTarget, SSHTransport, trust_host_key
+from betty_jupyter.transport.ssh import SSHTarget, SSHTransport, trust_host_key
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.errors import CommandTimeout, HostKeyError, LinkProblem, TransportError
 from conftest import run_betty

@@ -16,7 +16,7 @@ import pytest
 
 from betty_jupyter.agent.tools import ToolContext
 from betty_jupyter.agent.tools.catalog import CellRun, ClusterSubmit, NotebookSubmit
-from betty_jupyter.cluster.cell_job import stage
+from betty_jupyter.compute.cell_job import stage
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.workspace import Workspace

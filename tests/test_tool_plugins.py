@@ -24,7 +24,7 @@ from betty_jupyter.agent.registry import BETTY_ENTRY, TOOLS_GROUP, default_regis
 from betty_jupyter.agent.tools import ToolError
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.agent.tools.catalog import BETTY_TOOLS
-from betty_jupyter.cluster.testing import ScriptedTransport
+from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.experiments.workspace import Workspace
 

@@ -20,7 +20,7 @@ from ..errors import SlurmError
 from ..safe_text import terminal_line
 from ..cluster.parsing import SEPARATOR
 from ..cluster.text_tables import aligned
-from ..cluster.transport import CommandResult
+from ..transport.interface import CommandResult
 
 TABLE_COLUMNS = ("rank", "place", "starts", "wait", "fit", "cost", "nodes", "why not")
 """The columns of :meth:`Advice.rows`, in the order every table shows them."""

@@ -19,7 +19,7 @@ from ..errors import SlurmError
 from ..cluster.commands import run_allowed
 from ..cluster.jobs import JobState, job_id
 from ..cluster.policy import CommandPolicy
-from ..cluster.transport import Transport
+from ..transport.interface import Transport
 from . import slurm_reads as reads
 from .reasons import Reason, explain
 

@@ -30,7 +30,7 @@ from ..cluster.delimited import run_read
 from ..cluster.parsing import SEPARATOR
 from ..cluster.policy import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
 from ..cluster.sbatch import SbatchScript
-from ..cluster.transport import CommandResult, Transport
+from ..transport.interface import CommandResult, Transport
 from .estimates import (PENDING_FIELDS, PLAIN_NAME, Advice, Candidate, PendingStart, StartEstimate, rank,
                         read_billing_weights, read_pending, read_start)
 

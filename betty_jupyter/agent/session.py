@@ -27,7 +27,7 @@ from .prompt import allowlist_text, persona_text, system_prompt
 from .vocabulary import Mode
 
 if TYPE_CHECKING:
-    from ..cluster.transport import Transport
+    from ..transport.interface import Transport
     from ..config import BettyConfig
     from ..experiments.workspace import Workspace
     from .approvals import Approver
@@ -66,7 +66,7 @@ class SessionSpec:
     """Without a configured chat model: False still builds it (a person's calls run, asking explains the fix)."""
     transport: "Transport | None" = None
     """Its own link to the cluster, closed with it (default: the process's shared cluster of the profile, which the
-    session never closes); a fast test passes Betty's :class:`~betty_jupyter.cluster.testing.ScriptedTransport`."""
+    session never closes); a fast test passes Betty's :class:`~betty_jupyter.cluster.scripted.ScriptedTransport`."""
     reads_cluster_facts: bool = True
     """False: the prompt's partitions and login name are not asked (a session that only runs one person's call)."""
 

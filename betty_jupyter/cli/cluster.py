@@ -175,7 +175,7 @@ def _cluster_test(args: argparse.Namespace) -> int:
 
 def _cluster_trust(args: argparse.Namespace) -> int:
     # lazy: the SSH module; only `betty cluster trust` needs it
-    from ..cluster.ssh import presented_host_key, trust_host_key
+    from ..transport.ssh import presented_host_key, trust_host_key
 
     target = _config().profile(args.cluster).ssh_target()
     fingerprint = args.fingerprint

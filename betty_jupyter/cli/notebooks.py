@@ -43,7 +43,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 def _submit_notebook(args: argparse.Namespace) -> int:
     """Ask (one card), submit, then wait for the job and write its executed notebook(s) into the project."""
     # lazy: the workspace, the notebook's digest and the terminal's card; only `betty submit-notebook` needs them
-    from ..cluster.notebook_job import file_digest
+    from ..compute.notebook_job import file_digest
     from ..experiments.workspace import Workspace
     from .cluster import _as_person
 

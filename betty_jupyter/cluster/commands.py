@@ -9,7 +9,7 @@ from .policy import CommandPolicy
 from .reads import READ_LIMIT, run_checked
 from .sbatch import PartitionOffer, SbatchScript
 from .shared import Cluster
-from .transport import CommandResult, Transport
+from ..transport.interface import CommandResult, Transport
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from .parsing import SEPARATOR
-from .transport import CommandResult, Transport
+from ..transport.interface import CommandResult, Transport
 
 SHOWN_SEPARATOR = "\u241f"
 """How a unit separator inside someone's text (a job name) reads once Betty has split the row: ␟."""

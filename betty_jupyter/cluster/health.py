@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..errors import BettyError, CommandTimeout, ConfigError, HostKeyError, LinkProblem, TransportError
 from .policy import CommandPolicy
-from .transport import Transport
+from ..transport.interface import Transport
 
 HEALTH_READ = ("sinfo", "-h", "-o", "%P")
 """The read that asks Slurm whether it answers (its controller must answer for ``sinfo`` to list anything)."""

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ..errors import ConfigError
-from .cell_job import check_environments
+from .job_request import check_environments
 
 if TYPE_CHECKING:
     from .policy import CommandPolicy
-    from .transport import Transport
+    from ..transport.interface import Transport
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 _KEYS = {"name", "transport", "host", "user", "ssh_config", "readable_roots", "work_dir",
@@ -46,7 +46,7 @@ class ClusterProfile:
     job_env: tuple[str, ...] = ()
     control_persist: str = "30m"
     environments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    """Named environments a ``%%betty run`` cell may run in (:class:`~.cell_job.CellEnvironment`)."""
+    """Named environments a ``%%betty run`` cell may run in (:class:`~.job_request.CellEnvironment`)."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ClusterProfile":
@@ -112,27 +112,27 @@ class ClusterProfile:
         """A transport for this cluster (it connects lazily, on the first command)."""
         if self.transport == "local":
             # lazy: the local transport; the server's extension loads profiles without it
-            from .local import LocalTransport
+            from ..transport.local import LocalTransport
 
             return LocalTransport(env=dict(self.env))
         if self.transport == "openssh":
             # lazy: the OpenSSH transport; the server's extension loads profiles without it
-            from .openssh import OpenSSHTransport
+            from ..transport.openssh import OpenSSHTransport
 
             return OpenSSHTransport(str(self.host), self._config_path(), user=self.user, pool_size=self.pool_size,
                                     control_persist=self.control_persist)
-        from .ssh import SSHTransport  # lazy: paramiko's transport; an OpenSSH or local cluster never needs it
+        from ..transport.ssh import SSHTransport  # lazy: paramiko's transport; an OpenSSH or local cluster never needs it
 
         return SSHTransport(self.ssh_target(), pool_size=self.pool_size)
 
     def ssh_target(self) -> Any:
         """The resolved SSH target (ssh and openssh profiles): where to log in, which known_hosts."""
-        from .ssh import SSHTarget  # lazy: the SSH modules; the server's extension loads profiles without them
+        from ..transport.ssh import SSHTarget  # lazy: the SSH modules; the server's extension loads profiles without them
 
         if self.transport == "local":
             raise ConfigError(f"cluster {self.name!r} runs locally; it has no SSH host")
         if self.transport == "openssh":
-            from .openssh import resolve  # lazy: the SSH modules; the server's extension loads profiles without them
+            from ..transport.openssh import resolve  # lazy: the SSH modules; the server's extension loads profiles without them
 
             return resolve(str(self.host), self._config_path(), user=self.user).ssh_target
         return SSHTarget.from_ssh_config(str(self.host), self._config_path(), user=self.user,

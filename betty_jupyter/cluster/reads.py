@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from ..errors import PolicyError, TransportError
 from ..secret_names import PRIVATE_KEY_HEADER, blank_private_keys
 from .policy import SECRET_PATHS, AllowedCommand
-from .transport import CommandResult, Transport
+from ..transport.interface import CommandResult, Transport
 
 READ_LIMIT = 1 << 20
 """The most bytes one command's output may bring back (1 MiB); the rest is cut on the cluster."""

@@ -1,7 +1,7 @@
 """``Cluster``: one configured cluster as this process reaches it, and the process's one of each.
 
 A :class:`Cluster` is built from a :class:`~betty_jupyter.cluster.profiles.ClusterProfile` by its
-one constructor and holds the one link to the cluster (:class:`~betty_jupyter.cluster.link.Link`)
+one constructor and holds the one link to the cluster (:class:`~betty_jupyter.transport.link.Link`)
 and the one :class:`~betty_jupyter.cluster.slurm.SlurmClient` configured from the whole profile
 (``work_dir``, ``job_env``, ``readable_roots``). It reads the person's login name and the
 partitions once and keeps them (:meth:`Cluster.facts`).
@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Awaitable, TypeVar
 
 from ..errors import BettyError
-from .link import Link
+from ..transport.link import Link
 from .slurm import SlurmClient
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .profiles import ClusterProfile
-    from .transport import Transport
+    from ..transport.interface import Transport
 
 T = TypeVar("T")
 

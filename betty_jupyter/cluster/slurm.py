@@ -23,7 +23,7 @@ from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .policy import AllowedCommand, CommandPolicy
 from .reads import run_checked
 from .sbatch import SbatchScript
-from .transport import CommandResult, Transport
+from ..transport.interface import CommandResult, Transport
 
 if TYPE_CHECKING:
     import pandas as pd

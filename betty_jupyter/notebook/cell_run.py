@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, MutableMapping
 
 from IPython.display import display
 
-from ..cluster.cell_job import (
+from ..compute.cell_job import (
     MAX_FIGURE_BYTES, MAX_OUT_BYTES, CellResult, StagedRun, check_back, unpack_outputs,
 )
 from ..errors import BettyError, CellRunError, UsageError

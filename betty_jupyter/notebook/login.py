@@ -14,13 +14,13 @@ from typing import Any, Iterator
 
 from IPython import get_ipython
 
-from ..cluster.login import LoginQuestion
+from ..transport.login import LoginQuestion
 from ..errors import TransportError
 from ..safe_text import terminal_line
 
 
 class CellLogin:
-    """Answers login questions while a ``%betty`` command runs (a :class:`~betty_jupyter.cluster.login.LoginAnswerer`)."""
+    """Answers login questions while a ``%betty`` command runs (a :class:`~betty_jupyter.transport.login.LoginAnswerer`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -19,7 +19,7 @@ from .base import BettyHandler, approver, refused
 if TYPE_CHECKING:
     from ..agent.loop import AgentSession
     from ..cluster.profiles import ClusterProfile
-    from ..cluster.ssh import SSHTarget
+    from ..transport.ssh import SSHTarget
     from .models import ClusterCheck
 
 CLUSTER = r"/betty/api/clusters/(?P<name>[^/]+)"
@@ -41,7 +41,7 @@ def recorded_fingerprints(target: "SSHTarget") -> list[str]:
     """The fingerprints known_hosts already holds for ``target`` (none when the file is missing)."""
     import paramiko  # lazy: paramiko is heavy; the server's extension loads without it
 
-    from ..cluster.ssh import fingerprint  # lazy: paramiko is heavy; the server's extension loads without it
+    from ..transport.ssh import fingerprint  # lazy: paramiko is heavy; the server's extension loads without it
 
     try:
         keys = paramiko.HostKeys(target.known_hosts)
@@ -108,7 +108,7 @@ class ClusterTrustHandler(BettyHandler):
     async def post(self, name: str) -> None:
         """``{trusted: true, fingerprint}``; 409 when the host presents (or has recorded) another key."""
         # lazy: paramiko and the pydantic request model; the server's extension loads without them
-        from ..cluster.ssh import trust_host_key
+        from ..transport.ssh import trust_host_key
         from .models import TrustRequest
 
         confirmed = self.body(TrustRequest).fingerprint.strip()

@@ -1,7 +1,7 @@
 """The login questions waiting in this server for a person, and the logins waiting on their answers.
 
 When a login node asks for a second factor, the transport's worker thread calls the
-:class:`LoginDesk` (the server's :class:`~betty_jupyter.cluster.login.LoginAnswerer`), which
+:class:`LoginDesk` (the server's :class:`~betty_jupyter.transport.login.LoginAnswerer`), which
 holds the question until a person answers it (``server/login.py``: the routes) or it times
 out. An answer is handed to the waiting login and forgotten: never logged, stored or returned.
 """
@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..cluster.login import LoginQuestion
+from ..transport.login import LoginQuestion
 from ..errors import TransportError
 
 if TYPE_CHECKING:

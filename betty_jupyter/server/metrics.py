@@ -28,7 +28,7 @@ from ..cluster.policy import SLURM_PROGRAMS
 if TYPE_CHECKING:
     from ..agent import events as ev
     from ..agent.loop import AgentSession
-    from ..cluster.transport import CommandResult, Transport
+    from ..transport.interface import CommandResult, Transport
 
 TOOL_CALLS = Counter("betty_tool_calls", "Betty tool calls, by tool and by how the call was decided",
                      ["tool", "decision"])

@@ -25,7 +25,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar, cast
 
 from ..agent.vocabulary import Mode
-from ..cluster.login import answer_login_questions_with, stop_answering
+from ..transport.login import answer_login_questions_with, stop_answering
 from ..config import beyond_files, config_signature, load_config
 from ..errors import BettyError, ConfigError, LinkProblem
 from . import metrics

@@ -13,10 +13,9 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ...cluster import cell_transfer
-from ...cluster.cell_job import (
-    RESULT_FILES, CellJob, StagedRun, cell_environment, parse_result, run_dir, run_files, staged,
-)
+from ...compute import cell_transfer
+from ...cluster.job_request import cell_environment
+from ...compute.cell_job import RESULT_FILES, CellJob, StagedRun, parse_result, run_dir, run_files, staged
 from ...errors import UsageError
 from ...experiments.record import slugify, submit_experiment
 from ..models import Preview, Tier, ToolOutcome, sha256_of

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ...cluster.cell_job import CellEnvironment, JobRequest
+from ...cluster.job_request import CellEnvironment, JobRequest
 from .base import ToolArgs
 
 MAX_MINUTES = 7 * 24 * 60

@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from ...cluster import cell_transfer
-from ...cluster.cell_job import CellEnvironment, cell_environment, run_dir
-from ...cluster.notebook_job import (
+from ...compute import cell_transfer
+from ...cluster.job_request import CellEnvironment, cell_environment
+from ...compute.cell_job import run_dir
+from ...compute.notebook_job import (
     MAX_NOTEBOOK_BYTES, NEEDED, Injected, NotebookJob, executed_names, inject, notebook_bytes, parameter_name,
     parse_parameters, parse_value, read_notebook, read_notebook_and_digest, runner_source,
 )
-from ...cluster.notebook_job import RUNNER as NOTEBOOK_RUNNER
-from ...cluster.private_folder import PrivateFolder
+from ...compute.notebook_job import RUNNER as NOTEBOOK_RUNNER
+from ...compute.private_folder import PrivateFolder
 from ...cluster.sbatch import SbatchScript
 from ...errors import UsageError
 from ...experiments.ledger import Ledger

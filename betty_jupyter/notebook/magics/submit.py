@@ -97,7 +97,7 @@ class SubmitCommands(JobCommands):
 
     def _run_cell(self, args: argparse.Namespace, cell: str | None) -> Any:
         # lazy: cloudpickle, the run's widgets and its card; `%load_ext` never needs them
-        from ...cluster.cell_job import stage, variable_names
+        from ...compute.cell_job import stage, variable_names
         from ...experiments.workspace import Workspace
         from ...experiments.workspace import find_workspace
         from ..cell_run import CellRun

@@ -17,7 +17,7 @@ from paramiko import SSHException
 from ..errors import TransportError
 
 if TYPE_CHECKING:
-    from .transport import ForwardingTransport
+    from .interface import ForwardingTransport
 
 _CHUNK = 65536
 

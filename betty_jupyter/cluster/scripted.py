@@ -1,6 +1,6 @@
 """``ScriptedTransport``: a cluster that answers from a script, for fast tests of what sits above a transport.
 
-Like httpx's ``MockTransport``: the code under test gets a real :class:`~betty_jupyter.cluster.transport.Transport`
+Like httpx's ``MockTransport``: the code under test gets a real :class:`~betty_jupyter.transport.interface.Transport`
 and Betty's real Slurm client, parsers and policy run; only the cluster's answers are written
 down in the test::
 
@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 from .delimited import as_written, delimiter_in
 from .parsing import SEPARATOR
-from .transport import CommandResult, program_name
+from ..transport.interface import CommandResult, program_name
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class _Rule:
 
 
 class ScriptedTransport:
-    """A :class:`~betty_jupyter.cluster.transport.Transport` whose commands answer from rules or a function.
+    """A :class:`~betty_jupyter.transport.interface.Transport` whose commands answer from rules or a function.
 
     A command is answered by the newest rule that matches its program and first arguments,
     else by ``answer(argv)`` when given, else as a shell would answer an unknown program

@@ -26,7 +26,7 @@ import uuid
 from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import CommandTimeout, TransportError
-from .transport import CommandResult, program_name, unset_slurm_output_variables
+from .interface import CommandResult, program_name, unset_slurm_output_variables
 
 _CHUNK = 65536
 _POLL = 0.05

@@ -2,7 +2,7 @@
 
 * :class:`AskpassListener` runs in Betty: a Unix socket in a private (0700) directory, and a
   small program there that ``ssh`` runs as ``SSH_ASKPASS``; each question that arrives goes to
-  :func:`~betty_jupyter.cluster.login.ask`.
+  :func:`~betty_jupyter.transport.login.ask`.
 * :func:`main` is that program: ``ssh`` runs it with the prompt as its one argument and reads
   the answer from its stdout. It asks over the socket named in ``$BETTY_ASKPASS_SOCKET`` and
   prints what the person typed, nowhere else. Exit status 1 tells ssh nobody answered.
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> int:
 
 
 class AskpassListener:
-    """A private Unix socket that ``betty_jupyter.cluster.askpass`` (ssh's ``SSH_ASKPASS``) asks through."""
+    """A private Unix socket that ``betty_jupyter.transport.askpass`` (ssh's ``SSH_ASKPASS``) asks through."""
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
@@ -66,7 +66,7 @@ class AskpassListener:
         self.socket_path = os.path.join(self._directory, "socket")
         self.program = os.path.join(self._directory, "askpass")
         with open(self.program, "w") as script:
-            script.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m betty_jupyter.cluster.askpass \"$@\"\n")
+            script.write(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m betty_jupyter.transport.askpass \"$@\"\n")
         os.chmod(self.program, 0o700)
         self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._server.bind(self.socket_path)

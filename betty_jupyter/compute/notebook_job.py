@@ -24,8 +24,8 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import UsageError
 from ..json_text import parse_json
-from .cell_job import CellEnvironment, JobRequest
-from .sbatch import SbatchScript
+from ..cluster.job_request import CellEnvironment, JobRequest
+from ..cluster.sbatch import SbatchScript
 
 PARAMETERS_TAG = "parameters"
 """The tag of the notebook's cell of default parameters (papermill's convention)."""

@@ -1,4 +1,4 @@
-"""Moving a cell run (:mod:`.cell_job`) to the cluster and back, over any :class:`~.transport.Transport`.
+"""Moving a cell run (:mod:`.cell_job`) to the cluster and back, over any :class:`~betty_jupyter.transport.interface.Transport`.
 
 Every command here is built by Betty from the profile's work directory and a run's token (32
 hexadecimal digits), never from text anyone else wrote; files come back base64-encoded, so a
@@ -19,8 +19,9 @@ from typing import Sequence
 
 from ..errors import SlurmError, TransportError, UsageError
 from .private_folder import PrivateFolder
-from .cell_job import MAX_FIGURE_BYTES, MAX_OUT_BYTES, RUNNER, CellEnvironment, CellJob, StagedRun, runner_source
-from .transport import CommandResult, Transport
+from ..cluster.job_request import CellEnvironment
+from .cell_job import MAX_FIGURE_BYTES, MAX_OUT_BYTES, RUNNER, CellJob, StagedRun, runner_source
+from ..transport.interface import CommandResult, Transport
 
 TAIL_BYTES = 6000
 """How much of the end of the cell's stdout and stderr each look brings back."""

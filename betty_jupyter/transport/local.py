@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import CommandTimeout, TransportError
-from .transport import CommandResult, current_environment, program_name
+from .interface import CommandResult, current_environment, program_name
 
 
 class LocalTransport:

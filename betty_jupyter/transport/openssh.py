@@ -12,7 +12,7 @@ the person's ssh config. Betty runs the ``ssh`` the person already uses, with th
 * Host keys are checked strictly against the person's known_hosts (``StrictHostKeyChecking
   yes``): an unknown or changed key raises :class:`HostKeyError` with its fingerprint.
 * Every prompt ``ssh`` has (a one-time code, a key's passphrase, a security key's PIN) goes
-  through ``SSH_ASKPASS`` to :func:`~betty_jupyter.cluster.login.ask`; ``ssh`` never has a
+  through ``SSH_ASKPASS`` to :func:`~betty_jupyter.transport.login.ask`; ``ssh`` never has a
   terminal to ask on.
 * Commands run in a pool of persistent remote shells (``remote_shell``), each one ``ssh``
   session multiplexed over the master, so a warm read costs a write and a read on a pipe.
@@ -39,7 +39,7 @@ from ..secret_names import without_secrets
 from .askpass import AskpassListener
 from .remote_shell import PipeChannel, RemoteShell, ShellClosed, ShellPool, shell_command
 from .ssh import SSHTarget, presented_host_key
-from .transport import CommandResult
+from .interface import CommandResult
 
 _Stream = Union[int, IO[bytes], None]
 

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 
 from ..errors import BettyError, TransportError
 from .remote_shell import ShellClosed
-from .transport import CommandResult, Transport
+from .interface import CommandResult, Transport
 
 
 def broken(error: BaseException) -> bool:
@@ -31,7 +31,7 @@ def broken(error: BaseException) -> bool:
 
 
 class Link:
-    """A :class:`~betty_jupyter.cluster.transport.Transport` over the transport ``opener`` makes, made again after a
+    """A :class:`~betty_jupyter.transport.interface.Transport` over the transport ``opener`` makes, made again after a
     dropped link; the transport is made on the first command, not before."""
 
     def __init__(self, opener: Callable[[], Transport]) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Sequence
 from ..errors import ConfigError, HostKeyError, LinkProblem, TransportError
 from .login import keyboard_interactive_handler
 from .remote_shell import RemoteShell, ShellClosed, ShellPool
-from .transport import CommandResult
+from .interface import CommandResult
 
 
 @dataclass(frozen=True)
