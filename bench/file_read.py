@@ -23,7 +23,7 @@ if not os.environ.get("PYTHONPATH"):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from betty_jupyter.cluster.commands import run_allowed  # noqa: E402
-from betty_jupyter.cluster.policy import CommandPolicy  # noqa: E402
+from betty_jupyter.cluster.allowlist import CommandPolicy  # noqa: E402
 from betty_jupyter.cluster.profiles import ClusterProfile  # noqa: E402
 from betty_jupyter.devcluster import DevCluster  # noqa: E402
 

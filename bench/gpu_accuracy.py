@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from betty_jupyter.gpu.options import job_options, request_from  # noqa: E402
+from betty_jupyter.gpu.estimate_options import job_options, request_from  # noqa: E402
 from betty_jupyter.gpu import Estimate, estimate, resolve_model  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "gpu_measured_public.csv"

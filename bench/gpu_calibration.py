@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from betty_jupyter.errors import GpuEstimateError  # noqa: E402
 from betty_jupyter.gpu import EstimateRequest, estimate, resolve_model  # noqa: E402
-from betty_jupyter.gpu.options import job_options, request_from  # noqa: E402
+from betty_jupyter.gpu.estimate_options import job_options, request_from  # noqa: E402
 
 GRID = ROOT / "tests" / "data" / "gpu_trace_grid.csv"
 COST_JOBS = (("Llama-3.1-8B", "--method lora --batch-size 2 --seq-len 2048"),

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from betty_jupyter.errors import GpuEstimateError  # noqa: E402
 from betty_jupyter.gpu import resolve_model  # noqa: E402
-from betty_jupyter.gpu.options import job_options, request_from  # noqa: E402
+from betty_jupyter.gpu.estimate_options import job_options, request_from  # noqa: E402
 from betty_jupyter.gpu.trace import EXTRA  # noqa: E402
 
 DATA = ROOT / "tests" / "data" / "gpu_trace_grid.csv"

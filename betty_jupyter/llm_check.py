@@ -347,7 +347,7 @@ def first_request(offer_all: bool, cluster: str) -> tuple[list[dict[str, Any]], 
     from .agent.offer import ToolOffer
     from .agent.prompt import persona_text, system_prompt
     from .agent.registry import default_registry
-    from .cluster.policy import CommandPolicy
+    from .cluster.allowlist import CommandPolicy
     from .wiki import seed_dir
 
     offer = ToolOffer(default_registry(), progressive=not offer_all)

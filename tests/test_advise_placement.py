@@ -13,7 +13,7 @@ from betty_jupyter.advisor.estimates import (Advice, Candidate, StartEstimate, r
 from betty_jupyter.advisor.placement import (PlacementAdvisor, StartCache, billing_rate, candidates_from_gres,
                                                      candidates_from_placements, estimate_argv)
 from betty_jupyter.cluster.parsing import SEPARATOR
-from betty_jupyter.cluster.policy import CommandPolicy
+from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.transport.interface import CommandResult

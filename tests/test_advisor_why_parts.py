@@ -10,7 +10,7 @@ import pytest
 from betty_jupyter.advisor import slurm_reads as reads
 from betty_jupyter.advisor.pending import why_pending
 from betty_jupyter.advisor.reasons import explain
-from betty_jupyter.cluster.policy import CommandPolicy
+from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 from betty_jupyter.errors import PolicyError, SlurmError

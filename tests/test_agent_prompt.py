@@ -15,7 +15,7 @@ import pandas as pd
 from betty_jupyter.agent.offer import FIRST_REQUEST_TOKENS, MORE_TOOLS, ToolOffer
 from betty_jupyter.agent.prompt import allowlist_text, persona_text, system_prompt
 from betty_jupyter.agent.registry import default_registry
-from betty_jupyter.cluster.policy import CommandPolicy
+from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.wiki import seed_dir
 
 PARTITIONS = pd.DataFrame([
@@ -108,7 +108,7 @@ import pandas as pd
 from betty_jupyter.agent.offer import ToolOffer
 from betty_jupyter.agent.prompt import allowlist_text, persona_text, system_prompt
 from betty_jupyter.agent.registry import default_registry
-from betty_jupyter.cluster.policy import CommandPolicy
+from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.wiki import seed_dir
 partitions = pd.DataFrame([{"partition": "gpu", "default": True, "nodes": 2, "cpus": 64,
                             "gpu_types": {"h100": 2, "a100": 4}}])

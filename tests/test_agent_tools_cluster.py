@@ -91,7 +91,7 @@ def test_cluster_run_shows_and_runs_exactly_the_allowed_command(ctx, calls) -> N
     assert shown.kind == "command" and shown.text == "sinfo --noheader -o %P" and calls == []
     outcome = execute(ClusterRun(), ctx, {"command": "sinfo --noheader -o %P"})
     assert outcome.ok and "gpu" in outcome.summary
-    from betty_jupyter.cluster.reads import READ_SCRIPT
+    from betty_jupyter.cluster.file_reads import READ_SCRIPT
 
     # One step on the cluster: Betty's fixed script runs sinfo with the argv as positional arguments, capped.
     assert calls == [[*READER, READ_SCRIPT, "betty-read", str(1 << 20), "head", "0", "0",
@@ -111,7 +111,7 @@ def test_cluster_run_refuses_before_the_transport_is_called(ctx, calls, command)
 
 
 def test_cluster_run_reads_files_only_under_the_roots_after_resolving_links(ctx, calls, tmp_path) -> None:
-    from betty_jupyter.cluster.reads import READ_SCRIPT
+    from betty_jupyter.cluster.file_reads import READ_SCRIPT
 
     (tmp_path / "train.log").write_text("step=1 loss=0.5\n")
     (tmp_path / "escape").symlink_to("/etc")

@@ -9,7 +9,7 @@ import pytest
 
 from betty_jupyter.cluster.health import HEALTH_READ, check_health
 from betty_jupyter.transport.openssh import ssh_problem
-from betty_jupyter.cluster.policy import CommandPolicy
+from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.errors import CommandTimeout, HostKeyError, LinkProblem, TransportError

@@ -13,7 +13,7 @@ from betty_jupyter.cluster.slurm import Snapshot
 from betty_jupyter.errors import TransportError
 from betty_jupyter.experiments import content
 from betty_jupyter.experiments.ledger import Experiment, Ledger
-from betty_jupyter.experiments.metrics import parse_metrics
+from betty_jupyter.experiments.metrics_table import parse_metrics
 from betty_jupyter.experiments.record import new_slug, slugify
 from betty_jupyter.experiments.watcher import JobWatcher
 from betty_jupyter.experiments.workspace import Workspace

@@ -16,7 +16,7 @@ from conftest import betty_in_process
 
 from betty_jupyter.gpu import EstimateRequest
 from betty_jupyter.gpu.architecture import LARGEST_FIELD, load_config
-from betty_jupyter.gpu.catalog import resolve_model
+from betty_jupyter.gpu.model_catalog import resolve_model
 from betty_jupyter.gpu.trace import MAX_LAYERS, trace_estimate
 from betty_jupyter.gpu.trace.extended import DEEP, SHALLOW, at_depth, extended
 

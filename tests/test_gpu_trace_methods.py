@@ -53,7 +53,7 @@ def test_a_quantized_meta_trace_counts_what_a_real_cpu_run_allocates(request_: E
 def test_a_qlora_trace_of_a_catalog_models_layers_is_a_real_cpu_runs_storages() -> None:
     from dataclasses import replace
 
-    from betty_jupyter.gpu.catalog import resolve_model
+    from betty_jupyter.gpu.model_catalog import resolve_model
 
     # Llama-3.2-1B with every width as published (grouped-query attention, 128k vocabulary, tied embeddings) and
     # two of its sixteen layers, so that the real run fits a laptop's CPU.
@@ -75,7 +75,7 @@ def test_a_qlora_trace_of_a_catalog_models_layers_is_a_real_cpu_runs_storages() 
 def test_quantized_weights_take_exactly_the_formulas_bytes(precision: str, double_quant: bool) -> None:
     import torch  # lazy: the trace extra is optional
 
-    from betty_jupyter.gpu.catalog import resolve_model
+    from betty_jupyter.gpu.model_catalog import resolve_model
     from betty_jupyter.gpu.trace.model import build_model
     from betty_jupyter.gpu.trace.quantized import DYNAMIC_MAP, NF4_CODE, quantization_constants
 
@@ -150,7 +150,7 @@ def test_peft_adds_an_adapter_to_a_quantized_layer_as_its_bitsandbytes_layers_do
 @needs_extra
 def test_a_qlora_trace_of_a_catalog_model_lands_near_the_formula() -> None:
     from betty_jupyter.gpu.trace.run import run_trace  # lazy: the trace extra is optional
-    from betty_jupyter.gpu.catalog import resolve_model
+    from betty_jupyter.gpu.model_catalog import resolve_model
 
     request = EstimateRequest(method="qlora", batch_size=1, seq_len=512).checked()
     traced = run_trace(resolve_model("Llama-3.2-1B"), request)

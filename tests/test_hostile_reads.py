@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from betty_jupyter.cluster.commands import run_allowed
-from betty_jupyter.cluster.reads import READ_LIMIT
+from betty_jupyter.cluster.file_reads import READ_LIMIT
 from betty_jupyter.cluster.slurm import LogFile, SlurmClient
 from betty_jupyter.cluster.sync import Blocking, run_sync
 from betty_jupyter.errors import PolicyError, SlurmError
@@ -268,7 +268,7 @@ def test_readers_name_the_paths_asked_for_and_missing_files_fail_plainly(profile
 def test_a_read_runs_no_start_up_file_of_the_shell(tmp_path):
     """$BASH_ENV (Lmod sets it on many clusters) and ~/.bashrc may print or be slow: a read runs neither."""
     from betty_jupyter.transport.local import LocalTransport
-    from betty_jupyter.cluster.policy import CommandPolicy
+    from betty_jupyter.cluster.allowlist import CommandPolicy
 
     start_up = tmp_path / "startup.sh"
     start_up.write_text("echo POLLUTED\n")

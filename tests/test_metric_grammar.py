@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 
-from betty_jupyter.experiments.metrics import parse_metrics
+from betty_jupyter.experiments.metrics_table import parse_metrics
 from betty_jupyter.experiments.task_metrics import MAX_METRICS, read_metrics
 
 

@@ -35,7 +35,7 @@ from playwright.sync_api import Locator, Page, expect
 from test_server_support import job_state, rows_of, scancel
 
 from betty_jupyter.agent.tools.gpu import EstimateArgs
-from betty_jupyter.gpu.catalog import find_model
+from betty_jupyter.gpu.model_catalog import find_model
 from betty_jupyter.gpu.estimate import estimate
 
 SCRIPT = """#!/bin/bash

@@ -16,7 +16,7 @@ from llm_server import ScriptedLLM, call, calls, say
 from test_plans_fast import converse, of, plan
 
 from betty_jupyter.agent.approvals import ApprovalBroker
-from betty_jupyter.cluster.policy import CommandPolicy
+from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 from betty_jupyter.experiments.workspace import Workspace
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from betty_jupyter.cluster.policy import FILE_READERS, SHELL_METACHARACTERS, CommandPolicy
+from betty_jupyter.cluster.allowlist import FILE_READERS, SHELL_METACHARACTERS, CommandPolicy
 from betty_jupyter.errors import ConfigError, PolicyError
 
 ROOTS = ("/home/u/project", "/scratch/u")

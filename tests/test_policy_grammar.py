@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from betty_jupyter.cluster.options import GRAMMARS, Arg, read_argv
-from betty_jupyter.cluster.policy import FILE_READERS, SLURM_LISTINGS, CommandPolicy
+from betty_jupyter.cluster.program_options import GRAMMARS, Arg, read_argv
+from betty_jupyter.cluster.allowlist import FILE_READERS, SLURM_LISTINGS, CommandPolicy
 from betty_jupyter.errors import PolicyError
 
 ROOT = "/scratch/u"
@@ -233,10 +233,10 @@ def test_every_slurm_command_betty_allows_is_timed_by_its_name_and_has_its_gramm
 
     from prometheus_client import REGISTRY
 
-    from betty_jupyter.cluster.options import GRAMMARS
-    from betty_jupyter.cluster.policy import SLURM_LISTINGS, SLURM_PROGRAMS, CommandPolicy
+    from betty_jupyter.cluster.program_options import GRAMMARS
+    from betty_jupyter.cluster.allowlist import SLURM_LISTINGS, SLURM_PROGRAMS, CommandPolicy
     from betty_jupyter.cluster.scripted import ScriptedTransport
-    from betty_jupyter.server.metrics import TimedTransport
+    from betty_jupyter.server.prometheus import TimedTransport
 
     assert set(SLURM_LISTINGS) | {"scontrol", "sacctmgr"} <= SLURM_PROGRAMS
     assert set(SLURM_LISTINGS) <= set(GRAMMARS)

@@ -27,7 +27,7 @@ from test_plans_fast import converse
 from betty_jupyter.agent.actions import ActionLog
 from betty_jupyter.agent.timeline import bug_bundle
 from betty_jupyter.cluster.commands import run_allowed
-from betty_jupyter.cluster.reads import KEY_SCAN
+from betty_jupyter.cluster.file_reads import KEY_SCAN
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 from betty_jupyter.errors import PolicyError

@@ -136,6 +136,6 @@ def test_loading_the_magics_loads_no_tool_and_no_agent() -> None:
     code = ("import sys\nimport betty_jupyter\nfrom betty_jupyter.notebook.magics import BettyMagics\n"
             "BettyMagics(shell=None)._commands()\n"
             "print(sorted(m for m in ('pydantic', 'betty_jupyter.agent.tools', 'betty_jupyter.agent.loop', "
-            "'betty_jupyter.gpu.options') if m in sys.modules))\n")
+            "'betty_jupyter.gpu.estimate_options') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

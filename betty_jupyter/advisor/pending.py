@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from ..errors import SlurmError
 from ..cluster.commands import run_allowed
 from ..cluster.jobs import JobState, job_id
-from ..cluster.policy import CommandPolicy
+from ..cluster.allowlist import CommandPolicy
 from ..transport.interface import Transport
 from . import slurm_reads as reads
 from .reasons import Reason, explain

@@ -28,7 +28,7 @@ from ..errors import BettyError, SlurmError
 from ..gres import gpu_counts
 from ..cluster.delimited import run_read
 from ..cluster.parsing import SEPARATOR
-from ..cluster.policy import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
+from ..cluster.allowlist import TEST_ONLY_OPTIONS, TEST_ONLY_SCRIPT, CommandPolicy
 from ..cluster.sbatch import SbatchScript
 from ..transport.interface import CommandResult, Transport
 from .estimates import (PENDING_FIELDS, PLAIN_NAME, Advice, Candidate, PendingStart, StartEstimate, rank,

@@ -18,7 +18,7 @@ from ..wiki import WikiStore, seed_dir
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..cluster.policy import CommandPolicy
+    from ..cluster.allowlist import CommandPolicy
     from .offer import ToolOffer
 
 SCRIPT_EXAMPLE = """\

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..gpu import advise, catalog, estimate, gpu_type, parse_partition, resolve_model, targets_from
 from ..gpu.hardware import Partition, parse_gpu_type
-from ..gpu.options import job_options, request_from
+from ..gpu.estimate_options import job_options, request_from
 from .parser import Parser
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Sequence
 
-from .policy import CommandPolicy
-from .reads import READ_LIMIT, run_checked
+from .allowlist import CommandPolicy
+from .file_reads import READ_LIMIT, run_checked
 from .sbatch import PartitionOffer, SbatchScript
 from .shared import Cluster
 from ..transport.interface import CommandResult, Transport
@@ -42,7 +42,7 @@ async def run_allowed(transport: Transport, policy: CommandPolicy, command: str 
     """Run ``command`` only if the policy allows it; its files checked where they really lead, its output capped.
 
     The policy refuses before the transport sees anything. What runs is one remote step
-    (:func:`~betty_jupyter.cluster.reads.run_checked`): each path opened, the opened file
+    (:func:`~betty_jupyter.cluster.file_reads.run_checked`): each path opened, the opened file
     checked under the real readable roots and against the secret paths, then read; the
     output cut at ``limit`` bytes on the cluster with a note saying so.
     """

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from ..errors import BettyError, CommandTimeout, ConfigError, HostKeyError, LinkProblem, TransportError
-from .policy import CommandPolicy
+from .allowlist import CommandPolicy
 from ..transport.interface import Transport
 
 HEALTH_READ = ("sinfo", "-h", "-o", "%P")

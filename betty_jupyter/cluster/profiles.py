@@ -11,7 +11,7 @@ from ..errors import ConfigError
 from .job_request import check_environments
 
 if TYPE_CHECKING:
-    from .policy import CommandPolicy
+    from .allowlist import CommandPolicy
     from ..transport.interface import Transport
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -143,7 +143,7 @@ class ClusterProfile:
 
     def policy(self, home: str | None = None) -> "CommandPolicy":
         """The read-only allowlist for this cluster."""
-        from .policy import CommandPolicy  # lazy: the command policy; the server's extension loads profiles without it
+        from .allowlist import CommandPolicy  # lazy: the command policy; the server's extension loads profiles without it
 
         return CommandPolicy(readable_roots=self.readable_roots, home=home, extra_commands=self.extra_commands)
 

@@ -20,8 +20,8 @@ from .arrays import array_job, by_array, is_task_of
 from .delimited import run_read
 from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
-from .policy import AllowedCommand, CommandPolicy
-from .reads import run_checked
+from .allowlist import AllowedCommand, CommandPolicy
+from .file_reads import run_checked
 from .sbatch import SbatchScript
 from ..transport.interface import CommandResult, Transport
 

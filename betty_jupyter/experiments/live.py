@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 from ..cluster.shared import shared_cluster
 from ..cluster.sync import Blocking, run_sync
 from ..config import load_config
-from .metrics import parse_metrics
+from .metrics_table import parse_metrics
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -2,7 +2,7 @@
 
 Both readers of a job's numbers use it: a sweep's comparison (:func:`read_metrics`, each metric's
 series) and the experiment notebook's table (:func:`metric_rows`, through
-:func:`~betty_jupyter.experiments.metrics.parse_metrics`), so one log gives the same numbers in both.
+:func:`~betty_jupyter.experiments.metrics_table.parse_metrics`), so one log gives the same numbers in both.
 
 A job's log is other people's text. A word counts as a metric only when it is exactly
 ``NAME=NUMBER`` (a ``,`` or ``;`` after it allowed): the name an identifier (letters, digits

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from .advice import Advice, Change, Placement, Target, advise, largest_fitting, targets_from
 from .architecture import Architecture, load_config
-from .catalog import CatalogEntry, catalog, find_model, resolve_model
+from .model_catalog import CatalogEntry, catalog, find_model, resolve_model
 from .estimate import Estimate, estimate
 from .hardware import GPU_TYPES, GpuType, Partition, gpu_type, parse_gres, parse_partition
-from .profiles import PROFILES, FrameworkProfile, framework_profile
+from .frameworks import PROFILES, FrameworkProfile, framework_profile
 from .request import EstimateRequest
 
 __all__ = [

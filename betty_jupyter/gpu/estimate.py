@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from .activations import Layout, inference_activations, training_activations
 from .architecture import Architecture
-from .catalog import resolve_model
+from .model_catalog import resolve_model
 from .hardware import GpuType
 from .request import KV_BYTES, WEIGHT_BYTES, EstimateRequest
 

@@ -12,7 +12,7 @@ from typing import Literal, get_args
 
 from ..errors import GpuEstimateError
 from .architecture import ATTENTION_MODULES, MLP_MODULES
-from .profiles import FrameworkProfile, framework_profile
+from .frameworks import FrameworkProfile, framework_profile
 
 Method = Literal["inference", "full", "lora", "qlora"]
 Precision = Literal["fp32", "bf16-mixed", "bf16", "fp16", "int8", "nf4"]

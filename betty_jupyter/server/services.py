@@ -28,7 +28,7 @@ from ..agent.vocabulary import Mode
 from ..transport.login import answer_login_questions_with, stop_answering
 from ..config import beyond_files, config_signature, load_config
 from ..errors import BettyError, ConfigError, LinkProblem
-from . import metrics
+from . import prometheus
 from .login_desk import LoginDesk
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ class BettyServices:
             from ..agent.automations.runner import AutomationRunner
 
             self._automations = AutomationRunner(self.assistant, lease_seconds=self._automation_lease,
-                                                 on_session=metrics.instrument)
+                                                 on_session=prometheus.instrument)
         return self._automations
 
     def mcp(self, build: "Callable[[BettyServices], E]") -> E:
@@ -207,7 +207,7 @@ class BettyServices:
     def _instrument(self, session: "AgentSession") -> "AgentSession":
         if session.session_id not in self._instrumented:
             self._instrumented.add(session.session_id)
-            metrics.instrument(session)
+            prometheus.instrument(session)
         return session
 
     def info(self, session_id: str) -> "Session":

@@ -26,7 +26,7 @@ from ..models import ADVANCED, Preview, Tier, ToolOutcome
 from ..models import ToolArgs as ToolArgs  # defined beside the other shared models, importable here too
 
 if TYPE_CHECKING:
-    from ...cluster.policy import CommandPolicy
+    from ...cluster.allowlist import CommandPolicy
     from ...cluster.profiles import ClusterProfile
     from ...cluster.shared import Cluster
     from ...cluster.slurm import SlurmClient

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 
 from ...errors import GpuEstimateError
 from ..architecture import Architecture
-from ..catalog import resolve_model
+from ..model_catalog import resolve_model
 from ..hardware import GpuType
 from ..request import EstimateRequest
 from .extended import DEEP, SHALLOW, at_depth, extended

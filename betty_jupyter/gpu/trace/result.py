@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..estimate import GIB, Estimate
-from ..profiles import framework_profile
+from ..frameworks import framework_profile
 from ..request import EstimateRequest
 
 CUBLAS_WORKSPACE_MIB = {"before-hopper": 8.125, "hopper": 32.0}

@@ -20,7 +20,7 @@ class GpuCommands(Connected):
 
     @staticmethod
     def _gpu_parser() -> MagicParser:
-        from ...gpu.options import job_options  # lazy: the GPU options; only `%betty gpu` needs them
+        from ...gpu.estimate_options import job_options  # lazy: the GPU options; only `%betty gpu` needs them
 
         parser = MagicParser(prog="%betty gpu", parents=[job_options()], add_help=True,
                              description="GPU memory per GPU for one job (the options of `betty gpu estimate`); "
@@ -37,7 +37,7 @@ class GpuCommands(Connected):
     def _gpu(self, args: argparse.Namespace, cell: str | None) -> Any:
         # lazy: ipywidgets and the estimator; `%load_ext` never needs them
         from ...gpu import estimate, gpu_type
-        from ...gpu.options import request_from
+        from ...gpu.estimate_options import request_from
         from ..widgets.gpu import GpuCalculator
 
         if args.action == "calculator":

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..errors import PolicyError, TransportError
 from ..secret_names import PRIVATE_KEY_HEADER, blank_private_keys
-from .policy import SECRET_PATHS, AllowedCommand
+from .allowlist import SECRET_PATHS, AllowedCommand
 from ..transport.interface import CommandResult, Transport
 
 READ_LIMIT = 1 << 20
@@ -114,7 +114,7 @@ FIFO, device or missing file before opening it (opening a FIFO would wait); open
 ``10+i``; read where the kernel says the opened file is (``/proc/self/fd/N``); refuse it
 unless it is a regular file or directory, under a real root, and not a secret (a file
 removed since it was opened is checked at the place it was removed from)
-(:data:`~betty_jupyter.cluster.policy.SECRET_PATHS`, rendered into the ``case`` above), and
+(:data:`~betty_jupyter.cluster.allowlist.SECRET_PATHS`, rendered into the ``case`` above), and
 refuse a regular file whose first :data:`KEY_SCAN` bytes hold a private key's header, in any
 case (:data:`~betty_jupyter.secret_names.PRIVATE_KEY_HEADER`): a key is known by its content,
 not its name.

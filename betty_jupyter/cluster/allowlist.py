@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from betty_jupyter.errors import ConfigError, PolicyError
 
-from .options import GRAMMARS, Arg, Given, Grammar, UnknownOption, read_argv
+from .program_options import GRAMMARS, Arg, Given, Grammar, UnknownOption, read_argv
 
 SHELL_METACHARACTERS = frozenset(";&|`$<>(){}!\\*?#")
 """Characters that mean something to a shell; any of them refuses a command."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Sequence
 from prometheus_client import Counter, Histogram
 
 from ..agent.vocabulary import Decision
-from ..cluster.policy import SLURM_PROGRAMS
+from ..cluster.allowlist import SLURM_PROGRAMS
 
 if TYPE_CHECKING:
     from ..agent import events as ev

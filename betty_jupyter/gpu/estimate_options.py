@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from .profiles import PROFILES
+from .frameworks import PROFILES
 from .request import (ATTENTION, CHECKPOINTING, KV_DTYPES, METHODS, OFFLOAD, OPTIMIZERS, PRECISIONS, SHARDING,
                       EstimateRequest, lora_targets)
 
