@@ -352,11 +352,14 @@ NEVER_IMPORTS: dict[str, set[str]] = {
     "gpu": {"transport", "cluster", "compute", "advisor", "wiki"} | FACES,
     "advisor": {"compute", "wiki"} | FACES,
     "wiki": {"transport", "cluster", "compute", "advisor", "gpu"} | FACES,
+    "notebook": {"server", "cli"},
+    "server": {"notebook", "cli"},
 }
 """Which of Betty's own packages each lower package never imports, not even under ``if TYPE_CHECKING:`` or in a
 function. How Betty reaches a cluster (``transport``) knows no Slurm; Slurm (``cluster``) stands on it; what runs on
 a compute node for a person (``compute``) stands on both; GPU memory (``gpu``) knows none of them; the advisor stands
-on Slurm and GPU memory; all of them are below every face."""
+on Slurm and GPU memory; all of them are below every face. The faces (the kernel's magics, the server, the terminal)
+stand side by side: each speaks to the others only through the wire."""
 
 
 def betty_imports(path: Path, package_dir: Path) -> Iterator[tuple[int, str]]:

@@ -124,6 +124,16 @@ class ApprovalRequest(Payload):
                         "it would run still has it")
 
 
+class WaitingApproval(ApprovalRequest):
+    """An approval open now, as ``GET approvals`` lists it: the card its ``approval_request`` event carried, and
+    the session whose call waits on it. ``task`` names whom that session works for (an MCP client, an automation,
+    a delegated task); it is None in a person's own chat."""
+
+    model_config = ConfigDict(title="WaitingApproval")
+
+    session_id: str = Field(description="the session whose call waits on the answer")
+
+
 class ApprovalResolved(Payload):
     """How an approval ended; ``args`` holds the edited arguments when ``decision`` is ``edited``."""
 

@@ -326,7 +326,7 @@ class ServerBackend:
     def pending(self) -> list["ApprovalRequest"]:
         """GET approvals: those of every session on the server, automations' included."""
         # lazy: pydantic; `%load_ext` and connecting to the server never need it
-        from ..server.models import WaitingApproval
+        from ..agent.events import WaitingApproval
 
         return [WaitingApproval.model_validate(item) for item in self._call("GET", "approvals")["approvals"]]
 

@@ -17,7 +17,7 @@ class ApprovalsHandler(BettyHandler):
     @web.authenticated
     def get(self) -> None:
         """``{approvals: [WaitingApproval]}``."""
-        from .models import WaitingApproval  # lazy: the request models are pydantic; the extension loads without them
+        from ..agent.events import WaitingApproval  # lazy: the request models are pydantic; the extension loads without them
 
         waiting = [WaitingApproval(**request.model_dump(), session_id=session_id).model_dump(mode="json")
                    for session_id, request in self.assistant.waiting(self.query("session"))]

@@ -16,7 +16,7 @@ from typing_extensions import NotRequired, TypedDict  # pydantic reads TypedDict
 
 from ..agent.automations.definitions import Automation, Run, RunStatus
 from ..agent.bulletin import ContextBulletin
-from ..agent.events import ApprovalRequest
+from ..agent.events import WaitingApproval
 from ..agent.models import Preview
 
 from ..agent.vocabulary import Face, Mode, PersonAnswer
@@ -125,16 +125,6 @@ class AskAnswer(TypedDict):
     """Answer of ``POST sessions/{id}/ask``: the agent's events follow ``after``."""
 
     after: int
-
-
-class WaitingApproval(ApprovalRequest):
-    """An approval open now, as ``GET approvals`` lists it: the card its ``approval_request`` event carried, and
-    the session whose call waits on it. ``task`` names whom that session works for (an MCP client, an automation,
-    a delegated task); it is None in a person's own chat."""
-
-    model_config = ConfigDict(title="WaitingApproval")
-
-    session_id: str = Field(description="the session whose call waits on the answer")
 
 
 class Approvals(TypedDict):
