@@ -116,7 +116,7 @@ WRITERS_OUTSIDE_TOOLS = {
     "experiments/record.py": "submit_experiment itself, which only tools call",
     "llmserve.py": "`betty llm serve`: the person's own foreground command, which shows its job before it runs",
     "cli/llm.py": "`betty llm serve` cancels its own job when the person stops it",
-    "cluster/cell_transfer.py": "upload, which only tools call",
+    "compute/cell_transfer.py": "upload, which only tools call",
 }
 
 
