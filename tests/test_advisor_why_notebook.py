@@ -33,4 +33,4 @@ def test_why_of_someone_elses_job_or_a_bad_id_is_one_line(kernel: Kernel, busy) 
     assert "is not a Slurm job id" in one_error_line(kernel.run("%betty why 12;ls"))
     helped = kernel.run("%betty why --help")
     assert helped.status == "ok" and helped.stdout.startswith("usage: %betty why")
-    assert "why JOBID" in kernel.run("%betty help").stdout
+    assert "why [JOBID]" in kernel.run("%betty help").stdout
