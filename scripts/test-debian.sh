@@ -21,8 +21,9 @@
 #    tests quickly (a change to the TypeScript then needs a run without it).
 # 4. Runs `bash scripts/test.sh PYTEST ARGS…` in /src, chrooted, in private PID, mount and
 #    cgroup namespaces on this machine's network, with fresh /proc, /tmp and /dev/shm. The dev
-#    cluster inside takes its ports from $BETTY_DEV_CLUSTER_PORT_BASE (default 41000 for 13,
-#    42000 for 12, apart from this machine's own dev cluster and from each other) and confines
+#    cluster inside takes its ports from $BETTY_DEV_CLUSTER_PORT_BASE (default 26817 for 13,
+#    27817 for 12: apart from this machine's own dev cluster, from each other, and below the
+#    kernel's ephemeral ports, which outgoing connections take at random) and confines
 #    jobs in a memory cgroup of its own. Every process started inside dies with the PID
 #    namespace and every mount goes with the mount namespace; the script exits with the
 #    suite's status.
@@ -38,8 +39,8 @@ say() { echo "test-debian: $*" >&2; }
 die() { say "$*"; exit 2; }
 
 case "${1:-}" in
-  12 | bookworm) release=12 suite=bookworm default_port_base=42000 ;;
-  13 | trixie) release=13 suite=trixie default_port_base=41000 ;;
+  12 | bookworm) release=12 suite=bookworm default_port_base=27817 ;;
+  13 | trixie) release=13 suite=trixie default_port_base=26817 ;;
   *) die "say which Debian release first: bash scripts/test-debian.sh 12|13 [--rebuild] [--keep-build] [PYTEST ARGS…]" ;;
 esac
 shift
