@@ -129,6 +129,8 @@ async def test_as_shown_it_runs_in_the_cards_run_directory_whoever_asked(
     result = await answered(jp_fetch, session_id, asked, after)
     assert result["ok"] and f" in {asked['preview']['details']['run directory']}; page " in result["summary"]
     assert len(runs(ssh_profile)) == 2
+    # the model's turn ends with its answer before the server stops
+    await events_until(jp_fetch, session_id, lambda seen: any(event["type"] == "done" for event in seen), after)
 
 
 async def test_a_digest_a_caller_sends_is_checked_not_trusted(jp_fetch, llm, jp_root_dir, ssh_profile, dev_cluster):
