@@ -130,8 +130,9 @@ async def test_a_colleagues_archive_unpacked_runs_nothing(jp_fetch, jp_root_dir,
     archive = tmp_path / "project.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(top, arcname="project")
-    with tarfile.open(archive) as tar:
-        tar.extractall(jp_root_dir / "unpacked", filter="data")
+    (jp_root_dir / "unpacked").mkdir()
+    # unpacked as a person would, with tar (Python's extraction filters are not in Debian 12's Python 3.11.2)
+    subprocess.run(["tar", "-xzf", str(archive), "-C", str(jp_root_dir / "unpacked")], check=True, timeout=60)
     place = await chip(jp_fetch, "unpacked/project/nb.ipynb")
     assert place == {"directory": "unpacked/project", "branch": "main", "dirty": False}
     assert not marker.exists(), "opening a notebook of an unpacked archive ran a program from it"
