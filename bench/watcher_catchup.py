@@ -12,7 +12,7 @@ the ratio, the time per experiment and the growth exponent (slope of log(time) v
 
 Also timed in each run, after the tick: the floor, the file work no writer can skip on this
 disk. Each page and notebook the tick wrote is read and written again through a temporary
-file with bare system calls, all made durable in one flush of the file system and renamed
+file with bare system calls, each made durable by itself (eight at a time, as Betty does) and renamed
 into place (no parsing, rendering, locks or ledger); ``floor`` is that plus the `sacct`.
 """
 

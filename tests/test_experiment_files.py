@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import nbformat
@@ -215,11 +216,18 @@ def test_a_page_failing_in_the_middle_of_a_tick_loses_no_other_update_and_the_ti
     workspace, (a, b, c), before = three_recorded(tmp_path)
     watcher = JobWatcher(workspace, lambda cluster: EndedSlurm())  # type: ignore[arg-type, return-value]
     synced = []
-    sync_file_system = files._sync_file_system
-    monkeypatch.setattr(files, "_sync_file_system", lambda folder: synced.append(folder) or sync_file_system(folder))
+    make_durable = files.make_durable
+    monkeypatch.setattr(files, "make_durable", lambda paths: synced.append(paths) or make_durable(paths))
     folders = []
     monkeypatch.setattr(files, "sync_directory", folders.append)
-    monkeypatch.setattr(os, "fsync", lambda fd: pytest.fail("a file flushed on its own inside the batch"))
+    fsync = os.fsync
+
+    def only_in_the_flush(fd: int) -> None:
+        if not threading.current_thread().name.startswith("betty-fsync"):
+            pytest.fail("a file flushed on its own inside the batch")
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", only_in_the_flush)
     create = files.temporary_name
     monkeypatch.setattr(files, "temporary_name", lambda path: create(path) if path.name != f"{b.slug}.md"
                         else (_ for _ in ()).throw(OSError(28, "No space left on device")))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -71,13 +72,29 @@ def write_pages(tmp_path: Path, count: int) -> tuple[WikiStore, list[str], dict[
 
 
 def flushes(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
-    """Count the batch's flushes of the file system, of files and of folders."""
-    seen: dict[str, list] = {"file systems": [], "files": [], "folders": []}
-    sync_file_system = files._sync_file_system
-    monkeypatch.setattr(files, "_sync_file_system", lambda folder: seen["file systems"].append(folder)
-                        or sync_file_system(folder))
+    """Count the batch's flushes (each the files it made durable together), the files flushed on their own
+    and the folders flushed."""
+    seen: dict[str, list] = {"batches": [], "files": [], "folders": []}
+    make_durable = files.make_durable
+    inside = threading.Event()
+
+    def durable(paths: list[Path]) -> None:
+        seen["batches"].append([path.parent for path in paths])
+        inside.set()
+        try:
+            make_durable(paths)
+        finally:
+            inside.clear()
+
+    monkeypatch.setattr(files, "make_durable", durable)
     fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: seen["files"].append(fd) or fsync(fd))
+
+    def counted(fd: int) -> None:
+        if not inside.is_set():
+            seen["files"].append(fd)
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counted)
     monkeypatch.setattr(files, "sync_directory", seen["folders"].append)
     return seen
 
@@ -90,7 +107,7 @@ def test_pages_written_together_reach_the_disk_in_one_flush_then_each_is_renamed
         for name in names:
             store.update_auto(name, "## Status\n\nCOMPLETED", {"status": "COMPLETED"})
             assert (tmp_path / name).read_bytes() == before[name]  # not yet: its new text waits for the flush
-    assert seen == {"file systems": [tmp_path], "files": [], "folders": [tmp_path]}
+    assert seen == {"batches": [[tmp_path] * 4], "files": [], "folders": [tmp_path]}
     for name in names:
         assert "status: COMPLETED" in (tmp_path / name).read_text()
     assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".tmp")] == []
@@ -114,7 +131,7 @@ def test_a_page_failing_in_the_middle_of_a_batch_stays_old_and_the_ones_before_a
         with files.written_together():
             for name in names:
                 store.update_auto(name, "## Status\n\nCOMPLETED", {"status": "COMPLETED"})
-    assert seen == {"file systems": [tmp_path], "files": [], "folders": [tmp_path]}  # once, the error included
+    assert seen == {"batches": [[tmp_path] * 2], "files": [], "folders": [tmp_path]}  # once, the error included
     for name in names:  # the ones before are new, the failed one and the ones after it are as they were
         assert ((tmp_path / name).read_bytes() == before[name]) == (name in ("p2.md", "p3.md"))
     assert "status: COMPLETED" in (tmp_path / "p1.md").read_text()
@@ -140,26 +157,31 @@ def test_a_rename_failing_at_the_flush_leaves_that_page_old_and_puts_every_other
             for name in names:
                 store.update_auto(name, "## Status\n\nCOMPLETED", {"status": "COMPLETED"})
     assert raised.value.filename == str(tmp_path / "p2.md") and list(batch.failed) == [tmp_path / "p2.md"]
-    assert seen == {"file systems": [tmp_path], "files": [], "folders": [tmp_path]}
+    assert seen == {"batches": [[tmp_path] * 4], "files": [], "folders": [tmp_path]}
     for name in names:
         assert ((tmp_path / name).read_bytes() == before[name]) == (name == "p2.md")
     assert [path.name for path in tmp_path.iterdir() if path.name.endswith(".tmp")] == []
 
 
-def test_without_syncfs_a_batch_flushes_each_file_before_any_rename(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_flushes_each_of_its_own_files_before_any_rename_and_nothing_else(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store, names, before = write_pages(tmp_path, 3)
-    seen = flushes(monkeypatch)
-    monkeypatch.setattr(files, "_syncfs", lambda: None)
-    renamed: list[str] = []
+    events: list[str] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append(os.readlink(f"/proc/self/fd/{fd}")) or fsync(fd))
     replace = os.replace
-    monkeypatch.setattr(os, "replace", lambda source, target: renamed.append(Path(target).name)
+    monkeypatch.setattr(os, "replace", lambda source, target: events.append(f"rename {Path(target).name}")
                         or replace(source, target))
+    monkeypatch.setattr(files, "sync_directory", lambda folder: events.append(f"folder {folder}"))
     with files.written_together():
         for name in names:
             store.update_auto(name, "## Status\n\nCOMPLETED", {"status": "COMPLETED"})
-            assert seen["files"] == [] and renamed == []
-    assert len(seen["files"]) == 3 and renamed == names and seen["folders"] == [tmp_path]
+            assert events == []
+    flushed, renamed = events[:3], events[3:]
+    # each waiting temporary file is flushed by itself (never the whole file system), then renamed, then the folder
+    assert sorted(Path(path).name[1:].rsplit(".", 2)[0] for path in flushed) == sorted(names)
+    assert all(Path(path).parent == tmp_path and path.endswith(".tmp") for path in flushed)
+    assert renamed == [f"rename {name}" for name in names] + [f"folder {tmp_path}"]
 
 
 def test_a_batch_puts_its_files_in_place_every_limit_and_a_page_written_twice_is_read_new(
@@ -170,7 +192,7 @@ def test_a_batch_puts_its_files_in_place_every_limit_and_a_page_written_twice_is
         for name in names:
             store.update_auto(name, "## Status\n\nRUNNING", {"status": "RUNNING"})
         store.update_auto("p4.md", "## Status\n\nCOMPLETED", {"status": "COMPLETED"})
-    assert len(seen["file systems"]) == 4  # p0 p1 | p2 p3 | p4 before it is read again | p4
+    assert len(seen["batches"]) == 4  # p0 p1 | p2 p3 | p4 before it is read again | p4
     assert "COMPLETED" in (tmp_path / "p4.md").read_text() and "RUNNING" in (tmp_path / "p3.md").read_text()
 
 

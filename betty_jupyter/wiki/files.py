@@ -4,13 +4,13 @@ Callers hold the page's lock; these functions only make each write all-or-nothin
 durable. OSError is left to the caller, which knows the page's name for the message.
 
 Many files rewritten in one pass (the job watcher's pages and notebooks after a thousand jobs
-ended) are written together (:func:`written_together`): every new text reaches the disk in one
-flush of the file system, then each file is renamed into place, then each folder is flushed once.
+ended) are written together (:func:`written_together`): every new text reaches the disk (its own files
+flushed together, never the whole file system), then each file is renamed into place, then each folder is
+flushed once.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
 import stat
@@ -33,7 +33,7 @@ class Batch:
 
     :func:`write_atomically` inside the block writes the new text to a temporary file and leaves it here;
     :meth:`flush` (at the end of the block, and whenever :data:`BATCH_LIMIT` files wait) makes every
-    waiting text durable with one flush of the file system, renames each file into place, flushes each
+    waiting text durable (:func:`make_durable`), renames each file into place, flushes each
     folder once, then releases the page locks the writers handed over (:meth:`hold`).
 
     Each file is written once per batch: a writer that reads a file to change it (a page under its lock,
@@ -177,50 +177,34 @@ def write_atomically(path: Path, text: str) -> None:
         batch.add(temporary, path)
 
 
+SYNC_WORKERS = 8
+"""How many files are flushed at once: the file system commits flushes that wait together in one go."""
+
+
 def make_durable(paths: list[Path]) -> None:
-    """Flush the written contents of ``paths`` to disk: one ``syncfs`` per file system where Linux has it,
-    else (or when it fails) one ``fsync`` per file."""
-    devices: dict[int, Path] = {}
-    for path in paths:
-        devices.setdefault(os.stat(path.parent).st_dev, path.parent)
-    if all(_sync_file_system(folder) for folder in devices.values()):
+    """Flush the written contents of ``paths`` to disk, and nothing else: one ``fsync`` per file, several at once.
+
+    A flush of the whole file system (``syncfs``) would also wait for every other program's pending writes,
+    so its cost would not be bounded by what Betty wrote. The first error is raised once all have finished."""
+    if len(paths) <= 1:
+        for path in paths:
+            _sync_file(path)
         return
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    # lazy: threads are needed only when a batch of files is flushed
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(SYNC_WORKERS, len(paths)), thread_name_prefix="betty-fsync") as pool:
+        results = [pool.submit(_sync_file, path) for path in paths]
+    for result in results:
+        result.result()
 
 
-def _sync_file_system(folder: Path) -> bool:
-    """Flush every written file of the file system holding ``folder`` (Linux's ``syncfs``); False where it cannot."""
-    syncfs = _syncfs()
-    if syncfs is None:
-        return False
+def _sync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return False
-    try:
-        return bool(syncfs(fd) == 0)
+        os.fsync(fd)
     finally:
         os.close(fd)
-
-
-@functools.cache
-def _syncfs() -> Callable[[int], int] | None:
-    """The C library's ``syncfs`` (Linux), or None."""
-    # lazy: ctypes is needed only when a batch of files is flushed
-    import ctypes
-
-    try:
-        function = ctypes.CDLL(None, use_errno=True).syncfs  # the C library the interpreter runs on
-    except (OSError, AttributeError, TypeError):  # not Linux
-        return None
-    function.argtypes = [ctypes.c_int]
-    function.restype = ctypes.c_int
-    return function
 
 
 def append_durably(path: Path, text: str) -> None:
