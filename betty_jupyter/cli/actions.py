@@ -16,10 +16,11 @@ import sys
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence, TextIO
 
 from ..errors import UsageError
 from ..safe_text import terminal_line
+from .output import buffered_stdout
 from .parser import Parser
 
 if TYPE_CHECKING:
@@ -95,7 +96,11 @@ def _show(args: argparse.Namespace) -> int:
     """The table (or ``--json`` array), printed row by row as the records are read: the column widths come from
     the log's index, so no record is held but the one being printed."""
     log, selected = _select(args)
-    out = sys.stdout
+    with buffered_stdout() as out:
+        return _print_show(args, log, selected, out)
+
+
+def _print_show(args: argparse.Namespace, log: "ActionLog", selected: list["IndexedLine"], out: TextIO) -> int:
     if args.json:
         out.write("[" if selected else "[]")
         for number, record in enumerate(log.records(selected)):
@@ -104,7 +109,7 @@ def _show(args: argparse.Namespace) -> int:
         out.write("\n]\n" if selected else "\n")
         return 0
     if not selected:
-        print(_nothing(args, log))
+        out.write(_nothing(args, log) + "\n")
         return 0
     time_format = _time_format(line.ts for line in selected)
     tools = {tool: _cell(tool) for tool in {line.tool for line in selected}}
@@ -124,8 +129,9 @@ def _show(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     log, selected = _select(args)
     if args.output is None:
-        for record in log.records(selected):
-            sys.stdout.write(record.model_dump_json() + "\n")
+        with buffered_stdout() as out:
+            for record in log.records(selected):
+                out.write(record.model_dump_json() + "\n")
         return 0
     try:
         with args.output.open("w", encoding="utf-8") as file:
