@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
+import importlib
 import json
 import os
 import sqlite3
@@ -16,10 +18,12 @@ import sys
 import threading
 from pathlib import Path
 
+import fastjsonschema
 import nbformat
 import pytest
 
 from betty_jupyter.errors import ExperimentError
+from betty_jupyter.experiments import notebook_file
 from betty_jupyter.experiments.editors import OpenNotebooks
 from betty_jupyter.experiments.ledger import Experiment, Ledger, StateChange
 from betty_jupyter.experiments.record import record_submission
@@ -115,6 +119,34 @@ print(sorted(name for name in ("nbformat", "jsonschema", "rfc3987_syntax", "lark
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert "COMPLETED" in (tmp_path / "notebooks/experiments/2026-11-25-lora.ipynb").read_text()
+
+
+def test_the_shipped_notebook_check_is_the_installed_schema_and_judges_as_it_does(tmp_path):
+    shipped = importlib.import_module("betty_jupyter.experiments.notebook_check")
+    text = notebook_file._schema_text(notebook_file.NBFORMAT_MINOR)
+    assert hashlib.sha256(text.encode()).hexdigest() == shipped.SCHEMA_SHA256, (
+        "nbformat ships another v4.5 schema: run `python -m betty_jupyter.experiments.notebook_file` and commit it")
+    compiled = fastjsonschema.compile(json.loads(text))
+    _, _, path = recorded(tmp_path)
+    good = json.loads(path.read_text())
+    bad = [{**good, "cells": [{**good["cells"][0], "source": 3}]}, {**good, "nbformat_minor": "5"},
+           {**good, "cells": [{"cell_type": "code", "source": ""}]}, {**good, "extra": 1}, [], None]
+    assert shipped.validate(good) == compiled(good)
+    for notebook in bad:
+        with pytest.raises(fastjsonschema.JsonSchemaException) as theirs:
+            compiled(notebook)
+        with pytest.raises(fastjsonschema.JsonSchemaException) as ours:
+            shipped.validate(notebook)
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_recording_compiles_no_schema_while_nbformat_ships_the_one_betty_was_built_with(tmp_path, monkeypatch):
+    notebook_file._validator.cache_clear()
+    monkeypatch.setattr(fastjsonschema, "compile", lambda *a, **k: pytest.fail("the schema was compiled"))
+    _, _, path = recorded(tmp_path)
+    with pytest.raises(ExperimentError, match="not valid nbformat v4.5"):
+        notebook_file.check({**json.loads(path.read_text()), "extra": 1})
+    notebook_file._validator.cache_clear()
 
 
 OLD_SCHEMA = """

@@ -11,6 +11,7 @@ uses). A notebook in another major version than 4 is left to ``nbformat`` to rea
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
 import json
 import uuid
@@ -100,17 +101,47 @@ def check(book: Notebook) -> None:
 
 @functools.cache
 def _validator(minor: int) -> Callable[[Any], Any]:
-    """The compiled schema of nbformat v4.``minor`` (the newest one nbformat ships for a minor it does not know)."""
+    """The compiled schema of nbformat v4.``minor`` (the newest one nbformat ships for a minor it does not know).
+
+    The schema of the notebooks Betty writes comes compiled with Betty (:mod:`.notebook_check`), as long as the
+    installed nbformat ships that very schema; any other is compiled here, which takes a tenth of a second."""
+    text = _schema_text(minor)
+    if minor == NBFORMAT_MINOR:
+        from . import notebook_check
+
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() == notebook_check.SCHEMA_SHA256:
+            return notebook_check.validate
     # lazy: fastjsonschema is needed only when a notebook is written
     import fastjsonschema
 
+    return fastjsonschema.compile(json.loads(text))
+
+
+def _schema_text(minor: int) -> str:
+    """nbformat's schema of v4.``minor`` (the newest one it ships for a minor it does not know)."""
     spec = importlib.util.find_spec("nbformat")  # finds the package without importing it (and jsonschema)
     if spec is None or not spec.submodule_search_locations:
         raise ExperimentError("nbformat is not installed; reinstall Betty (`pip install betty-jupyter`)")
     schemas = Path(next(iter(spec.submodule_search_locations))) / "v4"
     schema = schemas / f"nbformat.v4.{minor}.schema.json"
-    text = (schema if schema.is_file() else schemas / "nbformat.v4.schema.json").read_text(encoding="utf-8")
-    return fastjsonschema.compile(json.loads(text))
+    return (schema if schema.is_file() else schemas / "nbformat.v4.schema.json").read_text(encoding="utf-8")
+
+
+def write_check_module() -> Path:
+    """Compile the schema of the notebooks Betty writes into :mod:`.notebook_check` (run when nbformat changes it)."""
+    # lazy: fastjsonschema's code generator; only regenerating the module needs it
+    import fastjsonschema
+
+    text = _schema_text(NBFORMAT_MINOR)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    code = fastjsonschema.compile_to_code(json.loads(text))
+    header = (f'"""nbformat v4.{NBFORMAT_MINOR}\'s schema compiled to Python by fastjsonschema: made by '
+              f'`python -m betty_jupyter.experiments.notebook_file`; do not edit."""\n'
+              f"# fmt: off\n"
+              f"SCHEMA_SHA256 = {digest!r}\n")
+    target = Path(__file__).with_name("notebook_check.py")
+    target.write_text(header + code, encoding="utf-8")
+    return target
 
 
 _TRANSIENT = ("orig_nbformat", "orig_nbformat_minor", "signature")
@@ -174,3 +205,7 @@ _STRING: Callable[[str], str] = json.encoder.encode_basestring
 
 def _lines(text: Any) -> Any:
     return text.splitlines(True) if isinstance(text, str) else text
+
+
+if __name__ == "__main__":
+    print(f"wrote {write_check_module()}")
