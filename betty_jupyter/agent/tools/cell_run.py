@@ -42,6 +42,7 @@ class CellRun(Tool[CellRunArgs]):
                    "it in the named environment, and it is recorded as an experiment.")
     Args = CellRunArgs
     tier = Tier.ALWAYS_ASK
+    chat_only = True
 
     async def preview(self, ctx: ToolContext, args: CellRunArgs) -> Preview:
         """The script exactly as uploaded, the cell's code, what crosses the wire, where it runs; nothing is sent."""
@@ -108,6 +109,7 @@ class CellRunStatus(Tool[CellRunStatusArgs]):
                    "bring its result, figures and --out values back into the project.")
     Args = CellRunStatusArgs
     tier = Tier.ONCE_PER_SESSION
+    chat_only = True
     follows_progress = True
 
     async def preview(self, ctx: ToolContext, args: CellRunStatusArgs) -> Preview:

@@ -56,6 +56,7 @@ class DelegateTasks(Tool[DelegateArgs]):
                    "the answers, or get task ids and find each answer later in your scratchpad.")
     Args = DelegateArgs
     tier = Tier.AUTO
+    chat_only = True
 
     def tier_for(self, args: DelegateArgs) -> Tier:
         """1 when a task is given job logs or cluster files (reads of tier 1), else 0."""

@@ -116,6 +116,8 @@ class GpuEstimate(Tool[EstimateArgs]):
                    "breakdown in GiB (weights, gradients, optimizer, activations, KV cache, runtime).")
     Args = EstimateArgs
     tier = Tier.AUTO
+    project_only = True
+    title = "GPU memory estimate"
 
     async def preview(self, ctx: ToolContext, args: EstimateArgs) -> Preview:
         """What is estimated (a computation on this machine; nothing is run anywhere)."""
@@ -193,6 +195,8 @@ class GpuAdvise(Tool[AdviseArgs]):
                    "and the cheapest changes that make it fit when it does not.")
     Args = AdviseArgs
     tier = Tier.AUTO
+    project_only = True
+    title = "GPU advice"
 
     async def preview(self, ctx: ToolContext, args: AdviseArgs) -> Preview:
         """What is advised on, and where the partitions come from."""

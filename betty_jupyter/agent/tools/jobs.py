@@ -97,6 +97,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
                    "and a notebook. The script is checked against the cluster's partitions first.")
     Args = SubmitArgs
     tier = Tier.ALWAYS_ASK
+    only_adds = True
 
     async def preview(self, ctx: ToolContext, args: SubmitArgs) -> Preview:
         """The script exactly as uploaded, what it asks for, where it goes, its environment and the sbatch command."""

@@ -71,6 +71,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
                    "one job array runs the notebook at every point.")
     Args = NotebookSubmitArgs
     tier = Tier.ALWAYS_ASK
+    only_adds = True
 
     async def preview(self, ctx: ToolContext, args: NotebookSubmitArgs) -> Preview:
         """The script exactly as submitted and the exact cell of parameters each run gets; nothing is sent."""
@@ -245,6 +246,7 @@ class NotebookCollect(Tool[NotebookCollectArgs]):
                    "run's becomes the experiment's notebook, a sweep's each task's is kept beside it.")
     Args = NotebookCollectArgs
     tier = Tier.ONCE_PER_SESSION
+    changes_project = True
 
     async def preview(self, ctx: ToolContext, args: NotebookCollectArgs) -> Preview:
         """What is read and what is written."""
