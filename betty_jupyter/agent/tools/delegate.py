@@ -30,7 +30,7 @@ _READING_TOOLS: dict[str, type[Tool[Any]]] = {tool.name: tool for tool in (JobLo
 class DelegateArgs(ToolArgs):
     """The tasks, and how to run them."""
 
-    tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS, description="the tasks, one helper each")
     sync: bool = Field(True, description="true: wait and get every result now; false: get task ids now, and each "
                        "result later as an event and in your scratchpad")
     on_error: Strategy = Field("continue", description="fail_fast: a failure cancels the other tasks; continue: "

@@ -58,7 +58,8 @@ class NotebookSubmitArgs(JobRequestArgs):
     grid: list[Annotated[str, Field(max_length=4000)]] = Field(
         default_factory=list, max_length=20, description='a sweep: each parameter and its values: ["lr=1e-4,3e-4"]')
     time: Minutes = Field(description="the job's time limit in minutes (each task's in a sweep)")
-    goal: str = Field("a notebook run on the cluster", min_length=1, max_length=4000)
+    goal: str = Field("a notebook run on the cluster", min_length=1, max_length=4000,
+                      description="what this run is for, in the researcher's words")
 
 
 class NotebookSubmit(Tool[NotebookSubmitArgs]):

@@ -96,7 +96,7 @@ class SearchArgs(ToolArgs):
     query: str = Field("", max_length=500, description="words every page found must hold (any case)")
     type: str | None = Field(None, description="only pages of this type: experiment, cluster, howto, persona, note")
     job_id: str | None = Field(None, description="only the experiment page of this job")
-    limit: int = Field(20, ge=1, le=200)
+    limit: int = Field(20, ge=1, le=200, description="the most pages to list")
 
 
 class WikiSearch(Tool[SearchArgs]):
