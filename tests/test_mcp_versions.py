@@ -219,3 +219,51 @@ def test_an_unsupported_mcp_release_is_one_line_on_stdio_and_501_over_http(
         refused.value.close()
     finally:
         server.stop()
+
+
+JUPYTER_AI_BESIDE = ["jupyter-ai==3.2.0", "jupyter-collaboration"]
+"""jupyter-ai 3 (its MCP stack on mcp 1.x) and real-time collaboration, as a researcher's JupyterLab has them."""
+SERVER_EXTENSIONS = ("betty_jupyter", "jupyter_ai_router", "jupyter_ai_persona_manager", "jupyter_server_mcp",
+                     "jupyterlab_chat", "jupyter_server_ydoc")
+LAB_EXTENSIONS = ("betty-jupyter", "@jupyter-ai/persona-manager", "@jupyter-ai/router",
+                  "@jupyter/collaboration-extension", "@jupyter/docprovider-extension")
+
+
+def test_a_jupyterlab_with_jupyter_ai_and_collaboration_runs_betty_and_its_mcp_beside_them(
+        project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> None:
+    site = overlay(JUPYTER_AI_BESIDE)
+    config = tmp_path_factory.mktemp("jupyter-ai-config")
+    # jupyter-ai's own MCP server listens on 3001 unless told otherwise: a free port, as several servers may run
+    (config / "jupyter_server_config.json").write_text(json.dumps({"MCPExtensionApp": {"mcp_port": 0}}))
+    env = environment(site, project["env"])
+    env.update(JUPYTER_CONFIG_PATH=os.pathsep.join([str(config), str(site / "etc" / "jupyter")]),
+               JUPYTER_PATH=os.pathsep.join(p for p in (str(site / "share" / "jupyter"), env.get("JUPYTER_PATH", ""))
+                                            if p),
+               JUPYTER_DATA_DIR=str(tmp_path_factory.mktemp("jupyter-ai-data")))
+    lab = JupyterServer(project["root"], env, tmp_path_factory.mktemp("runtime"), app="jupyterlab")
+    try:
+        log = Path(lab.log.name).read_text()
+        for extension in SERVER_EXTENSIONS:
+            assert f"{extension} | extension was successfully loaded" in log, f"{extension} not loaded:\n{log[-3000:]}"
+        page = urllib.request.urlopen(urllib.request.Request(f"{lab.url}lab", headers={
+            "Authorization": f"token {lab.token}"}), timeout=60).read().decode()
+        data = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page,
+                                    re.S).group(1))
+        federated = {extension["name"] for extension in data["federated_extensions"]}
+        assert set(LAB_EXTENSIONS) <= federated, set(LAB_EXTENSIONS) - federated
+        assert lab.request("GET", "approvals") == {"approvals": []}  # Betty's own routes answer
+        token = lab.request("POST", "mcp/credentials", {"name": "jupyter-ai"})["token"]
+        calls = json.dumps([["cluster_partitions", {}], ["wiki_search", {"query": "partition"}], ["scratchpad", {}]])
+        for how in (["--url", f"{lab.url}betty/mcp?mode=auto"], ["--stdio", "--", "--mode", "auto"]):
+            ran = subprocess.run([sys.executable, str(CLIENT_V1), "--calls", calls, *how], capture_output=True,
+                                 text=True, env={**env, "BETTY_MCP_TOKEN": token}, timeout=300)
+            assert ran.returncode == 0, ran.stderr[-3000:]
+            heard = json.loads(ran.stdout)
+            assert heard["mcp"].startswith(str(site)), heard["mcp"]  # the mcp 1.x jupyter-ai brought
+            check_tools({tool["name"]: tool for tool in heard["tools"]})
+            read, search, chat_only = heard["calls"]
+            assert not read["error"] and "gpu" in read["text"], read
+            assert not search["error"], search
+            assert "there is no tool 'scratchpad'" in chat_only["protocol_error"], chat_only
+    finally:
+        lab.stop()
