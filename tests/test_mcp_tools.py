@@ -5,6 +5,7 @@ JupyterLab's address bar is refused with the server's own URL to give instead.""
 
 from __future__ import annotations
 
+import os
 from typing import Any, Iterator
 
 import pytest
@@ -91,3 +92,11 @@ def test_a_jupyterlab_url_is_refused_naming_the_server_s_url(pasted: str, server
     assert made.returncode == 1 and made.stderr.startswith("betty: error: that is ") and server in made.stderr
     assert len(made.stderr.splitlines()) == 1 and "betty-mcp-" not in made.stdout + made.stderr
     assert McpCredentials().listed() == []
+
+
+def test_betty_mcp_given_a_jupyterlab_url_says_which_url_to_give_and_sends_nothing() -> None:
+    ran = run_betty("mcp", "--url", "http://127.0.0.1:9/lab?token=0123abcd",
+                    env={**os.environ, "BETTY_MCP_TOKEN": "betty-mcp-" + "x" * 43})
+    assert ran.returncode == 1 and ran.stdout == ""
+    assert ran.stderr == ("betty: error: that is a JupyterLab page, not the Jupyter server's URL: give "
+                          "http://127.0.0.1:9/ (no ?token=: the client gets a credential of its own)\n")
