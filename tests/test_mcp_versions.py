@@ -32,6 +32,8 @@ from mcp_releases import environment, overlay
 from mcp_support import CLIENT, api, text, until
 from mcp_types import CallToolResult
 from notebook_support import SCRIPT, llm, new_project  # noqa: F401 (fixtures)
+from panel_support import open_the_panel, page, screenshot_on_failure  # noqa: F401 (fixtures)
+from playwright.sync_api import Page
 from test_server_support import scancel
 
 pytestmark = pytest.mark.cluster
@@ -215,7 +217,7 @@ def test_an_unsupported_mcp_release_is_one_line_on_stdio_and_501_over_http(
             urllib.request.urlopen(request, timeout=60)
         assert refused.value.code == 501
         assert json.loads(refused.value.read()) == {
-            "error": f"Betty's MCP endpoint {said}, in the Jupyter server's environment, then restart Jupyter"}
+            "error": f"Betty's MCP endpoint {said} in the Jupyter server's environment, then restart Jupyter"}
         refused.value.close()
     finally:
         server.stop()
@@ -230,16 +232,20 @@ LAB_EXTENSIONS = ("betty-jupyter", "@jupyter-ai/persona-manager", "@jupyter-ai/r
 
 
 def test_a_jupyterlab_with_jupyter_ai_and_collaboration_runs_betty_and_its_mcp_beside_them(
-        project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> None:
+        project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory, page: Page) -> None:
     site = overlay(JUPYTER_AI_BESIDE)
     config = tmp_path_factory.mktemp("jupyter-ai-config")
     # jupyter-ai's own MCP server listens on 3001 unless told otherwise: a free port, as several servers may run
-    (config / "jupyter_server_config.json").write_text(json.dumps({"MCPExtensionApp": {"mcp_port": 0}}))
+    (config / "jupyter_server_config.json").write_text(json.dumps({"MCPExtensionApp": {"mcp_port": 0},
+                                                                   "LabApp": {"expose_app_in_browser": True}}))
+    settings = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
     env = environment(site, project["env"])
     env.update(JUPYTER_CONFIG_PATH=os.pathsep.join([str(config), str(site / "etc" / "jupyter")]),
                JUPYTER_PATH=os.pathsep.join(p for p in (str(site / "share" / "jupyter"), env.get("JUPYTER_PATH", ""))
                                             if p),
-               JUPYTER_DATA_DIR=str(tmp_path_factory.mktemp("jupyter-ai-data")))
+               JUPYTER_DATA_DIR=str(tmp_path_factory.mktemp("jupyter-ai-data")), JUPYTER_CONFIG_DIR=str(config))
     lab = JupyterServer(project["root"], env, tmp_path_factory.mktemp("runtime"), app="jupyterlab")
     try:
         log = Path(lab.log.name).read_text()
@@ -251,6 +257,17 @@ def test_a_jupyterlab_with_jupyter_ai_and_collaboration_runs_betty_and_its_mcp_b
                                     re.S).group(1))
         federated = {extension["name"] for extension in data["federated_extensions"]}
         assert set(LAB_EXTENSIONS) <= federated, set(LAB_EXTENSIONS) - federated
+        failed: list[str] = []
+        page.on("console", lambda message: failed.append(message.text) if "failed to activate" in message.text
+                else None)
+        with screenshot_on_failure(page, "beside-jupyter-ai", prefix="mcp"):
+            open_the_panel(page, lab)  # Betty's panel opens and connects in that JupyterLab
+            activated = page.evaluate("""prefixes => prefixes.map(prefix => window.jupyterapp.listPlugins()
+                .filter(id => id.startsWith(prefix) && window.jupyterapp.isPluginActivated(id)).length)""",
+                                      ["betty-jupyter", "@jupyter-ai/", "@jupyter/collaboration-extension",
+                                       "jupyterlab-chat-extension"])
+        assert all(activated), activated
+        assert not failed, failed
         assert lab.request("GET", "approvals") == {"approvals": []}  # Betty's own routes answer
         token = lab.request("POST", "mcp/credentials", {"name": "jupyter-ai"})["token"]
         calls = json.dumps([["cluster_partitions", {}], ["wiki_search", {"query": "partition"}], ["scratchpad", {}]])

@@ -207,7 +207,7 @@ class McpHandler(BettyHandler):
     async def _serve(self) -> None:
         missing = problem("Betty's MCP endpoint")
         if missing is not None:
-            raise refused(501, f"{missing}, in the Jupyter server's environment, then restart Jupyter")
+            raise refused(501, f"{missing} in the Jupyter server's environment, then restart Jupyter")
 
         cluster, mode = self.query("cluster"), self.query("mode")
         if mode is not None and mode not in MODES:
