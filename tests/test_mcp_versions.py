@@ -251,9 +251,9 @@ def test_a_jupyterlab_with_jupyter_ai_and_collaboration_runs_betty_and_its_mcp_b
         log = Path(lab.log.name).read_text()
         for extension in SERVER_EXTENSIONS:
             assert f"{extension} | extension was successfully loaded" in log, f"{extension} not loaded:\n{log[-3000:]}"
-        page = urllib.request.urlopen(urllib.request.Request(f"{lab.url}lab", headers={
+        html = urllib.request.urlopen(urllib.request.Request(f"{lab.url}lab", headers={
             "Authorization": f"token {lab.token}"}), timeout=60).read().decode()
-        data = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', page,
+        data = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>', html,
                                     re.S).group(1))
         federated = {extension["name"] for extension in data["federated_extensions"]}
         assert set(LAB_EXTENSIONS) <= federated, set(LAB_EXTENSIONS) - federated
