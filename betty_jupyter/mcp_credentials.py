@@ -75,13 +75,24 @@ def server_url(url: str) -> str:
     parts = urllib.parse.urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"{url[:80]!r} is not a Jupyter server's URL (http://127.0.0.1:8888/ or https://…)")
+    host = parts.netloc.rpartition("@")[2].lower()
+    page = _PAGE.match(parts.path)
+    if page:  # JupyterLab's address bar (…/lab/, …/lab?token=…, …/tree/x.ipynb) or the MCP endpoint itself
+        what = "Betty's own endpoint" if page["page"] == "betty" else "a JupyterLab page"
+        raise UsageError(f"that is {what}, not the Jupyter server's URL: give {parts.scheme}://{host}{page['base']}/ "
+                         "(no ?token=: the client gets a credential of its own)")
     if parts.username or parts.password or parts.query or parts.fragment:
         raise UsageError("give the Jupyter server's URL without a user, a token or a query "
-                         f"(like {parts.scheme}://{parts.hostname}/)")
+                         f"(like {parts.scheme}://{host}{parts.path.rstrip('/')}/)")
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise UsageError(f"{parts.hostname} is another machine: a credential goes there only over https, "
                          "never plain http (or reach it through an SSH tunnel to 127.0.0.1)")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc.lower(), parts.path.rstrip("/") + "/", "", ""))
+
+
+_PAGE = re.compile(r"^(?P<base>.*?)/(?P<page>lab|tree|notebooks|doc|edit|betty)(/.*)?$")
+"""A path that ends in one of the pages a Jupyter server serves (JupyterLab's, Notebook's, Betty's) rather than at
+the server's own base URL."""
 
 
 def is_loopback(host: str) -> bool:

@@ -8,32 +8,34 @@ process) and takes only a credential Betty issued to the client. ``betty mcp`` o
 Each client, known by its credential, its name (and the cluster and mode it asked for), works in one
 Betty session named after both (``claude-code (mcp:laptop)``), opened on its first request:
 
-- ``tools/list`` is that session's tools: name, description with the tier, and the JSON schema of
-  the arguments;
+- ``tools/list`` is that session's tools, those another agent can use (not the ones that serve
+  Betty's own chat): name, title, description with the tier, the JSON schema of the arguments,
+  and MCP's annotations (read-only, destructive, idempotent, open-world), derived from the
+  tool's tier and metadata, so a host can let reads run;
+- a ``tools/call`` of a tool not in that list is a JSON-RPC error naming the closest ones;
 - ``tools/call`` is the client's call in that session, as another agent's: Betty's policy decides
   it as it decides its own agent's calls, a card waits for a person, and the action log records it
   with the client's name. The answer is the text Betty's own model would be told; a refusal, a
   denied card or a server that does not answer is an error result of one line.
 
-Nothing here decides anything: the server does. Nothing here asks the client anything either: an
+It speaks through :mod:`betty_jupyter.mcp_package`, whichever supported release of the ``mcp``
+package is installed. Nothing here decides anything: the server does. Nothing here asks the client anything either: an
 MCP elicitation could be answered by the client's own agent, so a card is answered only by a
 person, in Betty (``docs/mcp.md``).
 """
 
 from __future__ import annotations
 
+import difflib
 import uuid
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol, TypeVar
 
 import anyio
-import mcp_types as types
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
 
 from ._version import __version__
 from .errors import BettyError
+from .mcp_package import INTERNAL_ERROR, INVALID_PARAMS, Answer, ProtocolError, Request, load
 
 POLL_SECONDS = 25
 INSTRUCTIONS = ("Betty's tools for a Slurm cluster. Betty's policy decides every call: reads may ask a person "
@@ -43,7 +45,6 @@ INSTRUCTIONS = ("Betty's tools for a Slurm cluster. Betty's policy decides every
 TIERS = {0: "Betty runs it (tier 0).",
          1: "Betty tier 1: in confirm mode a person approves its first call of the session.",
          2: "Betty tier 2: every call waits until a person approves its exact preview in Betty."}
-Context = ServerRequestContext[Any]
 T = TypeVar("T")
 
 
@@ -73,7 +74,8 @@ class Betty(Protocol):
         ...
 
     async def tools(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's tools: ``{name, description, tier, schema}`` each."""
+        """The session's tools another agent may call: ``{name, description, tier, schema, annotations}`` each
+        (``annotations``: MCP's, ``title`` among them)."""
         ...
 
     async def last_seq(self, session_id: str) -> int:
@@ -97,49 +99,51 @@ class BettyFace:
     the transport cannot tell): such a call stops there, and its open card is cancelled.
     """
 
-    def __init__(self, betty: Betty, options: Callable[[Context], SessionOptions],
-                 left: Callable[[Context], Waitable | None] = lambda ctx: None) -> None:
+    def __init__(self, betty: Betty, options: Callable[[Request], SessionOptions],
+                 left: Callable[[Request], Waitable | None] = lambda request: None) -> None:
         self.betty, self.options, self.left = betty, options, left
         self._sessions: dict[tuple[str, SessionOptions], str] = {}
         self._opening = anyio.Lock()
 
-    async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        """The session's tools; an error response of one line when the server cannot say."""
+    async def list_tools(self, request: Request) -> list[dict[str, Any]]:
+        """The session's tools; a JSON-RPC error of one line when the server cannot say."""
         try:
-            tools = await self._in_session(ctx, lambda session: self.betty.tools(session))
+            tools = await self._in_session(request, lambda session: self.betty.tools(session))
         except BettyError as error:
-            raise MCPError(types.INTERNAL_ERROR, str(error)) from None
-        return types.ListToolsResult(tools=[_tool(info) for info in tools])
+            raise ProtocolError(INTERNAL_ERROR, str(error)) from None
+        return [_tool(info) for info in tools]
 
-    async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-        """The client's call, as another agent's in Betty's session; waits while a person decides."""
+    async def call_tool(self, request: Request, name: str, args: dict[str, Any]) -> Answer:
+        """The client's call, as another agent's in Betty's session; waits while a person decides. A tool the
+        session does not offer is a JSON-RPC error naming the closest ones."""
         call_id = f"mcp_{uuid.uuid4().hex[:12]}"
-        args = params.arguments or {}
         try:
-            after = await self._in_session(ctx, self.betty.last_seq)
+            after = await self._in_session(request, self.betty.last_seq)
+            offered = [info["name"] for info in await self._in_session(request, self.betty.tools)]
         except BettyError as error:
-            return _result(str(error), error=True)
+            return Answer(str(error), error=True)
+        if name not in offered:
+            raise ProtocolError(INVALID_PARAMS, f"there is no tool {name[:60]!r}; {_closest(name, offered)}")
         answer: dict[str, Any] | None = None
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._tell_while_waiting, ctx, call_id, after)
-            left = self.left(ctx)
+            tasks.start_soon(self._tell_while_waiting, request, call_id, after)
+            left = self.left(request)
             if left is not None:
                 tasks.start_soon(_stop_when_set, left, tasks.cancel_scope)
             try:
-                answer = await self._in_session(ctx, lambda session: self.betty.call(session, params.name, args,
-                                                                                      call_id))
+                answer = await self._in_session(request, lambda session: self.betty.call(session, name, args, call_id))
             except BettyError as error:
                 answer = {"ok": False, "summary": str(error)}
             tasks.cancel_scope.cancel()
         if answer is None:  # the call was stopped and its card cancelled: the client left, or lost its credential
-            return _result("not run: the call ended before a person answered (the client left, or its credential "
-                           "was revoked)", error=True)
-        return _result(str(answer.get("text") or answer["summary"]), error=not answer["ok"])
+            return Answer("not run: the call ended before a person answered (the client left, or its credential "
+                          "was revoked)", error=True)
+        return Answer(str(answer.get("text") or answer["summary"]), error=not answer["ok"])
 
-    async def _in_session(self, ctx: Context, request: Callable[[str], Awaitable[T]]) -> T:
-        """``request`` in the client's session (opened by the first request of its client)."""
-        options = self.options(ctx)
-        return await request(await self._session_id((_client_name(ctx, options.caller), options)))
+    async def _in_session(self, request: Request, ask: Callable[[str], Awaitable[T]]) -> T:
+        """``ask`` in the client's session (opened by the first request of its client)."""
+        options = self.options(request)
+        return await ask(await self._session_id((_client_name(request, options.caller), options)))
 
     async def _session_id(self, key: tuple[str, SessionOptions]) -> str:
         async with self._opening:
@@ -147,13 +151,14 @@ class BettyFace:
                 self._sessions[key] = await self.betty.open_session(*key)
             return self._sessions[key]
 
-    async def _tell_while_waiting(self, ctx: Context, call_id: str, after: int) -> None:
+    async def _tell_while_waiting(self, request: Request, call_id: str, after: int) -> None:
         """Progress for the client while its call waits for a person: which card, and where it is answered."""
         told = 0
         waiting = ""
         while True:
             try:
-                events = await self._in_session(ctx, lambda session: self.betty.events(session, after, POLL_SECONDS))
+                events = await self._in_session(request,
+                                                lambda session: self.betty.events(session, after, POLL_SECONDS))
             except BettyError:
                 return  # the call itself says what went wrong
             for event in events:
@@ -166,13 +171,12 @@ class BettyFace:
                     waiting = ""
             if waiting:
                 told += 1
-                await ctx.session.report_progress(told, None, waiting)
+                await request.progress(told, waiting)
 
 
-def mcp_server(face: BettyFace) -> Server[Any]:
-    """The MCP server whose handlers are ``face``'s."""
-    return Server("betty", version=__version__, instructions=INSTRUCTIONS,
-                  on_list_tools=face.list_tools, on_call_tool=face.call_tool)
+def mcp_server(face: BettyFace) -> Any:
+    """The MCP server (of the installed ``mcp`` release) whose handlers are ``face``'s."""
+    return load().server("betty", __version__, INSTRUCTIONS, face.list_tools, face.call_tool)
 
 
 async def _stop_when_set(event: Waitable, scope: anyio.CancelScope) -> None:
@@ -180,21 +184,25 @@ async def _stop_when_set(event: Waitable, scope: anyio.CancelScope) -> None:
     scope.cancel()
 
 
-def _client_name(ctx: Context, caller: str | None) -> str:
+def _client_name(request: Request, caller: str | None) -> str:
     """The client's own name (printable, short) and the credential that asks, as Betty's cards and action log
     name them: ``claude-code (mcp:laptop)``."""
-    params = ctx.session.client_params
-    name = params.client_info.name if params is not None else ""
     # no parentheses: only the credential's part, which the client does not choose, is in them
-    printable = "".join(c for c in name if c.isprintable() and c not in "()")[:60].strip()
+    printable = "".join(c for c in request.client if c.isprintable() and c not in "()")[:60].strip()
     return f"{printable or 'an MCP client'} ({caller or 'MCP'})"
 
 
-def _tool(info: dict[str, Any]) -> types.Tool:
+def _closest(name: str, offered: list[str]) -> str:
+    close = difflib.get_close_matches(name, offered, n=3, cutoff=0.5)
+    return f"did you mean {' or '.join(close)}?" if close else f"the tools are {', '.join(offered)}"
+
+
+def _tool(info: dict[str, Any]) -> dict[str, Any]:
+    """A tool as MCP's ``tools/list`` gives it: the description ends with what its tier means here."""
     tier = int(info["tier"])
-    return types.Tool(name=info["name"], description=f"{info['description']}\n\n{TIERS.get(tier, '')}".strip(),
-                      input_schema=info["schema"])
-
-
-def _result(text: str, *, error: bool) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
+    annotations = dict(info.get("annotations") or {})
+    tool = {"name": info["name"], "description": f"{info['description']}\n\n{TIERS.get(tier, '')}".strip(),
+            "inputSchema": info["schema"], "annotations": annotations}
+    if annotations.get("title"):
+        tool["title"] = annotations["title"]
+    return tool

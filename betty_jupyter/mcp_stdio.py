@@ -11,25 +11,18 @@ The credential is sent only to the server it was issued for (:func:`server_for`)
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from typing import Any, Awaitable, Callable, TypeVar
 
 import anyio
-import httpx2
-import mcp_types as types
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
-from mcp.shared.exceptions import MCPError
 
 from ._version import __version__
 from .errors import UsageError
 from .mcp_credentials import McpCredentials, digest, server_url
+from .mcp_package import INTERNAL_ERROR, Answer, ProtocolError, Request, Upstream, load
 from .mcp_server import INSTRUCTIONS
 
-Context = ServerRequestContext[Any]
 T = TypeVar("T")
 
 
@@ -56,74 +49,74 @@ class Relay:
         self.endpoint = server + "betty/mcp" + (f"?{urllib.parse.urlencode(query)}" if query else "")
         self.token = token
 
-    async def list_tools(self, ctx: Context, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        """The server's tools for this client."""
-        return await self._upstream(ctx, lambda client: client.list_tools())
+    async def list_tools(self, request: Request) -> list[dict[str, Any]]:
+        """The server's tools for this client, as the server gives them."""
+        return await self._upstream(request, lambda upstream: upstream.list_tools())
 
-    async def call_tool(self, ctx: Context, params: types.CallToolRequestParams) -> types.CallToolResult:
-        """The client's call, made of the server; its progress (waiting for a person) is passed on."""
+    async def call_tool(self, request: Request, name: str, arguments: dict[str, Any]) -> Answer:
+        """The client's call, made of the server; its progress (waiting for a person) is passed on. A server that
+        refuses or does not answer is an error result of one line; the server's own JSON-RPC error (a tool it does not
+        have) comes back as it is."""
         async def progress(progress: float, total: float | None, message: str | None) -> None:
-            await ctx.session.report_progress(progress, total, message)
+            await request.progress(progress, message or "")
 
         try:
-            return await self._upstream(ctx, lambda client: client.call_tool(params.name, params.arguments or {},
-                                                                             progress_callback=progress))
-        except MCPError as error:
-            return types.CallToolResult(content=[types.TextContent(text=error.message)], is_error=True)
+            return await self._upstream(request, lambda upstream: upstream.call_tool(name, arguments, progress))
+        except _Unreachable as error:
+            return Answer(error.message, error=True)
 
-    async def _upstream(self, ctx: Context, request: Callable[[Client], Awaitable[T]]) -> T:
-        """``request`` of the server in one MCP exchange under the client's name; MCPError, one line, when the
-        server refuses or does not answer."""
+    async def _upstream(self, request: Request, ask: Callable[[Upstream], Awaitable[T]]) -> T:
+        """``ask`` of the server in one MCP exchange under the client's name; _Unreachable, one line, when the server
+        refuses or does not answer."""
         refusal: list[str] = []
 
-        async def heard(response: httpx2.Response) -> None:
-            if response.status_code >= 400:
-                await response.aread()
-                refusal.append(_error_line(response))
+        def refused(status: int, url: str, body: bytes) -> None:
+            refusal.append(_error_line(status, url, body))
 
-        params = ctx.session.client_params
-        name = params.client_info if params is not None else types.Implementation(name="", version="")
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {self.token}"},
-                                  timeout=httpx2.Timeout(30, read=None), event_hooks={"response": [heard]})
         try:
-            async with http, Client(streamable_http_client(self.endpoint, http_client=http),
-                                    client_info=types.Implementation(name=name.name, version=name.version),
-                                    mode="legacy") as client:
-                return await request(client)
+            async with load().upstream(self.endpoint, self.token, request.client, request.client_version,
+                                       refused) as upstream:
+                return await ask(upstream)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as error:  # the relay's boundary: whatever failed becomes one line for the client
             said = next((line for line in refusal if line), "")
-            if isinstance(error, MCPError) and not said:
-                raise
-            raise MCPError(types.INTERNAL_ERROR, said or (
-                f"Betty's server at {self.endpoint} does not answer ({_first_cause(error)}); "
+            cause = _innermost(error)
+            if isinstance(cause, ProtocolError) and not said:
+                raise cause from None  # the server's own answer, as it is
+            raise _Unreachable(INTERNAL_ERROR, said or (
+                f"Betty's server at {self.endpoint} does not answer ({str(cause) or type(cause).__name__}); "
                 "is Jupyter running with Betty's extension?")) from None
 
 
-def _error_line(response: httpx2.Response) -> str:
+class _Unreachable(ProtocolError):
+    """The server refused the request, or did not answer: one line."""
+
+
+def _error_line(status: int, url: str, body: bytes) -> str:
     try:
-        said = response.json().get("error")
+        said = json.loads(body.decode("utf-8", "replace")).get("error")
     except (ValueError, AttributeError):
         said = None
     if said:
-        return str(said)
-    if response.status_code == 404:
-        return f"{response.request.url} is not Betty's MCP endpoint (404): is Betty's extension enabled there?"
-    return f"Betty's server answered {response.status_code}"
+        return str(said)[:300]
+    if status in (404, 405) or b"_xsrf" in body:
+        return (f"{url[:120]} is not Betty's MCP endpoint (it answered {status}): give the Jupyter server's own URL "
+                "(like http://127.0.0.1:8888/, not a JupyterLab page such as …/lab/), on a server with Betty's "
+                "extension enabled")
+    return f"Betty's server answered {status}"
 
 
-def _first_cause(error: BaseException) -> str:
+def _innermost(error: BaseException) -> BaseException:
+    """The first error inside ``error``'s groups (a client's task groups wrap what its request raised)."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    return str(error) or type(error).__name__
+    return error
 
 
 async def _serve(relay: Relay) -> None:
-    server: Server[Any] = Server("betty", version=__version__, instructions=INSTRUCTIONS,
-                                 on_list_tools=relay.list_tools, on_call_tool=relay.call_tool)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    package = load()
+    await package.serve_stdio(package.server("betty", __version__, INSTRUCTIONS, relay.list_tools, relay.call_tool))
 
 
 def serve(url: str | None, token: str, *, cluster: str | None = None, mode: str | None = None) -> None:

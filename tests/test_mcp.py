@@ -168,8 +168,9 @@ def test_a_wrong_credential_and_bad_arguments_are_one_line_each(server: JupyterS
         async with betty_mcp(project, "--mode", "auto", token=credential) as client:
             bad = await client.call_tool("gpu_estimate", {"model": "Llama-3.1-8B"})
             assert bad.is_error and "method: is required" in text(bad)
-            unknown = await client.call_tool("cluster_submitt", {})
-            assert unknown.is_error and "did you mean cluster_submit" in text(unknown)
+            with pytest.raises(MCPError) as unknown:  # a tool that is not there: the protocol's error, not a result
+                await client.call_tool("cluster_submitt", {})
+            assert "did you mean cluster_submit" in unknown.value.message
 
     anyio.run(main)
 

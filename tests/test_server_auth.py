@@ -115,8 +115,8 @@ async def test_the_mcp_route_without_the_mcp_package_says_what_to_install(jp_fet
         await jp_fetch("betty", "mcp", method="POST", body="{}", headers={"Authorization": f"Bearer {token}"})
     assert refused.value.code == 501
     assert json.loads(refused.value.response.body) == {"error": (
-        "Betty's MCP endpoint needs the MCP package in the Jupyter server's environment: "
-        "pip install 'betty-jupyter[mcp]', then restart Jupyter")}
+        "Betty's MCP endpoint needs the MCP package: pip install 'betty-jupyter[mcp]' in the Jupyter server's "
+        "environment, then restart Jupyter")}
 
 
 JUPYTERS_OWN = [("GET", "/api/kernels"), ("POST", "/api/kernels"), ("GET", "/api/terminals"), ("POST", "/api/terminals"),

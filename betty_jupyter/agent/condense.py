@@ -42,8 +42,9 @@ def _condensed(outcome: ToolOutcome, user: str | None) -> str:
         return f"error: {outcome.summary}"
     if isinstance(outcome.data, pd.DataFrame):
         return f"{outcome.summary}\n{condense_table(outcome.data, user)}"
-    if outcome.full and outcome.full != outcome.summary:
-        return _clip(f"{outcome.summary}\n{condense_log(outcome.full)}")
+    rest = outcome.full.removeprefix(f"{outcome.summary}\n")  # a full text that starts with the summary: not twice
+    if rest and rest != outcome.summary:
+        return _clip(f"{outcome.summary}\n{condense_log(rest)}")
     return _clip(outcome.summary)
 
 

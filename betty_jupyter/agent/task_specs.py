@@ -26,7 +26,7 @@ MAX_PARALLEL = 16
 class ResourceSpec(ToolArgs):
     """One thing a task is given to work on."""
 
-    type: Literal["wiki", "job", "file", "experiment"]
+    type: Literal["wiki", "job", "file", "experiment"] = Field(description="what the location names")
     location: str = Field(min_length=1, max_length=1000, description=(
         "wiki: a page name ('howto/x.md'); job: a job id; file: a path on the cluster under a readable root; "
         "experiment: its slug or job id"))

@@ -4,19 +4,20 @@
 ``betty mcp`` takes only such a credential, from the environment (``$BETTY_MCP_TOKEN``): a command
 line is visible to every user of the machine in ``ps``. It never reads the Jupyter server's token:
 another agent never holds the person's credential. The ``mcp`` package is imported only when the
-command serves (it is the optional extra ``betty-jupyter[mcp]``).
+command serves (it is the optional extra ``betty-jupyter[mcp]``); without it, or with a release Betty does not
+support, ``betty mcp`` says so in one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import os
 import shlex
 
 from ..agent.vocabulary import MODES
 from ..errors import UsageError
+from ..mcp_package import problem
 
 TOKEN_VARIABLE = "BETTY_MCP_TOKEN"
 
@@ -49,8 +50,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("mcp") is None:
-        raise UsageError("betty mcp needs the MCP package: pip install 'betty-jupyter[mcp]'")
+    missing = problem("betty mcp")
+    if missing is not None:
+        raise UsageError(missing)
     token = os.environ.get(TOKEN_VARIABLE, "").strip()
     if not token:
         raise UsageError(f"set {TOKEN_VARIABLE} to a credential Betty issued for this client (betty mcp token add "

@@ -17,25 +17,28 @@ for the person's answer, and nothing runs for nobody.
 
 The calls reach the server's services in process (:class:`ServerBetty`), exactly as
 ``POST sessions/{id}/tools/{tool}`` with ``caller: "agent"`` does. The ``mcp`` package (the extra
-``betty-jupyter[mcp]``) is imported at the first request; without it the route answers 501.
+``betty-jupyter[mcp]``, any release :mod:`betty_jupyter.mcp_package` supports) is imported at the first request;
+without it, or with a release Betty does not support, the route answers 501 with one line saying what to install.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from tornado.iostream import StreamClosedError
 
-from ..agent.vocabulary import MODES
+from ..agent.vocabulary import MODES, Tier
 from ..errors import BettyError
 from ..mcp_credentials import McpCredential, McpCredentials
+from ..mcp_package import load, problem
+from ..mcp_server import BettyFace, SessionOptions, mcp_server
 from .base import BettyHandler, allow_unauthenticated, refused
 
 if TYPE_CHECKING:
-    from ..mcp_server import Context, SessionOptions
+    from ..agent.tools.base import Tool
+    from ..mcp_package import Request
     from .services import BettyServices
 
 OPTIONS = "betty.session"
@@ -56,14 +59,17 @@ class ServerBetty:
     def __init__(self, services: "BettyServices") -> None:
         self.services = services
 
-    async def open_session(self, agent: str, options: "SessionOptions") -> str:
+    async def open_session(self, agent: str, options: SessionOptions) -> str:
         """A new session working for ``agent``."""
         session = await self.services.session(cluster=options.cluster, mode=options.mode, agent=agent)
         return session.session_id
 
     async def tools(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's tools."""
-        return [dict(info) for info in self.services.tools(session_id)]
+        """The session's tools another agent can use (not those that serve Betty's own chat), each with MCP's
+        annotations."""
+        registry = self.services.assistant.opened(session_id).registry
+        return [{**info, "annotations": tool_annotations(registry.get(info["name"]))}
+                for info in self.services.tools(session_id) if not registry.get(info["name"]).chat_only]
 
     async def last_seq(self, session_id: str) -> int:
         """The ``seq`` of the session's newest event."""
@@ -78,6 +84,16 @@ class ServerBetty:
         return [event.model_dump(mode="json") for event in await self.services.events(session_id, after, wait)]
 
 
+def tool_annotations(tool: "Tool[Any]") -> dict[str, Any]:
+    """MCP's annotations of ``tool``, from its tier and its own metadata, so a host can let reads run by themselves:
+    a tool below tier 2 that changes nothing is read-only (and idempotent); any other may change something, and is
+    destructive unless it only adds (a new job); one that reaches nothing beyond the project is not open-world."""
+    read_only = tool.tier < Tier.ALWAYS_ASK and not tool.changes_project
+    return {"title": tool.title or tool.name.replace("_", " ").capitalize(), "readOnlyHint": read_only,
+            "destructiveHint": not read_only and not tool.only_adds, "idempotentHint": read_only,
+            "openWorldHint": not tool.project_only}
+
+
 class McpEndpoint:
     """The MCP server of this Jupyter server, served by the ``mcp`` package's streamable-HTTP session manager.
 
@@ -87,13 +103,9 @@ class McpEndpoint:
     """
 
     def __init__(self, services: "BettyServices") -> None:
-        # lazy: the mcp package is optional; the route answers 501 without it, and loads it at its first request
-        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-        from ..mcp_server import BettyFace, mcp_server
-
         face = BettyFace(ServerBetty(services), _options, _left)
         # Jupyter already checked Host and Origin (and XSRF) before a request gets here.
-        self.manager = StreamableHTTPSessionManager(mcp_server(face))
+        self.manager = load().session_manager(mcp_server(face))
         self._running: asyncio.Task[None] | None = None
         self._started: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
@@ -193,10 +205,9 @@ class McpHandler(BettyHandler):
         super().on_finish()
 
     async def _serve(self) -> None:
-        if importlib.util.find_spec("mcp") is None:
-            raise refused(501, "Betty's MCP endpoint needs the MCP package in the Jupyter server's environment: "
-                          "pip install 'betty-jupyter[mcp]', then restart Jupyter")
-        from ..mcp_server import SessionOptions  # lazy: it imports the optional mcp package, checked just above
+        missing = problem("Betty's MCP endpoint")
+        if missing is not None:
+            raise refused(501, f"{missing} in the Jupyter server's environment, then restart Jupyter")
 
         cluster, mode = self.query("cluster"), self.query("mode")
         if mode is not None and mode not in MODES:
@@ -224,7 +235,7 @@ class McpHandler(BettyHandler):
             if not any(one.sha256 == credential.sha256 for one in kept):
                 self._stop.set()
 
-    def _scope(self, options: "SessionOptions") -> dict[str, Any]:
+    def _scope(self, options: SessionOptions) -> dict[str, Any]:
         request = self.request
         headers = [(name.lower().encode("latin-1"), value.encode("latin-1"))
                    for name, value in request.headers.get_all()]
@@ -265,17 +276,15 @@ class McpHandler(BettyHandler):
                 self._gone.set()
 
 
-def _options(ctx: "Context") -> "SessionOptions":
+def _options(request: "Request") -> SessionOptions:
     """The options of the request's session, as the handler checked them."""
-    from ..mcp_server import SessionOptions  # lazy: the optional mcp package; only a request that found it gets here
-
-    options = ctx.request.scope.get(OPTIONS) if ctx.request is not None else None
+    options = request.scope.get(OPTIONS) if request.scope is not None else None
     return options if isinstance(options, SessionOptions) else SessionOptions()
 
 
-def _left(ctx: "Context") -> asyncio.Event | None:
+def _left(request: "Request") -> asyncio.Event | None:
     """The event set when the client of the request that carried this call hung up."""
-    left = ctx.request.scope.get(LEFT) if ctx.request is not None else None
+    left = request.scope.get(LEFT) if request.scope is not None else None
     return left if isinstance(left, asyncio.Event) else None
 
 

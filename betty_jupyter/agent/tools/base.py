@@ -104,6 +104,17 @@ class Tool(Generic[A]):
     follows_progress: ClassVar[bool] = False
     """Its result follows something that changes while a turn goes on (a job's state, a growing log): the same call
     repeated runs again, where a repeat of any other call is answered from its first result."""
+    title: ClassVar[str] = ""
+    """A short name for people (an MCP host shows it); empty: its name, in words."""
+    chat_only: ClassVar[bool] = False
+    """It serves Betty's own chat only (its notes, its plan, its helpers, a cell or notebook the person has open
+    there): never offered to another agent (an MCP client)."""
+    changes_project: ClassVar[bool] = False
+    """Below tier 2, it still writes into the project (brings results back): not a plain read."""
+    only_adds: ClassVar[bool] = False
+    """At tier 2, a call only adds something new (a job, a run) and never cancels, overwrites or deletes."""
+    project_only: ClassVar[bool] = False
+    """It reaches nothing beyond the project and Betty itself (the wiki, the GPU catalog): no cluster."""
 
     def tier_for(self, args: A) -> Tier:
         """The tier of this call; the class tier unless the target decides (``wiki_write``)."""

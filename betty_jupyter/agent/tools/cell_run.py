@@ -30,7 +30,8 @@ class CellRunArgs(JobRequestArgs):
     run: str = Field(pattern=r"^[0-9a-f]{32}$", description="the token of the cell run the notebook staged")
     outs: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")]] = Field(
         default_factory=list, max_length=50, description="the variables that come back")
-    goal: str = Field("a notebook cell run on the cluster", min_length=1, max_length=4000)
+    goal: str = Field("a notebook cell run on the cluster", min_length=1, max_length=4000,
+                      description="what this run is for, in the researcher's words")
 
 
 class CellRun(Tool[CellRunArgs]):
@@ -42,6 +43,7 @@ class CellRun(Tool[CellRunArgs]):
                    "it in the named environment, and it is recorded as an experiment.")
     Args = CellRunArgs
     tier = Tier.ALWAYS_ASK
+    chat_only = True
 
     async def preview(self, ctx: ToolContext, args: CellRunArgs) -> Preview:
         """The script exactly as uploaded, the cell's code, what crosses the wire, where it runs; nothing is sent."""
@@ -97,7 +99,7 @@ class CellRunStatusArgs(ToolArgs):
     """One cell run's job."""
 
     run: str = Field(pattern=r"^[0-9a-f]{32}$", description="the cell run's token")
-    job_id: JobId
+    job_id: JobId = Field(description="the Slurm job id of the cell run")
 
 
 class CellRunStatus(Tool[CellRunStatusArgs]):
@@ -108,6 +110,7 @@ class CellRunStatus(Tool[CellRunStatusArgs]):
                    "bring its result, figures and --out values back into the project.")
     Args = CellRunStatusArgs
     tier = Tier.ONCE_PER_SESSION
+    chat_only = True
     follows_progress = True
 
     async def preview(self, ctx: ToolContext, args: CellRunStatusArgs) -> Preview:

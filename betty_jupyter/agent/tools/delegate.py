@@ -30,7 +30,7 @@ _READING_TOOLS: dict[str, type[Tool[Any]]] = {tool.name: tool for tool in (JobLo
 class DelegateArgs(ToolArgs):
     """The tasks, and how to run them."""
 
-    tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS, description="the tasks, one helper each")
     sync: bool = Field(True, description="true: wait and get every result now; false: get task ids now, and each "
                        "result later as an event and in your scratchpad")
     on_error: Strategy = Field("continue", description="fail_fast: a failure cancels the other tasks; continue: "
@@ -56,6 +56,7 @@ class DelegateTasks(Tool[DelegateArgs]):
                    "the answers, or get task ids and find each answer later in your scratchpad.")
     Args = DelegateArgs
     tier = Tier.AUTO
+    chat_only = True
 
     def tier_for(self, args: DelegateArgs) -> Tier:
         """1 when a task is given job logs or cluster files (reads of tier 1), else 0."""

@@ -35,7 +35,7 @@ class JobShape(ToolArgs):
         "a catalog name such as 'Llama-3.1-8B' or 'Qwen2.5-7B', or the path of a config.json inside the project"))
     method: Method = Field(description="inference, or fine-tuning: full, lora, qlora")
     precision: Precision | None = Field(None, description="default: the framework's (hf: bf16-mixed)")
-    optimizer: Optimizer = Field("adamw", json_schema_extra=ADVANCED_FIELD)
+    optimizer: Optimizer = Field("adamw", description="the optimizer", json_schema_extra=ADVANCED_FIELD)
     batch_size: int = Field(1, ge=1, description="micro-batch per GPU")
     seq_len: int = Field(2048, ge=1, description="tokens per sequence; for inference the whole context")
     grad_ckpt: Checkpointing = Field("none", description="activation checkpointing")
@@ -47,14 +47,17 @@ class JobShape(ToolArgs):
     lora_targets: str = Field("q_proj,v_proj", description="comma-separated modules, or all-linear",
                               json_schema_extra=ADVANCED_FIELD)
     framework: str = Field("hf", description="hf, vllm, torchtune or litgpt", json_schema_extra=ADVANCED_FIELD)
-    kv_dtype: KvDtype = Field("auto", json_schema_extra=ADVANCED_FIELD)
-    grad_accum: int = Field(1, ge=1, json_schema_extra=ADVANCED_FIELD)
-    double_quant: bool = Field(True, json_schema_extra=ADVANCED_FIELD)
+    kv_dtype: KvDtype = Field("auto", description="the KV cache's dtype (auto: the model's)",
+                                json_schema_extra=ADVANCED_FIELD)
+    grad_accum: int = Field(1, ge=1, description="gradient accumulation steps", json_schema_extra=ADVANCED_FIELD)
+    double_quant: bool = Field(True, description="QLoRA's double quantization", json_schema_extra=ADVANCED_FIELD)
     compiled: bool = Field(False, description="torch.compile", json_schema_extra=ADVANCED_FIELD)
-    chunked_loss: bool = Field(False, json_schema_extra=ADVANCED_FIELD)
-    activation_offload: bool = Field(False, json_schema_extra=ADVANCED_FIELD)
-    optimizer_in_backward: bool = Field(False, json_schema_extra=ADVANCED_FIELD)
-    attention: Attention = Field("flash", json_schema_extra=ADVANCED_FIELD)
+    chunked_loss: bool = Field(False, description="the loss computed in chunks", json_schema_extra=ADVANCED_FIELD)
+    activation_offload: bool = Field(False, description="activations offloaded to CPU memory",
+                                     json_schema_extra=ADVANCED_FIELD)
+    optimizer_in_backward: bool = Field(False, description="the optimizer step run during the backward pass",
+                                        json_schema_extra=ADVANCED_FIELD)
+    attention: Attention = Field("flash", description="the attention kernel", json_schema_extra=ADVANCED_FIELD)
 
     def request(self) -> "EstimateRequest":
         """The checked :class:`EstimateRequest` these options describe."""
@@ -116,6 +119,8 @@ class GpuEstimate(Tool[EstimateArgs]):
                    "breakdown in GiB (weights, gradients, optimizer, activations, KV cache, runtime).")
     Args = EstimateArgs
     tier = Tier.AUTO
+    project_only = True
+    title = "GPU memory estimate"
 
     async def preview(self, ctx: ToolContext, args: EstimateArgs) -> Preview:
         """What is estimated (a computation on this machine; nothing is run anywhere)."""
@@ -193,6 +198,8 @@ class GpuAdvise(Tool[AdviseArgs]):
                    "and the cheapest changes that make it fit when it does not.")
     Args = AdviseArgs
     tier = Tier.AUTO
+    project_only = True
+    title = "GPU advice"
 
     async def preview(self, ctx: ToolContext, args: AdviseArgs) -> Preview:
         """What is advised on, and where the partitions come from."""

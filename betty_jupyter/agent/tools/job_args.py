@@ -19,8 +19,9 @@ Minutes = Annotated[int, Field(ge=1, le=MAX_MINUTES)]
 class JobRequestArgs(ToolArgs):
     """What the job asks for: a partition, GPUs, a time limit, a named environment, a name."""
 
-    partition: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")
-    gpus: int = Field(0, ge=0, le=64)
+    partition: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$",
+                           description="the Slurm partition the job runs in")
+    gpus: int = Field(0, ge=0, le=64, description="the GPUs the job asks for")
     time: Minutes = Field(description="the job's time limit in minutes")
     env: str | None = Field(None, max_length=63, description="a named environment of the cluster's profile")
     name: str | None = Field(None, max_length=80, description="a short name for the experiment")

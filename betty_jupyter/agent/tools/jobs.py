@@ -37,11 +37,16 @@ class EstimateNote(BaseModel):
     peak_gib: float = Field(ge=0, le=1_000_000, description="peak GPU memory per GPU, in GiB, from gpu_estimate")
     model: str | None = Field(None, max_length=300, description="the model that was sized")
     method: str | None = Field(None, max_length=40, description="inference, full, lora or qlora")
-    precision: str | None = Field(None, max_length=40, json_schema_extra=ADVANCED_FIELD)
-    gpus: int | None = Field(None, ge=1, le=100_000, json_schema_extra=ADVANCED_FIELD)
-    peak_moment: str | None = Field(None, max_length=120, json_schema_extra=ADVANCED_FIELD)
-    breakdown: dict[str, float] | None = Field(None, max_length=24, json_schema_extra=ADVANCED_FIELD)
-    notes: list[str] | None = Field(None, max_length=12, json_schema_extra=ADVANCED_FIELD)
+    precision: str | None = Field(None, max_length=40, description="the precision it sized",
+                                     json_schema_extra=ADVANCED_FIELD)
+    gpus: int | None = Field(None, ge=1, le=100_000, description="the GPUs it sized",
+                               json_schema_extra=ADVANCED_FIELD)
+    peak_moment: str | None = Field(None, max_length=120, description="when in a step the peak comes",
+                                       json_schema_extra=ADVANCED_FIELD)
+    breakdown: dict[str, float] | None = Field(None, max_length=24, description="GiB of each part of the peak",
+                                                  json_schema_extra=ADVANCED_FIELD)
+    notes: list[str] | None = Field(None, max_length=12, description="what the estimate noted",
+                                     json_schema_extra=ADVANCED_FIELD)
 
     @field_validator("model", "method", "precision", "peak_moment")
     @classmethod
@@ -97,6 +102,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
                    "and a notebook. The script is checked against the cluster's partitions first.")
     Args = SubmitArgs
     tier = Tier.ALWAYS_ASK
+    only_adds = True
 
     async def preview(self, ctx: ToolContext, args: SubmitArgs) -> Preview:
         """The script exactly as uploaded, what it asks for, where it goes, its environment and the sbatch command."""
@@ -224,7 +230,7 @@ class _NoLedger(Ledger):
 class JobArgs(ToolArgs):
     """One job."""
 
-    job_id: JobId
+    job_id: JobId = Field(description="the Slurm job id, such as '123' or '123_4'")
 
 
 class ClusterStatus(Tool[JobArgs]):

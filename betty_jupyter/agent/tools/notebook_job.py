@@ -58,7 +58,8 @@ class NotebookSubmitArgs(JobRequestArgs):
     grid: list[Annotated[str, Field(max_length=4000)]] = Field(
         default_factory=list, max_length=20, description='a sweep: each parameter and its values: ["lr=1e-4,3e-4"]')
     time: Minutes = Field(description="the job's time limit in minutes (each task's in a sweep)")
-    goal: str = Field("a notebook run on the cluster", min_length=1, max_length=4000)
+    goal: str = Field("a notebook run on the cluster", min_length=1, max_length=4000,
+                      description="what this run is for, in the researcher's words")
 
 
 class NotebookSubmit(Tool[NotebookSubmitArgs]):
@@ -71,6 +72,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
                    "one job array runs the notebook at every point.")
     Args = NotebookSubmitArgs
     tier = Tier.ALWAYS_ASK
+    only_adds = True
 
     async def preview(self, ctx: ToolContext, args: NotebookSubmitArgs) -> Preview:
         """The script exactly as submitted and the exact cell of parameters each run gets; nothing is sent."""
@@ -245,6 +247,7 @@ class NotebookCollect(Tool[NotebookCollectArgs]):
                    "run's becomes the experiment's notebook, a sweep's each task's is kept beside it.")
     Args = NotebookCollectArgs
     tier = Tier.ONCE_PER_SESSION
+    changes_project = True
 
     async def preview(self, ctx: ToolContext, args: NotebookCollectArgs) -> Preview:
         """What is read and what is written."""

@@ -37,6 +37,7 @@ class Scratchpad(Tool[NotesArgs]):
                    "replace them. Keep plans, findings and job ids here rather than repeating them.")
     Args = NotesArgs
     tier = Tier.AUTO
+    chat_only = True
 
     async def preview(self, ctx: ToolContext, args: NotesArgs) -> Preview:
         """What is read, or the diff of the notes."""

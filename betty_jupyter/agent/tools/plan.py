@@ -34,6 +34,7 @@ class ProposePlan(SessionTool[PlanArgs]):
                    "other arguments asks the person again, and a denied step is refused.")
     Args = PlanArgs
     tier = Tier.ALWAYS_ASK
+    chat_only = True
 
     async def answer(self, session: "SessionFace", args: PlanArgs, tier: int, action: str) -> Answer:
         """Check each step, show the plan, ask once, and leave what the person granted standing for the turn."""

@@ -55,6 +55,7 @@ class ClusterSweep(Tool[SweepArgs]):
                    "variable.")
     Args = SweepArgs
     tier = Tier.ALWAYS_ASK
+    only_adds = True
 
     async def preview(self, ctx: ToolContext, args: SweepArgs) -> Preview:
         """The array's script exactly as uploaded, the grid task by task, its size and cost, where it goes."""
@@ -157,6 +158,7 @@ class SweepRetry(Tool[RetryArgs]):
                    "script, its at-once limit kept), recorded on the same experiment. One approval for all of them.")
     Args = RetryArgs
     tier = Tier.ALWAYS_ASK
+    only_adds = True
 
     async def preview(self, ctx: ToolContext, args: RetryArgs) -> Preview:
         """The script exactly as it will be uploaded (``--array`` naming only these tasks) and each task's point."""

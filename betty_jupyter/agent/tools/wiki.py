@@ -73,6 +73,7 @@ class WikiRead(Tool[ReadArgs]):
     description = "Read one page of the project's wiki (frontmatter and markdown)."
     Args = ReadArgs
     tier = Tier.AUTO
+    project_only = True
 
     def rule_values(self, ctx: ToolContext, args: ReadArgs) -> dict[str, Any]:
         """The page's real name."""
@@ -95,7 +96,7 @@ class SearchArgs(ToolArgs):
     query: str = Field("", max_length=500, description="words every page found must hold (any case)")
     type: str | None = Field(None, description="only pages of this type: experiment, cluster, howto, persona, note")
     job_id: str | None = Field(None, description="only the experiment page of this job")
-    limit: int = Field(20, ge=1, le=200)
+    limit: int = Field(20, ge=1, le=200, description="the most pages to list")
 
 
 class WikiSearch(Tool[SearchArgs]):
@@ -105,6 +106,7 @@ class WikiSearch(Tool[SearchArgs]):
     description = "Find wiki pages holding every word of a query, optionally of one type or for one job id."
     Args = SearchArgs
     tier = Tier.AUTO
+    project_only = True
 
     async def preview(self, ctx: ToolContext, args: SearchArgs) -> Preview:
         """What is searched for."""
@@ -155,6 +157,7 @@ class WikiWrite(Tool[WriteArgs]):
                    "Append one line to log.md to note what you did.")
     Args = WriteArgs
     tier = Tier.ALWAYS_ASK
+    project_only = True
 
     def tier_for(self, args: WriteArgs) -> Tier:
         """The tier of this write, decided on the page's checked name.
