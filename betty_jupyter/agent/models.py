@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .vocabulary import Tier as Tier  # importable here too, where tools have always found it
 
@@ -52,10 +52,22 @@ def sha256_of(data: bytes | str) -> str:
 
 
 class ToolOutcome(BaseModel):
-    """What a tool did: a full output for the action log, a condensed one for the model."""
+    """What a tool did: a full output for the action log, a condensed one for the model.
+
+    A table's ``data`` is rendered only for the face that asks: the model's text once per asking person
+    (:attr:`told`), the panel's JSON when the panel asks; ``full`` is left empty then, and the action log keeps
+    the model's bounded text (:mod:`.budget`)."""
 
     ok: bool = True
     summary: str
     full: str = ""
     data: Any = None
     artifacts: list[str] = Field(default_factory=list)
+    paging: Any = None
+    """A table's :class:`~.budget.Paging`: where the rows shown start and the filters that narrow them."""
+    _told: dict[str | None, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def told(self) -> dict[str | None, str]:
+        """What a model was told of this outcome, by asking person, once condensed (see :func:`.condense.condense`)."""
+        return self._told

@@ -11,9 +11,10 @@ from pydantic import BaseModel, Field, field_validator
 from ...cluster.commands import run_allowed
 from ...cluster.jobs import JobState
 from ...cluster.parsing import job_count, jobs_by
-from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS, readable
+from ...cluster.tables import PARTITION_COLUMNS, readable
 from ...errors import BettyError, PolicyError
 from ...safe_text import terminal_line
+from ..budget import Paging, job_order
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, OptionalJobId, Tool, ToolArgs, ToolContext, ToolError, clip
 
@@ -29,9 +30,7 @@ A = TypeVar("A", bound=BaseModel)
 def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_ROWS) -> str:
     """The chosen columns of ``frame`` as aligned text, cells as a person reads them; the first ``rows`` rows
     (all when None)."""
-    shown = readable(frame, columns)
-    if rows is not None:
-        shown = shown.head(rows)
+    shown = readable(frame if rows is None else frame.head(rows), columns)  # only the rows shown are rendered
     if shown.empty:
         return "(none)"
     text = shown.to_string(index=False)
@@ -45,11 +44,6 @@ def counts_by_state(frame: "pd.DataFrame") -> str:
         return "0 jobs"
     counts = jobs_by(frame, "state")
     return f"{job_count(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
-
-
-def job_order(ident: object) -> tuple[int, ...]:
-    """A job id as a sort key: by its number, then its array task (``123_4``, ``123_[5-9]``)."""
-    return tuple(int(part) if part.isdigit() else -1 for part in str(ident).replace("[", "_").split("_")[:2])
 
 
 def newest_first(frame: "pd.DataFrame") -> "pd.DataFrame":
@@ -152,6 +146,7 @@ class QueueArgs(ToolArgs):
     user: str | None = Field(None, description="only this user's jobs")
     states: list[str] | None = Field(None, description="only these states, e.g. ['PENDING', 'RUNNING']")
     partition: str | None = Field(None, description="only this partition")
+    offset: int = Field(0, ge=0, description="skip this many rows (the answer says when there are more)")
 
     @field_validator("states")
     @classmethod
@@ -180,10 +175,11 @@ class ClusterQueue(Tool[QueueArgs]):
                        text=f"{text}  (Betty's pinned --format)")
 
     async def run(self, ctx: ToolContext, args: QueueArgs) -> ToolOutcome:
-        """The queue as a DataFrame in ``data``; counts and the first rows for the model."""
+        """The queue as a DataFrame in ``data`` and its counts; each face renders what it shows of it (the model a
+        page of :mod:`..budget`, from ``offset``)."""
         frame = await ctx.slurm.queue(user=args.user, states=args.states, partition=args.partition)
-        summary = f"{counts_by_state(frame)}\n{table(frame, QUEUE_COLUMNS)}"
-        return ToolOutcome(summary=summary, full=table(frame, QUEUE_COLUMNS, rows=None), data=frame)
+        return ToolOutcome(summary=counts_by_state(frame), data=frame,
+                           paging=Paging(args.offset, "states, partition or user"))
 
 
 class NoArgs(ToolArgs):
@@ -218,6 +214,7 @@ class HistoryArgs(ToolArgs):
     job_ids: list[JobId] | None = Field(None, max_length=200, description="these jobs only")
     since: str | None = Field(None, description="jobs started since, e.g. '2026-11-20' or 'now-2days'")
     all_users: bool = Field(False, description="every user's jobs, not only yours")
+    offset: int = Field(0, ge=0, description="skip this many rows (the answer says when there are more)")
 
 
 class ClusterHistory(Tool[HistoryArgs]):
@@ -239,8 +236,8 @@ class ClusterHistory(Tool[HistoryArgs]):
     async def run(self, ctx: ToolContext, args: HistoryArgs) -> ToolOutcome:
         """The jobs as a DataFrame in ``data``."""
         frame = newest_first(await ctx.slurm.history(args.job_ids, since=args.since, all_users=args.all_users))
-        summary = f"{counts_by_state(frame)}; newest first\n{table(frame, HISTORY_COLUMNS)}"
-        return ToolOutcome(summary=summary, full=table(frame, HISTORY_COLUMNS, rows=None), data=frame)
+        return ToolOutcome(summary=f"{counts_by_state(frame)}; newest first", data=frame,
+                           paging=Paging(args.offset, "job_ids or since"))
 
 
 class LogArgs(ToolArgs):
