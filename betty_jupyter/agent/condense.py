@@ -11,10 +11,11 @@ person: every face that asks again (the action log, an MCP client) is handed the
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections import Counter
+from typing import TYPE_CHECKING, Any
 
-from ..cluster.parsing import job_count, jobs_by
-from ..cluster.tables import readable
+from ..cluster.jobs import JobState
+from ..cluster.text_tables import cell_text
 from ..secret_names import blank_private_keys
 from .budget import ANSWER_CHARS, ANSWER_ROWS, Paging, job_order
 from .models import ToolOutcome
@@ -46,65 +47,96 @@ def condense(outcome: ToolOutcome, user: str | None = None) -> str:
 def _condensed(outcome: ToolOutcome, user: str | None) -> str:
     if not outcome.ok:
         return f"error: {outcome.summary}"
-    if _is_frame(outcome.data):
+    rows = _table_rows(outcome)
+    if rows is not None:
         room = MAX_CHARS - len(outcome.summary) - 1
-        return _clip(f"{outcome.summary}\n{condense_table(outcome.data, user, outcome.paging, room)}")
+        return _clip(f"{outcome.summary}\n{condense_rows(rows, user, outcome.paging, room)}")
     if outcome.full and outcome.full != outcome.summary:
         return _clip(f"{outcome.summary}\n{condense_log(outcome.full)}")
     return _clip(outcome.summary)
 
 
-def _is_frame(data: object) -> bool:
-    """Whether ``data`` is a DataFrame, without importing pandas for an answer that holds none."""
-    return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas")
+def _table_rows(outcome: ToolOutcome) -> list[dict[str, Any]] | None:
+    """The rows of a table answer as plain dicts (a lazily read table's own, without pandas); None for another."""
+    if outcome.table is not None and "data" not in outcome.__dict__:
+        return list(outcome.table.rows)
+    data = outcome.data
+    if type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas"):
+        return plain_rows(data)
+    return None
+
+
+def plain_rows(frame: "pd.DataFrame") -> list[dict[str, Any]]:
+    """A DataFrame's rows as dicts, a missing cell as None."""
+    shown = frame.astype(object)
+    return shown.where(shown.notna(), None).to_dict("records")  # type: ignore[no-any-return]
 
 
 def condense_table(frame: "pd.DataFrame", user: str | None = None, paging: Paging | None = None,
                    room: int = MAX_CHARS) -> str:
+    """:func:`condense_rows` of a DataFrame."""
+    return condense_rows(plain_rows(frame), user, paging, room)
+
+
+def condense_rows(rows: list[dict[str, Any]], user: str | None = None, paging: Paging | None = None,
+                  room: int = MAX_CHARS) -> str:
     """A small table as it is; a large one as counts, then a page of rows (the asking person's own first, the
-    newest first) and how to ask for the rest, within :data:`~.budget.ANSWER_CHARS`."""
+    newest first) and how to ask for the rest, within ``room`` (at most :data:`~.budget.ANSWER_CHARS`)."""
     paging = paging or Paging()
-    if len(frame) <= TABLE_ROWS and not paging.offset:
-        return _clip(_rows(frame))
-    jobs = job_count(frame)
-    parts = [f"{len(frame)} rows." if jobs == len(frame) else f"{len(frame)} rows, {jobs} jobs (array tasks counted)."]
+    if len(rows) <= TABLE_ROWS and not paging.offset:
+        return _clip(_lines(rows), max(room, 1000))
+    columns = set(rows[0]) if rows else set()
+    jobs = _jobs(rows)
+    parts = [f"{len(rows)} rows." if jobs == len(rows) else f"{len(rows)} rows, {jobs} jobs (array tasks counted)."]
     for column in ("state", "partition", "user"):
-        if column in frame.columns:
-            counts = jobs_by(frame, column)
-            shown = ", ".join(f"{_cell(name)}: {count}" for name, count in counts.head(12).items())
+        if column in columns:
+            counts = _jobs_by(rows, column)
+            shown = ", ".join(f"{_cell(name)}: {count}" for name, count in counts[:12])
             more = f" (+{len(counts) - 12} more)" if len(counts) > 12 else ""
             parts.append(f"by {column}: {shown}{more}")
-    ordered = _ordered(frame, user)
-    if user and "user" in frame.columns:
-        mine = int((frame["user"].astype(str) == user).sum())
-        mine_jobs = job_count(frame[frame["user"].astype(str) == user]) if mine else 0
-        parts.append(f"all {mine_jobs} jobs of {user}:" if mine == mine_jobs
-                     else f"all {mine_jobs} jobs of {user}, in {mine} rows:")
+    mine = [row for row in rows if user and str(row.get("user")) == user]
+    if user and "user" in columns:
+        mine_jobs = _jobs(mine)
+        parts.append(f"all {mine_jobs} jobs of {user}:" if len(mine) == mine_jobs
+                     else f"all {mine_jobs} jobs of {user}, in {len(mine)} rows:")
         if not mine:
             parts.append("(none)")
         parts.append(f"{user}'s rows first, the newest first:")
     else:
         parts.append("the newest first:")
-    page = ordered.iloc[paging.offset:paging.offset + TABLE_ROWS]
+    page = _ordered(rows, user)[paging.offset:paging.offset + TABLE_ROWS]
     head = "\n".join(parts)
-    lines = _rows(page).splitlines() if len(page) else ["(no rows from this offset)"]
+    lines = _lines(page).splitlines() if page else ["(no rows from this offset)"]
     while True:  # fewer rows, not half a row, when long cells would pass the budget
-        shown = len(lines) - 1 if len(page) else 0
-        text = "\n".join([head, *lines, paging.more(shown, len(frame))])
-        if len(text) <= room or shown <= 1:
+        shown_rows = len(lines) - 1 if page else 0
+        text = "\n".join([head, *lines, paging.more(shown_rows, len(rows))])
+        if len(text) <= room or shown_rows <= 1:
             return _clip(text, max(room, 1000))
-        lines = lines[:-max(1, shown // 4)]
+        lines = lines[:-max(1, shown_rows // 4)]
 
 
-def _ordered(frame: "pd.DataFrame", user: str | None) -> "pd.DataFrame":
+def _jobs(rows: list[dict[str, Any]]) -> int:
+    """How many jobs the rows are, each task of a pending array counted (as :func:`job_count`)."""
+    return sum(_tasks(row) for row in rows)
+
+
+def _tasks(row: dict[str, Any]) -> int:
+    tasks = row.get("tasks")
+    return int(tasks) if isinstance(tasks, int) or (tasks is not None and str(tasks).isdigit()) else 1
+
+
+def _jobs_by(rows: list[dict[str, Any]], column: str) -> list[tuple[str, int]]:
+    """Jobs per value of ``column``, most first, ties by value (as :func:`jobs_by`)."""
+    counts: Counter[str] = Counter()
+    for row in rows:
+        counts[str(row.get(column))] += _tasks(row)
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _ordered(rows: list[dict[str, Any]], user: str | None) -> list[dict[str, Any]]:
     """The rows with ``user``'s own first, each part newest first (by job id, an array's tasks together)."""
-    if "job_id" not in frame.columns:
-        return frame
-    order = [job_order(ident) for ident in frame["job_id"]]
-    mine = ([str(name) == user for name in frame["user"]] if user and "user" in frame.columns
-            else [False] * len(frame))
-    rows = sorted(range(len(frame)), key=lambda row: (mine[row], order[row]), reverse=True)
-    return frame.iloc[rows]
+    return sorted(rows, key=lambda row: (bool(user) and str(row.get("user")) == user, job_order(row.get("job_id"))),
+                  reverse=True)
 
 
 def _cell(value: object) -> str:
@@ -112,12 +144,20 @@ def _cell(value: object) -> str:
     return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
 
 
-def _rows(frame: "pd.DataFrame") -> str:
+def _lines(rows: list[dict[str, Any]]) -> str:
+    """Rows as ``a | b | c`` lines under their header, cells as a person reads them (an exit code once a job ended)."""
+    present = set(rows[0]) if rows else set()
     columns = [c for c in ("job_id", "name", "user", "partition", "state", "elapsed", "reason", "exit_code", "gpus")
-               if c in frame.columns] or list(frame.columns)
+               if c in present] or list(present)
     lines = [" | ".join(columns)]
-    for row in readable(frame, columns).itertuples(index=False):  # durations and sizes as a person reads them
-        lines.append(" | ".join(_cell(value) for value in row))
+    for row in rows:
+        cells = []
+        for column in columns:
+            value = row.get(column)
+            if column == "exit_code" and not JobState.parse(str(row.get("state", ""))).finished:
+                value = None
+            cells.append(_cell(cell_text(column, value)))
+        lines.append(" | ".join(cells))
     return "\n".join(lines)
 
 

@@ -66,6 +66,27 @@ class ToolOutcome(BaseModel):
     paging: Any = None
     """A table's :class:`~.budget.Paging`: where the rows shown start and the filters that narrow them."""
     _told: dict[str | None, str] = PrivateAttr(default_factory=dict)
+    _table: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def of_table(cls, table: Any, summary: str, paging: Any = None) -> "ToolOutcome":
+        """An outcome whose ``data`` is ``table``'s DataFrame (a :class:`~betty_jupyter.cluster.queue_table.QueueTable`),
+        made the first time a face reads ``data``; a face that prints text reads :attr:`table` instead."""
+        outcome = cls(summary=summary, paging=paging)
+        outcome._table = table
+        del outcome.__dict__["data"]  # read through __getattr__ until a face asks
+        return outcome
+
+    @property
+    def table(self) -> Any:
+        """The lazily parsed table behind ``data``, when the tool read one (None otherwise)."""
+        return self._table
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "data" and self._table is not None:
+            self.__dict__["data"] = frame = self._table.frame
+            return frame
+        return super().__getattr__(name)  # type: ignore[misc]
 
     @property
     def told(self) -> dict[str | None, str]:

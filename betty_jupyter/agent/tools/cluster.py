@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ...cluster.commands import run_allowed
 from ...cluster.jobs import JobState
-from ...cluster.parsing import job_count, jobs_by
+from ...cluster.parsing import jobs_by
 from ...cluster.tables import PARTITION_COLUMNS, readable
 from ...errors import BettyError, PolicyError
 from ...safe_text import terminal_line
@@ -42,8 +42,14 @@ def counts_by_state(frame: "pd.DataFrame") -> str:
     """``3 jobs: 2 RUNNING, 1 PENDING``; each task of a pending array (one row) is a job."""
     if frame.empty:
         return "0 jobs"
-    counts = jobs_by(frame, "state")
-    return f"{job_count(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
+    return state_counts([(str(state), int(n)) for state, n in jobs_by(frame, "state").items()])
+
+
+def state_counts(counts: list[tuple[str, int]]) -> str:
+    """``3 jobs: 2 RUNNING, 1 PENDING`` from jobs per state, most first."""
+    if not counts:
+        return "0 jobs"
+    return f"{sum(n for _, n in counts)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts)
 
 
 def newest_first(frame: "pd.DataFrame") -> "pd.DataFrame":
@@ -177,9 +183,9 @@ class ClusterQueue(Tool[QueueArgs]):
     async def run(self, ctx: ToolContext, args: QueueArgs) -> ToolOutcome:
         """The queue as a DataFrame in ``data`` and its counts; each face renders what it shows of it (the model a
         page of :mod:`..budget`, from ``offset``)."""
-        frame = await ctx.slurm.queue(user=args.user, states=args.states, partition=args.partition)
-        return ToolOutcome(summary=counts_by_state(frame), data=frame,
-                           paging=Paging(args.offset, "states, partition or user"))
+        read = await ctx.slurm.queue_table(user=args.user, states=args.states, partition=args.partition)
+        return ToolOutcome.of_table(read, summary=state_counts(read.jobs_by_state()),
+                                    paging=Paging(args.offset, "states, partition or user"))
 
 
 class NoArgs(ToolArgs):
