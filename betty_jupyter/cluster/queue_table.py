@@ -11,7 +11,7 @@ from collections import Counter
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from . import jobs, parsing
+from . import parsing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -35,16 +35,13 @@ class QueueTable:
 
     def jobs_by_state(self) -> list[tuple[str, int]]:
         """Jobs per state, each task of a pending array counted, most first (ties by name), as ``jobs_by`` counts;
-        from the text's two fields alone when no other form is made yet."""
+        from whichever form is made already (the rows when none is)."""
         if "frame" in self.__dict__:
-            return [(str(state), int(count)) for state, count in parsing.jobs_by(self.frame, "state").items()] \
-                if not self.frame.empty else []
-        names = [name for _, name in parsing.SQUEUE_FIELDS]
-        state, task = names.index("state"), names.index("array_task_id")
+            frame = self.frame
+            return [] if frame.empty else [(str(state), int(n)) for state, n in parsing.jobs_by(frame, "state").items()]
         counts: Counter[str] = Counter()
-        for cells in parsing.split_rows(self.text, len(names)):
-            task_id = cells[task]
-            counts[parsing.state_name(cells[state])] += jobs.array_task_count("" if task_id == "N/A" else task_id)
+        for row in self.rows:
+            counts[row["state"]] += row["tasks"]
         return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
     def __len__(self) -> int:
