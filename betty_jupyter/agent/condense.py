@@ -69,7 +69,8 @@ def _table_rows(outcome: ToolOutcome) -> list[dict[str, Any]] | None:
 def plain_rows(frame: "pd.DataFrame") -> list[dict[str, Any]]:
     """A DataFrame's rows as dicts, a missing cell as None."""
     shown = frame.astype(object)
-    return shown.where(shown.notna(), None).to_dict("records")  # type: ignore[no-any-return]
+    records = shown.where(shown.notna(), None).to_dict("records")
+    return [{str(name): value for name, value in row.items()} for row in records]
 
 
 def condense_table(frame: "pd.DataFrame", user: str | None = None, paging: Paging | None = None,
@@ -146,9 +147,9 @@ def _cell(value: object) -> str:
 
 def _lines(rows: list[dict[str, Any]]) -> str:
     """Rows as ``a | b | c`` lines under their header, cells as a person reads them (an exit code once a job ended)."""
-    present = set(rows[0]) if rows else set()
-    columns = [c for c in ("job_id", "name", "user", "partition", "state", "elapsed", "reason", "exit_code", "gpus")
-               if c in present] or list(present)
+    present: list[str] = list(rows[0]) if rows else []
+    columns: list[str] = [c for c in ("job_id", "name", "user", "partition", "state", "elapsed", "reason", "exit_code", "gpus")
+               if c in present] or present
     lines = [" | ".join(columns)]
     for row in rows:
         cells = []
