@@ -8,8 +8,8 @@ Run by hand (not a test), from the checkout to measure:
 Per call (best of --repeat): the tool call as a person's (what ``betty jobs`` and ``%betty squeue`` do, its
 action-log line included), then the model's page (``condense``), then the panel's JSON (``outcome_to_json``), then
 an MCP client's answer (``BettyServices.agent_call``'s: text, no table). Then, after a first one, --displays job tables as
-``%betty squeue`` shows them (the widget and the DataFrame it returns, all kept alive, as a notebook keeps its
-outputs), and the process's resident memory after each, above what it held before the first.
+``%betty squeue`` shows them (the widget, the DataFrame it returns and the call's outcome, all kept alive, as a
+notebook keeps its outputs), and the process's resident memory after each, above what it held before the first.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ async def main() -> None:
             outcome = await session.run_tool("cluster_queue", {}, "bench")
             frame = outcome.data
             table = JobTable("queue", frame, QUEUE_COLUMNS, lambda: frame, mine="alice")
-            kept.append(job_frame(frame, table))
+            kept.append((outcome, job_frame(frame, table)))  # the outcome too, as a notebook's `_` may keep it
             del outcome, frame, table
             gc.collect()
             if shown == 0:  # the first loads the widgets' modules: the displays after it are measured

@@ -1,8 +1,9 @@
 """The queue as read once, rendered for the face that asks: plain rows for a text table, a DataFrame for the rest.
 
 ``squeue`` is asked once; its text is kept, and each form is made the first time a face asks for it:
-``betty jobs`` prints :attr:`QueueTable.rows` (no pandas loaded), the model's page, the panel's JSON and a
-notebook's widget read :attr:`QueueTable.frame`. Counting the jobs by state uses whichever form is already there.
+``betty jobs`` prints :attr:`QueueTable.rows` and the model's page is made from them (no pandas loaded); the
+panel's JSON and a notebook's widget read :attr:`QueueTable.frame`, which lets the rows go. Counting the jobs by
+state uses whichever form is already there.
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ class QueueTable:
 
     @cached_property
     def frame(self) -> "pd.DataFrame":
-        """The typed DataFrame (:func:`~.parsing.parse_queue`)."""
+        """The typed DataFrame (:func:`~.parsing.parse_queue`); the plain rows, when made, are let go (a face that
+        holds the table holds one form of it: 20,000 plain rows take five times the DataFrame's memory)."""
+        self.__dict__.pop("rows", None)
         return parsing.parse_queue(self.text)
 
     def jobs_by_state(self) -> list[tuple[str, int]]:
