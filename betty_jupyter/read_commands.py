@@ -21,6 +21,10 @@ from typing import Any, Iterator, Literal, Mapping
 
 from .errors import UsageError
 
+MODEL_ONLY = ("offset",)
+"""Tool arguments no face of a person offers: ``offset`` pages the model's bounded answer, while ``betty jobs`` and
+``%betty squeue`` show every row (the notebook's table pages itself)."""
+
 ME = "\x00me"
 """The value ``--me`` gives ``user``: each face puts the person's login name on the cluster in its place."""
 
@@ -107,7 +111,7 @@ def add_tool_options(parser: argparse.ArgumentParser, command: ReadCommand) -> N
 
     model = tool_args_model(command.tool)
     for name, info in model.model_fields.items():
-        if not command.advanced and (info.json_schema_extra or {}).get(ADVANCED):
+        if name in MODEL_ONLY or not command.advanced and (info.json_schema_extra or {}).get(ADVANCED):
             continue
         kind, choices, many = _kind(info.annotation)
         shown = (info.description or "").rstrip(".")

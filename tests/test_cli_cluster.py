@@ -371,7 +371,7 @@ def test_a_read_is_the_persons_own_call_in_the_action_log_under_their_rules(bett
     assert shown.returncode == 0 and isinstance(json.loads(shown.stdout), list), shown.stderr
     [record] = ActionLog(state / "betty").read()
     assert (record.tool, record.args, record.ok) == ("cluster_history", {"since": "now-1hours", "job_ids": None,
-                                                                         "all_users": False}, True)
+                                                                         "all_users": False, "offset": 0}, True)
     assert not (elsewhere / ".betty").exists() and len(ActionLog(project).read()) == 1
     config = json.loads(Path(env["BETTY_CONFIG"]).read_text())
     config["BettyConfig"]["rules"] = {"deny": ["cluster_queue(partition=gpu)"], "ask": ["cluster_partitions"]}

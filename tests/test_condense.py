@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+from betty_jupyter.agent.budget import ANSWER_CHARS, Paging
 from betty_jupyter.agent.condense import condense, condense_log, estimate_tokens
 from betty_jupyter.agent.models import ToolOutcome
 from betty_jupyter.cluster import parsing
@@ -60,15 +61,40 @@ def test_missing_values_are_blank_not_a_crash():
     frame = parsing.parse_queue(queue_text(3, {1}))
     frame["exit_code"] = pd.array(["3:0", None, ""], dtype="string")
     frame.loc[0, "reason"] = None
+    frame.loc[0, "state"] = "FAILED"  # an exit code is shown for a job that ended
     text = condense(ToolOutcome(summary="", data=frame), "user1")
     assert "3:0" in text and "nan" not in text and "<NA>" not in text, text
 
 
-def test_a_person_with_thousands_of_jobs_gets_their_first_rows_never_the_whole_table():
-    """The person's own jobs are kept whole only while they fit: a busy account's history must not fill a context."""
+def test_a_person_with_thousands_of_jobs_gets_their_newest_rows_never_the_whole_table():
+    """The person's own jobs come first, the newest first, a page at a time: a busy account must not fill a context."""
     mine = set(range(0, 10_000, 3))
     frame = parsing.parse_queue(queue_text(10_000, mine))
-    text = condense(ToolOutcome(summary="10000 jobs in the queue", data=frame), user="alice")
+    text = condense(ToolOutcome(summary="10000 jobs in the queue", data=frame, paging=Paging(narrow="states")),
+                    user="alice")
     assert estimate_tokens(text) < 2_000
-    assert "(the first 40 rows of alice's; the action log has all 3334)" in text
-    assert "10000 |" in text and "10003 |" in text and "19999 |" not in text  # the table's own first rows
+    assert "all 3334 jobs of alice:" in text
+    assert "19999 |" in text and "19996 |" in text and "10000 |" not in text  # alice's newest first
+    assert text.endswith("[rows 1–40 of 10000 shown; call again with offset=40 for the next ones, "
+                         "or narrow with states]")
+
+
+def test_the_next_page_starts_where_the_answer_said():
+    mine = set(range(0, 10_000, 3))
+    frame = parsing.parse_queue(queue_text(10_000, mine))
+    first = condense(ToolOutcome(summary="", data=frame, paging=Paging()), user="alice")
+    second = condense(ToolOutcome(summary="", data=frame, paging=Paging(offset=40)), user="alice")
+    last_shown = first.splitlines()[-2].split(" | ")[0]
+    assert int(second.split("job_id | ")[1].splitlines()[1].split(" | ")[0]) == int(last_shown) - 3
+    end = condense(ToolOutcome(summary="", data=frame, paging=Paging(offset=9_990)), user="alice")
+    assert end.endswith("[rows 9991–10000 of 10000 shown]") and "\n10001 |" in end  # the oldest of the others last
+
+
+def test_long_cells_cost_rows_not_the_budget():
+    frame = parsing.parse_queue(queue_text(1_000, set(range(1_000))))
+    frame["name"] = "x" * 5_000
+    text = condense(ToolOutcome(summary="", data=frame, paging=Paging()), user="alice")
+    assert len(text) <= ANSWER_CHARS and "characters omitted" not in text
+    assert "of 1000 shown; call again with offset=" in text.splitlines()[-1]
+
+

@@ -18,7 +18,7 @@ from betty_jupyter.errors import UsageError
 from betty_jupyter.cli import reads as cli_reads
 from betty_jupyter.notebook.magics import BettyMagics
 from betty_jupyter.notebook.magics import jobs as magic_jobs
-from betty_jupyter.read_commands import READS, ReadCommand, add_tool_options, option_names
+from betty_jupyter.read_commands import MODEL_ONLY, READS, ReadCommand, add_tool_options, option_names
 from conftest import REPO
 
 FACE_ONLY = {"cli": {"--cluster", "--json", "--dir"}, "magic": set()}
@@ -72,7 +72,7 @@ def test_both_faces_offer_the_options_the_tool_has(command: ReadCommand) -> None
     derived = tool_options(command)
     model = default_registry().get(command.tool).Args
     shown = {name for name, info in model.model_fields.items()
-             if not (info.json_schema_extra or {}).get("x-betty-advanced")}
+             if not (info.json_schema_extra or {}).get("x-betty-advanced") and name not in MODEL_ONLY}
     assert {option.lstrip("-").replace("-", "_") for option in derived} >= shown
     for face, names in (("cli", command.cli), ("magic", command.magic)):
         declared = face_options(face, command)

@@ -570,7 +570,7 @@ class AgentSession:
             ok=None if outcome is None else outcome.ok,
             summary="" if outcome is None else outcome.summary, output_ref=None, duration_ms=duration,
             artifacts=[] if outcome is None else outcome.artifacts,
-        ), full_output=outcome.full if outcome and outcome.full else None)
+        ), full_output=_full_output(outcome, self.user))
         if outcome is not None:
             self.stream.emit("tool_result", ev.ToolResultInfo(
                 call_id=call.call_id, tool=tool, ok=outcome.ok, decision=approval.decision, approver=approval.approver,
@@ -666,6 +666,16 @@ def _repeat(call: "ToolCallRequest", earlier: str) -> Answer:
     told = (f"{earlier}\n\n(This is the answer of your earlier call of {call.name} with the same arguments in this "
             "turn; it was not run again. Do not call it again: answer the person now, in plain words, from it.)")
     return Answer(ToolOutcome(ok=True, summary="answered from the earlier result, not run again"), told)
+
+
+def _full_output(outcome: ToolOutcome | None, user: str | None) -> str | None:
+    """What the action log keeps beside a call: its full output, or for a table the bounded answer the model is
+    told (a 20,000-job queue is counted and paged there, not copied)."""
+    if outcome is None:
+        return None
+    if outcome.paging is not None and not outcome.full:
+        return condense(outcome, user)
+    return outcome.full or None
 
 
 def _ms(began: float) -> float:

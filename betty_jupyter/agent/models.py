@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from .vocabulary import Tier as Tier  # importable here too, where tools have always found it
 
@@ -52,10 +52,43 @@ def sha256_of(data: bytes | str) -> str:
 
 
 class ToolOutcome(BaseModel):
-    """What a tool did: a full output for the action log, a condensed one for the model."""
+    """What a tool did: a full output for the action log, a condensed one for the model.
+
+    A table's ``data`` is rendered only for the face that asks: the model's text once per asking person
+    (:attr:`told`), the panel's JSON when the panel asks; ``full`` is left empty then, and the action log keeps
+    the model's bounded text (:mod:`.budget`)."""
 
     ok: bool = True
     summary: str
     full: str = ""
     data: Any = None
     artifacts: list[str] = Field(default_factory=list)
+    paging: Any = None
+    """A table's :class:`~.budget.Paging`: where the rows shown start and the filters that narrow them."""
+    _told: dict[str | None, str] = PrivateAttr(default_factory=dict)
+    _table: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def of_table(cls, table: Any, summary: str, paging: Any = None) -> "ToolOutcome":
+        """An outcome whose ``data`` is ``table``'s DataFrame (a :class:`~betty_jupyter.cluster.queue_table.QueueTable`),
+        made the first time a face reads ``data``; a face that prints text reads :attr:`table` instead."""
+        outcome = cls(summary=summary, paging=paging)
+        outcome._table = table
+        del outcome.__dict__["data"]  # read through __getattr__ until a face asks
+        return outcome
+
+    @property
+    def table(self) -> Any:
+        """The lazily parsed table behind ``data``, when the tool read one (None otherwise)."""
+        return self._table
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "data" and self._table is not None:
+            self.__dict__["data"] = frame = self._table.frame
+            return frame
+        return super().__getattr__(name)  # type: ignore[misc]
+
+    @property
+    def told(self) -> dict[str | None, str]:
+        """What a model was told of this outcome, by asking person, once condensed (see :func:`.condense.condense`)."""
+        return self._told

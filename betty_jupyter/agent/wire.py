@@ -103,9 +103,10 @@ class Outcome(_Wire):
 _DATA: TypeAdapter[OutcomeData] = TypeAdapter(OutcomeData)
 
 
-def outcome_to_json(outcome: ToolOutcome, text: str | None = None) -> dict[str, Any]:
-    """``outcome`` as JSON-ready data (``full`` left out: the action log has it); ``text`` what a model is told."""
-    data = data_to_json(outcome.data)
+def outcome_to_json(outcome: ToolOutcome, text: str | None = None, with_data: bool = True) -> dict[str, Any]:
+    """``outcome`` as JSON-ready data (``full`` left out: the action log has it); ``text`` what a model is told;
+    ``with_data`` False leaves the data out (null), for a caller that is handed the text alone."""
+    data = data_to_json(outcome.data) if with_data else None
     answer = Outcome(ok=outcome.ok, summary=outcome.summary, artifacts=list(outcome.artifacts),
                      data=None if data is None else _DATA.validate_python(data), text=text)
     return answer.model_dump(mode="json")

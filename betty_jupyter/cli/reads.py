@@ -96,6 +96,12 @@ def _whoami(cluster: str | None) -> str:
 # ----- how each read prints ---------------------------------------------------------------------------------------
 def _frame(columns: str, empty: str) -> Callable[[argparse.Namespace, Any], None]:
     def show(args: argparse.Namespace, outcome: Any) -> None:
+        read = getattr(outcome, "table", None)
+        if read is not None and not args.json:  # a text table from plain rows: no pandas loaded
+            from ..cluster.text_tables import rows_table  # lazy: only a read that prints a table needs it
+
+            print(rows_table(read.rows, getattr(tables, columns)) if read.rows else empty)
+            return
         from .output import print_table  # lazy: pandas; only a read that prints a table needs it
 
         print_table(outcome.data, getattr(tables, columns), args.json, empty)

@@ -273,22 +273,43 @@ def queue_rows(text: str, fields: Sequence[tuple[str, str]] = SQUEUE_FIELDS) -> 
     (a part of :data:`SQUEUE_FIELDS`, in its order) reads a narrower format; the rows have those columns.
     """
     names = [name for _, name in fields]
+    # each distinct value is read once (a queue repeats its states, limits and GPU requests thousands of times)
+    read_state, read_time, read_gpus, read_tasks = (_once(state_name), _once(_duration), _once(tres_gpus),
+                                                    _once(array_task_count))
+    texts = [column for column in ("array_job_id", "array_task_id", "reason", "comment", "nodelist") if column in names]
     rows: list[dict[str, Any]] = []
     for cells in _whole_rows(text, len(names)):
         row: dict[str, Any] = dict(zip(names, cells))
         if "state" in row:
-            row["state"] = state_name(row["state"])
+            row["state"] = read_state(row["state"])
         for column in ("elapsed", "time_limit"):
             if column in row:
-                row[column] = _timedelta(duration_seconds(row[column]))
+                row[column] = read_time(row[column])
         if "tres_per_node" in row:
-            row["gpus"], row["gpu_type"] = tres_gpus(row["tres_per_node"])
-        for column in ("array_job_id", "array_task_id", "reason", "comment", "nodelist"):
-            if column in row:
-                row[column] = _NO_TEXT.get(row[column], row[column])
-        row["tasks"] = array_task_count(row.get("array_task_id", ""))
+            row["gpus"], row["gpu_type"] = read_gpus(row["tres_per_node"])
+        for column in texts:
+            row[column] = _NO_TEXT.get(row[column], row[column])
+        row["tasks"] = read_tasks(row.get("array_task_id", ""))
         rows.append(row)
     return rows
+
+
+def _once(read: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``read``, each distinct text read once (for one table)."""
+    seen: dict[str, Any] = {}
+
+    def cached(value: str) -> Any:
+        try:
+            return seen[value]
+        except KeyError:
+            seen[value] = answer = read(value)
+            return answer
+
+    return cached
+
+
+def _duration(text: str) -> timedelta | None:
+    return _timedelta(duration_seconds(text))
 
 
 def _timedelta(seconds: float | None) -> timedelta | None:

@@ -18,6 +18,7 @@ from ..errors import PolicyError, SlurmError, SubmissionUnknownError, TransportE
 from . import jobfiles, parsing
 from .arrays import array_job, by_array, is_task_of
 from .delimited import run_read
+from .queue_table import QueueTable
 from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .allowlist import AllowedCommand, CommandPolicy
@@ -109,6 +110,11 @@ class SlurmClient:
         """Jobs in the queue (all users unless ``user``), one row per job or pending array (its ``tasks``
         say how many jobs the row stands for)."""
         return parsing.parse_queue(await self._queue_text(user, states, partition))
+
+    async def queue_table(self, user: str | None = None, states: Iterable[str] | None = None,
+                          partition: str | None = None) -> QueueTable:
+        """:meth:`queue` read once and parsed lazily: plain rows or a DataFrame, whichever a face asks for."""
+        return QueueTable(await self._queue_text(user, states, partition))
 
     async def queue_rows(self, user: str | None = None, states: Iterable[str] | None = None,
                          partition: str | None = None,

@@ -239,7 +239,8 @@ class BettyServices:
         """Another agent's call (an MCP client's) in ``session_id``, decided by the session's mode: its Outcome with
         ``text``, what a model is told of it. A bad tool name or bad arguments are refused (ToolError) before anything
         runs. When the caller stops waiting (its task is cancelled) the call's open card is cancelled; a call already
-        running finishes, and is logged."""
+        running finishes, and is logged. A table (the queue, accounting) is answered in ``text`` alone, a
+        page of it within :mod:`..agent.budget`, with ``data`` null: the text says how to ask for the rest."""
         # lazy: pydantic and pandas; the extension loads without them
         from ..agent.condense import condense
         from ..agent.wire import outcome_to_json
@@ -255,7 +256,9 @@ class BettyServices:
             self.abandoned(session_id, call_id)
             running.add_done_callback(_logged)
             raise
-        return outcome_to_json(outcome, condense(outcome, session.user))
+        told = condense(outcome, session.user)
+        # a table is answered as the text, within the one budget (agent/budget.py); its 20,000 rows are not sent
+        return outcome_to_json(outcome, told, with_data=outcome.paging is None)
 
     def tools(self, session_id: str) -> list["ToolInfo"]:
         """The tools an open session may call, in the registry's order: tier and the arguments' JSON schema."""

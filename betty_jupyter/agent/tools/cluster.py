@@ -10,10 +10,11 @@ from pydantic import BaseModel, Field, field_validator
 
 from ...cluster.commands import run_allowed
 from ...cluster.jobs import JobState
-from ...cluster.parsing import job_count, jobs_by
-from ...cluster.tables import HISTORY_COLUMNS, PARTITION_COLUMNS, QUEUE_COLUMNS, readable
+from ...cluster.parsing import jobs_by
+from ...cluster.tables import PARTITION_COLUMNS, readable
 from ...errors import BettyError, PolicyError
 from ...safe_text import terminal_line
+from ..budget import Paging, job_order
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, OptionalJobId, Tool, ToolArgs, ToolContext, ToolError, clip
 
@@ -29,9 +30,7 @@ A = TypeVar("A", bound=BaseModel)
 def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_ROWS) -> str:
     """The chosen columns of ``frame`` as aligned text, cells as a person reads them; the first ``rows`` rows
     (all when None)."""
-    shown = readable(frame, columns)
-    if rows is not None:
-        shown = shown.head(rows)
+    shown = readable(frame if rows is None else frame.head(rows), columns)  # only the rows shown are rendered
     if shown.empty:
         return "(none)"
     text = shown.to_string(index=False)
@@ -43,13 +42,14 @@ def counts_by_state(frame: "pd.DataFrame") -> str:
     """``3 jobs: 2 RUNNING, 1 PENDING``; each task of a pending array (one row) is a job."""
     if frame.empty:
         return "0 jobs"
-    counts = jobs_by(frame, "state")
-    return f"{job_count(frame)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts.items())
+    return state_counts([(str(state), int(n)) for state, n in jobs_by(frame, "state").items()])
 
 
-def job_order(ident: object) -> tuple[int, ...]:
-    """A job id as a sort key: by its number, then its array task (``123_4``, ``123_[5-9]``)."""
-    return tuple(int(part) if part.isdigit() else -1 for part in str(ident).replace("[", "_").split("_")[:2])
+def state_counts(counts: list[tuple[str, int]]) -> str:
+    """``3 jobs: 2 RUNNING, 1 PENDING`` from jobs per state, most first."""
+    if not counts:
+        return "0 jobs"
+    return f"{sum(n for _, n in counts)} job(s): " + ", ".join(f"{n} {state}" for state, n in counts)
 
 
 def newest_first(frame: "pd.DataFrame") -> "pd.DataFrame":
@@ -152,6 +152,7 @@ class QueueArgs(ToolArgs):
     user: str | None = Field(None, description="only this user's jobs")
     states: list[str] | None = Field(None, description="only these states, e.g. ['PENDING', 'RUNNING']")
     partition: str | None = Field(None, description="only this partition")
+    offset: int = Field(0, ge=0, description="skip this many rows (the answer says when there are more)")
 
     @field_validator("states")
     @classmethod
@@ -180,10 +181,11 @@ class ClusterQueue(Tool[QueueArgs]):
                        text=f"{text}  (Betty's pinned --format)")
 
     async def run(self, ctx: ToolContext, args: QueueArgs) -> ToolOutcome:
-        """The queue as a DataFrame in ``data``; counts and the first rows for the model."""
-        frame = await ctx.slurm.queue(user=args.user, states=args.states, partition=args.partition)
-        summary = f"{counts_by_state(frame)}\n{table(frame, QUEUE_COLUMNS)}"
-        return ToolOutcome(summary=summary, full=table(frame, QUEUE_COLUMNS, rows=None), data=frame)
+        """The queue as a DataFrame in ``data`` and its counts; each face renders what it shows of it (the model a
+        page of :mod:`..budget`, from ``offset``)."""
+        read = await ctx.slurm.queue_table(user=args.user, states=args.states, partition=args.partition)
+        return ToolOutcome.of_table(read, summary=state_counts(read.jobs_by_state()),
+                                    paging=Paging(args.offset, "states, partition or user"))
 
 
 class NoArgs(ToolArgs):
@@ -218,6 +220,7 @@ class HistoryArgs(ToolArgs):
     job_ids: list[JobId] | None = Field(None, max_length=200, description="these jobs only")
     since: str | None = Field(None, description="jobs started since, e.g. '2026-11-20' or 'now-2days'")
     all_users: bool = Field(False, description="every user's jobs, not only yours")
+    offset: int = Field(0, ge=0, description="skip this many rows (the answer says when there are more)")
 
 
 class ClusterHistory(Tool[HistoryArgs]):
@@ -239,8 +242,8 @@ class ClusterHistory(Tool[HistoryArgs]):
     async def run(self, ctx: ToolContext, args: HistoryArgs) -> ToolOutcome:
         """The jobs as a DataFrame in ``data``."""
         frame = newest_first(await ctx.slurm.history(args.job_ids, since=args.since, all_users=args.all_users))
-        summary = f"{counts_by_state(frame)}; newest first\n{table(frame, HISTORY_COLUMNS)}"
-        return ToolOutcome(summary=summary, full=table(frame, HISTORY_COLUMNS, rows=None), data=frame)
+        return ToolOutcome(summary=f"{counts_by_state(frame)}; newest first", data=frame,
+                           paging=Paging(args.offset, "job_ids or since"))
 
 
 class LogArgs(ToolArgs):
