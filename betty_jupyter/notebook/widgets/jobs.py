@@ -21,7 +21,7 @@ from ...errors import BettyError
 from ...safe_text import html_text, terminal_line, visible
 from .html import STATE_COLOURS
 from .record import Note, Record, Recorded
-from .rows import wrapping_row
+from .rows import WHOLE_ROW, wrapping_row
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -101,8 +101,9 @@ class JobTable(Recorded, widgets.VBox):
         self.position.add_class("betty-page-position")
         self.table = widgets.HTML("")
         self.table.add_class("betty-job-table")
+        # A job's name may be long: the dropdown narrows to the notebook's width rather than spill past it.
         self.cancel_job = widgets.Dropdown(options=[], description="your job", style={"description_width": "initial"},
-                                           layout=widgets.Layout(width="auto"))
+                                           layout=widgets.Layout(width="auto", max_width=WHOLE_ROW))
         self.cancel_job.add_class("betty-cancel-job")
         self.cancel_button = widgets.Button(description="Cancel…", icon="stop", button_style="danger",
                                             layout=widgets.Layout(width="auto"))
