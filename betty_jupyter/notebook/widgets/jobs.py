@@ -99,7 +99,8 @@ class JobTable(Recorded, widgets.VBox):
         self.next.add_class("betty-page-next")
         self.position = widgets.HTML("")
         self.position.add_class("betty-page-position")
-        self.table = widgets.HTML("")
+        # A table wider than a narrow notebook scrolls sideways inside its own box, not cut off at the edge.
+        self.table = widgets.HTML("", layout=widgets.Layout(overflow="auto", max_width="100%"))
         self.table.add_class("betty-job-table")
         # A job's name may be long: the dropdown narrows to the notebook's width rather than spill past it.
         self.cancel_job = widgets.Dropdown(options=[], description="your job", style={"description_width": "initial"},
