@@ -32,15 +32,30 @@ WAIT_MS = 180_000  # a guard against a hang on a slow, shared machine, not a mea
 expect.set_options(timeout=WAIT_MS)
 
 
+DARK_THEME = "JupyterLab Dark"
+"""The name of JupyterLab's dark theme in its theme setting."""
+
+
 @pytest.fixture(scope="module")
 def lab(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Iterator[JupyterServer]:
-    """``jupyter lab`` serving the project, with its own Jupyter config: no saved workspace, and no toast
-    asking about Jupyter news over the panel's buttons. The config directory is the project's
-    ``jupyter_config_dir`` when it names one (a test that runs ``betty cluster add`` against it)."""
+    """``jupyter lab`` serving the project (:func:`running_lab`), in JupyterLab's default theme."""
+    with running_lab(project, tmp_path_factory) as running:
+        yield running
+
+
+@contextmanager
+def running_lab(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory,
+                theme: str | None = None) -> Iterator[JupyterServer]:
+    """``jupyter lab`` serving the project, with its own Jupyter config: no saved workspace, no toast
+    asking about Jupyter news over the panel's buttons, and ``theme`` (e.g. :data:`DARK_THEME`) when given.
+    The config directory is the project's ``jupyter_config_dir`` when it names one (a test that runs
+    ``betty cluster add`` against it)."""
     config = Path(project.get("jupyter_config_dir") or tmp_path_factory.mktemp("lab-config"))
-    notifications = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    notifications.mkdir(parents=True)
-    (notifications / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    settings = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    if theme is not None:
+        (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
     env = {**project["env"], "JUPYTER_CONFIG_DIR": str(config)}
     running = JupyterServer(project["root"], env, tmp_path_factory.mktemp("runtime"), app="jupyterlab")
     try:
@@ -69,12 +84,13 @@ def page(request: pytest.FixtureRequest) -> Iterator[Page]:
 
 
 def screenshot(page: Page, name: str, prefix: str = "panel") -> Path:
-    """Save the whole window as ``test-artifacts/screenshots/<prefix>-<name>.png``; the side panel test's
-    numbered ones (prefix ``panel-<width>``) also replace the docs' pictures when ``BETTY_UPDATE_SCREENSHOTS=1``."""
+    """Save the whole window as ``test-artifacts/screenshots/<prefix>-<name>.png``; the numbered ones of a prefix
+    ``panel-<width>…`` or ``notebook-<width>…`` also replace the docs' pictures when ``BETTY_UPDATE_SCREENSHOTS=1``."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{prefix}-{name}.png"
     page.screenshot(path=str(path))
-    if os.environ.get("BETTY_UPDATE_SCREENSHOTS") == "1" and prefix.startswith("panel-") and name[0].isdigit():
+    if (os.environ.get("BETTY_UPDATE_SCREENSHOTS") == "1" and prefix.startswith(("panel-", "notebook-"))
+            and name[0].isdigit()):
         DOC_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOC_SCREENSHOTS / path.name)
     return path
@@ -195,3 +211,81 @@ def assert_in_viewport(page: Page, element: Locator) -> None:
       return null;
     }""")
     assert hidden_by is None, f"the element is scrolled out of sight in {hidden_by}"
+
+
+# Elements of the panel that scroll sideways though they must not: its toolbars.
+_TOOLBARS_SIDEWAYS = """panel => Array.from(panel.querySelectorAll('.betty-Tab-toolbar'))
+  .filter(bar => bar.getClientRects().length > 0 && bar.scrollWidth > bar.clientWidth + 1)
+  .map(bar => `${bar.textContent}: ${bar.scrollWidth} px in ${bar.clientWidth} px`)"""
+
+
+def assert_toolbars_whole(panel: Locator) -> None:
+    """Every toolbar shown in the panel holds its controls inside its width (wrapping, never scrolling
+    sideways), and no caption in it stands one word per line."""
+    sideways = panel.evaluate(_TOOLBARS_SIDEWAYS)
+    assert sideways == [], f"toolbars scroll sideways: {sideways}"
+    for caption in panel.locator(".betty-Tab-toolbar .betty-Tab-caption").all():
+        if not caption.is_visible():
+            continue
+        words = len(caption.inner_text().split())
+        lines = caption.evaluate("element => element.getClientRects().length")
+        assert words < 2 or lines < words, f"{caption.inner_text()!r} stands one word per line ({lines} lines)"
+
+
+# Buttons whose label does not show whole: cut by their width, or ending in the ellipsis of a cut label.
+_CUT_BUTTONS = r"""scope => Array.from(scope.querySelectorAll('button'))
+  .filter(button => button.getClientRects().length > 0)
+  .filter(button => button.scrollWidth > button.clientWidth + 1 || /\u2026$/.test(button.textContent.trim())
+                    && getComputedStyle(button).textOverflow === 'ellipsis'
+                    || [...button.querySelectorAll('*')].some(inner => inner.scrollWidth > inner.clientWidth + 1
+                        && getComputedStyle(inner).textOverflow === 'ellipsis'))
+  .map(button => button.textContent)"""
+
+
+def assert_buttons_whole(scope: Locator) -> None:
+    """Every button shown in ``scope`` shows its whole label."""
+    cut = scope.evaluate(_CUT_BUTTONS)
+    assert cut == [], f"buttons show part of their label: {cut}"
+
+
+# The colour an element's text is drawn in, and the colour under it: its own background, else the first
+# ancestor's that is not transparent (blended over white where partly transparent), as [r, g, b] in 0-255.
+_COLOURS = r"""element => {
+  const rgb = text => (text.match(/[\d.]+/g) || []).map(Number);
+  const under = node => {
+    for (let up = node; up; up = up.parentElement) {
+      const [r, g, b, a = 1] = rgb(getComputedStyle(up).backgroundColor);
+      if (a > 0 && getComputedStyle(up).backgroundColor !== 'transparent') return [r, g, b];
+    }
+    return [255, 255, 255];
+  };
+  return {text: rgb(getComputedStyle(element).color).slice(0, 3), background: under(element)};
+}"""
+
+
+def luminance(rgb: list[float]) -> float:
+    """The relative luminance of an sRGB colour (WCAG 2), 0 (black) to 1 (white)."""
+    def linear(channel: float) -> float:
+        c = channel / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+    r, g, b = (linear(c) for c in rgb[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(one: list[float], other: list[float]) -> float:
+    """The WCAG contrast ratio of two colours, 1 to 21."""
+    light, dark = sorted((luminance(one), luminance(other)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def colours_of(element: Locator) -> dict[str, list[float]]:
+    """``{text, background}``: the computed colour of ``element``'s text and of what is under it."""
+    return element.evaluate(_COLOURS)
+
+
+def assert_dark_and_readable(element: Locator, what: str, least: float = 4.5) -> None:
+    """``element`` sits on a dark background (the dark theme's) and its text contrasts with it by ``least``."""
+    colours = colours_of(element)
+    assert luminance(colours["background"]) < 0.2, f"{what} has a light background: {colours}"
+    ratio = contrast(colours["text"], colours["background"])
+    assert ratio >= least, f"{what} is hard to read: contrast {ratio:.1f} ({colours})"

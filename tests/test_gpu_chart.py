@@ -152,3 +152,14 @@ def test_a_hostile_model_name_stays_text_in_the_traced_pictures(name: str) -> No
         assert not [node for node in svg.iter() for key in node.attrib if key.startswith("on")]
         assert "<img" not in markup and "<script" not in markup
         assert name.replace("\x1b", "\\x1b").replace("\u202e", "\\u202e") in "".join(svg.itertext())
+
+
+def test_a_chart_draws_its_text_and_frame_in_the_themes_colour_on_no_background() -> None:
+    result = estimate("Llama-3-8B", method="lora", batch_size=2, seq_len=2048)
+    svg = ET.fromstring(breakdown_svg(result, [gpu_type("a100-40gb")]))
+    assert svg.get("fill") == "currentColor" and "var(--jp-content-font-color1" in (svg.get("style") or "")
+    for element in svg.iter():
+        assert element.get("stroke") in (None, "currentColor"), ET.tostring(element)[:120]
+        if element.tag in (f"{SVG}text", f"{SVG}tspan", f"{SVG}circle"):
+            assert element.get("fill") in (None, "currentColor"), ET.tostring(element)[:120]
+    assert not [rect for rect in svg.iter(f"{SVG}rect") if rect.get("fill") in ("white", "#fff", "#ffffff")]

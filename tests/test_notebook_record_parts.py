@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from betty_jupyter.agent.events import ApprovalRequest
 from betty_jupyter.agent.models import Preview
-from betty_jupyter.notebook.widgets.approval import ApprovalCard
+from betty_jupyter.notebook.widgets.approval import ApprovalCard, preview_html
 from betty_jupyter.notebook.widgets.record import WIDGET_VIEW
 from hostile import live_html, shown_text
 
@@ -42,3 +44,12 @@ def test_an_approval_that_was_not_edited_records_no_edit() -> None:
     answered = card()
     answered.resolved("approved", "alice (notebook)", {"script": "ignored"})
     assert "as edited" not in answered._repr_mimebundle_()["text/plain"]
+
+
+def test_a_cards_buttons_wrap_and_its_script_takes_the_themes_colours() -> None:
+    shown = card()
+    assert shown.buttons.layout.flex_flow == "row wrap"
+    assert all(button.layout.width == "auto" for button in shown.buttons.children)
+    preview = preview_html(shown.request)
+    assert "var(--jp-cell-editor-background)" in preview and "var(--jp-mirror-editor-comment-color)" in preview
+    assert not re.search(r"#[0-9a-fA-F]{3,6}\b", preview), preview

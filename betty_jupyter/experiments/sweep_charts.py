@@ -156,7 +156,7 @@ def _frame(title: str, x_label: str, y_label: str, x_ticks: Sequence[float], y_t
     """The title, the plot's box, both axes' names and ticks."""
     shapes = [f'<text x="{WIDTH / 2:.0f}" y="18" text-anchor="middle" font-size="13">'
               f'{html_text(shortened(title, 52))}</text>',
-              f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="none" stroke="#333"/>',
+              f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="none" stroke="currentColor"/>',
               f'<text transform="translate(14 {TOP + PLOT_HEIGHT / 2:.0f}) rotate(-90)" text-anchor="middle" '
               f'font-size="11">{html_text(shortened(y_label, 40))}</text>',
               f'<text x="{LEFT + PLOT_WIDTH / 2:.0f}" y="{TOP + PLOT_HEIGHT + 32}" text-anchor="middle" '

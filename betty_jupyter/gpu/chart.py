@@ -64,7 +64,7 @@ def breakdown_svg(result: Estimate | TracedEstimate, gpus: Sequence[GpuType] = (
     shapes = [f'<text x="{WIDTH / 2:.0f}" y="20" text-anchor="middle" font-size="14">Peak GPU memory</text>',
               f'<text transform="translate(16 {TOP + PLOT_HEIGHT / 2:.0f}) rotate(-90)" text-anchor="middle" '
               'font-size="12">GiB per GPU</text>',
-              f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="none" stroke="#333"/>']
+              f'<rect x="{LEFT}" y="{TOP}" width="{PLOT_WIDTH}" height="{PLOT_HEIGHT}" fill="none" stroke="currentColor"/>']
     for index in range(math.floor(top / step) + 1):
         tick = index * step
         shapes.append(f'<text x="{LEFT - 5}" y="{y(tick) + 4:.1f}" text-anchor="end" font-size="11">{tick:g}</text>')
@@ -77,7 +77,7 @@ def breakdown_svg(result: Estimate | TracedEstimate, gpus: Sequence[GpuType] = (
     for gpu in gpus:
         line = y(gpu.memory_gib)
         shapes.append(f'<line data-gib="{gpu.memory_gib}" x1="{LEFT}" x2="{LEFT + PLOT_WIDTH}" y1="{line:.2f}" '
-                      f'y2="{line:.2f}" stroke="black" stroke-dasharray="5 3"/>'
+                      f'y2="{line:.2f}" stroke="currentColor" stroke-dasharray="5 3"/>'
                       f'<text x="{LEFT + 4}" y="{line - 4:.2f}" font-size="10">'
                       f'{html_text(gpu.name)} ({gpu.memory_gib:.0f} GiB)</text>')
     request = result.request
@@ -96,10 +96,14 @@ def breakdown_svg(result: Estimate | TracedEstimate, gpus: Sequence[GpuType] = (
 
 
 def svg_chart(width: int, height: int, title: str, shapes_html: list[str]) -> str:
-    """One SVG element holding ``shapes_html`` (markup already escaped), titled ``title`` (escaped here)."""
+    """One SVG element holding ``shapes_html`` (markup already escaped), titled ``title`` (escaped here).
+
+    Its text, frame and marks are drawn in ``currentColor`` on no background: inline in a notebook they take the
+    theme's text colour (light or dark); the side panel sets the colour when it shows the chart as an image.
+    """
     return (f'<svg xmlns="http://www.w3.org/2000/svg" class="betty-chart" width="{int(width)}" '
             f'height="{int(height)}" viewBox="0 0 {int(width)} {int(height)}" role="img" font-family="sans-serif" '
-            f'style="max-width:100%;height:auto"><title>{html_text(title)}</title>{"".join(shapes_html)}</svg>')
+            f'fill="currentColor" style="max-width:100%;height:auto;color:var(--jp-content-font-color1, #000)"><title>{html_text(title)}</title>{"".join(shapes_html)}</svg>')
 
 
 TIMELINE_WIDTH = 440
@@ -162,7 +166,7 @@ def timeline_svg(traced: TracedEstimate) -> str:
         drawn.append(part)
         base = upper
     shapes.append(f'<rect x="{LEFT}" y="{TOP}" width="{TIMELINE_PLOT_WIDTH}" height="{TIMELINE_PLOT_HEIGHT}" '
-                  'fill="none" stroke="#333"/>')
+                  'fill="none" stroke="currentColor"/>')
     shapes += _phase_marks(points, x)
     shapes += _peak_mark(traced, points, totals, x, y)
     for row, part in enumerate(reversed(drawn)):
@@ -187,7 +191,7 @@ def _phase_marks(points: Sequence[TracePoint], x: Callable[[int], float]) -> lis
         where = x(point.index)
         anchor, shift = ("end", -3.0) if where > LEFT + TIMELINE_PLOT_WIDTH * 0.8 else ("start", 3.0)
         marks.append(f'<line data-phase="{html_text(point.phase)}" x1="{where:.1f}" x2="{where:.1f}" y1="{TOP}" '
-                     f'y2="{TOP + TIMELINE_PLOT_HEIGHT}" stroke="#555" stroke-dasharray="2 2"/>'
+                     f'y2="{TOP + TIMELINE_PLOT_HEIGHT}" stroke="currentColor" stroke-opacity="0.7" stroke-dasharray="2 2"/>'
                      f'<text x="{where + shift:.1f}" y="{TOP - 4}" text-anchor="{anchor}" font-size="10">'
                      f'{html_text(point.phase.replace("_", " "))}</text>')
     return marks
@@ -200,7 +204,7 @@ def _peak_mark(traced: TracedEstimate, points: Sequence[TracePoint], totals: lis
     gib = totals[at]
     anchor = "end" if x(points[at].index) > LEFT + TIMELINE_PLOT_WIDTH * 0.6 else "start"
     shift = -7 if anchor == "end" else 7
-    return [f'<circle data-peak="{gib:.3f}" cx="{x(points[at].index):.1f}" cy="{y(gib):.2f}" r="4" fill="black">'
+    return [f'<circle data-peak="{gib:.3f}" cx="{x(points[at].index):.1f}" cy="{y(gib):.2f}" r="4" fill="currentColor">'
             f'<title>peak: {html_text(traced.where)}</title></circle>'
             f'<text x="{x(points[at].index) + shift:.1f}" y="{y(gib) + 4:.2f}" text-anchor="{anchor}" font-size="11">'
             f'peak {gib:.2f} GiB live</text>']

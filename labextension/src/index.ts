@@ -102,7 +102,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
     app.shell.add(panel, 'right', { rank: 600 });
     restorer?.add(panel, panel.id);
 
-    model.jobEnded.connect((_, job) => toastJobEnded(job, open));
+    // A job's end shows in the chat while the panel is open; a toast there would cover its prompt and Send.
+    model.jobEnded.connect((_, job) => {
+      if (!panel.isVisible) {
+        toastJobEnded(job, open);
+      }
+    });
     // Betty writes no file of a notebook open here: its status goes into the open document.
     const leases = new NotebookLeases(
       api,
@@ -273,7 +278,7 @@ function selectedFile(fileBrowser: IDefaultFileBrowser | null): string | undefin
   return first && !first.done ? first.value.path : undefined;
 }
 
-/** A toast for a job that ended, with its notebook and page one click away. */
+/** A toast for a job that ended while Betty's panel was closed, with its notebook and page one click away. */
 function toastJobEnded(job: IJobUpdateInfo, open: (path: string) => void): void {
   const actions: Notification.IAction[] = [];
   if (job.notebook) {

@@ -132,7 +132,11 @@ function useSpacedOut(text: string, streaming: boolean): string {
   return streaming ? shown : text;
 }
 
-/** A chart Betty drew as SVG, shown as an image of a `data:` address; anything but one SVG element shows nothing. */
+/**
+ * A chart Betty drew as SVG, shown as an image of a `data:` address; anything but one SVG element shows nothing.
+ * Its text, frame and marks (drawn in `currentColor`) take the theme's text colour, which an image cannot read
+ * by itself: it is written into the image.
+ */
 export function ChartImage(props: { svg: string; alt: string; testId: string }): JSX.Element | null {
   const { svg, alt, testId } = props;
   if (!/^<svg[\s>]/.test(svg) || !svg.trimEnd().endsWith('</svg>')) {
@@ -143,9 +147,26 @@ export function ChartImage(props: { svg: string; alt: string; testId: string }):
       className="betty-Chart"
       data-testid={testId}
       alt={visibleText(alt)}
-      src={`data:image/svg+xml;charset=utf-8,${encodeURIComponent(svg)}`}
+      src={`data:image/svg+xml;charset=utf-8,${encodeURIComponent(inThemeColour(svg, themeTextColour()))}`}
     />
   );
+}
+
+/** The theme's text colour, when it is a plain colour value (else null). */
+export function themeTextColour(): string | null {
+  const colour = getComputedStyle(document.documentElement)
+    .getPropertyValue('--jp-content-font-color1')
+    .trim();
+  return /^(#[0-9a-f]{3,8}|rgba?\([0-9.,\s%]+\)|[a-z]+)$/i.test(colour) ? colour : null;
+}
+
+/** `svg` (one SVG element) drawing its `currentColor` in `colour`; unchanged when there is no colour. */
+export function inThemeColour(svg: string, colour: string | null): string {
+  const open = svg.indexOf('>');
+  if (colour === null || open < 0) {
+    return svg;
+  }
+  return `${svg.slice(0, open + 1)}<style>svg{color:${colour} !important}</style>${svg.slice(open + 1)}`;
 }
 
 /** A link to `url` if it is a {@link safeLinkUrl}, else its content and URL as text. */

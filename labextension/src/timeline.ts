@@ -158,3 +158,67 @@ export function replayCounts(lines: readonly IReplayLine[]): [ReplayStatus, numb
 export function resultWords(call: ITimelineCall): string {
   return call.ok === null ? 'did not run' : call.ok ? 'ok' : 'failed';
 }
+
+/** How many calls PageUp and PageDown move the scrubber by. */
+export const PAGE_OF_CALLS = 10;
+
+/**
+ * Where a key moves the scrubber from `atMs`: the arrows to the next or previous call, PageUp
+ * and PageDown by {@link PAGE_OF_CALLS} calls, Home and End to the first and last; null for
+ * any other key (the range input's own 1 ms steps would show nothing change).
+ */
+export function scrubberStep(
+  calls: readonly ITimelineCall[],
+  atMs: number,
+  key: string
+): number | null {
+  const times = Array.from(new Set(calls.map(callMs))).sort((a, b) => a - b);
+  if (times.length === 0) {
+    return null;
+  }
+  const [start, end] = timeRange(calls);
+  const after = times.findIndex(ms => ms > atMs);
+  const next = after < 0 ? times.length : after; // the first call later than atMs
+  const before = times.filter(ms => ms < atMs).length - 1; // the last call earlier than atMs
+  const at = (index: number, fallback: number) =>
+    index < 0 ? start : index >= times.length ? fallback : times[index];
+  switch (key) {
+    case 'ArrowRight':
+    case 'ArrowUp':
+      return at(next, end);
+    case 'ArrowLeft':
+    case 'ArrowDown':
+      return at(before, start);
+    case 'PageUp':
+      return at(next + PAGE_OF_CALLS - 1, end);
+    case 'PageDown':
+      return at(before - PAGE_OF_CALLS + 1, start);
+    case 'Home':
+      return start;
+    case 'End':
+      return end;
+    default:
+      return null;
+  }
+}
+
+/**
+ * A session's name a person recognises: whom it worked for (an MCP client, a task) or "chat",
+ * and the time of its first call; its id stays in the tooltip. `calls` are any calls seen.
+ */
+export function sessionName(
+  sessionId: string,
+  calls: readonly ITimelineCall[],
+  clockOf: (seconds: number) => string
+): string {
+  const first = calls.find(call => call.session_id === sessionId);
+  if (first === undefined) {
+    return `session ${sessionId.slice(0, 8)}`;
+  }
+  const whose = sessionId.startsWith('automation-')
+    ? 'automation run'
+    : first.task
+      ? `for ${first.task}`
+      : 'chat';
+  return `${whose} from ${clockOf(first.ts)}`;
+}

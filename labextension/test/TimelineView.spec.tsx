@@ -15,6 +15,8 @@ import {
   ITimelineCall,
   ITimelineFilters,
   replayCounts,
+  scrubberStep,
+  sessionName,
   timeRange
 } from '../src/timeline';
 import { allByTestId, byTestId, click, render, type } from './render';
@@ -164,7 +166,73 @@ describe('the timeline arithmetic', () => {
   });
 });
 
+describe('the scrubber keys and session names', () => {
+  it('steps from call to call, ten at a time, and to either end', () => {
+    const calls = TIMELINE.calls; // at 1000, 1010, 1020, 1030 s
+    expect(scrubberStep(calls, 1_000_000, 'ArrowRight')).toBe(1_010_000);
+    expect(scrubberStep(calls, 1_005_000, 'ArrowUp')).toBe(1_010_000);
+    expect(scrubberStep(calls, 1_010_000, 'ArrowLeft')).toBe(1_000_000);
+    expect(scrubberStep(calls, 1_000_000, 'ArrowLeft')).toBe(1_000_000);
+    expect(scrubberStep(calls, 1_030_000, 'ArrowRight')).toBe(1_030_000);
+    expect(scrubberStep(calls, 1_000_000, 'PageUp')).toBe(1_030_000);
+    expect(scrubberStep(calls, 1_030_000, 'PageDown')).toBe(1_000_000);
+    expect(scrubberStep(calls, 1_020_000, 'Home')).toBe(1_000_000);
+    expect(scrubberStep(calls, 1_000_000, 'End')).toBe(1_030_000);
+    expect(scrubberStep(calls, 1_000_000, 'a')).toBeNull();
+    expect(scrubberStep([], 0, 'ArrowRight')).toBeNull();
+    const many = Array.from({ length: 30 }, (_, i) => call(`m${i}`, 2000 + i));
+    expect(scrubberStep(many, 2_000_000, 'PageUp')).toBe(2_010_000);
+    expect(scrubberStep(many, 2_015_000, 'PageDown')).toBe(2_005_000);
+  });
+
+  it('names a session by whom it worked for and when it began, not by its id', () => {
+    const at = (seconds: number) => `t${seconds}`;
+    const calls = [call('x', 5, { session_id: 'abc123def456', task: 'claude-code (MCP)' }), ...TIMELINE.calls];
+    expect(sessionName('s-main', calls, at)).toBe('chat from t1000');
+    expect(sessionName('abc123def456', calls, at)).toBe('for claude-code (MCP) from t5');
+    expect(sessionName('automation-r1', calls, at)).toBe('automation run from t1030');
+    expect(sessionName('0123456789abcdef', calls, at)).toBe('session 01234567');
+  });
+});
+
 describe('TimelineView', () => {
+  it('moves the scrubber to the next and previous call with the arrow keys', async () => {
+    const container = await shown(new FakeSource());
+    const scrubber = byTestId<HTMLInputElement>(container, 'betty-timeline-scrubber');
+    const press = (key: string) =>
+      act(async () => {
+        scrubber.dispatchEvent(new KeyboardEvent('keydown', { key, bubbles: true, cancelable: true }));
+      });
+    await press('Home');
+    expect(byTestId(container, 'betty-timeline-at').textContent).toContain('1 of 4 calls');
+    await press('ArrowRight');
+    expect(byTestId(container, 'betty-timeline-at').textContent).toContain('2 of 4 calls');
+    await press('ArrowRight');
+    await press('ArrowLeft');
+    expect(byTestId(container, 'betty-timeline-at').textContent).toContain('2 of 4 calls');
+    await press('End');
+    expect(byTestId(container, 'betty-timeline-at').textContent).toContain('4 of 4 calls');
+  });
+
+  it("names each session's lane and choice as a person knows it, its id in the tooltip", async () => {
+    const container = await shown(new FakeSource());
+    const title = allByTestId(container, 'betty-timeline-lane-title')[0];
+    expect(title.textContent).toMatch(/^chat from \d\d:\d\d/);
+    expect(title.title).toBe('s-main');
+    const options = Array.from(
+      byTestId<HTMLSelectElement>(container, 'betty-timeline-session').options
+    ).map(option => option.textContent);
+    expect(options[1]).toMatch(/^automation run from /);
+    expect(options[2]).toMatch(/^chat from /);
+  });
+
+  it('lets a tool name break after an underscore only', async () => {
+    const container = await shown(new FakeSource());
+    const name = allByTestId(container, 'betty-timeline-call')[1].querySelector('.betty-Timeline-toolName')!;
+    expect(name.textContent).toBe('delegate_tasks');
+    expect(name.innerHTML).toBe('delegate_<wbr>tasks');
+  });
+
   it('shows a lane per session, helper and automation, the helper linked to the call that started it', async () => {
     const container = await shown(new FakeSource());
     const lanes = allByTestId(container, 'betty-timeline-lane');

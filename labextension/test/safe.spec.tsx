@@ -9,7 +9,14 @@ import * as React from 'react';
 import { act } from 'react';
 
 import { PreviewView } from '../src/components/Preview';
-import { Markdown, MAX_MARKDOWN_CHARS, safeLinkUrl, visibleText } from '../src/safe';
+import {
+  ChartImage,
+  inThemeColour,
+  Markdown,
+  MAX_MARKDOWN_CHARS,
+  safeLinkUrl,
+  visibleText
+} from '../src/safe';
 import { render } from './render';
 
 /** The hostile-input corpus the Python tests share (`tests/data/hostile/corpus.json`). */
@@ -321,5 +328,39 @@ describe('Markdown while a reply streams', () => {
     rerender(<Markdown text="one **two** three <img src=x onerror=window.__pwned=1>" streaming={false} />);
     expect(container.textContent).toBe('one two three <img src=x onerror=window.__pwned=1>');
     expect(container.querySelector('strong')!.textContent).toBe('two');
+  });
+});
+
+describe("a chart in the theme's colours", () => {
+  const svg = '<svg xmlns="http://www.w3.org/2000/svg" fill="currentColor"><text>GiB</text></svg>';
+
+  it("draws the chart's text and frame in the theme's text colour", () => {
+    expect(inThemeColour(svg, 'rgba(255, 255, 255, 0.87)')).toBe(
+      '<svg xmlns="http://www.w3.org/2000/svg" fill="currentColor">' +
+        '<style>svg{color:rgba(255, 255, 255, 0.87) !important}</style><text>GiB</text></svg>'
+    );
+    expect(inThemeColour(svg, null)).toBe(svg);
+  });
+
+  it("writes the page's theme colour into the image", () => {
+    document.documentElement.style.setProperty('--jp-content-font-color1', '#e0e0e0');
+    try {
+      const { container } = render(<ChartImage svg={svg} alt="a chart" testId="chart" />);
+      const src = decodeURIComponent(container.querySelector('img')!.getAttribute('src')!);
+      expect(src).toContain('<style>svg{color:#e0e0e0 !important}</style>');
+    } finally {
+      document.documentElement.style.removeProperty('--jp-content-font-color1');
+    }
+  });
+
+  it('writes no colour that is not a plain colour value', () => {
+    document.documentElement.style.setProperty('--jp-content-font-color1', 'red}</style><script>');
+    try {
+      const { container } = render(<ChartImage svg={svg} alt="a chart" testId="chart" />);
+      const src = decodeURIComponent(container.querySelector('img')!.getAttribute('src')!);
+      expect(src).toBe(`data:image/svg+xml;charset=utf-8,${svg}`);
+    } finally {
+      document.documentElement.style.removeProperty('--jp-content-font-color1');
+    }
   });
 });

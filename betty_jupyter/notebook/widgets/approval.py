@@ -20,6 +20,7 @@ from ...safe_text import html_text, visible
 from .edit import Check, EditForm
 from .html import details_table_html, highlighted_html, pre_html
 from .record import Record, Recorded
+from .rows import wrapping_row
 
 if TYPE_CHECKING:
     from ...agent.events import AnyEvent, ApprovalRequest
@@ -82,18 +83,18 @@ class ApprovalCard(Recorded, widgets.VBox):
             self.approve_session.tooltip = "tier 2 asks every time: there is nothing to approve for the session"
         self.deny = self._button("Deny", "danger", Decision.DENIED, "betty-deny")
         self.edit = widgets.Button(description="Edit", icon="pencil",
-                                   layout=widgets.Layout(display="none" if check is None else None))
+                                   layout=widgets.Layout(width="auto", display="none" if check is None else None))
         self.edit.add_class("betty-edit")
         self.edit.on_click(lambda _: self._open_editor())
         self.editor: EditForm | None = None
         self.editing = widgets.VBox([], layout=widgets.Layout(display="none"))
         self.problem = widgets.HTML("")
         self.problem.add_class("betty-problem")
-        self.buttons = widgets.HBox([self.approve, self.approve_session, self.deny, self.edit])
+        self.buttons = wrapping_row([self.approve, self.approve_session, self.deny, self.edit])
         self.start = widgets.HTML("")
         self.start.add_class("betty-start-estimate")
         super().__init__([header, preview, self.start, self.buttons, self.editing, self.problem],
-                         layout=widgets.Layout(border="1px solid #b58900", padding="6px", margin="4px 0"))
+                         layout=widgets.Layout(border="1px solid var(--jp-warn-color1)", padding="6px", margin="4px 0"))
         self.add_class("betty-approval")
         if estimate is not None and request.tool == "cluster_submit":
             self.estimating = threading.Thread(target=self._fill_start, args=(estimate,), daemon=True,
@@ -139,7 +140,7 @@ class ApprovalCard(Recorded, widgets.VBox):
         try:
             self._respond(self.request.approval_id, decision, args, self.request.digest or None)
         except BettyError as error:
-            self.problem.value = f"<span style='color:#c62828'>{html_text(str(error))}</span>"
+            self.problem.value = f"<span style='color:var(--jp-error-color1)'>{html_text(str(error))}</span>"
             for button in (self.approve, self.deny, self.edit, *self._edit_buttons()):
                 button.disabled = False
             self.approve_session.disabled = self.request.tier >= 2
@@ -163,7 +164,7 @@ class ApprovalCard(Recorded, widgets.VBox):
         self.decision, self.approver = decision, approver
         self.edited = edited if decision == Decision.EDITED else None
         self.children = [widgets.HTML(self._decision_html())]
-        self.layout.border = "1px solid #ddd"
+        self.layout.border = "1px solid var(--jp-border-color2)"
         self.rerecord()
 
     def _decision_words(self) -> str:

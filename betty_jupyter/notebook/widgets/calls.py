@@ -35,7 +35,7 @@ SHOWN_LINES = 6
 def outcome_line(outcome: "ToolOutcome") -> str:
     """✓ or ✗ and the summary's first lines, as HTML."""
     mark = "✓" if outcome.ok else "✗"
-    colour = "#2e7d32" if outcome.ok else "#c62828"
+    colour = "var(--jp-success-color1)" if outcome.ok else "var(--jp-error-color1)"
     lines = outcome.summary.strip().splitlines() or [""]
     more = "" if len(lines) <= SHOWN_LINES else f"<br><i>… {len(lines) - SHOWN_LINES} more lines</i>"
     body = "<br>".join(html_text(line) for line in lines[:SHOWN_LINES])
@@ -139,7 +139,7 @@ class CallView(Recorded, widgets.VBox):
     def _done(self, future: "Future[ToolOutcome]") -> None:
         error = future.exception()
         if error is not None:
-            self._set_status(f"✗ {error}", f"<div class='betty-outcome' style='color:#c62828'>✗ {html_text(str(error))}</div>")
+            self._set_status(f"✗ {error}", f"<div class='betty-outcome' style='color:var(--jp-error-color1)'>✗ {html_text(str(error))}</div>")
         else:
             outcome = future.result()
             self._set_status(outcome_text(outcome), outcome_line(outcome))
@@ -153,7 +153,7 @@ class CallView(Recorded, widgets.VBox):
         try:
             more = self._extra(outcome)
         except BettyError as error:
-            more = [Note(f"<small style='color:#c62828'>{html_text(str(error))}</small>", str(error))]
+            more = [Note(f"<small style='color:var(--jp-error-color1)'>{html_text(str(error))}</small>", str(error))]
         if self.followup.shown:
             self.followup.fill(more)
         else:

@@ -35,7 +35,8 @@ class CellRunView(Recorded, widgets.VBox):
         self.run = run
         self.status = widgets.HTML(self._status_html(run.state, "submitted; waiting for the first look"))
         self.status.add_class("betty-cell-status")
-        self.cancel = widgets.Button(description="Cancel job", button_style="warning", icon="stop")
+        self.cancel = widgets.Button(description="Cancel job", button_style="warning", icon="stop",
+                                    layout=widgets.Layout(width="auto"))
         self.cancel.add_class("betty-cell-cancel")
         self.cancel.on_click(lambda _: self._ask_cancel())
         self.out = widgets.HTML("")
@@ -110,7 +111,7 @@ class CellRunView(Recorded, widgets.VBox):
         try:
             card = self.run.cancel()
         except BettyError as error:
-            self.cards.children = [widgets.HTML(f"<small style='color:#c62828'>{html_text(str(error))}</small>")]
+            self.cards.children = [widgets.HTML(f"<small style='color:var(--jp-error-color1)'>{html_text(str(error))}</small>")]
             return
         if isinstance(card, Recorded):
             card.recorded_in(self)

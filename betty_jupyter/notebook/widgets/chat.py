@@ -19,6 +19,7 @@ from .approval import ApprovalCard, Respond, StartEstimate
 from .edit import Check
 from .plan import card_for
 from .record import Note, Record, Recorded
+from .rows import wrapping_row
 
 
 _ENDINGS: dict[str, str] = {DoneReason.FINISHED: "", DoneReason.DENIED: "stopped: an approval was denied",
@@ -39,7 +40,7 @@ class ChatStream(Recorded, widgets.VBox):
         self.items = widgets.VBox([])
         self.status = widgets.HTML("<i>Betty is thinking…</i>")
         self.status.add_class("betty-chat-status")
-        self.stop_button = widgets.Button(description="Stop", icon="stop", layout=widgets.Layout(width="90px"))
+        self.stop_button = widgets.Button(description="Stop", icon="stop", layout=widgets.Layout(width="auto"))
         self.stop_button.add_class("betty-stop")
         self.stop_button.on_click(lambda _: self._stop_agent())
         self.cards: dict[str, ApprovalCard] = {}
@@ -47,7 +48,7 @@ class ChatStream(Recorded, widgets.VBox):
         self._reply: Note | None = None
         self._lock = threading.RLock()
         self.you = Note(f"<div class='betty-you'><b>You:</b> {html_text(prompt)}</div>", f"You: {prompt}")
-        super().__init__([self.you, self.items, widgets.HBox([self.status, self.stop_button])])
+        super().__init__([self.you, self.items, wrapping_row([self.status, self.stop_button])])
         self.add_class("betty-chat")
 
     def __repr__(self) -> str:
@@ -113,9 +114,9 @@ class ChatStream(Recorded, widgets.VBox):
                 if resolved.approval_id in self.cards:
                     self.cards[resolved.approval_id].resolved(resolved.decision, resolved.approver, resolved.args)
             case ev.ErrorEvent(payload=error):
-                self._note("error", error.message, "#c62828")
+                self._note("error", error.message, "var(--jp-error-color1)")
             case ev.ReplanningEvent(payload=replanning):
-                self._note("replanning", replanning.reason, "#b58900")
+                self._note("replanning", replanning.reason, "var(--jp-warn-color1)")
             case ev.JobUpdateEvent(payload=update):
                 line = f"job {update.job_id}: {update.previous} → {update.state}"
                 self._add(Note(f"<small>{html_text(line)}</small>", line))

@@ -28,7 +28,7 @@ RESOURCES = (("partition", "Partition"), ("time", "Time"), ("mem", "Memory"), ("
 """The resource fields of a submission's edit: (key, label)."""
 
 _GPU_OPTIONS = ("gres", "gpus_per_node", "gpus")
-_RED = "#c62828"
+_RED = "var(--jp-error-color1)"
 
 
 def resources_of(text: str) -> dict[str, str]:
@@ -176,7 +176,7 @@ class EditForm(widgets.VBox):
             self._refused(str(error))
             return
         self.checked = args
-        self.status.value = ("<span class='betty-edit-ready' style='color:#2e7d32'>Checked: this is what will run "
+        self.status.value = ("<span class='betty-edit-ready' style='color:var(--jp-success-color1)'>Checked: this is what will run "
                              "if you approve.</span>")
         self.preview.value = self._render(preview)
         self.approve.disabled = False

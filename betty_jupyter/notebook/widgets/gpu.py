@@ -22,6 +22,7 @@ from ...gpu.request import CHECKPOINTING, METHODS, PRECISIONS, SHARDING, Estimat
 from ...safe_text import html_text, visible
 from .html import pre_html
 from .record import Record, Recorded
+from .rows import wrapping_row
 
 if TYPE_CHECKING:
     from ...gpu import Estimate, GpuType, Partition
@@ -81,7 +82,7 @@ class GpuCalculator(Recorded, widgets.VBox):
         controls = self.controls
         for control in controls:
             control.observe(lambda _: self.update(), "value")
-        super().__init__([widgets.HBox([widgets.VBox(controls[:4]), widgets.VBox(controls[4:])]),
+        super().__init__([wrapping_row([widgets.VBox(controls[:4]), widgets.VBox(controls[4:])]),
                           self.summary, self.chart, self.advice_box])
         self.add_class("betty-gpu-calculator")
         self.update()
@@ -118,7 +119,7 @@ class GpuCalculator(Recorded, widgets.VBox):
             self.advice = advise(self.model.value, request, targets_from(self.partitions, [] if self.partitions
                                                                          else types))
         except (BettyError, ValueError) as error:
-            self.summary.value = f"<span style='color:#c62828'>{html_text(str(error))}</span>"
+            self.summary.value = f"<span style='color:var(--jp-error-color1)'>{html_text(str(error))}</span>"
             return
         result = self.estimate
         self.summary.value = (f"<b>{result.peak_gib:.1f} GiB per GPU</b> at peak — "
@@ -160,7 +161,7 @@ class TracedView(Recorded, widgets.VBox):
         self.traced = traced
         self.text = render_traced(traced, formula, gpus[0] if len(gpus) == 1 else None)
         self.charts = (breakdown_svg(traced, gpus), timeline_svg(traced))
-        shown = widgets.HBox([widgets.HTML(chart) for chart in self.charts])
+        shown = wrapping_row([widgets.HTML(chart) for chart in self.charts])
         super().__init__([widgets.HTML(pre_html(self.text)), shown])
         self.add_class("betty-traced-estimate")
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
+from pygments.token import Comment, Generic, Keyword, Name, Number, Operator, String, _TokenType
 
 from ...gpu.report import render_estimate_record
 from ...safe_text import html_text, visible
@@ -29,13 +28,43 @@ def pre_html(text: str, css_class: str = "betty-pre") -> str:
             f"{html_text(text)}</pre>")
 
 
+_TOKEN_COLOURS = (
+    (Comment, "var(--jp-mirror-editor-comment-color)"),
+    (Keyword, "var(--jp-mirror-editor-keyword-color)"),
+    (Name.Builtin, "var(--jp-mirror-editor-builtin-color)"),
+    (Name.Variable, "var(--jp-mirror-editor-variable-2-color)"),
+    (String, "var(--jp-mirror-editor-string-color)"),
+    (Number, "var(--jp-mirror-editor-number-color)"),
+    (Operator, "var(--jp-mirror-editor-operator-color)"),
+    (Generic.Inserted, "var(--jp-success-color1)"),
+    (Generic.Deleted, "var(--jp-error-color1)"),
+    (Generic.Subheading, "var(--jp-ui-font-color2)"),
+    (Generic.Heading, "var(--jp-ui-font-color2)"),
+)
+"""The colour of each kind of token: JupyterLab's editor colours, so the light and dark themes both read."""
+
+CODE_BLOCK_STYLE = ("white-space:pre-wrap;overflow-wrap:anywhere;margin:2px 0;padding:4px 6px;"
+                    "background:var(--jp-cell-editor-background);color:var(--jp-content-font-color1);"
+                    "border:1px solid var(--jp-border-color2);font-family:var(--jp-code-font-family);"
+                    "font-size:var(--jp-code-font-size)")
+"""How a highlighted block looks: the theme's editor background and text colour."""
+
+
+def _token_colour(kind: _TokenType) -> str | None:
+    return next((colour for parent, colour in _TOKEN_COLOURS if kind in parent), None)
+
+
 def highlighted_html(text: str, language: str) -> str:
-    """``text`` with syntax colours (inline styles, so no stylesheet is needed); ``language`` is a lexer name.
+    """``text`` with syntax colours from JupyterLab's theme variables (inline styles, so no stylesheet is
+    needed, and the dark theme recolours them); ``language`` is a lexer name.
 
     Invisible control characters are written out first, so a script shows every character it holds.
     """
-    formatter = HtmlFormatter(noclasses=True, nowrap=False, style="default")
-    return str(highlight(visible(text), get_lexer_by_name(language), formatter))
+    spans = []
+    for kind, value in get_lexer_by_name(language, stripnl=False, ensurenl=False).get_tokens(visible(text)):
+        colour = _token_colour(kind)
+        spans.append(f'<span style="color:{html_text(colour)}">{html_text(value)}</span>' if colour else html_text(value))
+    return f'<pre class="betty-code" style="{CODE_BLOCK_STYLE}">{"".join(spans)}</pre>'
 
 
 def state_badge_html(state: str) -> str:

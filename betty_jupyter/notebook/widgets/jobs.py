@@ -21,6 +21,7 @@ from ...errors import BettyError
 from ...safe_text import html_text, terminal_line, visible
 from .html import STATE_COLOURS
 from .record import Note, Record, Recorded
+from .rows import WHOLE_ROW, wrapping_row
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -98,15 +99,17 @@ class JobTable(Recorded, widgets.VBox):
         self.next.add_class("betty-page-next")
         self.position = widgets.HTML("")
         self.position.add_class("betty-page-position")
-        self.table = widgets.HTML("")
+        # A table wider than a narrow notebook scrolls sideways inside its own box, not cut off at the edge.
+        self.table = widgets.HTML("", layout=widgets.Layout(overflow="auto", max_width="100%"))
         self.table.add_class("betty-job-table")
+        # A job's name may be long: the dropdown narrows to the notebook's width rather than spill past it.
         self.cancel_job = widgets.Dropdown(options=[], description="your job", style={"description_width": "initial"},
-                                           layout=widgets.Layout(width="auto"))
+                                           layout=widgets.Layout(width="auto", max_width=WHOLE_ROW))
         self.cancel_job.add_class("betty-cancel-job")
         self.cancel_button = widgets.Button(description="Cancel…", icon="stop", button_style="danger",
                                             layout=widgets.Layout(width="auto"))
         self.cancel_button.add_class("betty-cancel")
-        self.own = widgets.HBox([])
+        self.own = wrapping_row([])
         self.actions = widgets.VBox([])
         self._timer_stop = threading.Event()
         self._timer: threading.Thread | None = None
@@ -118,9 +121,12 @@ class JobTable(Recorded, widgets.VBox):
         self.refresh_button.on_click(lambda _: self.refresh())
         self.cancel_button.on_click(lambda _: self._start_cancel(self.cancel_job.value))
         self.auto.observe(lambda change: self._auto_changed(int(change["new"])), "value")
-        bar = widgets.HBox([widgets.HTML(f"<b>{html_text(title)}</b>"), self.refresh_button, self.auto,
-                            self.sort_by, self.descending, self.state, self.updated])
-        pages = widgets.HBox([self.previous, self.next, self.position])
+        heading = widgets.HTML(f"<b>{html_text(title)}</b>")
+        heading.add_class("betty-job-title")
+        bar = wrapping_row([heading, self.refresh_button, self.auto, self.sort_by, self.descending, self.state,
+                            self.updated])
+        bar.add_class("betty-job-toolbar")
+        pages = wrapping_row([self.previous, self.next, self.position])
         super().__init__([bar, pages, self.table, self.own, self.actions])
         self.add_class("betty-job-table-widget")
         self.render()
@@ -199,12 +205,12 @@ class JobTable(Recorded, widgets.VBox):
         view: widgets.Widget
         if job_id not in {job["job_id"] for job in self._own_active(self._shown)}:
             text = f"job {job_id} is not one of your active jobs on this page"
-            view = Note(f"<span style='color:#c62828'>✗ {html_text(text)}</span>", f"✗ {text}")
+            view = Note(f"<span style='color:var(--jp-error-color1)'>✗ {html_text(text)}</span>", f"✗ {text}")
         else:
             try:
                 view = self._cancel(job_id)
             except BettyError as error:
-                view = Note(f"<span style='color:#c62828'>✗ {html_text(str(error))}</span>", f"✗ {error}")
+                view = Note(f"<span style='color:var(--jp-error-color1)'>✗ {html_text(str(error))}</span>", f"✗ {error}")
         if isinstance(view, Recorded):
             view.recorded_in(self)
         self.actions.children = [*self.actions.children, view]
@@ -219,7 +225,7 @@ class JobTable(Recorded, widgets.VBox):
                 self.frame = self._fetch()
                 self.render()
             except BettyError as error:
-                self.updated.value = f"<small style='color:#c62828'>{html_text(str(error))}</small>"
+                self.updated.value = f"<small style='color:var(--jp-error-color1)'>{html_text(str(error))}</small>"
             finally:
                 self.refresh_button.disabled = False
 

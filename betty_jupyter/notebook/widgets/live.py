@@ -44,7 +44,7 @@ class LiveJob(Recorded, widgets.VBox):
         self.head.add_class("betty-live-head")
         self.tail = widgets.HTML("")
         self.tail.add_class("betty-live-log")
-        super().__init__([self.head, self.tail], layout=widgets.Layout(border="1px solid #ddd", padding="4px"))
+        super().__init__([self.head, self.tail], layout=widgets.Layout(border="1px solid var(--jp-border-color2)", padding="4px"))
         self.add_class("betty-live-job")
         self.unfollow: Callable[[], None] = lambda: None
         """Stops the events this widget follows (set by whoever subscribed it)."""
@@ -82,7 +82,7 @@ class LiveJob(Recorded, widgets.VBox):
             try:
                 self.job = self._read_job(self.job.job_id)
             except BettyError as error:
-                self.head.value += f"<br><small style='color:#c62828'>{html_text(str(error))}</small>"
+                self.head.value += f"<br><small style='color:var(--jp-error-color1)'>{html_text(str(error))}</small>"
             self._show()
             self._read_tail()
             if self.job.state.finished:

@@ -22,6 +22,7 @@ from ...errors import ToolError
 from ...safe_text import html_text
 from .approval import ApprovalCard, Respond, StartEstimate, preview_html
 from .edit import Check, EditForm
+from .rows import wrapping_row
 
 if TYPE_CHECKING:
     from ...agent.events import ApprovalRequest
@@ -60,7 +61,7 @@ class PlanCard(ApprovalCard):
         self.deny.description = "Deny plan"
         self.buttons.children = [self.execute, self.one_by_one, self.deny]
         children = list(self.children)
-        rows = [widgets.HBox([toggle, edit]) for toggle, edit in zip(self.steps, self.step_edits)]
+        rows = [wrapping_row([toggle, edit]) for toggle, edit in zip(self.steps, self.step_edits)]
         children.insert(children.index(self.buttons), widgets.VBox([*rows, self.step_editing]))
         self.children = children
 

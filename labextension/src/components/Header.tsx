@@ -112,10 +112,11 @@ export function Header(props: IHeaderProps): JSX.Element {
         <button
           className="betty-Button betty-Header-new"
           data-testid="betty-new-chat"
-          title="Start a new chat on this cluster"
+          title="Start a new chat with Betty on this cluster (Betty's side panel)"
+          aria-label="New Betty chat"
           onClick={props.onNewChat}
         >
-          New chat
+          New Betty chat
         </button>
       </div>
       {dot.state === 'failing' && (

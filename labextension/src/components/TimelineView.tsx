@@ -1,7 +1,8 @@
 /**
  * The Timeline tab: every session's calls on a time axis, one lane per session, delegated
  * helper and automation run (a helper's lane links to the call that started it), with a
- * scrubber that shows the log as it stood at that moment, filters by session, tool and
+ * scrubber that shows the log as it stood at that moment (its keys step from call to call), filters by
+ * session (each named by whom it worked for and when it began, not its id), tool and
  * decision, each call's preview, decision, approver, result and duration on selection,
  * **Replay** (each preview made again, a dry run: nothing runs) and **Export** (the session's
  * bug bundle, every secret removed by the server). Every text from the log goes through
@@ -24,6 +25,8 @@ import {
   NO_FILTERS,
   replayCounts,
   resultWords,
+  scrubberStep,
+  sessionName,
   timeRange,
   TimelineAPI
 } from '../timeline';
@@ -97,6 +100,15 @@ export function TimelineView({
   }, [visible, filters, load]);
 
   const calls = data?.calls ?? [];
+  // Each session's name, from the first calls of it seen (a session filter leaves only its own).
+  const names = React.useRef(new Map<string, string>());
+  for (const session of data?.sessions ?? []) {
+    if (!names.current.has(session) && calls.some(call => call.session_id === session)) {
+      names.current.set(session, sessionName(session, calls, clock));
+    }
+  }
+  const nameOf = (session: string) =>
+    names.current.get(session) ?? sessionName(session, calls, clock);
   const [start, end] = timeRange(calls);
   const now = at === null ? end : Math.min(Math.max(at, start), end);
   const shown = callsSoFar(calls, now);
@@ -142,6 +154,7 @@ export function TimelineView({
           label="Session"
           value={filters.session}
           choices={data?.sessions ?? []}
+          labelOf={nameOf}
           testId="betty-timeline-session"
           onChange={value => setFilter('session', value)}
         />
@@ -222,8 +235,17 @@ export function TimelineView({
               step={1}
               value={now}
               aria-label="Time on the timeline"
+              aria-valuetext={`${clock(now / 1000)}: ${shown.length} of ${calls.length} calls`}
+              title="Arrow keys: the next or previous call; Page Up/Down: ten calls; Home/End: first and last"
               data-testid="betty-timeline-scrubber"
               onChange={event => setAt(Number(event.target.value))}
+              onKeyDown={event => {
+                const to = scrubberStep(calls, now, event.key);
+                if (to !== null) {
+                  event.preventDefault();
+                  setAt(to);
+                }
+              }}
             />
           </label>
           <div className="betty-Timeline-lanes">
@@ -231,6 +253,7 @@ export function TimelineView({
               <Lane
                 key={lane.id}
                 lane={lane}
+                name={lane.kind === 'session' ? nameOf(lane.session_id) : lane.title}
                 calls={shown.filter(call => call.lane === lane.id)}
                 start={start}
                 end={end}
@@ -252,7 +275,7 @@ export function TimelineView({
                 >
                   <span className="betty-Timeline-time">{clock(call.ts)}</span>
                   <span className="betty-Timeline-tool">
-                    {visibleText(call.tool)}
+                    <ToolName name={call.tool} />
                     {call.task && (
                       <span className="betty-Timeline-task"> · for {visibleText(call.task)}</span>
                     )}
@@ -285,6 +308,8 @@ function Choice(props: {
   label: string;
   value: string;
   choices: string[];
+  /** How a choice reads (default: as it is). */
+  labelOf?: (choice: string) => string;
   testId: string;
   onChange: (value: string) => void;
 }): JSX.Element {
@@ -298,8 +323,8 @@ function Choice(props: {
       >
         <option value="">any</option>
         {props.choices.map(choice => (
-          <option key={choice} value={choice}>
-            {visibleText(choice)}
+          <option key={choice} value={choice} title={visibleText(choice)}>
+            {visibleText(props.labelOf ? props.labelOf(choice) : choice)}
           </option>
         ))}
       </select>
@@ -309,6 +334,8 @@ function Choice(props: {
 
 function Lane(props: {
   lane: ITimelineLane;
+  /** The lane's name as a person knows it (a session's: whom it worked for, and when it began). */
+  name: string;
   calls: ITimelineCall[];
   start: number;
   end: number;
@@ -326,7 +353,13 @@ function Lane(props: {
     >
       <div className="betty-Timeline-laneLabel">
         <span className="betty-Timeline-laneKind">{LANE_KINDS[lane.kind]}</span>{' '}
-        <span className="betty-Timeline-laneTitle">{visibleText(lane.title)}</span>
+        <span
+          className="betty-Timeline-laneTitle"
+          data-testid="betty-timeline-lane-title"
+          title={visibleText(lane.session_id)}
+        >
+          {visibleText(props.name)}
+        </span>
         {lane.trigger && (
           <span className="betty-Timeline-trigger"> · fired by {visibleText(lane.trigger)}</span>
         )}
@@ -386,7 +419,9 @@ function CallDetails({
         <dt>Time</dt>
         <dd>{clock(call.ts)}</dd>
         <dt>Tool</dt>
-        <dd data-testid="betty-timeline-detail-tool">{visibleText(call.tool)}</dd>
+        <dd data-testid="betty-timeline-detail-tool">
+          <ToolName name={call.tool} />
+        </dd>
         <dt>Decision</dt>
         <dd data-testid="betty-timeline-detail-decision">{visibleText(call.decision)}</dd>
         <dt>Approver</dt>
@@ -424,6 +459,25 @@ function CallDetails({
         </div>
       )}
     </div>
+  );
+}
+
+/** A tool's name, which may break onto the next line after an underscore, never inside a word. */
+function ToolName(props: { name: string }): JSX.Element {
+  const parts = visibleText(props.name).split('_');
+  return (
+    <span className="betty-Timeline-toolName">
+      {parts.map((part, i) => (
+        <React.Fragment key={i}>
+          {part}
+          {i < parts.length - 1 && (
+            <>
+              _<wbr />
+            </>
+          )}
+        </React.Fragment>
+      ))}
+    </span>
   );
 }
 
