@@ -6,11 +6,15 @@ The other user's jobs carry a hostile name that must appear in no answer, nor th
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+from datetime import datetime
 
 import pytest
 
 from betty_jupyter.advisor.pending import WhyPending, why_pending
 from betty_jupyter.cluster.sync import run_sync
+from betty_jupyter.devcluster.layout import GPUS
 from betty_jupyter.errors import SlurmError
 
 from advisor_support import HOSTILE_MARKER, OTHER_USER, BusyCluster, busy, names_job  # noqa: F401 (a fixture)
@@ -71,6 +75,50 @@ def test_gpus_held_by_another_user_read_as_resources_with_sprio_and_sshare_figur
     assert f"Priority {row.priority:,} in gpu (sprio" in text
     assert f"Your fair-share in account {share.account} is {share.fairshare:.2f} (sshare" in text
     assert_private(explanation)
+
+
+def scheduler_start(busy: BusyCluster, *request: str) -> datetime:
+    """When ``sbatch --test-only`` itself says ``request`` would start."""
+    said = subprocess.run(["sbatch", "--test-only", *request, "--wrap=true"], capture_output=True, text=True,
+                          env=busy.env, timeout=60).stderr
+    start = re.search(r"to start at (\S+)", said)
+    assert start, said
+    return datetime.fromisoformat(start.group(1))
+
+
+def test_with_every_a100_busy_and_the_h100s_idle_why_names_the_h100s_and_when_they_start(busy, why):
+    theirs = busy.submit("--partition=gpu", f"--gres=gpu:a100:{GPUS['a100']}", "--time=60", "--wrap", "sleep 3600",
+                         other=True)
+    busy.wait_for(theirs, lambda state, reason: state == "RUNNING")
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:2", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+    explanation = why(mine)
+    sooner = explanation.sooner
+    # the h100s, wherever the scheduler says they start now (a new job in the job's own partition may queue behind it)
+    assert sooner is not None and sooner.candidate.gpu_type == "h100"
+    assert "--gres=gpu:h100:2" in sooner.change().split() and sooner.estimate.wait_minutes(datetime.now()) == 0
+    assert sooner.estimate.argv[:2] == ("sbatch", "--test-only") and sooner.estimate.start is not None
+    slurm = scheduler_start(busy, *sooner.estimate.argv[2:-1])
+    assert abs((sooner.estimate.start - slurm).total_seconds()) <= 120  # the scheduler's own answer, asked again
+    lines = explanation.lines()
+    said = [line for line in lines if "--gres=gpu:h100:2" in line]
+    assert said and said[0].startswith(f"What would change it: {sooner.change()} would start it now (")
+    assert f"on {sooner.candidate.label}" in said[0] and "(sbatch --test-only)" in said[0]
+    assert not any("a smaller request, or a partition with idle resources" in line for line in lines)
+    data = explanation.as_dict()["sooner"]
+    assert data["gpu_type"] == "h100" and data["change"] == sooner.change() and data["asked"].startswith(
+        "sbatch --test-only ")
+    assert any(command.startswith("sbatch --test-only ") and "--gres=gpu:h100:2" in command
+               for command in explanation.commands)
+    assert_private(explanation)
+
+
+def test_with_every_gpu_busy_why_names_no_placement(busy, why):
+    busy.fill_gpus()
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:1", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+    explanation = why(mine)
+    assert explanation.sooner is None and explanation.as_dict()["sooner"] is None
 
 
 def test_a_higher_priority_job_of_another_user_reads_as_priority_counted_not_named(busy, why):
@@ -150,7 +198,8 @@ def test_betty_why_prints_the_explanation_and_its_json(busy, cluster_env):
     assert "(Slurm: Resources)" in text.stdout and "(sprio" in text.stdout
     data = json.loads(run_betty("why", mine, "--json", env=cluster_env).stdout)
     assert data["reason"] == "Resources" and data["request"]["gpu_type"] == "h100" and data["request"]["gpus"] == 1
-    assert all(command.split()[0] in ("squeue", "sprio", "sshare", "sinfo") for command in data["commands"])
+    assert all(command.split()[0] in ("squeue", "sprio", "sshare", "sinfo") or
+               command.startswith("sbatch --test-only ") for command in data["commands"])
     for output in (text.stdout, json.dumps(data)):
         assert HOSTILE_MARKER not in output and OTHER_USER not in output and "\x1b" not in output
 
