@@ -239,3 +239,65 @@ def test_the_agents_cluster_why_tells_the_model_the_lines_and_refuses_in_one_lin
         f"cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
     with pytest.raises(ToolError, match="job_id"):
         tool.parse({"job_id": "1; scancel -u someone"})
+
+
+MOVABLE = """#!/bin/bash
+#SBATCH --partition=gpu
+#SBATCH --gres=gpu:a100:2
+#SBATCH --time=30
+true
+"""
+
+
+def submitted_by_betty(busy: BusyCluster, ctx) -> str:
+    """A job Betty recorded (cluster_submit), pending on the A100s another user holds; cancelled when the test ends."""
+    from betty_jupyter.agent.tools.catalog import ClusterSubmit
+
+    theirs = busy.submit("--partition=gpu", f"--gres=gpu:a100:{GPUS['a100']}", "--time=60", "--wrap", "sleep 3600",
+                         other=True)
+    busy.wait_for(theirs, lambda state, reason: state == "RUNNING")
+    outcome = run_sync(ClusterSubmit().execute(ctx, {"script": MOVABLE, "goal": "train on two GPUs", "name": "move"}))
+    assert outcome.ok, outcome.summary
+    mine = outcome.data.job_id
+    busy.jobs.append(mine)
+    pending_as(busy, mine, "Resources")
+    return mine
+
+
+def test_why_offers_the_move_as_a_resubmission_card_of_the_recorded_script(busy, ctx):
+    from betty_jupyter.agent.models import Tier
+    from betty_jupyter.agent.tools.catalog import ClusterSubmit, ClusterWhy
+
+    mine = submitted_by_betty(busy, ctx)
+    outcome = run_sync(ClusterWhy().execute(ctx, {"job_id": mine}))
+    assert outcome.ok, outcome.summary
+    sooner = outcome.data["sooner"]
+    assert sooner["gpu_type"] == "h100" and "--gres=gpu:h100:2" in sooner["change"].split()
+    move = sooner["resubmit"]
+    assert move["replaces"] == mine and f"job {mine} stays in the queue until you cancel it" in move["goal"]
+    assert f"To offer it: cluster_submit with replaces={mine}" in outcome.summary and move["script"] in outcome.summary
+    submit = ClusterSubmit()
+    assert submit.tier is Tier.ALWAYS_ASK
+    card = run_sync(submit.dry_run(ctx, move))
+    assert card.kind == "diff" and card.details["replaces"]["job_id"] == mine
+    assert "-#SBATCH --gres=gpu:a100:2" in card.text and "+#SBATCH --gres=gpu:h100:2" in card.text
+    changed = [line for line in card.text.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert all("--gres=" in line or "--partition=" in line for line in changed), changed
+    assert move["script"].replace("gpu:h100:2", "gpu:a100:2").replace(
+        f"--partition={sooner['partition']}", "--partition=gpu") == MOVABLE
+
+
+def test_betty_why_resubmit_shows_the_card_and_without_a_terminal_submits_nothing(busy, ctx, cluster_env):
+    mine = submitted_by_betty(busy, ctx)
+    project = str(ctx.workspace.root)
+    text = run_betty("why", mine, "--dir", project, env=cluster_env)
+    assert text.returncode == 0, text.stderr
+    assert f"`betty why {mine} --resubmit` resubmits it with " in text.stdout
+    assert "To offer it" not in text.stdout  # what the model is told stays the model's
+    asked = run_betty("why", mine, "--resubmit", "--dir", project, env=cluster_env)
+    assert asked.returncode != 0
+    assert "+#SBATCH --gres=gpu:h100:2" in asked.stderr and "-#SBATCH --gres=gpu:a100:2" in asked.stderr
+    assert "needs a confirmation; run it at a terminal" in asked.stderr
+    from betty_jupyter.experiments.ledger import Ledger
+
+    assert [tracked.experiment.job_id for tracked in Ledger(ctx.workspace.ledger_path).all()] == [mine]
