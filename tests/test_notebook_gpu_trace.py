@@ -63,8 +63,8 @@ def test_the_first_trace_in_a_kernel_tells_it_is_loading_pytorch(project: dict) 
         assert loaded.text == "[]", "the fresh kernel has not imported the extra yet"
         cell = fresh.run(TRACE)
         assert cell.status == "ok" and not cell.errors, cell.stderr
-        told = [str(fresh.models[m].get("value", "")) for m in fresh.closed if m in fresh.models]
-        assert any(f"⏳ tracing one step of Llama-3.2-1B: {LOADING}" in value for value in told), told
+        told = [str(state.get("value", "")) for _, state in fresh.updates if "betty-progress" in str(state.get("value"))]
+        assert told and f"⏳ tracing one step of Llama-3.2-1B: {LOADING}" in told[0], told
 
 
 BLOCK_THE_EXTRA = textwrap.dedent("""
