@@ -33,6 +33,8 @@ class Health(TypedDict):
     version: str
     clusters: list[str]
     default_cluster: str | None
+    project: NotRequired[str]
+    """The project folder the server works in: where a notebook's ``%%betty run`` stages its cells."""
 
 
 class Cluster(TypedDict):

@@ -11,7 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping
 
 from ...advisor import slurm_reads
+from ...advisor.estimates import Candidate
 from ...advisor.pending import why_pending
+from ...advisor.placement import placed_script
+from ...cluster.sbatch import SbatchScript
+from ...errors import BettyError
 from pydantic import Field
 
 from ..models import Preview, Tier, ToolOutcome
@@ -87,11 +91,6 @@ class ClusterWhy(Tool[WhyArgs]):
 def moved_resubmission(original: "Experiment", sooner: Mapping[str, Any]) -> dict[str, Any]:
     """``cluster_submit``'s arguments that move a recorded job to the placement ``sooner`` names (``partition``,
     ``gpu_type``): its recorded script with only the placement changed, ``replaces`` naming the job."""
-    from ...advisor.estimates import Candidate  # lazy: the advisor's placements; only a move needs them
-    from ...advisor.placement import placed_script
-    from ...cluster.sbatch import SbatchScript
-    from ...errors import BettyError
-
     try:
         candidate = Candidate(str(sooner.get("partition") or ""), sooner.get("gpu_type") or None)
         script = placed_script(SbatchScript.parse(original.script), candidate).render()

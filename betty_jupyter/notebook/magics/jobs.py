@@ -89,8 +89,8 @@ class JobCommands(Connected):
         if not move:
             return view
         from IPython.display import display  # lazy: only a move offered needs it
-        from ..why import move_offer
-        from ..widgets.calls import CallView
+        from ..why import move_offer  # lazy: ipywidgets; only a move offered needs it
+        from ..widgets.calls import CallView  # lazy: ipywidgets; only a move offered needs it
 
         betty = self.connection
         display(view)

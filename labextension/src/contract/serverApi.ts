@@ -541,6 +541,7 @@ export interface IHealth {
   version: string;
   clusters: string[];
   default_cluster: string | null;
+  project?: string;
 }
 /**
  * One job: its fields, with times in ISO 8601 and durations in seconds.
