@@ -285,7 +285,8 @@ async def sooner(transport: Transport, policy: CommandPolicy, job: reads.QueuedJ
     if commands is not None:
         commands.extend(" ".join(estimate.argv) for estimate in advice.estimates)
     now = now or advice.asked_at
-    started = [(estimate, _changes(drafted, job, estimate.candidate)) for estimate in advice.estimates if estimate.ok]
+    started = [(estimate, changes) for estimate in advice.estimates if estimate.ok
+               if (changes := _changes(drafted, job, estimate.candidate))]  # a place it may already start in: none
     if not started:
         return None
     # the advisor's ranking, and of places that start alike the one that changes least (a GPU type, not a partition)
