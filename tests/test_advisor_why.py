@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from datetime import datetime
 
 import pytest
@@ -86,10 +87,22 @@ def scheduler_start(busy: BusyCluster, *request: str) -> datetime:
     return datetime.fromisoformat(start.group(1))
 
 
+def h100s_idle(busy: BusyCluster, timeout: float = 300) -> None:
+    """Wait until the scheduler says two H100s start now (the cluster is shared: someone's job may hold them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        wait = (scheduler_start(busy, "--partition=gpu", "--gres=gpu:h100:2", "--time=30") - datetime.now())
+        if wait.total_seconds() <= 90:
+            return
+        assert time.monotonic() < deadline, f"the H100s stayed busy ({wait} to wait)"
+        time.sleep(2)
+
+
 def test_with_every_a100_busy_and_the_h100s_idle_why_names_the_h100s_and_when_they_start(busy, why):
     theirs = busy.submit("--partition=gpu", f"--gres=gpu:a100:{GPUS['a100']}", "--time=60", "--wrap", "sleep 3600",
                          other=True)
     busy.wait_for(theirs, lambda state, reason: state == "RUNNING")
+    h100s_idle(busy)
     mine = busy.submit("--partition=gpu", "--gres=gpu:a100:2", "--time=30", "--wrap", "true")
     pending_as(busy, mine, "Resources")
     explanation = why(mine)
@@ -256,6 +269,7 @@ def submitted_by_betty(busy: BusyCluster, ctx) -> str:
     theirs = busy.submit("--partition=gpu", f"--gres=gpu:a100:{GPUS['a100']}", "--time=60", "--wrap", "sleep 3600",
                          other=True)
     busy.wait_for(theirs, lambda state, reason: state == "RUNNING")
+    h100s_idle(busy)
     outcome = run_sync(ClusterSubmit().execute(ctx, {"script": MOVABLE, "goal": "train on two GPUs", "name": "move"}))
     assert outcome.ok, outcome.summary
     mine = outcome.data.job_id
