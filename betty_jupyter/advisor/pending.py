@@ -266,7 +266,8 @@ async def why_pending(transport: Transport, policy: CommandPolicy, value: object
 
 
 async def sooner(transport: Transport, policy: CommandPolicy, job: reads.QueuedJob, script: str | None,
-                 timeout: float = 30.0, commands: list[str] | None = None, now: datetime | None = None) -> Sooner | None:
+                 timeout: float = 30.0, commands: list[str] | None = None,
+                 now: datetime | None = None) -> Sooner | None:
     """The soonest placement other than the job's own where ``sbatch --test-only`` says the same request starts
     sooner: at least a minute before the job's own expected start (``squeue --start``), or, while Slurm has planned
     no start for it yet, at once. None when there is none, or the scheduler gave no start in time.

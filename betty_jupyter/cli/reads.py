@@ -131,8 +131,8 @@ def _why(args: argparse.Namespace, outcome: Any) -> None:
             print(terminal_line(str(line)))
     if not args.resubmit:
         if sooner.get("resubmit") and not args.json:
-            print(f"`betty why {outcome.data['job_id']} --resubmit` resubmits it with {terminal_line(sooner['change'])} "
-                  "(a card to approve).")
+            change = terminal_line(sooner["change"])
+            print(f"`betty why {outcome.data['job_id']} --resubmit` resubmits it with {change} (a card to approve).")
         return
     if not sooner:
         raise UsageError(f"--resubmit: sbatch --test-only names no placement where job {outcome.data['job_id']} "
