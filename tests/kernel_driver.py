@@ -62,6 +62,8 @@ class Kernel:
         self.client.wait_for_ready(timeout=120)
         self.models: dict[str, dict[str, Any]] = {}
         self.closed: set[str] = set()
+        self.updates: list[tuple[str, dict[str, Any]]] = []
+        """Every state update a widget sent, in order (a progress line's stages, gone from its last state)."""
         self.cells: list[Cell] = []
         self._displayed: dict[str, list[dict[str, Any]]] = {}
 
@@ -127,6 +129,7 @@ class Kernel:
             data = content["data"]
             if data.get("method") in ("update", "echo_update"):
                 self.models[content["comm_id"]].update(data.get("state", {}))
+                self.updates.append((content["comm_id"], dict(data.get("state", {}))))
         elif kind == "comm_close":
             self.closed.add(content["comm_id"])
         elif kind == "update_display_data":

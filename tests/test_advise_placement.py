@@ -11,7 +11,7 @@ import pytest
 from betty_jupyter.advisor.estimates import (Advice, Candidate, StartEstimate, rank, read_billing_weights,
                                                      read_pending, read_start, wait_text)
 from betty_jupyter.advisor.placement import (PlacementAdvisor, StartCache, billing_rate, candidates_from_gres,
-                                                     candidates_from_placements, estimate_argv)
+                                                     candidates_from_placements, estimate_argv, placed_script)
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.cluster.sbatch import SbatchScript
@@ -72,6 +72,17 @@ def test_the_argv_keeps_the_request_and_puts_the_candidate_in_place() -> None:
     assert argv == ["sbatch", "--test-only", "--partition=gpu", "--time=01:00:00", "--mem=8G", "--nodes=2",
                     "--gres=gpu:h100:2", "--wrap=true"]
     assert CommandPolicy().check(argv).argv == tuple(argv)
+
+
+def test_a_placed_script_changes_only_its_placement_lines_as_the_argv_asked() -> None:
+    placed = placed_script(SCRIPT, Candidate("big", "h100"))
+    assert placed.render() == SCRIPT.render().replace("--partition=gpu", "--partition=big").replace(
+        "--gres=gpu:a100:2", "--gres=gpu:h100:2")
+    untyped = SbatchScript.parse("#!/bin/bash\n#SBATCH --gpus=2\n#SBATCH --time=5\ntrue\n")
+    moved = placed_script(untyped, Candidate("gpu", "h100"))
+    assert moved.get("gpus") is None and moved.get("gres") == "gpu:h100:2" and moved.get("partition") == "gpu"
+    argv = estimate_argv(untyped, Candidate("gpu", "h100"))
+    assert sorted(argv[2:-1]) == sorted(f"--{d.option}={d.value}" for d in moved.directives)
 
 
 @pytest.mark.parametrize("argv", [

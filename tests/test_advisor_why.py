@@ -6,11 +6,16 @@ The other user's jobs carry a hostile name that must appear in no answer, nor th
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import time
+from datetime import datetime
 
 import pytest
 
 from betty_jupyter.advisor.pending import WhyPending, why_pending
 from betty_jupyter.cluster.sync import run_sync
+from betty_jupyter.devcluster.layout import GPUS
 from betty_jupyter.errors import SlurmError
 
 from advisor_support import HOSTILE_MARKER, OTHER_USER, BusyCluster, busy, names_job  # noqa: F401 (a fixture)
@@ -71,6 +76,62 @@ def test_gpus_held_by_another_user_read_as_resources_with_sprio_and_sshare_figur
     assert f"Priority {row.priority:,} in gpu (sprio" in text
     assert f"Your fair-share in account {share.account} is {share.fairshare:.2f} (sshare" in text
     assert_private(explanation)
+
+
+def scheduler_start(busy: BusyCluster, *request: str) -> datetime:
+    """When ``sbatch --test-only`` itself says ``request`` would start."""
+    said = subprocess.run(["sbatch", "--test-only", *request, "--wrap=true"], capture_output=True, text=True,
+                          env=busy.env, timeout=60).stderr
+    start = re.search(r"to start at (\S+)", said)
+    assert start, said
+    return datetime.fromisoformat(start.group(1))
+
+
+def h100s_idle(busy: BusyCluster, timeout: float = 300) -> None:
+    """Wait until the scheduler says two H100s start now (the cluster is shared: someone's job may hold them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        wait = (scheduler_start(busy, "--partition=gpu", "--gres=gpu:h100:2", "--time=30") - datetime.now())
+        if wait.total_seconds() <= 90:
+            return
+        assert time.monotonic() < deadline, f"the H100s stayed busy ({wait} to wait)"
+        time.sleep(2)
+
+
+def test_with_every_a100_busy_and_the_h100s_idle_why_names_the_h100s_and_when_they_start(busy, why):
+    theirs = busy.submit("--partition=gpu", f"--gres=gpu:a100:{GPUS['a100']}", "--time=60", "--wrap", "sleep 3600",
+                         other=True)
+    busy.wait_for(theirs, lambda state, reason: state == "RUNNING")
+    h100s_idle(busy)
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:2", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+    explanation = why(mine)
+    sooner = explanation.sooner
+    # the h100s, wherever the scheduler says they start now (a new job in the job's own partition may queue behind it)
+    assert sooner is not None and sooner.candidate.gpu_type == "h100"
+    assert "--gres=gpu:h100:2" in sooner.change().split() and sooner.estimate.wait_minutes(datetime.now()) == 0
+    assert sooner.estimate.argv[:2] == ("sbatch", "--test-only") and sooner.estimate.start is not None
+    slurm = scheduler_start(busy, *sooner.estimate.argv[2:-1])
+    assert abs((sooner.estimate.start - slurm).total_seconds()) <= 120  # the scheduler's own answer, asked again
+    lines = explanation.lines()
+    said = [line for line in lines if "--gres=gpu:h100:2" in line]
+    assert said and said[0].startswith(f"What would change it: {sooner.change()} would start it now (")
+    assert f"on {sooner.candidate.label}" in said[0] and "(sbatch --test-only)" in said[0]
+    assert not any("a smaller request, or a partition with idle resources" in line for line in lines)
+    data = explanation.as_dict()["sooner"]
+    assert data["gpu_type"] == "h100" and data["change"] == sooner.change() and data["asked"].startswith(
+        "sbatch --test-only ")
+    assert any(command.startswith("sbatch --test-only ") and "--gres=gpu:h100:2" in command
+               for command in explanation.commands)
+    assert_private(explanation)
+
+
+def test_with_every_gpu_busy_why_names_no_placement(busy, why):
+    busy.fill_gpus()
+    mine = busy.submit("--partition=gpu", "--gres=gpu:a100:1", "--time=30", "--wrap", "true")
+    pending_as(busy, mine, "Resources")
+    explanation = why(mine)
+    assert explanation.sooner is None and explanation.as_dict()["sooner"] is None
 
 
 def test_a_higher_priority_job_of_another_user_reads_as_priority_counted_not_named(busy, why):
@@ -150,7 +211,8 @@ def test_betty_why_prints_the_explanation_and_its_json(busy, cluster_env):
     assert "(Slurm: Resources)" in text.stdout and "(sprio" in text.stdout
     data = json.loads(run_betty("why", mine, "--json", env=cluster_env).stdout)
     assert data["reason"] == "Resources" and data["request"]["gpu_type"] == "h100" and data["request"]["gpus"] == 1
-    assert all(command.split()[0] in ("squeue", "sprio", "sshare", "sinfo") for command in data["commands"])
+    assert all(command.split()[0] in ("squeue", "sprio", "sshare", "sinfo") or
+               command.startswith("sbatch --test-only ") for command in data["commands"])
     for output in (text.stdout, json.dumps(data)):
         assert HOSTILE_MARKER not in output and OTHER_USER not in output and "\x1b" not in output
 
@@ -190,3 +252,66 @@ def test_the_agents_cluster_why_tells_the_model_the_lines_and_refuses_in_one_lin
         f"cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
     with pytest.raises(ToolError, match="job_id"):
         tool.parse({"job_id": "1; scancel -u someone"})
+
+
+MOVABLE = """#!/bin/bash
+#SBATCH --partition=gpu
+#SBATCH --gres=gpu:a100:2
+#SBATCH --time=30
+true
+"""
+
+
+def submitted_by_betty(busy: BusyCluster, ctx) -> str:
+    """A job Betty recorded (cluster_submit), pending on the A100s another user holds; cancelled when the test ends."""
+    from betty_jupyter.agent.tools.catalog import ClusterSubmit
+
+    theirs = busy.submit("--partition=gpu", f"--gres=gpu:a100:{GPUS['a100']}", "--time=60", "--wrap", "sleep 3600",
+                         other=True)
+    busy.wait_for(theirs, lambda state, reason: state == "RUNNING")
+    h100s_idle(busy)
+    outcome = run_sync(ClusterSubmit().execute(ctx, {"script": MOVABLE, "goal": "train on two GPUs", "name": "move"}))
+    assert outcome.ok, outcome.summary
+    mine = outcome.data.job_id
+    busy.jobs.append(mine)
+    pending_as(busy, mine, "Resources")
+    return mine
+
+
+def test_why_offers_the_move_as_a_resubmission_card_of_the_recorded_script(busy, ctx):
+    from betty_jupyter.agent.models import Tier
+    from betty_jupyter.agent.tools.catalog import ClusterSubmit, ClusterWhy
+
+    mine = submitted_by_betty(busy, ctx)
+    outcome = run_sync(ClusterWhy().execute(ctx, {"job_id": mine}))
+    assert outcome.ok, outcome.summary
+    sooner = outcome.data["sooner"]
+    assert sooner["gpu_type"] == "h100" and "--gres=gpu:h100:2" in sooner["change"].split()
+    move = sooner["resubmit"]
+    assert move["replaces"] == mine and f"job {mine} stays in the queue until you cancel it" in move["goal"]
+    assert f"To offer it: cluster_submit with replaces={mine}" in outcome.summary and move["script"] in outcome.summary
+    submit = ClusterSubmit()
+    assert submit.tier is Tier.ALWAYS_ASK
+    card = run_sync(submit.dry_run(ctx, move))
+    assert card.kind == "diff" and card.details["replaces"]["job_id"] == mine
+    assert "-#SBATCH --gres=gpu:a100:2" in card.text and "+#SBATCH --gres=gpu:h100:2" in card.text
+    changed = [line for line in card.text.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    assert all("--gres=" in line or "--partition=" in line for line in changed), changed
+    assert move["script"].replace("gpu:h100:2", "gpu:a100:2").replace(
+        f"--partition={sooner['partition']}", "--partition=gpu") == MOVABLE
+
+
+def test_betty_why_resubmit_shows_the_card_and_without_a_terminal_submits_nothing(busy, ctx, cluster_env):
+    mine = submitted_by_betty(busy, ctx)
+    project = str(ctx.workspace.root)
+    text = run_betty("why", mine, "--dir", project, env=cluster_env)
+    assert text.returncode == 0, text.stderr
+    assert f"`betty why {mine} --resubmit` resubmits it with " in text.stdout
+    assert "To offer it" not in text.stdout  # what the model is told stays the model's
+    asked = run_betty("why", mine, "--resubmit", "--dir", project, env=cluster_env)
+    assert asked.returncode != 0
+    assert "+#SBATCH --gres=gpu:h100:2" in asked.stderr and "-#SBATCH --gres=gpu:a100:2" in asked.stderr
+    assert "needs a confirmation; run it at a terminal" in asked.stderr
+    from betty_jupyter.experiments.ledger import Ledger
+
+    assert [tracked.experiment.job_id for tracked in Ledger(ctx.workspace.ledger_path).all()] == [mine]

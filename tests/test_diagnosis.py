@@ -14,7 +14,7 @@ from betty_jupyter.cluster.jobs import Job
 from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.transport.interface import CommandResult
 from betty_jupyter.errors import ScriptError
-from betty_jupyter.experiments.diagnosis import (Diagnosis, PartitionLimits, diagnose, page_section,
+from betty_jupyter.experiments.diagnosis import (Diagnosis, EarlierRun, PartitionLimits, diagnose, page_section,
                                                  partition_limits, script_diff)
 from betty_jupyter.experiments.progress import Progress, last_progress
 
@@ -79,16 +79,44 @@ def test_partitions_are_read_as_plain_limits() -> None:
     assert (found["gpu"].max_time_minutes, dict(found["gpu"].gpus)) == (2880, {"a100": 4, "h100": 2})
 
 
+MiB = 2**20
+COMPLETED_AT_400M = EarlierRun("4200", "COMPLETED", 400 * MiB, None)
+
+
 @pytest.mark.parametrize("log", [OOM_LOG, OOM_LOG_24_11], ids=["slurm-22.05", "slurm-24.11"])
-def test_out_of_memory_doubles_mem_and_changes_only_that_line(log: str) -> None:
+def test_out_of_memory_without_a_peak_says_so_and_proposes_no_blind_multiple(log: str) -> None:
     script = HEAD + "#SBATCH --mem=100M\n#SBATCH --time=00:05:00\npython3 train.py --epochs 3\n"
     found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125"), log, script, partitions())
-    assert found.cause == "out_of_memory" and not found.unchanged
+    assert found.cause == "out_of_memory" and found.unchanged and found.corrected_script is None
+    assert found.summary == "the job needed more memory than it asked for (100 MiB); how much it needs is not known"
     assert "state OUT_OF_MEMORY, exit code 0:125, elapsed 00:00:03" in found.evidence
     assert any("Detected 1 oom" in line for line in found.evidence)
-    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=200M"]
-    assert found.changes == ("--mem 100M → 200M: accounting measured no peak (MaxRSS) before it was killed; asking "
-                             "twice the request",)
+    assert found.suggestions[0].startswith("Betty does not know how much memory it needs: accounting recorded no "
+                                           "peak (MaxRSS) before the limit killed it, and no earlier run of it says")
+    assert "`betty efficiency JOBID`" in found.suggestions[1] and "200M" not in " ".join(found.suggestions)
+
+
+def test_without_a_peak_the_request_an_earlier_run_completed_with_is_asked_again() -> None:
+    script = HEAD + "#SBATCH --mem=100M\npython3 train.py\n"
+    earlier = [EarlierRun("4100", "OUT_OF_MEMORY", 50 * MiB, None), COMPLETED_AT_400M,
+               EarlierRun("4300", "COMPLETED", 800 * MiB, 390 * MiB)]
+    found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125"), OOM_LOG, script, partitions(), earlier=earlier)
+    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=400M"]
+    assert found.changes == ("--mem 100M → 400M: accounting measured no peak (MaxRSS) before it was killed; job "
+                             "4200, an earlier run of it, completed with 400 MiB; asking that",)
+    assert "earlier run: job 4200 asked for 400 MiB, COMPLETED, no peak recorded" in found.evidence
+
+
+def test_without_a_peak_an_earlier_runs_peak_sets_the_request() -> None:
+    script = HEAD + "#SBATCH --mem=100M\npython3 train.py\n"
+    earlier = [EarlierRun("4100", "FAILED", 500 * MiB, 330 * MiB)]
+    found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", max_rss="98304K"), OOM_LOG, script, partitions(),
+                     earlier=earlier)
+    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=448M"]
+    assert found.changes == ("--mem 100M → 448M: its measured peak, 96 MiB (MaxRSS of step batch), did not pass the "
+                             "100 MiB it asked for: the limit stopped it before it showed what it needs; job 4100, an "
+                             "earlier run of it, peaked at 330 MiB (MaxRSS); asking 448 MiB = that peak + 25%, rounded "
+                             "up",)
 
 
 def test_a_peak_far_over_the_request_sets_the_new_request() -> None:
@@ -113,21 +141,22 @@ def test_a_job_killed_by_polling_is_sized_from_its_measured_peak_not_doubled() -
                              "peak + 25%, rounded up",)
 
 
-def test_a_peak_held_at_the_request_by_a_cgroup_says_why_it_doubles() -> None:
+def test_a_peak_held_at_the_request_by_a_cgroup_says_it_is_no_measure_and_proposes_nothing() -> None:
     script = HEAD + "#SBATCH --mem=100M\npython3 train.py\n"
     found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", max_rss="98304K"), OOM_LOG, script, partitions())
-    assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem=100M", "+#SBATCH --mem=200M"]
-    assert found.changes == ("--mem 100M → 200M: its measured peak, 96 MiB (MaxRSS of step batch), did not pass "
-                             "the 100 MiB it asked for: the limit stopped it before it showed what it needs; asking "
-                             "twice the request",)
+    assert found.unchanged and found.changes == ()
+    assert found.suggestions[0].startswith("Betty does not know how much memory it needs: its measured peak, 96 MiB, "
+                                           "is only where the limit stopped it")
 
 
 def test_memory_is_capped_at_a_node_and_a_job_that_has_it_all_gets_no_proposal() -> None:
     capped = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem="20G"), OOM_LOG,
-                      HEAD + "#SBATCH --mem=20G\ntrue\n", partitions())
+                      HEAD + "#SBATCH --mem=20G\ntrue\n", partitions(),
+                      earlier=[EarlierRun("4200", "COMPLETED", 40 * 2**30, None)])
     assert changed_lines(HEAD + "#SBATCH --mem=20G\ntrue\n", capped.corrected_script)[1] == "+#SBATCH --mem=23593M"
-    assert capped.changes == ("--mem 20G → 23593M: accounting measured no peak (MaxRSS) before it was killed; asking "
-                              "twice the request — capped at the 23 GiB of a node in partition cpu",)
+    assert capped.changes == ("--mem 20G → 23593M: accounting measured no peak (MaxRSS) before it was killed; job "
+                              "4200, an earlier run of it, completed with 40 GiB; asking that — capped at the 23 GiB "
+                              "of a node in partition cpu",)
     for mem in ("23593M", "0"):
         full = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem=mem), OOM_LOG,
                         HEAD + f"#SBATCH --mem={mem}\ntrue\n", partitions())
@@ -138,14 +167,15 @@ def test_memory_is_capped_at_a_node_and_a_job_that_has_it_all_gets_no_proposal()
 
 def test_memory_per_cpu_grows_per_cpu() -> None:
     script = HEAD + "#SBATCH --cpus-per-task=4\n#SBATCH --mem-per-cpu=1G\npython3 prep.py\n"
-    found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem="4G"), OOM_LOG, script, partitions())
+    found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem="4G"), OOM_LOG, script, partitions(),
+                     earlier=[EarlierRun("4200", "COMPLETED", 8 * 2**30, None)])
     assert changed_lines(script, found.corrected_script) == ["-#SBATCH --mem-per-cpu=1G", "+#SBATCH --mem-per-cpu=2G"]
 
 
 def test_a_script_without_mem_gets_one_from_accounting() -> None:
     script = HEAD + "python3 prep.py\n"
     found = diagnose(sacct_job("OUT_OF_MEMORY", "0:125", req_mem="256M"), OOM_LOG, script, partitions(),
-                     requested_memory_bytes=256 * 2**20)
+                     requested_memory_bytes=256 * 2**20, earlier=[EarlierRun("4200", "COMPLETED", 512 * 2**20, None)])
     assert changed_lines(script, found.corrected_script) == ["+#SBATCH --mem=512M"]
     blind = diagnose(sacct_job("OUT_OF_MEMORY", "0:125"), OOM_LOG, script, partitions())
     assert blind.unchanged and "ask for memory explicitly" in blind.suggestions[0]
@@ -300,7 +330,8 @@ def test_an_unreadable_script_is_one_line() -> None:
 # ----- the page --------------------------------------------------------------------------------------------------------
 def test_the_page_section_shows_cause_evidence_diff_and_where_the_card_is() -> None:
     script = HEAD + "#SBATCH --mem=100M\necho '```' '<!-- betty:auto-end -->'\n"
-    record = diagnose(sacct_job("OUT_OF_MEMORY", "0:125"), OOM_LOG, script, partitions()).as_record(script)
+    record = diagnose(sacct_job("OUT_OF_MEMORY", "0:125"), OOM_LOG, script, partitions(),
+                      earlier=[EarlierRun("4200", "COMPLETED", 200 * 2**20, None)]).as_record(script)
     record["resubmission"] = {"state": "proposed", "task": "job babysitter: job 4242"}
     text = page_section(record)
     assert text.startswith("## Diagnosis\n\n**Out of memory**: the job needed more memory than it asked for (100 MiB).")

@@ -20,7 +20,7 @@ from betty_jupyter.gpu.estimate import GIB
 
 from betty_jupyter.gpu import EstimateRequest, estimate
 from betty_jupyter.gpu.architecture import Architecture
-from betty_jupyter.gpu.trace import EXTRA
+from betty_jupyter.gpu.trace import EXTRA, LOADING
 from betty_jupyter.gpu.trace.allocator import MIB, CachingAllocator
 
 HAS_EXTRA = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers", "peft"))
@@ -265,7 +265,33 @@ def test_without_the_extra_the_cli_says_how_to_install_it_in_one_line() -> None:
                             timeout=120)
     assert result.returncode == 2
     assert result.stderr == f"betty: {EXTRA}\n"
+    # PyTorch's CPU build first: the extra alone pulls the CUDA build (gigabytes) on Linux
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu, then pip install " \
+           "'betty-jupyter[trace]'" in result.stderr
     assert result.stdout == ""
     plain = subprocess.run([sys.executable, "-c", BLOCKED, *argv[:-1]], capture_output=True, text=True, cwd=REPO,
                            timeout=120)
     assert plain.returncode == 0 and "peak" in plain.stdout  # the formula estimate needs none of it
+
+
+@needs_extra
+def test_the_first_trace_in_a_process_says_it_is_loading_pytorch_before_anything_else(tmp_path) -> None:
+    config = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "num_key_value_heads": 2, "vocab_size": 512}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = subprocess.run([sys.executable, "-m", "betty_jupyter.cli", "gpu", "estimate", "--model",
+                             str(tmp_path / "config.json"), "--method", "full", "--seq-len", "32", "--trace"],
+                            capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert result.returncode == 0, result.stderr
+    told = result.stderr.splitlines()
+    assert told[0] == f"betty: tracing: {LOADING}…" and told[1].startswith("betty: tracing: building ")
+    assert "tracing: forward" in result.stderr
+
+
+def test_every_trace_install_hint_in_the_docs_names_pytorchs_cpu_build() -> None:
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        lines = page.read_text().splitlines()
+        for number, line in enumerate(lines):
+            if "betty-jupyter[trace]" in line:
+                near = "\n".join(lines[max(0, number - 2):number + 3])
+                assert "--index-url https://download.pytorch.org/whl/cpu" in near, f"{page.name}:{number + 1}"

@@ -24,7 +24,7 @@ def jp_server_config():
     }
 
 
-async def test_health_answers_with_a_token(jp_fetch):
+async def test_health_answers_with_a_token(jp_fetch, jp_root_dir):
     response = await jp_fetch("betty", "api", "health")
     assert response.code == 200
     body = json.loads(response.body)
@@ -33,6 +33,7 @@ async def test_health_answers_with_a_token(jp_fetch):
         "version": __version__,
         "clusters": ["betty-dev", "ood"],
         "default_cluster": "ood",
+        "project": str(jp_root_dir),  # where a notebook's %%betty run stages its cell, wherever the notebook is
     }
 
 

@@ -16,7 +16,7 @@ import pytest
 from kernel_driver import Kernel
 from notebook_support import betty_kernel, kernel, llm, one_error_line, project  # noqa: F401 (fixtures)
 
-from betty_jupyter.gpu.trace import EXTRA
+from betty_jupyter.gpu.trace import EXTRA, LOADING
 
 HAS_EXTRA = all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers", "peft"))
 needs_extra = pytest.mark.skipif(not HAS_EXTRA, reason="the trace extra (torch, transformers, peft) is not installed")
@@ -54,6 +54,17 @@ def test_gpu_trace_shows_the_traced_breakdown_where_the_peak_is_and_the_timeline
     assert "betty-progress" not in str([output.get("data") for output in cell.outputs])
     shown_again = kernel.run("_")
     assert shown_again.stdout.strip() == f"Llama-3.2-1B: {peak:.2f} GiB per GPU traced, the peak in {where}"
+
+
+@needs_extra
+def test_the_first_trace_in_a_kernel_tells_it_is_loading_pytorch(project: dict) -> None:
+    with betty_kernel(project["root"], project["env"]) as fresh:
+        loaded = fresh.run("import sys; sorted(name for name in ('torch', 'transformers', 'peft') if name in sys.modules)")
+        assert loaded.text == "[]", "the fresh kernel has not imported the extra yet"
+        cell = fresh.run(TRACE)
+        assert cell.status == "ok" and not cell.errors, cell.stderr
+        told = [str(state.get("value", "")) for _, state in fresh.updates if "betty-progress" in str(state.get("value"))]
+        assert told and f"⏳ tracing one step of Llama-3.2-1B: {LOADING}" in told[0], told
 
 
 BLOCK_THE_EXTRA = textwrap.dedent("""

@@ -63,11 +63,39 @@ def test_notebook_runs_and_shows_what_it_is_stored_with(demo: dict[str, Any], na
     if RECORD:
         _record(copy, demo["env"], NOTEBOOKS / name)
         return
+    checked(demo["env"], copy)
+
+
+def checked(env: dict[str, str], *copies: Path, timeout: float = 900) -> None:
+    """``pytest --nbval`` with the shipped sanitize.cfg over ``copies``, as a researcher runs it: it passes."""
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q",
-         "--nbval-sanitize-with", str(NOTEBOOKS / "sanitize.cfg"), "--nbval-cell-timeout", "300", str(copy)],
-        cwd=copy.parent, env=demo["env"], capture_output=True, text=True, timeout=900)
+         "--nbval-sanitize-with", str(NOTEBOOKS / "sanitize.cfg"), "--nbval-cell-timeout", "300",
+         *(str(copy) for copy in copies)],
+        cwd=copies[0].parent, env=env, capture_output=True, text=True, timeout=timeout)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+
+
+def test_the_notebooks_check_twice_in_a_row_in_the_same_project(demo: dict[str, Any], tmp_path: Path) -> None:
+    """The second check in the same project on the same day names its experiments ``-2``: still the same outputs."""
+    folder = demo["root"] / "notebooks" / f"twice-{tmp_path.name}"
+    folder.mkdir()
+    copies = [folder / name for name in NAMES]
+    for name, copy in zip(NAMES, copies):
+        shutil.copy(NOTEBOOKS / name, copy)
+    for _ in range(2):
+        checked(demo["env"], *copies, timeout=1800)
+
+
+def test_a_notebook_outside_the_servers_project_checks_too(demo: dict[str, Any], tmp_path: Path) -> None:
+    """A notebook in a folder of its own, its kernel under the project's server: %%betty run stages the cell where
+    the server looks (the server's project), so the tour's cell run runs and comes back."""
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert demo["root"] not in outside.parents
+    copy = outside / "01-tour.ipynb"
+    shutil.copy(NOTEBOOKS / "01-tour.ipynb", copy)
+    checked(demo["env"], copy)
 
 
 def _record(copy: Path, env: dict[str, str], stored: Path) -> None:

@@ -84,3 +84,58 @@ def test_a_pending_rows_why_shows_the_explanation(lab: JupyterServer, page: Page
 
         box.get_by_test_id("betty-job-why-close").click()
         expect(box).to_have_count(0)
+
+
+MOVABLE = """#!/bin/bash
+#SBATCH --job-name=move-me
+#SBATCH --partition=gpu
+#SBATCH --gres=gpu:a100:2
+#SBATCH --time=30
+true
+"""
+
+
+def test_the_why_box_moves_a_recorded_job_where_it_starts_sooner_through_a_card(
+        lab: JupyterServer, page: Page, busy, ssh_profile, project) -> None:  # noqa: F811
+    from betty_jupyter.agent.tools import ToolContext
+    from betty_jupyter.agent.tools.catalog import ClusterSubmit
+    from betty_jupyter.cluster.sync import run_sync
+    from betty_jupyter.devcluster.layout import GPUS
+    from betty_jupyter.experiments.ledger import Ledger
+    from betty_jupyter.experiments.workspace import Workspace
+
+    theirs = busy.submit("--partition=gpu", f"--gres=gpu:a100:{GPUS['a100']}", "--time=60", "--wrap", "sleep 3600",
+                         other=True)
+    busy.wait_for(theirs, lambda state, reason: state == "RUNNING")
+    workspace = Workspace.at(project["root"])
+    context = ToolContext.open(ssh_profile, workspace, "why-move")
+    try:  # the job Betty recorded in the lab's project, as the chat would have submitted it
+        outcome = run_sync(ClusterSubmit().execute(context, {"script": MOVABLE, "goal": "train on two GPUs"}))
+    finally:
+        run_sync(context.close())
+    assert outcome.ok, outcome.summary
+    mine = outcome.data.job_id
+    busy.jobs.append(mine)
+    busy.wait_for(mine, lambda state, reason: state == "PENDING" and reason == "Resources")
+    with screenshot_on_failure(page, "why-move-failed"):
+        panel = open_the_panel(page, lab)
+        panel.get_by_test_id("betty-tab-jobs").click()
+        row = panel.locator(f'[data-testid="betty-job-row"][data-job-id="{mine}"]')
+        row.get_by_test_id("betty-job-why-toggle").click()
+        box = panel.get_by_test_id("betty-job-why")
+        answer = box.get_by_test_id("betty-job-why-answer")
+        expect(answer).to_contain_text("--gres=gpu:h100:2 would start it now (")
+        move = box.get_by_test_id("betty-job-why-move")
+        expect(move).to_contain_text("Resubmit with ")
+        expect(move).to_contain_text("--gres=gpu:h100:2")
+        screenshot(page, "why-move-1400")
+        move.click()
+        expect(panel.get_by_test_id("betty-tab-chat")).to_have_attribute("aria-selected", "true")
+        waiting = panel.locator('[data-testid="betty-approval-card"][data-status="pending"][data-tool="cluster_submit"]')
+        expect(waiting).to_have_count(1)
+        card = panel.locator(f'[data-approval-id="{waiting.get_attribute("data-approval-id")}"]')
+        expect(card.locator(".betty-Preview-line", has_text="+#SBATCH --gres=gpu:h100:2")).to_have_count(1)
+        expect(card.locator(".betty-Preview-line", has_text="-#SBATCH --gres=gpu:a100:2")).to_have_count(1)
+        card.get_by_test_id("betty-deny").click()
+        expect(card).to_have_attribute("data-status", "decided")
+    assert [tracked.experiment.job_id for tracked in Ledger(workspace.ledger_path).all()] == [mine]

@@ -23,7 +23,8 @@ from conftest import REPO
 
 FACE_ONLY = {"cli": {"--cluster", "--json", "--dir"}, "magic": set()}
 """What only one face has on every read; per read, :data:`FACE_ONLY_PER_READ` adds to it."""
-FACE_ONLY_PER_READ = {("cli", "efficiency"): {"--plot"}, ("magic", "logs"): {"--follow"}}
+FACE_ONLY_PER_READ = {("cli", "efficiency"): {"--plot"}, ("cli", "why"): {"--resubmit"},
+                      ("magic", "logs"): {"--follow"}}
 
 OLD_NAMES = {
     ("cli", "jobs"): {"--me", "--user", "--state", "--partition", "--cluster", "--json"},

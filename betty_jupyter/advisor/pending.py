@@ -5,6 +5,12 @@ once its partition's priorities (``sprio``), the partition's pending jobs and th
 the person's fair-share (``sshare``) and what is idle on the cluster (``sinfo``). :class:`WhyPending` says it in
 plain words (:meth:`WhyPending.lines`) and as data (:meth:`WhyPending.as_dict`). Other users' jobs are only
 counted and their priorities given as a range; their names, users and ids are never read or shown.
+
+When the job waits on others' jobs (``Resources``, ``Priority``), the scheduler is also asked where the same
+request would start sooner: the placement advisor's ``sbatch --test-only`` over every partition and GPU type
+``sinfo`` offers (:mod:`.placement`), with the job's own script when Betty recorded it, else its request as
+squeue reports it. The soonest other placement that starts before the job itself is :class:`Sooner`: the exact
+change (``--gres=gpu:h100:2``) and both starts.
 """
 
 from __future__ import annotations
@@ -20,7 +26,10 @@ from ..cluster.commands import run_allowed
 from ..cluster.jobs import JobState, job_id
 from ..cluster.allowlist import CommandPolicy
 from ..transport.interface import Transport
+from ..cluster.sbatch import SbatchScript
 from . import slurm_reads as reads
+from .estimates import Candidate, StartEstimate, wait_text
+from .placement import PlacementAdvisor, placement_changes
 from .reasons import Reason, explain
 
 _BACKFILL_MARGIN_MINUTES = 5  # a shorter --time than the window by this much, so the job surely fits
@@ -39,6 +48,47 @@ class QueueAhead:
     earliest_start: datetime | None  # the soonest expected start among those ahead (their backfill reservation)
 
 
+@dataclass(frozen=True)
+class Sooner:
+    """Where the same job would start sooner than where it waits, as ``sbatch --test-only`` answered."""
+
+    estimate: StartEstimate
+    """The scheduler's answer for the better placement (its argv is the exact question asked)."""
+    changes: dict[str, str | None]
+    """The ``#SBATCH`` options that move the job there (``None``: the option goes)."""
+    here: datetime | None
+    """When the job is expected to start where it waits (``squeue --start``); None: Slurm has not planned it yet."""
+
+    @property
+    def candidate(self) -> Candidate:
+        """The placement: partition and GPU type."""
+        return self.estimate.candidate
+
+    def change(self) -> str:
+        """``--gres=gpu:h100:2``: the options that differ, as sbatch spells them."""
+        return " ".join(f"--{name}={value}" for name, value in self.changes.items() if value is not None)
+
+    def line(self, now: datetime) -> str:
+        """One line: the change, where and when it would start, against when it starts where it waits."""
+        start = self.estimate.start
+        assert start is not None
+        when = wait_text(self.estimate.wait_minutes(now))
+        here = (f"Slurm expects it at {self.here:%H:%M} ({_in(self.here, now)})" if self.here
+                else "Slurm has planned no start for it yet")
+        return (f"{self.change()} would start it {when} ({start:%H:%M}) on {self.candidate.label} (sbatch "
+                f"--test-only); where it waits, {here} (squeue --start).")
+
+    def as_dict(self, now: datetime) -> dict[str, Any]:
+        """The placement, the change and both starts, as JSON-ready data."""
+        start = self.estimate.start
+        return {"partition": self.candidate.partition, "gpu_type": self.candidate.gpu_type,
+                "label": self.candidate.label, "change": self.change(), "options": dict(self.changes),
+                "start": start.isoformat() if start else None,
+                "wait_minutes": self.estimate.wait_minutes(now),
+                "start_where_it_waits": self.here.isoformat() if self.here else None,
+                "asked": " ".join(self.estimate.argv), "line": self.line(now)}
+
+
 @dataclass
 class WhyPending:
     """The explanation of one job: its state and reason, priority factors, queue, fair-share, start, and advice."""
@@ -54,6 +104,8 @@ class WhyPending:
     idle: dict[str, reads.PartitionIdle] = field(default_factory=dict)
     advice: list[str] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    sooner: Sooner | None = None
+    """Where the same job would start sooner, as the scheduler itself answered; None when nowhere is sooner."""
 
     @property
     def pending(self) -> bool:
@@ -159,13 +211,15 @@ class WhyPending:
                         "time_limit_seconds": job.time_limit_seconds},
             "qos_limits": [{"limit": words, "value": value} for words, value in self.qos_limits],
             "advice": list(self.advice), "lines": self.lines(), "commands": list(self.commands),
+            "sooner": self.sooner.as_dict(self.now) if self.sooner else None,
         }
 
 
 async def why_pending(transport: Transport, policy: CommandPolicy, value: object,
-                      now: datetime | None = None, timeout: float = 60.0) -> WhyPending:
+                      now: datetime | None = None, timeout: float = 60.0, script: str | None = None) -> WhyPending:
     """Explain why the person's own job ``value`` waits; a one-line :class:`SlurmError` when it is not theirs or
-    not in the queue."""
+    not in the queue. ``script``: the job's own batch script where Betty recorded it (the placements asked about
+    keep its whole request)."""
     ident = job_id(value)
     commands: list[str] = []
 
@@ -202,7 +256,77 @@ async def why_pending(transport: Transport, policy: CommandPolicy, value: object
     explanation.weights = reads.parse_weights(texts[4])
     explanation.qos_limits = reads.parse_qos_limits(texts[5], job.qos) if len(texts) > 5 else []
     explanation.advice = advise(explanation)
+    if explanation.reason.code in _WAITING_ON_OTHERS:
+        explanation.sooner = await sooner(transport, policy, job, script, timeout, commands, now)
+        if explanation.sooner is not None:  # the concrete change first, in place of the reason's general words
+            general = f"{explanation.reason.change}."
+            explanation.advice = [explanation.sooner.line(explanation.now),
+                                  *(line for line in explanation.advice if line != general)]
     return explanation
+
+
+async def sooner(transport: Transport, policy: CommandPolicy, job: reads.QueuedJob, script: str | None,
+                 timeout: float = 30.0, commands: list[str] | None = None,
+                 now: datetime | None = None) -> Sooner | None:
+    """The soonest placement other than the job's own where ``sbatch --test-only`` says the same request starts
+    sooner: at least a minute before the job's own expected start (``squeue --start``), or, while Slurm has planned
+    no start for it yet, at once. None when there is none, or the scheduler gave no start in time.
+
+    The job's own placement is never asked: a new job there queues behind the job itself, so its answer says
+    nothing of when the job starts. Asked through the placement advisor (its candidates, cache and parallel
+    budget); each question asked goes into ``commands``.
+    """
+    drafted = SbatchScript.parse(script) if script else request_script(job)
+    advisor = PlacementAdvisor(transport, policy=policy, budget=min(timeout, 30.0))
+    own = Candidate(job.partitions[0], job.gpu_type if job.gpus else None)
+    candidates = [candidate for candidate in await advisor.candidates(drafted) if candidate != own]
+    if not candidates:
+        return None
+    advice = await advisor.advise(drafted, candidates)
+    if commands is not None:
+        commands.extend(" ".join(estimate.argv) for estimate in advice.estimates)
+    now = now or advice.asked_at
+    started = [(estimate, changes) for estimate in advice.estimates if estimate.ok
+               if (changes := _changes(drafted, job, estimate.candidate))]  # a place it may already start in: none
+    if not started:
+        return None
+    # the advisor's ranking, and of places that start alike the one that changes least (a GPU type, not a partition)
+    best, changes = min(started, key=lambda pair: (pair[0].wait_minutes(now), len(pair[1])))
+    here, start = job.expected_start, best.start
+    if here is None and best.wait_minutes(now) != 0:  # both in the future and Slurm has not planned the job yet
+        return None
+    if start is None or (here is not None and (here - start).total_seconds() < 60):
+        return None
+    return Sooner(best, changes, here)
+
+
+def _changes(script: SbatchScript, job: reads.QueuedJob, candidate: Candidate) -> dict[str, str | None]:
+    """The options that move the job to ``candidate``, only those that differ from what it asks for now."""
+    return {name: value for name, value in placement_changes(script, candidate).items()
+            if value is not None and _differs(job, name, value, candidate)}
+
+
+def request_script(job: reads.QueuedJob) -> SbatchScript:
+    """The job's request as squeue reports it, as a script to ask ``--test-only`` about (no script was recorded)."""
+    options = [("partition", job.partitions[0]), ("nodes", str(job.nodes)),
+               ("ntasks-per-node", "1"), ("cpus-per-task", str(max(1, job.cpus // max(1, job.nodes))))]
+    if job.time_limit_seconds:
+        options.append(("time", str(max(1, int(job.time_limit_seconds // 60)))))
+    if job.gpus:
+        kind = f"{job.gpu_type}:" if job.gpu_type else ""
+        options.append(("gres", f"gpu:{kind}{max(1, job.gpus // max(1, job.nodes))}"))
+    return SbatchScript.written(options, "true\n")
+
+
+def _differs(job: reads.QueuedJob, name: str, value: str, candidate: Candidate) -> bool:
+    """Whether setting option ``name`` to ``value`` changes what the job asks for (a change worth naming)."""
+    if name == "partition":
+        return value not in job.partitions
+    if name == "gres":
+        return candidate.gpu_type != job.gpu_type
+    if name == "nodes":
+        return value != str(job.nodes)
+    return True
 
 
 def _standing(job: reads.QueuedJob, priorities: Sequence[reads.PriorityRow],

@@ -45,6 +45,27 @@ GPU_OPTIONS = ("gres", "gpus", "gpus-per-node", "gpus-per-task")
 
 # ----- asking Slurm -----------------------------------------------------------------------------------------------------
 
+def placement_changes(script: SbatchScript, candidate: Candidate) -> dict[str, str | None]:
+    """The directives that put ``script`` on ``candidate``: its partition, node count and GPU type (``None``: the
+    option goes); every other option of the script stays as it is."""
+    changes: dict[str, str | None] = {"partition": candidate.partition}
+    if candidate.nodes is not None:
+        changes["nodes"] = str(candidate.nodes)
+    request = script.gpu_request()
+    if candidate.gpu_type is not None:
+        changes.update({option: None for option in GPU_OPTIONS})
+        changes["gres"] = f"gpu:{candidate.gpu_type}:{request[1] if request else 1}"
+    return changes
+
+
+def placed_script(script: SbatchScript, candidate: Candidate) -> SbatchScript:
+    """``script`` with :func:`placement_changes` written into its ``#SBATCH`` lines, the rest byte for byte."""
+    changes = placement_changes(script, candidate)
+    present = {directive.option for directive in script.directives}
+    return script.with_options(**{name.replace("-", "_"): value for name, value in changes.items()
+                                  if value is not None or name in present})
+
+
 def estimate_argv(script: SbatchScript, candidate: Candidate) -> list[str]:
     """``sbatch --test-only`` with the script's request and the candidate's partition, GPU type and nodes in its place.
 
@@ -55,14 +76,11 @@ def estimate_argv(script: SbatchScript, candidate: Candidate) -> list[str]:
     for directive in script.directives:
         if directive.option in TEST_ONLY_OPTIONS or directive.option == "exclusive":
             options[directive.option] = directive.value
-    options["partition"] = candidate.partition
-    if candidate.nodes is not None:
-        options["nodes"] = str(candidate.nodes)
-    request = script.gpu_request()
-    if candidate.gpu_type is not None:
-        for option in GPU_OPTIONS:
-            options.pop(option, None)
-        options["gres"] = f"gpu:{candidate.gpu_type}:{request[1] if request else 1}"
+    for name, value in placement_changes(script, candidate).items():
+        if value is None or name in GPU_OPTIONS:  # the GPU request is replaced whole, not edited in place
+            options.pop(name, None)
+        if value is not None:
+            options[name] = value
     words = ["--exclusive" if name == "exclusive" else f"--{name}={value}" for name, value in options.items()
              if name == "exclusive" or value]
     return ["sbatch", "--test-only", *words, TEST_ONLY_SCRIPT]

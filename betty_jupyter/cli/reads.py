@@ -34,6 +34,10 @@ def add_face_options(parser: argparse.ArgumentParser, command: ReadCommand) -> N
                         "(default: the project holding this directory, else your own log in ~/.local/state/betty)")
     if command.name == "efficiency":
         parser.add_argument("--plot", type=Path, metavar="FILE.png", help="also draw the figures into this picture")
+    if command.name == "why":
+        parser.add_argument("--resubmit", action="store_true",
+                            help="resubmit the job where sbatch --test-only says it starts sooner: its card (the "
+                                 "recorded script with only that change) is asked y/N here; the job stays queued")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -124,12 +128,32 @@ def _overview(args: argparse.Namespace, outcome: Any) -> None:
 
 
 def _why(args: argparse.Namespace, outcome: Any) -> None:
+    sooner = outcome.data.get("sooner") or {}
     if args.json:
         print(json.dumps(outcome.data, indent=2))
+    else:
+        # Slurm's text fields (partition, QOS and account names, reasons) may carry escapes: written out, never obeyed.
+        for line in outcome.data.get("lines") or outcome.summary.splitlines():
+            print(terminal_line(str(line)))
+    if not args.resubmit:
+        if sooner.get("resubmit") and not args.json:
+            change = terminal_line(sooner["change"])
+            print(f"`betty why {outcome.data['job_id']} --resubmit` resubmits it with {change} (a card to approve).")
         return
-    # Slurm's text fields (partition, QOS and account names, reasons) may carry escapes: written out, never obeyed.
-    for line in outcome.summary.splitlines():
-        print(terminal_line(line))
+    if not sooner:
+        raise UsageError(f"--resubmit: sbatch --test-only names no placement where job {outcome.data['job_id']} "
+                         "starts sooner; nothing to resubmit")
+    if not sooner.get("resubmit"):
+        raise UsageError(f"--resubmit: Betty did not submit job {outcome.data['job_id']}, so it has no script to "
+                         f"resubmit; submit it again with {terminal_line(sooner['change'])}")
+    # lazy: the workspace and the person's call; only --resubmit needs them
+    from ..experiments.workspace import Workspace
+    from .cluster import call_as_person_here
+
+    workspace = Workspace.at(args.dir if args.dir is not None else read_log_home())
+    submitted = call_as_person_here(args, workspace, "cluster_submit", sooner["resubmit"],
+                                    f"Resubmit job {outcome.data['job_id']} with {sooner['change']}?", assume_yes=False)
+    print(terminal_line(submitted.summary.splitlines()[0]))
 
 
 def _efficiency(args: argparse.Namespace, outcome: Any) -> None:

@@ -56,6 +56,17 @@ _OFF, _ON = ("false", "0", "no", "none"), {"false": "true", "False": "True", "FA
 
 
 @dataclass(frozen=True)
+class EarlierRun:
+    """An earlier run of the same job (the same ``--job-name``), as accounting recorded it: what a memory request
+    can rest on when the failed run left no peak."""
+
+    job_id: str
+    state: str
+    memory_requested_bytes: int | None
+    memory_peak_bytes: int | None
+
+
+@dataclass(frozen=True)
 class PartitionLimits:
     """What one partition lets a job have, as plain data: a node's memory, the time limit, GPUs per node."""
 
@@ -173,19 +184,21 @@ class _Case:
     partitions: Sequence[PartitionLimits]
     gpu_estimate: Mapping[str, Any] | None
     requested_memory: int | None
+    earlier: Sequence[EarlierRun] = ()
 
 
 def diagnose(job: Job, log_tail: str | None, script_text: str, partitions: Sequence[PartitionLimits],
              gpu_estimate: Mapping[str, Any] | None = None, *,
-             requested_memory_bytes: int | None = None) -> Diagnosis:
+             requested_memory_bytes: int | None = None, earlier: Sequence[EarlierRun] = ()) -> Diagnosis:
     """Why ``job`` (which ran ``script_text``) failed, and the corrected script when a safe one exists.
 
     ``requested_memory_bytes`` is accounting's ReqMem, used when the script asks for no memory
-    itself; ScriptError when the script cannot be read.
+    itself; ``earlier`` are the earlier runs of the same job, what a memory request rests on when
+    this run left no peak. ScriptError when the script cannot be read.
     """
     script = SbatchScript.parse(script_text)
     case = _Case(job, script, (log_tail or "").splitlines(), _partition_of(job, script, partitions), partitions,
-                 gpu_estimate, requested_memory_bytes)
+                 gpu_estimate, requested_memory_bytes, tuple(run for run in earlier if run.job_id != job.job_id))
     cause = cause_of(job, case.lines)
     handlers: dict[str, Callable[[_Case], Diagnosis]] = {
         "out_of_memory": _host_memory, "cuda_out_of_memory": _gpu_memory, "timeout": _time, "failed_other": _other}
@@ -221,10 +234,14 @@ def _host_memory(case: _Case) -> Diagnosis:
     elif asked:
         evidence.append(f"it asked for {size_text(asked)} (--{option}); accounting recorded no peak before it was killed")
     evidence += _quoted(case.lines, _HOST_OOM)
+    evidence += [_earlier_line(run) for run in case.earlier[-3:]]
     summary = "the job needed more memory than it asked for" + (f" ({size_text(asked)})" if asked else "")
     cap = case.partition.memory_bytes if case.partition else None
-    more = _more_memory(asked, job, cap, _name(case.partition))
+    more = _more_memory(asked, job, cap, _name(case.partition), case.earlier)
     if more is None:
+        if asked and (cap is None or asked < cap) and not _peak_passed(job, asked):
+            return Diagnosis("out_of_memory", f"{summary}; how much it needs is not known",
+                             tuple(evidence), suggestions=_unknown_need(asked, option, job, cap))
         return Diagnosis("out_of_memory", summary, tuple(evidence), suggestions=_no_more_memory(case, asked, cap))
     new, why = more
     value = _size_text(math.ceil(new / count))
@@ -234,11 +251,13 @@ def _host_memory(case: _Case) -> Diagnosis:
                      corrected_script=corrected)
 
 
-def _more_memory(asked: int | None, job: Job, cap: int | None, partition: str) -> tuple[int, str] | None:
-    """The whole request to ask for next and why, within a node.
+def _more_memory(asked: int | None, job: Job, cap: int | None, partition: str,
+                 earlier: Sequence[EarlierRun] = ()) -> tuple[int, str] | None:
+    """The whole request to ask for next and why, within a node; None when nothing known says how much.
 
     From the measured peak (the largest MaxRSS of the job's steps) plus :data:`HEADROOM`, when
-    it passed the request; otherwise twice the request, saying why the peak could not be used.
+    it passed the request; otherwise from the job's earlier runs (:func:`_from_earlier_runs`),
+    saying why this run's peak could not be used. Never a blind multiple of the request.
     """
     if asked == 0:
         return None  # --mem=0 already means all of a node's memory
@@ -246,18 +265,60 @@ def _more_memory(asked: int | None, job: Job, cap: int | None, partition: str) -
     if peak and (asked is None or peak > asked):
         new = _with_headroom(peak)
         why = f"it peaked at {size_text(peak)} ({_peak_source(job)}); asking {size_text(new)} = peak + 25%, rounded up"
-    elif asked and peak:
-        new = _rounded(2 * asked)
-        why = (f"its measured peak, {size_text(peak)} ({_peak_source(job)}), did not pass the {size_text(asked)} it asked "
-               "for: the limit stopped it before it showed what it needs; asking twice the request")
     elif asked:
-        new = _rounded(2 * asked)
-        why = "accounting measured no peak (MaxRSS) before it was killed; asking twice the request"
+        known = _from_earlier_runs(asked, earlier)
+        if known is None:
+            return None
+        new, because = known
+        unusable = (f"its measured peak, {size_text(peak)} ({_peak_source(job)}), did not pass the {size_text(asked)} "
+                    "it asked for: the limit stopped it before it showed what it needs" if peak
+                    else "accounting measured no peak (MaxRSS) before it was killed")
+        why = f"{unusable}; {because}"
     else:
         return None
     if cap and new > cap:
         new, why = cap, f"{why} — capped at the {size_text(cap)} of a node in partition {partition}"
     return None if asked and new <= asked else (new, why)
+
+
+def _from_earlier_runs(asked: int, earlier: Sequence[EarlierRun]) -> tuple[int, str] | None:
+    """What the job's earlier runs say it needs, above ``asked``: the smallest request one of them completed with,
+    else the largest peak one of them reached plus :data:`HEADROOM`; None when they say nothing more."""
+    completed = [run for run in earlier if run.state.split(" ")[0] == "COMPLETED"
+                 and run.memory_requested_bytes and run.memory_requested_bytes > asked]
+    if completed:
+        run = min(completed, key=lambda each: each.memory_requested_bytes or 0)
+        size = run.memory_requested_bytes or 0
+        return size, f"job {run.job_id}, an earlier run of it, completed with {size_text(size)}; asking that"
+    peaks = [run for run in earlier if run.memory_peak_bytes and _with_headroom(run.memory_peak_bytes) > asked]
+    if peaks:
+        run = max(peaks, key=lambda each: each.memory_peak_bytes or 0)
+        peak = run.memory_peak_bytes or 0
+        new = _with_headroom(peak)
+        return new, (f"job {run.job_id}, an earlier run of it, peaked at {size_text(peak)} (MaxRSS); asking "
+                     f"{size_text(new)} = that peak + 25%, rounded up")
+    return None
+
+
+def _peak_passed(job: Job, asked: int) -> bool:
+    return bool(job.max_rss_bytes and job.max_rss_bytes > asked)
+
+
+def _earlier_line(run: EarlierRun) -> str:
+    asked = size_text(run.memory_requested_bytes) if run.memory_requested_bytes else "unknown memory"
+    peak = f", peak {size_text(run.memory_peak_bytes)} (MaxRSS)" if run.memory_peak_bytes else ", no peak recorded"
+    return f"earlier run: job {run.job_id} asked for {asked}, {run.state.split(' ')[0]}{peak}"
+
+
+def _unknown_need(asked: int, option: str, job: Job, cap: int | None) -> tuple[str, ...]:
+    """What to do when neither this run nor an earlier one shows how much memory the job needs."""
+    peak = (f"its measured peak, {size_text(job.max_rss_bytes)}, is only where the limit stopped it"
+            if job.max_rss_bytes else "accounting recorded no peak (MaxRSS) before the limit killed it")
+    room = f" (a node of its partition has {size_text(cap)})" if cap else ""
+    return (f"Betty does not know how much memory it needs: {peak}, and no earlier run of it says more; so it "
+            f"proposes no new --{option} rather than guess",
+            f"set --{option} to what its data needs{room}, or run it once with more and read its peak with "
+            "`betty efficiency JOBID`: a later failure is then sized from that run")
 
 
 def _peak_source(job: Job) -> str:
@@ -532,12 +593,6 @@ def _state_line(job: Job) -> str:
 def _quoted(lines: Sequence[str], pattern: "re.Pattern[str]") -> list[str]:
     """The last few log lines ``pattern`` finds, trimmed, as ``log: …`` evidence."""
     return [f"log: {line.strip()[:200]}" for line in lines if pattern.search(line)][-QUOTED_LINES:]
-
-
-def _rounded(size: int) -> int:
-    """Whole GiB from 1 GiB on, whole MiB below."""
-    unit = GIB if size >= GIB else MIB
-    return math.ceil(size / unit) * unit
 
 
 def _size_text(size: int) -> str:

@@ -98,6 +98,10 @@ class Backend(Protocol):
         """Every approval waiting for a person, whoever asked (automations, other sessions), oldest first."""
         ...
 
+    def project(self) -> Path | None:
+        """The project folder this Betty works in (where a cell run is staged); None when it does not say."""
+        ...
+
 
 def connect(workspace_dir: Path | None = None, parent_pid: int | None = None) -> Backend:
     """The Betty extension of this kernel's Jupyter server when it answers, else the core in this kernel."""
@@ -201,6 +205,10 @@ class LocalBackend:
     def pending(self) -> list["ApprovalRequest"]:
         """The open approvals of this kernel's Betty."""
         return list(self._run(_call_soon(self.assistant.pending)))
+
+    def project(self) -> Path | None:
+        """The project this kernel's Betty works in."""
+        return self.workspace.root
 
     def close(self) -> None:
         """Stop the watcher and the sessions, then close the kernel's links to the clusters."""
@@ -329,6 +337,11 @@ class ServerBackend:
         from ..agent.events import WaitingApproval
 
         return [WaitingApproval.model_validate(item) for item in self._call("GET", "approvals")["approvals"]]
+
+    def project(self) -> Path | None:
+        """GET health's ``project``: the folder the server works in (None from a server that does not say)."""
+        said = self._call("GET", "health").get("project")
+        return Path(said) if isinstance(said, str) and said else None
 
 
 def _quote(part: str) -> str:

@@ -217,7 +217,15 @@ class ResubmitHandler(BettyHandler):
         if original is None:
             raise refused(404, f"job {ident} was not submitted through Betty on {cluster}: there is no recorded "
                                "script to resubmit")
-        args = {"script": original.script, "goal": original.goal or f"resubmit job {ident}", "replaces": ident}
+        if request.partition:  # the move `cluster_why` named: the recorded script with only its placement changed
+            from ..agent.tools.why import moved_resubmission  # lazy: the tool and the advisor's placements
+
+            try:
+                args = moved_resubmission(original, {"partition": request.partition, "gpu_type": request.gpu_type})
+            except BettyError as error:
+                raise refused(400, str(error)) from None
+        else:
+            args = {"script": original.script, "goal": original.goal or f"resubmit job {ident}", "replaces": ident}
         call_id = self.services.start_call(session.session_id, "cluster_submit", args,
                                            approver(self.current_user, request.face))
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)

@@ -26,6 +26,7 @@ class HealthHandler(BettyHandler):
             "version": __version__,
             "clusters": config.cluster_names,
             "default_cluster": config.active_cluster,
+            "project": str(self.services.workspace.root),
         }
         self.answer(health)
 

@@ -33,6 +33,8 @@ class Health(TypedDict):
     version: str
     clusters: list[str]
     default_cluster: str | None
+    project: NotRequired[str]
+    """The project folder the server works in: where a notebook's ``%%betty run`` stages its cells."""
 
 
 class Cluster(TypedDict):
@@ -386,10 +388,13 @@ class StartEstimate(TypedDict):
 
 
 class ResubmitRequest(Body):
-    """Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session)."""
+    """Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session), and
+    where to move the job (``partition``, ``gpu_type``: a placement ``cluster_why`` named; default: as recorded)."""
 
     session_id: str | None = None
     cluster: str | None = None
+    partition: str | None = Field(None, max_length=100, description="move the job to this partition")
+    gpu_type: str | None = Field(None, max_length=100, description="move the job to this GPU type (its GRES name)")
     face: Face = Face.SERVER_API
     """Which of Betty's faces the person asked from; the action log names it after them."""
 

@@ -37,6 +37,12 @@ import {
 } from './models';
 import { requestAPI } from './request';
 
+/** Where a job moves when resubmitted: a placement `cluster_why` named (its partition and GPU type). */
+export interface IPlacement {
+  partition: string;
+  gpu_type: string | null;
+}
+
 /** One job's shape as the GPU tab asks about it (arguments of `gpu_estimate`). */
 export interface IGpuJob {
   model: string;
@@ -171,13 +177,15 @@ export class BettyAPI {
 
   /**
    * Resubmit a job Betty recorded on `cluster`: a `cluster_submit` card with its script arrives
-   * as an event in `sessionId`; nothing is submitted until a person approves it.
+   * as an event in `sessionId`; nothing is submitted until a person approves it. With `placement`
+   * (one `cluster_why` named), the script is moved there: only its partition and GPU type change.
    */
-  resubmitJob(jobId: string, sessionId: string, cluster: string): Promise<ICallStarted> {
+  resubmitJob(jobId: string, sessionId: string, cluster: string, placement?: IPlacement): Promise<ICallStarted> {
     const body: IResubmitRequest = {
       session_id: sessionId,
       cluster,
-      face: 'side panel'
+      face: 'side panel',
+      ...(placement ? { partition: placement.partition, gpu_type: placement.gpu_type } : {})
     };
     return this.send(`jobs/${encodeURIComponent(jobId)}/resubmit`, 'POST', body);
   }

@@ -5,7 +5,7 @@
  */
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { BettyAPI } from './api';
+import { BettyAPI, IPlacement } from './api';
 import { isServerError } from './contract/checks';
 import { IContextBulletin } from './contract/serverApi';
 import { IJobUpdateInfo, jobEnded, parseEvent, PersonDecision } from './events';
@@ -269,13 +269,15 @@ export class BettyModel {
    * Resubmit a job Betty recorded: its `cluster_submit` card arrives in this chat and opens in
    * the editor with the job's script; nothing is submitted until the person approves it.
    */
-  async resubmitJob(jobId: string): Promise<void> {
+  async resubmitJob(jobId: string, placement?: IPlacement): Promise<void> {
     const session = this.session;
     if (session === null) {
       throw new Error(this.error ?? 'Betty has no chat session yet.');
     }
-    const answer = await this._api.resubmitJob(jobId, session.session_id, session.cluster);
-    this._editOnArrival.add(answer.call_id);
+    const answer = await this._api.resubmitJob(jobId, session.session_id, session.cluster, placement);
+    if (!placement) {
+      this._editOnArrival.add(answer.call_id); // a move is decided on its diff; a plain Resubmit… is edited
+    }
     this.setTab('chat');
   }
 

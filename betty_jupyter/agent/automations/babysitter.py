@@ -3,8 +3,10 @@
 When the watcher sees a job Betty recorded end FAILED, OUT_OF_MEMORY or TIMEOUT, the job
 trigger queues a run and the runner hands it to :func:`babysit`, which
 
-1. reads the job's accounting, the end of its log, the cluster's partitions and the
-   experiment's script and GPU estimate, and lets
+1. reads the job's accounting, the end of its log, the cluster's partitions, the
+   experiment's script and GPU estimate and the earlier runs of the same job (what they
+   asked for and used: a memory request rests on them when the failed run left no peak,
+   never on a blind multiple), and lets
    :func:`~betty_jupyter.experiments.diagnosis.diagnose` name the cause and write the
    corrected script (or none);
 2. records the diagnosis in the experiment's ledger record, from which the page's Betty
@@ -119,8 +121,9 @@ class _Visit:
         # lazy: the diagnosis and the Slurm commands behind it; the server's start builds the runner without them
         from ...experiments.diagnosis import diagnose, partition_limits
 
+        requested, earlier = await self._memory_history(slurm, experiment)
         found = diagnose(job, tail, experiment.script, partition_limits(await slurm.partitions()),
-                         experiment.gpu_estimate, requested_memory_bytes=await _requested_memory(slurm, job.job_id))
+                         experiment.gpu_estimate, requested_memory_bytes=requested, earlier=earlier)
         record = found.as_record(experiment.script)
         record["resubmission"] = None if found.unchanged else {"state": "ready", "task": f"{PERSON}: job {job.job_id}"}
         if experiment.sweep:
@@ -132,6 +135,19 @@ class _Visit:
                                            f"{record['title'].lower()}" + ("" if found.unchanged else
                                                                            "; a resubmission is proposed"))
         return recorded
+
+    async def _memory_history(self, slurm: "SlurmClient", experiment: Experiment) -> tuple[int | None, list[Any]]:
+        """The memory the failed job had (a per-CPU request multiplied out) and the earlier runs of the same job
+        (the same ``--job-name`` on the same cluster), from one efficiency read of accounting."""
+        from ...experiments.diagnosis import EarlierRun  # lazy: with the diagnosis
+
+        runs = self.ledger.series([experiment]).get(experiment.slug, [])
+        ids = list(dict.fromkeys([experiment.job_id, *(run.job_id for run in runs)]))
+        found = {job.job_id: job for job in await slurm.efficiency(ids)}
+        this = found.get(experiment.job_id)
+        earlier = [EarlierRun(job.job_id, job.state, job.memory_requested_bytes, job.memory_peak_bytes)
+                   for ident in ids[1:] if (job := found.get(ident)) is not None]
+        return (this.memory_requested_bytes if this else None), earlier
 
     def _claim(self, now: dict[str, Any] | None) -> dict[str, Any] | None:
         """The diagnosis with its proposal taken by this run, or None when it is not ``ready`` (made before)."""
@@ -241,12 +257,6 @@ def _outcome(outcome: "ToolOutcome", answers: list["ev.ApprovalResolved"]) -> di
 
 async def _log(slurm: "SlurmClient", job: "Job") -> str | None:
     return await failure_log(slurm, job, LOG_LINES)
-
-
-async def _requested_memory(slurm: "SlurmClient", job_id: str) -> int | None:
-    """The memory the whole job had, from its efficiency figures (a per-CPU request multiplied out): what it had
-    when its script asked for no memory itself."""
-    return next((job.memory_requested_bytes for job in await slurm.efficiency([job_id]) if job.job_id == job_id), None)
 
 
 def _result(experiment: Experiment, done: str) -> str:

@@ -13,13 +13,17 @@ The model is built with transformers from Betty's description of its shape, on t
 optimizer step; or prefill and decode) runs for real under :class:`.memory.MemoryTracer`,
 and PyTorch's caching allocator is replayed over what it allocated and freed.
 
-PyTorch, transformers and peft are the optional ``trace`` extra. This module imports none
-of them until a trace runs, and :func:`trace_estimate` says in one line how to install
-them when they are missing (:class:`TraceUnavailableError`).
+PyTorch, transformers and peft are the optional ``trace`` extra; PyTorch's CPU build is
+all a trace needs (:data:`EXTRA` says how to install it instead of the CUDA build, which is
+gigabytes). This module imports none of them until a trace runs, and :func:`trace_estimate`
+says in one line how to install them when they are missing (:class:`TraceUnavailableError`).
+Loading them is most of the first trace in a process (10–20 s); the progress says so.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -31,7 +35,12 @@ from ..request import EstimateRequest
 from .extended import DEEP, SHALLOW, at_depth, extended
 from .result import TracedEstimate, TracePoint
 
-EXTRA = "the traced estimate needs PyTorch, transformers and peft: pip install 'betty-jupyter[trace]'"
+CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+"""PyTorch's CPU build: all a trace needs (it runs on ``meta`` tensors), a fraction of the CUDA build's gigabytes."""
+EXTRA = (f"the traced estimate needs PyTorch, transformers and peft; PyTorch's CPU build is all it needs: {CPU_TORCH}, "
+         "then pip install 'betty-jupyter[trace]'")
+LOADING = "loading PyTorch, transformers and peft (the first trace in a process spends 10–20 s here)"
+"""The first phase a trace tells, while its packages load: most of the first trace's time."""
 _EXTRA_MODULES = ("torch", "transformers", "peft")
 _HOPPER_AND_LATER = ("H100", "H200", "GH200", "B100", "B200")
 MAX_LAYERS = 256
@@ -40,11 +49,19 @@ A deeper model is traced at two small depths and extended (:mod:`.extended`)."""
 MAX_EXPERTS = 512
 """The most experts per layer a trace builds (the largest published mixtures have 256)."""
 
-__all__ = ["EXTRA", "TraceUnavailableError", "TracePoint", "TracedEstimate", "trace_estimate"]
+__all__ = ["CPU_TORCH", "EXTRA", "LOADING", "TraceUnavailableError", "TracePoint", "TracedEstimate", "trace_estimate"]
 
 
 class TraceUnavailableError(GpuEstimateError):
     """The trace's optional packages (the ``trace`` extra) are not installed."""
+
+
+def _extra_installed() -> bool:
+    """Whether torch, transformers and peft can be found (nothing is imported)."""
+    try:
+        return all(importlib.util.find_spec(name) is not None for name in _EXTRA_MODULES)
+    except (ImportError, ValueError):
+        return False
 
 
 def check_size(arch: Architecture) -> None:
@@ -58,11 +75,14 @@ def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request
                    gpu: GpuType | None = None, progress: Callable[[str], None] = lambda _: None) -> TracedEstimate:
     """Trace one step of ``model`` run as ``request``; ``gpu`` picks the runtime term (Hopper's larger workspace).
 
-    ``progress`` is told each phase as it starts (a trace takes seconds).
+    ``progress`` is told each phase as it starts (a trace takes seconds; the first in a process also loads
+    PyTorch, :data:`LOADING`).
     """
     arch = resolve_model(model)
     request = request.checked()
     check_size(arch)
+    if f"{__name__}.run" not in sys.modules and _extra_installed():
+        progress(LOADING)
     try:
         from .run import run_trace  # lazy: torch, transformers and peft are the optional trace extra
     except ImportError as error:

@@ -82,7 +82,20 @@ class JobCommands(Connected):
 
         which = f"job {values['job_id']}" if values.get("job_id") else "your newest pending job"
         data = self._read("cluster_why", values, f"asking Slurm why {which} waits")
-        return data if isinstance(data, Call) else WhyPendingView(data)
+        if isinstance(data, Call):
+            return data
+        view = WhyPendingView(data)
+        move = (data.get("sooner") or {}).get("resubmit")
+        if not move:
+            return view
+        from IPython.display import display  # lazy: only a move offered needs it
+        from ..why import move_offer  # lazy: ipywidgets; only a move offered needs it
+        from ..widgets.calls import CallView  # lazy: ipywidgets; only a move offered needs it
+
+        betty = self.connection
+        display(view)
+        return move_offer(data, lambda: CallView(betty.start("cluster_submit", move), betty.respond,
+                                                 check=betty.repreview))
 
     def _show_logs(self, values: dict[str, Any], args: argparse.Namespace) -> Any:
         stream, lines = values.get("stream", "out"), values.get("lines", 50)

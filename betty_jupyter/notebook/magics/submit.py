@@ -99,7 +99,6 @@ class SubmitCommands(JobCommands):
         # lazy: cloudpickle, the run's widgets and its card; `%load_ext` never needs them
         from ...compute.cell_job import stage, variable_names
         from ...experiments.workspace import Workspace
-        from ...experiments.workspace import find_workspace
         from ..cell_run import CellRun
         from ..widgets.calls import CallView
         from ..widgets.cell_run import CellRunView
@@ -110,8 +109,8 @@ class SubmitCommands(JobCommands):
         inputs, outs = variable_names(args.inputs, "--in"), variable_names(args.outs, "--out")
         assert self.shell is not None
         namespace = self.shell.user_ns  # only the names given with --in are read from it
-        run = stage(Workspace.at(find_workspace(Path.cwd())).state, cell, namespace, inputs)
         betty = self.connection
+        run = stage(Workspace.at(_staging_project(betty.backend.project())).state, cell, namespace, inputs)
         call = betty.start("cell_run", {"run": run.token, "partition": args.partition, "gpus": args.gpus,
                                         "time": args.time, "env": args.env, "outs": list(outs), "name": args.slug,
                                         "goal": args.goal or "a notebook cell run on the cluster"})
@@ -155,3 +154,16 @@ class SubmitCommands(JobCommands):
         if isinstance(outcome, Call):
             return outcome
         return ShownAdvice(outcome.data)
+
+
+def _staging_project(served: Path | None) -> Path:
+    """Where a cell run is staged: the project Betty works in (a Jupyter server's, whatever folder the notebook is
+    in), else the project holding the notebook's folder; a one-line UsageError when that folder is out of reach."""
+    from ...experiments.workspace import find_workspace  # lazy: with the cell run
+
+    if served is None:
+        return find_workspace(Path.cwd())
+    if not served.is_dir():
+        raise UsageError(f"Betty works in project {served}, which this kernel cannot reach (a server on another "
+                         "machine?); %%betty run stages the cell in that project, so run the notebook where it can")
+    return served

@@ -7,6 +7,7 @@
  */
 import * as React from 'react';
 
+import { IPlacement } from '../api';
 import { BettyModel, Tab } from '../model';
 import { othersThan } from '../waiting';
 import { AutomationsView } from './AutomationsView';
@@ -50,7 +51,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
       loadEfficiency: (cluster: string, jobIds: string[]) => model.api.efficiency(cluster, jobIds),
       loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
-      resubmit: (jobId: string) => model.resubmitJob(jobId),
+      resubmit: (jobId: string, placement?: IPlacement) => model.resubmitJob(jobId, placement),
       loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId),
       loadSweeps: () => model.api.sweeps(),
       loadSweep: (slug: string) => model.api.sweepComparison(slug),

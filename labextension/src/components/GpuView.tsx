@@ -52,7 +52,11 @@ export function GpuView({ api, visible }: IGpuViewProps): JSX.Element {
   }, [visible, models.length, api]);
 
   const estimate = async () => {
-    setBusy(job.trace ? 'Tracing the real step on meta tensors…' : 'Estimating…');
+    setBusy(
+      job.trace
+        ? 'Tracing the real step on meta tensors… (the first trace also loads PyTorch: 10–20 s)'
+        : 'Estimating…'
+    );
     setError(null);
     try {
       const { gpu, ...rest } = job;

@@ -6,6 +6,7 @@
  */
 import * as React from 'react';
 
+import { IPlacement } from '../api';
 import { formatClock, formatCount } from '../format';
 import { finishedJobs, IFinishedJob, IJobRow, jobRows, jobsByState } from '../table';
 import { experimentNotebook, experimentPage, IExperiment, IExperiments, IOutcome } from '../models';
@@ -39,8 +40,8 @@ export interface IJobsViewProps {
   loadHistory?: (cluster: string) => Promise<IOutcome>;
   /** The efficiency of finished jobs (`GET jobs/efficiency`), shown on their rows. */
   loadEfficiency?: (cluster: string, jobIds: string[]) => Promise<IOutcome>;
-  /** Resubmit a recorded job: its card opens in the chat's editor. */
-  onResubmit?: (jobId: string) => Promise<void>;
+  /** Resubmit a recorded job: its card opens in the chat's editor; with a placement, moved there (its diff). */
+  onResubmit?: (jobId: string, placement?: IPlacement) => Promise<void>;
   /** Why a pending job waits (a pending row's "why?", answered in the box above the list). */
   loadWhy?: (cluster: string, jobId: string) => Promise<IOutcome>;
 }
@@ -172,7 +173,12 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
         </div>
       )}
       {whyFor && whyFor.cluster === cluster && loadWhy && (
-        <WhyBox job={whyFor} load={jobId => loadWhy(whyFor.cluster, jobId)} onClose={() => setWhyFor(null)} />
+        <WhyBox
+          job={whyFor}
+          load={jobId => loadWhy(whyFor.cluster, jobId)}
+          onMove={props.onResubmit}
+          onClose={() => setWhyFor(null)}
+        />
       )}
       {shown.length > 0 && (
         <RowWindowRegion rows={rows} className="betty-Jobs-scroll" testId="betty-jobs-list" label="Your jobs in the queue">

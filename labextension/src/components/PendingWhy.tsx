@@ -3,10 +3,13 @@
  * explanation box above the list that asks the server why the job waits (`cluster_why`: Slurm's
  * reason in plain words, the priority factors against the jobs ahead, the fair-share, the expected
  * start, and what would start it sooner). The box lies outside the scrolling list, so every row
- * keeps its one height and the answer stays while the list scrolls.
+ * keeps its one height and the answer stays while the list scrolls. Where `sbatch --test-only`
+ * says the job starts sooner elsewhere and Betty recorded its script, one button moves it there:
+ * the resubmission's card (the diff against the recorded script) arrives in the chat.
  */
 import * as React from 'react';
 
+import { IPlacement } from '../api';
 import { IOutcome } from '../contract/serverApi';
 import { visibleText } from '../safe';
 
@@ -22,16 +25,44 @@ export interface IWhyFor {
 /** The id of the explanation box, which the shown job's "why?" controls. */
 const WHY_BOX_ID = 'betty-job-why-box';
 
-type Answer = { kind: 'loading' } | { kind: 'shown'; lines: string[] } | { kind: 'failed'; message: string };
+/** Where the job would start sooner, and whether Betty can resubmit it there (it recorded the script). */
+export interface IMove extends IPlacement {
+  /** The options that move it, as sbatch spells them (`--gres=gpu:h100:2`). */
+  change: string;
+  resubmittable: boolean;
+}
 
-/** The explanation's lines from the outcome; its first line of summary when it failed. */
+type Answer =
+  | { kind: 'loading' }
+  | { kind: 'shown'; lines: string[]; move: IMove | null }
+  | { kind: 'failed'; message: string };
+
+/** The explanation's lines from the outcome, and its move; its first line of summary when it failed. */
 export function whyLines(outcome: IOutcome): Answer {
   if (!outcome.ok) {
     return { kind: 'failed', message: outcome.summary.split('\n')[0] || 'Betty could not explain it' };
   }
-  const value = outcome.data?.kind === 'json' ? (outcome.data.value as { lines?: unknown }) : null;
+  const value = outcome.data?.kind === 'json' ? (outcome.data.value as { lines?: unknown; sooner?: unknown }) : null;
   const lines = Array.isArray(value?.lines) ? value.lines.map(line => String(line)) : [];
-  return lines.length > 0 ? { kind: 'shown', lines } : { kind: 'shown', lines: outcome.summary.split('\n') };
+  const move = moveOf(value?.sooner);
+  return lines.length > 0 ? { kind: 'shown', lines, move } : { kind: 'shown', lines: outcome.summary.split('\n'), move };
+}
+
+/** `data.sooner` as a move, or null when it is not one. */
+function moveOf(sooner: unknown): IMove | null {
+  if (typeof sooner !== 'object' || sooner === null) {
+    return null;
+  }
+  const { partition, gpu_type, change, resubmit } = sooner as Record<string, unknown>;
+  if (typeof partition !== 'string' || typeof change !== 'string') {
+    return null;
+  }
+  return {
+    partition,
+    gpu_type: typeof gpu_type === 'string' ? gpu_type : null,
+    change,
+    resubmittable: typeof resubmit === 'object' && resubmit !== null
+  };
 }
 
 /** Props of {@link WhyButton}. */
@@ -63,11 +94,13 @@ export interface IWhyBoxProps {
   job: IWhyFor;
   /** Ask the server why the job waits (`GET clusters/{name}/jobs/{id}/why`). */
   load: (jobId: string) => Promise<IOutcome>;
+  /** Resubmit the job moved to `placement` (its card arrives in the chat); absent: no button. */
+  onMove?: (jobId: string, placement: IPlacement) => Promise<void>;
   onClose: () => void;
 }
 
 /** The one explanation box of the Jobs tab: asks when a "why?" is clicked, takes the focus. */
-export function WhyBox({ job, load, onClose }: IWhyBoxProps): JSX.Element {
+export function WhyBox({ job, load, onMove, onClose }: IWhyBoxProps): JSX.Element {
   const [answer, setAnswer] = React.useState<Answer>({ kind: 'loading' });
   const box = React.useRef<HTMLElement>(null);
   // the list re-renders as it scrolls: only a new "why?" asks again, never a new `load`
@@ -128,8 +161,49 @@ export function WhyBox({ job, load, onClose }: IWhyBoxProps): JSX.Element {
               <li key={index}>{visibleText(line)}</li>
             ))}
           </ul>
+          {answer.move?.resubmittable && onMove && <MoveButton jobId={job.jobId} move={answer.move} onMove={onMove} />}
         </div>
       )}
     </section>
+  );
+}
+
+/** "Resubmit with --gres=gpu:h100:2": opens the resubmission's card in the chat; a refusal is shown beside it. */
+function MoveButton(props: {
+  jobId: string;
+  move: IMove;
+  onMove: (jobId: string, placement: IPlacement) => Promise<void>;
+}): JSX.Element {
+  const { jobId, move, onMove } = props;
+  const [problem, setProblem] = React.useState<string | null>(null);
+  const [busy, setBusy] = React.useState(false);
+  const click = () => {
+    setBusy(true);
+    setProblem(null);
+    onMove(jobId, { partition: move.partition, gpu_type: move.gpu_type }).then(
+      () => setBusy(false),
+      error => {
+        setBusy(false);
+        setProblem(String((error as Error)?.message ?? error));
+      }
+    );
+  };
+  return (
+    <div className="betty-PendingWhy-move">
+      <button
+        className="betty-Button"
+        data-testid="betty-job-why-move"
+        disabled={busy}
+        title="A card to approve in the chat: the job's recorded script with only this change; the job stays queued until you cancel it"
+        onClick={click}
+      >
+        Resubmit with {visibleText(move.change)}
+      </button>
+      {problem && (
+        <span className="betty-PendingWhy-error" role="alert" data-testid="betty-job-why-move-error">
+          {visibleText(problem.split('\n')[0])}
+        </span>
+      )}
+    </div>
   );
 }

@@ -541,6 +541,7 @@ export interface IHealth {
   version: string;
   clusters: string[];
   default_cluster: string | null;
+  project?: string;
 }
 /**
  * One job: its fields, with times in ISO 8601 and durations in seconds.
@@ -663,11 +664,20 @@ export interface IResolution {
   reason: string;
 }
 /**
- * Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session).
+ * Body of ``POST jobs/{id}/resubmit``: the session whose chat shows the card (default: the desk session), and
+ * where to move the job (``partition``, ``gpu_type``: a placement ``cluster_why`` named; default: as recorded).
  */
 export interface IResubmitRequest {
   session_id?: string | null;
   cluster?: string | null;
+  /**
+   * move the job to this partition
+   */
+  partition?: string | null;
+  /**
+   * move the job to this GPU type (its GRES name)
+   */
+  gpu_type?: string | null;
   face?: Face;
 }
 /**
