@@ -86,6 +86,22 @@ export interface IMessage {
    * the model that wrote an assistant message: the session's model, or its planner for a turn's plan
    */
   model: string | null;
+  /**
+   * where the person worked when they wrote a user message, as the chip they sent showed it; the model reads it quoted after their words, the transcript shows it as the chip
+   */
+  context?: ISentContext | null;
+}
+/**
+ * A bulletin as a person's message in the transcript carries it, to show the chip they sent beside their
+ * words (the same fields, already checked as a :class:`ContextBulletin`).
+ */
+export interface ISentContext {
+  notebook: string | null;
+  cell: number | null;
+  directory: string | null;
+  branch: string | null;
+  dirty: boolean | null;
+  errors: string[];
 }
 /**
  * ``plan``: the agent's plan.
