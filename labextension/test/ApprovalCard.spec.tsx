@@ -52,6 +52,10 @@ function card(
         title: 'Submit train.sbatch',
         text: 'sbatch --parsable scripts/train.sbatch',
         details: { partition: 'gpu', gpus: 1 },
+        facts: [
+          { label: 'partition', text: 'gpu', table: null },
+          { label: 'gpus', text: '1', table: null }
+        ],
         ...preview
       }
     }
@@ -102,7 +106,7 @@ describe('ApprovalCard: the preview', () => {
     expect(root.dataset.status).toBe('pending');
     expect(root.dataset.approvalId).toBe('a1');
     expect(root.querySelector('.betty-ApprovalCard-tool')!.textContent).toBe('cluster_submit');
-    expect(byTestId(container, 'betty-approval-tier').textContent).toBe('tier 1');
+    expect(byTestId(container, 'betty-approval-tier').textContent).toBe('tier 1 · asks once per session');
     expect(root.textContent).toContain('confirm mode asks for tier 1 once per session');
     const preview = byTestId(container, 'betty-preview');
     expect(preview.dataset.kind).toBe('command');

@@ -5,6 +5,7 @@
 import * as React from 'react';
 
 import { EditingContext } from '../editing';
+import { tierWords } from '../format';
 import { APPROVING, Decision, PersonDecision } from '../events';
 import { visibleText } from '../safe';
 import { IApprovalItem } from '../transcript';
@@ -147,7 +148,7 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
       <div className="betty-ApprovalCard-head">
         <code className="betty-ApprovalCard-tool">{request.tool}</code>
         <span className={`betty-Tier betty-Tier-${request.tier}`} data-testid="betty-approval-tier">
-          tier {request.tier}
+          {tierWords(request.tier)}
         </span>
       </div>
       <div className="betty-ApprovalCard-reason">{visibleText(request.reason)}</div>

@@ -130,7 +130,7 @@ export function EditForm({ request, disabled, onApprove, onCancel }: IEditFormPr
       <EditStatus parsed={parsed} check={check} current={key} />
       {check?.preview && check.key === key && (
         <div className="betty-ApprovalCard-repreview" data-testid="betty-edit-preview">
-          <PreviewView preview={check.preview} />
+          <PreviewView preview={check.preview} open={true} />
         </div>
       )}
       <div className="betty-ApprovalCard-buttons">

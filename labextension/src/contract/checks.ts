@@ -11,7 +11,7 @@ import type { BettyEvent } from './events';
 import type { IServerError } from './serverApi';
 
 export const isBettyEventSchema = validate20;
-const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]},"context":{"anyOf":[{"$ref":"#/$defs/SentContext"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStep":{"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"},"PlanStepEvent":{"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStepUpdate":{"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"SentContext":{"properties":{"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]},"cell":{"anyOf":[{"type":"integer"},{"type":"null"}]},"directory":{"anyOf":[{"type":"string"},{"type":"null"}]},"branch":{"anyOf":[{"type":"string"},{"type":"null"}]},"dirty":{"anyOf":[{"type":"boolean"},{"type":"null"}]},"errors":{"items":{"type":"string"},"type":"array"}},"required":["notebook","cell","directory","branch","dirty","errors"],"type":"object"},"StepStatus":{"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","plan_step":"#/$defs/PlanStepEvent","replanning":"#/$defs/ReplanningEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/PlanStepEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
+const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"Fact":{"properties":{"label":{"type":"string"},"text":{"type":"string"},"table":{"anyOf":[{"items":{"items":{"type":"string"},"type":"array"},"type":"array"},{"type":"null"}]}},"required":["label","text","table"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]},"context":{"anyOf":[{"$ref":"#/$defs/SentContext"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStep":{"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"},"PlanStepEvent":{"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStepUpdate":{"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"},"summary":{"items":{"type":"string"},"type":"array"},"facts":{"items":{"$ref":"#/$defs/Fact"},"type":"array"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"SentContext":{"properties":{"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]},"cell":{"anyOf":[{"type":"integer"},{"type":"null"}]},"directory":{"anyOf":[{"type":"string"},{"type":"null"}]},"branch":{"anyOf":[{"type":"string"},{"type":"null"}]},"dirty":{"anyOf":[{"type":"boolean"},{"type":"null"}]},"errors":{"items":{"type":"string"},"type":"array"}},"required":["notebook","cell","directory","branch","dirty","errors"],"type":"object"},"StepStatus":{"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","plan_step":"#/$defs/PlanStepEvent","replanning":"#/$defs/ReplanningEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/PlanStepEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
 const schema32 = {"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema33 = {"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"};
 
@@ -802,8 +802,307 @@ validate23.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":t
 const schema37 = {"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema38 = {"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"};
 const schema39 = {"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"};
-const schema40 = {"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"};
-const schema41 = {"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"};
+const schema42 = {"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"};
+const schema40 = {"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"},"summary":{"items":{"type":"string"},"type":"array"},"facts":{"items":{"$ref":"#/$defs/Fact"},"type":"array"}},"required":["kind","title","text","details"],"type":"object"};
+const schema41 = {"properties":{"label":{"type":"string"},"text":{"type":"string"},"table":{"anyOf":[{"items":{"items":{"type":"string"},"type":"array"},"type":"array"},{"type":"null"}]}},"required":["label","text","table"],"type":"object"};
+
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate30.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((data.kind === undefined) && (missing0 = "kind")) || ((data.title === undefined) && (missing0 = "title"))) || ((data.text === undefined) && (missing0 = "text"))) || ((data.details === undefined) && (missing0 = "details"))){
+validate30.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.kind !== undefined){
+let data0 = data.kind;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate30.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!((((data0 === "command") || (data0 === "script")) || (data0 === "diff")) || (data0 === "text"))){
+validate30.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema40.properties.kind.enum}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.title !== undefined){
+const _errs3 = errors;
+if(typeof data.title !== "string"){
+validate30.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.text !== undefined){
+const _errs5 = errors;
+if(typeof data.text !== "string"){
+validate30.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.details !== undefined){
+let data3 = data.details;
+const _errs7 = errors;
+if(errors === _errs7){
+if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/details",schemaPath:"#/properties/details/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.summary !== undefined){
+let data4 = data.summary;
+const _errs10 = errors;
+if(errors === _errs10){
+if(Array.isArray(data4)){
+var valid1 = true;
+const len0 = data4.length;
+for(let i0=0; i0<len0; i0++){
+const _errs12 = errors;
+if(typeof data4[i0] !== "string"){
+validate30.errors = [{instancePath:instancePath+"/summary/" + i0,schemaPath:"#/properties/summary/items/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid1 = _errs12 === errors;
+if(!valid1){
+break;
+}
+}
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.facts !== undefined){
+let data6 = data.facts;
+const _errs14 = errors;
+if(errors === _errs14){
+if(Array.isArray(data6)){
+var valid2 = true;
+const len1 = data6.length;
+for(let i1=0; i1<len1; i1++){
+let data7 = data6[i1];
+const _errs16 = errors;
+const _errs17 = errors;
+if(errors === _errs17){
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+let missing1;
+if((((data7.label === undefined) && (missing1 = "label")) || ((data7.text === undefined) && (missing1 = "text"))) || ((data7.table === undefined) && (missing1 = "table"))){
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1,schemaPath:"#/$defs/Fact/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data7.label !== undefined){
+const _errs19 = errors;
+if(typeof data7.label !== "string"){
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1+"/label",schemaPath:"#/$defs/Fact/properties/label/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid4 = _errs19 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data7.text !== undefined){
+const _errs21 = errors;
+if(typeof data7.text !== "string"){
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1+"/text",schemaPath:"#/$defs/Fact/properties/text/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid4 = _errs21 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data7.table !== undefined){
+let data10 = data7.table;
+const _errs23 = errors;
+const _errs24 = errors;
+let valid5 = false;
+const _errs25 = errors;
+if(errors === _errs25){
+if(Array.isArray(data10)){
+var valid6 = true;
+const len2 = data10.length;
+for(let i2=0; i2<len2; i2++){
+let data11 = data10[i2];
+const _errs27 = errors;
+if(errors === _errs27){
+if(Array.isArray(data11)){
+var valid7 = true;
+const len3 = data11.length;
+for(let i3=0; i3<len3; i3++){
+const _errs29 = errors;
+if(typeof data11[i3] !== "string"){
+const err0 = {instancePath:instancePath+"/facts/" + i1+"/table/" + i2+"/" + i3,schemaPath:"#/$defs/Fact/properties/table/anyOf/0/items/items/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var valid7 = _errs29 === errors;
+if(!valid7){
+break;
+}
+}
+}
+else {
+const err1 = {instancePath:instancePath+"/facts/" + i1+"/table/" + i2,schemaPath:"#/$defs/Fact/properties/table/anyOf/0/items/type",keyword:"type",params:{type: "array"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+var valid6 = _errs27 === errors;
+if(!valid6){
+break;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/facts/" + i1+"/table",schemaPath:"#/$defs/Fact/properties/table/anyOf/0/type",keyword:"type",params:{type: "array"}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+var _valid0 = _errs25 === errors;
+valid5 = valid5 || _valid0;
+const _errs31 = errors;
+if(data10 !== null){
+const err3 = {instancePath:instancePath+"/facts/" + i1+"/table",schemaPath:"#/$defs/Fact/properties/table/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs31 === errors;
+valid5 = valid5 || _valid0;
+if(!valid5){
+const err4 = {instancePath:instancePath+"/facts/" + i1+"/table",schemaPath:"#/$defs/Fact/properties/table/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+validate30.errors = vErrors;
+return false;
+}
+else {
+errors = _errs24;
+if(vErrors !== null){
+if(_errs24){
+vErrors.length = _errs24;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid4 = _errs23 === errors;
+}
+else {
+var valid4 = true;
+}
+}
+}
+}
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1,schemaPath:"#/$defs/Fact/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid2 = _errs16 === errors;
+if(!valid2){
+break;
+}
+}
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/facts",schemaPath:"#/properties/facts/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate30.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate30.errors = vErrors;
+return errors === 0;
+}
+validate30.evaluated = {"props":{"kind":true,"title":true,"text":true,"details":true,"summary":true,"facts":true},"dynamicProps":false,"dynamicItems":false};
+
 
 function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -906,123 +1205,9 @@ const _errs10 = errors;
 const _errs11 = errors;
 let valid1 = false;
 const _errs12 = errors;
-const _errs13 = errors;
-if(errors === _errs13){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if(((((data4.kind === undefined) && (missing1 = "kind")) || ((data4.title === undefined) && (missing1 = "title"))) || ((data4.text === undefined) && (missing1 = "text"))) || ((data4.details === undefined) && (missing1 = "details"))){
-const err0 = {instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/required",keyword:"required",params:{missingProperty: missing1}};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-else {
-if(data4.kind !== undefined){
-let data5 = data4.kind;
-const _errs15 = errors;
-if(typeof data5 !== "string"){
-const err1 = {instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(!((((data5 === "command") || (data5 === "script")) || (data5 === "diff")) || (data5 === "text"))){
-const err2 = {instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/enum",keyword:"enum",params:{allowedValues: schema40.properties.kind.enum}};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-var valid3 = _errs15 === errors;
-}
-else {
-var valid3 = true;
-}
-if(valid3){
-if(data4.title !== undefined){
-const _errs17 = errors;
-if(typeof data4.title !== "string"){
-const err3 = {instancePath:instancePath+"/preview/title",schemaPath:"#/$defs/Preview/properties/title/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-var valid3 = _errs17 === errors;
-}
-else {
-var valid3 = true;
-}
-if(valid3){
-if(data4.text !== undefined){
-const _errs19 = errors;
-if(typeof data4.text !== "string"){
-const err4 = {instancePath:instancePath+"/preview/text",schemaPath:"#/$defs/Preview/properties/text/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-var valid3 = _errs19 === errors;
-}
-else {
-var valid3 = true;
-}
-if(valid3){
-if(data4.details !== undefined){
-let data8 = data4.details;
-const _errs21 = errors;
-if(errors === _errs21){
-if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
-}
-else {
-const err5 = {instancePath:instancePath+"/preview/details",schemaPath:"#/$defs/Preview/properties/details/type",keyword:"type",params:{type: "object"}};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-var valid3 = _errs21 === errors;
-}
-else {
-var valid3 = true;
-}
-}
-}
-}
-}
-}
-else {
-const err6 = {instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/type",keyword:"type",params:{type: "object"}};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
+if(!(validate30(data4, {instancePath:instancePath+"/preview",parentData:data,parentDataProperty:"preview",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+errors = vErrors.length;
 }
 var _valid0 = _errs12 === errors;
 valid1 = valid1 || _valid0;
@@ -1032,27 +1217,29 @@ props0.kind = true;
 props0.title = true;
 props0.text = true;
 props0.details = true;
+props0.summary = true;
+props0.facts = true;
 }
-const _errs24 = errors;
+const _errs13 = errors;
 if(data4 !== null){
-const err7 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf/1/type",keyword:"type",params:{type: "null"}};
+const err0 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf/1/type",keyword:"type",params:{type: "null"}};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err0];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err0);
 }
 errors++;
 }
-var _valid0 = _errs24 === errors;
+var _valid0 = _errs13 === errors;
 valid1 = valid1 || _valid0;
 if(!valid1){
-const err8 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf",keyword:"anyOf",params:{}};
+const err1 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf",keyword:"anyOf",params:{}};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err1];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err1);
 }
 errors++;
 validate29.errors = vErrors;
@@ -1076,21 +1263,21 @@ var valid0 = true;
 }
 if(valid0){
 if(data.depends_on !== undefined){
-let data9 = data.depends_on;
-const _errs26 = errors;
-if(errors === _errs26){
-if(Array.isArray(data9)){
-var valid4 = true;
-const len0 = data9.length;
+let data5 = data.depends_on;
+const _errs15 = errors;
+if(errors === _errs15){
+if(Array.isArray(data5)){
+var valid2 = true;
+const len0 = data5.length;
 for(let i0=0; i0<len0; i0++){
-let data10 = data9[i0];
-const _errs28 = errors;
-if(!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))){
+let data6 = data5[i0];
+const _errs17 = errors;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
 validate29.errors = [{instancePath:instancePath+"/depends_on/" + i0,schemaPath:"#/properties/depends_on/items/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
-var valid4 = _errs28 === errors;
-if(!valid4){
+var valid2 = _errs17 === errors;
+if(!valid2){
 break;
 }
 }
@@ -1100,36 +1287,36 @@ validate29.errors = [{instancePath:instancePath+"/depends_on",schemaPath:"#/prop
 return false;
 }
 }
-var valid0 = _errs26 === errors;
+var valid0 = _errs15 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.status !== undefined){
-let data11 = data.status;
-const _errs30 = errors;
-if(typeof data11 !== "string"){
+let data7 = data.status;
+const _errs19 = errors;
+if(typeof data7 !== "string"){
 validate29.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if(!(((((((((data11 === "proposed") || (data11 === "refused")) || (data11 === "approved")) || (data11 === "edited")) || (data11 === "denied")) || (data11 === "running")) || (data11 === "done")) || (data11 === "failed")) || (data11 === "not_run"))){
-validate29.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema41.enum}}];
+if(!(((((((((data7 === "proposed") || (data7 === "refused")) || (data7 === "approved")) || (data7 === "edited")) || (data7 === "denied")) || (data7 === "running")) || (data7 === "done")) || (data7 === "failed")) || (data7 === "not_run"))){
+validate29.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema42.enum}}];
 return false;
 }
-var valid0 = _errs30 === errors;
+var valid0 = _errs19 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.reason !== undefined){
-const _errs33 = errors;
+const _errs22 = errors;
 if(typeof data.reason !== "string"){
 validate29.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-var valid0 = _errs33 === errors;
+var valid0 = _errs22 === errors;
 }
 else {
 var valid0 = true;
@@ -1392,13 +1579,13 @@ return errors === 0;
 }
 validate27.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema42 = {"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema43 = {"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"};
+const schema43 = {"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema44 = {"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"};
 
-function validate34(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate34.evaluated;
+const evaluated0 = validate36.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1409,14 +1596,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((((data.plan_id === undefined) && (missing0 = "plan_id")) || ((data.index === undefined) && (missing0 = "index"))) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.summary === undefined) && (missing0 = "summary"))){
-validate34.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.plan_id !== undefined){
 const _errs1 = errors;
 if(typeof data.plan_id !== "string"){
-validate34.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -1429,13 +1616,13 @@ if(data.index !== undefined){
 let data1 = data.index;
 const _errs3 = errors;
 if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-validate34.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
+validate36.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs3){
 if((typeof data1 == "number") && (isFinite(data1))){
 if(data1 < 1 || isNaN(data1)){
-validate34.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate36.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -1449,7 +1636,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs5 = errors;
 if(typeof data.tool !== "string"){
-validate34.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -1462,11 +1649,11 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs7 = errors;
 if(typeof data3 !== "string"){
-validate34.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((((((data3 === "proposed") || (data3 === "refused")) || (data3 === "approved")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "running")) || (data3 === "done")) || (data3 === "failed")) || (data3 === "not_run"))){
-validate34.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema41.enum}}];
+validate36.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema42.enum}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -1515,7 +1702,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate34.errors = vErrors;
+validate36.errors = vErrors;
 return false;
 }
 else {
@@ -1579,7 +1766,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate34.errors = vErrors;
+validate36.errors = vErrors;
 return false;
 }
 else {
@@ -1602,7 +1789,7 @@ if(valid0){
 if(data.summary !== undefined){
 const _errs23 = errors;
 if(typeof data.summary !== "string"){
-validate34.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs23 === errors;
@@ -1619,20 +1806,20 @@ var valid0 = true;
 }
 }
 else {
-validate34.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate36.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate34.errors = vErrors;
+validate36.errors = vErrors;
 return errors === 0;
 }
-validate34.evaluated = {"props":{"plan_id":true,"index":true,"tool":true,"status":true,"call_id":true,"args":true,"summary":true},"dynamicProps":false,"dynamicItems":false};
+validate36.evaluated = {"props":{"plan_id":true,"index":true,"tool":true,"status":true,"call_id":true,"args":true,"summary":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate33(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate33.evaluated;
+const evaluated0 = validate35.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1643,7 +1830,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate33.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate35.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -1651,11 +1838,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate33.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("plan_step" !== data0){
-validate33.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "plan_step"}}];
+validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "plan_step"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -1667,7 +1854,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate33.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate35.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -1680,13 +1867,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate33.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate35.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate33.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate35.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -1701,7 +1888,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate33.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate35.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -1712,8 +1899,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate34(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate34.errors : vErrors.concat(validate34.errors);
+if(!(validate36(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -1728,498 +1915,17 @@ var valid0 = true;
 }
 }
 else {
-validate33.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate35.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate33.errors = vErrors;
+validate35.errors = vErrors;
 return errors === 0;
 }
-validate33.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate35.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema45 = {"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema46 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"};
-
-function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate37.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.type !== undefined){
-let data0 = data.type;
-const _errs1 = errors;
-if(typeof data0 !== "string"){
-validate37.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if("tool_call" !== data0){
-validate37.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_call"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.session_id !== undefined){
-const _errs3 = errors;
-if(typeof data.session_id !== "string"){
-validate37.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.seq !== undefined){
-let data2 = data.seq;
-const _errs5 = errors;
-if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate37.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs5){
-if((typeof data2 == "number") && (isFinite(data2))){
-if(data2 < 1 || isNaN(data2)){
-validate37.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
-return false;
-}
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.ts !== undefined){
-let data3 = data.ts;
-const _errs7 = errors;
-if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate37.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.payload !== undefined){
-let data4 = data.payload;
-const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if(((((data4.call_id === undefined) && (missing1 = "call_id")) || ((data4.tool === undefined) && (missing1 = "tool"))) || ((data4.args === undefined) && (missing1 = "args"))) || ((data4.tier === undefined) && (missing1 = "tier"))){
-validate37.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data4.call_id !== undefined){
-const _errs12 = errors;
-if(typeof data4.call_id !== "string"){
-validate37.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ToolCallInfo/properties/call_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs12 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.tool !== undefined){
-const _errs14 = errors;
-if(typeof data4.tool !== "string"){
-validate37.errors = [{instancePath:instancePath+"/payload/tool",schemaPath:"#/$defs/ToolCallInfo/properties/tool/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs14 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.args !== undefined){
-let data7 = data4.args;
-const _errs16 = errors;
-if(errors === _errs16){
-if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-}
-else {
-validate37.errors = [{instancePath:instancePath+"/payload/args",schemaPath:"#/$defs/ToolCallInfo/properties/args/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid2 = _errs16 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.tier !== undefined){
-let data8 = data4.tier;
-const _errs19 = errors;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate37.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs19){
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 > 2 || isNaN(data8)){
-validate37.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
-return false;
-}
-else {
-if(data8 < 0 || isNaN(data8)){
-validate37.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
-}
-}
-var valid2 = _errs19 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-}
-else {
-validate37.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-else {
-validate37.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate37.errors = vErrors;
-return errors === 0;
-}
-validate37.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
-
-const schema47 = {"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema48 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"};
-
-function validate40(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate40.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((((((data.approval_id === undefined) && (missing0 = "approval_id")) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.tier === undefined) && (missing0 = "tier"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.preview === undefined) && (missing0 = "preview"))) || ((data.reason === undefined) && (missing0 = "reason"))) || ((data.task === undefined) && (missing0 = "task"))) || ((data.digest === undefined) && (missing0 = "digest"))){
-validate40.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.approval_id !== undefined){
-const _errs1 = errors;
-if(typeof data.approval_id !== "string"){
-validate40.errors = [{instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.call_id !== undefined){
-const _errs3 = errors;
-if(typeof data.call_id !== "string"){
-validate40.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.tool !== undefined){
-const _errs5 = errors;
-if(typeof data.tool !== "string"){
-validate40.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.tier !== undefined){
-let data3 = data.tier;
-const _errs7 = errors;
-if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate40.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs7){
-if((typeof data3 == "number") && (isFinite(data3))){
-if(data3 > 2 || isNaN(data3)){
-validate40.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
-return false;
-}
-else {
-if(data3 < 0 || isNaN(data3)){
-validate40.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
-}
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.args !== undefined){
-let data4 = data.args;
-const _errs9 = errors;
-if(errors === _errs9){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-}
-else {
-validate40.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.preview !== undefined){
-let data5 = data.preview;
-const _errs12 = errors;
-const _errs13 = errors;
-if(errors === _errs13){
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-let missing1;
-if(((((data5.kind === undefined) && (missing1 = "kind")) || ((data5.title === undefined) && (missing1 = "title"))) || ((data5.text === undefined) && (missing1 = "text"))) || ((data5.details === undefined) && (missing1 = "details"))){
-validate40.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data5.kind !== undefined){
-let data6 = data5.kind;
-const _errs15 = errors;
-if(typeof data6 !== "string"){
-validate40.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if(!((((data6 === "command") || (data6 === "script")) || (data6 === "diff")) || (data6 === "text"))){
-validate40.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/enum",keyword:"enum",params:{allowedValues: schema40.properties.kind.enum}}];
-return false;
-}
-var valid2 = _errs15 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data5.title !== undefined){
-const _errs17 = errors;
-if(typeof data5.title !== "string"){
-validate40.errors = [{instancePath:instancePath+"/preview/title",schemaPath:"#/$defs/Preview/properties/title/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs17 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data5.text !== undefined){
-const _errs19 = errors;
-if(typeof data5.text !== "string"){
-validate40.errors = [{instancePath:instancePath+"/preview/text",schemaPath:"#/$defs/Preview/properties/text/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs19 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data5.details !== undefined){
-let data9 = data5.details;
-const _errs21 = errors;
-if(errors === _errs21){
-if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
-}
-else {
-validate40.errors = [{instancePath:instancePath+"/preview/details",schemaPath:"#/$defs/Preview/properties/details/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid2 = _errs21 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-}
-else {
-validate40.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid0 = _errs12 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.reason !== undefined){
-const _errs24 = errors;
-if(typeof data.reason !== "string"){
-validate40.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs24 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.task !== undefined){
-let data11 = data.task;
-const _errs26 = errors;
-const _errs27 = errors;
-let valid3 = false;
-const _errs28 = errors;
-if(typeof data11 !== "string"){
-const err0 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf/0/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-var _valid0 = _errs28 === errors;
-valid3 = valid3 || _valid0;
-const _errs30 = errors;
-if(data11 !== null){
-const err1 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf/1/type",keyword:"type",params:{type: "null"}};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-var _valid0 = _errs30 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const err2 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf",keyword:"anyOf",params:{}};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-validate40.errors = vErrors;
-return false;
-}
-else {
-errors = _errs27;
-if(vErrors !== null){
-if(_errs27){
-vErrors.length = _errs27;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid0 = _errs26 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.digest !== undefined){
-const _errs32 = errors;
-if(typeof data.digest !== "string"){
-validate40.errors = [{instancePath:instancePath+"/digest",schemaPath:"#/properties/digest/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs32 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-else {
-validate40.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate40.errors = vErrors;
-return errors === 0;
-}
-validate40.evaluated = {"props":{"approval_id":true,"call_id":true,"tool":true,"tier":true,"args":true,"preview":true,"reason":true,"task":true,"digest":true},"dynamicProps":false,"dynamicItems":false};
-
+const schema46 = {"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema47 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"};
 
 function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -2246,8 +1952,8 @@ if(typeof data0 !== "string"){
 validate39.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("approval_request" !== data0){
-validate39.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_request"}}];
+if("tool_call" !== data0){
+validate39.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_call"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2303,10 +2009,93 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
+let data4 = data.payload;
 const _errs9 = errors;
-if(!(validate40(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate40.errors : vErrors.concat(validate40.errors);
-errors = vErrors.length;
+const _errs10 = errors;
+if(errors === _errs10){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if(((((data4.call_id === undefined) && (missing1 = "call_id")) || ((data4.tool === undefined) && (missing1 = "tool"))) || ((data4.args === undefined) && (missing1 = "args"))) || ((data4.tier === undefined) && (missing1 = "tier"))){
+validate39.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data4.call_id !== undefined){
+const _errs12 = errors;
+if(typeof data4.call_id !== "string"){
+validate39.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ToolCallInfo/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.tool !== undefined){
+const _errs14 = errors;
+if(typeof data4.tool !== "string"){
+validate39.errors = [{instancePath:instancePath+"/payload/tool",schemaPath:"#/$defs/ToolCallInfo/properties/tool/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs14 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.args !== undefined){
+let data7 = data4.args;
+const _errs16 = errors;
+if(errors === _errs16){
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+}
+else {
+validate39.errors = [{instancePath:instancePath+"/payload/args",schemaPath:"#/$defs/ToolCallInfo/properties/args/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid2 = _errs16 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.tier !== undefined){
+let data8 = data4.tier;
+const _errs19 = errors;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+validate39.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs19){
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 2 || isNaN(data8)){
+validate39.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+return false;
+}
+else {
+if(data8 < 0 || isNaN(data8)){
+validate39.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+}
+var valid2 = _errs19 === errors;
+}
+else {
+var valid2 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate39.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
 }
 var valid0 = _errs9 === errors;
 }
@@ -2329,13 +2118,227 @@ return errors === 0;
 }
 validate39.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema50 = {"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema51 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"};
+const schema48 = {"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema49 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"};
 
-function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate43.evaluated;
+const evaluated0 = validate42.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((((data.approval_id === undefined) && (missing0 = "approval_id")) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.tier === undefined) && (missing0 = "tier"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.preview === undefined) && (missing0 = "preview"))) || ((data.reason === undefined) && (missing0 = "reason"))) || ((data.task === undefined) && (missing0 = "task"))) || ((data.digest === undefined) && (missing0 = "digest"))){
+validate42.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.approval_id !== undefined){
+const _errs1 = errors;
+if(typeof data.approval_id !== "string"){
+validate42.errors = [{instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.call_id !== undefined){
+const _errs3 = errors;
+if(typeof data.call_id !== "string"){
+validate42.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.tool !== undefined){
+const _errs5 = errors;
+if(typeof data.tool !== "string"){
+validate42.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.tier !== undefined){
+let data3 = data.tier;
+const _errs7 = errors;
+if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
+validate42.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs7){
+if((typeof data3 == "number") && (isFinite(data3))){
+if(data3 > 2 || isNaN(data3)){
+validate42.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+return false;
+}
+else {
+if(data3 < 0 || isNaN(data3)){
+validate42.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.args !== undefined){
+let data4 = data.args;
+const _errs9 = errors;
+if(errors === _errs9){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+}
+else {
+validate42.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.preview !== undefined){
+const _errs12 = errors;
+if(!(validate30(data.preview, {instancePath:instancePath+"/preview",parentData:data,parentDataProperty:"preview",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs12 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.reason !== undefined){
+const _errs13 = errors;
+if(typeof data.reason !== "string"){
+validate42.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs13 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.task !== undefined){
+let data7 = data.task;
+const _errs15 = errors;
+const _errs16 = errors;
+let valid1 = false;
+const _errs17 = errors;
+if(typeof data7 !== "string"){
+const err0 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var _valid0 = _errs17 === errors;
+valid1 = valid1 || _valid0;
+const _errs19 = errors;
+if(data7 !== null){
+const err1 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+var _valid0 = _errs19 === errors;
+valid1 = valid1 || _valid0;
+if(!valid1){
+const err2 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+validate42.errors = vErrors;
+return false;
+}
+else {
+errors = _errs16;
+if(vErrors !== null){
+if(_errs16){
+vErrors.length = _errs16;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs15 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.digest !== undefined){
+const _errs21 = errors;
+if(typeof data.digest !== "string"){
+validate42.errors = [{instancePath:instancePath+"/digest",schemaPath:"#/properties/digest/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs21 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate42.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate42.errors = vErrors;
+return errors === 0;
+}
+validate42.evaluated = {"props":{"approval_id":true,"call_id":true,"tool":true,"tier":true,"args":true,"preview":true,"reason":true,"task":true,"digest":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate41.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2346,7 +2349,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate43.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate41.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2354,11 +2357,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate43.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("approval_resolved" !== data0){
-validate43.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_resolved"}}];
+if("approval_request" !== data0){
+validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_request"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2370,7 +2373,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate43.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate41.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2383,13 +2386,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate43.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate41.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate43.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate41.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2404,7 +2407,118 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate43.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate41.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
+const _errs9 = errors;
+if(!(validate42(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate41.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate41.errors = vErrors;
+return errors === 0;
+}
+validate41.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema50 = {"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema51 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"};
+
+function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate46.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate46.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate46.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("approval_resolved" !== data0){
+validate46.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_resolved"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate46.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate46.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate46.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate46.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2421,14 +2535,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if((((((data4.approval_id === undefined) && (missing1 = "approval_id")) || ((data4.call_id === undefined) && (missing1 = "call_id"))) || ((data4.decision === undefined) && (missing1 = "decision"))) || ((data4.approver === undefined) && (missing1 = "approver"))) || ((data4.args === undefined) && (missing1 = "args"))){
-validate43.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/required",keyword:"required",params:{missingProperty: missing1}}];
+validate46.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.approval_id !== undefined){
 const _errs12 = errors;
 if(typeof data4.approval_id !== "string"){
-validate43.errors = [{instancePath:instancePath+"/payload/approval_id",schemaPath:"#/$defs/ApprovalResolved/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
+validate46.errors = [{instancePath:instancePath+"/payload/approval_id",schemaPath:"#/$defs/ApprovalResolved/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -2440,7 +2554,7 @@ if(valid2){
 if(data4.call_id !== undefined){
 const _errs14 = errors;
 if(typeof data4.call_id !== "string"){
-validate43.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ApprovalResolved/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate46.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ApprovalResolved/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -2453,11 +2567,11 @@ if(data4.decision !== undefined){
 let data7 = data4.decision;
 const _errs16 = errors;
 if(typeof data7 !== "string"){
-validate43.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/type",keyword:"type",params:{type: "string"}}];
+validate46.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!((((((data7 === "approved") || (data7 === "approved_for_session")) || (data7 === "edited")) || (data7 === "denied")) || (data7 === "timed_out")) || (data7 === "cancelled"))){
-validate43.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/enum",keyword:"enum",params:{allowedValues: schema51.properties.decision.enum}}];
+validate46.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/enum",keyword:"enum",params:{allowedValues: schema51.properties.decision.enum}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -2506,7 +2620,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate43.errors = vErrors;
+validate46.errors = vErrors;
 return false;
 }
 else {
@@ -2570,7 +2684,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate43.errors = vErrors;
+validate46.errors = vErrors;
 return false;
 }
 else {
@@ -2596,7 +2710,7 @@ var valid2 = true;
 }
 }
 else {
-validate43.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/type",keyword:"type",params:{type: "object"}}];
+validate46.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -2612,23 +2726,23 @@ var valid0 = true;
 }
 }
 else {
-validate43.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate46.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate43.errors = vErrors;
+validate46.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate46.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema52 = {"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema53 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"};
 const schema54 = {"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"};
 
-function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate46.evaluated;
+const evaluated0 = validate49.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2639,14 +2753,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((((((data.call_id === undefined) && (missing0 = "call_id")) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.ok === undefined) && (missing0 = "ok"))) || ((data.decision === undefined) && (missing0 = "decision"))) || ((data.approver === undefined) && (missing0 = "approver"))) || ((data.summary === undefined) && (missing0 = "summary"))) || ((data.duration_ms === undefined) && (missing0 = "duration_ms"))) || ((data.output_ref === undefined) && (missing0 = "output_ref"))) || ((data.artifacts === undefined) && (missing0 = "artifacts"))){
-validate46.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate49.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.call_id !== undefined){
 const _errs1 = errors;
 if(typeof data.call_id !== "string"){
-validate46.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2658,7 +2772,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs3 = errors;
 if(typeof data.tool !== "string"){
-validate46.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2670,7 +2784,7 @@ if(valid0){
 if(data.ok !== undefined){
 const _errs5 = errors;
 if(typeof data.ok !== "boolean"){
-validate46.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
+validate49.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -2683,11 +2797,11 @@ if(data.decision !== undefined){
 let data3 = data.decision;
 const _errs7 = errors;
 if(typeof data3 !== "string"){
-validate46.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((((((data3 === "auto") || (data3 === "approved")) || (data3 === "approved_for_session")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "timed_out")) || (data3 === "cancelled")) || (data3 === "proposed")) || (data3 === "refused"))){
-validate46.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema54.enum}}];
+validate49.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema54.enum}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2736,7 +2850,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate46.errors = vErrors;
+validate49.errors = vErrors;
 return false;
 }
 else {
@@ -2759,7 +2873,7 @@ if(valid0){
 if(data.summary !== undefined){
 const _errs16 = errors;
 if(typeof data.summary !== "string"){
-validate46.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs16 === errors;
@@ -2774,12 +2888,12 @@ const _errs18 = errors;
 if(errors === _errs18){
 if((typeof data6 == "number") && (isFinite(data6))){
 if(data6 < 0 || isNaN(data6)){
-validate46.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate49.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
 else {
-validate46.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
+validate49.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 }
@@ -2829,7 +2943,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate46.errors = vErrors;
+validate49.errors = vErrors;
 return false;
 }
 else {
@@ -2859,7 +2973,7 @@ const len0 = data8.length;
 for(let i0=0; i0<len0; i0++){
 const _errs28 = errors;
 if(typeof data8[i0] !== "string"){
-validate46.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid4 = _errs28 === errors;
@@ -2869,7 +2983,7 @@ break;
 }
 }
 else {
-validate46.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
+validate49.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
 return false;
 }
 }
@@ -2889,20 +3003,20 @@ var valid0 = true;
 }
 }
 else {
-validate46.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate49.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate46.errors = vErrors;
+validate49.errors = vErrors;
 return errors === 0;
 }
-validate46.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
+validate49.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate45(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate45.evaluated;
+const evaluated0 = validate48.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2913,7 +3027,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate45.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate48.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2921,11 +3035,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate45.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate48.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("tool_result" !== data0){
-validate45.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
+validate48.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2937,7 +3051,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate45.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate48.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2950,13 +3064,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate45.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate48.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate45.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate48.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2971,7 +3085,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate45.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate48.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2982,8 +3096,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate46(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate46.errors : vErrors.concat(validate46.errors);
+if(!(validate49(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -2998,22 +3112,22 @@ var valid0 = true;
 }
 }
 else {
-validate45.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate48.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate45.errors = vErrors;
+validate48.errors = vErrors;
 return errors === 0;
 }
-validate45.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate48.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema55 = {"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema56 = {"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"};
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate52.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3024,7 +3138,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate49.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate52.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3032,11 +3146,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate49.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("error" !== data0){
-validate49.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
+validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3048,7 +3162,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate49.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3061,13 +3175,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate49.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate52.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate49.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate52.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3082,7 +3196,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate49.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate52.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3099,14 +3213,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if((((data4.message === undefined) && (missing1 = "message")) || ((data4.code === undefined) && (missing1 = "code"))) || ((data4.retryable === undefined) && (missing1 = "retryable"))){
-validate49.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+validate52.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.message !== undefined){
 const _errs12 = errors;
 if(typeof data4.message !== "string"){
-validate49.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -3118,7 +3232,7 @@ if(valid2){
 if(data4.code !== undefined){
 const _errs14 = errors;
 if(typeof data4.code !== "string"){
-validate49.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -3130,7 +3244,7 @@ if(valid2){
 if(data4.retryable !== undefined){
 const _errs16 = errors;
 if(typeof data4.retryable !== "boolean"){
-validate49.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
+validate52.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -3143,7 +3257,7 @@ var valid2 = true;
 }
 }
 else {
-validate49.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
+validate52.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3159,22 +3273,22 @@ var valid0 = true;
 }
 }
 else {
-validate49.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate52.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate49.errors = vErrors;
+validate52.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate52.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema57 = {"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema58 = {"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"};
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3185,7 +3299,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate54.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3193,11 +3307,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate51.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate54.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("replanning" !== data0){
-validate51.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
+validate54.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3209,7 +3323,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate51.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate54.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3222,13 +3336,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate51.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate54.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate51.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate54.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3243,7 +3357,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate51.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate54.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3260,20 +3374,20 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if((data4.reason === undefined) && (missing1 = "reason")){
-validate51.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
+validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.reason !== undefined){
 if(typeof data4.reason !== "string"){
-validate51.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
+validate54.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 }
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
+validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3289,22 +3403,22 @@ var valid0 = true;
 }
 }
 else {
-validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate54.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate51.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema59 = {"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema60 = {"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"};
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3315,7 +3429,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate53.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate56.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3323,11 +3437,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate53.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("job_update" !== data0){
-validate53.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
+validate56.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3339,7 +3453,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate53.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3352,13 +3466,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate53.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate56.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate53.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate56.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3373,7 +3487,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate53.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate56.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3390,14 +3504,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if(((((((data4.job_id === undefined) && (missing1 = "job_id")) || ((data4.cluster === undefined) && (missing1 = "cluster"))) || ((data4.state === undefined) && (missing1 = "state"))) || ((data4.previous === undefined) && (missing1 = "previous"))) || ((data4.page === undefined) && (missing1 = "page"))) || ((data4.notebook === undefined) && (missing1 = "notebook"))){
-validate53.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.job_id !== undefined){
 const _errs12 = errors;
 if(typeof data4.job_id !== "string"){
-validate53.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -3409,7 +3523,7 @@ if(valid2){
 if(data4.cluster !== undefined){
 const _errs14 = errors;
 if(typeof data4.cluster !== "string"){
-validate53.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -3421,7 +3535,7 @@ if(valid2){
 if(data4.state !== undefined){
 const _errs16 = errors;
 if(typeof data4.state !== "string"){
-validate53.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -3433,7 +3547,7 @@ if(valid2){
 if(data4.previous !== undefined){
 const _errs18 = errors;
 if(typeof data4.previous !== "string"){
-validate53.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs18 === errors;
@@ -3482,7 +3596,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate53.errors = vErrors;
+validate56.errors = vErrors;
 return false;
 }
 else {
@@ -3542,7 +3656,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate53.errors = vErrors;
+validate56.errors = vErrors;
 return false;
 }
 else {
@@ -3569,7 +3683,7 @@ var valid2 = true;
 }
 }
 else {
-validate53.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
+validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3585,22 +3699,22 @@ var valid0 = true;
 }
 }
 else {
-validate53.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate56.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate53.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema61 = {"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema62 = {"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"};
 
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3611,7 +3725,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate55.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate58.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3619,11 +3733,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate55.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate58.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("budget" !== data0){
-validate55.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
+validate58.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3635,7 +3749,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate55.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate58.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3648,13 +3762,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate55.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate55.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate58.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3669,7 +3783,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate55.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate58.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3686,7 +3800,7 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if(((((data4.iterations === undefined) && (missing1 = "iterations")) || ((data4.max_iterations === undefined) && (missing1 = "max_iterations"))) || ((data4.tokens === undefined) && (missing1 = "tokens"))) || ((data4.max_tokens === undefined) && (missing1 = "max_tokens"))){
-validate55.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
+validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
@@ -3694,13 +3808,13 @@ if(data4.iterations !== undefined){
 let data5 = data4.iterations;
 const _errs12 = errors;
 if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
-validate55.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs12){
 if((typeof data5 == "number") && (isFinite(data5))){
 if(data5 < 0 || isNaN(data5)){
-validate55.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3715,13 +3829,13 @@ if(data4.max_iterations !== undefined){
 let data6 = data4.max_iterations;
 const _errs14 = errors;
 if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-validate55.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data6 == "number") && (isFinite(data6))){
 if(data6 < 0 || isNaN(data6)){
-validate55.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3736,13 +3850,13 @@ if(data4.tokens !== undefined){
 let data7 = data4.tokens;
 const _errs16 = errors;
 if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-validate55.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs16){
 if((typeof data7 == "number") && (isFinite(data7))){
 if(data7 < 0 || isNaN(data7)){
-validate55.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3757,13 +3871,13 @@ if(data4.max_tokens !== undefined){
 let data8 = data4.max_tokens;
 const _errs18 = errors;
 if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate55.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs18){
 if((typeof data8 == "number") && (isFinite(data8))){
 if(data8 < 0 || isNaN(data8)){
-validate55.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3779,7 +3893,7 @@ var valid2 = true;
 }
 }
 else {
-validate55.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
+validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3795,23 +3909,23 @@ var valid0 = true;
 }
 }
 else {
-validate55.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate55.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema63 = {"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema64 = {"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"};
 const schema65 = {"enum":["finished","denied","breaker","error","stopped"],"type":"string"};
 
-function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate58.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3822,38 +3936,38 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.reason === undefined) && (missing0 = "reason")){
-validate58.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate61.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.reason !== undefined){
 let data0 = data.reason;
 if(typeof data0 !== "string"){
-validate58.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
+validate61.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((data0 === "finished") || (data0 === "denied")) || (data0 === "breaker")) || (data0 === "error")) || (data0 === "stopped"))){
-validate58.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema65.enum}}];
+validate61.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema65.enum}}];
 return false;
 }
 }
 }
 }
 else {
-validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate61.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate58.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate58.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate57(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate57.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3864,7 +3978,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate57.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3872,11 +3986,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate57.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("done" !== data0){
-validate57.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
+validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3888,7 +4002,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate57.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate60.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3901,13 +4015,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate57.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate60.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate57.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate60.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3922,7 +4036,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate57.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate60.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3933,8 +4047,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate58(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
+if(!(validate61(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate61.errors : vErrors.concat(validate61.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -3949,14 +4063,14 @@ var valid0 = true;
 }
 }
 else {
-validate57.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate57.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate57.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 
 function validate20(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -4036,8 +4150,8 @@ props0.payload = true;
 }
 }
 const _errs4 = errors;
-if(!(validate33(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate33.errors : vErrors.concat(validate33.errors);
+if(!(validate35(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate35.errors : vErrors.concat(validate35.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs4 === errors;
@@ -4059,8 +4173,8 @@ props0.payload = true;
 }
 }
 const _errs5 = errors;
-if(!(validate37(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate37.errors : vErrors.concat(validate37.errors);
+if(!(validate39(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate39.errors : vErrors.concat(validate39.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs5 === errors;
@@ -4082,8 +4196,8 @@ props0.payload = true;
 }
 }
 const _errs6 = errors;
-if(!(validate39(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate39.errors : vErrors.concat(validate39.errors);
+if(!(validate41(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate41.errors : vErrors.concat(validate41.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs6 === errors;
@@ -4105,8 +4219,8 @@ props0.payload = true;
 }
 }
 const _errs7 = errors;
-if(!(validate43(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate43.errors : vErrors.concat(validate43.errors);
+if(!(validate46(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate46.errors : vErrors.concat(validate46.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs7 === errors;
@@ -4128,8 +4242,8 @@ props0.payload = true;
 }
 }
 const _errs8 = errors;
-if(!(validate45(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate45.errors : vErrors.concat(validate45.errors);
+if(!(validate48(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate48.errors : vErrors.concat(validate48.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs8 === errors;
@@ -4151,8 +4265,8 @@ props0.payload = true;
 }
 }
 const _errs9 = errors;
-if(!(validate49(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
+if(!(validate52(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs9 === errors;
@@ -4174,8 +4288,8 @@ props0.payload = true;
 }
 }
 const _errs10 = errors;
-if(!(validate51(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+if(!(validate54(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate54.errors : vErrors.concat(validate54.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs10 === errors;
@@ -4197,8 +4311,8 @@ props0.payload = true;
 }
 }
 const _errs11 = errors;
-if(!(validate53(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+if(!(validate56(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate56.errors : vErrors.concat(validate56.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs11 === errors;
@@ -4220,8 +4334,8 @@ props0.payload = true;
 }
 }
 const _errs12 = errors;
-if(!(validate55(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate55.errors : vErrors.concat(validate55.errors);
+if(!(validate58(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs12 === errors;
@@ -4243,8 +4357,8 @@ props0.payload = true;
 }
 }
 const _errs13 = errors;
-if(!(validate57(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate57.errors : vErrors.concat(validate57.errors);
+if(!(validate60(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate60.errors : vErrors.concat(validate60.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs13 === errors;
@@ -4306,13 +4420,13 @@ return errors === 0;
 }
 validate20.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
-export const isServerErrorSchema = validate62;
+export const isServerErrorSchema = validate65;
 const schema67 = {"properties":{"type":{"const":"server_error","type":"string"},"message":{"type":"string"}},"required":["type","message"],"type":"object"};
 
-function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate62.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4323,7 +4437,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.type === undefined) && (missing0 = "type")) || ((data.message === undefined) && (missing0 = "message"))){
-validate62.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate65.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -4331,11 +4445,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate62.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate65.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("server_error" !== data0){
-validate62.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
+validate65.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -4347,7 +4461,7 @@ if(valid0){
 if(data.message !== undefined){
 const _errs3 = errors;
 if(typeof data.message !== "string"){
-validate62.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
+validate65.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -4359,14 +4473,14 @@ var valid0 = true;
 }
 }
 else {
-validate62.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate65.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate62.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate62.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
 
 /** Whether `value` is a valid `BettyEvent` (https://betty-jupyter.org/schemas/events/v1). */
 export function isBettyEvent(value: unknown): value is BettyEvent {

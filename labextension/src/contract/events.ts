@@ -173,6 +173,25 @@ export interface IPreview {
   details: {
     [k: string]: unknown;
   };
+  /**
+   * what a person decides on, in at most three lines (what runs where, for how long, what it replaces, what it sends); a face shows these first and the exact text and facts one click away
+   */
+  summary?: string[];
+  /**
+   * the details in words, each with its label, as every face shows them
+   */
+  facts?: IFact[];
+}
+/**
+ * One detail of a card in words: its label, its value as text (one item a line), or a table's rows.
+ */
+export interface IFact {
+  label: string;
+  text: string;
+  /**
+   * a table's rows, its header first; text is '' then
+   */
+  table: string[][] | null;
 }
 /**
  * ``plan_step``: one step of a plan moved on.
