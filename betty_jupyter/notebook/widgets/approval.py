@@ -140,8 +140,15 @@ class ApprovalCard(Recorded, widgets.VBox):
         if self.editor is None and self._check is not None:
             self.editor = EditForm(self.request, self._check, _checked_html)
             self.editor.approve.on_click(lambda _: self._send_edited())
+            self.editor.cancel.on_click(lambda _: self._close_editor())
             self.editing.children = [self.editor]
         self.editing.layout.display = "flex"
+        self.buttons.layout.display = "none"
+
+    def _close_editor(self) -> None:
+        """Cancel: the form closes (kept as edited, for the next Edit) and the card's own buttons come back."""
+        self.editing.layout.display = "none"
+        self.buttons.layout.display = None
 
     def _send_edited(self) -> None:
         if self.editor is not None and self.editor.checked is not None:

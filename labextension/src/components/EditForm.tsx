@@ -108,8 +108,30 @@ export function EditForm({ request, disabled, onApprove, onCancel }: IEditFormPr
     setTexts(previous => ({ ...previous, [name]: value }));
   const others = Object.keys(texts).filter(name => !(script && name === 'script'));
 
+  const form = React.useRef<HTMLDivElement>(null);
+  React.useEffect(() => {
+    // Opened from the keyboard or by a click, the form takes focus (its fields come next on Tab),
+    // not the page: the Edit button it replaces is gone.
+    form.current?.focus();
+  }, []);
+  const escape = (event: React.KeyboardEvent) => {
+    if (event.key === 'Escape' && !event.defaultPrevented) {
+      event.preventDefault();
+      event.stopPropagation();
+      onCancel();
+    }
+  };
+
   return (
-    <div className="betty-ApprovalCard-edit" data-testid="betty-edit-form">
+    <div
+      className="betty-ApprovalCard-edit"
+      data-testid="betty-edit-form"
+      ref={form}
+      tabIndex={-1}
+      role="group"
+      aria-label="Edit the request (Esc closes)"
+      onKeyDown={escape}
+    >
       {script && (
         <ScriptFields
           script={texts.script}
