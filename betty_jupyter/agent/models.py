@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from .card_words import detail_facts, summary_lines
 
@@ -59,6 +59,18 @@ class Preview(BaseModel):
         if not self.facts:
             self.facts = [Fact(label=name, text=text, table=table) for name, text, table in detail_facts(self.details)]
         return self
+
+    @model_serializer(mode="wrap")
+    def _said_now(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """Written out, the summary and facts say what the title, text and details say now (a copy with a secret
+        blanked, say), never what they said when the preview was made."""
+        data = handler(self)
+        if isinstance(data, dict) and "summary" in data:
+            data["summary"] = summary_lines(self.kind, self.title, self.text, self.details)
+        if isinstance(data, dict) and "facts" in data:
+            data["facts"] = [{"label": name, "text": text, "table": table}
+                             for name, text, table in detail_facts(self.details)]
+        return data
 
 
 def card_digest(tool: str, args: dict[str, Any], preview: Preview) -> str:

@@ -15,6 +15,7 @@ import {
   ITimelineCall,
   ITimelineFilters,
   replayCounts,
+  REPLAY_WORDS,
   timeRange
 } from '../src/timeline';
 import { allByTestId, byTestId, click, render, type } from './render';
@@ -161,6 +162,19 @@ describe('the timeline arithmetic', () => {
       ['same', 1],
       ['changed', 1]
     ]);
+  });
+});
+
+describe('a replay in words', () => {
+  it('says plainly what could not be previewed again, and never counts it as failed', () => {
+    const gone: IReplayLine = { ...REPLAY[0], call_id: 'c9', status: 'gone', diff: 'Slurm no longer knows job 42' };
+    const counts = replayCounts([...REPLAY, gone]);
+    expect(counts).toEqual([
+      ['same', 1],
+      ['changed', 1],
+      ['gone', 1]
+    ]);
+    expect(REPLAY_WORDS.gone).toBe('no longer there to preview (a job Slurm forgot, say)');
   });
 });
 
