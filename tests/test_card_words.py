@@ -69,3 +69,12 @@ def test_the_notebook_card_shows_the_summary_before_the_exact_script_and_details
     assert summary_at < exact_at < html.index("srun") and exact_at < html.index("SLURM_EXPORT_ENV")
     assert "script path" in html and "script_path" not in html and "tier 2 · always asks" in html
     assert "<th style='border:1px solid" in html and "| task |" not in html and '["lr' not in html
+
+
+def test_a_cell_run_says_what_crosses_the_wire_first() -> None:
+    details = {"cell": "x = 1\n", "crosses the wire": "cell.py: the cell's code, 1 lines\nframe: a DataFrame (in inputs.pkl)",
+               "cluster": "dev", "environment": "PATH", "command": COMMAND, "run directory": "/scratch/runs/x"}
+    preview = Preview(kind="script", title="run a cell as x on dev: partition cpu, time 10 min", text=SCRIPT,
+                      details=details)
+    assert preview.summary == ["run a cell as x on dev: partition cpu, time 10 min",
+                               "sends cell.py: the cell's code, 1 lines; frame: a DataFrame (in inputs.pkl)"]

@@ -60,7 +60,7 @@ class Message(Payload):
     text: str
     model: str | None = Field(None, description=(
         "the model that wrote an assistant message: the session's model, or its planner for a turn's plan"))
-    context: SentContext | None = Field(None, exclude_if=lambda context: context is None, description=(
+    context: SentContext | None = Field(default=None, exclude_if=lambda context: context is None, description=(
         "where the person worked when they wrote a user message, as the chip they sent showed it; the model "
         "reads it quoted after their words, the transcript shows it as the chip"))
 

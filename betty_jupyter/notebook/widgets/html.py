@@ -61,7 +61,8 @@ def facts_html(preview: "Preview") -> str:
     (a GPU estimate as its breakdown, in place of its one-line summary)."""
     estimate = preview.details.get("gpu_estimate")
     readable = isinstance(estimate, Mapping)
-    estimate_html = _fact_row_html("GPU memory", pre_html(render_estimate_record(estimate))) if readable else ""
+    estimate_html = (_fact_row_html("GPU memory", pre_html(render_estimate_record(estimate)))
+                     if isinstance(estimate, Mapping) else "")
     rows_html = estimate_html + "".join(
         _fact_row_html(fact.label, _rows_html(fact.table) if fact.table else _lines_html(fact.text))
         for fact in preview.facts if not (readable and fact.label == "GPU memory"))
