@@ -141,6 +141,9 @@ def test_an_edited_submission_card_is_checked_again_and_runs_as_edited(kernel: K
     assert kernel.models[text]["value"] == script, "the script as its lines, not an escaped JSON string"
     memory = kernel.find(root, "betty-edit-mem")[0]
     assert kernel.models[memory]["value"] == "100M"
+    partition = kernel.find(root, "betty-edit-partition")[0]
+    assert kernel.models[partition]["_model_name"] == "DropdownModel", "the cluster's partitions to choose from"
+    assert kernel.models[partition]["_options_labels"] == ["(default)", "cpu", "gpu"]
     send = kernel.find(root, "betty-send-edit")[0]
     kernel.wait_for(lambda: kernel.models[send].get("disabled") is False, what="the first check")
     fields = [m for m in kernel.descendants(root) if kernel.models[m].get("_model_name") == "TextareaModel"]

@@ -20,8 +20,9 @@ _LABELS = {
 }
 """Labels that are not just the detail's name with spaces for underscores."""
 
-_NOT_SHOWN = frozenset({"argv", "gpu_estimate", "calls"})
-"""Details a face shows otherwise: the command line itself, the estimate's own breakdown, a plan's steps."""
+_NOT_SHOWN = frozenset({"argv", "gpu_estimate", "calls", "partitions"})
+"""Details a face shows otherwise: the command line itself, the estimate's own breakdown, a plan's steps, the
+cluster's partitions (the edit form's choices)."""
 
 
 def label(name: str) -> str:

@@ -92,7 +92,7 @@ class EditForm(widgets.VBox):
         self.request, self._check, self._render = request, check, render
         self._syncing = False
         self.fields: dict[str, widgets.Textarea] = {}
-        self.resources: dict[str, widgets.Text] = {}
+        self.resources: dict[str, widgets.Text | widgets.Dropdown] = {}
         rows: list[widgets.Widget] = []
         others: list[widgets.Widget] = []
         self.script_edit = request.tool == "cluster_submit" and isinstance(request.args.get("script"), str)
@@ -131,10 +131,18 @@ class EditForm(widgets.VBox):
 
     def _resource_row(self) -> widgets.HBox:
         values = _resources_or_blank(self.request.args["script"])
+        partitions = self.request.preview.details.get("partitions")
         for key, label in RESOURCES:
-            field = widgets.Text(value=values[key], description=label, continuous_update=False,
-                                 layout=widgets.Layout(width="auto"),
-                                 style={"description_width": "initial"})
+            field: widgets.Text | widgets.Dropdown
+            if key == "partition" and isinstance(partitions, list) and partitions:
+                field = widgets.Dropdown(options=[("(default)", ""), *((str(p), str(p)) for p in partitions)],
+                                         description=label, layout=widgets.Layout(width="auto"),
+                                         style={"description_width": "initial"})
+                _show(field, values[key])
+            else:
+                field = widgets.Text(value=values[key], description=label, continuous_update=False,
+                                     layout=widgets.Layout(width="auto"),
+                                     style={"description_width": "initial"})
             field.add_class(f"betty-edit-{key}")
             field.observe(lambda change, k=key: self._resource_changed(k), names="value")
             self.resources[key] = field
@@ -164,7 +172,7 @@ class EditForm(widgets.VBox):
             self._syncing = True
             try:
                 for key, field in self.resources.items():
-                    field.value = values[key]
+                    _show(field, values[key])
             finally:
                 self._syncing = False
         self.recheck()
@@ -198,6 +206,13 @@ class EditForm(widgets.VBox):
         self.approve.disabled, self.checked = True, None
         self.status.value = f"<span class='betty-edit-refused' style='color:{_RED}'>{html_text(reason)}</span>"
         self.preview.value = ""
+
+
+def _show(field: "widgets.Text | widgets.Dropdown", value: str) -> None:
+    """Show ``value`` in a resource field; a partition the choices lack (one typed in the script) becomes one."""
+    if isinstance(field, widgets.Dropdown) and value not in [choice for _, choice in field.options]:
+        field.options = [*field.options, (value, value)]
+    field.value = value
 
 
 def _resources_or_blank(text: str) -> dict[str, str]:
