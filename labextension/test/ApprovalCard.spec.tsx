@@ -263,6 +263,15 @@ describe('ApprovalCard: Edit', () => {
     expect(container.textContent).not.toContain('\\n');
   });
 
+  it("labels each argument in words, not by its name's underscores", async () => {
+    const item = card();
+    item.request = { ...item.request, tool: 'cluster_cancel', args: { job_id: '42' } };
+    const { container } = renderCard(item);
+    await click(byTestId(container, 'betty-edit'));
+    const names = Array.from(container.querySelectorAll('.betty-ApprovalCard-argumentName'));
+    expect(names.map(name => name.textContent)).toEqual(['job id']);
+  });
+
   it('takes focus when it opens, Esc closes it and gives focus back to Edit', async () => {
     const { container } = renderCard(card());
     await click(byTestId(container, 'betty-edit'));

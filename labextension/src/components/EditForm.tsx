@@ -356,7 +356,7 @@ function ArgumentFields({
     return (
       <label className="betty-ApprovalCard-argument" key={name}>
         <span className="betty-ApprovalCard-argumentName">
-          {visibleText(name)}
+          {visibleText(name.replace(/_/g, ' '))}
           {json && <span className="betty-ApprovalCard-argumentKind"> (JSON)</span>}
         </span>
         <textarea
