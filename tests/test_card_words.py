@@ -24,7 +24,7 @@ def test_a_sweep_card_says_what_runs_and_its_parameters_first_in_three_lines_at_
     preview = sweep_preview()
     assert preview.summary == ["sweep lr-scan on dev: 4 tasks; each task partition gpu, time 30 min",
                                "parameters: lr = 0.1, 0.3; seed = 0, 1",
-                               "sends the script to dev; the job's environment and paths are under the details"]
+                               "sends the script to dev (environment and paths below)"]
     assert not any("sbatch" in line or "SLURM" in line for line in preview.summary)
 
 
@@ -53,6 +53,12 @@ def test_a_command_step_shows_the_command_and_says_refused_only_when_it_is() -> 
                       details={"refused": True, "cluster": "dev"})
     assert refused.summary[1] == "Betty will not run this: rm is not on the allowlist"
     assert ("refused", "yes") in [(fact.label, fact.text) for fact in refused.facts]
+
+
+def test_the_gpu_memory_line_is_said_once() -> None:
+    preview = Preview(kind="script", title="submit x to dev", text=SCRIPT,
+                      details={"gpu_memory": "GPU memory estimate: 67.5 GiB per GPU (Llama-3.1-8B, lora)"})
+    assert preview.summary[1] == "GPU memory estimate: 67.5 GiB per GPU (Llama-3.1-8B, lora)"
 
 
 def test_the_summary_and_facts_are_not_part_of_the_digest() -> None:

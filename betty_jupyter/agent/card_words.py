@@ -43,13 +43,14 @@ def summary_lines(kind: str, title: str, text: str, details: Mapping[str, Any]) 
     if isinstance(details.get("grid"), list) and details["grid"]:
         lines.append("parameters: " + "; ".join(_parameter(item) for item in details["grid"]))
     if isinstance(details.get("gpu_memory"), str) and details["gpu_memory"]:
-        lines.append("GPU memory: " + details["gpu_memory"])
+        memory = details["gpu_memory"]
+        lines.append(memory if memory.lower().startswith("gpu memory") else "GPU memory: " + memory)
     if isinstance(details.get("crosses the wire"), str) and details["crosses the wire"]:
         sent = "; ".join(details["crosses the wire"].split("\n"))
         lines.append("sends " + (sent if len(sent) <= 160 else sent[:159] + "…"))
     elif "environment" in details and "cluster" in details:
         sent = "the script and the notebook" if "sha256" in details else "the script"
-        lines.append(f"sends {sent} to {details['cluster']}; the job's environment and paths are under the details")
+        lines.append(f"sends {sent} to {details['cluster']} (environment and paths below)")
     if "steps" in details and "granted" in details:
         lines.append(f"{details['steps']} steps; {details['granted']} of them need no answer")
     return lines[:MAX_SUMMARY_LINES]
