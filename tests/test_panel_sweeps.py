@@ -99,7 +99,7 @@ def test_a_sweeps_comparison_and_pictures_in_the_panel_and_its_failed_task_resub
         retry.click()
         card = panel.locator('[data-testid="betty-approval-card"][data-tool="sweep_retry"]')
         expect(card).to_have_attribute("data-status", "pending")
-        expect(card).to_contain_text(f"resubmit tasks 3 of sweep {slug}")
+        expect(card).to_contain_text(f"resubmit task 3 of sweep {slug}")
         expect(card.get_by_test_id("betty-preview")).to_contain_text("#SBATCH --array=3\n")
         screenshot(page, "retry-card", "sweeps")
         assert queued(dev_cluster) == before  # nothing submitted while the card waits
