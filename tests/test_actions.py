@@ -311,6 +311,20 @@ def test_replay_says_same_changed_not_recorded_and_failed() -> None:
     assert tool.runs == 0
 
 
+def test_replay_says_plainly_what_cannot_be_previewed_now_and_keeps_a_new_state_as_same() -> None:
+    from betty_jupyter.errors import ToolError
+
+    def preview(name: str, args: dict[str, Any]) -> Preview:
+        if args.get("job") == "forgotten":
+            raise ToolError("Slurm no longer knows job 42 (its record is gone); there is no log to read")
+        return PREVIEW.model_copy(update={"title": "job 43, RUNNING now", "details": {"state": "RUNNING"}})
+
+    lines = replay([make("a", args={"job": "forgotten"}), make("b")], preview)
+    assert [line.status for line in lines] == ["gone", "same"]
+    assert lines[0].diff == "Slurm no longer knows job 42 (its record is gone); there is no log to read"
+    assert "details.state: None → 'RUNNING'" in lines[1].diff, "what the title and details say now is shown"
+
+
 def test_replay_sees_a_tool_whose_preview_changed_since() -> None:
     records = [make("a")]
     lines = replay(records, lambda name, args: SubmitTool(walltime="20").preview(args))

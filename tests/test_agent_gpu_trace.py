@@ -136,7 +136,7 @@ def test_without_the_extra_the_model_is_told_how_to_install_it(ssh_profile, work
         reason, _ = asyncio.run(ask_with_the_trace_held(workspace, config_for(llm, ssh_profile), "trace it"))
         told = tool_messages(llm.requests[-1])[-1]
     assert reason == "finished"
-    assert told == f"error: gpu_estimate: {EXTRA}"
+    assert told == f"error: {EXTRA}"
 
 
 @needs_extra

@@ -141,8 +141,27 @@ def test_an_edited_submission_card_is_checked_again_and_runs_as_edited(kernel: K
     assert kernel.models[text]["value"] == script, "the script as its lines, not an escaped JSON string"
     memory = kernel.find(root, "betty-edit-mem")[0]
     assert kernel.models[memory]["value"] == "100M"
+    partition = kernel.find(root, "betty-edit-partition")[0]
+    assert kernel.models[partition]["_model_name"] == "DropdownModel", "the cluster's partitions to choose from"
+    assert kernel.models[partition]["_options_labels"] == ["(default)", "cpu", "gpu"]
     send = kernel.find(root, "betty-send-edit")[0]
     kernel.wait_for(lambda: kernel.models[send].get("disabled") is False, what="the first check")
+    fields = [m for m in kernel.descendants(root) if kernel.models[m].get("_model_name") == "TextareaModel"]
+    assert not any(kernel.models[m].get("description") for m in fields), "labels above the fields, never cut"
+    folded = next(m for m in kernel.descendants(root) if kernel.models[m].get("_model_name") == "AccordionModel")
+    assert kernel.find(folded, "betty-edit-arg-record"), "record is folded under Other arguments"
+    assert "<b>script</b>" in kernel.texts(root) and "<b>goal</b>" in kernel.texts(root)
+
+    def shown(model: str) -> bool:
+        return kernel.models[str(kernel.models[model]["layout"]).removeprefix("IPY_MODEL_")].get("display") != "none"
+    approve = kernel.find(root, "betty-approve")[0]
+    buttons = next(m for m in kernel.descendants(root) if approve in kernel.models[m].get("children", [])
+                   or f"IPY_MODEL_{approve}" in kernel.models[m].get("children", []))
+    assert not shown(buttons), "the card's own buttons give way to the form"
+    kernel.click(kernel.find(root, "betty-edit-cancel")[0])
+    kernel.wait_for(lambda: shown(buttons), what="Cancel closing the form")
+    kernel.click(kernel.find(root, "betty-edit")[0])
+    kernel.wait_for(lambda: not shown(buttons), what="Edit opening the form again")
 
     kernel.set_value(memory, value="200M")
     kernel.wait_for(lambda: "#SBATCH --mem=200M" in kernel.models[text]["value"], what="the field rewriting its line")

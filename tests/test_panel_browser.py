@@ -118,7 +118,7 @@ def ask_and_read_the_card(page: Page, panel: Locator, shot: str) -> None:
     expect(estimate_view).to_contain_text(re.compile(r"\d+\.\d GiB per GPU at the "))
     expect(estimate_view.locator("tr", has_text="weights")).to_contain_text(re.compile(r"\d+\.\d GiB"))
     assert "{" not in card.inner_text(), "the card shows JSON"
-    expect(card.get_by_test_id("betty-approval-tier")).to_have_text("tier 2")
+    expect(card.get_by_test_id("betty-approval-tier")).to_have_text("tier 2 · always asks")
     expect(panel.get_by_test_id("betty-pending-count")).to_have_text("1")
     row = panel.locator('[data-testid="betty-tool-row"]', has_text="gpu_estimate")
     expect(row).to_have_attribute("data-state", "ok")

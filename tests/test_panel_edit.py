@@ -61,11 +61,23 @@ def editor_text(editor: Locator) -> str:
 
 
 def edit_the_card(page: Page, card: Locator) -> None:
-    """Edit: the script in JupyterLab's editor and the resource fields; each change is checked again."""
-    card.get_by_test_id("betty-edit").click()
+    """Edit, opened from the keyboard: the script in JupyterLab's editor and the resource fields; each change is
+    checked again. Tab in the script indents at the caret, Shift+Tab leaves the script."""
+    card.get_by_test_id("betty-edit").focus()
+    page.keyboard.press("Enter")
     form = card.get_by_test_id("betty-edit-form")
+    expect(form).to_be_focused()
     editor = form.get_by_test_id("betty-edit-script").locator(".cm-editor")
     expect(editor).to_be_visible()
+    editor.locator(".cm-line", has_text="echo hello; sleep 300").click()
+    page.keyboard.press("Home")
+    page.keyboard.press("Tab")
+    expect(editor.locator(".cm-line").first).to_have_text("#!/bin/bash")
+    expect(editor.locator(".cm-line", has_text="echo hello")).to_have_text("  echo hello; sleep 300")
+    expect(editor.locator(".cm-content")).to_be_focused()
+    page.keyboard.press("Shift+Tab")
+    expect(editor.locator(".cm-content")).not_to_be_focused()
+    expect(form).to_be_visible()
     expect(editor.locator(".cm-line", has_text="#SBATCH --mem=100M")).to_have_count(1)
     expect(editor.locator(".cm-line", has_text="<img src=x")).to_have_count(1)
     assert card.locator("img[src], [onerror]").count() == 0, "the hostile line is text in the editor"
@@ -141,7 +153,9 @@ def resubmit_from_the_jobs_tab(page: Page, panel: Locator, job_id: str) -> None:
     expect(repreview.locator(".betty-Preview-line", has_text="+#SBATCH --time=10")).to_have_count(1)
     form.scroll_into_view_if_needed()
     screenshot(page, "resubmit-card", prefix="edit")
-    form.get_by_test_id("betty-edit-cancel").click()
+    form.get_by_test_id("betty-edit-time").press("Escape")
+    expect(form).to_have_count(0)
+    expect(card.get_by_test_id("betty-edit")).to_be_focused()
     card.get_by_test_id("betty-deny").click()
     expect(card).to_have_attribute("data-status", "decided")
     expect(card.get_by_test_id("betty-approval-record")).to_have_attribute("data-decision", "denied")

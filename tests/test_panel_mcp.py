@@ -76,7 +76,7 @@ def test_an_mcp_clients_card_waits_in_the_panel_and_is_approved_there(lab: Jupyt
         expect(waiting.get_by_test_id("betty-waiting-count")).to_have_text("1")
         card = item.get_by_test_id("betty-approval-card")
         expect(card).to_have_attribute("data-tool", "cluster_submit")
-        expect(card.get_by_test_id("betty-approval-tier")).to_have_text("tier 2")
+        expect(card.get_by_test_id("betty-approval-tier")).to_have_text("tier 2 · always asks")
         preview = card.get_by_test_id("betty-preview")
         for line in JOB.strip().splitlines():
             expect(preview.locator(".betty-Preview-line", has_text=line)).to_have_count(1)

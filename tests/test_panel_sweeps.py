@@ -3,7 +3,7 @@
 A 2×2 sweep (one of its parameter values hostile markup, its tasks printing a hostile metric line, task 3 failing)
 runs to its end. In the Experiments tab the person opens its comparison: a row per task with the metrics each task
 printed, the hostile text shown as text, and a picture per metric by step and per metric and parameter.
-**Resubmit failed tasks** opens the ``sweep_retry`` card in the chat naming task 3 only, and nothing is submitted
+**Resubmit failed task 3** opens the ``sweep_retry`` card in the chat naming task 3 only, and nothing is submitted
 before the card is answered (it is denied). Screenshots: ``test-artifacts/screenshots/sweeps-*.png``.
 """
 
@@ -95,11 +95,11 @@ def test_a_sweeps_comparison_and_pictures_in_the_panel_and_its_failed_task_resub
 
         before = queued(dev_cluster)
         retry = row.get_by_test_id("betty-sweep-retry")
-        expect(retry).to_have_text("Resubmit failed tasks (3)")
+        expect(retry).to_have_text("Resubmit failed task 3")
         retry.click()
         card = panel.locator('[data-testid="betty-approval-card"][data-tool="sweep_retry"]')
         expect(card).to_have_attribute("data-status", "pending")
-        expect(card).to_contain_text(f"resubmit tasks 3 of sweep {slug}")
+        expect(card).to_contain_text(f"resubmit task 3 of sweep {slug}")
         expect(card.get_by_test_id("betty-preview")).to_contain_text("#SBATCH --array=3\n")
         screenshot(page, "retry-card", "sweeps")
         assert queued(dev_cluster) == before  # nothing submitted while the card waits

@@ -60,6 +60,6 @@ async def test_without_the_extra_the_answer_says_how_to_install_it(jp_fetch, mon
     monkeypatch.delitem(sys.modules, "betty_jupyter.gpu.trace.run", raising=False)
     monkeypatch.setitem(sys.modules, "torch", None)
     outcome = await call(jp_fetch, "POST", "gpu", "estimate", body=SHAPE)
-    assert outcome["ok"] is False and outcome["summary"] == f"gpu_estimate: {EXTRA}"
+    assert outcome["ok"] is False and outcome["summary"] == EXTRA
     formula = await call(jp_fetch, "POST", "gpu", "estimate", body={**SHAPE, "trace": False})
     assert formula["ok"] and formula["data"]["value"]["peak_gib"] > 0

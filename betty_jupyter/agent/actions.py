@@ -42,6 +42,7 @@ from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ActionLogError as ActionLogError  # defined with the others, importable here too
+from ..errors import BettyError
 from ..secret_names import REDACTED as REDACTED, blank_secret_text, is_secret_name
 from ..wiki.files import append_durably, sync_directory
 from .action_index import IndexedLine, load_index, parse_line
@@ -350,15 +351,18 @@ def _blank_values(value: Any, secrets: list[str]) -> Any:
     return value
 
 
-ReplayStatus = Literal["same", "changed", "not recorded", "failed"]
+ReplayStatus = Literal["same", "changed", "not recorded", "gone", "failed"]
 
 
 @dataclass(frozen=True)
 class ReplayLine:
     """One record replayed: its preview then and now.
 
-    ``status`` is ``same``, ``changed`` (``diff`` says how), ``not recorded`` (no preview was
-    logged; ``current`` is today's) or ``failed`` (``diff`` holds why the preview could not be made).
+    ``status`` is ``same`` (what would run is what was shown; ``diff`` says what the title and details
+    say differently now, such as a job's state), ``changed`` (``diff`` says how), ``not recorded`` (no
+    preview was logged; ``current`` is today's), ``gone`` (Betty cannot preview it now, say a job Slurm
+    no longer knows; ``diff`` says why, in words) or ``failed`` (the tool's preview code broke; ``diff``
+    holds how).
     """
 
     record: ActionRecord
@@ -380,6 +384,9 @@ def replay(records: Iterable[ActionRecord], preview: PreviewFunction, max_diff_l
     for record in records:
         try:
             current = Preview.model_validate(preview(record.tool, dict(record.args)))
+        except BettyError as exc:  # what it reads is gone or refused now: no fault of the log or the tool
+            lines.append(ReplayLine(record, "gone", _one_line(str(exc))))
+            continue
         except Exception as exc:  # a tool's own preview code: report it, keep replaying the rest
             lines.append(ReplayLine(record, "failed", f"{type(exc).__name__}: {_one_line(str(exc))}"))
             continue
@@ -387,6 +394,8 @@ def replay(records: Iterable[ActionRecord], preview: PreviewFunction, max_diff_l
             lines.append(ReplayLine(record, "not recorded", "", current))
         elif current == record.preview:
             lines.append(ReplayLine(record, "same", "", current))
+        elif (current.kind, current.text) == (record.preview.kind, record.preview.text):
+            lines.append(ReplayLine(record, "same", preview_diff(record.preview, current, max_diff_lines), current))
         else:
             lines.append(ReplayLine(record, "changed", preview_diff(record.preview, current, max_diff_lines), current))
     return lines

@@ -24,7 +24,7 @@ from ..experiments.watcher import ClusterClients, JobWatcher
 from . import events as ev
 from .actions import ActionLog
 from .approvals import DEFAULT_TIMEOUT, ApprovalBroker
-from .bulletin import ContextBulletin, with_bulletin
+from .bulletin import ContextBulletin
 from .policy import ApprovalPolicy
 from .session import SessionSpec, new_session_id, open_session, save
 from .vocabulary import DoneReason, Mode
@@ -142,13 +142,13 @@ class Assistant:
             raise UsageError(f"session {session_id} is still answering; stop it or wait for it to finish")
         if not prompt.strip():
             raise UsageError("ask Betty something: the prompt is empty")
-        task = asyncio.get_running_loop().create_task(self._answer(session, with_bulletin(prompt, context)))
+        task = asyncio.get_running_loop().create_task(self._answer(session, prompt, context))
         self._asking[session_id] = task
         return task
 
-    async def _answer(self, session: "AgentSession", prompt: str) -> str:
+    async def _answer(self, session: "AgentSession", prompt: str, context: ContextBulletin | None) -> str:
         try:
-            return await session.ask(prompt)
+            return await session.ask(prompt, context)
         except asyncio.CancelledError:
             self.broker.cancel_all("the person stopped Betty", session.session_id)
             session.stream.emit("done", ev.Done(reason=DoneReason.STOPPED))

@@ -38,6 +38,25 @@ class ContextBulletin(BaseModel):
     """The kernel's recent errors (``NameError: name 'x' is not defined``), newest last."""
 
 
+class SentContext(BaseModel):
+    """A bulletin as a person's message in the transcript carries it, to show the chip they sent beside their
+    words (the same fields, already checked as a :class:`ContextBulletin`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    notebook: str | None = None
+    cell: int | None = None
+    directory: str | None = None
+    branch: str | None = None
+    dirty: bool | None = None
+    errors: list[str] = Field(default_factory=list)
+
+
+def sent_context(bulletin: ContextBulletin | None) -> SentContext | None:
+    """``bulletin`` as the transcript keeps it (None when none was sent)."""
+    return None if bulletin is None else SentContext.model_validate(bulletin.model_dump())
+
+
 def bulletin_text(bulletin: ContextBulletin) -> str:
     """The bulletin as the model reads it: each fact on its own quoted line, inside named delimiters."""
     facts = []

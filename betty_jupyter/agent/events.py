@@ -32,6 +32,7 @@ from typing import Annotated, Any, Callable, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidatorFunctionWrapHandler, model_validator
 
+from .bulletin import SentContext
 from .models import Preview
 from .vocabulary import Decision, DoneReason, EventType, Resolved, StepStatus
 
@@ -59,6 +60,9 @@ class Message(Payload):
     text: str
     model: str | None = Field(None, description=(
         "the model that wrote an assistant message: the session's model, or its planner for a turn's plan"))
+    context: SentContext | None = Field(default=None, exclude_if=lambda context: context is None, description=(
+        "where the person worked when they wrote a user message, as the chip they sent showed it; the model "
+        "reads it quoted after their words, the transcript shows it as the chip"))
 
 
 class PlanStep(Payload):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 from ..errors import BettyError, ModelError
 from ..json_text import parse_json
 from . import events as ev
+from .bulletin import ContextBulletin, sent_context, with_bulletin
 from .actions import ActionRecord
 from .condense import condense, estimate_tokens
 from .llm import ToolCallRequest
@@ -200,29 +201,33 @@ class AgentSession:
         self._policy = policy
 
     # ----- the loop --------------------------------------------------------------------------
-    async def ask(self, prompt: str) -> str:
+    async def ask(self, prompt: str, context: "ContextBulletin | None" = None) -> str:
         """Answer ``prompt``, calling tools as the model asks and the policy allows; returns the done reason.
+
+        ``context``: the bulletin the person sent with it; the model reads it quoted after their words, the
+        transcript's message keeps their words and the bulletin apart.
 
         A person's denial ends the turn (``denied``) once the reply's other calls are answered: the
         model is told the call did not run, and hears of it again only with the person's next prompt.
         A plan answered in this turn covers its calls until the turn ends; its steps left then are not run.
         """
         try:
-            return await self._turn(prompt)
+            return await self._turn(prompt, context)
         finally:
             if self._standing is not None:
                 self._standing.stop("the turn ended before it ran")
                 self._standing = None
 
-    async def _turn(self, prompt: str) -> str:
+    async def _turn(self, prompt: str, context: "ContextBulletin | None") -> str:
+        said = ev.Message(role="user", text=prompt, model=None, context=sent_context(context))
         if self.model is None:
-            self.stream.emit("message", ev.Message(role="user", text=prompt, model=None))
+            self.stream.emit("message", said)
             self.stream.emit("error", ev.ErrorInfo(message=self._parts.no_model_reason or "no chat model is configured",
                                                    code="no_model"))
             self.stream.emit("done", ev.Done(reason=DoneReason.ERROR))
             return DoneReason.ERROR
-        self.messages.append({"role": "user", "content": prompt})
-        self.stream.emit("message", ev.Message(role="user", text=prompt, model=None))
+        self.messages.append({"role": "user", "content": with_bulletin(prompt, context)})
+        self.stream.emit("message", said)
         began = time.monotonic()
         if self._parts.planner is not None:
             await self._planned(self._parts.planner)

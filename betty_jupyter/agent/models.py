@@ -6,7 +6,10 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SerializerFunctionWrapHandler, model_serializer,
+                      model_validator)
+
+from .card_words import detail_facts, summary_lines
 
 from .vocabulary import Tier as Tier  # importable here too, where tools have always found it
 
@@ -24,6 +27,14 @@ class ToolArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class Fact(BaseModel):
+    """One detail of a card in words: its label, its value as text (one item a line), or a table's rows."""
+
+    label: str
+    text: str = ""
+    table: list[list[str]] | None = Field(None, description="a table's rows, its header first; text is '' then")
+
+
 class Preview(BaseModel):
     """The dry run a person approves: exactly what would run or be written."""
 
@@ -31,10 +42,36 @@ class Preview(BaseModel):
     title: str
     text: str
     details: dict[str, Any] = Field(default_factory=dict)
+    summary: list[str] = Field(default_factory=list, exclude_if=lambda lines: not lines, description=(
+        "what a person decides on, in at most three lines (what runs where, for how long, what it replaces, "
+        "what it sends); a face shows these first and the exact text and facts one click away"))
+    facts: list[Fact] = Field(default_factory=list, exclude_if=lambda facts: not facts, description=(
+        "the details in words, each with its label, as every face shows them"))
     inputs: dict[str, str] = Field(default_factory=dict, exclude=True)
     """What the call will read when it runs beyond ``text`` (a staged cell, a notebook's bytes), each by its
     SHA-256: part of the card's digest, so a change after the card was shown stops the call. Kept on this side
     only (the card shows what they are in ``details``; the digest covers them)."""
+
+    @model_validator(mode="after")
+    def _in_words(self) -> "Preview":
+        """The summary and facts from the title, text and details, unless given (neither is in the digest)."""
+        if not self.summary:
+            self.summary = summary_lines(self.kind, self.title, self.text, self.details)
+        if not self.facts:
+            self.facts = [Fact(label=name, text=text, table=table) for name, text, table in detail_facts(self.details)]
+        return self
+
+    @model_serializer(mode="wrap")
+    def _said_now(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        """Written out, the summary and facts say what the title, text and details say now (a copy with a secret
+        blanked, say), never what they said when the preview was made."""
+        data = handler(self)
+        if isinstance(data, dict) and "summary" in data:
+            data["summary"] = summary_lines(self.kind, self.title, self.text, self.details)
+        if isinstance(data, dict) and "facts" in data:
+            data["facts"] = [{"label": name, "text": text, "table": table}
+                             for name, text, table in detail_facts(self.details)]
+        return data
 
 
 def card_digest(tool: str, args: dict[str, Any], preview: Preview) -> str:

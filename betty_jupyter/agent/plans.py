@@ -212,8 +212,8 @@ def answer_preview(goal: str, steps: list[Step]) -> Preview:
     """The preview of a person's answer to an open plan card: the plan's preview, and in its details each step as
     answered (the ``plan`` event's structure), so a face shows an edited step's own new preview."""
     preview = plan_preview(goal, steps)
-    preview.details["calls"] = [step.info().model_dump(mode="json") for step in steps]
-    return preview
+    calls = [step.info().model_dump(mode="json") for step in steps]
+    return Preview(kind=preview.kind, title=preview.title, text=preview.text, details={**preview.details, "calls": calls})
 
 
 def plan_event(plan_id: str, call_id: str, goal: str, steps: list[Step]) -> ev.Plan:

@@ -216,7 +216,7 @@ class ApprovalPolicy:
         if asked:
             return Ruling("ask", f"your rule ask {asked} asks every time")
         if Tier(tier) == Tier.ALWAYS_ASK:
-            return Ruling("ask", "tier 2: always asks, even when you typed it")
+            return Ruling("ask", "a person answers every call of this tool, even one they typed")
         return Ruling("run", "you asked for it")
 
     def _asks(self, calls: Sequence[Call], tier: Tier, session: SessionGrants) -> str | None:
@@ -226,7 +226,7 @@ class ApprovalPolicy:
         if asked:
             return f"your rule ask {asked} asks every time"
         if tier == Tier.ALWAYS_ASK:
-            return "tier 2: always asks, in every mode"
+            return "a person answers every call of this tool, in every mode"
         if tier == Tier.AUTO or self.mode == Mode.AUTO or Rules.first(self.rules.allow, tool, values):
             return None
         if session.granted(tool):

@@ -157,7 +157,7 @@ def _replay(args: argparse.Namespace) -> int:
     for line in lines:
         counts[line.status] = counts.get(line.status, 0) + 1
         record = line.record
-        verdict = f"failed: {line.diff}" if line.status == "failed" else line.status
+        verdict = f"{line.status}: {line.diff}" if line.status in ("failed", "gone") else line.status
         print(f"{datetime.fromtimestamp(record.ts).strftime(time_format)}  {_cell(record.tool)}  {_cell(record.call_id)}  {verdict}")
         if line.status == "changed":
             print("\n".join("    " + _cell(text, 200) for text in line.diff.splitlines()))

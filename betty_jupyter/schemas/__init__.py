@@ -43,8 +43,9 @@ class ContractSchema(GenerateJsonSchema):
 
     Fields carry no ``title`` (a title names a type: generated TypeScript would get an alias
     per field), and in serialization mode every field a model always writes is required, so
-    an answer's type says what the server really sends. A ``TypedDict`` key that is not
-    required (``total=False``) stays optional.
+    an answer's type says what the server really sends (one it leaves out when empty, by
+    ``exclude_if``, is optional). A ``TypedDict`` key that is not required (``total=False``)
+    stays optional.
     """
 
     def field_title_should_be_set(self, schema: Any) -> bool:
@@ -54,7 +55,7 @@ class ContractSchema(GenerateJsonSchema):
     def field_is_required(self, field: Any, total: bool) -> bool:
         """Every field a model writes, in serialization mode; as pydantic says otherwise."""
         if self.mode == "serialization" and field["type"] != "typed-dict-field":
-            return not field.get("serialization_exclude")
+            return not (field.get("serialization_exclude") or field.get("serialization_exclude_if"))
         return super().field_is_required(field, total)
 
     def typed_dict_schema(self, schema: core_schema.TypedDictSchema) -> Any:

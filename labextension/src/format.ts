@@ -314,3 +314,9 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 function isNumber(value: unknown): value is number {
   return typeof value === 'number' && Number.isFinite(value);
 }
+
+/** What a tier means for the person, as every card says it: "tier 2 · always asks". */
+export function tierWords(tier: number): string {
+  const words = ['never asks', 'asks once per session', 'always asks'][tier];
+  return words ? `tier ${tier} · ${words}` : `tier ${tier}`;
+}

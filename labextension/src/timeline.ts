@@ -49,7 +49,16 @@ export interface ITimeline {
 }
 
 /** How a replayed call's preview compares with the recorded one. */
-export type ReplayStatus = 'same' | 'changed' | 'not recorded' | 'failed';
+export type ReplayStatus = 'same' | 'changed' | 'not recorded' | 'gone' | 'failed';
+
+/** A replay status as the person reads it: `gone` is what Betty cannot preview now (a job Slurm forgot). */
+export const REPLAY_WORDS: Record<ReplayStatus, string> = {
+  same: 'same',
+  changed: 'changed',
+  'not recorded': 'not recorded',
+  gone: 'no longer there to preview (a job Slurm forgot, say)',
+  failed: 'failed'
+};
 
 /** One call of a replay: its preview made again (nothing ran). */
 export interface IReplayLine {
@@ -145,7 +154,7 @@ export function callsSoFar(calls: readonly ITimelineCall[], atMs: number): ITime
 
 /** How many replayed calls came out each way, in a fixed order, none left out. */
 export function replayCounts(lines: readonly IReplayLine[]): [ReplayStatus, number][] {
-  const order: ReplayStatus[] = ['same', 'changed', 'not recorded', 'failed'];
+  const order: ReplayStatus[] = ['same', 'changed', 'not recorded', 'gone', 'failed'];
   return order
     .map(
       status =>

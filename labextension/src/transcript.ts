@@ -20,6 +20,7 @@ import {
   parseEvent,
   Tier
 } from './events';
+import type { ISentContext } from './contract/events';
 import { hasDrawer, Plans, withPlan, withStepUpdate } from './plans';
 
 /** A user's or the assistant's message in the transcript. */
@@ -32,6 +33,8 @@ export interface IMessageItem {
   streaming: boolean;
   /** The model that wrote an assistant message (the session's, or its planner's), once known. */
   model: string | null;
+  /** Where the person worked, as the chip they sent with a message of theirs showed it. */
+  context?: ISentContext | null;
 }
 
 /** A tool call, joined with its result by `call_id`. */
@@ -261,7 +264,8 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
       role,
       text,
       streaming: false,
-      model: event.payload.model ?? null
+      model: event.payload.model ?? null,
+      context: event.payload.context ?? null
     };
     const base = finishStreaming(state);
     return { ...base, busy: role === 'user' ? true : base.busy, items: [...base.items, item] };

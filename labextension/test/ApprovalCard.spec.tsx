@@ -2,6 +2,7 @@
  * The approval card: the preview per kind, each answer, Edit, and the expired and decided states.
  */
 import * as React from 'react';
+import { act } from 'react';
 
 import { ApprovalCard, decisionRecord } from '../src/components/ApprovalCard';
 import { EditingContext, IEditing, RECHECK_DELAY_MS } from '../src/editing';
@@ -52,6 +53,10 @@ function card(
         title: 'Submit train.sbatch',
         text: 'sbatch --parsable scripts/train.sbatch',
         details: { partition: 'gpu', gpus: 1 },
+        facts: [
+          { label: 'partition', text: 'gpu', table: null },
+          { label: 'gpus', text: '1', table: null }
+        ],
         ...preview
       }
     }
@@ -102,7 +107,7 @@ describe('ApprovalCard: the preview', () => {
     expect(root.dataset.status).toBe('pending');
     expect(root.dataset.approvalId).toBe('a1');
     expect(root.querySelector('.betty-ApprovalCard-tool')!.textContent).toBe('cluster_submit');
-    expect(byTestId(container, 'betty-approval-tier').textContent).toBe('tier 1');
+    expect(byTestId(container, 'betty-approval-tier').textContent).toBe('tier 1 · asks once per session');
     expect(root.textContent).toContain('confirm mode asks for tier 1 once per session');
     const preview = byTestId(container, 'betty-preview');
     expect(preview.dataset.kind).toBe('command');
@@ -256,6 +261,49 @@ describe('ApprovalCard: Edit', () => {
     expect(byTestId<HTMLInputElement>(container, 'betty-edit-time').value).toBe('');
     expect(byTestId<HTMLTextAreaElement>(container, 'betty-edit-arg-goal').value).toBe('train');
     expect(container.textContent).not.toContain('\\n');
+  });
+
+  it("labels each argument in words, not by its name's underscores", async () => {
+    const item = card();
+    item.request = { ...item.request, tool: 'cluster_cancel', args: { job_id: '42' } };
+    const { container } = renderCard(item);
+    await click(byTestId(container, 'betty-edit'));
+    const names = Array.from(container.querySelectorAll('.betty-ApprovalCard-argumentName'));
+    expect(names.map(name => name.textContent)).toEqual(['job id']);
+  });
+
+  it('takes focus when it opens, Esc closes it and gives focus back to Edit', async () => {
+    const { container } = renderCard(card());
+    await click(byTestId(container, 'betty-edit'));
+    const form = byTestId(container, 'betty-edit-form');
+    expect(form.contains(document.activeElement)).toBe(true);
+    const script = byTestId<HTMLTextAreaElement>(container, 'betty-edit-script');
+    act(() => {
+      script.dispatchEvent(new KeyboardEvent('keydown', { key: 'Escape', bubbles: true }));
+    });
+    expect(allByTestId(container, 'betty-edit-form')).toHaveLength(0);
+    expect(document.activeElement).toBe(byTestId(container, 'betty-edit'));
+  });
+
+  it('Tab in the script indents at the caret; Shift+Tab is left to the browser', async () => {
+    const { container } = renderCard(card());
+    await click(byTestId(container, 'betty-edit'));
+    const script = byTestId<HTMLTextAreaElement>(container, 'betty-edit-script');
+    const at = SCRIPT.indexOf('srun');
+    script.setSelectionRange(at, at);
+    const tab = new KeyboardEvent('keydown', { key: 'Tab', bubbles: true, cancelable: true });
+    act(() => {
+      script.dispatchEvent(tab);
+    });
+    expect(tab.defaultPrevented).toBe(true);
+    const value = byTestId<HTMLTextAreaElement>(container, 'betty-edit-script').value;
+    expect(value.split('\n')[0]).toBe('#!/bin/bash');
+    expect(value).toBe(SCRIPT.slice(0, at) + '  srun' + SCRIPT.slice(at + 4));
+    const back = new KeyboardEvent('keydown', { key: 'Tab', shiftKey: true, bubbles: true, cancelable: true });
+    act(() => {
+      script.dispatchEvent(back);
+    });
+    expect(back.defaultPrevented).toBe(false);
   });
 
   it('a field rewrites its #SBATCH line, and editing the line updates the field', async () => {

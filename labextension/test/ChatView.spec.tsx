@@ -56,6 +56,27 @@ describe('ChatView', () => {
     expect(assistant.querySelector('strong')!.textContent).toBe('the queue');
   });
 
+  it("shows the chip a person's message went with under their words, never the model's envelope", () => {
+    const context = {
+      notebook: 'analysis/train.ipynb',
+      cell: 1,
+      directory: 'analysis',
+      branch: 'main',
+      dirty: false,
+      errors: []
+    };
+    const state = transcript([['message', { role: 'user', text: 'what runs?', model: null, context }]]);
+    const { container } = render(<ChatView {...props(state)} />);
+    expect(byTestId(container, 'betty-message-user').textContent).toBe('what runs?');
+    const chip = byTestId(container, 'betty-message-context');
+    expect(Array.from(chip.querySelectorAll('li')).map(li => li.textContent)).toEqual([
+      'analysis/train.ipynb, cell 1',
+      'folder analysis',
+      'git main (clean)'
+    ]);
+    expect(container.textContent).not.toContain('[context from');
+  });
+
   it('shows HTML in a reply as text, never as HTML', () => {
     const state = transcript([
       ['message', { role: 'assistant', text: '<img src=x onerror=alert(1)>', model: null }]

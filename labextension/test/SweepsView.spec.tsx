@@ -4,7 +4,7 @@
  */
 import * as React from 'react';
 
-import { SweepsView } from '../src/components/SweepsView';
+import { retryWords, SweepsView } from '../src/components/SweepsView';
 import { ISweep, ISweepComparison } from '../src/models';
 import { allByTestId, byTestId, click, render, settle, useFakeClock } from './render';
 
@@ -135,13 +135,19 @@ describe('SweepsView', () => {
     await click(byTestId(container, 'betty-sweep-compare'));
     await settle();
     const retry = byTestId(container, 'betty-sweep-retry') as HTMLButtonElement;
-    expect(retry.textContent).toBe('Resubmit failed tasks (1, 3)');
+    expect(retry.textContent).toBe('Resubmit failed tasks 1 and 3');
     await click(retry);
     expect(onAction).toHaveBeenCalledWith('sweep_retry', {
       experiment: '2026-11-25-lr',
       tasks: [1, 3]
     });
     expect((byTestId(container, 'betty-sweep-cancel') as HTMLButtonElement).disabled).toBe(true);
+  });
+
+  it('names one failed task by its index, never as a count', () => {
+    expect(retryWords([3])).toBe('Resubmit failed task 3');
+    expect(retryWords([0, 2, 5])).toBe('Resubmit failed tasks 0, 2 and 5');
+    expect(retryWords([])).toBe('Resubmit failed tasks');
   });
 
   it('starts sweep_cancel while a task runs, and has nothing to resubmit when none failed', async () => {

@@ -15,6 +15,7 @@ import {
   ITimelineCall,
   ITimelineFilters,
   replayCounts,
+  REPLAY_WORDS,
   scrubberStep,
   sessionName,
   timeRange
@@ -192,6 +193,19 @@ describe('the scrubber keys and session names', () => {
     expect(sessionName('abc123def456', calls, at)).toBe('for claude-code (MCP) from t5');
     expect(sessionName('automation-r1', calls, at)).toBe('automation run from t1030');
     expect(sessionName('0123456789abcdef', calls, at)).toBe('session 01234567');
+  });
+});
+
+describe('a replay in words', () => {
+  it('says plainly what could not be previewed again, and never counts it as failed', () => {
+    const gone: IReplayLine = { ...REPLAY[0], call_id: 'c9', status: 'gone', diff: 'Slurm no longer knows job 42' };
+    const counts = replayCounts([...REPLAY, gone]);
+    expect(counts).toEqual([
+      ['same', 1],
+      ['changed', 1],
+      ['gone', 1]
+    ]);
+    expect(REPLAY_WORDS.gone).toBe('no longer there to preview (a job Slurm forgot, say)');
   });
 });
 

@@ -197,7 +197,7 @@ class Tool(Generic[A]):
         except ToolError:
             raise
         except BettyError as error:
-            raise ToolError(f"{self.name}: {error}") from error
+            raise ToolError(str(error)) from error
 
     async def execute(self, ctx: ToolContext, args: A | Mapping[str, Any] | str) -> ToolOutcome:
         """Parse (when needed) and run; expected failures come back as ``ToolOutcome(ok=False)``, never raised."""
@@ -206,7 +206,7 @@ class Tool(Generic[A]):
         except ToolError as error:
             return failure(str(error), "\n".join(error.details))
         except BettyError as error:
-            return failure(f"{self.name}: {error}")
+            return failure(str(error))
         except ValidationError as error:
             problems = validation_problems(error)
             return failure(f"{self.name}: {'; '.join(problems)}", "\n".join(problems))

@@ -124,6 +124,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
         details: dict[str, Any] = {
             "cluster": ctx.profile.name, "resources": resources, "script_path": remote, "command": command,
             "environment": environment.describe(), "goal": args.goal,
+            "partitions": sorted({str(name) for name in partitions["partition"]}),
         }
         if slug is None:
             details["recorded"] = False

@@ -170,8 +170,9 @@ class SweepRetry(Tool[RetryArgs]):
         shown = ", ".join(map(str, indices))
         listing = "\n".join(f"task {index}: " + " ".join(f"{name}={value}" for name, value in points[index].items())
                             for index in indices)
-        title = (f"resubmit tasks {shown} of sweep {experiment.slug} (job array {experiment.job_id}) on "
-                 f"{ctx.profile.name}: {len(indices)} task(s), the same script")
+        which = f"task {shown}" if len(indices) == 1 else f"tasks {shown}"
+        title = (f"resubmit {which} of sweep {experiment.slug} (job array {experiment.job_id}) on "
+                 f"{ctx.profile.name} with the same script")
         return Preview(kind="script", title=title, text=script,
                        details={"experiment": experiment.slug, "job_id": experiment.job_id, "tasks": indices,
                                 "points": listing, "cluster": ctx.profile.name,

@@ -18,7 +18,7 @@ from ...agent.vocabulary import Decision
 from ...errors import BettyError
 from ...safe_text import html_text, visible
 from .edit import Check, EditForm
-from .html import details_table_html, highlighted_html, pre_html
+from .html import details_table_html, facts_html, highlighted_html, pre_html
 from .record import Record, Recorded
 from .rows import wrapping_row
 
@@ -30,26 +30,42 @@ Respond = Callable[[str, str, "Mapping[str, Any] | None", "str | None"], None]
 """How a card sends its answer: (approval id, decision, edited arguments, the digest of the card answered)."""
 StartEstimate = Callable[[str], str]
 """When and where an open card's job would start, as one line (``NotebookBetty.start_estimate``)."""
-_TIER_WORDS = {0: "tier 0", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
+_TIER_WORDS = {0: "tier 0 · never asks", 1: "tier 1 · asks once per session", 2: "tier 2 · always asks"}
 _DECISION_WORDS: dict[str, str] = {Decision.APPROVED: "✓ approved", Decision.APPROVED_FOR_SESSION: "✓ approved for this session",
                    Decision.EDITED: "✎ approved with edits", Decision.DENIED: "✗ denied",
                    Decision.TIMED_OUT: "⌛ expired (no answer)", Decision.CANCELLED: "✗ cancelled"}
 
 
+_EXACT_WORDS = {"command": "Exact command and details", "script": "Exact script, command, environment and paths",
+                "diff": "Exact change and details", "text": "Full text and details"}
+"""What the disclosure of a preview's exact text is called, by its kind."""
+
+
 def preview_html(request: "ApprovalRequest") -> str:
-    """The preview as HTML: a command, a highlighted script, a coloured diff, or text."""
+    """The preview as HTML: what the person decides on first (its summary), then, one click away, the exact
+    command, highlighted script, coloured diff or text, and the details in words."""
     return _preview_html(request.preview)
 
 
-def _preview_html(preview: "Preview") -> str:
+def _preview_html(preview: "Preview", unfolded: bool = False) -> str:
     if preview.kind == "script":
         body = highlighted_html(preview.text, "bash")
     elif preview.kind == "diff":
         body = highlighted_html(preview.text, "diff")
     else:
         body = pre_html(preview.text)
-    return (f"<div class='betty-preview betty-preview-{html_text(preview.kind)}'><b>{html_text(preview.title)}</b>"
-            f"{body}</div>")
+    first, *more = preview.summary or [preview.title]
+    summary = f"<b>{html_text(first)}</b>" + "".join(f"<div>{html_text(line)}</div>" for line in more)
+    words = _EXACT_WORDS.get(preview.kind, _EXACT_WORDS["text"])
+    return (f"<div class='betty-preview betty-preview-{html_text(preview.kind)}'>"
+            f"<div class='betty-preview-summary'>{summary}</div>"
+            f"<details class='betty-preview-exact'{' open' if unfolded else ''}><summary>{html_text(words)}</summary>"
+            f"{body}{facts_html(preview)}</details></div>")
+
+
+def _checked_html(preview: "Preview") -> str:
+    """A checked edit's preview: its exact text shown, since the person just wrote it."""
+    return _preview_html(preview, unfolded=True)
 
 
 def _header_html(request: "ApprovalRequest") -> str:
@@ -74,7 +90,7 @@ class ApprovalCard(Recorded, widgets.VBox):
         self.edited: Mapping[str, Any] | None = None
         """The arguments as a person edited them, when the decision is ``edited``."""
         header = widgets.HTML(_header_html(request))
-        preview = widgets.HTML(preview_html(request) + details_table_html(request.preview.details))
+        preview = widgets.HTML(preview_html(request))
         self.approve = self._button("Approve", "success", Decision.APPROVED, "betty-approve")
         self.approve_session = self._button("Approve for session", "info", Decision.APPROVED_FOR_SESSION,
                                             "betty-approve-session")
@@ -123,10 +139,17 @@ class ApprovalCard(Recorded, widgets.VBox):
     def _open_editor(self) -> None:
         """The edit form, built once: fields, the check of each change and Approve edited."""
         if self.editor is None and self._check is not None:
-            self.editor = EditForm(self.request, self._check, _preview_html)
+            self.editor = EditForm(self.request, self._check, _checked_html)
             self.editor.approve.on_click(lambda _: self._send_edited())
+            self.editor.cancel.on_click(lambda _: self._close_editor())
             self.editing.children = [self.editor]
         self.editing.layout.display = "flex"
+        self.buttons.layout.display = "none"
+
+    def _close_editor(self) -> None:
+        """Cancel: the form closes (kept as edited, for the next Edit) and the card's own buttons come back."""
+        self.editing.layout.display = "none"
+        self.buttons.layout.display = None
 
     def _send_edited(self) -> None:
         if self.editor is not None and self.editor.checked is not None:
@@ -186,7 +209,7 @@ class ApprovalCard(Recorded, widgets.VBox):
     def record(self) -> Record:
         """While it waits: what is asked. Once answered: the decision, who made it, and what was asked."""
         request, preview = self.request, self.request.preview
-        asked_html = preview_html(request) + details_table_html(preview.details)
+        asked_html = preview_html(request)
         asked_text = f"{preview.title}\n{preview.text.rstrip()}"
         if self.decision is None:
             return Record(f"<div class='betty-approval'>{_header_html(request)}{asked_html}"

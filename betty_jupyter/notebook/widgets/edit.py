@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import ipywidgets as widgets
 
+from ...agent.card_words import label
 from ...cluster.sbatch import SbatchScript
 from ...errors import BettyError
 from ...safe_text import html_text
@@ -25,6 +26,8 @@ Check = Callable[[str, "Mapping[str, Any]"], "Preview"]
 """Check a person's edit of card ``approval_id``: its new preview, or a BettyError with the one-line reason."""
 
 RESOURCES = (("partition", "Partition"), ("time", "Time"), ("mem", "Memory"), ("gpus", "GPUs"))
+_SHOWN_FIRST = ("script", "goal", "name")
+"""A submission's arguments shown unfolded; the others are under "Other arguments"."""
 """The resource fields of a submission's edit: (key, label)."""
 
 _GPU_OPTIONS = ("gres", "gpus_per_node", "gpus")
@@ -89,8 +92,9 @@ class EditForm(widgets.VBox):
         self.request, self._check, self._render = request, check, render
         self._syncing = False
         self.fields: dict[str, widgets.Textarea] = {}
-        self.resources: dict[str, widgets.Text] = {}
-        rows = []
+        self.resources: dict[str, widgets.Text | widgets.Dropdown] = {}
+        rows: list[widgets.Widget] = []
+        others: list[widgets.Widget] = []
         self.script_edit = request.tool == "cluster_submit" and isinstance(request.args.get("script"), str)
         if self.script_edit:
             rows.append(self._resource_row())
@@ -98,13 +102,19 @@ class EditForm(widgets.VBox):
             if self.script_edit and name == SCRIPT_FIRST_LINE:
                 continue
             text = value if isinstance(value, str) else "" if value is None else json.dumps(value, indent=1)
-            field = widgets.Textarea(value=text, description=name if name != "script" else "script",
-                                     continuous_update=False,
+            field = widgets.Textarea(value=text, continuous_update=False,
                                      layout=widgets.Layout(width="100%", height=_height(text, name == "script")))
             field.add_class(f"betty-edit-arg-{name}")
             field.observe(lambda change, n=name: self._changed(n), names="value")
             self.fields[name] = field
-            rows.append(field)
+            kind = "" if isinstance(value, str) else " (JSON)"
+            labelled = widgets.VBox([widgets.HTML(f"<b>{html_text(label(name))}</b>{html_text(kind)}"), field],
+                                    layout=widgets.Layout(width="100%"))
+            (rows if not self.script_edit or name in _SHOWN_FIRST else others).append(labelled)
+        if others:  # a submission's other arguments (record, a GPU estimate…) folded, as in the side panel
+            folded = widgets.Accordion([widgets.VBox(others)], selected_index=None)
+            folded.set_title(0, "Other arguments")
+            rows.append(folded)
         self.status = widgets.HTML("")
         self.status.add_class("betty-edit-status")
         self.preview = widgets.HTML("")
@@ -112,16 +122,27 @@ class EditForm(widgets.VBox):
         self.approve = widgets.Button(description="Approve edited", button_style="warning", disabled=True,
                                       layout=widgets.Layout(width="auto"))
         self.approve.add_class("betty-send-edit")
+        self.cancel = widgets.Button(description="Cancel", layout=widgets.Layout(width="auto"),
+                                     tooltip="Close the form; the card waits for your answer as it was")
+        self.cancel.add_class("betty-edit-cancel")
         self.checked: dict[str, Any] | None = None
-        super().__init__([*rows, self.status, self.preview, self.approve])
+        super().__init__([*rows, self.status, self.preview, widgets.HBox([self.approve, self.cancel])])
         self.recheck()
 
     def _resource_row(self) -> widgets.HBox:
         values = _resources_or_blank(self.request.args["script"])
+        partitions = self.request.preview.details.get("partitions")
         for key, label in RESOURCES:
-            field = widgets.Text(value=values[key], description=label, continuous_update=False,
-                                 layout=widgets.Layout(width="auto"),
-                                 style={"description_width": "initial"})
+            field: widgets.Text | widgets.Dropdown
+            if key == "partition" and isinstance(partitions, list) and partitions:
+                field = widgets.Dropdown(options=[("(default)", ""), *((str(p), str(p)) for p in partitions)],
+                                         description=label, layout=widgets.Layout(width="auto"),
+                                         style={"description_width": "initial"})
+                _show(field, values[key])
+            else:
+                field = widgets.Text(value=values[key], description=label, continuous_update=False,
+                                     layout=widgets.Layout(width="auto"),
+                                     style={"description_width": "initial"})
             field.add_class(f"betty-edit-{key}")
             field.observe(lambda change, k=key: self._resource_changed(k), names="value")
             self.resources[key] = field
@@ -151,7 +172,7 @@ class EditForm(widgets.VBox):
             self._syncing = True
             try:
                 for key, field in self.resources.items():
-                    field.value = values[key]
+                    _show(field, values[key])
             finally:
                 self._syncing = False
         self.recheck()
@@ -185,6 +206,13 @@ class EditForm(widgets.VBox):
         self.approve.disabled, self.checked = True, None
         self.status.value = f"<span class='betty-edit-refused' style='color:{_RED}'>{html_text(reason)}</span>"
         self.preview.value = ""
+
+
+def _show(field: "widgets.Text | widgets.Dropdown", value: str) -> None:
+    """Show ``value`` in a resource field; a partition the choices lack (one typed in the script) becomes one."""
+    if isinstance(field, widgets.Dropdown) and value not in [choice for _, choice in field.options]:
+        field.options = [*field.options, (value, value)]
+    field.value = value
 
 
 def _resources_or_blank(text: str) -> dict[str, str]:

@@ -6,13 +6,16 @@ untrusted text becomes HTML; this module only adds the presentation around it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pygments.lexers import get_lexer_by_name
 from pygments.token import Comment, Generic, Keyword, Name, Number, Operator, String, _TokenType
 
 from ...gpu.report import render_estimate_record
 from ...safe_text import html_text, visible
+
+if TYPE_CHECKING:
+    from ...agent.models import Preview
 
 STATE_COLOURS = {
     "PENDING": "#b58900", "RUNNING": "#268bd2", "COMPLETING": "#268bd2", "COMPLETED": "#2e7d32",
@@ -80,6 +83,37 @@ def details_table_html(details: Mapping[str, Any]) -> str:
                         f"<td style='overflow-wrap:anywhere'>{_value_html(k, v)}</td></tr>" for k, v in details.items()
                         if v not in (None, "", {}, []))
     return f'<table class="betty-details" style="font-size:90%">{rows_html}</table>' if rows_html else ""
+
+
+def facts_html(preview: "Preview") -> str:
+    """A preview's facts as a two-column table: each label in words, its text line by line, a table as a table
+    (a GPU estimate as its breakdown, in place of its one-line summary)."""
+    estimate = preview.details.get("gpu_estimate")
+    readable = isinstance(estimate, Mapping)
+    estimate_html = (_fact_row_html("GPU memory", pre_html(render_estimate_record(estimate)))
+                     if isinstance(estimate, Mapping) else "")
+    rows_html = estimate_html + "".join(
+        _fact_row_html(fact.label, _rows_html(fact.table) if fact.table else _lines_html(fact.text))
+        for fact in preview.facts if not (readable and fact.label == "GPU memory"))
+    return f'<table class="betty-details betty-facts" style="font-size:90%">{rows_html}</table>' if rows_html else ""
+
+
+def _fact_row_html(label: str, value_html: str) -> str:
+    return (f"<tr><th style='text-align:left;padding-right:8px;vertical-align:top'>{html_text(label)}</th>"
+            f"<td style='overflow-wrap:anywhere'>{value_html}</td></tr>")
+
+
+def _lines_html(text: str) -> str:
+    return "<br>".join(html_text(line) for line in text.split("\n"))
+
+
+def _rows_html(rows: list[list[str]]) -> str:
+    """Rows as a small bordered table, the first the header."""
+    cell = "style='border:1px solid var(--jp-border-color2,#ccc);padding:0 6px;text-align:left'"
+    head = "".join(f"<th {cell}>{html_text(name)}</th>" for name in rows[0])
+    body = "".join("<tr>" + "".join(f"<td {cell}>{html_text(value)}</td>" for value in row) + "</tr>"
+                   for row in rows[1:])
+    return f"<table class='betty-fact-table' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
 
 
 def _value_html(key: str, value: Any) -> str:

@@ -5,6 +5,7 @@
 import * as React from 'react';
 
 import { EditingContext } from '../editing';
+import { tierWords } from '../format';
 import { APPROVING, Decision, PersonDecision } from '../events';
 import { visibleText } from '../safe';
 import { IApprovalItem } from '../transcript';
@@ -128,6 +129,15 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
   const [editing, setEditing] = React.useState(() => edits?.opensEditing(request) ?? false);
   const [error, setError] = React.useState<string | null>(null);
   const [sending, setSending] = React.useState(false);
+  const editButton = React.useRef<HTMLButtonElement>(null);
+  const [backToEdit, setBackToEdit] = React.useState(false);
+  React.useEffect(() => {
+    // A form closed (Cancel, Esc) gives focus back to the Edit button it was opened from.
+    if (!editing && backToEdit) {
+      editButton.current?.focus();
+      setBackToEdit(false);
+    }
+  }, [editing, backToEdit]);
   const expired = status === 'expired';
   const disabled = expired || sending;
 
@@ -147,7 +157,7 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
       <div className="betty-ApprovalCard-head">
         <code className="betty-ApprovalCard-tool">{request.tool}</code>
         <span className={`betty-Tier betty-Tier-${request.tier}`} data-testid="betty-approval-tier">
-          tier {request.tier}
+          {tierWords(request.tier)}
         </span>
       </div>
       <div className="betty-ApprovalCard-reason">{visibleText(request.reason)}</div>
@@ -169,6 +179,7 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
           onCancel={() => {
             setEditing(false);
             setError(null);
+            setBackToEdit(true);
           }}
         />
       ) : (
@@ -204,6 +215,7 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
             <button
               className="betty-Button"
               data-testid="betty-edit"
+              ref={editButton}
               title="Change the request; it is checked and previewed again before you can approve it"
               disabled={disabled}
               onClick={() => {

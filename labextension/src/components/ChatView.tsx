@@ -13,7 +13,7 @@ import { IMessageItem, INoteItem, IToolItem, ITranscript, TranscriptItem } from 
 import { NotebookContext } from '../notebookContext';
 import { ApprovalCard } from './ApprovalCard';
 import { PlanDrawer, planOfCard, PlanNote } from './PlanDrawer';
-import { ContextChip, useBulletin } from './ContextChip';
+import { ContextChip, SentChip, useBulletin } from './ContextChip';
 import { IRunNotebookHooks, RunOnCluster } from './RunNotebookForm';
 
 /** Props of {@link ChatView}. */
@@ -174,6 +174,7 @@ function MessageRow({ item }: { item: IMessageItem }): JSX.Element {
           <div className="betty-Message-text">{item.text}</div>
         )}
       </div>
+      {item.role === 'user' && item.context ? <SentChip bulletin={item.context} /> : null}
       {item.role === 'assistant' && item.model ? (
         <div className="betty-Message-model" data-testid="betty-message-model" title="the model that wrote this">
           {item.model}

@@ -5,6 +5,7 @@
  */
 import * as React from 'react';
 
+import type { ISentContext } from '../contract/events';
 import { IContextBulletin } from '../contract/serverApi';
 import { NotebookContext } from '../notebookContext';
 import { visibleText } from '../safe';
@@ -27,7 +28,7 @@ export function useBulletin(source: NotebookContext | null): IContextBulletin | 
 }
 
 /** The lines the chip shows: exactly the facts the bulletin sends. */
-export function bulletinLines(bulletin: IContextBulletin): string[] {
+export function bulletinLines(bulletin: IContextBulletin | ISentContext): string[] {
   const lines: string[] = [];
   if (bulletin.notebook) {
     lines.push(
@@ -77,6 +78,27 @@ export function ContextChip({ bulletin, onRemove }: IContextChipProps): JSX.Elem
       >
         ×
       </button>
+    </div>
+  );
+}
+
+/** The chip as it went with a message already sent: the same facts, under the person's words. */
+export function SentChip({ bulletin }: { bulletin: ISentContext }): JSX.Element | null {
+  const lines = bulletinLines(bulletin);
+  if (lines.length === 0) {
+    return null;
+  }
+  return (
+    <div
+      className="betty-ContextChip betty-ContextChip-sent"
+      data-testid="betty-message-context"
+      title="Sent with this message"
+    >
+      <ul className="betty-ContextChip-facts">
+        {lines.map((line, index) => (
+          <li key={index}>{visibleText(line)}</li>
+        ))}
+      </ul>
     </div>
   );
 }

@@ -108,8 +108,30 @@ export function EditForm({ request, disabled, onApprove, onCancel }: IEditFormPr
     setTexts(previous => ({ ...previous, [name]: value }));
   const others = Object.keys(texts).filter(name => !(script && name === 'script'));
 
+  const form = React.useRef<HTMLDivElement>(null);
+  React.useEffect(() => {
+    // Opened from the keyboard or by a click, the form takes focus (its fields come next on Tab),
+    // not the page: the Edit button it replaces is gone.
+    form.current?.focus();
+  }, []);
+  const escape = (event: React.KeyboardEvent) => {
+    if (event.key === 'Escape' && !event.defaultPrevented) {
+      event.preventDefault();
+      event.stopPropagation();
+      onCancel();
+    }
+  };
+
   return (
-    <div className="betty-ApprovalCard-edit" data-testid="betty-edit-form">
+    <div
+      className="betty-ApprovalCard-edit"
+      data-testid="betty-edit-form"
+      ref={form}
+      tabIndex={-1}
+      role="group"
+      aria-label="Edit the request (Esc closes)"
+      onKeyDown={escape}
+    >
       {script && (
         <ScriptFields
           script={texts.script}
@@ -130,7 +152,7 @@ export function EditForm({ request, disabled, onApprove, onCancel }: IEditFormPr
       <EditStatus parsed={parsed} check={check} current={key} />
       {check?.preview && check.key === key && (
         <div className="betty-ApprovalCard-repreview" data-testid="betty-edit-preview">
-          <PreviewView preview={check.preview} />
+          <PreviewView preview={check.preview} open={true} />
         </div>
       )}
       <div className="betty-ApprovalCard-buttons">
@@ -334,7 +356,7 @@ function ArgumentFields({
     return (
       <label className="betty-ApprovalCard-argument" key={name}>
         <span className="betty-ApprovalCard-argumentName">
-          {visibleText(name)}
+          {visibleText(name.replace(/_/g, ' '))}
           {json && <span className="betty-ApprovalCard-argumentKind"> (JSON)</span>}
         </span>
         <textarea

@@ -28,6 +28,7 @@ import {
   stepPreview,
   willNotRun
 } from '../plans';
+import { tierWords } from '../format';
 import { visibleText } from '../safe';
 import { IApprovalItem, ITranscript } from '../transcript';
 import { decisionRecord } from './ApprovalCard';
@@ -200,7 +201,7 @@ function PlanStepRow(props: IPlanStepRowProps): JSX.Element {
       <div className="betty-PlanDrawer-stepHead">
         <span className="betty-PlanDrawer-number">{step.index}.</span>
         <code className="betty-ApprovalCard-tool">{visibleText(step.tool)}</code>
-        <span className={`betty-Tier betty-Tier-${step.tier}`}>tier {step.tier}</span>
+        <span className={`betty-Tier betty-Tier-${step.tier}`}>{tierWords(step.tier)}</span>
         {step.depends_on.length > 0 && (
           <span className="betty-PlanDrawer-needs" data-testid="betty-plan-needs">
             needs step {step.depends_on.join(', ')}

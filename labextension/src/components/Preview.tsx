@@ -12,15 +12,38 @@ import { visibleText } from '../safe';
 /** Props of {@link PreviewView}. */
 export interface IPreviewProps {
   preview: IPreview;
+  /** Show the exact text and details unfolded (a checked edit, whose script the person just wrote). */
+  open?: boolean;
 }
 
-/** The preview of one approval, as the person approves it. */
-export function PreviewView({ preview }: IPreviewProps): JSX.Element {
+/** What the disclosure of a preview's exact text is called, by the preview's kind. */
+const EXACT_WORDS: Record<IPreview['kind'], string> = {
+  command: 'Exact command and details',
+  script: 'Exact script, command, environment and paths',
+  diff: 'Exact change and details',
+  text: 'Full text and details'
+};
+
+/**
+ * The preview of one approval, as the person approves it: first what they decide on (its
+ * summary, at most three lines), then the exact text and every detail one click away.
+ */
+export function PreviewView({ preview, open = false }: IPreviewProps): JSX.Element {
+  const summary = preview.summary?.length ? preview.summary : preview.title ? [preview.title] : [];
   return (
     <div className="betty-Preview" data-testid="betty-preview" data-kind={preview.kind}>
-      {preview.title && <div className="betty-Preview-title">{visibleText(preview.title)}</div>}
-      <PreviewBody preview={preview} />
-      <PreviewDetails details={preview.details} />
+      <div className="betty-Preview-summary" data-testid="betty-preview-summary">
+        {summary.map((line, i) => (
+          <div className={i === 0 ? 'betty-Preview-title' : 'betty-Preview-summaryLine'} key={i}>
+            {visibleText(line)}
+          </div>
+        ))}
+      </div>
+      <details className="betty-Preview-exact" data-testid="betty-preview-exact" open={open}>
+        <summary>{EXACT_WORDS[preview.kind] ?? EXACT_WORDS.text}</summary>
+        <PreviewBody preview={preview} />
+        <PreviewFacts preview={preview} />
+      </details>
     </div>
   );
 }
@@ -65,41 +88,57 @@ function PreviewBody({ preview }: IPreviewProps): JSX.Element {
   }
 }
 
-function PreviewDetails({ details }: { details?: Record<string, unknown> }): JSX.Element | null {
-  const estimate = estimateWords(details?.gpu_estimate);
-  const entries = Object.entries(details ?? {}).filter(
-    // The breakdown says what the one-line estimate says, and more.
-    ([name]) => !(estimate && name === 'gpu_memory')
-  );
-  if (entries.length === 0) {
+/** The details in words (the server's facts), and a GPU estimate as its breakdown. */
+function PreviewFacts({ preview }: IPreviewProps): JSX.Element | null {
+  const estimate = estimateWords(preview.details?.gpu_estimate);
+  // The breakdown says what the one-line estimate says, and more.
+  const facts = (preview.facts ?? []).filter(fact => !(estimate && fact.label === 'GPU memory'));
+  if (facts.length === 0 && !estimate) {
     return null;
   }
   return (
     <dl className="betty-Preview-details">
-      {entries.map(([name, value]) => (
-        <React.Fragment key={name}>
-          <dt>{visibleText(name === 'gpu_estimate' ? 'GPU memory' : name.replace(/_/g, ' '))}</dt>
+      {estimate && (
+        <>
+          <dt>GPU memory</dt>
           <dd>
-            {name === 'gpu_estimate' && estimate ? (
-              <EstimateView estimate={estimate} />
-            ) : (
-              <LongText text={detailText(value)} />
-            )}
+            <EstimateView estimate={estimate} />
           </dd>
+        </>
+      )}
+      {facts.map((fact, i) => (
+        <React.Fragment key={i}>
+          <dt>{visibleText(fact.label)}</dt>
+          <dd>{fact.table ? <FactTable rows={fact.table} /> : <LongText text={fact.text} />}</dd>
         </React.Fragment>
       ))}
     </dl>
   );
 }
 
-function detailText(value: unknown): string {
-  if (typeof value === 'string') {
-    return value;
-  }
-  if (typeof value === 'boolean') {
-    return value ? 'yes' : 'no';
-  }
-  return JSON.stringify(value);
+/** A detail that is a table (a sweep's tasks and their parameters): its first row is the header. */
+function FactTable({ rows }: { rows: string[][] }): JSX.Element {
+  const [head, ...body] = rows;
+  return (
+    <table className="betty-Preview-table" data-testid="betty-preview-table">
+      <thead>
+        <tr>
+          {(head ?? []).map((cell, i) => (
+            <th key={i}>{visibleText(cell)}</th>
+          ))}
+        </tr>
+      </thead>
+      <tbody>
+        {body.map((row, i) => (
+          <tr key={i}>
+            {row.map((cell, j) => (
+              <td key={j}>{visibleText(cell)}</td>
+            ))}
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
 }
 
 /** Characters of a detail shown before it folds to its first lines, with a button to show it all. */

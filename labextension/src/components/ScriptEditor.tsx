@@ -3,12 +3,29 @@
  * a plain text area where the panel has no editor services. The script is the parent's
  * state: typing calls `onChange`, and a new `value` from outside (a resource field) is
  * written into the editor.
+ *
+ * Tab indents where the caret is (a selection becomes the indentation); Shift+Tab leaves the
+ * script for the field before it, as anywhere else on the page.
  */
 import * as React from 'react';
 
 import type { CodeEditor } from '@jupyterlab/codeeditor';
 
 import { IScriptEditors } from '../editing';
+
+/** What Tab inserts in a script. */
+export const INDENT = '  ';
+
+/**
+ * What a Tab key press in a script does: `'indent'` at the caret, `'leave'` the script (Shift+Tab,
+ * the browser moves focus), or nothing of the script's own (a Tab with Ctrl, Alt or Meta).
+ */
+export function tabAction(event: KeyboardEvent | React.KeyboardEvent): 'indent' | 'leave' | null {
+  if (event.key !== 'Tab' || event.altKey || event.ctrlKey || event.metaKey) {
+    return null;
+  }
+  return event.shiftKey ? 'leave' : 'indent';
+}
 
 /** Props of {@link ScriptEditor}. */
 export interface IScriptEditorProps {
@@ -41,7 +58,28 @@ export function ScriptEditor({ value, onChange, editors, label }: IScriptEditorP
     const typed = () => changed.current(opened.sharedModel.getSource());
     opened.sharedModel.changed.connect(typed);
     model.current = opened;
+    // Before the editor's own keymap (which indents the whole line and keeps focus in the script).
+    const tab = (event: KeyboardEvent) => {
+      const action = tabAction(event);
+      if (action === null) {
+        return;
+      }
+      event.stopPropagation();
+      if (action === 'indent') {
+        event.preventDefault();
+        const { start, end } = editor.getSelection();
+        const [from, to] = [editor.getOffsetAt(start), editor.getOffsetAt(end)].sort((a, b) => a - b);
+        opened.sharedModel.updateSource(from, to, INDENT);
+        const caret = editor.getPositionAt(from + INDENT.length);
+        if (caret) {
+          editor.setCursorPosition(caret);
+        }
+      }
+    };
+    const node = host.current;
+    node.addEventListener('keydown', tab, true);
     return () => {
+      node.removeEventListener('keydown', tab, true);
       opened.sharedModel.changed.disconnect(typed);
       model.current = null;
       editor.dispose();
@@ -66,6 +104,16 @@ export function ScriptEditor({ value, onChange, editors, label }: IScriptEditorP
         value={value}
         rows={Math.min(20, Math.max(6, value.split('\n').length + 1))}
         onChange={event => onChange(event.target.value)}
+        onKeyDown={event => {
+          if (tabAction(event) !== 'indent') {
+            return;
+          }
+          event.preventDefault();
+          const area = event.currentTarget;
+          const [from, to] = [area.selectionStart, area.selectionEnd];
+          onChange(area.value.slice(0, from) + INDENT + area.value.slice(to));
+          requestAnimationFrame(() => area.setSelectionRange(from + INDENT.length, from + INDENT.length));
+        }}
       />
     );
   }

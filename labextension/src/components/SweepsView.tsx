@@ -146,12 +146,12 @@ export function SweepComparisonView({
           disabled={failed.length === 0}
           title={
             failed.length
-              ? `Resubmit tasks ${failed.join(', ')} (a card to approve)`
+              ? `${retryWords(failed)} (a card to approve)`
               : 'No task failed'
           }
           onClick={() => void act('sweep_retry', { experiment: slug, tasks: failed })}
         >
-          Resubmit failed tasks{failed.length ? ` (${failed.join(', ')})` : ''}
+          {retryWords(failed)}
         </button>
         <button
           className="betty-Button"
@@ -231,4 +231,13 @@ function ComparisonTable({ comparison }: { comparison: ISweepComparison }): JSX.
       </table>
     </div>
   );
+}
+
+/** The retry button's words, naming the failed tasks by their index: "Resubmit failed task 3". */
+export function retryWords(failed: number[]): string {
+  if (failed.length === 0) {
+    return 'Resubmit failed tasks';
+  }
+  const tasks = failed.length === 1 ? 'task' : 'tasks';
+  return `Resubmit failed ${tasks} ${failed.slice(0, -1).join(', ')}${failed.length > 1 ? ' and ' : ''}${failed[failed.length - 1]}`;
 }

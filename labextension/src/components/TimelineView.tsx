@@ -24,6 +24,7 @@ import {
   ITimelineLane,
   NO_FILTERS,
   replayCounts,
+  REPLAY_WORDS,
   resultWords,
   scrubberStep,
   sessionName,
@@ -400,7 +401,7 @@ function ReplaySummary({ lines }: { lines: IReplayLine[] }): JSX.Element {
       Replay, a dry run (previews only, nothing ran): {lines.length} preview
       {lines.length === 1 ? '' : 's'} —{' '}
       {replayCounts(lines)
-        .map(([status, count]) => `${count} ${status}`)
+        .map(([status, count]) => `${count} ${REPLAY_WORDS[status] ?? status}`)
         .join(', ')}
     </div>
   );
@@ -450,7 +451,8 @@ function CallDetails({
       {replayed && (
         <div className="betty-Timeline-replayed-detail" data-testid="betty-timeline-replay-detail">
           <div>
-            Replayed (nothing ran): <strong>{replayed.status}</strong>
+            Replayed (nothing ran):{' '}
+            <strong>{REPLAY_WORDS[replayed.status] ?? replayed.status}</strong>
           </div>
           {replayed.diff && <pre className="betty-Timeline-diff">{visibleText(replayed.diff)}</pre>}
           {replayed.status !== 'same' && replayed.current && (

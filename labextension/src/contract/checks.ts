@@ -11,7 +11,7 @@ import type { BettyEvent } from './events';
 import type { IServerError } from './serverApi';
 
 export const isBettyEventSchema = validate20;
-const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStep":{"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"},"PlanStepEvent":{"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStepUpdate":{"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"StepStatus":{"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","plan_step":"#/$defs/PlanStepEvent","replanning":"#/$defs/ReplanningEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/PlanStepEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
+const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"Fact":{"properties":{"label":{"type":"string"},"text":{"type":"string"},"table":{"anyOf":[{"items":{"items":{"type":"string"},"type":"array"},"type":"array"},{"type":"null"}]}},"required":["label","text","table"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]},"context":{"anyOf":[{"$ref":"#/$defs/SentContext"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStep":{"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"},"PlanStepEvent":{"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStepUpdate":{"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"},"summary":{"items":{"type":"string"},"type":"array"},"facts":{"items":{"$ref":"#/$defs/Fact"},"type":"array"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"SentContext":{"properties":{"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]},"cell":{"anyOf":[{"type":"integer"},{"type":"null"}]},"directory":{"anyOf":[{"type":"string"},{"type":"null"}]},"branch":{"anyOf":[{"type":"string"},{"type":"null"}]},"dirty":{"anyOf":[{"type":"boolean"},{"type":"null"}]},"errors":{"items":{"type":"string"},"type":"array"}},"required":["notebook","cell","directory","branch","dirty","errors"],"type":"object"},"StepStatus":{"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","plan_step":"#/$defs/PlanStepEvent","replanning":"#/$defs/ReplanningEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/PlanStepEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
 const schema32 = {"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema33 = {"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"};
 
@@ -143,7 +143,553 @@ return errors === 0;
 validate21.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 const schema34 = {"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema35 = {"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"};
+const schema35 = {"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]},"context":{"anyOf":[{"$ref":"#/$defs/SentContext"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"};
+const schema36 = {"properties":{"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]},"cell":{"anyOf":[{"type":"integer"},{"type":"null"}]},"directory":{"anyOf":[{"type":"string"},{"type":"null"}]},"branch":{"anyOf":[{"type":"string"},{"type":"null"}]},"dirty":{"anyOf":[{"type":"boolean"},{"type":"null"}]},"errors":{"items":{"type":"string"},"type":"array"}},"required":["notebook","cell","directory","branch","dirty","errors"],"type":"object"};
+
+function validate24(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate24.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((data.role === undefined) && (missing0 = "role")) || ((data.text === undefined) && (missing0 = "text"))) || ((data.model === undefined) && (missing0 = "model"))){
+validate24.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.role !== undefined){
+let data0 = data.role;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate24.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!((data0 === "assistant") || (data0 === "user"))){
+validate24.errors = [{instancePath:instancePath+"/role",schemaPath:"#/properties/role/enum",keyword:"enum",params:{allowedValues: schema35.properties.role.enum}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.text !== undefined){
+const _errs3 = errors;
+if(typeof data.text !== "string"){
+validate24.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.model !== undefined){
+let data2 = data.model;
+const _errs5 = errors;
+const _errs6 = errors;
+let valid1 = false;
+const _errs7 = errors;
+if(typeof data2 !== "string"){
+const err0 = {instancePath:instancePath+"/model",schemaPath:"#/properties/model/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var _valid0 = _errs7 === errors;
+valid1 = valid1 || _valid0;
+const _errs9 = errors;
+if(data2 !== null){
+const err1 = {instancePath:instancePath+"/model",schemaPath:"#/properties/model/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+var _valid0 = _errs9 === errors;
+valid1 = valid1 || _valid0;
+if(!valid1){
+const err2 = {instancePath:instancePath+"/model",schemaPath:"#/properties/model/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+validate24.errors = vErrors;
+return false;
+}
+else {
+errors = _errs6;
+if(vErrors !== null){
+if(_errs6){
+vErrors.length = _errs6;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.context !== undefined){
+let data3 = data.context;
+const _errs11 = errors;
+const _errs12 = errors;
+let valid2 = false;
+const _errs13 = errors;
+const _errs14 = errors;
+if(errors === _errs14){
+if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
+let missing1;
+if(((((((data3.notebook === undefined) && (missing1 = "notebook")) || ((data3.cell === undefined) && (missing1 = "cell"))) || ((data3.directory === undefined) && (missing1 = "directory"))) || ((data3.branch === undefined) && (missing1 = "branch"))) || ((data3.dirty === undefined) && (missing1 = "dirty"))) || ((data3.errors === undefined) && (missing1 = "errors"))){
+const err3 = {instancePath:instancePath+"/context",schemaPath:"#/$defs/SentContext/required",keyword:"required",params:{missingProperty: missing1}};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+else {
+if(data3.notebook !== undefined){
+let data4 = data3.notebook;
+const _errs16 = errors;
+const _errs17 = errors;
+let valid5 = false;
+const _errs18 = errors;
+if(typeof data4 !== "string"){
+const err4 = {instancePath:instancePath+"/context/notebook",schemaPath:"#/$defs/SentContext/properties/notebook/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid2 = _errs18 === errors;
+valid5 = valid5 || _valid2;
+const _errs20 = errors;
+if(data4 !== null){
+const err5 = {instancePath:instancePath+"/context/notebook",schemaPath:"#/$defs/SentContext/properties/notebook/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+}
+var _valid2 = _errs20 === errors;
+valid5 = valid5 || _valid2;
+if(!valid5){
+const err6 = {instancePath:instancePath+"/context/notebook",schemaPath:"#/$defs/SentContext/properties/notebook/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err6];
+}
+else {
+vErrors.push(err6);
+}
+errors++;
+}
+else {
+errors = _errs17;
+if(vErrors !== null){
+if(_errs17){
+vErrors.length = _errs17;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid4 = _errs16 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data3.cell !== undefined){
+let data5 = data3.cell;
+const _errs22 = errors;
+const _errs23 = errors;
+let valid6 = false;
+const _errs24 = errors;
+if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
+const err7 = {instancePath:instancePath+"/context/cell",schemaPath:"#/$defs/SentContext/properties/cell/anyOf/0/type",keyword:"type",params:{type: "integer"}};
+if(vErrors === null){
+vErrors = [err7];
+}
+else {
+vErrors.push(err7);
+}
+errors++;
+}
+var _valid3 = _errs24 === errors;
+valid6 = valid6 || _valid3;
+const _errs26 = errors;
+if(data5 !== null){
+const err8 = {instancePath:instancePath+"/context/cell",schemaPath:"#/$defs/SentContext/properties/cell/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err8];
+}
+else {
+vErrors.push(err8);
+}
+errors++;
+}
+var _valid3 = _errs26 === errors;
+valid6 = valid6 || _valid3;
+if(!valid6){
+const err9 = {instancePath:instancePath+"/context/cell",schemaPath:"#/$defs/SentContext/properties/cell/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err9];
+}
+else {
+vErrors.push(err9);
+}
+errors++;
+}
+else {
+errors = _errs23;
+if(vErrors !== null){
+if(_errs23){
+vErrors.length = _errs23;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid4 = _errs22 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data3.directory !== undefined){
+let data6 = data3.directory;
+const _errs28 = errors;
+const _errs29 = errors;
+let valid7 = false;
+const _errs30 = errors;
+if(typeof data6 !== "string"){
+const err10 = {instancePath:instancePath+"/context/directory",schemaPath:"#/$defs/SentContext/properties/directory/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err10];
+}
+else {
+vErrors.push(err10);
+}
+errors++;
+}
+var _valid4 = _errs30 === errors;
+valid7 = valid7 || _valid4;
+const _errs32 = errors;
+if(data6 !== null){
+const err11 = {instancePath:instancePath+"/context/directory",schemaPath:"#/$defs/SentContext/properties/directory/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err11];
+}
+else {
+vErrors.push(err11);
+}
+errors++;
+}
+var _valid4 = _errs32 === errors;
+valid7 = valid7 || _valid4;
+if(!valid7){
+const err12 = {instancePath:instancePath+"/context/directory",schemaPath:"#/$defs/SentContext/properties/directory/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err12];
+}
+else {
+vErrors.push(err12);
+}
+errors++;
+}
+else {
+errors = _errs29;
+if(vErrors !== null){
+if(_errs29){
+vErrors.length = _errs29;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid4 = _errs28 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data3.branch !== undefined){
+let data7 = data3.branch;
+const _errs34 = errors;
+const _errs35 = errors;
+let valid8 = false;
+const _errs36 = errors;
+if(typeof data7 !== "string"){
+const err13 = {instancePath:instancePath+"/context/branch",schemaPath:"#/$defs/SentContext/properties/branch/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err13];
+}
+else {
+vErrors.push(err13);
+}
+errors++;
+}
+var _valid5 = _errs36 === errors;
+valid8 = valid8 || _valid5;
+const _errs38 = errors;
+if(data7 !== null){
+const err14 = {instancePath:instancePath+"/context/branch",schemaPath:"#/$defs/SentContext/properties/branch/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err14];
+}
+else {
+vErrors.push(err14);
+}
+errors++;
+}
+var _valid5 = _errs38 === errors;
+valid8 = valid8 || _valid5;
+if(!valid8){
+const err15 = {instancePath:instancePath+"/context/branch",schemaPath:"#/$defs/SentContext/properties/branch/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err15];
+}
+else {
+vErrors.push(err15);
+}
+errors++;
+}
+else {
+errors = _errs35;
+if(vErrors !== null){
+if(_errs35){
+vErrors.length = _errs35;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid4 = _errs34 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data3.dirty !== undefined){
+let data8 = data3.dirty;
+const _errs40 = errors;
+const _errs41 = errors;
+let valid9 = false;
+const _errs42 = errors;
+if(typeof data8 !== "boolean"){
+const err16 = {instancePath:instancePath+"/context/dirty",schemaPath:"#/$defs/SentContext/properties/dirty/anyOf/0/type",keyword:"type",params:{type: "boolean"}};
+if(vErrors === null){
+vErrors = [err16];
+}
+else {
+vErrors.push(err16);
+}
+errors++;
+}
+var _valid6 = _errs42 === errors;
+valid9 = valid9 || _valid6;
+const _errs44 = errors;
+if(data8 !== null){
+const err17 = {instancePath:instancePath+"/context/dirty",schemaPath:"#/$defs/SentContext/properties/dirty/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err17];
+}
+else {
+vErrors.push(err17);
+}
+errors++;
+}
+var _valid6 = _errs44 === errors;
+valid9 = valid9 || _valid6;
+if(!valid9){
+const err18 = {instancePath:instancePath+"/context/dirty",schemaPath:"#/$defs/SentContext/properties/dirty/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err18];
+}
+else {
+vErrors.push(err18);
+}
+errors++;
+}
+else {
+errors = _errs41;
+if(vErrors !== null){
+if(_errs41){
+vErrors.length = _errs41;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid4 = _errs40 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data3.errors !== undefined){
+let data9 = data3.errors;
+const _errs46 = errors;
+if(errors === _errs46){
+if(Array.isArray(data9)){
+var valid10 = true;
+const len0 = data9.length;
+for(let i0=0; i0<len0; i0++){
+const _errs48 = errors;
+if(typeof data9[i0] !== "string"){
+const err19 = {instancePath:instancePath+"/context/errors/" + i0,schemaPath:"#/$defs/SentContext/properties/errors/items/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err19];
+}
+else {
+vErrors.push(err19);
+}
+errors++;
+}
+var valid10 = _errs48 === errors;
+if(!valid10){
+break;
+}
+}
+}
+else {
+const err20 = {instancePath:instancePath+"/context/errors",schemaPath:"#/$defs/SentContext/properties/errors/type",keyword:"type",params:{type: "array"}};
+if(vErrors === null){
+vErrors = [err20];
+}
+else {
+vErrors.push(err20);
+}
+errors++;
+}
+}
+var valid4 = _errs46 === errors;
+}
+else {
+var valid4 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+const err21 = {instancePath:instancePath+"/context",schemaPath:"#/$defs/SentContext/type",keyword:"type",params:{type: "object"}};
+if(vErrors === null){
+vErrors = [err21];
+}
+else {
+vErrors.push(err21);
+}
+errors++;
+}
+}
+var _valid1 = _errs13 === errors;
+valid2 = valid2 || _valid1;
+if(_valid1){
+var props0 = {};
+props0.notebook = true;
+props0.cell = true;
+props0.directory = true;
+props0.branch = true;
+props0.dirty = true;
+props0.errors = true;
+}
+const _errs50 = errors;
+if(data3 !== null){
+const err22 = {instancePath:instancePath+"/context",schemaPath:"#/properties/context/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err22];
+}
+else {
+vErrors.push(err22);
+}
+errors++;
+}
+var _valid1 = _errs50 === errors;
+valid2 = valid2 || _valid1;
+if(!valid2){
+const err23 = {instancePath:instancePath+"/context",schemaPath:"#/properties/context/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err23];
+}
+else {
+vErrors.push(err23);
+}
+errors++;
+validate24.errors = vErrors;
+return false;
+}
+else {
+errors = _errs12;
+if(vErrors !== null){
+if(_errs12){
+vErrors.length = _errs12;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs11 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate24.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate24.errors = vErrors;
+return errors === 0;
+}
+validate24.evaluated = {"props":{"role":true,"text":true,"model":true,"context":true},"dynamicProps":false,"dynamicItems":false};
+
 
 function validate23(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -227,113 +773,10 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
-let data4 = data.payload;
 const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if((((data4.role === undefined) && (missing1 = "role")) || ((data4.text === undefined) && (missing1 = "text"))) || ((data4.model === undefined) && (missing1 = "model"))){
-validate23.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Message/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data4.role !== undefined){
-let data5 = data4.role;
-const _errs12 = errors;
-if(typeof data5 !== "string"){
-validate23.errors = [{instancePath:instancePath+"/payload/role",schemaPath:"#/$defs/Message/properties/role/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if(!((data5 === "assistant") || (data5 === "user"))){
-validate23.errors = [{instancePath:instancePath+"/payload/role",schemaPath:"#/$defs/Message/properties/role/enum",keyword:"enum",params:{allowedValues: schema35.properties.role.enum}}];
-return false;
-}
-var valid2 = _errs12 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.text !== undefined){
-const _errs14 = errors;
-if(typeof data4.text !== "string"){
-validate23.errors = [{instancePath:instancePath+"/payload/text",schemaPath:"#/$defs/Message/properties/text/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs14 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.model !== undefined){
-let data7 = data4.model;
-const _errs16 = errors;
-const _errs17 = errors;
-let valid3 = false;
-const _errs18 = errors;
-if(typeof data7 !== "string"){
-const err0 = {instancePath:instancePath+"/payload/model",schemaPath:"#/$defs/Message/properties/model/anyOf/0/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-var _valid0 = _errs18 === errors;
-valid3 = valid3 || _valid0;
-const _errs20 = errors;
-if(data7 !== null){
-const err1 = {instancePath:instancePath+"/payload/model",schemaPath:"#/$defs/Message/properties/model/anyOf/1/type",keyword:"type",params:{type: "null"}};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-var _valid0 = _errs20 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const err2 = {instancePath:instancePath+"/payload/model",schemaPath:"#/$defs/Message/properties/model/anyOf",keyword:"anyOf",params:{}};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-validate23.errors = vErrors;
-return false;
-}
-else {
-errors = _errs17;
-if(vErrors !== null){
-if(_errs17){
-vErrors.length = _errs17;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid2 = _errs16 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-else {
-validate23.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Message/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
+if(!(validate24(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate24.errors : vErrors.concat(validate24.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
 }
@@ -356,16 +799,315 @@ return errors === 0;
 }
 validate23.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema36 = {"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema37 = {"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"};
-const schema38 = {"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"};
-const schema39 = {"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"}},"required":["kind","title","text","details"],"type":"object"};
-const schema40 = {"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"};
+const schema37 = {"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema38 = {"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"};
+const schema39 = {"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"};
+const schema42 = {"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"};
+const schema40 = {"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"},"summary":{"items":{"type":"string"},"type":"array"},"facts":{"items":{"$ref":"#/$defs/Fact"},"type":"array"}},"required":["kind","title","text","details"],"type":"object"};
+const schema41 = {"properties":{"label":{"type":"string"},"text":{"type":"string"},"table":{"anyOf":[{"items":{"items":{"type":"string"},"type":"array"},"type":"array"},{"type":"null"}]}},"required":["label","text","table"],"type":"object"};
 
-function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate30(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate27.evaluated;
+const evaluated0 = validate30.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if(((((data.kind === undefined) && (missing0 = "kind")) || ((data.title === undefined) && (missing0 = "title"))) || ((data.text === undefined) && (missing0 = "text"))) || ((data.details === undefined) && (missing0 = "details"))){
+validate30.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.kind !== undefined){
+let data0 = data.kind;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate30.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!((((data0 === "command") || (data0 === "script")) || (data0 === "diff")) || (data0 === "text"))){
+validate30.errors = [{instancePath:instancePath+"/kind",schemaPath:"#/properties/kind/enum",keyword:"enum",params:{allowedValues: schema40.properties.kind.enum}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.title !== undefined){
+const _errs3 = errors;
+if(typeof data.title !== "string"){
+validate30.errors = [{instancePath:instancePath+"/title",schemaPath:"#/properties/title/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.text !== undefined){
+const _errs5 = errors;
+if(typeof data.text !== "string"){
+validate30.errors = [{instancePath:instancePath+"/text",schemaPath:"#/properties/text/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.details !== undefined){
+let data3 = data.details;
+const _errs7 = errors;
+if(errors === _errs7){
+if(data3 && typeof data3 == "object" && !Array.isArray(data3)){
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/details",schemaPath:"#/properties/details/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.summary !== undefined){
+let data4 = data.summary;
+const _errs10 = errors;
+if(errors === _errs10){
+if(Array.isArray(data4)){
+var valid1 = true;
+const len0 = data4.length;
+for(let i0=0; i0<len0; i0++){
+const _errs12 = errors;
+if(typeof data4[i0] !== "string"){
+validate30.errors = [{instancePath:instancePath+"/summary/" + i0,schemaPath:"#/properties/summary/items/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid1 = _errs12 === errors;
+if(!valid1){
+break;
+}
+}
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.facts !== undefined){
+let data6 = data.facts;
+const _errs14 = errors;
+if(errors === _errs14){
+if(Array.isArray(data6)){
+var valid2 = true;
+const len1 = data6.length;
+for(let i1=0; i1<len1; i1++){
+let data7 = data6[i1];
+const _errs16 = errors;
+const _errs17 = errors;
+if(errors === _errs17){
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+let missing1;
+if((((data7.label === undefined) && (missing1 = "label")) || ((data7.text === undefined) && (missing1 = "text"))) || ((data7.table === undefined) && (missing1 = "table"))){
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1,schemaPath:"#/$defs/Fact/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data7.label !== undefined){
+const _errs19 = errors;
+if(typeof data7.label !== "string"){
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1+"/label",schemaPath:"#/$defs/Fact/properties/label/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid4 = _errs19 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data7.text !== undefined){
+const _errs21 = errors;
+if(typeof data7.text !== "string"){
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1+"/text",schemaPath:"#/$defs/Fact/properties/text/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid4 = _errs21 === errors;
+}
+else {
+var valid4 = true;
+}
+if(valid4){
+if(data7.table !== undefined){
+let data10 = data7.table;
+const _errs23 = errors;
+const _errs24 = errors;
+let valid5 = false;
+const _errs25 = errors;
+if(errors === _errs25){
+if(Array.isArray(data10)){
+var valid6 = true;
+const len2 = data10.length;
+for(let i2=0; i2<len2; i2++){
+let data11 = data10[i2];
+const _errs27 = errors;
+if(errors === _errs27){
+if(Array.isArray(data11)){
+var valid7 = true;
+const len3 = data11.length;
+for(let i3=0; i3<len3; i3++){
+const _errs29 = errors;
+if(typeof data11[i3] !== "string"){
+const err0 = {instancePath:instancePath+"/facts/" + i1+"/table/" + i2+"/" + i3,schemaPath:"#/$defs/Fact/properties/table/anyOf/0/items/items/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var valid7 = _errs29 === errors;
+if(!valid7){
+break;
+}
+}
+}
+else {
+const err1 = {instancePath:instancePath+"/facts/" + i1+"/table/" + i2,schemaPath:"#/$defs/Fact/properties/table/anyOf/0/items/type",keyword:"type",params:{type: "array"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+}
+var valid6 = _errs27 === errors;
+if(!valid6){
+break;
+}
+}
+}
+else {
+const err2 = {instancePath:instancePath+"/facts/" + i1+"/table",schemaPath:"#/$defs/Fact/properties/table/anyOf/0/type",keyword:"type",params:{type: "array"}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+}
+}
+var _valid0 = _errs25 === errors;
+valid5 = valid5 || _valid0;
+const _errs31 = errors;
+if(data10 !== null){
+const err3 = {instancePath:instancePath+"/facts/" + i1+"/table",schemaPath:"#/$defs/Fact/properties/table/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid0 = _errs31 === errors;
+valid5 = valid5 || _valid0;
+if(!valid5){
+const err4 = {instancePath:instancePath+"/facts/" + i1+"/table",schemaPath:"#/$defs/Fact/properties/table/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+validate30.errors = vErrors;
+return false;
+}
+else {
+errors = _errs24;
+if(vErrors !== null){
+if(_errs24){
+vErrors.length = _errs24;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid4 = _errs23 === errors;
+}
+else {
+var valid4 = true;
+}
+}
+}
+}
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/facts/" + i1,schemaPath:"#/$defs/Fact/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid2 = _errs16 === errors;
+if(!valid2){
+break;
+}
+}
+}
+else {
+validate30.errors = [{instancePath:instancePath+"/facts",schemaPath:"#/properties/facts/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs14 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate30.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate30.errors = vErrors;
+return errors === 0;
+}
+validate30.evaluated = {"props":{"kind":true,"title":true,"text":true,"details":true,"summary":true,"facts":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate29(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate29.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -376,7 +1118,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((((((((data.index === undefined) && (missing0 = "index")) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.tier === undefined) && (missing0 = "tier"))) || ((data.preview === undefined) && (missing0 = "preview"))) || ((data.depends_on === undefined) && (missing0 = "depends_on"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.reason === undefined) && (missing0 = "reason"))){
-validate27.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate29.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -384,13 +1126,13 @@ if(data.index !== undefined){
 let data0 = data.index;
 const _errs1 = errors;
 if(!(((typeof data0 == "number") && (!(data0 % 1) && !isNaN(data0))) && (isFinite(data0)))){
-validate27.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
+validate29.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs1){
 if((typeof data0 == "number") && (isFinite(data0))){
 if(data0 < 1 || isNaN(data0)){
-validate27.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate29.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -404,7 +1146,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs3 = errors;
 if(typeof data.tool !== "string"){
-validate27.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate29.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -420,7 +1162,7 @@ if(errors === _errs5){
 if(data2 && typeof data2 == "object" && !Array.isArray(data2)){
 }
 else {
-validate27.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
+validate29.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -434,18 +1176,18 @@ if(data.tier !== undefined){
 let data3 = data.tier;
 const _errs8 = errors;
 if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate27.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+validate29.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs8){
 if((typeof data3 == "number") && (isFinite(data3))){
 if(data3 > 2 || isNaN(data3)){
-validate27.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+validate29.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
 return false;
 }
 else {
 if(data3 < 0 || isNaN(data3)){
-validate27.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate29.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -463,123 +1205,9 @@ const _errs10 = errors;
 const _errs11 = errors;
 let valid1 = false;
 const _errs12 = errors;
-const _errs13 = errors;
-if(errors === _errs13){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if(((((data4.kind === undefined) && (missing1 = "kind")) || ((data4.title === undefined) && (missing1 = "title"))) || ((data4.text === undefined) && (missing1 = "text"))) || ((data4.details === undefined) && (missing1 = "details"))){
-const err0 = {instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/required",keyword:"required",params:{missingProperty: missing1}};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-else {
-if(data4.kind !== undefined){
-let data5 = data4.kind;
-const _errs15 = errors;
-if(typeof data5 !== "string"){
-const err1 = {instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-if(!((((data5 === "command") || (data5 === "script")) || (data5 === "diff")) || (data5 === "text"))){
-const err2 = {instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/enum",keyword:"enum",params:{allowedValues: schema39.properties.kind.enum}};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-}
-var valid3 = _errs15 === errors;
-}
-else {
-var valid3 = true;
-}
-if(valid3){
-if(data4.title !== undefined){
-const _errs17 = errors;
-if(typeof data4.title !== "string"){
-const err3 = {instancePath:instancePath+"/preview/title",schemaPath:"#/$defs/Preview/properties/title/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-var valid3 = _errs17 === errors;
-}
-else {
-var valid3 = true;
-}
-if(valid3){
-if(data4.text !== undefined){
-const _errs19 = errors;
-if(typeof data4.text !== "string"){
-const err4 = {instancePath:instancePath+"/preview/text",schemaPath:"#/$defs/Preview/properties/text/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-var valid3 = _errs19 === errors;
-}
-else {
-var valid3 = true;
-}
-if(valid3){
-if(data4.details !== undefined){
-let data8 = data4.details;
-const _errs21 = errors;
-if(errors === _errs21){
-if(data8 && typeof data8 == "object" && !Array.isArray(data8)){
-}
-else {
-const err5 = {instancePath:instancePath+"/preview/details",schemaPath:"#/$defs/Preview/properties/details/type",keyword:"type",params:{type: "object"}};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-}
-}
-var valid3 = _errs21 === errors;
-}
-else {
-var valid3 = true;
-}
-}
-}
-}
-}
-}
-else {
-const err6 = {instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/type",keyword:"type",params:{type: "object"}};
-if(vErrors === null){
-vErrors = [err6];
-}
-else {
-vErrors.push(err6);
-}
-errors++;
-}
+if(!(validate30(data4, {instancePath:instancePath+"/preview",parentData:data,parentDataProperty:"preview",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+errors = vErrors.length;
 }
 var _valid0 = _errs12 === errors;
 valid1 = valid1 || _valid0;
@@ -589,30 +1217,32 @@ props0.kind = true;
 props0.title = true;
 props0.text = true;
 props0.details = true;
+props0.summary = true;
+props0.facts = true;
 }
-const _errs24 = errors;
+const _errs13 = errors;
 if(data4 !== null){
-const err7 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf/1/type",keyword:"type",params:{type: "null"}};
+const err0 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf/1/type",keyword:"type",params:{type: "null"}};
 if(vErrors === null){
-vErrors = [err7];
+vErrors = [err0];
 }
 else {
-vErrors.push(err7);
+vErrors.push(err0);
 }
 errors++;
 }
-var _valid0 = _errs24 === errors;
+var _valid0 = _errs13 === errors;
 valid1 = valid1 || _valid0;
 if(!valid1){
-const err8 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf",keyword:"anyOf",params:{}};
+const err1 = {instancePath:instancePath+"/preview",schemaPath:"#/properties/preview/anyOf",keyword:"anyOf",params:{}};
 if(vErrors === null){
-vErrors = [err8];
+vErrors = [err1];
 }
 else {
-vErrors.push(err8);
+vErrors.push(err1);
 }
 errors++;
-validate27.errors = vErrors;
+validate29.errors = vErrors;
 return false;
 }
 else {
@@ -633,60 +1263,60 @@ var valid0 = true;
 }
 if(valid0){
 if(data.depends_on !== undefined){
-let data9 = data.depends_on;
-const _errs26 = errors;
-if(errors === _errs26){
-if(Array.isArray(data9)){
-var valid4 = true;
-const len0 = data9.length;
+let data5 = data.depends_on;
+const _errs15 = errors;
+if(errors === _errs15){
+if(Array.isArray(data5)){
+var valid2 = true;
+const len0 = data5.length;
 for(let i0=0; i0<len0; i0++){
-let data10 = data9[i0];
-const _errs28 = errors;
-if(!(((typeof data10 == "number") && (!(data10 % 1) && !isNaN(data10))) && (isFinite(data10)))){
-validate27.errors = [{instancePath:instancePath+"/depends_on/" + i0,schemaPath:"#/properties/depends_on/items/type",keyword:"type",params:{type: "integer"}}];
+let data6 = data5[i0];
+const _errs17 = errors;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
+validate29.errors = [{instancePath:instancePath+"/depends_on/" + i0,schemaPath:"#/properties/depends_on/items/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
-var valid4 = _errs28 === errors;
-if(!valid4){
+var valid2 = _errs17 === errors;
+if(!valid2){
 break;
 }
 }
 }
 else {
-validate27.errors = [{instancePath:instancePath+"/depends_on",schemaPath:"#/properties/depends_on/type",keyword:"type",params:{type: "array"}}];
+validate29.errors = [{instancePath:instancePath+"/depends_on",schemaPath:"#/properties/depends_on/type",keyword:"type",params:{type: "array"}}];
 return false;
 }
 }
-var valid0 = _errs26 === errors;
+var valid0 = _errs15 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.status !== undefined){
-let data11 = data.status;
-const _errs30 = errors;
-if(typeof data11 !== "string"){
-validate27.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
+let data7 = data.status;
+const _errs19 = errors;
+if(typeof data7 !== "string"){
+validate29.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if(!(((((((((data11 === "proposed") || (data11 === "refused")) || (data11 === "approved")) || (data11 === "edited")) || (data11 === "denied")) || (data11 === "running")) || (data11 === "done")) || (data11 === "failed")) || (data11 === "not_run"))){
-validate27.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema40.enum}}];
+if(!(((((((((data7 === "proposed") || (data7 === "refused")) || (data7 === "approved")) || (data7 === "edited")) || (data7 === "denied")) || (data7 === "running")) || (data7 === "done")) || (data7 === "failed")) || (data7 === "not_run"))){
+validate29.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema42.enum}}];
 return false;
 }
-var valid0 = _errs30 === errors;
+var valid0 = _errs19 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.reason !== undefined){
-const _errs33 = errors;
+const _errs22 = errors;
 if(typeof data.reason !== "string"){
-validate27.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
+validate29.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-var valid0 = _errs33 === errors;
+var valid0 = _errs22 === errors;
 }
 else {
 var valid0 = true;
@@ -701,20 +1331,20 @@ var valid0 = true;
 }
 }
 else {
-validate27.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate29.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate27.errors = vErrors;
+validate29.errors = vErrors;
 return errors === 0;
 }
-validate27.evaluated = {"props":{"index":true,"tool":true,"args":true,"tier":true,"preview":true,"depends_on":true,"status":true,"reason":true},"dynamicProps":false,"dynamicItems":false};
+validate29.evaluated = {"props":{"index":true,"tool":true,"args":true,"tier":true,"preview":true,"depends_on":true,"status":true,"reason":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate26(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate28(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate26.evaluated;
+const evaluated0 = validate28.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -725,7 +1355,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.steps === undefined) && (missing0 = "steps")) || ((data.plan_id === undefined) && (missing0 = "plan_id"))) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.goal === undefined) && (missing0 = "goal"))) || ((data.calls === undefined) && (missing0 = "calls"))){
-validate26.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate28.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -739,7 +1369,7 @@ const len0 = data0.length;
 for(let i0=0; i0<len0; i0++){
 const _errs3 = errors;
 if(typeof data0[i0] !== "string"){
-validate26.errors = [{instancePath:instancePath+"/steps/" + i0,schemaPath:"#/properties/steps/items/type",keyword:"type",params:{type: "string"}}];
+validate28.errors = [{instancePath:instancePath+"/steps/" + i0,schemaPath:"#/properties/steps/items/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid1 = _errs3 === errors;
@@ -749,7 +1379,7 @@ break;
 }
 }
 else {
-validate26.errors = [{instancePath:instancePath+"/steps",schemaPath:"#/properties/steps/type",keyword:"type",params:{type: "array"}}];
+validate28.errors = [{instancePath:instancePath+"/steps",schemaPath:"#/properties/steps/type",keyword:"type",params:{type: "array"}}];
 return false;
 }
 }
@@ -762,7 +1392,7 @@ if(valid0){
 if(data.plan_id !== undefined){
 const _errs5 = errors;
 if(typeof data.plan_id !== "string"){
-validate26.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
+validate28.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -774,7 +1404,7 @@ if(valid0){
 if(data.call_id !== undefined){
 const _errs7 = errors;
 if(typeof data.call_id !== "string"){
-validate26.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate28.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -786,7 +1416,7 @@ if(valid0){
 if(data.goal !== undefined){
 const _errs9 = errors;
 if(typeof data.goal !== "string"){
-validate26.errors = [{instancePath:instancePath+"/goal",schemaPath:"#/properties/goal/type",keyword:"type",params:{type: "string"}}];
+validate28.errors = [{instancePath:instancePath+"/goal",schemaPath:"#/properties/goal/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs9 === errors;
@@ -804,8 +1434,8 @@ var valid2 = true;
 const len1 = data5.length;
 for(let i1=0; i1<len1; i1++){
 const _errs13 = errors;
-if(!(validate27(data5[i1], {instancePath:instancePath+"/calls/" + i1,parentData:data5,parentDataProperty:i1,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate27.errors : vErrors.concat(validate27.errors);
+if(!(validate29(data5[i1], {instancePath:instancePath+"/calls/" + i1,parentData:data5,parentDataProperty:i1,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate29.errors : vErrors.concat(validate29.errors);
 errors = vErrors.length;
 }
 var valid2 = _errs13 === errors;
@@ -815,7 +1445,7 @@ break;
 }
 }
 else {
-validate26.errors = [{instancePath:instancePath+"/calls",schemaPath:"#/properties/calls/type",keyword:"type",params:{type: "array"}}];
+validate28.errors = [{instancePath:instancePath+"/calls",schemaPath:"#/properties/calls/type",keyword:"type",params:{type: "array"}}];
 return false;
 }
 }
@@ -831,20 +1461,20 @@ var valid0 = true;
 }
 }
 else {
-validate26.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate28.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate26.errors = vErrors;
+validate28.errors = vErrors;
 return errors === 0;
 }
-validate26.evaluated = {"props":{"steps":true,"plan_id":true,"call_id":true,"goal":true,"calls":true},"dynamicProps":false,"dynamicItems":false};
+validate28.evaluated = {"props":{"steps":true,"plan_id":true,"call_id":true,"goal":true,"calls":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate25(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate27(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate25.evaluated;
+const evaluated0 = validate27.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -855,7 +1485,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate25.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate27.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -863,11 +1493,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate25.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate27.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("plan" !== data0){
-validate25.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "plan"}}];
+validate27.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "plan"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -879,7 +1509,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate25.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate27.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -892,13 +1522,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate25.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate27.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate25.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate27.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -913,7 +1543,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate25.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate27.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -924,8 +1554,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate26(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate26.errors : vErrors.concat(validate26.errors);
+if(!(validate28(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate28.errors : vErrors.concat(validate28.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -940,22 +1570,22 @@ var valid0 = true;
 }
 }
 else {
-validate25.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate27.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate25.errors = vErrors;
+validate27.errors = vErrors;
 return errors === 0;
 }
-validate25.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate27.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema41 = {"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema42 = {"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"};
+const schema43 = {"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema44 = {"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"};
 
-function validate32(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate36(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate32.evaluated;
+const evaluated0 = validate36.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -966,14 +1596,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((((data.plan_id === undefined) && (missing0 = "plan_id")) || ((data.index === undefined) && (missing0 = "index"))) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.status === undefined) && (missing0 = "status"))) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.summary === undefined) && (missing0 = "summary"))){
-validate32.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate36.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.plan_id !== undefined){
 const _errs1 = errors;
 if(typeof data.plan_id !== "string"){
-validate32.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/plan_id",schemaPath:"#/properties/plan_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -986,13 +1616,13 @@ if(data.index !== undefined){
 let data1 = data.index;
 const _errs3 = errors;
 if(!(((typeof data1 == "number") && (!(data1 % 1) && !isNaN(data1))) && (isFinite(data1)))){
-validate32.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
+validate36.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs3){
 if((typeof data1 == "number") && (isFinite(data1))){
 if(data1 < 1 || isNaN(data1)){
-validate32.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate36.errors = [{instancePath:instancePath+"/index",schemaPath:"#/properties/index/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -1006,7 +1636,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs5 = errors;
 if(typeof data.tool !== "string"){
-validate32.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -1019,11 +1649,11 @@ if(data.status !== undefined){
 let data3 = data.status;
 const _errs7 = errors;
 if(typeof data3 !== "string"){
-validate32.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((((((data3 === "proposed") || (data3 === "refused")) || (data3 === "approved")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "running")) || (data3 === "done")) || (data3 === "failed")) || (data3 === "not_run"))){
-validate32.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema40.enum}}];
+validate36.errors = [{instancePath:instancePath+"/status",schemaPath:"#/$defs/StepStatus/enum",keyword:"enum",params:{allowedValues: schema42.enum}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -1072,7 +1702,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate32.errors = vErrors;
+validate36.errors = vErrors;
 return false;
 }
 else {
@@ -1136,7 +1766,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate32.errors = vErrors;
+validate36.errors = vErrors;
 return false;
 }
 else {
@@ -1159,7 +1789,7 @@ if(valid0){
 if(data.summary !== undefined){
 const _errs23 = errors;
 if(typeof data.summary !== "string"){
-validate32.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
+validate36.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs23 === errors;
@@ -1176,126 +1806,15 @@ var valid0 = true;
 }
 }
 else {
-validate32.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate36.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate32.errors = vErrors;
+validate36.errors = vErrors;
 return errors === 0;
 }
-validate32.evaluated = {"props":{"plan_id":true,"index":true,"tool":true,"status":true,"call_id":true,"args":true,"summary":true},"dynamicProps":false,"dynamicItems":false};
+validate36.evaluated = {"props":{"plan_id":true,"index":true,"tool":true,"status":true,"call_id":true,"args":true,"summary":true},"dynamicProps":false,"dynamicItems":false};
 
-
-function validate31(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate31.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate31.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.type !== undefined){
-let data0 = data.type;
-const _errs1 = errors;
-if(typeof data0 !== "string"){
-validate31.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if("plan_step" !== data0){
-validate31.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "plan_step"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.session_id !== undefined){
-const _errs3 = errors;
-if(typeof data.session_id !== "string"){
-validate31.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.seq !== undefined){
-let data2 = data.seq;
-const _errs5 = errors;
-if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate31.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs5){
-if((typeof data2 == "number") && (isFinite(data2))){
-if(data2 < 1 || isNaN(data2)){
-validate31.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
-return false;
-}
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.ts !== undefined){
-let data3 = data.ts;
-const _errs7 = errors;
-if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate31.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.payload !== undefined){
-const _errs9 = errors;
-if(!(validate32(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate32.errors : vErrors.concat(validate32.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-else {
-validate31.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate31.errors = vErrors;
-return errors === 0;
-}
-validate31.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
-
-const schema44 = {"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema45 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"};
 
 function validate35(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -1322,8 +1841,8 @@ if(typeof data0 !== "string"){
 validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("tool_call" !== data0){
-validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_call"}}];
+if("plan_step" !== data0){
+validate35.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "plan_step"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -1379,93 +1898,10 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
-let data4 = data.payload;
 const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if(((((data4.call_id === undefined) && (missing1 = "call_id")) || ((data4.tool === undefined) && (missing1 = "tool"))) || ((data4.args === undefined) && (missing1 = "args"))) || ((data4.tier === undefined) && (missing1 = "tier"))){
-validate35.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data4.call_id !== undefined){
-const _errs12 = errors;
-if(typeof data4.call_id !== "string"){
-validate35.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ToolCallInfo/properties/call_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs12 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.tool !== undefined){
-const _errs14 = errors;
-if(typeof data4.tool !== "string"){
-validate35.errors = [{instancePath:instancePath+"/payload/tool",schemaPath:"#/$defs/ToolCallInfo/properties/tool/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs14 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.args !== undefined){
-let data7 = data4.args;
-const _errs16 = errors;
-if(errors === _errs16){
-if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
-}
-else {
-validate35.errors = [{instancePath:instancePath+"/payload/args",schemaPath:"#/$defs/ToolCallInfo/properties/args/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid2 = _errs16 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.tier !== undefined){
-let data8 = data4.tier;
-const _errs19 = errors;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate35.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs19){
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 > 2 || isNaN(data8)){
-validate35.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
-return false;
-}
-else {
-if(data8 < 0 || isNaN(data8)){
-validate35.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
-}
-}
-var valid2 = _errs19 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-}
-else {
-validate35.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
+if(!(validate36(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate36.errors : vErrors.concat(validate36.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
 }
@@ -1488,13 +1924,207 @@ return errors === 0;
 }
 validate35.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema46 = {"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema47 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"};
+const schema46 = {"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema47 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"};
 
-function validate38(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate39(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate38.evaluated;
+const evaluated0 = validate39.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate39.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate39.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("tool_call" !== data0){
+validate39.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_call"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate39.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate39.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate39.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate39.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
+let data4 = data.payload;
+const _errs9 = errors;
+const _errs10 = errors;
+if(errors === _errs10){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if(((((data4.call_id === undefined) && (missing1 = "call_id")) || ((data4.tool === undefined) && (missing1 = "tool"))) || ((data4.args === undefined) && (missing1 = "args"))) || ((data4.tier === undefined) && (missing1 = "tier"))){
+validate39.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data4.call_id !== undefined){
+const _errs12 = errors;
+if(typeof data4.call_id !== "string"){
+validate39.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ToolCallInfo/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.tool !== undefined){
+const _errs14 = errors;
+if(typeof data4.tool !== "string"){
+validate39.errors = [{instancePath:instancePath+"/payload/tool",schemaPath:"#/$defs/ToolCallInfo/properties/tool/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs14 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.args !== undefined){
+let data7 = data4.args;
+const _errs16 = errors;
+if(errors === _errs16){
+if(data7 && typeof data7 == "object" && !Array.isArray(data7)){
+}
+else {
+validate39.errors = [{instancePath:instancePath+"/payload/args",schemaPath:"#/$defs/ToolCallInfo/properties/args/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid2 = _errs16 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.tier !== undefined){
+let data8 = data4.tier;
+const _errs19 = errors;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+validate39.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs19){
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 > 2 || isNaN(data8)){
+validate39.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+return false;
+}
+else {
+if(data8 < 0 || isNaN(data8)){
+validate39.errors = [{instancePath:instancePath+"/payload/tier",schemaPath:"#/$defs/ToolCallInfo/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+}
+var valid2 = _errs19 === errors;
+}
+else {
+var valid2 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate39.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ToolCallInfo/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate39.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate39.errors = vErrors;
+return errors === 0;
+}
+validate39.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema48 = {"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema49 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"};
+
+function validate42(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate42.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -1505,14 +2135,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((((((data.approval_id === undefined) && (missing0 = "approval_id")) || ((data.call_id === undefined) && (missing0 = "call_id"))) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.tier === undefined) && (missing0 = "tier"))) || ((data.args === undefined) && (missing0 = "args"))) || ((data.preview === undefined) && (missing0 = "preview"))) || ((data.reason === undefined) && (missing0 = "reason"))) || ((data.task === undefined) && (missing0 = "task"))) || ((data.digest === undefined) && (missing0 = "digest"))){
-validate38.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate42.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.approval_id !== undefined){
 const _errs1 = errors;
 if(typeof data.approval_id !== "string"){
-validate38.errors = [{instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
+validate42.errors = [{instancePath:instancePath+"/approval_id",schemaPath:"#/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -1524,7 +2154,7 @@ if(valid0){
 if(data.call_id !== undefined){
 const _errs3 = errors;
 if(typeof data.call_id !== "string"){
-validate38.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate42.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -1536,7 +2166,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs5 = errors;
 if(typeof data.tool !== "string"){
-validate38.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate42.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -1549,18 +2179,18 @@ if(data.tier !== undefined){
 let data3 = data.tier;
 const _errs7 = errors;
 if(!(((typeof data3 == "number") && (!(data3 % 1) && !isNaN(data3))) && (isFinite(data3)))){
-validate38.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
+validate42.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs7){
 if((typeof data3 == "number") && (isFinite(data3))){
 if(data3 > 2 || isNaN(data3)){
-validate38.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
+validate42.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/maximum",keyword:"maximum",params:{comparison: "<=", limit: 2}}];
 return false;
 }
 else {
 if(data3 < 0 || isNaN(data3)){
-validate38.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate42.errors = [{instancePath:instancePath+"/tier",schemaPath:"#/properties/tier/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -1579,7 +2209,7 @@ if(errors === _errs9){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 }
 else {
-validate38.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
+validate42.errors = [{instancePath:instancePath+"/args",schemaPath:"#/properties/args/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -1590,83 +2220,10 @@ var valid0 = true;
 }
 if(valid0){
 if(data.preview !== undefined){
-let data5 = data.preview;
 const _errs12 = errors;
-const _errs13 = errors;
-if(errors === _errs13){
-if(data5 && typeof data5 == "object" && !Array.isArray(data5)){
-let missing1;
-if(((((data5.kind === undefined) && (missing1 = "kind")) || ((data5.title === undefined) && (missing1 = "title"))) || ((data5.text === undefined) && (missing1 = "text"))) || ((data5.details === undefined) && (missing1 = "details"))){
-validate38.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data5.kind !== undefined){
-let data6 = data5.kind;
-const _errs15 = errors;
-if(typeof data6 !== "string"){
-validate38.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if(!((((data6 === "command") || (data6 === "script")) || (data6 === "diff")) || (data6 === "text"))){
-validate38.errors = [{instancePath:instancePath+"/preview/kind",schemaPath:"#/$defs/Preview/properties/kind/enum",keyword:"enum",params:{allowedValues: schema39.properties.kind.enum}}];
-return false;
-}
-var valid2 = _errs15 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data5.title !== undefined){
-const _errs17 = errors;
-if(typeof data5.title !== "string"){
-validate38.errors = [{instancePath:instancePath+"/preview/title",schemaPath:"#/$defs/Preview/properties/title/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs17 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data5.text !== undefined){
-const _errs19 = errors;
-if(typeof data5.text !== "string"){
-validate38.errors = [{instancePath:instancePath+"/preview/text",schemaPath:"#/$defs/Preview/properties/text/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs19 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data5.details !== undefined){
-let data9 = data5.details;
-const _errs21 = errors;
-if(errors === _errs21){
-if(data9 && typeof data9 == "object" && !Array.isArray(data9)){
-}
-else {
-validate38.errors = [{instancePath:instancePath+"/preview/details",schemaPath:"#/$defs/Preview/properties/details/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-var valid2 = _errs21 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-}
-else {
-validate38.errors = [{instancePath:instancePath+"/preview",schemaPath:"#/$defs/Preview/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
+if(!(validate30(data.preview, {instancePath:instancePath+"/preview",parentData:data,parentDataProperty:"preview",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate30.errors : vErrors.concat(validate30.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs12 === errors;
 }
@@ -1675,24 +2232,24 @@ var valid0 = true;
 }
 if(valid0){
 if(data.reason !== undefined){
-const _errs24 = errors;
+const _errs13 = errors;
 if(typeof data.reason !== "string"){
-validate38.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
+validate42.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/properties/reason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-var valid0 = _errs24 === errors;
+var valid0 = _errs13 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.task !== undefined){
-let data11 = data.task;
-const _errs26 = errors;
-const _errs27 = errors;
-let valid3 = false;
-const _errs28 = errors;
-if(typeof data11 !== "string"){
+let data7 = data.task;
+const _errs15 = errors;
+const _errs16 = errors;
+let valid1 = false;
+const _errs17 = errors;
+if(typeof data7 !== "string"){
 const err0 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf/0/type",keyword:"type",params:{type: "string"}};
 if(vErrors === null){
 vErrors = [err0];
@@ -1702,10 +2259,10 @@ vErrors.push(err0);
 }
 errors++;
 }
-var _valid0 = _errs28 === errors;
-valid3 = valid3 || _valid0;
-const _errs30 = errors;
-if(data11 !== null){
+var _valid0 = _errs17 === errors;
+valid1 = valid1 || _valid0;
+const _errs19 = errors;
+if(data7 !== null){
 const err1 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf/1/type",keyword:"type",params:{type: "null"}};
 if(vErrors === null){
 vErrors = [err1];
@@ -1715,9 +2272,9 @@ vErrors.push(err1);
 }
 errors++;
 }
-var _valid0 = _errs30 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
+var _valid0 = _errs19 === errors;
+valid1 = valid1 || _valid0;
+if(!valid1){
 const err2 = {instancePath:instancePath+"/task",schemaPath:"#/properties/task/anyOf",keyword:"anyOf",params:{}};
 if(vErrors === null){
 vErrors = [err2];
@@ -1726,33 +2283,33 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate38.errors = vErrors;
+validate42.errors = vErrors;
 return false;
 }
 else {
-errors = _errs27;
+errors = _errs16;
 if(vErrors !== null){
-if(_errs27){
-vErrors.length = _errs27;
+if(_errs16){
+vErrors.length = _errs16;
 }
 else {
 vErrors = null;
 }
 }
 }
-var valid0 = _errs26 === errors;
+var valid0 = _errs15 === errors;
 }
 else {
 var valid0 = true;
 }
 if(valid0){
 if(data.digest !== undefined){
-const _errs32 = errors;
+const _errs21 = errors;
 if(typeof data.digest !== "string"){
-validate38.errors = [{instancePath:instancePath+"/digest",schemaPath:"#/properties/digest/type",keyword:"type",params:{type: "string"}}];
+validate42.errors = [{instancePath:instancePath+"/digest",schemaPath:"#/properties/digest/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-var valid0 = _errs32 === errors;
+var valid0 = _errs21 === errors;
 }
 else {
 var valid0 = true;
@@ -1768,126 +2325,15 @@ var valid0 = true;
 }
 }
 else {
-validate38.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate42.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate38.errors = vErrors;
+validate42.errors = vErrors;
 return errors === 0;
 }
-validate38.evaluated = {"props":{"approval_id":true,"call_id":true,"tool":true,"tier":true,"args":true,"preview":true,"reason":true,"task":true,"digest":true},"dynamicProps":false,"dynamicItems":false};
+validate42.evaluated = {"props":{"approval_id":true,"call_id":true,"tool":true,"tier":true,"args":true,"preview":true,"reason":true,"task":true,"digest":true},"dynamicProps":false,"dynamicItems":false};
 
-
-function validate37(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate37.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate37.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.type !== undefined){
-let data0 = data.type;
-const _errs1 = errors;
-if(typeof data0 !== "string"){
-validate37.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if("approval_request" !== data0){
-validate37.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_request"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.session_id !== undefined){
-const _errs3 = errors;
-if(typeof data.session_id !== "string"){
-validate37.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.seq !== undefined){
-let data2 = data.seq;
-const _errs5 = errors;
-if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate37.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
-return false;
-}
-if(errors === _errs5){
-if((typeof data2 == "number") && (isFinite(data2))){
-if(data2 < 1 || isNaN(data2)){
-validate37.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
-return false;
-}
-}
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.ts !== undefined){
-let data3 = data.ts;
-const _errs7 = errors;
-if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate37.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.payload !== undefined){
-const _errs9 = errors;
-if(!(validate38(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate38.errors : vErrors.concat(validate38.errors);
-errors = vErrors.length;
-}
-var valid0 = _errs9 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-else {
-validate37.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate37.errors = vErrors;
-return errors === 0;
-}
-validate37.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
-
-const schema49 = {"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema50 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"};
 
 function validate41(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -1914,8 +2360,8 @@ if(typeof data0 !== "string"){
 validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("approval_resolved" !== data0){
-validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_resolved"}}];
+if("approval_request" !== data0){
+validate41.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_request"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -1971,6 +2417,117 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
+const _errs9 = errors;
+if(!(validate42(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate42.errors : vErrors.concat(validate42.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate41.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate41.errors = vErrors;
+return errors === 0;
+}
+validate41.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema50 = {"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema51 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"};
+
+function validate46(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate46.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate46.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate46.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("approval_resolved" !== data0){
+validate46.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "approval_resolved"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate46.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate46.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate46.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate46.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
 let data4 = data.payload;
 const _errs9 = errors;
 const _errs10 = errors;
@@ -1978,14 +2535,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if((((((data4.approval_id === undefined) && (missing1 = "approval_id")) || ((data4.call_id === undefined) && (missing1 = "call_id"))) || ((data4.decision === undefined) && (missing1 = "decision"))) || ((data4.approver === undefined) && (missing1 = "approver"))) || ((data4.args === undefined) && (missing1 = "args"))){
-validate41.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/required",keyword:"required",params:{missingProperty: missing1}}];
+validate46.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.approval_id !== undefined){
 const _errs12 = errors;
 if(typeof data4.approval_id !== "string"){
-validate41.errors = [{instancePath:instancePath+"/payload/approval_id",schemaPath:"#/$defs/ApprovalResolved/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
+validate46.errors = [{instancePath:instancePath+"/payload/approval_id",schemaPath:"#/$defs/ApprovalResolved/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -1997,7 +2554,7 @@ if(valid2){
 if(data4.call_id !== undefined){
 const _errs14 = errors;
 if(typeof data4.call_id !== "string"){
-validate41.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ApprovalResolved/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate46.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/ApprovalResolved/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -2010,11 +2567,11 @@ if(data4.decision !== undefined){
 let data7 = data4.decision;
 const _errs16 = errors;
 if(typeof data7 !== "string"){
-validate41.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/type",keyword:"type",params:{type: "string"}}];
+validate46.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!((((((data7 === "approved") || (data7 === "approved_for_session")) || (data7 === "edited")) || (data7 === "denied")) || (data7 === "timed_out")) || (data7 === "cancelled"))){
-validate41.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/enum",keyword:"enum",params:{allowedValues: schema50.properties.decision.enum}}];
+validate46.errors = [{instancePath:instancePath+"/payload/decision",schemaPath:"#/$defs/ApprovalResolved/properties/decision/enum",keyword:"enum",params:{allowedValues: schema51.properties.decision.enum}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -2063,7 +2620,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate41.errors = vErrors;
+validate46.errors = vErrors;
 return false;
 }
 else {
@@ -2127,7 +2684,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate41.errors = vErrors;
+validate46.errors = vErrors;
 return false;
 }
 else {
@@ -2153,7 +2710,7 @@ var valid2 = true;
 }
 }
 else {
-validate41.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/type",keyword:"type",params:{type: "object"}}];
+validate46.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ApprovalResolved/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -2169,23 +2726,23 @@ var valid0 = true;
 }
 }
 else {
-validate41.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate46.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate41.errors = vErrors;
+validate46.errors = vErrors;
 return errors === 0;
 }
-validate41.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate46.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema51 = {"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema52 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"};
-const schema53 = {"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"};
+const schema52 = {"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema53 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"};
+const schema54 = {"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"};
 
-function validate44(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate44.evaluated;
+const evaluated0 = validate49.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2196,14 +2753,14 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((((((data.call_id === undefined) && (missing0 = "call_id")) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.ok === undefined) && (missing0 = "ok"))) || ((data.decision === undefined) && (missing0 = "decision"))) || ((data.approver === undefined) && (missing0 = "approver"))) || ((data.summary === undefined) && (missing0 = "summary"))) || ((data.duration_ms === undefined) && (missing0 = "duration_ms"))) || ((data.output_ref === undefined) && (missing0 = "output_ref"))) || ((data.artifacts === undefined) && (missing0 = "artifacts"))){
-validate44.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate49.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.call_id !== undefined){
 const _errs1 = errors;
 if(typeof data.call_id !== "string"){
-validate44.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2215,7 +2772,7 @@ if(valid0){
 if(data.tool !== undefined){
 const _errs3 = errors;
 if(typeof data.tool !== "string"){
-validate44.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2227,7 +2784,7 @@ if(valid0){
 if(data.ok !== undefined){
 const _errs5 = errors;
 if(typeof data.ok !== "boolean"){
-validate44.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
+validate49.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
 return false;
 }
 var valid0 = _errs5 === errors;
@@ -2240,11 +2797,11 @@ if(data.decision !== undefined){
 let data3 = data.decision;
 const _errs7 = errors;
 if(typeof data3 !== "string"){
-validate44.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((((((data3 === "auto") || (data3 === "approved")) || (data3 === "approved_for_session")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "timed_out")) || (data3 === "cancelled")) || (data3 === "proposed")) || (data3 === "refused"))){
-validate44.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema53.enum}}];
+validate49.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema54.enum}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2293,7 +2850,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate44.errors = vErrors;
+validate49.errors = vErrors;
 return false;
 }
 else {
@@ -2316,7 +2873,7 @@ if(valid0){
 if(data.summary !== undefined){
 const _errs16 = errors;
 if(typeof data.summary !== "string"){
-validate44.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs16 === errors;
@@ -2331,12 +2888,12 @@ const _errs18 = errors;
 if(errors === _errs18){
 if((typeof data6 == "number") && (isFinite(data6))){
 if(data6 < 0 || isNaN(data6)){
-validate44.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate49.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
 else {
-validate44.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
+validate49.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 }
@@ -2386,7 +2943,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate44.errors = vErrors;
+validate49.errors = vErrors;
 return false;
 }
 else {
@@ -2416,7 +2973,7 @@ const len0 = data8.length;
 for(let i0=0; i0<len0; i0++){
 const _errs28 = errors;
 if(typeof data8[i0] !== "string"){
-validate44.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
+validate49.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid4 = _errs28 === errors;
@@ -2426,7 +2983,7 @@ break;
 }
 }
 else {
-validate44.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
+validate49.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
 return false;
 }
 }
@@ -2446,20 +3003,20 @@ var valid0 = true;
 }
 }
 else {
-validate44.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate49.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate44.errors = vErrors;
+validate49.errors = vErrors;
 return errors === 0;
 }
-validate44.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
+validate49.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate43(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate43.evaluated;
+const evaluated0 = validate48.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2470,7 +3027,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate43.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate48.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2478,11 +3035,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate43.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate48.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("tool_result" !== data0){
-validate43.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
+validate48.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2494,7 +3051,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate43.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate48.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2507,13 +3064,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate43.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate48.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate43.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate48.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2528,7 +3085,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate43.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate48.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2539,8 +3096,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate44(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate44.errors : vErrors.concat(validate44.errors);
+if(!(validate49(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -2555,22 +3112,22 @@ var valid0 = true;
 }
 }
 else {
-validate43.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate48.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate43.errors = vErrors;
+validate48.errors = vErrors;
 return errors === 0;
 }
-validate43.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate48.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema54 = {"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema55 = {"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"};
+const schema55 = {"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema56 = {"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"};
 
-function validate47(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate47.evaluated;
+const evaluated0 = validate52.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2581,7 +3138,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate47.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate52.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2589,11 +3146,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate47.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("error" !== data0){
-validate47.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
+validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2605,7 +3162,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate47.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2618,13 +3175,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate47.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate52.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate47.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate52.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2639,7 +3196,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate47.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate52.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2656,14 +3213,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if((((data4.message === undefined) && (missing1 = "message")) || ((data4.code === undefined) && (missing1 = "code"))) || ((data4.retryable === undefined) && (missing1 = "retryable"))){
-validate47.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+validate52.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.message !== undefined){
 const _errs12 = errors;
 if(typeof data4.message !== "string"){
-validate47.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -2675,7 +3232,7 @@ if(valid2){
 if(data4.code !== undefined){
 const _errs14 = errors;
 if(typeof data4.code !== "string"){
-validate47.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
+validate52.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -2687,7 +3244,7 @@ if(valid2){
 if(data4.retryable !== undefined){
 const _errs16 = errors;
 if(typeof data4.retryable !== "boolean"){
-validate47.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
+validate52.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -2700,7 +3257,7 @@ var valid2 = true;
 }
 }
 else {
-validate47.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
+validate52.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -2716,22 +3273,22 @@ var valid0 = true;
 }
 }
 else {
-validate47.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate52.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate47.errors = vErrors;
+validate52.errors = vErrors;
 return errors === 0;
 }
-validate47.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate52.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema56 = {"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema57 = {"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"};
+const schema57 = {"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema58 = {"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"};
 
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate49.evaluated;
+const evaluated0 = validate54.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2742,7 +3299,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate49.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate54.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2750,11 +3307,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate49.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate54.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("replanning" !== data0){
-validate49.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
+validate54.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2766,7 +3323,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate49.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate54.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2779,13 +3336,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate49.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate54.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate49.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate54.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2800,7 +3357,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate49.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate54.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2817,20 +3374,20 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if((data4.reason === undefined) && (missing1 = "reason")){
-validate49.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
+validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.reason !== undefined){
 if(typeof data4.reason !== "string"){
-validate49.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
+validate54.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 }
 }
 }
 else {
-validate49.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
+validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -2846,22 +3403,22 @@ var valid0 = true;
 }
 }
 else {
-validate49.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate54.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate49.errors = vErrors;
+validate54.errors = vErrors;
 return errors === 0;
 }
-validate49.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate54.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema58 = {"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema59 = {"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"};
+const schema59 = {"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema60 = {"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"};
 
-function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate51.evaluated;
+const evaluated0 = validate56.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -2872,7 +3429,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate56.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -2880,11 +3437,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate51.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("job_update" !== data0){
-validate51.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
+validate56.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -2896,7 +3453,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate51.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -2909,13 +3466,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate51.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate56.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate51.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate56.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -2930,7 +3487,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate51.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate56.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -2947,14 +3504,14 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if(((((((data4.job_id === undefined) && (missing1 = "job_id")) || ((data4.cluster === undefined) && (missing1 = "cluster"))) || ((data4.state === undefined) && (missing1 = "state"))) || ((data4.previous === undefined) && (missing1 = "previous"))) || ((data4.page === undefined) && (missing1 = "page"))) || ((data4.notebook === undefined) && (missing1 = "notebook"))){
-validate51.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
 if(data4.job_id !== undefined){
 const _errs12 = errors;
 if(typeof data4.job_id !== "string"){
-validate51.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs12 === errors;
@@ -2966,7 +3523,7 @@ if(valid2){
 if(data4.cluster !== undefined){
 const _errs14 = errors;
 if(typeof data4.cluster !== "string"){
-validate51.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs14 === errors;
@@ -2978,7 +3535,7 @@ if(valid2){
 if(data4.state !== undefined){
 const _errs16 = errors;
 if(typeof data4.state !== "string"){
-validate51.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs16 === errors;
@@ -2990,7 +3547,7 @@ if(valid2){
 if(data4.previous !== undefined){
 const _errs18 = errors;
 if(typeof data4.previous !== "string"){
-validate51.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
+validate56.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid2 = _errs18 === errors;
@@ -3039,7 +3596,7 @@ else {
 vErrors.push(err2);
 }
 errors++;
-validate51.errors = vErrors;
+validate56.errors = vErrors;
 return false;
 }
 else {
@@ -3099,7 +3656,7 @@ else {
 vErrors.push(err5);
 }
 errors++;
-validate51.errors = vErrors;
+validate56.errors = vErrors;
 return false;
 }
 else {
@@ -3126,7 +3683,7 @@ var valid2 = true;
 }
 }
 else {
-validate51.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
+validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3142,22 +3699,22 @@ var valid0 = true;
 }
 }
 else {
-validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate56.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate51.errors = vErrors;
+validate56.errors = vErrors;
 return errors === 0;
 }
-validate51.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate56.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema60 = {"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema61 = {"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"};
+const schema61 = {"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema62 = {"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"};
 
-function validate53(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate53.evaluated;
+const evaluated0 = validate58.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3168,7 +3725,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate53.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate58.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3176,11 +3733,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate53.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate58.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("budget" !== data0){
-validate53.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
+validate58.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3192,7 +3749,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate53.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate58.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3205,13 +3762,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate53.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate53.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate58.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3226,7 +3783,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate53.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate58.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3243,7 +3800,7 @@ if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
 if(((((data4.iterations === undefined) && (missing1 = "iterations")) || ((data4.max_iterations === undefined) && (missing1 = "max_iterations"))) || ((data4.tokens === undefined) && (missing1 = "tokens"))) || ((data4.max_tokens === undefined) && (missing1 = "max_tokens"))){
-validate53.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
+validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
@@ -3251,13 +3808,13 @@ if(data4.iterations !== undefined){
 let data5 = data4.iterations;
 const _errs12 = errors;
 if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
-validate53.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs12){
 if((typeof data5 == "number") && (isFinite(data5))){
 if(data5 < 0 || isNaN(data5)){
-validate53.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3272,13 +3829,13 @@ if(data4.max_iterations !== undefined){
 let data6 = data4.max_iterations;
 const _errs14 = errors;
 if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-validate53.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs14){
 if((typeof data6 == "number") && (isFinite(data6))){
 if(data6 < 0 || isNaN(data6)){
-validate53.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3293,13 +3850,13 @@ if(data4.tokens !== undefined){
 let data7 = data4.tokens;
 const _errs16 = errors;
 if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-validate53.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs16){
 if((typeof data7 == "number") && (isFinite(data7))){
 if(data7 < 0 || isNaN(data7)){
-validate53.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3314,13 +3871,13 @@ if(data4.max_tokens !== undefined){
 let data8 = data4.max_tokens;
 const _errs18 = errors;
 if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate53.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs18){
 if((typeof data8 == "number") && (isFinite(data8))){
 if(data8 < 0 || isNaN(data8)){
-validate53.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+validate58.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
 return false;
 }
 }
@@ -3336,7 +3893,7 @@ var valid2 = true;
 }
 }
 else {
-validate53.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
+validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3352,23 +3909,23 @@ var valid0 = true;
 }
 }
 else {
-validate53.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate58.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate53.errors = vErrors;
+validate58.errors = vErrors;
 return errors === 0;
 }
-validate53.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate58.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema62 = {"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema63 = {"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"};
-const schema64 = {"enum":["finished","denied","breaker","error","stopped"],"type":"string"};
+const schema63 = {"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema64 = {"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"};
+const schema65 = {"enum":["finished","denied","breaker","error","stopped"],"type":"string"};
 
-function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate56.evaluated;
+const evaluated0 = validate61.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3379,38 +3936,38 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((data.reason === undefined) && (missing0 = "reason")){
-validate56.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate61.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
 if(data.reason !== undefined){
 let data0 = data.reason;
 if(typeof data0 !== "string"){
-validate56.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
+validate61.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if(!(((((data0 === "finished") || (data0 === "denied")) || (data0 === "breaker")) || (data0 === "error")) || (data0 === "stopped"))){
-validate56.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema64.enum}}];
+validate61.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema65.enum}}];
 return false;
 }
 }
 }
 }
 else {
-validate56.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate61.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate56.errors = vErrors;
+validate61.errors = vErrors;
 return errors === 0;
 }
-validate56.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
+validate61.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
 
 
-function validate55(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate55.evaluated;
+const evaluated0 = validate60.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3421,7 +3978,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate55.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3429,11 +3986,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate55.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("done" !== data0){
-validate55.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
+validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3445,7 +4002,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate55.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate60.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3458,13 +4015,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate55.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate60.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate55.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate60.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3479,7 +4036,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate55.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate60.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3490,8 +4047,8 @@ var valid0 = true;
 if(valid0){
 if(data.payload !== undefined){
 const _errs9 = errors;
-if(!(validate56(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate56.errors : vErrors.concat(validate56.errors);
+if(!(validate61(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate61.errors : vErrors.concat(validate61.errors);
 errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
@@ -3506,14 +4063,14 @@ var valid0 = true;
 }
 }
 else {
-validate55.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate55.errors = vErrors;
+validate60.errors = vErrors;
 return errors === 0;
 }
-validate55.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate60.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 
 function validate20(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -3570,8 +4127,8 @@ props0.payload = true;
 }
 }
 const _errs3 = errors;
-if(!(validate25(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate25.errors : vErrors.concat(validate25.errors);
+if(!(validate27(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate27.errors : vErrors.concat(validate27.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs3 === errors;
@@ -3593,8 +4150,8 @@ props0.payload = true;
 }
 }
 const _errs4 = errors;
-if(!(validate31(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate31.errors : vErrors.concat(validate31.errors);
+if(!(validate35(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate35.errors : vErrors.concat(validate35.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs4 === errors;
@@ -3616,8 +4173,8 @@ props0.payload = true;
 }
 }
 const _errs5 = errors;
-if(!(validate35(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate35.errors : vErrors.concat(validate35.errors);
+if(!(validate39(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate39.errors : vErrors.concat(validate39.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs5 === errors;
@@ -3639,8 +4196,8 @@ props0.payload = true;
 }
 }
 const _errs6 = errors;
-if(!(validate37(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate37.errors : vErrors.concat(validate37.errors);
+if(!(validate41(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate41.errors : vErrors.concat(validate41.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs6 === errors;
@@ -3662,8 +4219,8 @@ props0.payload = true;
 }
 }
 const _errs7 = errors;
-if(!(validate41(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate41.errors : vErrors.concat(validate41.errors);
+if(!(validate46(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate46.errors : vErrors.concat(validate46.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs7 === errors;
@@ -3685,8 +4242,8 @@ props0.payload = true;
 }
 }
 const _errs8 = errors;
-if(!(validate43(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate43.errors : vErrors.concat(validate43.errors);
+if(!(validate48(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate48.errors : vErrors.concat(validate48.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs8 === errors;
@@ -3708,8 +4265,8 @@ props0.payload = true;
 }
 }
 const _errs9 = errors;
-if(!(validate47(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate47.errors : vErrors.concat(validate47.errors);
+if(!(validate52(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs9 === errors;
@@ -3731,8 +4288,8 @@ props0.payload = true;
 }
 }
 const _errs10 = errors;
-if(!(validate49(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
+if(!(validate54(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate54.errors : vErrors.concat(validate54.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs10 === errors;
@@ -3754,8 +4311,8 @@ props0.payload = true;
 }
 }
 const _errs11 = errors;
-if(!(validate51(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+if(!(validate56(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate56.errors : vErrors.concat(validate56.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs11 === errors;
@@ -3777,8 +4334,8 @@ props0.payload = true;
 }
 }
 const _errs12 = errors;
-if(!(validate53(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate53.errors : vErrors.concat(validate53.errors);
+if(!(validate58(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate58.errors : vErrors.concat(validate58.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs12 === errors;
@@ -3800,8 +4357,8 @@ props0.payload = true;
 }
 }
 const _errs13 = errors;
-if(!(validate55(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate55.errors : vErrors.concat(validate55.errors);
+if(!(validate60(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate60.errors : vErrors.concat(validate60.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs13 === errors;
@@ -3863,13 +4420,13 @@ return errors === 0;
 }
 validate20.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
-export const isServerErrorSchema = validate60;
-const schema66 = {"properties":{"type":{"const":"server_error","type":"string"},"message":{"type":"string"}},"required":["type","message"],"type":"object"};
+export const isServerErrorSchema = validate65;
+const schema67 = {"properties":{"type":{"const":"server_error","type":"string"},"message":{"type":"string"}},"required":["type","message"],"type":"object"};
 
-function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate60.evaluated;
+const evaluated0 = validate65.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3880,7 +4437,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.type === undefined) && (missing0 = "type")) || ((data.message === undefined) && (missing0 = "message"))){
-validate60.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate65.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3888,11 +4445,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate65.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("server_error" !== data0){
-validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
+validate65.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3904,7 +4461,7 @@ if(valid0){
 if(data.message !== undefined){
 const _errs3 = errors;
 if(typeof data.message !== "string"){
-validate60.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
+validate65.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3916,14 +4473,14 @@ var valid0 = true;
 }
 }
 else {
-validate60.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate65.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate60.errors = vErrors;
+validate65.errors = vErrors;
 return errors === 0;
 }
-validate60.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
+validate65.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
 
 /** Whether `value` is a valid `BettyEvent` (https://betty-jupyter.org/schemas/events/v1). */
 export function isBettyEvent(value: unknown): value is BettyEvent {

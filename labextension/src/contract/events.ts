@@ -86,6 +86,22 @@ export interface IMessage {
    * the model that wrote an assistant message: the session's model, or its planner for a turn's plan
    */
   model: string | null;
+  /**
+   * where the person worked when they wrote a user message, as the chip they sent showed it; the model reads it quoted after their words, the transcript shows it as the chip
+   */
+  context?: ISentContext | null;
+}
+/**
+ * A bulletin as a person's message in the transcript carries it, to show the chip they sent beside their
+ * words (the same fields, already checked as a :class:`ContextBulletin`).
+ */
+export interface ISentContext {
+  notebook: string | null;
+  cell: number | null;
+  directory: string | null;
+  branch: string | null;
+  dirty: boolean | null;
+  errors: string[];
 }
 /**
  * ``plan``: the agent's plan.
@@ -157,6 +173,25 @@ export interface IPreview {
   details: {
     [k: string]: unknown;
   };
+  /**
+   * what a person decides on, in at most three lines (what runs where, for how long, what it replaces, what it sends); a face shows these first and the exact text and facts one click away
+   */
+  summary?: string[];
+  /**
+   * the details in words, each with its label, as every face shows them
+   */
+  facts?: IFact[];
+}
+/**
+ * One detail of a card in words: its label, its value as text (one item a line), or a table's rows.
+ */
+export interface IFact {
+  label: string;
+  text: string;
+  /**
+   * a table's rows, its header first; text is '' then
+   */
+  table: string[][] | null;
 }
 /**
  * ``plan_step``: one step of a plan moved on.
