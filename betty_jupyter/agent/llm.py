@@ -32,6 +32,18 @@ default to 0.7–1.0."""
 NO_KEY = "not-needed"
 """What the client sends when an endpoint has no key of its own (the ``openai`` client needs some text)."""
 
+DEMO_MODEL = "betty-demo"
+"""``llm.model`` for Betty's offline demo model (:mod:`.demo_model`): rules, not a language model."""
+NO_MODEL = ("Betty's chat needs a model: set BettyConfig.llm = {\"base_url\": …, \"model\": …} "
+            "(OpenAI, a vLLM server, Ollama at http://localhost:11434/v1, or a llama.cpp server) and restart "
+            "JupyterLab; docs/llm.md says how")
+"""What a session without a model says when asked."""
+
+
+def uses_demo_model(llm: Mapping[str, Any]) -> bool:
+    """Whether ``llm`` selects the offline demo model: ``model: "betty-demo"``, or ``demo: true`` and no model."""
+    return llm.get("model") == DEMO_MODEL or (not llm.get("model") and llm.get("demo") is True)
+
 
 @dataclass(frozen=True)
 class LLMSettings:
@@ -57,11 +69,13 @@ class LLMSettings:
     def from_config(cls, llm: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> "LLMSettings":
         """From ``BettyConfig.llm``, with the endpoint's own key (:func:`endpoint_key`)."""
         env = os.environ if environ is None else environ
+        if uses_demo_model(llm):
+            from .demo_model import SHOWN_NAME, demo_endpoint  # lazy: its server starts only when a session needs it
+
+            base_url, key = demo_endpoint()
+            return cls(model=SHOWN_NAME, base_url=base_url, api_key=key, max_retries=1, retry_base=0.2)
         if not llm.get("model"):
-            raise ConfigError(
-                "Betty's chat needs a model: set BettyConfig.llm = {\"base_url\": …, \"model\": …} "
-                "(OpenAI, a vLLM server, Ollama at http://localhost:11434/v1, or a llama.cpp server)"
-            )
+            raise ConfigError(NO_MODEL)
         base_url = str(llm["base_url"]) if llm.get("base_url") else None
         key = endpoint_key(llm, env)
         if key is None and is_openai(base_url):
