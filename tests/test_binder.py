@@ -6,6 +6,7 @@ at every container start with the notebook user.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -94,6 +95,7 @@ def test_postbuild_installs_betty_and_prepares_the_demo_project(tmp_path):
     """postBuild run for real, with pip stubbed: `pip install .` from the repo, the demo project, the tour opened."""
     repo, home, bin_dir = tmp_path / "repo", tmp_path / "home", tmp_path / "bin"
     shutil.copytree(REPO / "notebooks", repo / "notebooks")
+    shutil.copytree(REPO / "scripts" / "demo-config", repo / "scripts" / "demo-config")
     home.mkdir()
     bin_dir.mkdir()
     (bin_dir / "python").write_text(f'#!/bin/sh\necho "$PWD: python $*" >> {tmp_path}/pip.log\n')
@@ -111,3 +113,8 @@ def test_postbuild_installs_betty_and_prepares_the_demo_project(tmp_path):
     assert "01-tour.ipynb" in copied
     config = (home / ".jupyter" / "jupyter_server_config.py").read_text()
     assert 'c.ServerApp.default_url = "/lab/tree/demo/notebooks/01-tour.ipynb"' in config
+    # Betty's demo model answers unless a real model is set; JupyterLab's news question stays away.
+    betty = json.loads((home / ".jupyter" / "jupyter_server_config.d" / "betty_demo_model.json").read_text())
+    assert betty == {"BettyConfig": {"llm": {"demo": True}}}
+    lab = home / ".jupyter/lab/user-settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings"
+    assert json.loads(lab.read_text()) == {"fetchNews": "false", "checkForUpdates": False}
