@@ -59,8 +59,8 @@ def test_the_demo_model_answers_partitions_and_submits_an_approved_test_job(ssh_
     assert len(cards) == 1 and cards[0].preview.kind == "script" and "betty-test" in cards[0].preview.text
     submitted = [e.payload for e in events if e.type == "tool_result" and e.payload.tool == "cluster_submit"]
     assert submitted and submitted[0].ok
-    job_id = re.search(r"\b(\d+)\b", answers[1].text)
-    assert job_id and answers[1].text.startswith("Submitted: "), answers[1].text
+    job_id = re.match(r"Submitted job (\d+) on betty-dev", answers[1].text)
+    assert job_id, answers[1].text
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         known = ssh(dev_cluster, f"sacct -n -X -j {job_id.group(1)} -o JobName%20,State%20").stdout.split()

@@ -169,18 +169,23 @@ def _after_tools(messages: list[dict[str, Any]]) -> str:
 def _from_result(tool: str, text: str) -> str:
     lines = text.strip().splitlines() or [""]
     first = markdown_text(lines[0][:300])
-    quoted = fenced(text[:MAX_QUOTE] + ("\n…" if len(text) > MAX_QUOTE else ""), "text")
+    rest = "\n".join(lines[1:]).strip()
+    quoted = fenced(rest[:MAX_QUOTE] + ("\n…" if len(rest) > MAX_QUOTE else ""), "text") if rest else ""
     if text.startswith("error:") or "did not run" in text[:400] or "not approved" in text[:400]:
         return f"That did not work out: {first}\n\n(Betty's offline demo model: I only quote what the tool said.)"
     lead = {
         "cluster_partitions": f"This cluster has {first}.",
         "cluster_queue": f"Your jobs in the queue: {first}.",
-        "cluster_submit": f"Submitted: {first}. The Jobs tab follows it; ask *show my jobs* to see it in the queue.",
+        "cluster_submit": f"{first[:1].upper()}{first[1:]}. The Jobs tab follows it; ask *show my jobs* to see it "
+                          "in the queue.",
         "cluster_history": f"From accounting: {first}. For the log's end, ask *why did job ID fail?* with its id.",
         "cluster_why": f"Why it waits: {first}",
         "gpu_estimate": f"GPU memory: {first}.",
     }.get(tool, f"`{markdown_text(tool)}` answered: {first}")
-    return f"{lead}\n\n{quoted}\n\n_Betty's offline demo model wrote this from the tool's result._"
+    if tool == "cluster_submit":
+        quoted = ""  # its first line says it all; the card and the tool's row show the rest
+    shown = f"{lead}\n\n{quoted}" if quoted else lead
+    return f"{shown}\n\n_Betty's offline demo model wrote this from the tool's result._"
 
 
 # ----- the server ------------------------------------------------------------------------------------------------
