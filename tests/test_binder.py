@@ -96,6 +96,7 @@ def test_postbuild_installs_betty_and_prepares_the_demo_project(tmp_path):
     repo, home, bin_dir = tmp_path / "repo", tmp_path / "home", tmp_path / "bin"
     shutil.copytree(REPO / "notebooks", repo / "notebooks")
     shutil.copytree(REPO / "scripts" / "demo-config", repo / "scripts" / "demo-config")
+    shutil.copy(REPO / "scripts" / "demo_notebooks.py", repo / "scripts" / "demo_notebooks.py")
     home.mkdir()
     bin_dir.mkdir()
     (bin_dir / "python").write_text(f'#!/bin/sh\necho "$PWD: python $*" >> {tmp_path}/pip.log\n')
@@ -111,6 +112,10 @@ def test_postbuild_installs_betty_and_prepares_the_demo_project(tmp_path):
     copied = sorted(path.name for path in (demo / "notebooks").glob("0*.ipynb"))
     assert copied == sorted(path.name for path in (REPO / "notebooks").glob("0[1-9]-*.ipynb"))
     assert "01-tour.ipynb" in copied
+    tour = json.loads((demo / "notebooks" / "01-tour.ipynb").read_text())
+    code = [cell for cell in tour["cells"] if cell["cell_type"] == "code"]
+    assert code and all(cell["outputs"] == [] and cell["execution_count"] is None for cell in code), (
+        "the demo's tour starts without the outputs stored for the tests")
     config = (home / ".jupyter" / "jupyter_server_config.py").read_text()
     assert 'c.ServerApp.default_url = "/lab/tree/demo/notebooks/01-tour.ipynb"' in config
     # Betty's demo model answers unless a real model is set; JupyterLab's news question stays away.

@@ -17,7 +17,7 @@ import pytest
 from conftest import ssh
 from jupyter_server_proc import JupyterServer
 from panel_support import WAIT_MS, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (page)
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from betty_jupyter.agent.demo_model import SHOWN_NAME
 from conftest import run_betty
@@ -69,35 +69,43 @@ def test_the_demo_model_answers_in_the_panel_and_its_test_job_runs(dev_cluster, 
                                                                  page: Page) -> None:  # noqa: F811
     with lab_with({"demo": True}, dev_cluster, tmp_path) as (lab, _), screenshot_on_failure(page, "failed", "demo-chat"):
         panel = open_the_panel(page, lab)
-        expect(panel.get_by_test_id("betty-demo-model")).to_contain_text("offline demo model")
-        panel.get_by_test_id("betty-prompt").fill("what partitions does this cluster have?")
-        panel.get_by_test_id("betty-send").click()
-        # Reading the partitions asks once per session in the default mode (confirm): the real gate, as always.
-        read = panel.locator('[data-testid="betty-approval-card"][data-tool="cluster_partitions"]')
-        read.get_by_test_id("betty-approve").click()
-        answer = panel.get_by_test_id("betty-message-assistant").last
-        expect(answer).to_contain_text("This cluster has")
-        expect(answer).to_have_attribute("data-streaming", "false")
-        for name in ssh(dev_cluster, "sinfo -h -o %R").stdout.split():
-            expect(answer).to_contain_text(name)
-        expect(panel.get_by_test_id("betty-message-model").last).to_have_text(SHOWN_NAME)
-        expect(panel.get_by_test_id("betty-working")).to_have_count(0)
-
-        panel.get_by_test_id("betty-prompt").fill("submit a test job")
-        panel.get_by_test_id("betty-send").click()
-        card = panel.locator('[data-testid="betty-approval-card"][data-tool="cluster_submit"]')
-        expect(card).to_have_attribute("data-status", "pending")
-        expect(card.get_by_test_id("betty-preview")).to_contain_text("betty-test")
-        screenshot(page, "card", "demo-chat")
-        card.get_by_test_id("betty-approve").click()
-        expect(card).to_have_attribute("data-status", "decided")
-        submitted = panel.get_by_test_id("betty-message-assistant").last
-        expect(submitted).to_contain_text(re.compile(r"^Submitted job \d+ on "))
-        job_id = re.match(r"Submitted job (\d+) on ", submitted.inner_text())
-        assert job_id is not None
-        ident = job_id.group(1)
-        deadline = time.monotonic() + WAIT_MS / 1000
-        while (names := ssh(dev_cluster, f"sacct -n -X -j {ident} -o JobName%20").stdout.split()) != ["betty-test"]:
-            assert time.monotonic() < deadline, f"sacct does not know job {ident}: {names}"
-            time.sleep(0.5)
+        chat_with_the_demo_model(page, panel, dev_cluster)
         screenshot(page, "answered", "demo-chat")
+
+
+def chat_with_the_demo_model(page: Page, panel: Locator, dev_cluster: dict[str, str]) -> str:
+    """The tour's first two requests in the panel: the partitions answer streams from the demo model (after the
+    read's card, approved), and "submit a test job" makes a real card whose approval submits a real job, which sacct
+    then knows. The job's id."""
+    expect(panel.get_by_test_id("betty-demo-model")).to_contain_text("offline demo model")
+    panel.get_by_test_id("betty-prompt").fill("what partitions does this cluster have?")
+    panel.get_by_test_id("betty-send").click()
+    # Reading the partitions asks once per session in the default mode (confirm): the real gate, as always.
+    read = panel.locator('[data-testid="betty-approval-card"][data-tool="cluster_partitions"]')
+    read.get_by_test_id("betty-approve").click()
+    answer = panel.get_by_test_id("betty-message-assistant").last
+    expect(answer).to_contain_text("This cluster has")
+    expect(answer).to_have_attribute("data-streaming", "false")
+    for name in ssh(dev_cluster, "sinfo -h -o %R").stdout.split():
+        expect(answer).to_contain_text(name)
+    expect(panel.get_by_test_id("betty-message-model").last).to_have_text(SHOWN_NAME)
+    expect(panel.get_by_test_id("betty-working")).to_have_count(0)
+
+    panel.get_by_test_id("betty-prompt").fill("submit a test job")
+    panel.get_by_test_id("betty-send").click()
+    card = panel.locator('[data-testid="betty-approval-card"][data-tool="cluster_submit"]')
+    expect(card).to_have_attribute("data-status", "pending")
+    expect(card.get_by_test_id("betty-preview")).to_contain_text("betty-test")
+    screenshot(page, "card", "demo-chat")
+    card.get_by_test_id("betty-approve").click()
+    expect(card).to_have_attribute("data-status", "decided")
+    submitted = panel.get_by_test_id("betty-message-assistant").last
+    expect(submitted).to_contain_text(re.compile(r"^Submitted job \d+ on "))
+    job_id = re.match(r"Submitted job (\d+) on ", submitted.inner_text())
+    assert job_id is not None
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while (names := ssh(dev_cluster, f"sacct -n -X -j {job_id.group(1)} -o JobName%20").stdout.split()) != [
+            "betty-test"]:
+        assert time.monotonic() < deadline, f"sacct does not know job {job_id.group(1)}: {names}"
+        time.sleep(0.5)
+    return job_id.group(1)
