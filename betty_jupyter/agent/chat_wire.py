@@ -53,11 +53,12 @@ def stream_chunks(completion_id: str, model: str, text: str, calls: Sequence[Cal
     for piece in pieces if pieces is not None else chunks_of(text):
         yield chunk(completion_id, model, {"content": piece}, with_usage=with_usage)
     for index, (call_id, name, arguments) in enumerate(calls):
-        first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+        first: dict[str, Any] = {"index": index, "id": call_id, "type": "function",
+                                 "function": {"name": name, "arguments": ""}}
         yield chunk(completion_id, model, {"tool_calls": [first]}, with_usage=with_usage)
         for start in range(0, len(arguments), argument_piece):
-            piece = {"index": index, "function": {"arguments": arguments[start:start + argument_piece]}}
-            yield chunk(completion_id, model, {"tool_calls": [piece]}, with_usage=with_usage)
+            more: dict[str, Any] = {"index": index, "function": {"arguments": arguments[start:start + argument_piece]}}
+            yield chunk(completion_id, model, {"tool_calls": [more]}, with_usage=with_usage)
     yield chunk(completion_id, model, {}, finish_reason(calls), with_usage=with_usage)
 
 

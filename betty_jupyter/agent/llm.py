@@ -72,8 +72,8 @@ class LLMSettings:
         if uses_demo_model(llm):
             from .demo_model import SHOWN_NAME, demo_endpoint  # lazy: its server starts only when a session needs it
 
-            base_url, key = demo_endpoint()
-            return cls(model=SHOWN_NAME, base_url=base_url, api_key=key, max_retries=1, retry_base=0.2)
+            demo_url, demo_key = demo_endpoint()
+            return cls(model=SHOWN_NAME, base_url=demo_url, api_key=demo_key, max_retries=1, retry_base=0.2)
         if not llm.get("model"):
             raise ConfigError(NO_MODEL)
         base_url = str(llm["base_url"]) if llm.get("base_url") else None

@@ -59,7 +59,7 @@ def _python3_display_name() -> str:
         except (OSError, ValueError):
             continue
         if isinstance(spec, dict) and isinstance(spec.get("display_name"), str):
-            return spec["display_name"][:200]
+            return str(spec["display_name"])[:200]
     return f"Python {sys.version_info[0]} (ipykernel)"
 
 
