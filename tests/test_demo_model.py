@@ -41,7 +41,7 @@ def test_settings_select_the_demo_model_by_name_or_as_the_fallback_only() -> Non
     assert LLMSettings.from_config({"demo": True}).model == SHOWN_NAME
     real = LLMSettings.from_config({"demo": True, "model": "qwen", "base_url": "http://localhost:1/v1"})
     assert real.model == "qwen", "a real model wins over the demo fallback"
-    with pytest.raises(ConfigError, match="restart JupyterLab; docs/llm.md"):
+    with pytest.raises(ConfigError, match=r"betty_llm\.json, then restart JupyterLab; docs/llm\.md says how"):
         LLMSettings.from_config({})
 
 

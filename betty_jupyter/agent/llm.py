@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from ..config import user_llm_file
 from ..errors import ConfigError, ModelError
 from .condense import estimate_tokens
 
@@ -34,10 +35,13 @@ NO_KEY = "not-needed"
 
 DEMO_MODEL = "betty-demo"
 """``llm.model`` for Betty's offline demo model (:mod:`.demo_model`): rules, not a language model."""
-NO_MODEL = ("Betty's chat needs a model: set BettyConfig.llm = {\"base_url\": …, \"model\": …} "
-            "(OpenAI, a vLLM server, Ollama at http://localhost:11434/v1, or a llama.cpp server) and restart "
-            "JupyterLab; docs/llm.md says how")
-"""What a session without a model says when asked."""
+
+
+def no_model_text() -> str:
+    """What a session without a model says when asked: the setting, the person's file for it, the restart, the page."""
+    return (f"Betty's chat needs a model: set BettyConfig.llm = {{\"base_url\": …, \"model\": …}} (OpenAI, a vLLM "
+            f"server, Ollama at http://localhost:11434/v1, a llama.cpp server, or \"betty-demo\", the offline demo "
+            f"model) in {user_llm_file()}, then restart JupyterLab; docs/llm.md says how")
 
 
 def uses_demo_model(llm: Mapping[str, Any]) -> bool:
@@ -75,7 +79,7 @@ class LLMSettings:
             demo_url, demo_key = demo_endpoint()
             return cls(model=SHOWN_NAME, base_url=demo_url, api_key=demo_key, max_retries=1, retry_base=0.2)
         if not llm.get("model"):
-            raise ConfigError(NO_MODEL)
+            raise ConfigError(no_model_text())
         base_url = str(llm["base_url"]) if llm.get("base_url") else None
         key = endpoint_key(llm, env)
         if key is None and is_openai(base_url):

@@ -1,18 +1,15 @@
 """What a server without a chat model tells the panel: the setting, the file it belongs in, the restart, the page.
 
-``GET /betty/api/docs/llm`` serves that page (docs/llm.md) as text, from the wheel
+The page is served by ``GET /betty/api/docs/llm`` (:mod:`.docs`), from the wheel
 (``betty_jupyter/docs``, ``force-include`` in ``pyproject.toml``) or from a source checkout.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from tornado import web
-
-from ..llmserve import user_llm_file
-from .base import BettyHandler, refused
+from ..config import user_llm_file
 
 if TYPE_CHECKING:
     from .models import ModelSetup
@@ -39,20 +36,3 @@ def docs_page(name: str) -> Path | None:
     if file is None:
         return None
     return next((base / file for base in DOCS_LOCATIONS if (base / file).is_file()), None)
-
-
-class DocsHandler(BettyHandler):
-    """``GET /betty/api/docs/NAME``: one of Betty's pages as plain text (markdown)."""
-
-    @web.authenticated
-    def get(self, name: str) -> None:
-        """The page's text; 404 for a page Betty does not serve or this installation lacks."""
-        path = docs_page(name)
-        if path is None:
-            raise refused(404, f"Betty serves no page called {name[:40]!r} here")
-        self.set_header("Content-Type", "text/plain; charset=utf-8")
-        self.set_header("X-Content-Type-Options", "nosniff")
-        self.finish(path.read_bytes())
-
-
-handlers: list[tuple[str, type[Any]]] = [(r"/betty/api/docs/([a-z]{1,40})", DocsHandler)]
