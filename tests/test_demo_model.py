@@ -145,3 +145,23 @@ def test_the_real_loop_sizes_a_model_with_the_demo_model(tmp_path) -> None:
     final = [e.payload for e in events if e.type == "message" and e.payload.role == "assistant"][-1]
     assert len(deltas) > 10 and final.text.startswith("GPU memory: Llama-3.1-8B")
     assert final.model == SHOWN_NAME and "GiB per GPU" in final.text
+
+
+def test_why_a_named_job_failed_reads_accounting_then_the_end_of_its_error_log() -> None:
+    def called(call_id: str, tool: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": None,
+                "tool_calls": [{"id": call_id, "type": "function", "function": {"name": tool, "arguments": "{}"}}]}
+
+    asked = ask("why did job 4711 fail?")["messages"]
+    history = [called("c1", "cluster_history"),
+               {"role": "tool", "tool_call_id": "c1", "content": "FAILED: 1; newest first\njob_id | state\n4711 | FAILED"}]
+    assert answer({"messages": asked + history, "tools": TOOLS}).calls == [
+        ("job_logs", {"job_id": "4711", "stream": "err", "lines": 20})]
+    logs = [called("c2", "job_logs"), {"role": "tool", "tool_call_id": "c2",
+                                       "content": "slurm-4711.err, last 2 lines\nTraceback\nMemoryError"}]
+    said = answer({"messages": asked + history + logs, "tools": TOOLS})
+    assert said.calls == [] and said.text.startswith("From accounting: FAILED: 1; newest first.")
+    assert "The end of its error log: slurm-4711.err" in said.text and "MemoryError" in said.text
+    # A failed read is said as such, never dressed up.
+    failed = [called("c1", "cluster_history"), {"role": "tool", "tool_call_id": "c1", "content": "error: sacct: no"}]
+    assert answer({"messages": asked + failed, "tools": TOOLS}).text.startswith("That did not work out: error:")

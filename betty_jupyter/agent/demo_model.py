@@ -11,7 +11,7 @@ It recognises, in the person's last message:
 
 - the partitions (``cluster_partitions``), the person's jobs (``cluster_queue``);
 - "submit a test job" (``cluster_submit``: a two-minute script on the default partition; a card to approve);
-- why a job failed (``cluster_history`` and ``job_logs``) or waits (``cluster_why``);
+- why a job failed (``cluster_history``, then ``job_logs`` for a job named by its id) or waits (``cluster_why``);
 - how much GPU memory a model needs (``gpu_estimate``, e.g. "size Llama-3.1-8B for lora");
 
 and after a tool's result writes a short answer quoting that result. Anything else gets a
@@ -92,7 +92,7 @@ def answer(request: dict[str, Any]) -> Answer:
     offered = _offered(request.get("tools"))
     last = messages[-1] if messages else {}
     if last.get("role") == "tool":
-        return Answer(_after_tools(messages))
+        return _after_tools(messages, offered)
     prompt = _prompt_text(last.get("content")) if last.get("role") == "user" else ""
     return _rule(prompt, _user(messages), offered)
 
@@ -149,10 +149,11 @@ def _rule(prompt: str, user: str | None, offered: set[str]) -> Answer:
     return Answer(HELP if prompt.strip() else f"I read no question there.\n\n{HELP}")
 
 
-def _after_tools(messages: list[dict[str, Any]]) -> str:
-    """A short answer from the tool results since the person's last message."""
+def _after_tools(messages: list[dict[str, Any]], offered: set[str]) -> Answer:
+    """A short answer from the tool results since the person's last message; for "why did job N fail", the end of
+    the job's error log first."""
     since = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), -1)
-    called = {}
+    called: dict[str, str] = {}
     for message in messages[since + 1:]:
         for item in message.get("tool_calls") or [] if isinstance(message.get("tool_calls"), list) else []:
             function = item.get("function") if isinstance(item, dict) else None
@@ -161,12 +162,19 @@ def _after_tools(messages: list[dict[str, Any]]) -> str:
     results = [(called.get(str(m.get("tool_call_id"))[:100], "a tool"), str(m.get("content") or ""))
                for m in messages[since + 1:] if m.get("role") == "tool"]
     if not results:
-        return HELP
+        return Answer(HELP)
     tool, text = results[-1]
-    return _from_result(tool, text)
+    prompt = _prompt_text(messages[since].get("content")).lower() if since >= 0 else ""
+    job = _JOB_ID.search(prompt)
+    if (tool == "cluster_history" and job and len(results) == 1 and not text.startswith("error:")
+            and ("job_logs" in offered or "more_tools" in offered)):
+        return Answer(calls=[("job_logs", {"job_id": job.group(1), "stream": "err", "lines": 20})])
+    if tool == "job_logs" and len(results) == 2 and results[0][0] == "cluster_history":
+        return Answer(f"{_from_result(*results[0], signed=False)}\n\n{_from_result(tool, text)}")
+    return Answer(_from_result(tool, text))
 
 
-def _from_result(tool: str, text: str) -> str:
+def _from_result(tool: str, text: str, signed: bool = True) -> str:
     lines = text.strip().splitlines() or [""]
     first = markdown_text(lines[0][:300])
     rest = "\n".join(lines[1:]).strip()
@@ -178,14 +186,16 @@ def _from_result(tool: str, text: str) -> str:
         "cluster_queue": f"Your jobs in the queue: {first}.",
         "cluster_submit": f"{first[:1].upper()}{first[1:]}. The Jobs tab follows it; ask *show my jobs* to see it "
                           "in the queue.",
-        "cluster_history": f"From accounting: {first}. For the log's end, ask *why did job ID fail?* with its id.",
+        "cluster_history": f"From accounting: {first}. With a job's id (*why did job 123 fail?*) I add the end of "
+                           "its error log.",
+        "job_logs": f"The end of its error log: {first}",
         "cluster_why": f"Why it waits: {first}",
         "gpu_estimate": f"GPU memory: {first}.",
     }.get(tool, f"`{markdown_text(tool)}` answered: {first}")
     if tool == "cluster_submit":
         quoted = ""  # its first line says it all; the card and the tool's row show the rest
     shown = f"{lead}\n\n{quoted}" if quoted else lead
-    return f"{shown}\n\n_Betty's offline demo model wrote this from the tool's result._"
+    return f"{shown}\n\n_Betty's offline demo model wrote this from the tool's result._" if signed else shown
 
 
 # ----- the server ------------------------------------------------------------------------------------------------
