@@ -24,6 +24,19 @@ from conftest import run_betty
 
 pytestmark = pytest.mark.cluster
 
+# Whether the notebook in front holds unsaved changes once its kernel's info and spec are in (JupyterLab writes
+# the kernel's language_info and kernelspec into the notebook then).
+KERNEL_WROTE_ITS_METADATA = """async () => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  const kernel = panel.sessionContext.session.kernel;
+  await kernel.info;
+  await kernel.spec;
+  await new Promise(resolve => setTimeout(resolve, 0));
+  return panel.context.model.dirty;
+}"""
+
 
 @contextmanager
 def lab_with(llm: dict[str, Any], dev_cluster: dict[str, str], base: Path) -> Iterator[tuple[JupyterServer, Path]]:
@@ -34,6 +47,8 @@ def lab_with(llm: dict[str, Any], dev_cluster: dict[str, str], base: Path) -> It
     notifications = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
     notifications.mkdir(parents=True)
     (notifications / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    # window.jupyterapp, for a test that asks a notebook's own model whether it holds unsaved changes.
+    (config / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {"expose_app_in_browser": True}}))
     cluster = json.loads(Path(dev_cluster["BETTY_CONFIG"]).read_text())["BettyConfig"]
     (root / "betty.json").write_text(json.dumps({"BettyConfig": {**cluster, "llm": llm}}))
     env = {**dev_cluster, "BETTY_CONFIG": str(root / "betty.json"), "JUPYTER_CONFIG_DIR": str(config)}
@@ -71,6 +86,16 @@ def test_the_demo_model_answers_in_the_panel_and_its_test_job_runs(dev_cluster, 
         panel = open_the_panel(page, lab)
         chat_with_the_demo_model(page, panel, dev_cluster)
         screenshot(page, "answered", "demo-chat")
+        # The experiment notebook Betty wrote for the job opens clean once its kernel runs, not marked unsaved.
+        written = re.search(r"notebook (notebooks/experiments/[\w.-]+\.ipynb)",
+                            panel.get_by_test_id("betty-message-assistant").last.inner_text())
+        assert written is not None
+        page.goto(f"{lab.url}lab/tree/{written.group(1)}?token={lab.token}")
+        expect(page.get_by_role("button", name=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))).to_be_visible()
+        expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-current")).to_contain_text(
+            Path(written.group(1)).name)
+        assert page.evaluate(KERNEL_WROTE_ITS_METADATA) is False, "the notebook opened marked unsaved"
+        expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty")).to_have_count(0)
 
 
 def chat_with_the_demo_model(page: Page, panel: Locator, dev_cluster: dict[str, str]) -> str:
