@@ -1,4 +1,4 @@
-"""``GET /betty/api/docs/NAME``: one of Betty's pages, for a panel that links to it (the chat without a model)."""
+"""``GET /betty/api/docs/llm``: Betty's page about chat models, for the panel's chat without a model to link to."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from .model_setup import docs_page
 
 
 class DocsHandler(BettyHandler):
-    """``GET /betty/api/docs/NAME``: one of Betty's pages as plain text (markdown)."""
+    """``GET /betty/api/docs/llm``: Betty's page about chat models as plain text (markdown)."""
 
     @web.authenticated
-    def get(self, name: str) -> None:
-        """The page's text; 404 for a page Betty does not serve or this installation lacks."""
-        path = docs_page(name)
+    def get(self) -> None:
+        """The page's text; 404 where this installation lacks it."""
+        path = docs_page("llm")
         if path is None:
-            raise refused(404, f"Betty serves no page called {name[:40]!r} here")
+            raise refused(404, "this installation of Betty lacks its page docs/llm.md")
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         self.set_header("X-Content-Type-Options", "nosniff")
         self.finish(path.read_bytes())
 
 
-handlers: list[tuple[str, type[Any]]] = [(r"/betty/api/docs/([a-z]{1,40})", DocsHandler)]
+handlers: list[tuple[str, type[Any]]] = [(r"/betty/api/docs/llm", DocsHandler)]
