@@ -22,6 +22,7 @@ from .cluster.profiles import ClusterProfile
 from .errors import ConfigError
 
 USER_CLUSTERS_FILE = "betty_clusters.json"
+USER_LLM_FILE = "betty_llm.json"
 
 
 class BettyConfig(Configurable):
@@ -195,6 +196,11 @@ def _betty_section(path: Path) -> dict[str, Any]:
 def user_clusters_file() -> Path:
     """Where ``betty cluster add`` keeps the person's own cluster profiles."""
     return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_CLUSTERS_FILE
+
+
+def user_llm_file() -> Path:
+    """Where the person's own chat-model setting lives (``betty llm serve`` writes it), beside their clusters."""
+    return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_LLM_FILE
 
 
 def save_user_cluster(profile: ClusterProfile, make_default: bool = False) -> Path:

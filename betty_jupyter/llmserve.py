@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from jupyter_core.paths import jupyter_config_dir
 
 from .cluster.commands import checked_script, default_partition, request_summary
+from .config import user_llm_file
 from .transport.forward import PortForward
 from .cluster.sbatch import SbatchScript
 from .transport.interface import ForwardingTransport
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from .cluster.slurm import SlurmClient
     from .transport.interface import Transport
 
-USER_LLM_FILE = "betty_llm.json"
 USER_KEYS_DIR = "betty_llm_keys"
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _TOOL_PARSER = re.compile(r"^[a-z0-9_]{1,40}$")
@@ -337,11 +336,6 @@ class LLMSetting:
             return f"removed {self.path}"
         _write(self.path, self.previous)
         return f"restored the previous {self.path}"
-
-
-def user_llm_file() -> Path:
-    """Where ``betty llm serve`` writes Betty's LLM setting (beside ``betty cluster add``'s clusters)."""
-    return Path(jupyter_config_dir()) / "jupyter_server_config.d" / USER_LLM_FILE
 
 
 def save_user_llm(base_url: str, model: str, key: str) -> LLMSetting:

@@ -10,7 +10,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/install.sh" ""
 repo="$PWD"
 demo="${BETTY_DEMO_DIR:-$repo/demo}"
 .venv/bin/betty init "$demo" >/dev/null
-cp -n notebooks/0[1-9]-*.ipynb "$demo/notebooks/" 2>/dev/null || true
+# The tour and its neighbours, without the outputs stored for the tests (an old port, old dates).
+.venv/bin/python scripts/demo_notebooks.py "$demo/notebooks" notebooks/0[1-9]-*.ipynb
+
+# The demo's JupyterLab asks no "news" question over Betty's prompt on its first load (JupyterLab's own setting,
+# for this checkout's .venv only), and Betty's chat answers with its offline demo model unless a real model is
+# configured (scripts/demo-config is read before the person's own Jupyter config; docs/llm.md).
+mkdir -p .venv/share/jupyter/lab/settings/overrides.d
+cp scripts/demo-config/lab-overrides.json .venv/share/jupyter/lab/settings/overrides.d/betty-demo.json
+export JUPYTER_CONFIG_PATH="$repo/scripts/demo-config${JUPYTER_CONFIG_PATH:+:$JUPYTER_CONFIG_PATH}"
 
 root_flag=()
 [ "$(id -u)" -eq 0 ] && root_flag=(--allow-root)

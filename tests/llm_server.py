@@ -35,7 +35,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
+
+from betty_jupyter.agent import chat_wire
+from betty_jupyter.agent.chat_wire import chunks_of, error_body
 
 ARGUMENT_PIECE = 7  # characters of tool arguments per streamed chunk, so every call spans several chunks
 
@@ -145,16 +148,6 @@ def malformed_args(tool: str, raw: str, call_id: str | None = None) -> Calls:
 def respond(fn: Callable[[dict[str, Any]], Step]) -> Respond:
     """Choose the step from the request, e.g. after checking the tool result the client sent."""
     return Respond(fn)
-
-
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 429: "rate_limit_error"}
-
-
-def error_body(status: int, message: str) -> dict[str, Any]:
-    """An error shaped like OpenAI's."""
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
 class ScriptedLLM:
@@ -270,10 +263,6 @@ class _Reply:
     text: str = ""
     calls: list[tuple[str, str, str]] = field(default_factory=list)  # (id, name, arguments)
     pieces: list[str] | None = None
-
-    @property
-    def finish_reason(self) -> str:
-        return "tool_calls" if self.calls else "stop"
 
     def completion_tokens(self) -> int:
         return (len(self.text) + sum(len(name) + len(arguments) for _, name, arguments in self.calls)) // 4
@@ -406,54 +395,31 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream_rest(request, reply)
 
     def _stream_rest(self, request: dict[str, Any], reply: _Reply) -> None:
-        for piece in reply.pieces if reply.pieces is not None else chunks_of(reply.text):
-            self._event(self._chunk(request, {"content": piece}))
-        for index, (call_id, name, arguments) in enumerate(reply.calls):
-            first = {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
-            self._event(self._chunk(request, {"tool_calls": [first]}))
-            for start in range(0, len(arguments), ARGUMENT_PIECE):
-                piece = arguments[start:start + ARGUMENT_PIECE]
-                self._event(self._chunk(request, {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
-        self._event(self._chunk(request, {}, reply.finish_reason))
-        if (request.get("stream_options") or {}).get("include_usage"):
+        with_usage = bool((request.get("stream_options") or {}).get("include_usage"))
+        for body in chat_wire.stream_chunks(self._completion_id(), request.get("model", self.llm.model), reply.text,
+                                            reply.calls, with_usage, reply.pieces, ARGUMENT_PIECE):
+            self._event({**body, "system_fingerprint": "fp_scripted"})
+        if with_usage:
             usage_chunk = {**self._chunk(request, {}), "choices": [], "usage": self._usage(request, reply)}
             self._event(usage_chunk)
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 
     def _chunk(self, request: dict[str, Any], delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        chunk: dict[str, Any] = {
-            "id": self._completion_id(), "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": request.get("model", self.llm.model), "system_fingerprint": "fp_scripted",
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
-        }
-        if (request.get("stream_options") or {}).get("include_usage"):
-            chunk["usage"] = None
-        return chunk
+        return chat_wire.chunk(self._completion_id(), request.get("model", self.llm.model), delta, finish_reason,
+                               bool((request.get("stream_options") or {}).get("include_usage")), "fp_scripted")
 
     def _completion(self, request: dict[str, Any], reply: _Reply) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text or None, "refusal": None}
-        if reply.calls:
-            message["tool_calls"] = [{"id": call_id, "type": "function",
-                                      "function": {"name": name, "arguments": arguments}}
-                                     for call_id, name, arguments in reply.calls]
-        elif not reply.text:
-            message["content"] = ""
-        return {
-            "id": self._completion_id(), "object": "chat.completion", "created": int(time.time()),
-            "model": request.get("model", self.llm.model), "system_fingerprint": "fp_scripted",
-            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": reply.finish_reason}],
-            "usage": self._usage(request, reply),
-        }
+        return chat_wire.completion(self._completion_id(), request.get("model", self.llm.model), reply.text,
+                                    reply.calls, self._usage(request, reply), "fp_scripted")
 
     def _completion_id(self) -> str:
         return f"chatcmpl-scripted-{len(self.llm.requests)}"
 
     @staticmethod
     def _usage(request: dict[str, Any], reply: _Reply) -> dict[str, int]:
-        prompt = len(json.dumps(request.get("messages", []), sort_keys=True)) // 4
-        completion = reply.completion_tokens()
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        return chat_wire.usage(len(json.dumps(request.get("messages", []), sort_keys=True)) // 4,
+                               reply.completion_tokens())
 
     def _start_stream(self) -> None:
         self.send_response(200)
@@ -502,11 +468,6 @@ def calls_text(step: Calls, form: str) -> str:
     """``step``'s calls written into the reply as ``form`` says, after the step's own text."""
     written = CALL_TEXT[form](step)
     return f"{step.text}\n{written}" if step.text else written
-
-
-def chunks_of(text: str) -> Iterator[str]:
-    """The pieces ``say(text)`` is streamed in (words with their spaces), for tests that count deltas."""
-    yield from re.findall(r"\s*\S+\s*|\s+", text)
 
 
 def from_betty(request: dict[str, Any]) -> bool:

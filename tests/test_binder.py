@@ -6,6 +6,7 @@ at every container start with the notebook user.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -94,6 +95,8 @@ def test_postbuild_installs_betty_and_prepares_the_demo_project(tmp_path):
     """postBuild run for real, with pip stubbed: `pip install .` from the repo, the demo project, the tour opened."""
     repo, home, bin_dir = tmp_path / "repo", tmp_path / "home", tmp_path / "bin"
     shutil.copytree(REPO / "notebooks", repo / "notebooks")
+    shutil.copytree(REPO / "scripts" / "demo-config", repo / "scripts" / "demo-config")
+    shutil.copy(REPO / "scripts" / "demo_notebooks.py", repo / "scripts" / "demo_notebooks.py")
     home.mkdir()
     bin_dir.mkdir()
     (bin_dir / "python").write_text(f'#!/bin/sh\necho "$PWD: python $*" >> {tmp_path}/pip.log\n')
@@ -109,5 +112,14 @@ def test_postbuild_installs_betty_and_prepares_the_demo_project(tmp_path):
     copied = sorted(path.name for path in (demo / "notebooks").glob("0*.ipynb"))
     assert copied == sorted(path.name for path in (REPO / "notebooks").glob("0[1-9]-*.ipynb"))
     assert "01-tour.ipynb" in copied
+    tour = json.loads((demo / "notebooks" / "01-tour.ipynb").read_text())
+    code = [cell for cell in tour["cells"] if cell["cell_type"] == "code"]
+    assert code and all(cell["outputs"] == [] and cell["execution_count"] is None for cell in code), (
+        "the demo's tour starts without the outputs stored for the tests")
     config = (home / ".jupyter" / "jupyter_server_config.py").read_text()
     assert 'c.ServerApp.default_url = "/lab/tree/demo/notebooks/01-tour.ipynb"' in config
+    # Betty's demo model answers unless a real model is set; JupyterLab's news question stays away.
+    betty = json.loads((home / ".jupyter" / "jupyter_server_config.d" / "betty_demo_model.json").read_text())
+    assert betty == {"BettyConfig": {"llm": {"demo": True}}}
+    lab = home / ".jupyter/lab/user-settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings"
+    assert json.loads(lab.read_text()) == {"fetchNews": "false", "checkForUpdates": False}

@@ -1,9 +1,10 @@
 """``bash scripts/demo.sh`` as a newcomer runs it: once JupyterLab answers, a banner gives the link that opens the
-tour with Betty's panel (checked over HTTP and in Debian's Chromium), and installing again with nothing changed
-skips pip."""
+tour with Betty's panel (checked over HTTP and in Debian's Chromium), where the offline demo model answers the chat
+and the tour starts blank; installing again with nothing changed skips pip."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ from conftest import REPO
 from jupyter_server_proc import free_port
 from panel_support import WAIT_MS, page, screenshot  # noqa: F401 (page is a fixture)
 from playwright.sync_api import Page, expect
+from test_panel_demo_model import chat_with_the_demo_model
 
 pytestmark = pytest.mark.cluster
 
@@ -68,6 +70,15 @@ def test_demo_prints_the_tour_link_once_jupyterlab_answers(dev_cluster, tmp_path
         expect(page.get_by_test_id("betty-panel")).to_be_visible(timeout=WAIT_MS)
         expect(page.get_by_test_id("betty-connection")).to_have_attribute("data-status", "open", timeout=WAIT_MS)
         screenshot(page, "tour", "demo")
+        # The tour opens blank (no outputs stored for the tests: an old port, old dates), and clean.
+        tour = json.loads((tmp_path / "demo" / TOUR).read_text())
+        assert all(cell.get("outputs") == [] for cell in tour["cells"] if cell["cell_type"] == "code")
+        expect(page.locator(".jp-OutputArea-output")).to_have_count(0)
+        # No model configured: Betty's offline demo model answers the tour's requests, with real cards and jobs.
+        chat_with_the_demo_model(page, page.get_by_test_id("betty-panel"), dev_cluster)
+        # By now JupyterLab has long been restored: its news question never came over Betty's prompt.
+        expect(page.locator(".jp-toast-message", has_text="Jupyter news")).to_have_count(0)
+        screenshot(page, "chat", "demo")
     finally:
         demo.send_signal(signal.SIGTERM)  # as Ctrl+C would: the script stops JupyterLab, once
         try:

@@ -197,3 +197,28 @@ def test_the_submission_table_says_what_was_asked_in_a_persons_units():
     assert rows["time limit"] == "1-01:05:00" and rows["memory"] == "100 MiB"
     assert rows["gpus"] == "1 × h100" and rows["cpus per task"] == "4" and rows["submitted"] == "2026-11-22 10:00:00"
     assert "104857600" not in table and "minutes" not in table and "bytes" not in table
+
+
+def test_the_notebook_holds_what_its_kernel_writes_so_it_opens_clean():
+    """JupyterLab writes the kernel's kernelspec and language_info into a notebook when the kernel starts; Betty's
+    notebook already holds the same, so it does not open marked unsaved. Compared with a real python3 kernel."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    metadata = content.notebook(experiment())["metadata"]
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    assert metadata["kernelspec"] == {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+    kernel = KernelManager(kernel_name="python3")
+    kernel.start_kernel()
+    try:
+        client = kernel.client()
+        client.start_channels()
+        client.wait_for_ready(timeout=120)
+        client.kernel_info()
+        reply = client.get_shell_msg(timeout=120)
+        while reply["msg_type"] != "kernel_info_reply":
+            reply = client.get_shell_msg(timeout=120)
+        client.stop_channels()
+    finally:
+        kernel.shutdown_kernel(now=True)
+    assert metadata["language_info"] == reply["content"]["language_info"]

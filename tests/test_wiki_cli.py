@@ -34,7 +34,7 @@ def test_the_seed_is_this_checkout_s_wiki_folder_and_the_wheel_ships_it() -> Non
     assert seed_pages() == SEED_PAGES
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     shipped = config["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
-    assert shipped == {"wiki": "betty_jupyter/seed_wiki"}
+    assert shipped == {"wiki": "betty_jupyter/seed_wiki", "docs/llm.md": "betty_jupyter/docs/llm.md"}
     assert SEED_LOCATIONS[0] == REPO / shipped["wiki"]
 
 

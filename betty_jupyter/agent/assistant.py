@@ -52,6 +52,8 @@ class SessionInfo:
     last_seq: int
     has_model: bool
     user: str | None = None
+    model: str | None = None
+    """The chat model's name as its answers carry it (None: no model)."""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -121,7 +123,9 @@ class Assistant:
     def sessions(self) -> list[SessionInfo]:
         """The open sessions, oldest first."""
         return [SessionInfo(s.session_id, s.context.profile.name, s.policy.mode, self.busy(s.session_id),
-                            s.stream.last_seq, s.model is not None, s.user) for s in self._sessions.values()]
+                            s.stream.last_seq, s.model is not None, s.user,
+                            s.model.settings.model if s.model is not None else None)
+                for s in self._sessions.values()]
 
     def set_mode(self, session_id: str, mode: str) -> None:
         """Switch one session's agent between off, propose, confirm and auto (its grants are kept)."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
+from ..config import user_llm_file
 from ..errors import ConfigError, ModelError
 from .condense import estimate_tokens
 
@@ -31,6 +32,21 @@ OPEN_MODEL_TEMPERATURE = 0.2
 default to 0.7–1.0."""
 NO_KEY = "not-needed"
 """What the client sends when an endpoint has no key of its own (the ``openai`` client needs some text)."""
+
+DEMO_MODEL = "betty-demo"
+"""``llm.model`` for Betty's offline demo model (:mod:`.demo_model`): rules, not a language model."""
+
+
+def no_model_text() -> str:
+    """What a session without a model says when asked: the setting, the person's file for it, the restart, the page."""
+    return (f"Betty's chat needs a model: set BettyConfig.llm = {{\"base_url\": …, \"model\": …}} (OpenAI, a vLLM "
+            f"server, Ollama at http://localhost:11434/v1, a llama.cpp server, or \"betty-demo\", the offline demo "
+            f"model) in {user_llm_file()}, then restart JupyterLab; docs/llm.md says how")
+
+
+def uses_demo_model(llm: Mapping[str, Any]) -> bool:
+    """Whether ``llm`` selects the offline demo model: ``model: "betty-demo"``, or ``demo: true`` and no model."""
+    return llm.get("model") == DEMO_MODEL or (not llm.get("model") and llm.get("demo") is True)
 
 
 @dataclass(frozen=True)
@@ -57,11 +73,13 @@ class LLMSettings:
     def from_config(cls, llm: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> "LLMSettings":
         """From ``BettyConfig.llm``, with the endpoint's own key (:func:`endpoint_key`)."""
         env = os.environ if environ is None else environ
+        if uses_demo_model(llm):
+            from .demo_model import SHOWN_NAME, demo_endpoint  # lazy: its server starts only when a session needs it
+
+            demo_url, demo_key = demo_endpoint()
+            return cls(model=SHOWN_NAME, base_url=demo_url, api_key=demo_key, max_retries=1, retry_base=0.2)
         if not llm.get("model"):
-            raise ConfigError(
-                "Betty's chat needs a model: set BettyConfig.llm = {\"base_url\": …, \"model\": …} "
-                "(OpenAI, a vLLM server, Ollama at http://localhost:11434/v1, or a llama.cpp server)"
-            )
+            raise ConfigError(no_model_text())
         base_url = str(llm["base_url"]) if llm.get("base_url") else None
         key = endpoint_key(llm, env)
         if key is None and is_openai(base_url):

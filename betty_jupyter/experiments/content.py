@@ -14,7 +14,7 @@ from ..safe_text import fenced, markdown_text, table_cell
 from ..wiki import AUTO_END, AUTO_START
 from ..wiki.regions import without_markers
 from .ledger import Experiment
-from .notebook_file import Notebook, code_cell, markdown_cell, new_notebook
+from .notebook_file import Notebook, code_cell, markdown_cell, new_notebook, python_metadata
 
 if TYPE_CHECKING:
     from ..cluster.jobs import Job
@@ -197,7 +197,7 @@ def notebook(experiment: Experiment) -> Notebook:
                       f"SweepView(compare({slug}, cluster={cluster}))"),
         ]
     return new_notebook(cells, {
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        **python_metadata(),
         "betty": {"job_id": experiment.job_id, "cluster": experiment.cluster, "page": experiment.page},
     })
 

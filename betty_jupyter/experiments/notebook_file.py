@@ -14,6 +14,7 @@ import functools
 import hashlib
 import importlib.util
 import json
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Callable
@@ -31,6 +32,36 @@ NBFORMAT, NBFORMAT_MINOR = 4, 5
 def new_notebook(cells: list[dict[str, Any]], metadata: dict[str, Any]) -> Notebook:
     """A v4.5 notebook of ``cells``."""
     return {"nbformat": NBFORMAT, "nbformat_minor": NBFORMAT_MINOR, "metadata": metadata, "cells": cells}
+
+
+def python_metadata() -> dict[str, Any]:
+    """``kernelspec`` and ``language_info`` as the ``python3`` kernel (ipykernel, on this Python) writes them.
+
+    JupyterLab writes both into a notebook when its kernel starts; a notebook that already holds
+    the same values opens clean instead of marked unsaved. The kernel's display name is its
+    installed spec's (``kernels/python3/kernel.json`` on Jupyter's data path), else ipykernel's own.
+    """
+    version = sys.version.split()[0]
+    return {
+        "kernelspec": {"name": "python3", "display_name": _python3_display_name(), "language": "python"},
+        "language_info": {"name": "python", "version": version, "mimetype": "text/x-python",
+                          "codemirror_mode": {"name": "ipython", "version": sys.version_info[0]},
+                          "pygments_lexer": "ipython3", "nbconvert_exporter": "python", "file_extension": ".py"},
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _python3_display_name() -> str:
+    from jupyter_core.paths import jupyter_path  # lazy: only a notebook being written needs Jupyter's paths
+
+    for directory in jupyter_path("kernels", "python3"):
+        try:
+            spec = json.loads((Path(directory) / "kernel.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(spec, dict) and isinstance(spec.get("display_name"), str):
+            return str(spec["display_name"])[:200]
+    return f"Python {sys.version_info[0]} (ipykernel)"
 
 
 def markdown_cell(source: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import approvals, automations, cluster_routes, knowledge, login, mcp_http, mcp_tokens, open_notebook, sessions, sweeps, timeline, ws
+from . import (approvals, automations, cluster_routes, docs, knowledge, login, mcp_http, mcp_tokens, open_notebook,
+               sessions, sweeps, timeline, ws)
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -45,5 +46,6 @@ handlers: list[tuple[str, type[Any]]] = [
     *automations.handlers,
     *mcp_http.handlers,
     *mcp_tokens.handlers,
+    *docs.handlers,
 ]
 """Every route of Betty's server extension (``docs/server-api.md``), each with its handler class."""

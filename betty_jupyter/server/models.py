@@ -108,10 +108,22 @@ class LoginQuestions(TypedDict):
     questions: list[LoginQuestionInfo]
 
 
+class ModelSetup(TypedDict):
+    """How to give Betty's chat a model, for a server that has none: the setting, the file it goes in (the
+    person's own Jupyter config), whether JupyterLab must restart, and Betty's page about it."""
+
+    setting: str
+    config_file: str
+    restart: bool
+    docs: str
+    docs_url: str
+
+
 class Session(TypedDict):
     """A chat session (``POST sessions``, ``GET sessions/{id}``, ``PUT sessions/{id}/mode``).
 
-    ``user`` is the person's login name on the session's cluster (None when it did not say).
+    ``user`` is the person's login name on the session's cluster (None when it did not say). ``model`` is the
+    chat model's name as its answers carry it; ``model_setup`` says how to configure one when there is none.
     """
 
     session_id: str
@@ -121,6 +133,8 @@ class Session(TypedDict):
     last_seq: int
     has_model: bool
     user: str | None
+    model: str | None
+    model_setup: ModelSetup | None
 
 
 class AskAnswer(TypedDict):

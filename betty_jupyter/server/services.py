@@ -30,6 +30,7 @@ from ..config import beyond_files, config_signature, load_config
 from ..errors import BettyError, ConfigError, LinkProblem
 from . import prometheus
 from .login_desk import LoginDesk
+from .model_setup import no_model_setup
 
 if TYPE_CHECKING:
     from ..agent.assistant import Assistant
@@ -216,7 +217,8 @@ class BettyServices:
         info = next(i for i in self.assistant.sessions() if i.session_id == session_id)
         mode = Mode(info.mode)
         return {"session_id": info.session_id, "cluster": info.cluster, "mode": mode, "busy": info.busy,
-                "last_seq": info.last_seq, "has_model": info.has_model, "user": info.user}
+                "last_seq": info.last_seq, "has_model": info.has_model, "user": info.user, "model": info.model,
+                "model_setup": None if info.has_model else no_model_setup()}
 
     # ----- calls a person started without waiting -----------------------------------------------
     def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str | None,

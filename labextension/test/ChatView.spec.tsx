@@ -286,4 +286,46 @@ describe('ChatView', () => {
     expect(compactArgs({ model: 'x', precision: null })).toBe('model=x');
     expect(compactArgs({ script: 'x'.repeat(200) }, 20)).toHaveLength(20);
   });
+
+  it('without a model says what to set, in which file, the restart and the page, and sends nothing', () => {
+    const onSend = jest.fn();
+    const setup = {
+      setting: '{"BettyConfig": {"llm": {"model": "<b>x</b>"}}}',
+      config_file: '/home/ada/.jupyter/jupyter_server_config.d/betty_llm.json\u202e',
+      restart: true,
+      docs: 'docs/llm.md',
+      docs_url: 'betty/api/docs/llm'
+    };
+    const { container } = render(
+      <ChatView
+        {...props(TURN, { hasModel: false, modelSetup: setup, baseUrl: '/user/ada/', onSend })}
+      />
+    );
+    const box = byTestId(container, 'betty-no-model');
+    expect(byTestId(container, 'betty-no-model-file').textContent).toBe(
+      '/home/ada/.jupyter/jupyter_server_config.d/betty_llm.json\\u202e'
+    );
+    expect(byTestId(container, 'betty-no-model-setting').textContent).toBe(setup.setting);
+    expect(box.querySelector('b')).toBeNull();
+    expect(box.textContent).toContain('then restart JupyterLab');
+    const link = byTestId<HTMLAnchorElement>(container, 'betty-no-model-docs');
+    expect(link.getAttribute('href')).toBe('/user/ada/betty/api/docs/llm');
+    expect(link.rel).toContain('noopener');
+    const prompt = byTestId<HTMLTextAreaElement>(container, 'betty-prompt');
+    const send = byTestId<HTMLButtonElement>(container, 'betty-send');
+    expect(prompt.disabled && send.disabled).toBe(true);
+    type(prompt, 'hello');
+    click(send);
+    expect(onSend).not.toHaveBeenCalled();
+  });
+
+  it("names the offline demo model in its welcome, and only that model", () => {
+    const empty = transcript([]);
+    const demo = render(
+      <ChatView {...props(empty, { modelName: 'betty-demo (offline demo model, not an LLM)' })} />
+    );
+    expect(byTestId(demo.container, 'betty-demo-model').textContent).toContain('offline demo model');
+    const real = render(<ChatView {...props(empty, { modelName: 'qwen2.5:14b' })} />);
+    expect(allByTestId(real.container, 'betty-demo-model')).toHaveLength(0);
+  });
 });

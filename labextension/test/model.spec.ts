@@ -55,6 +55,8 @@ function session(overrides: Partial<ISession> = {}): ISession {
     busy: false,
     last_seq: 0,
     has_model: true,
+    model: 'scripted',
+    model_setup: null,
     user: null,
     ...overrides
   };

@@ -119,6 +119,9 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         <ChatView
           transcript={model.transcript}
           hasModel={model.session?.has_model ?? null}
+          modelName={model.session?.model ?? null}
+          modelSetup={model.session?.model_setup ?? null}
+          baseUrl={model.api.settings.baseUrl}
           context={model.notebookContext}
           onSend={(prompt, context) => model.ask(prompt, context)}
           onStop={() => model.stop()}

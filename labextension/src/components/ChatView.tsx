@@ -2,9 +2,10 @@
  * The chat: the transcript (messages, tool rows, approval cards, notes) and the prompt box
  * with its Send and Stop buttons.
  */
+import { URLExt } from '@jupyterlab/coreutils';
 import * as React from 'react';
 
-import { IContextBulletin } from '../contract/serverApi';
+import { IContextBulletin, IModelSetup } from '../contract/serverApi';
 import { PersonDecision } from '../events';
 import { formatMilliseconds, summaryParts } from '../format';
 import { revealCard } from '../reveal';
@@ -21,6 +22,12 @@ export interface IChatViewProps {
   transcript: ITranscript;
   /** Whether the session has a chat model (null: not known yet). */
   hasModel: boolean | null;
+  /** The chat model's name as its answers carry it (null: none, or not known yet). */
+  modelName?: string | null;
+  /** How to configure a model, when the server has none: shown in place of the welcome, and Send is off. */
+  modelSetup?: IModelSetup | null;
+  /** The Jupyter server's base URL, for the link to Betty's page about models. */
+  baseUrl?: string;
   /** Where the person works now: shown as a chip, sent with the message unless removed. */
   context?: NotebookContext | null;
   onSend: (prompt: string, context: IContextBulletin | null) => Promise<void> | void;
@@ -73,7 +80,11 @@ export function ChatView(props: IChatViewProps): JSX.Element {
   return (
     <div className="betty-Chat" data-testid="betty-chat">
       <div className="betty-Chat-transcript" ref={list} data-testid="betty-transcript">
-        {transcript.items.length === 0 && <ChatWelcome hasModel={props.hasModel} />}
+        {props.hasModel === false ? (
+          <NoModel setup={props.modelSetup ?? null} baseUrl={props.baseUrl ?? ''} />
+        ) : (
+          transcript.items.length === 0 && <ChatWelcome modelName={props.modelName ?? null} />
+        )}
         {transcript.items.map(item => (
           <TranscriptRow key={item.key} item={item} {...props} />
         ))}
@@ -88,6 +99,7 @@ export function ChatView(props: IChatViewProps): JSX.Element {
       )}
       <Composer
         busy={transcript.busy}
+        noModel={props.hasModel === false}
         context={props.context ?? null}
         onSend={props.onSend}
         onStop={props.onStop}
@@ -103,7 +115,10 @@ function pendingIds(transcript: ITranscript): string[] {
   );
 }
 
-function ChatWelcome({ hasModel }: { hasModel: boolean | null }): JSX.Element {
+/** The name the offline demo model's answers carry starts so (betty_jupyter/agent/demo_model.py). */
+const DEMO_MODEL = 'betty-demo';
+
+function ChatWelcome({ modelName }: { modelName: string | null }): JSX.Element {
   return (
     <div className="betty-Chat-welcome">
       <p>
@@ -111,11 +126,50 @@ function ChatWelcome({ hasModel }: { hasModel: boolean | null }): JSX.Element {
         or to draft and submit a batch script. Anything that changes the cluster waits for your
         approval here.
       </p>
-      {hasModel === false && (
-        <p className="betty-Chat-noModel" data-testid="betty-no-model">
-          No chat model is configured on this server, so Betty cannot answer prompts yet. The Jobs
-          and Experiments tabs still work.
+      {modelName?.startsWith(DEMO_MODEL) && (
+        <p className="betty-Chat-demoModel" data-testid="betty-demo-model">
+          Betty&apos;s <strong>offline demo model</strong> answers here: a few rules, not a language
+          model. Try &ldquo;what partitions does this cluster have?&rdquo;, &ldquo;submit a test
+          job&rdquo;, &ldquo;why did my job fail?&rdquo; or &ldquo;how much GPU memory does
+          Llama-3.1-8B need for lora?&rdquo;. A real model answers anything: docs/llm.md says how.
         </p>
+      )}
+    </div>
+  );
+}
+
+/** The chat without a model: what to set, in which file, the restart, and Betty's page about it. */
+function NoModel({ setup, baseUrl }: { setup: IModelSetup | null; baseUrl: string }): JSX.Element {
+  return (
+    <div className="betty-Chat-welcome betty-Chat-noModel" data-testid="betty-no-model" role="status">
+      <p>
+        <strong>No chat model is configured on this server</strong>, so Betty cannot answer prompts
+        yet. The Jobs, Cluster, Experiments and GPU tabs work without one.
+      </p>
+      {setup && (
+        <>
+          <p>To chat, write a setting like this one into</p>
+          <code className="betty-Chat-noModel-file" data-testid="betty-no-model-file">
+            {visibleText(setup.config_file)}
+          </code>
+          <pre className="betty-Preview-code" data-testid="betty-no-model-setting">
+            {visibleText(setup.setting)}
+          </pre>
+          <p>
+            {setup.restart && 'then restart JupyterLab: it reads the setting when it starts. '}
+            To try Betty without a key, set <code>&quot;model&quot;: &quot;betty-demo&quot;</code>
+            {' '}(its offline demo model) instead.{' '}
+            <a
+              href={URLExt.join(baseUrl, setup.docs_url)}
+              target="_blank"
+              rel="noopener noreferrer"
+              data-testid="betty-no-model-docs"
+            >
+              {visibleText(setup.docs)}
+            </a>{' '}
+            says which servers work and how.
+          </p>
+        </>
       )}
     </div>
   );
@@ -297,12 +351,14 @@ function NoteRow({ item, onOpen }: { item: INoteItem; onOpen: (path: string) => 
 
 interface IComposerProps {
   busy: boolean;
+  /** No model on the server: nothing can be sent (what to set is shown above). */
+  noModel: boolean;
   context: NotebookContext | null;
   onSend: (prompt: string, context: IContextBulletin | null) => Promise<void> | void;
   onStop: () => void;
 }
 
-function Composer({ busy, context, onSend, onStop }: IComposerProps): JSX.Element {
+function Composer({ busy, noModel, context, onSend, onStop }: IComposerProps): JSX.Element {
   const [prompt, setPrompt] = React.useState('');
   const [error, setError] = React.useState<string | null>(null);
   const bulletin = useBulletin(context);
@@ -310,7 +366,7 @@ function Composer({ busy, context, onSend, onStop }: IComposerProps): JSX.Elemen
   const shown = removed ? null : bulletin; // what the chip shows is exactly what is sent
   const send = async () => {
     const text = prompt.trim();
-    if (!text) {
+    if (!text || noModel) {
       return;
     }
     setError(null);
@@ -328,7 +384,12 @@ function Composer({ busy, context, onSend, onStop }: IComposerProps): JSX.Elemen
       <textarea
         className="betty-Composer-input"
         data-testid="betty-prompt"
-        placeholder="Ask Betty… (Enter sends, Shift+Enter for a new line)"
+        placeholder={
+          noModel
+            ? 'Betty needs a chat model to answer: see above'
+            : 'Ask Betty… (Enter sends, Shift+Enter for a new line)'
+        }
+        disabled={noModel}
         value={prompt}
         rows={3}
         onChange={event => setPrompt(event.target.value)}
@@ -343,7 +404,8 @@ function Composer({ busy, context, onSend, onStop }: IComposerProps): JSX.Elemen
         <button
           className="betty-Button betty-Button-accept"
           data-testid="betty-send"
-          disabled={busy || prompt.trim() === ''}
+          disabled={busy || noModel || prompt.trim() === ''}
+          title={noModel ? 'No chat model is configured on this server' : undefined}
           onClick={() => void send()}
         >
           Send

@@ -598,6 +598,17 @@ export interface IModeRequest {
   mode: Mode;
 }
 /**
+ * How to give Betty's chat a model, for a server that has none: the setting, the file it goes in (the
+ * person's own Jupyter config), whether JupyterLab must restart, and Betty's page about it.
+ */
+export interface IModelSetup {
+  setting: string;
+  config_file: string;
+  restart: boolean;
+  docs: string;
+  docs_url: string;
+}
+/**
  * An experiment notebook open in JupyterLab, with the line Betty's status cell should say now.
  */
 export interface INotebookStatus {
@@ -697,7 +708,8 @@ export interface IServerError {
 /**
  * A chat session (``POST sessions``, ``GET sessions/{id}``, ``PUT sessions/{id}/mode``).
  *
- * ``user`` is the person's login name on the session's cluster (None when it did not say).
+ * ``user`` is the person's login name on the session's cluster (None when it did not say). ``model`` is the
+ * chat model's name as its answers carry it; ``model_setup`` says how to configure one when there is none.
  */
 export interface ISession {
   session_id: string;
@@ -707,6 +719,8 @@ export interface ISession {
   last_seq: number;
   has_model: boolean;
   user: string | null;
+  model: string | null;
+  model_setup: IModelSetup | null;
 }
 /**
  * Body of ``POST sessions``; ``agent`` names the other agent a new session works for (an MCP client).
