@@ -138,6 +138,7 @@ def _validator(minor: int) -> Callable[[Any], Any]:
     installed nbformat ships that very schema; any other is compiled here, which takes a tenth of a second."""
     text = _schema_text(minor)
     if minor == NBFORMAT_MINOR:
+        # lazy: the compiled schema is 120 kB of code; only writing a notebook needs it
         from . import notebook_check
 
         if hashlib.sha256(text.encode("utf-8")).hexdigest() == notebook_check.SCHEMA_SHA256:
