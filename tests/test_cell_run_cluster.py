@@ -126,7 +126,7 @@ def test_a_cell_runs_as_a_job_and_its_output_figure_and_value_come_back(kernel: 
 
 
 def test_a_failing_cell_brings_back_its_traceback_as_text(kernel: Kernel) -> None:
-    assert kernel.run("%betty use betty-dev").status == "ok"
+    assert (used := kernel.run("%betty use betty-dev")).status == "ok", (used.errors, used.stderr)
     cell = kernel.run("%%betty run --partition cpu --time 5 --env betty\nx = 1\nraise ValueError('<i>bad</i> value')\n")
     view = approve(kernel, cell)
     text = ended(kernel, view)
@@ -150,7 +150,7 @@ def test_an_unpicklable_value_is_refused_before_anything_is_submitted(kernel: Ke
 
 
 def test_a_denied_run_sends_nothing(kernel: Kernel, project, dev_cluster) -> None:
-    assert kernel.run("%betty use betty-dev").status == "ok"
+    assert (used := kernel.run("%betty use betty-dev")).status == "ok", (used.errors, used.stderr)
     kernel.run("import numpy as np\nprivate = np.zeros(3)")
     cell = kernel.run("%%betty run --partition cpu --time 5 --in private\nprint(private)\n")
     kernel.run("_denied = _")
@@ -165,7 +165,7 @@ def test_a_denied_run_sends_nothing(kernel: Kernel, project, dev_cluster) -> Non
 def test_a_cell_changed_after_its_card_was_shown_is_not_run(kernel: Kernel, project, dev_cluster) -> None:
     """The card showed the staged cell; another hand rewrote the staged cell.py while it waited. The approval
     was for what the card showed, so nothing is uploaded or submitted and the person is told in one line."""
-    assert kernel.run("%betty use betty-dev").status == "ok"
+    assert (used := kernel.run("%betty use betty-dev")).status == "ok", (used.errors, used.stderr)
     cell = kernel.run("%%betty run --partition cpu --time 5\nprint('the code the card shows')\n")
     kernel.run("_swapped = _")
     token = kernel.run("_swapped.run.token").text.strip("'")
@@ -197,7 +197,7 @@ def test_an_environment_missing_on_the_cluster_is_refused_before_the_card(kernel
 
 
 def test_cancel_from_the_cell_cancels_the_job(kernel: Kernel, dev_cluster) -> None:
-    assert kernel.run("%betty use betty-dev").status == "ok"
+    assert (used := kernel.run("%betty use betty-dev")).status == "ok", (used.errors, used.stderr)
     cell = kernel.run("%%betty run --partition cpu --time 5\nimport time\nprint('started', flush=True)\n"
                       "time.sleep(600)\n")
     kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")

@@ -159,7 +159,7 @@ def test_a_staged_run_replaced_in_a_shared_project_loads_nothing(kernel: Kernel,
 
 def test_without_out_nothing_is_unpickled_and_the_run_still_comes_back(kernel: Kernel, shared) -> None:
     marker = shared["base"] / "unpickled-no-out"
-    assert kernel.run("%betty use betty-dev").status == "ok"
+    assert (used := kernel.run("%betty use betty-dev")).status == "ok", (used.errors, used.stderr)
     cell = kernel.run("%%betty run --partition cpu --time 5 --env betty\n"
                       "import pickle, pathlib\nprint('ran on the node')\n"
                       "class Planted:\n    def __reduce__(self):\n"
@@ -176,7 +176,7 @@ def test_without_out_nothing_is_unpickled_and_the_run_still_comes_back(kernel: K
 
 def test_a_runs_directory_the_member_made_is_refused_before_anything_is_sent(kernel: Kernel, shared) -> None:
     work = shared["base"] / "work-ssh"
-    assert kernel.run("%betty use betty-dev").status == "ok"
+    assert (used := kernel.run("%betty use betty-dev")).status == "ok", (used.errors, used.stderr)
     cell = kernel.run("%%betty run --partition cpu --time 5 --env betty\nprint('first')\n")
     kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")
     kernel.run("_run = _")
