@@ -38,15 +38,21 @@ def lab(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> It
     asking about Jupyter news over the panel's buttons. The config directory is the project's
     ``jupyter_config_dir`` when it names one (a test that runs ``betty cluster add`` against it)."""
     config = Path(project.get("jupyter_config_dir") or tmp_path_factory.mktemp("lab-config"))
-    notifications = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    notifications.mkdir(parents=True)
-    (notifications / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    env = {**project["env"], "JUPYTER_CONFIG_DIR": str(config)}
-    running = JupyterServer(project["root"], env, tmp_path_factory.mktemp("runtime"), app="jupyterlab")
+    running = start_lab(project, config, tmp_path_factory.mktemp("runtime"))
     try:
         yield running
     finally:
         running.stop()
+
+
+def start_lab(project: dict[str, Any], config: Path, runtime: Path) -> JupyterServer:
+    """``jupyter lab`` serving the project with the Jupyter config directory ``config`` (made quiet: no news
+    toast); a second one started on the same ``config`` is the same JupyterLab after a restart."""
+    notifications = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    notifications.mkdir(parents=True, exist_ok=True)
+    (notifications / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    env = {**project["env"], "JUPYTER_CONFIG_DIR": str(config)}
+    return JupyterServer(project["root"], env, runtime, app="jupyterlab")
 
 
 @pytest.fixture
