@@ -6,6 +6,7 @@ from betty_jupyter.agent.events import ApprovalRequest
 from betty_jupyter.agent.models import Preview
 from betty_jupyter.notebook.widgets.approval import ApprovalCard
 from betty_jupyter.notebook.widgets.record import WIDGET_VIEW
+from betty_jupyter.saved_records import keep_records
 from hostile import live_html, shown_text
 
 NAME = "<img src=x onerror=window.__pwned=1>\u202e"
@@ -42,3 +43,19 @@ def test_an_approval_that_was_not_edited_records_no_edit() -> None:
     answered = card()
     answered.resolved("approved", "alice (notebook)", {"script": "ignored"})
     assert "as edited" not in answered._repr_mimebundle_()["text/plain"]
+
+
+def test_a_saved_notebook_keeps_a_waiting_widgets_record_alone_and_other_widgets_as_they_are() -> None:
+    waiting = card()._repr_mimebundle_()
+    other = {WIDGET_VIEW: {"model_id": "m2", "version_major": 2, "version_minor": 0},
+             "text/html": "<div>someone else's widget</div>", "text/plain": "Slider()"}
+    as_lines = {**waiting, "text/html": waiting["text/html"].splitlines(keepends=True)}  # nbformat's list form
+    outputs = [{"output_type": "display_data", "data": dict(each), "metadata": {}} for each in (waiting, other, as_lines)]
+    model = {"type": "notebook", "content": {"cells": [{"cell_type": "code", "outputs": outputs}, {"cell_type": "markdown"}]}}
+    keep_records(model)
+    saved, kept, listed = (output["data"] for output in outputs)
+    assert WIDGET_VIEW not in saved and saved["text/html"] == waiting["text/html"]
+    assert saved["text/plain"] == waiting["text/plain"]
+    assert kept == other
+    assert WIDGET_VIEW not in listed
+    keep_records({"type": "file", "content": "x"})  # anything but a notebook is left alone
