@@ -50,8 +50,10 @@ def test_a_saved_notebook_keeps_a_waiting_widgets_record_alone_and_other_widgets
     other = {WIDGET_VIEW: {"model_id": "m2", "version_major": 2, "version_minor": 0},
              "text/html": "<div>someone else's widget</div>", "text/plain": "Slider()"}
     as_lines = {**waiting, "text/html": waiting["text/html"].splitlines(keepends=True)}  # nbformat's list form
-    outputs = [{"output_type": "display_data", "data": dict(each), "metadata": {}} for each in (waiting, other, as_lines)]
-    model = {"type": "notebook", "content": {"cells": [{"cell_type": "code", "outputs": outputs}, {"cell_type": "markdown"}]}}
+    outputs = [{"output_type": "display_data", "data": dict(each), "metadata": {}}
+               for each in (waiting, other, as_lines)]
+    cells = [{"cell_type": "code", "outputs": outputs}, {"cell_type": "markdown"}]
+    model = {"type": "notebook", "content": {"cells": cells}}
     keep_records(model)
     saved, kept, listed = (output["data"] for output in outputs)
     assert WIDGET_VIEW not in saved and saved["text/html"] == waiting["text/html"]
