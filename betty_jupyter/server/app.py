@@ -56,7 +56,8 @@ class BettyApp(ExtensionApp):
                                  automation_lease=self.automation_lease_seconds, server_config=self.config)
         self.settings.update(betty_config=betty_config, betty_services=services)
         # a saved notebook keeps Betty's widgets as their records: their views die with the kernel
-        self.serverapp.contents_manager.register_pre_save_hook(keep_records)
+        contents: Any = self.serverapp.contents_manager
+        contents.register_pre_save_hook(keep_records)
         end_worker_threads_at_exit()
         self._default_interrupt = stop_on_interrupt_without_terminal(self.serverapp)
         self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,
