@@ -11,6 +11,7 @@ import { BettyModel, Tab } from '../model';
 import { othersThan } from '../waiting';
 import { AutomationsView } from './AutomationsView';
 import { useChanges } from './changes';
+import { ChatList } from './ChatList';
 import { ChatView } from './ChatView';
 import { ClusterView } from './ClusterView';
 import { ExperimentsView } from './ExperimentsView';
@@ -54,7 +55,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId),
       loadSweeps: () => model.api.sweeps(),
       loadSweep: (slug: string) => model.api.sweepComparison(slug),
-      sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args)
+      sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args),
+      fetchResult: (slug: string) => model.startInChat('notebook_collect', { experiment: slug })
     }),
     [model]
   );
@@ -115,6 +117,12 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         ))}
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'chat'}>
+        <ChatList
+          chats={model.chats}
+          cluster={model.cluster}
+          current={model.session?.session_id ?? null}
+          onOpen={sessionId => void model.openChat(sessionId)}
+        />
         <ChatView
           transcript={model.transcript}
           hasModel={model.session?.has_model ?? null}
@@ -125,6 +133,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onOpen={onOpen}
           runNotebook={{
             cluster: model.session?.cluster ?? null,
+            environments: model.clusters.find(c => c.name === model.session?.cluster)?.environments,
             unsaved: () => model.notebookContext?.unsaved() ?? false,
             start: args => model.startInChat('notebook_submit', args)
           }}
@@ -164,6 +173,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           loadExperiments={loaders.loadExperiments}
           onOpen={onOpen}
           onResubmit={loaders.resubmit}
+          onFetchResult={loaders.fetchResult}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'automations'}>
