@@ -103,3 +103,15 @@ describe("a submission card's details", () => {
     expect(values[1].textContent).toBe('no');
   });
 });
+
+describe('a detail over several lines', () => {
+  it("keeps its lines: a notebook run's injected parameters cell reads as code", () => {
+    const cell = "# Parameters (injected by Betty)\nlr = 0.25\ntag = '<img src=x onerror=\"window.__pwned=1\">'\n";
+    const container = preview({ parameters: cell, partition: 'debug' });
+    const [lines] = allByTestId(container, 'betty-preview-lines');
+    expect(lines.tagName).toBe('PRE');
+    expect(lines.textContent).toBe(cell.replace(/\n$/, ''));
+    expect(lines.querySelector('img')).toBeNull();
+    expect(allByTestId(container, 'betty-preview-lines')).toHaveLength(1);
+  });
+});

@@ -82,6 +82,11 @@ function PreviewDetails({ details }: { details?: Record<string, unknown> }): JSX
           <dd>
             {name === 'gpu_estimate' && estimate ? (
               <EstimateView estimate={estimate} />
+            ) : typeof value === 'string' && value.includes('\n') ? (
+              // Code or a table over several lines (a notebook's injected parameters cell): kept as lines.
+              <pre className="betty-Preview-code" data-testid="betty-preview-lines">
+                {visibleText(value.replace(/\n$/, ''))}
+              </pre>
             ) : (
               <LongText text={detailText(value)} />
             )}
