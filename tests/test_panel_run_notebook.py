@@ -197,10 +197,7 @@ def test_a_refused_run_is_asked_again_from_the_kept_form_and_its_result_comes_ba
             panel.get_by_test_id("betty-experiments-refresh").click()
             page.wait_for_timeout(1000)  # the refresh's answer, then look again
         slug = experiment.get_attribute("data-slug")
-        experiment.get_by_test_id("betty-fetch-result").click()
-        collect = panel.locator('[data-testid="betty-approval-card"][data-tool="notebook_collect"]')
-        expect(collect).to_have_attribute("data-status", "pending")
-        collect.get_by_test_id("betty-approve").click()
+        experiment.get_by_test_id("betty-fetch-result").click()  # a read the person asked for: no card (tier 1)
         brought = panel.get_by_test_id("betty-tool-row").filter(has_text="executed notebook:").last
         expect(brought).to_contain_text(f"job {job} ended")
         written = re.search(r"executed notebook: (\S+\.ipynb)", brought.inner_text())

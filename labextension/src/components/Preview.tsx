@@ -84,7 +84,7 @@ function PreviewDetails({ details }: { details?: Record<string, unknown> }): JSX
               <EstimateView estimate={estimate} />
             ) : typeof value === 'string' && value.includes('\n') ? (
               // Code or a table over several lines (a notebook's injected parameters cell): kept as lines.
-              <pre className="betty-Preview-code" data-testid="betty-preview-lines">
+              <pre className="betty-Preview-code betty-Preview-lines" data-testid="betty-preview-lines">
                 {visibleText(value.replace(/\n$/, ''))}
               </pre>
             ) : (
