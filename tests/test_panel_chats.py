@@ -60,9 +60,8 @@ def test_a_chat_is_kept_per_cluster_and_reopened_with_its_transcript(
         # A reload of the page: the list is still there, and the chat comes back from it.
         panel.get_by_test_id("betty-new-chat").click()
         connected(panel)
-        page.goto(f"{lab.url}lab?token={lab.token}")
-        if not panel.is_visible():
-            page.locator('.lm-TabBar-tab[data-id="betty-panel"]').click()
+        page.goto(f"{lab.url}lab?betty=open&token={lab.token}")  # no ?reset: JupyterLab keeps its state
+        expect(panel).to_be_visible()
         connected(panel)
         reopen(panel)
         expect(panel.get_by_test_id("betty-message-user")).to_contain_text(QUESTION)

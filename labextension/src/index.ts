@@ -15,7 +15,7 @@ import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { LabIcon } from '@jupyterlab/ui-components';
-import { ReadonlyPartialJSONObject, ReadonlyPartialJSONValue } from '@lumino/coreutils';
+import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 
 import { BettyAPI } from './api';
@@ -200,9 +200,10 @@ async function startModel(
     }
   });
   model.chatsChanged.connect((_, kept) => {
-    void state?.save(CHATS_KEY, kept as unknown as ReadonlyPartialJSONValue);
+    void state?.save(CHATS_KEY, { chats: kept } as unknown as ReadonlyPartialJSONObject);
   });
-  await model.start(isSavedSession(saved) ? saved : null, keptChats(chats));
+  const keptList = (chats as { chats?: unknown } | null)?.chats;
+  await model.start(isSavedSession(saved) ? saved : null, keptChats(keptList));
 }
 
 function isSavedSession(value: unknown): value is ISavedSession {
