@@ -91,7 +91,7 @@ def test_run_on_cluster_waits_for_approval_with_the_injected_parameters_then_sub
         form = panel.get_by_test_id("betty-run-notebook-form")
         expect(form).to_contain_text(f"Run {NOTEBOOK} on the cluster")
         expect(form.get_by_test_id("betty-run-partition").locator("option")).not_to_have_count(0)
-        form.get_by_test_id("betty-run-env").fill("betty")
+        form.get_by_test_id("betty-run-env").select_option("betty")  # the profile's environments are a choice
         form.get_by_test_id("betty-run-time").fill("5")
         form.get_by_test_id("betty-run-params").fill(f"lr=0.25\n{HOSTILE}=1")
         form.get_by_test_id("betty-run-start").click()
