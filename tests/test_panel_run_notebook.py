@@ -83,7 +83,9 @@ def test_run_on_cluster_waits_for_approval_with_the_injected_parameters_then_sub
         panel = page.get_by_test_id("betty-panel")
         expect(panel.get_by_test_id("betty-connection")).to_have_attribute("data-status", "open")
 
-        # Unsaved changes: refused in one line, nothing sent.
+        # Unsaved changes: refused in one line, nothing sent. (Once the kernel is up: its language info comes into
+        # the notebook then, which would leave it unsaved again after the save below.)
+        expect(page.get_by_role("button", name=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))).to_be_visible()
         cells.nth(1).locator(".cm-content").click()
         page.keyboard.press("Control+End")
         page.keyboard.type("\n# not saved yet")
