@@ -27,7 +27,7 @@ import ipywidgets as widgets
 from IPython.display import display, update_display
 
 from ...safe_text import visible
-from ...saved_records import RECORD_START, WIDGET_VIEW
+from ...saved_records import WIDGET_VIEW
 
 _lock = threading.RLock()
 
@@ -80,7 +80,7 @@ class Recorded:
         if not self.settled:
             bundle = {k: v for k, v in cast(Any, super())._repr_mimebundle_(**kwargs).items() if k == WIDGET_VIEW}
         record_html = record.html
-        bundle.update({"text/html": f"{RECORD_START}{record_html}</div>",
+        bundle.update({"text/html": f"<div class='betty-record'>{record_html}</div>",  # saved_records.RECORD_START
                        "text/plain": visible(repr(self)) + (f"\n{record.text}" if record.text else "")})
         return bundle
 
