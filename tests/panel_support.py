@@ -51,17 +51,24 @@ def running_lab(project: dict[str, Any], tmp_path_factory: pytest.TempPathFactor
     The config directory is the project's ``jupyter_config_dir`` when it names one (a test that runs
     ``betty cluster add`` against it)."""
     config = Path(project.get("jupyter_config_dir") or tmp_path_factory.mktemp("lab-config"))
-    settings = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    if theme is not None:
-        (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
-    env = {**project["env"], "JUPYTER_CONFIG_DIR": str(config)}
-    running = JupyterServer(project["root"], env, tmp_path_factory.mktemp("runtime"), app="jupyterlab")
+    running = start_lab(project, config, tmp_path_factory.mktemp("runtime"), theme)
     try:
         yield running
     finally:
         running.stop()
+
+
+def start_lab(project: dict[str, Any], config: Path, runtime: Path, theme: str | None = None) -> JupyterServer:
+    """``jupyter lab`` serving the project with the Jupyter config directory ``config`` (made quiet: no news
+    toast; in ``theme`` when given); a second one started on the same ``config`` is the same JupyterLab after a
+    restart."""
+    settings = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
+    if theme is not None:
+        (settings / "themes.jupyterlab-settings").write_text(json.dumps({"theme": theme}))
+    env = {**project["env"], "JUPYTER_CONFIG_DIR": str(config)}
+    return JupyterServer(project["root"], env, runtime, app="jupyterlab")
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """Betty's widgets in JupyterLab, in Debian's Chromium: labels shown whole, and a saved notebook that is
-reopened after a kernel restart shows the record of who approved what, not "model not found".
+reopened after a kernel restart shows the record of who approved what, not "model not found"; after a
+restart of the Jupyter server the queue, the history and the GPU calculator show their tables and
+estimate as static records.
 
 The notebook runs under ``jupyter lab`` with Betty's extension, against the dev cluster. Screenshots go to
 ``test-artifacts/screenshots/notebook-*.png``.
@@ -9,17 +11,21 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import nbformat
+import pytest
 from jupyter_server_proc import JupyterServer
 from notebook_support import SCRIPT, llm, project  # noqa: F401 (fixtures)
-from panel_support import WAIT_MS, lab, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
+from conftest import ssh
+from panel_support import WAIT_MS, lab, page, screenshot, screenshot_on_failure, start_lab  # noqa: F401 (fixtures)
 from playwright.sync_api import Locator, Page, expect
 from test_server_support import job_state, scancel
 
 NAME = "records.ipynb"
+RESTARTED = "restarted.ipynb"
 CELLS = ["%load_ext betty_jupyter",
          f"%%betty submit --slug browsed --goal 'kept after a restart'\n{SCRIPT.format(name='browsed', seconds=300)}",
          "%betty gpu calculator",
@@ -72,9 +78,54 @@ def test_a_saved_notebook_reopened_after_a_restart_shows_who_approved_what(
                 scancel(dev_cluster, job)
 
 
-def open_notebook(page: Page, lab: JupyterServer) -> Locator:
-    """JupyterLab with only ``NAME`` open, its kernel idle."""
-    page.goto(f"{lab.url}lab/tree/{NAME}?reset&token={lab.token}")
+def test_the_queue_history_and_gpu_widgets_read_as_records_after_a_server_restart(
+        project: dict[str, Any], dev_cluster: dict[str, str], page: Page,  # noqa: F811
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    name = f"<b>restart-{uuid.uuid4().hex[:8]}</b>"  # a job's name is anyone's text: it must stay text
+    made = ssh(dev_cluster, f"sbatch --parsable --job-name='{name}' --time=10 --wrap 'sleep 300'")
+    assert made.returncode == 0, made.stderr
+    job = made.stdout.strip().split(";")[0]
+    cells = ["%load_ext betty_jupyter", "%betty squeue --me", f"%betty sacct {job}", "%betty gpu calculator"]
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    path = Path(project["root"]) / RESTARTED
+    path.write_text(nbformat.writes(book))
+    config = tmp_path_factory.mktemp("lab-config")
+    server = start_lab(project, config, tmp_path_factory.mktemp("runtime"))
+    with screenshot_on_failure(page, "failure-server-restart", prefix="notebook"):
+        try:
+            notebook = open_notebook(page, server, RESTARTED)
+            menu(page, "Run", "Run All Cells")
+            expect(notebook.locator(".betty-job-table")).to_have_count(2)
+            expect(notebook.locator(".betty-job-table", has_text=name).first).to_be_visible()
+            expect(notebook.locator(".betty-gpu-chart")).to_be_visible()
+            page.keyboard.press("Control+s")
+            saved_with(path, "restart-")
+            server.stop()
+            server = start_lab(project, config, tmp_path_factory.mktemp("runtime"))
+
+            notebook = open_notebook(page, server, RESTARTED)
+            outputs = notebook.locator(".jp-OutputArea-output")
+            expect(outputs.filter(has_text=job)).to_have_count(2)  # the queue and the history
+            records = notebook.locator(".betty-record")
+            expect(records).to_have_count(3)
+            for record in records.all():
+                expect(record).to_be_visible()
+            expect(records.nth(0)).to_contain_text(name)  # shown as the text it is
+            expect(records.nth(1)).to_contain_text(name)
+            assert notebook.locator(".betty-record b", has_text="restart-").count() == 0, "a job name became markup"
+            expect(records.nth(2)).to_contain_text("GPU calculator")  # the estimate
+            expect(notebook).not_to_contain_text("model not found")
+            screenshot(page, "3-reopened-after-server-restart", prefix="notebook")
+        finally:
+            server.stop()
+            if job_state(dev_cluster, job):
+                scancel(dev_cluster, job)
+
+
+def open_notebook(page: Page, lab: JupyterServer, name: str = NAME) -> Locator:
+    """JupyterLab with only the notebook ``name`` open, its kernel idle."""
+    page.goto(f"{lab.url}lab/tree/{name}?reset&token={lab.token}")
     notebook = page.locator("#jp-main-dock-panel .jp-NotebookPanel:visible")
     expect(notebook).to_have_count(1)
     expect(page.get_by_role("button", name=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))).to_be_visible()

@@ -8,6 +8,7 @@ from betty_jupyter.agent.events import ApprovalRequest
 from betty_jupyter.agent.models import Preview
 from betty_jupyter.notebook.widgets.approval import ApprovalCard, preview_html
 from betty_jupyter.notebook.widgets.record import WIDGET_VIEW
+from betty_jupyter.saved_records import keep_records
 from hostile import live_html, shown_text
 
 NAME = "<img src=x onerror=window.__pwned=1>\u202e"
@@ -53,3 +54,21 @@ def test_a_cards_buttons_wrap_and_its_script_takes_the_themes_colours() -> None:
     preview = preview_html(shown.request)
     assert "var(--jp-cell-editor-background)" in preview and "var(--jp-mirror-editor-comment-color)" in preview
     assert not re.search(r"#[0-9a-fA-F]{3,6}\b", preview), preview
+
+
+def test_a_saved_notebook_keeps_a_waiting_widgets_record_alone_and_other_widgets_as_they_are() -> None:
+    waiting = card()._repr_mimebundle_()
+    other = {WIDGET_VIEW: {"model_id": "m2", "version_major": 2, "version_minor": 0},
+             "text/html": "<div>someone else's widget</div>", "text/plain": "Slider()"}
+    as_lines = {**waiting, "text/html": waiting["text/html"].splitlines(keepends=True)}  # nbformat's list form
+    outputs = [{"output_type": "display_data", "data": dict(each), "metadata": {}}
+               for each in (waiting, other, as_lines)]
+    cells = [{"cell_type": "code", "outputs": outputs}, {"cell_type": "markdown"}]
+    model = {"type": "notebook", "content": {"cells": cells}}
+    keep_records(model)
+    saved, kept, listed = (output["data"] for output in outputs)
+    assert WIDGET_VIEW not in saved and saved["text/html"] == waiting["text/html"]
+    assert saved["text/plain"] == waiting["text/plain"]
+    assert kept == other
+    assert WIDGET_VIEW not in listed
+    keep_records({"type": "file", "content": "x"})  # anything but a notebook is left alone

@@ -271,7 +271,7 @@ def test_the_app_starts_jupyterlab_whose_betty_reaches_the_dev_cluster_locally(s
     health = session.wait_until_serving()
     assert health["status"] == "ok" and health["clusters"] == ["betty-dev"] and health["default_cluster"] == "betty-dev"
     assert session.api("clusters")["clusters"] == [
-        {"name": "betty-dev", "transport": "local", "host": "", "default": True}]
+        {"name": "betty-dev", "transport": "local", "host": "", "default": True, "environments": []}]
     rows = rows_of(session.api("partitions"))
     assert sorted(row["partition"] for row in rows) == ["cpu", "gpu"]
 

@@ -83,7 +83,9 @@ def test_run_on_cluster_waits_for_approval_with_the_injected_parameters_then_sub
         panel = page.get_by_test_id("betty-panel")
         expect(panel.get_by_test_id("betty-connection")).to_have_attribute("data-status", "open")
 
-        # Unsaved changes: refused in one line, nothing sent.
+        # Unsaved changes: refused in one line, nothing sent. (Once the kernel is up: its language info comes into
+        # the notebook then, which would leave it unsaved again after the save below.)
+        expect(page.get_by_role("button", name=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))).to_be_visible()
         cells.nth(1).locator(".cm-content").click()
         page.keyboard.press("Control+End")
         page.keyboard.type("\n# not saved yet")
@@ -91,7 +93,7 @@ def test_run_on_cluster_waits_for_approval_with_the_injected_parameters_then_sub
         form = panel.get_by_test_id("betty-run-notebook-form")
         expect(form).to_contain_text(f"Run {NOTEBOOK} on the cluster")
         expect(form.get_by_test_id("betty-run-partition").locator("option")).not_to_have_count(0)
-        form.get_by_test_id("betty-run-env").fill("betty")
+        form.get_by_test_id("betty-run-env").select_option("betty")  # the profile's environments are a choice
         form.get_by_test_id("betty-run-time").fill("5")
         form.get_by_test_id("betty-run-params").fill(f"lr=0.25\n{HOSTILE}=1")
         form.get_by_test_id("betty-run-start").click()
@@ -136,3 +138,72 @@ def test_run_on_cluster_waits_for_approval_with_the_injected_parameters_then_sub
                                env={"PATH": "/usr/bin:/bin", "SLURM_CONF": dev_cluster["SLURM_CONF"]})
         assert shown.returncode == 0 and f"JobId={job} " in shown.stdout, shown.stderr
         screenshot(page, "3-submitted", prefix="run-notebook")
+
+
+def test_a_refused_run_is_asked_again_from_the_kept_form_and_its_result_comes_back_from_the_panel(
+        page: Page, lab: JupyterServer, dev_cluster: dict[str, str], project: dict[str, Any]) -> None:  # noqa: F811
+    with screenshot_on_failure(page, "failure-result", prefix="run-notebook"):
+        page.goto(f"{lab.url}lab/tree/{NOTEBOOK}?reset&token={lab.token}")
+        cells = page.locator(".jp-NotebookPanel .jp-Cell")
+        expect(cells.nth(1)).to_be_visible()
+        # the kernel's language info comes into the notebook once the kernel is up: save after that
+        expect(page.get_by_role("button", name=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))).to_be_visible()
+        cells.nth(1).locator(".cm-content").click()
+        page.keyboard.press("Control+s")  # the cluster runs the notebook as saved
+        expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-dirty")).to_have_count(0)
+        page.locator('.lm-TabBar-tab[data-id="betty-panel"]').click()
+        panel = page.get_by_test_id("betty-panel")
+        expect(panel.get_by_test_id("betty-connection")).to_have_attribute("data-status", "open")
+
+        # The profile's environment is offered, and chosen first; the node's python3 is the other choice.
+        panel.get_by_test_id("betty-run-notebook").click()
+        form = panel.get_by_test_id("betty-run-notebook-form")
+        expect(form.get_by_test_id("betty-run-partition").locator("option")).not_to_have_count(0)
+        env = form.get_by_test_id("betty-run-env")
+        expect(env).to_have_value("betty")
+        expect(env.locator("option")).to_have_text(["betty", "the node's python3"])
+        env.select_option("")
+        form.get_by_test_id("betty-run-time").fill("7")
+        form.get_by_test_id("betty-run-params").fill("lr=0.5\ntag='x y'")
+        form.get_by_test_id("betty-run-start").click()
+        expect(form).to_have_count(0)
+        refused = panel.get_by_test_id("betty-tool-row").last
+        expect(refused).to_contain_text("cannot import nbclient")
+        expect(refused).to_contain_text("another environment of")
+
+        # Asked again: the form holds what was typed.
+        panel.get_by_test_id("betty-run-notebook").click()
+        expect(form.get_by_test_id("betty-run-time")).to_have_value("7")
+        expect(form.get_by_test_id("betty-run-params")).to_have_value("lr=0.5\ntag='x y'")
+        expect(env).to_have_value("")
+        expect(form.get_by_test_id("betty-run-partition").locator("option")).not_to_have_count(0)
+        env.select_option("betty")
+        form.get_by_test_id("betty-run-start").click()
+        card = panel.locator('[data-testid="betty-approval-card"][data-tool="notebook_submit"][data-status="pending"]')
+        cell = card.get_by_test_id("betty-preview-lines")
+        expect(cell).to_contain_text("lr = 0.5")
+        assert "# Parameters (injected by Betty)\nlr = 0.5\ntag = 'x y'" in cell.inner_text(), cell.inner_text()
+        card.scroll_into_view_if_needed()
+        screenshot(page, "4-parameters-cell", prefix="run-notebook")
+        card.get_by_test_id("betty-approve").click()
+        row = panel.get_by_test_id("betty-tool-row").filter(has_text=re.compile(r"submitted job \d+")).last
+        expect(row).to_be_visible()
+        job = re.search(r"submitted job (\d+)", row.inner_text()).group(1)  # type: ignore[union-attr]
+
+        # Once the job has ended, Fetch result on its experiment brings the executed notebook back.
+        panel.get_by_test_id("betty-tab-experiments").click()
+        experiment = panel.get_by_test_id("betty-experiment-row").filter(has_text=f"job {job} ")
+        deadline = time.monotonic() + 5 * GUARD
+        while experiment.get_by_test_id("betty-fetch-result").count() == 0:
+            assert time.monotonic() < deadline, f"job {job} did not end: {experiment.all_inner_texts()}"
+            panel.get_by_test_id("betty-experiments-refresh").click()
+            page.wait_for_timeout(1000)  # the refresh's answer, then look again
+        slug = experiment.get_attribute("data-slug")
+        experiment.get_by_test_id("betty-fetch-result").click()  # a read the person asked for: no card (tier 1)
+        brought = panel.get_by_test_id("betty-tool-row").filter(has_text="executed notebook:").last
+        expect(brought).to_contain_text(f"job {job} ended")
+        written = re.search(r"executed notebook: (\S+\.ipynb)", brought.inner_text())
+        assert written, brought.inner_text()
+        executed = (project["root"] / written.group(1)).read_text()
+        assert "loss=2.0" in executed and "tag = 'x y'" in executed, (slug, executed[:2000])
+        screenshot(page, "5-result-back", prefix="run-notebook")

@@ -95,7 +95,7 @@ async def test_the_chat_socket_refuses_an_anonymous_upgrade(jp_serverapp, http_s
 
 async def test_a_valid_token_gets_through(jp_fetch):
     answer = json.loads((await jp_fetch("betty", "api", "clusters")).body)
-    assert answer == {"clusters": [{"name": "ood", "transport": "local", "host": "", "default": True}]}
+    assert answer == {"clusters": [{"name": "ood", "transport": "local", "host": "", "default": True, "environments": []}]}
 
 
 async def test_the_webhook_route_refuses_a_jupyter_token_without_the_secret(jp_fetch, jp_root_dir):

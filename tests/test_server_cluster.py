@@ -89,8 +89,8 @@ async def test_cancel_asks_in_the_desk_session_and_cancels_once_approved(jp_fetc
 
 async def test_clusters_and_a_cluster_check(jp_fetch):
     clusters = (await call(jp_fetch, "GET", "clusters"))["clusters"]
-    assert clusters == [{"name": "betty-dev", "transport": "ssh", "host": "betty-dev", "default": True},
-                        {"name": "stranger", "transport": "ssh", "host": "stranger", "default": False}]
+    assert clusters == [{"name": "betty-dev", "transport": "ssh", "host": "betty-dev", "default": True, "environments": []},
+                        {"name": "stranger", "transport": "ssh", "host": "stranger", "default": False, "environments": []}]
     check = await call(jp_fetch, "POST", "clusters", "betty-dev", "test")
     assert check["ok"] and check["message"].startswith("betty-dev: OK — partitions cpu, gpu;")
     assert "fingerprint" not in check

@@ -79,9 +79,11 @@ class Assistant:
 
     # ----- clusters and sessions ----------------------------------------------------------------
     def clusters(self) -> list[dict[str, Any]]:
-        """The configured clusters (name, how they are reached, which is the default)."""
+        """The configured clusters (name, how they are reached, which is the default, the environments a run may
+        use)."""
         default = self.config.active_cluster
-        return [{"name": p.name, "transport": p.transport, "host": p.host or "", "default": p.name == default}
+        return [{"name": p.name, "transport": p.transport, "host": p.host or "", "default": p.name == default,
+                 "environments": list(p.environments)}
                 for p in (self.config.profile(c["name"]) for c in self.config.clusters)]
 
     async def session(self, session_id: str | None = None, *, cluster: str | None = None,

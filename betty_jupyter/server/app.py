@@ -16,6 +16,7 @@ from .._version import __version__
 from ..agent.vocabulary import MODES, Mode
 from ..config import BettyConfig, load_config
 from ..experiments.workspace import Workspace
+from ..saved_records import keep_records
 from . import handlers
 from .services import BettyServices
 from .shutdown import end_worker_threads_at_exit, stop_on_interrupt_without_terminal
@@ -54,6 +55,9 @@ class BettyApp(ExtensionApp):
         services = BettyServices(workspace, betty_config, mode=self.mode, approval_timeout=self.approval_timeout,
                                  automation_lease=self.automation_lease_seconds, server_config=self.config)
         self.settings.update(betty_config=betty_config, betty_services=services)
+        # a saved notebook keeps Betty's widgets as their records: their views die with the kernel
+        contents: Any = self.serverapp.contents_manager
+        contents.register_pre_save_hook(keep_records)
         end_worker_threads_at_exit()
         self._default_interrupt = stop_on_interrupt_without_terminal(self.serverapp)
         self.log.info("Betty %s ready in %s; clusters: %s", __version__, workspace.root,

@@ -44,6 +44,8 @@ class Cluster(TypedDict):
     transport: str
     host: str
     default: bool
+    environments: list[str]
+    """The profile's named environments a notebook or cell run may use, in the profile's order."""
 
 
 class Clusters(TypedDict):

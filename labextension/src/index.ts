@@ -20,7 +20,7 @@ import { ISignal } from '@lumino/signaling';
 
 import { BettyAPI } from './api';
 import { IJobUpdateInfo } from './events';
-import { BettyModel, ISavedSession, panelSettings } from './model';
+import { BettyModel, ISavedSession, keptChats, panelSettings } from './model';
 import { applyChange, IChangeableTab } from './notebookChanges';
 import { NotebookContext } from './notebookContext';
 import { NotebookLeases } from './notebooks';
@@ -62,6 +62,8 @@ export const PANEL_PARAMETER = 'betty';
 
 const PLUGIN_ID = 'betty-jupyter:plugin';
 const SESSION_KEY = `${PLUGIN_ID}:session`;
+/** Where the kept chats are saved (the state database), to be reopened after a reload. */
+const CHATS_KEY = `${PLUGIN_ID}:chats`;
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
@@ -195,13 +197,18 @@ async function startModel(
     }
   }
   const saved = state ? ((await state.fetch(SESSION_KEY).catch(() => null)) as unknown) : null;
+  const chats = state ? ((await state.fetch(CHATS_KEY).catch(() => null)) as unknown) : null;
   model.sessionChanged.connect((_, session) => {
     if (session && state) {
       const kept: ISavedSession = { session_id: session.session_id, cluster: session.cluster };
       void state.save(SESSION_KEY, kept as unknown as ReadonlyPartialJSONObject);
     }
   });
-  await model.start(isSavedSession(saved) ? saved : null);
+  model.chatsChanged.connect((_, kept) => {
+    void state?.save(CHATS_KEY, { chats: kept } as unknown as ReadonlyPartialJSONObject);
+  });
+  const keptList = (chats as { chats?: unknown } | null)?.chats;
+  await model.start(isSavedSession(saved) ? saved : null, keptChats(keptList));
 }
 
 function isSavedSession(value: unknown): value is ISavedSession {

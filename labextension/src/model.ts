@@ -68,6 +68,35 @@ export interface ISavedSession {
   cluster: string;
 }
 
+/** A chat the panel keeps so it can be reopened: its session, cluster, first question and start. */
+export interface IChatEntry {
+  session_id: string;
+  cluster: string;
+  /** The person's first question ('' before one was asked). */
+  title: string;
+  /** When it started (milliseconds since the epoch). */
+  started: number;
+}
+
+/** How many chats the panel keeps (the oldest are forgotten first). */
+export const KEPT_CHATS = 50;
+
+/** The kept chats in `value` (a saved list), odd entries left out. */
+export function keptChats(value: unknown): IChatEntry[] {
+  if (!Array.isArray(value)) {
+    return [];
+  }
+  return value
+    .filter(
+      (entry: Partial<IChatEntry> | null): entry is IChatEntry =>
+        typeof entry?.session_id === 'string' &&
+        typeof entry.cluster === 'string' &&
+        typeof entry.title === 'string' &&
+        typeof entry.started === 'number'
+    )
+    .slice(0, KEPT_CHATS);
+}
+
 /** What the model is built from; `socket` is replaceable for tests. */
 export interface IBettyModelOptions {
   api: BettyAPI;
@@ -87,6 +116,8 @@ export class BettyModel {
   session: ISession | null = null;
   /** The chat transcript the session's events built. */
   transcript: ITranscript = emptyTranscript();
+  /** The chats kept to be reopened, newest first, of every cluster. */
+  chats: IChatEntry[] = [];
   /** The chat socket's state. */
   status: SocketStatus = 'closed';
   /** A problem the whole panel shows (no server extension, no cluster). */
@@ -117,6 +148,7 @@ export class BettyModel {
   private readonly _changed = new Signal<this, void>(this);
   private readonly _jobEnded = new Signal<this, IJobUpdateInfo>(this);
   private readonly _sessionChanged = new Signal<this, ISession | null>(this);
+  private readonly _chatsChanged = new Signal<this, IChatEntry[]>(this);
 
   constructor(options: IBettyModelOptions) {
     this._api = options.api;
@@ -143,13 +175,24 @@ export class BettyModel {
     return this._sessionChanged;
   }
 
+  /** Fires when the kept chats change (to keep them across reloads). */
+  get chatsChanged(): ISignal<this, IChatEntry[]> {
+    return this._chatsChanged;
+  }
+
   /** The REST API the model calls (the views load jobs and experiments through it). */
   get api(): BettyAPI {
     return this._api;
   }
 
-  /** Load the clusters and open the chat: `saved` is resumed when it can be. */
-  async start(saved: ISavedSession | null = null): Promise<void> {
+  /**
+   * Load the clusters and open the chat: `saved` is resumed when it can be; `chats` are the
+   * chats kept from an earlier visit, to be reopened.
+   */
+  async start(saved: ISavedSession | null = null, chats: IChatEntry[] = []): Promise<void> {
+    if (chats.length > 0 && this.chats.length === 0) {
+      this.chats = keptChats(chats);
+    }
     try {
       this.clusters = (await this._api.clusters()).clusters;
     } catch (error) {
@@ -169,9 +212,18 @@ export class BettyModel {
     await this._open(cluster, saved?.cluster === cluster ? saved.session_id : undefined);
   }
 
-  /** Start a new chat on `cluster`. */
+  /** Work on `cluster`: its latest chat is reopened, or a new one starts there. */
   switchCluster(cluster: string): Promise<void> {
-    return this._open(cluster);
+    const latest = this.chats.find(chat => chat.cluster === cluster);
+    return this._open(cluster, latest?.session_id);
+  }
+
+  /** Reopen the kept chat `sessionId` (on its own cluster), its transcript replayed. */
+  async openChat(sessionId: string): Promise<void> {
+    const chat = this.chats.find(each => each.session_id === sessionId);
+    if (chat !== undefined && chat.session_id !== this.session?.session_id) {
+      await this._open(chat.cluster, chat.session_id);
+    }
   }
 
   /** Start a new chat on the same cluster. */
@@ -207,6 +259,7 @@ export class BettyModel {
       throw new Error(this.error ?? 'Betty has no chat session yet.');
     }
     this.setTab('chat');
+    this._titled(session.session_id, prompt);
     const message = context === null ? { type: 'ask' as const, prompt } : { type: 'ask' as const, prompt, context };
     if (!this._socket?.send(message)) {
       await this._api.ask(session.session_id, prompt, context);
@@ -366,9 +419,31 @@ export class BettyModel {
     this.error = null;
     this.transcript = emptyTranscript(session.session_id);
     this._toastAfter = session.last_seq;
+    this._kept(session);
     this._connect(session.session_id);
     this._sessionChanged.emit(session);
     this._changed.emit();
+  }
+
+  /** `session` is among the kept chats (a new one first). */
+  private _kept(session: ISession): void {
+    if (this.chats.some(chat => chat.session_id === session.session_id)) {
+      return;
+    }
+    const entry = { session_id: session.session_id, cluster: session.cluster, title: '', started: Date.now() };
+    this.chats = [entry, ...this.chats].slice(0, KEPT_CHATS);
+    this._chatsChanged.emit(this.chats);
+  }
+
+  /** The kept chat `sessionId` is named by its first question. */
+  private _titled(sessionId: string, prompt: string): void {
+    const title = prompt.trim().split('\n')[0].slice(0, 120);
+    const chat = this.chats.find(each => each.session_id === sessionId);
+    if (chat === undefined || chat.title !== '' || title === '') {
+      return;
+    }
+    this.chats = this.chats.map(each => (each === chat ? { ...chat, title } : each));
+    this._chatsChanged.emit(this.chats);
   }
 
   private _connect(sessionId: string): void {

@@ -19,6 +19,11 @@ export interface IRunTexts {
 /** The form's first texts: one hour, no GPU, no parameters. */
 export const EMPTY_RUN: IRunTexts = { partition: '', time: '60', gpus: '0', env: '', params: '' };
 
+/** The form's first texts on a cluster whose profile names `environments`: the first of them, if any. */
+export function firstRun(environments: readonly string[]): IRunTexts {
+  return { ...EMPTY_RUN, env: environments[0] ?? '' };
+}
+
 /** Python's keywords: not names a parameter can take. */
 const KEYWORDS = new Set(
   (

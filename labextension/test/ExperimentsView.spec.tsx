@@ -59,4 +59,29 @@ describe('ExperimentsView', () => {
     await click(byTestId(rows[1], 'betty-resubmit'));
     expect(onResubmit).toHaveBeenCalledWith('3');
   });
+
+  it('offers Fetch result on an ended notebook run only, and asks for it by its slug', async () => {
+    const run = {
+      ...experiment('2024-05-03-train', '2024-05-03T08:00:00', '4'),
+      script: '#!/bin/bash\n#SBATCH --chdir=/home/me/betty/runs/notebook-0a1b\npython3 notebook_runner.py'
+    };
+    const running = { ...run, slug: '2024-05-04-train', job_id: '5', state: 'RUNNING', finished: false };
+    const onFetchResult = jest.fn().mockRejectedValueOnce(new Error('no model <b>needed</b>'));
+    const { container } = render(
+      <ExperimentsView
+        visible={true}
+        loadExperiments={jest.fn().mockResolvedValue({ experiments: [...RECORDED, run, running] })}
+        onOpen={jest.fn()}
+        onFetchResult={onFetchResult}
+      />
+    );
+    await settle();
+    const buttons = allByTestId(container, 'betty-fetch-result');
+    expect(buttons).toHaveLength(1);
+    const row = buttons[0].closest('[data-testid="betty-experiment-row"]') as HTMLElement;
+    expect(row.dataset.slug).toBe('2024-05-03-train');
+    await click(buttons[0]);
+    expect(onFetchResult).toHaveBeenCalledWith('2024-05-03-train');
+    expect(byTestId(row, 'betty-fetch-result-error').textContent).toBe('no model <b>needed</b>');
+  });
 });

@@ -20,8 +20,20 @@ jest.mock('../src/request', () => ({
   requestAPI: jest.fn()
 }));
 
-const DEV: ICluster = { name: 'betty-dev', transport: 'ssh', host: 'betty-dev', default: true };
-const NOWHERE: ICluster = { name: 'nowhere', transport: 'ssh', host: 'nowhere', default: false };
+const DEV: ICluster = {
+  name: 'betty-dev',
+  transport: 'ssh',
+  host: 'betty-dev',
+  default: true,
+  environments: []
+};
+const NOWHERE: ICluster = {
+  name: 'nowhere',
+  transport: 'ssh',
+  host: 'nowhere',
+  default: false,
+  environments: []
+};
 const HOSTILE = 'no-such-host.invalid: Name or service not known <img src=x onerror="window.__pwned=1">\u202egpj';
 
 function healthy(cluster: string): IClusterHealth {

@@ -154,3 +154,15 @@ describe('what a card says first', () => {
     expect((byTestId(container, 'betty-preview-exact') as HTMLDetailsElement).open).toBe(true);
   });
 });
+
+describe('a detail over several lines', () => {
+  it("keeps its lines: a notebook run's injected parameters cell reads as code", () => {
+    const cell = "# Parameters (injected by Betty)\nlr = 0.25\ntag = '<img src=x onerror=\"window.__pwned=1\">'\n";
+    const container = preview({ parameters: cell, partition: 'debug' }, [fact('parameters', cell), fact('partition', 'debug')]);
+    const [lines] = allByTestId(container, 'betty-preview-lines');
+    expect(lines.tagName).toBe('PRE');
+    expect(lines.textContent).toBe(cell.replace(/\n$/, ''));
+    expect(lines.querySelector('img')).toBeNull();
+    expect(allByTestId(container, 'betty-preview-lines')).toHaveLength(1);
+  });
+});

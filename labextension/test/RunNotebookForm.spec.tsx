@@ -8,8 +8,16 @@ import { act } from 'react';
 
 import { EditingContext, IEditing } from '../src/editing';
 import { RunNotebookForm } from '../src/components/RunNotebookForm';
-import { isParameterName, runArguments, EMPTY_RUN } from '../src/runNotebook';
+import { isParameterName, IRunTexts, runArguments, EMPTY_RUN } from '../src/runNotebook';
 import { byTestId, click, render, type } from './render';
+
+/** Choose `value` in a select, as a person would. */
+function choose(element: HTMLSelectElement, value: string): void {
+  act(() => {
+    element.value = value;
+    element.dispatchEvent(new Event('change', { bubbles: true }));
+  });
+}
 
 const HOSTILE = '<img src=x onerror="window.__pwned=1">';
 const NOTEBOOK = 'analysis/train.ipynb';
@@ -24,7 +32,15 @@ function editing(partitions: string[]): IEditing {
 }
 
 async function form(
-  options: { unsaved?: boolean; start?: jest.Mock; notebook?: string; partitions?: string[] } = {}
+  options: {
+    unsaved?: boolean;
+    start?: jest.Mock;
+    notebook?: string;
+    partitions?: string[];
+    environments?: string[];
+    kept?: IRunTexts;
+    onTexts?: (texts: IRunTexts) => void;
+  } = {}
 ) {
   const start = options.start ?? jest.fn(() => Promise.resolve());
   const close = jest.fn();
@@ -33,6 +49,9 @@ async function form(
       <RunNotebookForm
         notebook={options.notebook ?? NOTEBOOK}
         cluster="dev"
+        environments={options.environments}
+        kept={options.kept}
+        onTexts={options.onTexts}
         unsaved={() => options.unsaved ?? false}
         onStart={start}
         onClose={close}
@@ -40,7 +59,7 @@ async function form(
     </EditingContext.Provider>
   );
   await act(async () => undefined); // the partitions arrive
-  expect(rendered.container.querySelectorAll('option')).toHaveLength(
+  expect(byTestId(rendered.container, 'betty-run-partition').querySelectorAll('option')).toHaveLength(
     (options.partitions ?? ['debug', 'gpu']).length
   );
   return { container: rendered.container, start, close };
@@ -143,5 +162,36 @@ describe('RunNotebookForm', () => {
     expect(byTestId(container, 'betty-run-error').textContent).toBe(`no environment ${HOSTILE}`);
     expect(container.querySelector('img')).toBeNull();
     expect(container.textContent).toContain(`Run ${HOSTILE}.ipynb on the cluster`);
+  });
+
+  it("offers the cluster profile's environments, the first chosen, and the node's python3", async () => {
+    const { container, start } = await form({ environments: ['betty', HOSTILE] });
+    const env = byTestId<HTMLSelectElement>(container, 'betty-run-env');
+    expect(env.tagName).toBe('SELECT');
+    expect(Array.from(env.options).map(option => option.value)).toEqual(['betty', HOSTILE, '']);
+    expect(env.value).toBe('betty');
+    expect(container.querySelector('img')).toBeNull();
+    await click(byTestId(container, 'betty-run-start'));
+    expect(start).toHaveBeenLastCalledWith(expect.objectContaining({ env: 'betty' }));
+    choose(env, '');
+    await click(byTestId(container, 'betty-run-start'));
+    expect(start.mock.calls[1][0]).not.toHaveProperty('env');
+  });
+
+  it('opens again with what was typed when it was closed (a refused run is asked again, not retyped)', async () => {
+    const onTexts = jest.fn();
+    const first = await form({ environments: ['betty', 'torch'], onTexts });
+    type(byTestId(first.container, 'betty-run-time'), '15');
+    type(byTestId(first.container, 'betty-run-params'), 'lr=3e-4\nepochs=2');
+    choose(byTestId<HTMLSelectElement>(first.container, 'betty-run-env'), 'torch');
+    await click(byTestId(first.container, 'betty-run-start'));
+    expect(first.close).toHaveBeenCalled();
+    const kept = onTexts.mock.calls[onTexts.mock.calls.length - 1][0] as IRunTexts;
+    const again = await form({ environments: ['betty', 'torch'], kept });
+    expect(byTestId<HTMLInputElement>(again.container, 'betty-run-time').value).toBe('15');
+    expect(byTestId<HTMLTextAreaElement>(again.container, 'betty-run-params').value).toBe(
+      'lr=3e-4\nepochs=2'
+    );
+    expect(byTestId<HTMLSelectElement>(again.container, 'betty-run-env').value).toBe('torch');
   });
 });

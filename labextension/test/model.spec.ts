@@ -7,7 +7,7 @@ import { ServerConnection } from '@jupyterlab/services';
 import { BettyAPI } from '../src/api';
 import { IJobUpdateInfo } from '../src/events';
 import { IApprovalItem, IMessageItem } from '../src/transcript';
-import { BettyModel } from '../src/model';
+import { BettyModel, keptChats } from '../src/model';
 import { ISession, ISessionRequest, SocketMessage } from '../src/models';
 import { IChatSocketOptions, SocketStatus } from '../src/socket';
 
@@ -349,6 +349,45 @@ describe('BettyModel', () => {
     // a late frame of the old session does not reach the new transcript
     sockets[0].frame('message', 1, { role: 'user', text: 'old', model: null }, 's-dev');
     expect(model.transcript.items).toHaveLength(0);
+  });
+
+  it('keeps each chat: switching the cluster away and back reopens the chat left there, its transcript replayed', async () => {
+    const { api, model, sockets } = await started();
+    const kept: unknown[] = [];
+    model.chatsChanged.connect((_, chats) => kept.push(chats));
+    await model.ask('what partitions are there?\nand more');
+    await model.switchCluster('big');
+    expect(model.session?.session_id).toBe('s-big');
+    await model.switchCluster('dev');
+    expect(api.openSession).toHaveBeenLastCalledWith({ cluster: 'dev', session_id: 's-dev' });
+    expect(model.session?.session_id).toBe('s-dev');
+    const socket = sockets[sockets.length - 1];
+    expect(socket.options.lastSeq()).toBe(0); // the socket asks for every event of the chat again
+    socket.frame('message', 1, { role: 'user', text: 'what partitions are there?', model: null }, 's-dev');
+    expect(model.transcript.items).toHaveLength(1);
+    expect(model.chats.map(chat => [chat.session_id, chat.cluster, chat.title])).toEqual([
+      ['s-big', 'big', ''],
+      ['s-dev', 'dev', 'what partitions are there?']
+    ]);
+    expect(kept[kept.length - 1]).toEqual(model.chats);
+  });
+
+  it('reopens an earlier chat of the list, and lists the chats kept from an earlier visit', async () => {
+    const api = fakeApi();
+    const model = new BettyModel({
+      api: api as unknown as BettyAPI,
+      socket: options => new FakeChat(options) as never
+    });
+    const earlier = [
+      { session_id: 's-old', cluster: 'dev', title: 'size this model', started: 1 },
+      { bad: true }
+    ];
+    await model.start(null, keptChats(earlier));
+    expect(model.chats.map(chat => chat.session_id)).toEqual(['s-dev', 's-old']);
+    await model.openChat('s-old');
+    expect(api.openSession).toHaveBeenLastCalledWith({ cluster: 'dev', session_id: 's-old' });
+    expect(model.session?.session_id).toBe('s-old');
+    expect(model.transcript.sessionId).toBe('s-old');
   });
 
   it('switches the mode through the API, and keeps the mode when that fails', async () => {

@@ -177,8 +177,10 @@ async def _check_environment(ctx: ToolContext, environment: CellEnvironment) -> 
     argv, problem = environment.imports_check(NEEDED)
     found = await ctx.slurm.transport.run(argv, timeout=120)
     if not found.ok:
+        known = ", ".join(sorted(ctx.profile.environments)) or "none is configured"
         raise UsageError(f"{problem}; a notebook runs with nbclient and ipykernel: install them there "
-                         "(pip install nbclient ipykernel) or pick another --env; nothing was submitted")
+                         f"(pip install nbclient ipykernel) or run it in another environment of "
+                         f"{ctx.profile.name} ({known}); nothing was submitted")
 
 
 def _token(injected: list[Injected]) -> str:

@@ -10,7 +10,7 @@ import ipywidgets as widgets
 from IPython.display import display, update_display
 
 from ...safe_text import html_text
-from .record import WIDGET_VIEW
+from ...saved_records import WIDGET_VIEW
 
 
 def waiting(label: str) -> Callable[[], Callable[[], None]]:

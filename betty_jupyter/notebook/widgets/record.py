@@ -6,7 +6,10 @@ that output carries text/html too (the widget view always wins). So every widget
 shows in its own output publishes, with its view, a static record — text/html and
 text/plain saying what it shows — and once it is settled (a card answered, a call done, a
 job ended, a chat finished) it replaces its output with the record alone, through a display
-update: the saved notebook keeps who decided what, and what came of it.
+update: the saved notebook keeps who decided what, and what came of it. A widget that never
+settles (a queue table, the GPU calculator) keeps its view in the open notebook, and the
+server saves the file with its record alone (:mod:`betty_jupyter.saved_records`), so a
+notebook reopened after a restart shows the table or the estimate, not an error.
 
 A widget shown inside another (a card in a chat) has no output of its own: it tells the
 widget around it (:meth:`Recorded.recorded_in`), whose record holds the inner one's.
@@ -24,9 +27,7 @@ import ipywidgets as widgets
 from IPython.display import display, update_display
 
 from ...safe_text import visible
-
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-"""The output type that names a widget: shown by the widget manager, or as an error once the kernel is gone."""
+from ...saved_records import WIDGET_VIEW
 
 _lock = threading.RLock()
 
@@ -79,7 +80,7 @@ class Recorded:
         if not self.settled:
             bundle = {k: v for k, v in cast(Any, super())._repr_mimebundle_(**kwargs).items() if k == WIDGET_VIEW}
         record_html = record.html
-        bundle.update({"text/html": f"<div class='betty-record'>{record_html}</div>",
+        bundle.update({"text/html": f"<div class='betty-record'>{record_html}</div>",  # saved_records.RECORD_START
                        "text/plain": visible(repr(self)) + (f"\n{record.text}" if record.text else "")})
         return bundle
 

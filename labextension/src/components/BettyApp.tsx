@@ -12,6 +12,7 @@ import { BettyModel, Tab } from '../model';
 import { othersThan } from '../waiting';
 import { AutomationsView } from './AutomationsView';
 import { useChanges } from './changes';
+import { ChatList } from './ChatList';
 import { ChatView } from './ChatView';
 import { ClusterView } from './ClusterView';
 import { ExperimentsView } from './ExperimentsView';
@@ -55,7 +56,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId),
       loadSweeps: () => model.api.sweeps(),
       loadSweep: (slug: string) => model.api.sweepComparison(slug),
-      sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args)
+      sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args),
+      fetchResult: (slug: string) => model.startInChat('notebook_collect', { experiment: slug })
     }),
     [model]
   );
@@ -116,6 +118,12 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         ))}
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'chat'}>
+        <ChatList
+          chats={model.chats}
+          cluster={model.cluster}
+          current={model.session?.session_id ?? null}
+          onOpen={sessionId => void model.openChat(sessionId)}
+        />
         <ChatView
           transcript={model.transcript}
           hasModel={model.session?.has_model ?? null}
@@ -129,6 +137,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onOpen={onOpen}
           runNotebook={{
             cluster: model.session?.cluster ?? null,
+            environments: model.clusters.find(c => c.name === model.session?.cluster)?.environments,
             unsaved: () => model.notebookContext?.unsaved() ?? false,
             start: args => model.startInChat('notebook_submit', args)
           }}
@@ -168,6 +177,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           loadExperiments={loaders.loadExperiments}
           onOpen={onOpen}
           onResubmit={loaders.resubmit}
+          onFetchResult={loaders.fetchResult}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'automations'}>

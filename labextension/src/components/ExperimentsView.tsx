@@ -1,6 +1,7 @@
 /**
  * The Experiments tab: every experiment recorded in the workspace, with its job's state
- * and one click to its notebook or wiki page.
+ * and one click to its notebook or wiki page. An ended notebook run's executed notebook is
+ * brought back with "Fetch result" (`notebook_collect`, asked in the chat like any call).
  */
 import * as React from 'react';
 
@@ -18,6 +19,8 @@ export interface IExperimentsViewProps {
   onOpen: (path: string) => void;
   /** Resubmit an experiment's job: its card opens in the chat's editor. */
   onResubmit?: (jobId: string) => Promise<void>;
+  /** Bring an ended notebook run's executed notebook back into the project (through the chat's approval). */
+  onFetchResult?: (slug: string) => Promise<void>;
 }
 
 /** The Experiments tab. */
@@ -25,7 +28,8 @@ export function ExperimentsView({
   visible,
   loadExperiments,
   onOpen,
-  onResubmit
+  onResubmit,
+  onFetchResult
 }: IExperimentsViewProps): JSX.Element {
   const [experiments, setExperiments] = React.useState<IExperiment[] | null>(null);
   const [error, setError] = React.useState<string | null>(null);
@@ -108,11 +112,54 @@ export function ExperimentsView({
                 page
               </OpenLink>
               {onResubmit && <ResubmitButton jobId={experiment.job_id} onResubmit={onResubmit} />}
+              {onFetchResult && experiment.finished && isNotebookRun(experiment) && (
+                <FetchResultButton slug={experiment.slug} onFetch={onFetchResult} />
+              )}
             </div>
           </li>
         ))}
       </ul>
     </div>
+  );
+}
+
+/** Whether `experiment` is a notebook run (`notebook_submit`): its job runs in a notebook run's directory. */
+export function isNotebookRun(experiment: IExperiment): boolean {
+  return /^#SBATCH --chdir=\S*\/runs\/notebook-/m.test(experiment.script);
+}
+
+/** "Fetch result": ask for the executed notebook in the chat; a refusal shows its one line. */
+function FetchResultButton(props: { slug: string; onFetch: (slug: string) => Promise<void> }): JSX.Element {
+  const [busy, setBusy] = React.useState(false);
+  const [problem, setProblem] = React.useState<string | null>(null);
+  const fetch = async () => {
+    setBusy(true);
+    setProblem(null);
+    try {
+      await props.onFetch(props.slug);
+    } catch (error) {
+      setProblem((error as Error).message ?? String(error));
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <>
+      <button
+        className="betty-Link"
+        data-testid="betty-fetch-result"
+        title="Copy the executed notebook from the cluster into the project (asked in the chat first)"
+        disabled={busy}
+        onClick={() => void fetch()}
+      >
+        Fetch result
+      </button>
+      {problem && (
+        <div className="betty-Tab-error" role="alert" data-testid="betty-fetch-result-error">
+          {visibleText(problem)}
+        </div>
+      )}
+    </>
   );
 }
 

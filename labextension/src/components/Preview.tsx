@@ -109,7 +109,18 @@ function PreviewFacts({ preview }: IPreviewProps): JSX.Element | null {
       {facts.map((fact, i) => (
         <React.Fragment key={i}>
           <dt>{visibleText(fact.label)}</dt>
-          <dd>{fact.table ? <FactTable rows={fact.table} /> : <LongText text={fact.text} />}</dd>
+          <dd>
+            {fact.table ? (
+              <FactTable rows={fact.table} />
+            ) : fact.text.includes('\n') ? (
+              // Code or a list over several lines (a notebook's injected parameters cell): kept as lines.
+              <pre className="betty-Preview-code betty-Preview-lines" data-testid="betty-preview-lines">
+                {visibleText(fact.text.replace(/\n$/, ''))}
+              </pre>
+            ) : (
+              <LongText text={fact.text} />
+            )}
+          </dd>
         </React.Fragment>
       ))}
     </dl>

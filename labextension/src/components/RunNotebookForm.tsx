@@ -2,13 +2,16 @@
  * "Run on cluster" for the open notebook: partition, time, GPUs, environment and parameters
  * (`name=value`, one a line). Starting it puts `notebook_submit`'s card in the chat, showing the
  * generated script and the exact cell of parameters; nothing is submitted until it is approved.
- * A notebook with unsaved changes is not sent: the cluster runs the file as saved.
+ * A notebook with unsaved changes is not sent: the cluster runs the file as saved. The environment
+ * is one of the cluster profile's (the first by default), or the node's own `python3`. What was
+ * typed is kept for each notebook while the panel is open: a run the tool refused is asked again
+ * with one change, not typed again.
  */
 import * as React from 'react';
 
 import { EditingContext } from '../editing';
 import { NotebookContext } from '../notebookContext';
-import { EMPTY_RUN, IRunTexts, runArguments } from '../runNotebook';
+import { firstRun, IRunTexts, runArguments } from '../runNotebook';
 import { visibleText } from '../safe';
 import { useBulletin } from './ContextChip';
 import { usePartitions } from './EditForm';
@@ -19,6 +22,12 @@ export interface IRunNotebookFormProps {
   notebook: string;
   /** The chat session's cluster (its partitions are offered). */
   cluster: string | null;
+  /** The cluster profile's named environments (none: only the node's `python3`). */
+  environments?: string[];
+  /** What was typed when the form was last closed (default: {@link firstRun}). */
+  kept?: IRunTexts;
+  /** Called with the texts whenever they change, to keep them. */
+  onTexts?: (texts: IRunTexts) => void;
   /** Whether the open notebook has changes not yet saved. */
   unsaved: () => boolean;
   /** Start `notebook_submit` with `args` in the chat; rejects with the reason. */
@@ -29,9 +38,14 @@ export interface IRunNotebookFormProps {
 /** The form; the texts stay as typed whatever goes wrong. */
 export function RunNotebookForm(props: IRunNotebookFormProps): JSX.Element {
   const partitions = usePartitions(React.useContext(EditingContext), props.cluster);
-  const [texts, setTexts] = React.useState<IRunTexts>(EMPTY_RUN);
+  const environments = props.environments ?? [];
+  const [texts, setTexts] = React.useState<IRunTexts>(props.kept ?? firstRun(environments));
   const [error, setError] = React.useState<string | null>(null);
   const [busy, setBusy] = React.useState(false);
+  const onTexts = props.onTexts;
+  React.useEffect(() => {
+    onTexts?.(texts);
+  }, [texts, onTexts]);
   const set =
     (name: keyof IRunTexts) =>
     (event: React.ChangeEvent<HTMLInputElement | HTMLTextAreaElement | HTMLSelectElement>) =>
@@ -105,13 +119,22 @@ export function RunNotebookForm(props: IRunNotebookFormProps): JSX.Element {
       </label>
       <label>
         Environment
-        <input
+        <select
           data-testid="betty-run-env"
-          placeholder="the profile's name for it (empty: python3)"
-          spellCheck={false}
+          title="Where the notebook runs: the cluster profile's environments (it needs nbclient and ipykernel)"
           value={texts.env}
           onChange={set('env')}
-        />
+        >
+          {environments.map(name => (
+            <option key={name} value={name}>
+              {visibleText(name)}
+            </option>
+          ))}
+          {texts.env !== '' && !environments.includes(texts.env) && (
+            <option value={texts.env}>{visibleText(texts.env)}</option>
+          )}
+          <option value="">the node&apos;s python3</option>
+        </select>
       </label>
       <label>
         Parameters (name=value, one a line)
@@ -150,6 +173,8 @@ export function RunNotebookForm(props: IRunNotebookFormProps): JSX.Element {
 /** How the chat starts a notebook run: the session's cluster, the open notebook's state, the start. */
 export interface IRunNotebookHooks {
   cluster: string | null;
+  /** The cluster profile's named environments. */
+  environments?: string[];
   unsaved: () => boolean;
   start: (args: Record<string, unknown>) => Promise<void>;
 }
@@ -164,12 +189,24 @@ export function RunOnCluster({
 }): JSX.Element | null {
   const notebook = useBulletin(context)?.notebook ?? null;
   const [open, setOpen] = React.useState<string | null>(null);
+  // What was typed for each notebook (and cluster), kept when the form closes.
+  const kept = React.useRef(new Map<string, IRunTexts>());
+  const where = `${hooks.cluster ?? ''}\n${open ?? ''}`;
+  const keep = React.useCallback(
+    (texts: IRunTexts) => {
+      kept.current.set(where, texts);
+    },
+    [where]
+  );
   if (open !== null) {
     return (
       <RunNotebookForm
-        key={open}
+        key={where}
         notebook={open}
         cluster={hooks.cluster}
+        environments={hooks.environments}
+        kept={kept.current.get(where)}
+        onTexts={keep}
         unsaved={hooks.unsaved}
         onStart={hooks.start}
         onClose={() => setOpen(null)}

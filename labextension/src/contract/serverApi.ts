@@ -379,6 +379,7 @@ export interface ICluster {
   transport: string;
   host: string;
   default: boolean;
+  environments: string[];
 }
 /**
  * Answer of ``POST clusters/{name}/test``; ``fingerprint`` only for an unknown host key.
