@@ -19,6 +19,7 @@
  *
  * No module of the panel sets `innerHTML` or renders HTML strings; a test keeps it so.
  */
+import { URLExt } from '@jupyterlab/coreutils';
 import * as React from 'react';
 
 import { highlightShellLine } from './highlight';
@@ -187,6 +188,36 @@ export function SafeLink(props: { url: string; children: React.ReactNode }): JSX
       rel="noopener noreferrer"
       referrerPolicy="no-referrer"
       title={href}
+    >
+      {children}
+    </a>
+  );
+}
+
+/** A path on this Jupyter server that one of its own pages may link to: plain path characters only. */
+const SERVER_PATH = /^[A-Za-z0-9_./-]+$/;
+
+/**
+ * A link to a page of this Jupyter server (`path` under `baseUrl`, as the server's own routes
+ * are named), opened in a new tab; a path with anything but plain path characters is shown as text.
+ */
+export function ServerLink(props: {
+  baseUrl: string;
+  path: string;
+  testId?: string;
+  children: React.ReactNode;
+}): JSX.Element {
+  const { baseUrl, path, testId, children } = props;
+  if (!SERVER_PATH.test(path) || path.includes('..') || path.startsWith('//')) {
+    return <span data-testid={testId}>{children}</span>;
+  }
+  return (
+    <a
+      href={URLExt.join(baseUrl, path)}
+      target="_blank"
+      rel="noopener noreferrer"
+      referrerPolicy="no-referrer"
+      data-testid={testId}
     >
       {children}
     </a>

@@ -95,6 +95,7 @@ test('a refused outcome gives its first line; an answer without lines gives the 
   });
   expect(whyLines({ ok: true, summary: 'one\ntwo', artifacts: [], data: null, text: null })).toEqual({
     kind: 'shown',
-    lines: ['one', 'two']
+    lines: ['one', 'two'],
+    move: null
   });
 });

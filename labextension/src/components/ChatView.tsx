@@ -2,14 +2,13 @@
  * The chat: the transcript (messages, tool rows, approval cards, notes) and the prompt box
  * with its Send and Stop buttons.
  */
-import { URLExt } from '@jupyterlab/coreutils';
 import * as React from 'react';
 
 import { IContextBulletin, IModelSetup } from '../contract/serverApi';
 import { PersonDecision } from '../events';
 import { formatMilliseconds, summaryParts } from '../format';
 import { revealCard } from '../reveal';
-import { Markdown, visibleText } from '../safe';
+import { Markdown, ServerLink, visibleText } from '../safe';
 import { IMessageItem, INoteItem, IToolItem, ITranscript, TranscriptItem } from '../transcript';
 import { NotebookContext } from '../notebookContext';
 import { ApprovalCard } from './ApprovalCard';
@@ -159,14 +158,9 @@ function NoModel({ setup, baseUrl }: { setup: IModelSetup | null; baseUrl: strin
             {setup.restart && 'then restart JupyterLab: it reads the setting when it starts. '}
             To try Betty without a key, set <code>&quot;model&quot;: &quot;betty-demo&quot;</code>
             {' '}(its offline demo model) instead.{' '}
-            <a
-              href={URLExt.join(baseUrl, setup.docs_url)}
-              target="_blank"
-              rel="noopener noreferrer"
-              data-testid="betty-no-model-docs"
-            >
+            <ServerLink baseUrl={baseUrl} path={setup.docs_url} testId="betty-no-model-docs">
               {visibleText(setup.docs)}
-            </a>{' '}
+            </ServerLink>{' '}
             says which servers work and how.
           </p>
         </>
