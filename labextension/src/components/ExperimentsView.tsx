@@ -9,7 +9,7 @@ import { experimentNotebook, experimentPage, IExperiment, IExperiments } from '.
 import { formatStamp, resourceWords } from '../format';
 import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
-import { ResubmitButton } from './FinishedJobs';
+import { ActionButton, ResubmitButton } from './FinishedJobs';
 
 /** Props of {@link ExperimentsView}. */
 export interface IExperimentsViewProps {
@@ -130,36 +130,13 @@ export function isNotebookRun(experiment: IExperiment): boolean {
 
 /** "Fetch result": ask for the executed notebook in the chat; a refusal shows its one line. */
 function FetchResultButton(props: { slug: string; onFetch: (slug: string) => Promise<void> }): JSX.Element {
-  const [busy, setBusy] = React.useState(false);
-  const [problem, setProblem] = React.useState<string | null>(null);
-  const fetch = async () => {
-    setBusy(true);
-    setProblem(null);
-    try {
-      await props.onFetch(props.slug);
-    } catch (error) {
-      setProblem((error as Error).message ?? String(error));
-    } finally {
-      setBusy(false);
-    }
-  };
   return (
-    <>
-      <button
-        className="betty-Link"
-        data-testid="betty-fetch-result"
-        title="Copy the executed notebook from the cluster into the project (asked in the chat first)"
-        disabled={busy}
-        onClick={() => void fetch()}
-      >
-        Fetch result
-      </button>
-      {problem && (
-        <div className="betty-Tab-error" role="alert" data-testid="betty-fetch-result-error">
-          {visibleText(problem)}
-        </div>
-      )}
-    </>
+    <ActionButton
+      label="Fetch result"
+      title="Copy the executed notebook from the cluster into the project (asked in the chat first)"
+      testId="betty-fetch-result"
+      run={() => props.onFetch(props.slug)}
+    />
   );
 }
 

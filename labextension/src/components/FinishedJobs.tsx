@@ -172,18 +172,21 @@ function FinishedRow(props: IFinishedRowProps): JSX.Element {
   );
 }
 
-/** Resubmit… a recorded job: its card opens in the chat's editor; a refusal shows its one line. */
-export function ResubmitButton(props: {
-  jobId: string;
-  onResubmit: (jobId: string) => Promise<void>;
+/** A link-styled button that starts something slow (`run`), says so while it runs, and shows its refusal's
+ * one line under it. */
+export function ActionButton(props: {
+  label: string;
+  title: string;
+  testId: string;
+  run: () => Promise<void>;
 }): JSX.Element {
   const [busy, setBusy] = React.useState(false);
   const [problem, setProblem] = React.useState<string | null>(null);
-  const resubmit = async () => {
+  const start = async () => {
     setBusy(true);
     setProblem(null);
     try {
-      await props.onResubmit(props.jobId);
+      await props.run();
     } catch (error) {
       setProblem((error as Error).message ?? String(error));
     } finally {
@@ -194,23 +197,38 @@ export function ResubmitButton(props: {
     <>
       <button
         className="betty-Link"
-        data-testid="betty-resubmit"
-        title="Open this job's script in an approval card in the chat, to edit and approve"
+        data-testid={props.testId}
+        title={props.title}
         disabled={busy}
-        onClick={() => void resubmit()}
+        onClick={() => void start()}
       >
-        Resubmit…
+        {props.label}
       </button>
       {problem && (
         <div
           className="betty-Tab-error"
           role="alert"
-          data-testid="betty-resubmit-error"
+          data-testid={`${props.testId}-error`}
           title={visibleText(problem)}
         >
           {visibleText(problem)}
         </div>
       )}
     </>
+  );
+}
+
+/** "Resubmit…": open this job's script in an approval card in the chat. */
+export function ResubmitButton(props: {
+  jobId: string;
+  onResubmit: (jobId: string) => Promise<void>;
+}): JSX.Element {
+  return (
+    <ActionButton
+      label="Resubmit…"
+      title="Open this job's script in an approval card in the chat, to edit and approve"
+      testId="betty-resubmit"
+      run={() => props.onResubmit(props.jobId)}
+    />
   );
 }
