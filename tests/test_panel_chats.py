@@ -5,6 +5,7 @@ chat is reopened from the chat list after "New chat", and the list survives a re
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from jupyter_server_proc import JupyterServer
 from llm_server import ScriptedLLM, say
 from notebook_support import llm, new_project  # noqa: F401 (llm is a fixture)
-from panel_support import lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
+from panel_support import WAIT_MS, lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
 from playwright.sync_api import Locator, Page, expect
 
 pytestmark = pytest.mark.cluster
@@ -60,6 +61,7 @@ def test_a_chat_is_kept_per_cluster_and_reopened_with_its_transcript(
         # A reload of the page: the list is still there, and the chat comes back from it.
         panel.get_by_test_id("betty-new-chat").click()
         connected(panel)
+        kept_by_jupyterlab(page, lab, chats=4, cluster=project_default(project))
         page.goto(f"{lab.url}lab?betty=open&token={lab.token}")  # no ?reset: JupyterLab keeps its state
         expect(panel).to_be_visible()
         connected(panel)
@@ -72,6 +74,23 @@ def test_a_chat_is_kept_per_cluster_and_reopened_with_its_transcript(
 def project_default(project: dict[str, Any]) -> str:
     """The project's default cluster: the dev cluster's profile."""
     return str(json.loads(Path(project["env"]["BETTY_CONFIG"]).read_text())["BettyConfig"]["clusters"][0]["name"])
+
+
+def kept_by_jupyterlab(page: Page, lab: JupyterServer, chats: int, cluster: str) -> None:
+    """Wait until JupyterLab's workspace on the server holds the panel's ``chats`` chats and, as the open one,
+    the newest of them on ``cluster`` (JupyterLab saves its state a moment after it changes; a reload before
+    that would restore an older one)."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while True:
+        answer = page.request.get(f"{lab.url}lab/api/workspaces/default?token={lab.token}")
+        data = answer.json().get("data", {}) if answer.ok else {}
+        kept = (data.get("betty-jupyter:plugin:chats") or {}).get("chats") or []
+        session = data.get("betty-jupyter:plugin:session") or {}
+        if len(kept) == chats and session.get("cluster") == cluster \
+                and session.get("session_id") == kept[0].get("session_id"):
+            return
+        assert time.monotonic() < deadline, f"JupyterLab did not keep the panel's chats: {kept}, {session}"
+        page.wait_for_timeout(200)
 
 
 def connected(panel: Locator) -> None:
