@@ -180,6 +180,7 @@ def test_a_refused_run_is_asked_again_from_the_kept_form_and_its_result_comes_ba
         env.select_option("betty")
         form.get_by_test_id("betty-run-start").click()
         card = panel.locator('[data-testid="betty-approval-card"][data-tool="notebook_submit"][data-status="pending"]')
+        card.get_by_test_id("betty-preview-exact").locator("summary").click()  # the details, one click away
         cell = card.get_by_test_id("betty-preview-lines")
         expect(cell).to_contain_text("lr = 0.5")
         assert "# Parameters (injected by Betty)\nlr = 0.5\ntag = 'x y'" in cell.inner_text(), cell.inner_text()
