@@ -249,7 +249,7 @@ def test_the_agents_cluster_why_tells_the_model_the_lines_and_refuses_in_one_lin
     theirs = busy.submit("--hold", "--wrap", "true", other=True)
     refused = run_sync(tool.execute(ctx, {"job_id": theirs}))
     assert not refused.ok and refused.summary == (
-        f"cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
+        f"job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
     with pytest.raises(ToolError, match="job_id"):
         tool.parse({"job_id": "1; scancel -u someone"})
 

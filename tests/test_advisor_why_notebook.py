@@ -29,7 +29,7 @@ def test_why_shows_the_explanation_as_escaped_html(kernel: Kernel, busy) -> None
 def test_why_of_someone_elses_job_or_a_bad_id_is_one_line(kernel: Kernel, busy) -> None:
     theirs = busy.submit("--hold", "--wrap", "true", other=True)
     assert one_error_line(kernel.run(f"%betty why {theirs}")) == (
-        f"betty: cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
+        f"betty: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
     assert "is not a Slurm job id" in one_error_line(kernel.run("%betty why 12;ls"))
     helped = kernel.run("%betty why --help")
     assert helped.status == "ok" and helped.stdout.startswith("usage: %betty why")

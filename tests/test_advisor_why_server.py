@@ -24,7 +24,7 @@ async def test_why_route_explains_a_pending_job_and_refuses_in_one_line(jp_fetch
     theirs = busy.submit("--hold", "--wrap", "true", other=True)
     refused = await call(jp_fetch, "GET", "clusters", "betty-dev", "jobs", theirs, "why")
     assert not refused["ok"] and refused["summary"] == (
-        f"cluster_why: job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
+        f"job {theirs} is not one of your jobs in the queue; Betty explains only your own jobs")
     status, error = await refusal(jp_fetch, "GET", "clusters", "betty-dev", "jobs", "12;ls", "why")
     assert status == 400 and "is not a Slurm job id" in error
     status, error = await refusal(jp_fetch, "GET", "clusters", "nowhere", "jobs", mine, "why")
