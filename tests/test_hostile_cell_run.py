@@ -190,7 +190,7 @@ def test_a_runs_directory_the_member_made_is_refused_before_anything_is_sent(ker
         kernel.click(kernel.find(cell.widgets[0], "betty-approve")[0])
         refused = kernel.run("_run.result(timeout=180)")
         token = kernel.run("_run.run.token").text.strip("'")
-        assert refused.errors == [f"UsageError: the cell run was not submitted: cell_run: could not make the run's "
+        assert refused.errors == [f"UsageError: the cell run was not submitted: could not make the run's "
                                   f"directory {work}/runs/cell-{token}: {work}/runs belongs to another user; give the "
                                   "profile a work_dir of your own"], refused.errors
         assert list((work / "runs").iterdir()) == [], "nothing was sent into the member's directory"

@@ -151,7 +151,7 @@ def test_a_command_outside_the_allowlist_is_an_error_naming_the_refusal(server: 
             return await client.call_tool("cluster_run", {"command": command})
 
     result = anyio.run(main)
-    assert result.is_error and "cluster_run: refused: " in text(result), text(result)
+    assert result.is_error and "error: refused: " in text(result), text(result)
     assert "Traceback" not in text(result) and len(text(result).splitlines()) == 1
 
 
