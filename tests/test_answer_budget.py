@@ -68,7 +68,7 @@ async def main():
         tools=("cluster_queue",)))
     outcome = await session.run_tool("cluster_queue", {}, "tester")
     table = rows_table(outcome.table.rows, QUEUE_COLUMNS)
-    print(outcome.summary, "pandas" in sys.modules, len(table.splitlines()), sep="\\n")
+    print(outcome.summary.splitlines()[0], "pandas" in sys.modules, len(table.splitlines()), sep="\\n")
 
 asyncio.run(main())
 """

@@ -49,8 +49,9 @@ def _condensed(outcome: ToolOutcome, user: str | None) -> str:
         return f"error: {outcome.summary}"
     rows = _table_rows(outcome)
     if rows is not None:
-        room = MAX_CHARS - len(outcome.summary) - 1
-        return _clip(f"{outcome.summary}\n{condense_rows(rows, user, outcome.paging, room)}")
+        counts = outcome.summary.partition("\n")[0]  # the rest of a table's summary is its first rows, paged below
+        room = MAX_CHARS - len(counts) - 1
+        return _clip(f"{counts}\n{condense_rows(rows, user, outcome.paging, room)}")
     rest = outcome.full.removeprefix(f"{outcome.summary}\n")  # a full text that starts with the summary: not twice
     if rest and rest != outcome.summary:
         return _clip(f"{outcome.summary}\n{condense_log(rest)}")

@@ -11,7 +11,8 @@ from pydantic import BaseModel, Field, field_validator
 from ...cluster.commands import run_allowed
 from ...cluster.jobs import JobState
 from ...cluster.parsing import jobs_by
-from ...cluster.tables import PARTITION_COLUMNS, readable
+from ...cluster.tables import PARTITION_COLUMNS, QUEUE_COLUMNS, readable
+from ...cluster.text_tables import rows_table
 from ...errors import BettyError, PolicyError
 from ...safe_text import terminal_line
 from ..budget import Paging, job_order
@@ -36,6 +37,16 @@ def table(frame: "pd.DataFrame", columns: list[str], rows: int | None = TABLE_RO
     text = shown.to_string(index=False)
     left = len(frame) - len(shown)
     return text + (f"\n[… {left} more row(s); the action log has them all]" if left > 0 else "")
+
+
+def first_rows(rows: list[dict[str, Any]], shown: int = TABLE_ROWS) -> str:
+    """The first ``shown`` of a table's plain rows as aligned text (what a person's chat shows under the call),
+    and how many more there are."""
+    if not rows:
+        return "(none)"
+    text = rows_table(rows[:shown], QUEUE_COLUMNS)
+    left = len(rows) - shown
+    return text + (f"\n[… {left} more row(s)]" if left > 0 else "")
 
 
 def counts_by_state(frame: "pd.DataFrame") -> str:
@@ -184,7 +195,8 @@ class ClusterQueue(Tool[QueueArgs]):
         """The queue as a DataFrame in ``data`` and its counts; each face renders what it shows of it (the model a
         page of :mod:`..budget`, from ``offset``)."""
         read = await ctx.slurm.queue_table(user=args.user, states=args.states, partition=args.partition)
-        return ToolOutcome.of_table(read, summary=state_counts(read.jobs_by_state()),
+        counts = state_counts(read.jobs_by_state())
+        return ToolOutcome.of_table(read, summary=f"{counts}\n{first_rows(read.rows)}",
                                     paging=Paging(args.offset, "states, partition or user"))
 
 
