@@ -124,8 +124,11 @@ def look_at_every_surface(lab: JupyterServer, theme: str, page: Page, name: str,
     assert_in_viewport(page, panel.get_by_test_id("betty-send"))
     assert_buttons_whole(panel)
     assert_nothing_hidden_sideways(panel)
+    card.get_by_test_id("betty-preview-exact").locator("summary").click()  # the exact script, one click away
     script = card.locator(".betty-Preview-script")
     expect(script).to_be_visible()
+    assert_buttons_whole(panel)
+    assert_nothing_hidden_sideways(panel)
     if theme == "dark":
         assert_dark_and_readable(script, "the card's script preview")
         background = colours_of(script)["background"]
@@ -184,14 +187,15 @@ def read_the_timeline(lab: JupyterServer, page: Page, panel: Locator, session: s
       return words;
     }""")
     assert all(count <= 1 for count in lines), f"the tool's name breaks inside a word: {lines}"
-    choice.select_option("")
-    count = len(lab.request("GET", "timeline")["calls"])
-    expect(view.get_by_test_id("betty-timeline-call")).to_have_count(count)
+    choice.select_option("")  # every session's calls again, the other tests' included
     at = view.get_by_test_id("betty-timeline-at")
     scrubber = view.get_by_test_id("betty-timeline-scrubber")
     scrubber.focus()
     scrubber.press("Home")
-    expect(at).to_contain_text(f": 1 of {count} call")
+    expect(at).to_contain_text(": 1 of ")
+    # As many as the view loaded: calls logged since then come with its next refresh.
+    count = int(re.search(r": 1 of (\d+) call", at.inner_text()).group(1))  # type: ignore[union-attr]
+    assert 1 <= count <= len(lab.request("GET", "timeline")["calls"])
     if count > 1:
         scrubber.press("ArrowRight")
         expect(at).to_contain_text(f": 2 of {count} calls")
