@@ -179,10 +179,10 @@ def test_over_stdio_a_submission_waits_for_a_person_and_its_answer_says_each_thi
     scancel(dev_cluster, anyio.run(main))
 
 
+@pytest.mark.parametrize("release", [JUPYTER_AI], indirect=True)  # the installed one is the other tests' client
 def test_a_client_made_with_the_release_s_own_library_works_over_both_transports(
         server: JupyterServer, release: dict[str, str], credential: tuple[str, str]) -> None:
-    if "PYTHONPATH" not in release or "mcp==" not in release["PYTHONPATH"]:
-        pytest.skip("this release's client library is the test's own (the other tests use it)")
+    assert "mcp==" in release.get("PYTHONPATH", ""), "the release's overlay is first on the path"
     calls = json.dumps([["cluster_partitions", {}], ["cluster_submitt", {}]])
     env = {**release, "BETTY_MCP_TOKEN": credential[1]}
     for how in (["--url", f"{server.url}betty/mcp?mode=auto"], ["--stdio", "--", "--mode", "auto"]):
