@@ -435,14 +435,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(status, json.dumps(body).encode(), "application/json", headers)
 
     def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+        chat_wire.send_body(self, status, data, content_type, headers)
 
 
 def _call_object(call: ToolCall, arguments_key: str = "arguments") -> str:

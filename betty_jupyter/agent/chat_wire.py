@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import time
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Iterator, Sequence
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -83,3 +84,16 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     """The ``usage`` object."""
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens}
+
+
+def send_body(handler: BaseHTTPRequestHandler, status: int, data: bytes, content_type: str,
+              headers: dict[str, str] | None = None) -> None:
+    """Answer ``handler``'s request with ``data`` whole: status, type, length, ``headers``, then the body."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(data)))
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.end_headers()
+    handler.wfile.write(data)
+    handler.wfile.flush()

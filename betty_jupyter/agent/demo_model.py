@@ -319,12 +319,4 @@ class _Handler(BaseHTTPRequestHandler):
         return False
 
     def _json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
-        self.wfile.flush()
+        chat_wire.send_body(self, status, json.dumps(body).encode(), "application/json", headers)
