@@ -161,8 +161,52 @@ def test_submit_preview_shows_everything_and_changes_nothing(ctx, calls, ssh_pro
     assert shown.details["gpu_memory"] == "GPU memory estimate: 21.3 GiB per GPU (Llama-3.1-8B)"
     assert shown.details["page"] == f"wiki/experiments/{slug}.md"
     assert files_under(ctx.workspace.root, work) == before and not ctx.workspace.ledger_path.exists()
-    assert [argv[0] for argv in calls] == ["sinfo"]
+    assert shown.details["checked on the cluster"][0] == f"found {ctx.workspace.root} (working directory, line 3)"
+    assert re.fullmatch(rf"\d+\.\d [KMGT]iB free on the file system of {ctx.workspace.root}",
+                        shown.details["checked on the cluster"][-1])
+    assert [argv[0] for argv in calls] == ["sinfo", "printenv", "stat", "df"]  # reads only
     assert jobs_named(ctx, name) == []
+
+
+def test_what_a_job_cannot_start_without_is_checked_before_the_card(ctx, calls, tmp_path) -> None:
+    """A missing log directory, environment or script refuses in one line naming each, before any upload; an
+    argument path that is missing is only reported, since the job may write it; a name full of shell stays a name."""
+    home = run_sync(ctx.slurm.home())
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "activate").write_text("true\n")
+    (tmp_path / "train.py").write_text("print('step=1 loss=1')\n")
+    body = (f"source {tmp_path}/env/activate\n"
+            f"python {tmp_path}/train.py --data {tmp_path}/not-yet --cfg ~/betty-no-such.yaml > out.txt\n")
+    fine = script(ctx, "preflight", body, f"#SBATCH --output={tmp_path}/%j.out\n")
+    shown = dry_run(ClusterSubmit(), ctx, {"script": fine, "goal": "check"})
+    assert shown.details["checked on the cluster"][:5] == [
+        f"found {ctx.workspace.root} (working directory, line 3)",
+        f"found {tmp_path} (log directory, line 4)",
+        f"found {tmp_path}/env/activate (environment, line 5)",
+        f"found {tmp_path}/train.py (script, line 6)",
+        f"not found yet: {tmp_path}/not-yet (input, line 6; fine if the job writes it)",
+    ]
+    assert f"not found yet: {home}/betty-no-such.yaml (input, line 6; fine if the job writes it)" in \
+        shown.details["checked on the cluster"]
+
+    missing = script(ctx, "preflight", f"source {tmp_path}/nope/activate\npython {tmp_path}/gone.py\n",
+                     f"#SBATCH --output={tmp_path}/no-logs/%j.out\n")
+    words = (f"can't submit: line 4: log directory {tmp_path}/no-logs is not on the cluster (or cannot be reached); "
+             f"line 5: environment {tmp_path}/nope/activate is not on the cluster (or cannot be reached); "
+             f"line 6: script {tmp_path}/gone.py is not on the cluster (or cannot be reached)")
+    with pytest.raises(ToolError) as refused:
+        dry_run(ClusterSubmit(), ctx, {"script": missing, "goal": "check"})
+    assert str(refused.value) == words
+    in_a_cell = execute(ClusterSubmit(), ctx, {"script": missing, "goal": "check", "first_line": 2})
+    assert not in_a_cell.ok and in_a_cell.summary.startswith(f"can't submit: line 5: log directory {tmp_path}/")
+    assert not any(argv[0] in ("sbatch", "<put>") for argv in calls)
+
+    hostile = tmp_path / "odd\tname'; touch pwned; #\""
+    hostile.mkdir()
+    quoted = shlex.quote(str(hostile))
+    shown = dry_run(ClusterSubmit(), ctx, {"script": script(ctx, "preflight", f"cd {quoted}\nls\n"), "goal": "x"})
+    assert f"found {hostile} (working directory, line 4)" in shown.details["checked on the cluster"]
+    assert not (tmp_path / "pwned").exists() and not Path("pwned").exists()
 
 
 LARGEST = r"\(largest: \d+\.\d GiB = \d+M\)"

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from ..errors import PolicyError, SlurmError, SubmissionUnknownError, TransportError, UsageError
-from . import jobfiles, parsing
+from . import jobfiles, parsing, preflight
 from .arrays import array_job, by_array, is_task_of
 from .delimited import run_read
 from .queue_table import QueueTable
@@ -23,6 +23,7 @@ from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .allowlist import AllowedCommand, CommandPolicy
 from .file_reads import run_checked
+from .preflight import Preflight
 from .sbatch import SbatchScript
 from ..transport.interface import CommandResult, Transport
 
@@ -93,6 +94,7 @@ class SlurmClient:
         self.readable_roots = tuple(readable_roots)
         self._json_show: bool | None = None  # whether this cluster's scontrol has --json
         self._uid: int | None = None
+        self._home: str | None = None
         self.job_env = tuple(job_env)
         """Variables jobs get beyond :data:`~betty_jupyter.cluster.job_env.JOB_NAMES` (the profile's ``job_env``)."""
         self.lookup_attempts = 6
@@ -364,6 +366,35 @@ class SlurmClient:
                               "cluster has no readable roots; add its directory to the profile's readable_roots")
         raise PolicyError(f"refused: job {files.job_id} runs in {files.work_dir!r}, which Betty will not read "
                           "as a whole; add the log's directory to the profile's readable_roots")
+
+    async def home(self) -> str:
+        """The connected user's home directory on the cluster (``printenv HOME``, asked once)."""
+        if self._home is None:
+            home = (await self._run(["printenv", "HOME"])).stdout.strip()
+            if not home.startswith("/") or "\n" in home:
+                raise SlurmError("the cluster gave no usable home directory (printenv HOME)")
+            self._home = home
+        return self._home
+
+    async def preflight(self, script: SbatchScript) -> Preflight:
+        """What ``script`` names that must exist, checked on the cluster with one ``stat`` (and ``df`` for the
+        free space where it writes); :attr:`Preflight.unchecked` says why when the cluster could not be asked."""
+        try:
+            named = preflight.named_paths(script, await self.home())
+        except SlurmError as error:
+            return Preflight((), unchecked=str(error))
+        if not named:
+            return Preflight(())
+        result = await self._run(preflight.stat_argv([item.path for item in named]), check=False)
+        if result.exit_code not in (0, 1):
+            return Preflight((), unchecked=f"stat could not check the paths: {_first_error(result)}")
+        checked = preflight.read_stat(result.stdout, named)
+        target = preflight.writes_to(item.named for item in checked if item.kind == "directory")
+        if target is None:
+            return Preflight(checked)
+        space = await self._run(preflight.free_space_argv(target), check=False)
+        free = preflight.read_free_space(space.stdout) if space.ok else None
+        return Preflight(checked, free_bytes=free, free_at=target if free is not None else None)
 
     # ----- changing ------------------------------------------------------------------------
     def job_environment(self, script: str | SbatchScript) -> "JobEnvironment":

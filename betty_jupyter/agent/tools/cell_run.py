@@ -49,7 +49,8 @@ class CellRun(Tool[CellRunArgs]):
         """The script exactly as uploaded, the cell's code, what crosses the wire, where it runs; nothing is sent."""
         run, job = await _planned(ctx, args)
         script = job.script()
-        submitted = await ClusterSubmit().preview(ctx, _as_submission(args, script.text))
+        submitted = await ClusterSubmit().script_preview(ctx, _as_submission(args, script.text),
+                                                         checks_paths=False)
         details: dict[str, Any] = {
             "cell": run.code, "crosses the wire": "\n".join(run.wire_lines()),
             "runs in": job.environment.describe(), "run directory": job.run_dir,

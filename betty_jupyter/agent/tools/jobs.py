@@ -105,7 +105,13 @@ class ClusterSubmit(Tool[SubmitArgs]):
     only_adds = True
 
     async def preview(self, ctx: ToolContext, args: SubmitArgs) -> Preview:
-        """The script exactly as uploaded, what it asks for, where it goes, its environment and the sbatch command."""
+        """The script exactly as uploaded, what it asks for, where it goes, its environment, the sbatch command and
+        what it names, checked on the cluster."""
+        return await self.script_preview(ctx, args)
+
+    async def script_preview(self, ctx: ToolContext, args: SubmitArgs, checks_paths: bool = True) -> Preview:
+        """:meth:`preview`; ``checks_paths=False`` for a script Betty writes around folders it makes at upload (a
+        cell's or notebook's run), whose own tool checks what it needs."""
         if args.record:
             check_recordable(args.script, args.goal, args.name)
         elif args.replaces is not None:
@@ -116,6 +122,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
             environment = ctx.slurm.job_environment(script)
         except ScriptError as error:
             raise ToolError(cant_submit(error, args.first_line)) from error
+        checked = await preflight(ctx, script, args.first_line) if checks_paths else None
         name = args.name or script.get("job-name") or "job"
         slug = planned_slug(ctx.workspace, name) if args.record else None
         remote = f"{ctx.slurm.work_dir}/scripts/{slug or '<fresh token>'}.sbatch"
@@ -125,6 +132,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
             "cluster": ctx.profile.name, "resources": resources, "script_path": remote, "command": command,
             "environment": environment.describe(), "goal": args.goal,
             "partitions": sorted({str(name) for name in partitions["partition"]}),
+            "checked on the cluster": checked,
         }
         if slug is None:
             details["recorded"] = False
@@ -143,6 +151,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
     async def run(self, ctx: ToolContext, args: SubmitArgs) -> ToolOutcome:
         """Check the script again, submit it once, write the page, notebook and log line."""
         script = checked_submission(args, await ctx.slurm.partitions())
+        await preflight(ctx, script, args.first_line)  # what was there when the card was shown may be gone now
         if not args.record:
             ident = await ctx.slurm.submit(script)
             summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
@@ -182,6 +191,16 @@ def _resubmission_preview(args: SubmitArgs, original: "Experiment", slug: str, d
         return Preview(kind="script", title=f"{title} (the script of job {original.job_id}, unchanged)",
                        text=args.script, details=details)
     return Preview(kind="diff", title=title, text=diff, details=details)
+
+
+async def preflight(ctx: ToolContext, script: "SbatchScript", first_line: int = 1) -> list[str]:
+    """What the script names, checked on the cluster (:mod:`~betty_jupyter.cluster.preflight`): the card's lines;
+    ToolError ``can't submit: line N: …`` when something the job cannot start without is missing."""
+    checked = await ctx.slurm.preflight(script)
+    refusal = checked.refusal(first_line)
+    if refusal is not None:
+        raise ToolError(refusal)
+    return checked.lines()
 
 
 def checked_submission(args: SubmitArgs, partitions: Any, written: "SbatchScript | None" = None) -> "SbatchScript":

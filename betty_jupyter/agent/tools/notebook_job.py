@@ -77,7 +77,8 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
     async def preview(self, ctx: ToolContext, args: NotebookSubmitArgs) -> Preview:
         """The script exactly as submitted and the exact cell of parameters each run gets; nothing is sent."""
         plan = await _planned(ctx, args)
-        submitted = await ClusterSubmit().preview(ctx, _as_submission(args, plan.script.text))
+        submitted = await ClusterSubmit().script_preview(ctx, _as_submission(args, plan.script.text),
+                                                         checks_paths=False)
         first = plan.injected[0]
         parameters = "\n".join(f"# task {index}\n{injected.source}" for index, injected in enumerate(plan.injected))
         details: dict[str, Any] = {

@@ -22,7 +22,7 @@ from ...safe_text import terminal_line
 from ...wiki import WikiStore
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError
-from .jobs import MAX_SCRIPT_CHARS, ClusterSubmit, SubmitArgs, checked_submission
+from .jobs import MAX_SCRIPT_CHARS, ClusterSubmit, SubmitArgs, checked_submission, preflight
 
 if TYPE_CHECKING:
     from ...cluster.jobs import Job
@@ -72,6 +72,7 @@ class ClusterSweep(Tool[SweepArgs]):
         """Check the array's script again, submit it once, record it as one experiment."""
         grid, text = _sweep(args)
         script = checked_submission(_as_submission(args, text), await ctx.slurm.partitions())
+        await preflight(ctx, script, args.first_line)
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
                                              name=args.name, sweep={"grid": grid.words(), "at_once": args.at_once})
         page = f"wiki/{experiment.page}"
