@@ -86,6 +86,7 @@ def _check(args: argparse.Namespace) -> int:
     if problem:
         print(f"betty llm check: error: {problem} (see `betty llm check --help`)", file=sys.stderr)
         return EXIT_USAGE
+    config.site.check_model(llm)  # never a probe of a server the site does not allow
     settings = LLMSettings.from_config(llm)
     context = llm.get("context_tokens")
     findings = asyncio.run(check_endpoint(

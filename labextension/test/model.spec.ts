@@ -57,6 +57,8 @@ function session(overrides: Partial<ISession> = {}): ISession {
     has_model: true,
     model: 'scripted',
     model_setup: null,
+    allowed_modes: ['off', 'propose', 'confirm', 'auto'],
+    site_policy: null,
     user: null,
     ...overrides
   };
