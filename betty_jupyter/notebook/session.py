@@ -191,6 +191,7 @@ class NotebookBetty:
         """The agent's mode in this notebook's sessions (now and later)."""
         if mode not in MODES:
             raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        self.backend.site().check_mode(mode)  # SiteRefusal: "your site does not allow auto mode; …"
         for ident in list(self._sessions.values()):
             self.backend.set_mode(ident, mode)  # SiteRefusal (or the server's 403) when the site does not allow it
         self.mode, self._chosen = mode, True
