@@ -63,7 +63,7 @@ def own_rules(config: "BettyConfig") -> "Rules":
 
 def _policy(args: argparse.Namespace) -> int:
     from ..agent.site import SitePolicy  # lazy: the site policy's reader; `betty --help` needs none of it
-    from ..config import load_config
+    from ..config import load_config  # lazy: traitlets and Jupyter's paths; `betty --help` needs neither
 
     config = load_config()
     own = load_config(site=SitePolicy())
