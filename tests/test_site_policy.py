@@ -416,3 +416,12 @@ def test_the_mcp_face_is_off_on_the_command_line_too(site_file: Path, person: Pa
         done = run_betty(*argv, env={**os.environ, "BETTY_MCP_TOKEN": "betty-mcp-x"})
         assert done.returncode != 0
         assert f"your site does not allow Betty's MCP face (mcp is false in {site_file})" in done.stderr
+
+
+def test_betty_ask_in_a_mode_the_site_refuses_is_one_line(site_file: Path, person: Path, tmp_path: Path) -> None:
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    mine(person, clusters=[{"name": "c", "transport": "local"}])
+    done = run_betty("ask", "what runs?", "--mode", "auto", "--dir", str(tmp_path / "project"), env={**os.environ})
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"betty: error: your site does not allow auto mode; it allows off, propose, confirm (modes in {site_file})")

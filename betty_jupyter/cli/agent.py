@@ -29,9 +29,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     ask = commands.add_parser("ask", help="ask Betty's agent (it acts through tools, with your approval)")
     ask.add_argument("prompt", metavar="PROMPT")
     ask.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
-    ask.add_argument("--mode", choices=MODES, default=Mode.CONFIRM.value,
-                     help="confirm: ask for tier 1 once and tier 2 always (default); auto: ask only for tier 2; "
-                     "propose: show previews, run nothing above tier 0; off: no tools")
+    ask.add_argument("--mode", choices=MODES, default=None,
+                     help="confirm: ask for tier 1 once and tier 2 always (default, or the site's default where its "
+                     "policy does not allow confirm); auto: ask only for tier 2; propose: show previews, run nothing "
+                     "above tier 0; off: no tools")
     ask.add_argument("--approve", choices=["ask", "never", "tier1", "all"], default=None,
                      help="how approvals are answered: ask on the terminal (default there), never, "
                      "tier1 (approve tier 1, deny tier 2), all (approve everything, tier 2 included)")
@@ -79,8 +80,10 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
             pending.add(task)
             task.add_done_callback(pending.discard)
 
-    session = await open_session(workspace, load_config(), SessionSpec(
-        session_id=args.session, cluster=args.cluster, mode=args.mode, broker=broker, listeners=(on_event,)))
+    config = load_config()
+    mode = args.mode or config.site.starting_mode(Mode.CONFIRM)  # a mode asked for is the site's to refuse
+    session = await open_session(workspace, config, SessionSpec(
+        session_id=args.session, cluster=args.cluster, mode=mode, broker=broker, listeners=(on_event,)))
     try:
         reason = await session.ask(args.prompt)
     finally:
