@@ -306,8 +306,7 @@ def load_policy(path: Path | None, uid: int | None = None, groups: Sequence[int]
 def read_trusted(path: Path, uid: int | None = None, groups: Sequence[int] | None = None) -> str:
     """A site file's text, when it is the site's alone: a regular file owned by root or another account than
     the person's, that the person cannot write, in a folder they cannot write; ConfigError otherwise."""
-    uid = os.geteuid() if uid is None else uid
-    groups = set(os.getgroups()) | {os.getegid()} if groups is None else set(groups)
+    uid, member_of = _person(uid, groups)
     try:
         handle = os.open(path, os.O_RDONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as error:
@@ -318,7 +317,7 @@ def read_trusted(path: Path, uid: int | None = None, groups: Sequence[int] | Non
             raise ConfigError(f"the site policy {path} is not a regular file")
         real = Path(os.path.realpath(path))
         for what, place in (("file", found), ("folder", os.stat(real.parent))):
-            problem = _writable_by(place, uid, groups)
+            problem = _writable_by(place, uid, member_of)
             if problem:
                 raise ConfigError(f"the site policy {path} is not the site's alone: its {what} {problem}; "
                                   "it must be owned by root (or the site's admin) and not writable by you")
@@ -337,13 +336,18 @@ def read_trusted(path: Path, uid: int | None = None, groups: Sequence[int] | Non
 
 def trusted_file(path: Path, uid: int | None = None, groups: Sequence[int] | None = None) -> bool:
     """Whether a configuration file is the site's alone (as :func:`read_trusted` checks), without reading it."""
-    uid = os.geteuid() if uid is None else uid
-    groups = set(os.getgroups()) | {os.getegid()} if groups is None else set(groups)
+    uid, member_of = _person(uid, groups)
     try:
         real = Path(os.path.realpath(path))
-        return not any(_writable_by(os.stat(place), uid, groups) for place in (real, real.parent))
+        return not any(_writable_by(os.stat(place), uid, member_of) for place in (real, real.parent))
     except OSError:
         return False
+
+
+def _person(uid: int | None, groups: Sequence[int] | None) -> tuple[int, set[int]]:
+    """Whose writes count: ``uid`` and ``groups``, by default this process's own."""
+    return (os.geteuid() if uid is None else uid,
+            set(os.getgroups()) | {os.getegid()} if groups is None else set(groups))
 
 
 def _writable_by(found: os.stat_result, uid: int, groups: set[int]) -> str | None:
