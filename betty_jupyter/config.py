@@ -199,7 +199,7 @@ def load_config(server_config: Config | None = None, site: SitePolicy | None = N
                         dict(server_config["BettyConfig"]))
     merged: dict[str, dict[str, Any]] = {}
     default: str | None = None
-    llm: dict[str, Any] = dict(site.llm_default)  # the site's model, under the person's own setting
+    llm: dict[str, Any] = {}
     rules: dict[str, Any] = {}
     for section in sections:
         for profile in section.get("clusters", []):
@@ -208,9 +208,18 @@ def load_config(server_config: Config | None = None, site: SitePolicy | None = N
         llm.update(section.get("llm", {}))
         rules.update(section.get("rules", {}))
     try:
-        return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=llm, rules=rules, site=site)
+        return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=_under_site(site, llm),
+                           rules=rules, site=site)
     except TraitError as error:
         raise ConfigError(str(error)) from error
+
+
+def _under_site(site: SitePolicy, llm: dict[str, Any]) -> dict[str, Any]:
+    """The person's model setting over the site's default; the site's key stays with the site's server."""
+    base = dict(site.llm_default)
+    if str(llm.get("base_url") or base.get("base_url") or "").rstrip("/") != str(base.get("base_url") or "").rstrip("/"):
+        base = {name: value for name, value in base.items() if name not in ("api_key_env", "api_key_file")}
+    return {**base, **llm}
 
 
 def beyond_files(server_config: Config | None) -> Config | None:

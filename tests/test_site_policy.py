@@ -425,3 +425,15 @@ def test_betty_ask_in_a_mode_the_site_refuses_is_one_line(site_file: Path, perso
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1] == (
         f"betty: error: your site does not allow auto mode; it allows off, propose, confirm (modes in {site_file})")
+
+
+def test_the_sites_model_key_stays_with_the_sites_server(tmp_path: Path, person: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    site = write_policy(tmp_path, {"llm": {"default": {"base_url": "https://llm.site.edu/v1", "model": "big",
+                                                       "api_key_env": "SITE_LLM_KEY"}}})
+    monkeypatch.setenv(ENV, str(site))
+    monkeypatch.setattr(config_module, "site_config_dirs", lambda: [])
+    mine(person, llm={"model": "small"})
+    assert load_config().llm == {"base_url": "https://llm.site.edu/v1", "model": "small", "api_key_env": "SITE_LLM_KEY"}
+    mine(person, llm={"base_url": "https://elsewhere.example/v1"})
+    assert load_config().llm == {"base_url": "https://elsewhere.example/v1", "model": "big"}
