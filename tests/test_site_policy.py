@@ -437,3 +437,21 @@ def test_the_sites_model_key_stays_with_the_sites_server(tmp_path: Path, person:
     assert load_config().llm == {"base_url": "https://llm.site.edu/v1", "model": "small", "api_key_env": "SITE_LLM_KEY"}
     mine(person, llm={"base_url": "https://elsewhere.example/v1"})
     assert load_config().llm == {"base_url": "https://elsewhere.example/v1", "model": "big"}
+
+
+def test_a_persons_own_command_runs_where_the_site_does_not_allow_confirm(tmp_path: Path) -> None:
+    """A session asked for in no mode starts in the site's default: a person's own call still runs."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    site = load_policy(write_policy(tmp_path, {"modes": ["off", "propose"], "default_mode": "propose"}))
+    config = BettyConfig(clusters=[{"name": "c", "transport": "local"}], site=site)
+    cluster = ScriptedTransport().on("sinfo", stdout=SINFO)
+
+    async def partitions() -> Any:
+        session = await open_session(Workspace.at(tmp_path / "project"), config, SessionSpec(
+            transport=cluster, require_model=False, reads_cluster_facts=False, tools=("cluster_partitions",)))
+        assert session.policy.mode == "propose"
+        return await session.run_tool("cluster_partitions", {}, "ada (terminal)")
+
+    outcome = asyncio.run(partitions())
+    assert outcome.ok, outcome.summary
+    assert cluster.ran("sinfo")

@@ -44,8 +44,9 @@ class SessionSpec:
     """Resume this session when it was kept (default: a new one)."""
     cluster: str | None = None
     """The cluster profile (default: the active one)."""
-    mode: str = Mode.CONFIRM
-    """How much its agent may do without asking: off, propose, confirm or auto."""
+    mode: str | None = None
+    """How much its agent may do without asking: off, propose, confirm or auto (default: confirm, or the site's
+    default mode where its policy does not allow confirm)."""
     broker: "Approver | None" = None
     """Where its approval cards wait (default: a broker of its own)."""
     actions: "ActionLog | None" = None
@@ -124,7 +125,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
             raise
         model, no_model = None, str(error)
     planner = _planner(config.llm) if model is not None else None
-    policy = ApprovalPolicy(spec.mode, config.rules, config.site)
+    policy = ApprovalPolicy(spec.mode or config.site.starting_mode(Mode.CONFIRM), config.rules, config.site)
     registry = default_registry() if spec.tools is None else registry_of(spec.tools)
     profile = config.profile(spec.cluster)
     cluster = shared_cluster(profile) if spec.transport is None else Cluster(profile, spec.transport)

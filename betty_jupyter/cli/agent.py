@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..agent.vocabulary import MODES, Decision, DoneReason, Mode
+from ..agent.vocabulary import MODES, Decision, DoneReason
 from ..errors import UsageError
 from .terminal import typed_answer
 
@@ -80,10 +80,8 @@ async def _conversation(args: argparse.Namespace, approve: str) -> int:
             pending.add(task)
             task.add_done_callback(pending.discard)
 
-    config = load_config()
-    mode = args.mode or config.site.starting_mode(Mode.CONFIRM)  # a mode asked for is the site's to refuse
-    session = await open_session(workspace, config, SessionSpec(
-        session_id=args.session, cluster=args.cluster, mode=mode, broker=broker, listeners=(on_event,)))
+    session = await open_session(workspace, load_config(), SessionSpec(
+        session_id=args.session, cluster=args.cluster, mode=args.mode, broker=broker, listeners=(on_event,)))
     try:
         reason = await session.ask(args.prompt)
     finally:
