@@ -455,3 +455,13 @@ def test_a_persons_own_command_runs_where_the_site_does_not_allow_confirm(tmp_pa
     outcome = asyncio.run(partitions())
     assert outcome.ok, outcome.summary
     assert cluster.ran("sinfo")
+
+
+def test_betty_llm_serve_and_check_keep_to_the_sites_model_servers(site_file: Path, person: Path) -> None:
+    mine(person, clusters=[{"name": "c", "transport": "local"}])
+    served = run_betty("llm", "serve", "--model", "/models/x", "--partition", "gpu", "--yes", env={**os.environ})
+    assert served.returncode != 0
+    assert "your site allows only the model servers http://127.0.0.1:1/v1" in served.stderr
+    checked = run_betty("llm", "check", "--base-url", "http://127.0.0.1:9/v1", "--model", "x", env={**os.environ})
+    assert checked.returncode != 0
+    assert "your site does not allow the model server http://127.0.0.1:9/v1" in checked.stderr
