@@ -292,6 +292,8 @@ def test_the_sites_tool_rules_come_before_the_persons_in_every_mode_and_for_a_pe
     (("--gres=gpu:a100:8", "--time=03:00:00"), "at most 16 GPU-hours per job (limits.gpu_hours); this job asks for 24"),
     (("--gpus-per-node=4", "--nodes=2", "--time=02:30:00"), "asks for 20"),
     (("--gres=gpu:2", "--array=0-9", "--time=01:00:00"), "asks for 20 (2 GPU(s) × 1 node(s) × 10 task(s)"),
+    (("-N 1", "--gpus-per-task=8", "--ntasks=4", "--time=01:00:00"), "instead of --gpus-per-task"),
+    (("-N 3", "-t 30"), "this job asks for 3"),
 ])
 def test_a_job_above_the_sites_limits_is_refused_with_the_limit_named(site_file: Path, directives: tuple[str, ...],
                                                                     says: str) -> None:

@@ -65,6 +65,9 @@ ABOVE = ("refuse",)
 """What may happen to a job above a limit: refused. (A second approver is not offered yet.)"""
 OPENAI_URL = "https://api.openai.com/v1"
 MAX_AUDIT_LINE = 64 * 1024
+UNCOUNTED_GPU_OPTIONS = frozenset({"gpus-per-task", "gpus-per-socket", "tres-per-task", "tres-per-node",
+                                   "tres-per-job", "tres-per-socket"})
+"""GPU requests Betty does not count into GPU-hours: refused while a GPU-hours limit is set."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,10 @@ class JobLimits:
         if self.wall_minutes is not None and minutes is not None and minutes > self.wall_minutes:
             return (f"your site allows at most {self.wall_time} of wall time per job (limits.wall_time); "
                     f"this job asks for {_clock(minutes)}")
+        uncounted = sorted({d.option for d in script.directives} & UNCOUNTED_GPU_OPTIONS)
+        if self.gpu_hours is not None and uncounted:
+            return (f"your site limits each job's GPU-hours (limits.gpu_hours), counted from --gres, --gpus or "
+                    f"--gpus-per-node; ask for the GPUs that way instead of --{uncounted[0]}")
         if self.gpu_hours is not None and gpus is not None and minutes is not None:
             hours = gpus[1] * nodes * tasks * minutes / 60
             if hours > self.gpu_hours:
