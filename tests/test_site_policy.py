@@ -467,3 +467,25 @@ def test_betty_llm_serve_and_check_keep_to_the_sites_model_servers(site_file: Pa
     checked = run_betty("llm", "check", "--base-url", "http://127.0.0.1:9/v1", "--model", "x", env={**os.environ})
     assert checked.returncode != 0
     assert "your site does not allow the model server http://127.0.0.1:9/v1" in checked.stderr
+
+
+def test_a_persons_own_submission_above_the_limits_is_refused_too(tmp_path: Path) -> None:
+    """A person's own call (a panel button, a magic, ``betty submit``): refused before its card, nothing submitted."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    site = load_policy(write_policy(tmp_path, {"limits": {"wall_time": "04:00:00"}}))
+    config = BettyConfig(clusters=[{"name": "c", "transport": "local"}], site=site)
+    cluster = ScriptedTransport().on("sinfo", stdout=SINFO)
+    events: list[Any] = []
+
+    async def submit() -> Any:
+        session = await open_session(Workspace.at(tmp_path / "project"), config, SessionSpec(
+            transport=cluster, require_model=False, reads_cluster_facts=False, listeners=(events.append,),
+            broker=ApprovalBroker(timeout=5)))
+        return await session.run_tool("cluster_submit", {"script": script("--time=2-00:00:00"), "goal": "long",
+                                                         "record": False}, "ada (side panel)")
+
+    outcome = asyncio.run(submit())
+    assert not outcome.ok
+    assert outcome.summary == ("your site allows at most 04:00:00 of wall time per job (limits.wall_time); "
+                               "this job asks for 2-00:00:00")
+    assert not [e for e in events if e.type == "approval_request"] and not cluster.ran("sbatch")
