@@ -48,3 +48,15 @@ def test_a_mode_the_site_refuses_is_one_line_and_the_mode_stays(kernel) -> None:
         f"betty: your site does not allow auto mode; it allows off, propose, confirm (modes in {policy})")
     assert execute(client, "%betty mode")["result"] == ["'confirm'"]
     assert execute(client, "%betty mode propose")["result"] == ["'propose'"]
+
+
+def test_betty_policy_in_a_notebook_says_what_the_site_decided(kernel) -> None:
+    client, policy = kernel
+    execute(client, "%load_ext betty_jupyter")
+    shown = execute(client, "%betty policy")
+    assert shown["error"] == [] and shown["result"] == [] and shown["stderr"] == []
+    lines = "".join(shown["stdout"]).splitlines()
+    assert lines[0] == f"site policy: {policy}"
+    assert any(line.split() == ["modes", "off,", "propose,", "confirm", f"[site", "file", f"{policy}]"]
+               for line in lines)
+    assert any(line.split()[:2] == ["mcp", "on"] and line.endswith("[default]") for line in lines)

@@ -58,6 +58,10 @@ class Backend(Protocol):
         """What the site's policy decides of the modes (its file, the modes it allows)."""
         ...
 
+    def policy(self) -> dict[str, Any]:
+        """The site's policy in effect, as ``GET policy`` answers: ``{source, modes, mcp, fields}``."""
+        ...
+
     def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
         """Open (or resume) a session; its ``{session_id, cluster, mode, busy, last_seq, has_model}``."""
         ...
@@ -165,6 +169,10 @@ class LocalBackend:
         """The site's policy this kernel's Betty read."""
         return self.assistant.config.site
 
+    def policy(self) -> dict[str, Any]:
+        """The site's policy this kernel's Betty read, field by field."""
+        return self.assistant.config.site.as_dict()
+
     def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
         """Open or resume a session in this kernel."""
         session = self._run(self.assistant.session(session_id, cluster=cluster, mode=mode))
@@ -250,11 +258,16 @@ class ServerBackend:
         clusters: list[dict[str, Any]] = self._call("GET", "clusters")["clusters"]
         return clusters
 
+    def policy(self) -> dict[str, Any]:
+        """GET policy."""
+        answer: dict[str, Any] = self._call("GET", "policy")
+        return answer
+
     def site(self) -> "SitePolicy":
         """GET policy: the server's site policy, as far as the modes go."""
         from ..agent.site import SitePolicy  # lazy: only a mode switch asks
 
-        answer = self._call("GET", "policy")
+        answer = self.policy()
         source = answer.get("source")
         return SitePolicy(source=Path(source) if isinstance(source, str) else None,
                           modes=tuple(str(mode) for mode in answer.get("modes") or ()) or SitePolicy().modes)
