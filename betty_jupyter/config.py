@@ -5,19 +5,25 @@ Jupyter's config directories (``jupyter_server_config.json`` and
 ``jupyter_server_config.d/*.json``), from the server's own config when Betty runs inside
 Jupyter, and last from the file named by ``$BETTY_CONFIG``. Cluster profiles from all of
 them are merged by name (a later file's profile replaces an earlier one of that name).
+
+The site's policy (:mod:`betty_jupyter.agent.site`) is read first, once, and rides on the
+configuration as :attr:`BettyConfig.site`: its model setting lies under the person's, and each
+cluster profile's readable roots are narrowed to the site's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from jupyter_core.paths import jupyter_config_dir, jupyter_config_path
+from jupyter_core.paths import ENV_CONFIG_PATH, SYSTEM_CONFIG_PATH, jupyter_config_dir, jupyter_config_path
 from traitlets import Dict, List, TraitError, Unicode, validate
 from traitlets.config import Config, Configurable
 
+from .agent.site import SitePolicy, find_policy, load_policy, trusted_file
 from .cluster.profiles import ClusterProfile
 from .errors import ConfigError
 
@@ -66,6 +72,11 @@ class BettyConfig(Configurable):
         help="Approval rules: lists `deny`, `ask`, `allow` of `tool` or `tool(arg=glob)` patterns.",
     ).tag(config=True)
 
+    def __init__(self, *args: Any, site: SitePolicy | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.site: SitePolicy = site or SitePolicy()
+        """The site's policy, read before this configuration; nothing here loosens it."""
+
     @validate("clusters")
     def _check_clusters(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
         profiles: list[dict[str, Any]] = proposal["value"]
@@ -110,7 +121,9 @@ class BettyConfig(Configurable):
             raise ConfigError("no cluster is configured; add one with `betty cluster add NAME --host ALIAS`")
         for data in self.clusters:
             if data["name"] == wanted:
-                return ClusterProfile.from_dict(data)
+                profile = ClusterProfile.from_dict(data)
+                roots = self.site.narrow_roots(profile.readable_roots)
+                return profile if roots == profile.readable_roots else replace(profile, readable_roots=roots)
         raise ConfigError(f"no cluster called {wanted!r}; configured: {', '.join(self.cluster_names) or 'none'}")
 
 
@@ -143,8 +156,43 @@ def config_signature() -> tuple[tuple[str, int, int], ...]:
     return tuple(signature)
 
 
-def load_config(server_config: Config | None = None) -> BettyConfig:
-    """Betty's configuration from Jupyter's config files, the server's config and ``$BETTY_CONFIG``."""
+def site_config_dirs() -> list[Path]:
+    """The system-wide Jupyter configuration folders, where a site may name its policy file."""
+    return [Path(directory) for directory in [*ENV_CONFIG_PATH, *SYSTEM_CONFIG_PATH]]
+
+
+def named_site_policy() -> str | None:
+    """The policy file a system-wide Jupyter configuration names (``{"Betty": {"site_policy": …}}``), or None.
+
+    Only a configuration file that is the site's alone counts (:func:`~betty_jupyter.agent.site.trusted_file`):
+    one the person could write could name any file.
+    """
+    named = None
+    for base in reversed(site_config_dirs()):  # the last one read wins, as Jupyter's own order
+        for path in [base / "jupyter_server_config.json", *sorted((base / "jupyter_server_config.d").glob("*.json"))]:
+            if not path.is_file() or not trusted_file(path):
+                continue
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"cannot read the site's Jupyter configuration {path}: {exc}") from exc
+            section = data.get("Betty") if isinstance(data, dict) else None
+            if isinstance(section, dict) and section.get("site_policy"):
+                if not isinstance(section["site_policy"], str) or not section["site_policy"].startswith("/"):
+                    raise ConfigError(f"{path}: Betty.site_policy is the policy file's absolute path")
+                named = section["site_policy"]
+    return named
+
+
+def site_policy() -> SitePolicy:
+    """The site's policy, read now (ConfigError naming the file when it is broken or not the site's)."""
+    return load_policy(find_policy(named_site_policy()))
+
+
+def load_config(server_config: Config | None = None, site: SitePolicy | None = None) -> BettyConfig:
+    """Betty's configuration from Jupyter's config files, the server's config and ``$BETTY_CONFIG``, under the site's
+    policy (read first, unless ``site`` hands over the one already read)."""
+    site = site_policy() if site is None else site
     sections = [_betty_section(path) for path in config_files()]
     if server_config is not None and "BettyConfig" in server_config:
         sections.insert(len(sections) - (1 if os.environ.get("BETTY_CONFIG") else 0),
@@ -160,9 +208,18 @@ def load_config(server_config: Config | None = None) -> BettyConfig:
         llm.update(section.get("llm", {}))
         rules.update(section.get("rules", {}))
     try:
-        return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=llm, rules=rules)
+        return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=_under_site(site, llm),
+                           rules=rules, site=site)
     except TraitError as error:
         raise ConfigError(str(error)) from error
+
+
+def _under_site(site: SitePolicy, llm: dict[str, Any]) -> dict[str, Any]:
+    """The person's model setting over the site's default; the site's key stays with the site's server."""
+    base = dict(site.llm_default)
+    if str(llm.get("base_url") or base.get("base_url") or "").rstrip("/") != str(base.get("base_url") or "").rstrip("/"):
+        base = {name: value for name, value in base.items() if name not in ("api_key_env", "api_key_file")}
+    return {**base, **llm}
 
 
 def beyond_files(server_config: Config | None) -> Config | None:

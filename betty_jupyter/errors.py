@@ -8,6 +8,7 @@
     │   ├── HostKeyError            the cluster's host key is unknown or does not match
     │   └── CommandTimeout          a command ran past its time limit
     ├── PolicyError             a command is not on the read-only allowlist
+    ├── SiteRefusal             the site's policy does not allow what was asked (the message names the field)
     ├── SlurmError              Slurm refused or failed a request
     │   └── SubmissionUnknownError  a submission's outcome could not be established
     ├── ScriptError             a batch script is malformed or asks for what the cluster lacks
@@ -105,6 +106,10 @@ class CommandTimeout(TransportError):
 
 class PolicyError(BettyError):
     """A command is not on the read-only allowlist; the message says which rule refused it."""
+
+
+class SiteRefusal(BettyError):
+    """The site's policy (``/etc/betty/policy.json``) does not allow this; the message names what it allows."""
 
 
 class SlurmError(BettyError):

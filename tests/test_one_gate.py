@@ -32,6 +32,7 @@ HOOK = "a webhook with its own secret: starts an automation, whose calls go thro
 
 ROUTES: dict[tuple[str, str], str] = {
     ("/betty/api/health", "get"): READ,
+    ("/betty/api/policy", "get"): READ,
     ("/betty/api/docs/llm", "get"): READ,
     ("/betty/api/sessions", "get"): READ,
     ("/betty/api/sessions", "post"): OWN,

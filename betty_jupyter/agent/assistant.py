@@ -65,7 +65,8 @@ class Assistant:
 
     def __init__(self, workspace: "Workspace", config: "BettyConfig", *, mode: str = Mode.CONFIRM,
                  approval_timeout: float = DEFAULT_TIMEOUT) -> None:
-        ApprovalPolicy(mode, config.rules)  # a bad mode or bad rules fail here, not at the first call
+        mode = config.site.starting_mode(mode)  # a start-up mode the site does not allow: the site's default
+        ApprovalPolicy(mode, config.rules, config.site)  # a bad mode or bad rules fail here, not at the first call
         self.workspace, self.config, self.mode = workspace, config, mode
         self.broker = ApprovalBroker(timeout=approval_timeout)
         self.actions: ActionLog = ActionLog(workspace.root)
@@ -130,8 +131,9 @@ class Assistant:
                 for s in self._sessions.values()]
 
     def set_mode(self, session_id: str, mode: str) -> None:
-        """Switch one session's agent between off, propose, confirm and auto (its grants are kept)."""
-        self.opened(session_id).set_policy(ApprovalPolicy(mode, self.config.rules))
+        """Switch one session's agent between off, propose, confirm and auto (its grants are kept); SiteRefusal for
+        a mode the site does not allow."""
+        self.opened(session_id).set_policy(ApprovalPolicy(mode, self.config.rules, self.config.site))
 
     # ----- what a person asks -------------------------------------------------------------------
     def busy(self, session_id: str) -> bool:

@@ -10,7 +10,9 @@ it resumable.
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
+import logging
 import time
 import uuid
 from contextlib import AbstractAsyncContextManager
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     from .task_specs import Delegator
     from .tools.base import Tool, ToolContext
     from .turn import Standing
+
+log = logging.getLogger(__name__)
 
 EMPTY_REPLY_NUDGE = {"role": "user", "content": "(Your reply was empty. Answer the person, or call one of your tools.)"}
 """Sent once, with the next request only, after a reply with neither text nor a call."""
@@ -434,6 +438,9 @@ class AgentSession:
         if standing is not None and held is not None:
             standing.running(held, call.call_id)
         if approval.preview is not None:
+            refusal = self._site_refusal(approval.preview)
+            if refusal is not None:  # an edited card or a plan's step above the site's limits
+                return self._refused_after(call, tool, tier, args, approval, refusal)
             args = tool.bound(args, approval.preview)
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
@@ -452,6 +459,12 @@ class AgentSession:
             return self.policy.decide(tool.name, values, tier, self.grants, reads)
         return self.policy.decide_for_person(tool.name, values, tier, reads)
 
+    def _site_refusal(self, preview: "Preview") -> str | None:
+        """Why the site refuses the job a preview shows (its limits: nodes, wall time, GPU-hours), or None."""
+        if preview.kind != "script":
+            return None
+        return self.policy.site.job_refusal(preview.text)
+
     async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
                         reason: str) -> tuple[Any, "Approval"] | Answer:
         """Preview, ask, wait: the (possibly edited) args and the decision, or the outcome when it does not run."""
@@ -461,6 +474,9 @@ class AgentSession:
             preview = await tool.preview(self.context, args)
         except BettyError as error:
             return self._refused(call, tool, str(error), time.perf_counter(), tier)
+        refusal = self._site_refusal(preview)
+        if refusal is not None:  # never a card for a job the site refuses
+            return self._refused(call, tool, refusal, time.perf_counter(), tier)
         digest = card_digest(tool.name, args.model_dump(mode="json"), preview)
         resolution = await self._card(call, tool, tier, args, preview, reason, digest)
         approval = Approval(resolution.decision, resolution.approver, preview, digest)
@@ -576,11 +592,22 @@ class AgentSession:
             summary="" if outcome is None else outcome.summary, output_ref=None, duration_ms=duration,
             artifacts=[] if outcome is None else outcome.artifacts,
         ), full_output=_full_output(outcome, self.user))
+        self._audit(record)
         if outcome is not None:
             self.stream.emit("tool_result", ev.ToolResultInfo(
                 call_id=call.call_id, tool=tool, ok=outcome.ok, decision=approval.decision, approver=approval.approver,
                 summary=outcome.summary, duration_ms=duration,
                 output_ref=record.output_ref, artifacts=outcome.artifacts))
+
+    def _audit(self, record: ActionRecord) -> None:
+        """The record (as the action log keeps it: secrets blanked) where the site keeps its audit, too."""
+        audit = self.policy.site.audit
+        if audit.directory is None and audit.syslog is None:
+            return
+        try:
+            audit.write(record.model_dump_json(), getpass.getuser())
+        except (OSError, KeyError) as error:
+            log.error("Betty could not write to the site's audit (%s): %s", audit.describe(), error)
 
     # ----- the context budget ------------------------------------------------------------------
     async def _compact(self) -> None:

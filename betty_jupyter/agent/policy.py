@@ -19,6 +19,11 @@ allow: a ``deny`` match always refuses; an ``ask`` match makes a tier 0 or 1 cal
 time (in ``propose`` mode: propose); an ``allow`` match lets a tier 1 call run without asking.
 No rule lowers tier 2: it always asks, whatever the mode or the rules.
 
+The site's policy (:mod:`.site`) comes first and the person's rules cannot loosen it: a mode
+the site does not allow is refused when the policy is made (a mode switch, a session's start),
+the site's ``deny`` rules refuse before the person's, and the site's ``ask`` rules ask before
+any ``allow`` of the person's is looked at, in every mode and for a person's own calls too.
+
 Rules see a call's arguments in their canonical form (``Tool.rule_values``): for
 ``cluster_run`` the command as it will run, after the command policy's check (quotes gone,
 paths absolute), so ``deny: cluster_run(command=cat*)`` holds however ``cat`` is spelt. The
@@ -31,24 +36,19 @@ button) ignores the mode: tier 0 and 1 run, tier 2 asks, the person's deny and a
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import BaseModel
 
 from ..errors import ConfigError
+from .rules import RULE_LISTS, Call, Rule, Rules
+from .site import SitePolicy
 from .vocabulary import APPROVING, MODES, Mode, Tier
 
+__all__ = ["RULE_LISTS", "Action", "ApprovalPolicy", "Call", "Rule", "Rules", "Ruling", "SessionGrants"]
+
 Action = Literal["run", "ask", "deny", "propose"]
-RULE_LISTS = ("deny", "ask", "allow")
-
-Call = tuple[str, Mapping[str, Any]]
-"""A tool's name and the arguments its rules see."""
-
-_RULE = re.compile(r"^\s*([A-Za-z0-9_*?\[\]-]+)\s*(?:\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*\))?\s*$", re.S)
 
 
 @dataclass(frozen=True)
@@ -57,87 +57,6 @@ class Ruling:
 
     action: Action
     reason: str
-
-
-@dataclass(frozen=True)
-class Rule:
-    """``tool`` or ``tool(arg=glob)``."""
-
-    tool: str
-    arg: str | None = None
-    pattern: str | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> "Rule":
-        """A rule from its text; ConfigError saying the expected shape."""
-        match = _RULE.match(text) if isinstance(text, str) else None
-        if match is None:
-            raise ConfigError(f"rule {text!r} is not 'tool' or 'tool(argument=pattern)', e.g. "
-                              "'cluster_run(command=squeue*)'")
-        tool, arg, pattern = match.groups()
-        return cls(tool, arg, pattern)
-
-    def matches(self, tool: str, args: Mapping[str, Any]) -> bool:
-        """Whether this rule covers a call of ``tool`` with ``args``."""
-        if not fnmatchcase(tool, self.tool):
-            return False
-        if self.arg is None:
-            return True
-        value = args.get(self.arg)
-        return value is not None and fnmatchcase(_text(value), self.pattern or "")
-
-    def __str__(self) -> str:
-        return self.tool if self.arg is None else f"{self.tool}({self.arg}={self.pattern})"
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-@dataclass(frozen=True)
-class Rules:
-    """The person's ordered ``deny``, ``ask`` and ``allow`` lists."""
-
-    deny: tuple[Rule, ...] = ()
-    ask: tuple[Rule, ...] = ()
-    allow: tuple[Rule, ...] = ()
-
-    @classmethod
-    def from_config(cls, data: Mapping[str, Sequence[str]] | None) -> "Rules":
-        """Rules from plain configuration ``{"deny": [...], "ask": [...], "allow": [...]}``."""
-        if not data:
-            return cls()
-        if not isinstance(data, Mapping):
-            raise ConfigError("rules must be a mapping with the lists deny, ask and allow")
-        unknown = set(data) - set(RULE_LISTS)
-        if unknown:
-            raise ConfigError(f"rules have unknown lists {', '.join(sorted(unknown))}; use deny, ask and allow")
-        lists = {}
-        for name in RULE_LISTS:
-            items = data.get(name) or []
-            if isinstance(items, str):
-                raise ConfigError(f"rules.{name} must be a list of patterns, not one string")
-            lists[name] = tuple(Rule.parse(item) for item in items)
-        return cls(**lists)
-
-    @staticmethod
-    def first(rules: Iterable[Rule], tool: str, args: Mapping[str, Any]) -> Rule | None:
-        """The first rule of ``rules`` that covers the call."""
-        return next((rule for rule in rules if rule.matches(tool, args)), None)
-
-    @staticmethod
-    def covering(rules: Iterable[Rule], calls: Sequence[Call]) -> str | None:
-        """``deny cluster_run(…)``-style text for the first rule that covers one of ``calls``, or None.
-
-        ``calls[0]`` is the call itself; a later one is a read made on its behalf, and is named.
-        """
-        for rule in rules:
-            for index, (tool, args) in enumerate(calls):
-                if rule.matches(tool, args):
-                    return str(rule) if index == 0 else f"{rule} (it covers the read {_shown(tool, args)})"
-        return None
 
 
 @dataclass
@@ -170,9 +89,12 @@ class SessionGrants:
 class ApprovalPolicy:
     """The decision for each call, from the mode, the tier, the rules and the session's grants."""
 
-    def __init__(self, mode: str = Mode.CONFIRM, rules: Rules | Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(self, mode: str = Mode.CONFIRM, rules: Rules | Mapping[str, Sequence[str]] | None = None,
+                 site: SitePolicy | None = None) -> None:
         if mode not in MODES:
             raise ConfigError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        self.site = site or SitePolicy()
+        self.site.check_mode(mode)  # SiteRefusal: "your site does not allow auto mode; …"
         self.mode = Mode(mode)
         self.rules = rules if isinstance(rules, Rules) else Rules.from_config(rules)
 
@@ -188,9 +110,9 @@ class ApprovalPolicy:
         tier = Tier(tier)
         if self.mode == Mode.OFF:
             return Ruling("deny", "Betty's agent is off; switch the mode to propose, confirm or auto")
-        denied = Rules.covering(self.rules.deny, calls)
+        denied = self._denies(calls)
         if denied:
-            return Ruling("deny", f"refused by your rule deny {denied}")
+            return denied
         ask = self._asks(calls, tier, session)
         if self.mode == Mode.PROPOSE:
             if ask is None and tier == Tier.AUTO:
@@ -209,9 +131,12 @@ class ApprovalPolicy:
         approval; anything else runs, the person being its approver.
         """
         calls = [(tool, _values(args)), *reads]
-        denied = Rules.covering(self.rules.deny, calls)
+        denied = self._denies(calls)
         if denied:
-            return Ruling("deny", f"refused by your rule deny {denied}")
+            return denied
+        site_asks = Rules.covering(self.site.rules.ask, calls)
+        if site_asks:
+            return Ruling("ask", f"your site's rule ask {site_asks} asks every time")
         asked = Rules.covering(self.rules.ask, calls)
         if asked:
             return Ruling("ask", f"your rule ask {asked} asks every time")
@@ -222,6 +147,9 @@ class ApprovalPolicy:
     def _asks(self, calls: Sequence[Call], tier: Tier, session: SessionGrants) -> str | None:
         """Why a person must approve this call (``calls[0]``, with its reads), or None when it may run."""
         tool, values = calls[0]
+        site_asks = Rules.covering(self.site.rules.ask, calls)
+        if site_asks:
+            return f"your site's rule ask {site_asks} asks every time"
         asked = Rules.covering(self.rules.ask, calls)
         if asked:
             return f"your rule ask {asked} asks every time"
@@ -233,6 +161,16 @@ class ApprovalPolicy:
             return None
         return f"tier 1: asks once per session ({tool} not approved yet in this session)"
 
+    def _denies(self, calls: Sequence[Call]) -> Ruling | None:
+        """The site's deny rules, then the person's: the refusal, or None."""
+        site_denies = Rules.covering(self.site.rules.deny, calls)
+        if site_denies:
+            return Ruling("deny", f"your site does not allow it (its rule deny {site_denies}, in {self.site.source})")
+        denied = Rules.covering(self.rules.deny, calls)
+        if denied:
+            return Ruling("deny", f"refused by your rule deny {denied}")
+        return None
+
     def _runs_because(self, tool: str, values: Mapping[str, Any], tier: Tier, session: SessionGrants) -> str:
         if tier == Tier.AUTO:
             return "tier 0: runs without asking"
@@ -242,11 +180,6 @@ class ApprovalPolicy:
         if allowed:
             return f"allowed by your rule allow {allowed}"
         return f"tier 1: {tool} was approved earlier in this session"
-
-
-def _shown(tool: str, args: Mapping[str, Any]) -> str:
-    text = " ".join(_text(value) for value in args.values())
-    return f"{tool} {text if len(text) <= 120 else text[:110] + '…'}"
 
 
 def _values(args: Mapping[str, Any] | BaseModel | None) -> Mapping[str, Any]:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, UsageError
+from ..errors import ConfigError, SiteRefusal, UsageError
 from . import events as ev
 from .actions import ActionLog
 from .approvals import ApprovalBroker
-from .llm import ChatModel, LLMSettings
+from .llm import ChatModel, LLMSettings, uses_demo_model
 from .loop import AgentSession, Gate, Limits, SessionParts
 from .policy import ApprovalPolicy, SessionGrants
 from .offer import FIRST_REQUEST_TOKENS, MIN_CONTEXT, ToolOffer
@@ -44,8 +44,9 @@ class SessionSpec:
     """Resume this session when it was kept (default: a new one)."""
     cluster: str | None = None
     """The cluster profile (default: the active one)."""
-    mode: str = Mode.CONFIRM
-    """How much its agent may do without asking: off, propose, confirm or auto."""
+    mode: str | None = None
+    """How much its agent may do without asking: off, propose, confirm or auto (default: confirm, or the site's
+    default mode where its policy does not allow confirm)."""
     broker: "Approver | None" = None
     """Where its approval cards wait (default: a broker of its own)."""
     actions: "ActionLog | None" = None
@@ -116,14 +117,15 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
         raise UsageError(f"{ident[:40]!r} is not a session id (letters, digits, - and _)")
     kept, tokens = _load(workspace, ident)  # before any connection opens: a damaged file leaks nothing
     try:
+        config.site.check_model(config.llm, uses_demo_model(config.llm))  # SiteRefusal: a server the site refuses
         model: ChatModel | None = ChatModel(LLMSettings.from_config(config.llm))
         no_model = ""
-    except ConfigError as error:
+    except (ConfigError, SiteRefusal) as error:
         if spec.require_model:
             raise
         model, no_model = None, str(error)
     planner = _planner(config.llm) if model is not None else None
-    policy = ApprovalPolicy(spec.mode, config.rules)
+    policy = ApprovalPolicy(spec.mode or config.site.starting_mode(Mode.CONFIRM), config.rules, config.site)
     registry = default_registry() if spec.tools is None else registry_of(spec.tools)
     profile = config.profile(spec.cluster)
     cluster = shared_cluster(profile) if spec.transport is None else Cluster(profile, spec.transport)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..agent.vocabulary import MODES, Decision, DoneReason, Mode
+from ..agent.vocabulary import MODES, Decision, DoneReason
 from ..errors import UsageError
 from .terminal import typed_answer
 
@@ -29,9 +29,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     ask = commands.add_parser("ask", help="ask Betty's agent (it acts through tools, with your approval)")
     ask.add_argument("prompt", metavar="PROMPT")
     ask.add_argument("--cluster", metavar="NAME", help="which configured cluster (default: the default one)")
-    ask.add_argument("--mode", choices=MODES, default=Mode.CONFIRM.value,
-                     help="confirm: ask for tier 1 once and tier 2 always (default); auto: ask only for tier 2; "
-                     "propose: show previews, run nothing above tier 0; off: no tools")
+    ask.add_argument("--mode", choices=MODES, default=None,
+                     help="confirm: ask for tier 1 once and tier 2 always (default, or the site's default where its "
+                     "policy does not allow confirm); auto: ask only for tier 2; propose: show previews, run nothing "
+                     "above tier 0; off: no tools")
     ask.add_argument("--approve", choices=["ask", "never", "tier1", "all"], default=None,
                      help="how approvals are answered: ask on the terminal (default there), never, "
                      "tier1 (approve tier 1, deny tier 2), all (approve everything, tier 2 included)")

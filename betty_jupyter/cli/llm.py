@@ -18,7 +18,7 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..errors import BettyError, SlurmError
+from ..errors import BettyError, SiteRefusal, SlurmError
 from .cluster import _confirm
 from .parser import Parser
 
@@ -86,6 +86,7 @@ def _check(args: argparse.Namespace) -> int:
     if problem:
         print(f"betty llm check: error: {problem} (see `betty llm check --help`)", file=sys.stderr)
         return EXIT_USAGE
+    config.site.check_model(llm)  # never a probe of a server the site does not allow
     settings = LLMSettings.from_config(llm)
     context = llm.get("context_tokens")
     findings = asyncio.run(check_endpoint(
@@ -146,11 +147,18 @@ def _serve(args: argparse.Namespace) -> int:
     logging.getLogger("paramiko").addHandler(logging.NullHandler())
     request = ServeRequest(model=args.model, partition=args.partition, gpus=args.gpus, time=args.time,
                            port=args.port, command=args.command, name=args.name, tool_parser=args.tool_parser)
-    profile = load_config().profile(args.cluster)
+    config = load_config()
+    if config.site.llm_endpoints is not None:
+        raise SiteRefusal(f"your site allows only the model servers {', '.join(config.site.llm_endpoints) or 'none'} "
+                          f"(llm.endpoints in {config.site.source}); betty llm serve would point Betty at another")
+    profile = config.profile(args.cluster)
     transport = profile.open_transport()
     client = SlurmClient(transport, work_dir=profile.work_dir, job_env=profile.job_env)
     try:
         job = run_sync(prepare(client, request))
+        refusal = config.site.job_refusal(job.script)
+        if refusal is not None:
+            raise SiteRefusal(refusal)
         print(job.script, flush=True)
         _confirm(f"Submit this model server to {profile.name} ({job.summary})?", args.yes,
                  f"the job's environment: {client.job_environment(job.script).describe()}")

@@ -49,7 +49,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     revoke.set_defaults(run=_revoke)
 
 
+def _site_allows_mcp() -> None:
+    """SiteRefusal in one line when the site turned Betty's MCP face off (the server refuses it too)."""
+    from ..config import site_policy  # lazy: traitlets and Jupyter's paths; `betty --help` needs neither
+
+    site_policy().check_mcp()
+
+
 def _mcp(args: argparse.Namespace) -> int:
+    _site_allows_mcp()
     missing = problem("betty mcp")
     if missing is not None:
         raise UsageError(missing)
@@ -64,6 +72,7 @@ def _mcp(args: argparse.Namespace) -> int:
 
 
 def _add(args: argparse.Namespace) -> int:
+    _site_allows_mcp()
     from ..mcp_credentials import McpCredentials  # lazy: filelock and jupyter_core; `betty --help` needs neither
 
     credential, token = McpCredentials().add(args.name, args.url or os.environ.get("BETTY_SERVER_URL")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..agent.assistant import Assistant
     from ..agent.events import AnyEvent, ApprovalRequest
     from ..agent.models import Preview, ToolOutcome
+    from ..agent.site import SitePolicy
     from ..config import BettyConfig
 
 Listener = Callable[["AnyEvent"], None]
@@ -51,6 +52,14 @@ class Backend(Protocol):
 
     def clusters(self) -> list[dict[str, Any]]:
         """The configured clusters: ``{name, transport, host, default}``."""
+        ...
+
+    def site(self) -> "SitePolicy":
+        """What the site's policy decides of the modes (its file, the modes it allows)."""
+        ...
+
+    def policy(self) -> dict[str, Any]:
+        """The site's policy in effect, as ``GET policy`` answers: ``{source, modes, mcp, fields}``."""
         ...
 
     def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
@@ -156,6 +165,14 @@ class LocalBackend:
         """The configured clusters."""
         return self.assistant.clusters()
 
+    def site(self) -> "SitePolicy":
+        """The site's policy this kernel's Betty read."""
+        return self.assistant.config.site
+
+    def policy(self) -> dict[str, Any]:
+        """The site's policy this kernel's Betty read, field by field."""
+        return self.assistant.config.site.as_dict()
+
     def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
         """Open or resume a session in this kernel."""
         session = self._run(self.assistant.session(session_id, cluster=cluster, mode=mode))
@@ -240,6 +257,20 @@ class ServerBackend:
         """GET clusters."""
         clusters: list[dict[str, Any]] = self._call("GET", "clusters")["clusters"]
         return clusters
+
+    def policy(self) -> dict[str, Any]:
+        """GET policy."""
+        answer: dict[str, Any] = self._call("GET", "policy")
+        return answer
+
+    def site(self) -> "SitePolicy":
+        """GET policy: the server's site policy, as far as the modes go."""
+        from ..agent.site import SitePolicy  # lazy: only a mode switch asks
+
+        answer = self.policy()
+        source = answer.get("source")
+        return SitePolicy(source=Path(source) if isinstance(source, str) else None,
+                          modes=tuple(str(mode) for mode in answer.get("modes") or ()) or SitePolicy().modes)
 
     def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
         """POST sessions."""

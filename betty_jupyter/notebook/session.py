@@ -145,6 +145,7 @@ class NotebookBetty:
         self.backend = backend
         self.cluster: str | None = None
         self.mode = mode
+        self._chosen = False  # a mode the person chose here; until then sessions start in Betty's (the site's)
         self.tag = uuid.uuid4().hex[:8]
         self._sessions: dict[str | None, str] = {}
         self._users: dict[str, str | None] = {}
@@ -173,8 +174,9 @@ class NotebookBetty:
             return known
         label = (self.cluster or "default").replace(".", "_")
         wanted = f"nb-{self.tag}-{label}"[:64]
-        info = self.backend.open_session(wanted, self.cluster, self.mode)
+        info = self.backend.open_session(wanted, self.cluster, self.mode if self._chosen else None)
         ident = str(info["session_id"])
+        self.mode = str(info.get("mode") or self.mode)
         self.backend.subscribe(ident, self._route, after=int(info.get("last_seq", 0)))
         with self._lock:
             self._sessions[self.cluster] = ident
@@ -189,9 +191,10 @@ class NotebookBetty:
         """The agent's mode in this notebook's sessions (now and later)."""
         if mode not in MODES:
             raise UsageError(f"mode {mode!r} is not one of {', '.join(MODES)}")
+        self.backend.site().check_mode(mode)  # SiteRefusal: "your site does not allow auto mode; …"
         for ident in list(self._sessions.values()):
-            self.backend.set_mode(ident, mode)
-        self.mode = mode
+            self.backend.set_mode(ident, mode)  # SiteRefusal (or the server's 403) when the site does not allow it
+        self.mode, self._chosen = mode, True
 
     # ----- calls and events ----------------------------------------------------------------------
     def start(self, tool: str, args: Mapping[str, Any]) -> Call:

@@ -22,7 +22,7 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from tornado import web
 
 from ..agent.vocabulary import Face
-from ..errors import ActionLogError, BettyError, ModelError, SlurmError, TransportError
+from ..errors import ActionLogError, BettyError, ModelError, SiteRefusal, SlurmError, TransportError
 from ..json_text import TooDeep, parse_json
 
 try:
@@ -51,12 +51,13 @@ directive is added after Jupyter's (and the site's), so one the site sets itself
 ANONYMOUS_USERNAME = re.compile(r"[0-9a-f]{32}")
 """The username Jupyter makes up for an identity it does not know (token auth): a random hex id, no person."""
 _STATUS: tuple[tuple[type[BettyError], int], ...] = (
-    (TransportError, 502), (SlurmError, 502), (ModelError, 502), (ActionLogError, 500),
+    (TransportError, 502), (SlurmError, 502), (ModelError, 502), (ActionLogError, 500), (SiteRefusal, 403),
 )
 
 
 def status_for(error: BettyError) -> int:
-    """The HTTP status of one of Betty's errors: 502 when the cluster or the model failed, else 400."""
+    """The HTTP status of one of Betty's errors: 502 when the cluster or the model failed, 403 when the site's policy
+    refuses, else 400."""
     for kind, status in _STATUS:
         if isinstance(error, kind):
             return status

@@ -12,7 +12,7 @@ from . import (approvals, automations, cluster_routes, docs, knowledge, login, m
 from .base import BettyHandler
 
 if TYPE_CHECKING:
-    from .models import Health
+    from .models import Health, SitePolicyView
 
 
 class HealthHandler(BettyHandler):
@@ -32,8 +32,19 @@ class HealthHandler(BettyHandler):
         self.answer(health)
 
 
+class PolicyHandler(BettyHandler):
+    """``GET /betty/api/policy``: the site's policy in effect, each field with its value and where it came from."""
+
+    @web.authenticated
+    def get(self) -> None:
+        """Answer with :class:`~.models.SitePolicyView`."""
+        view: SitePolicyView = self.betty_config.site.as_dict()  # type: ignore[assignment]
+        self.answer(view)
+
+
 handlers: list[tuple[str, type[Any]]] = [
     (r"/betty/api/health", HealthHandler),
+    (r"/betty/api/policy", PolicyHandler),
     *sessions.handlers,
     *ws.handlers,
     *approvals.handlers,

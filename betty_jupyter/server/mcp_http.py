@@ -156,6 +156,8 @@ class McpHandler(BettyHandler):
             raise refused(403, "this Jupyter server does not answer to that Host")
         if not self.check_origin():
             raise refused(404, "not found")
+        if not self.services.config.site.mcp:
+            raise refused(403, f"your site does not allow Betty's MCP face (mcp is false in {self.services.config.site.source})")
         self.credential = self._credential()
         self.services.start()
 

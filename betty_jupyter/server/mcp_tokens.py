@@ -34,6 +34,7 @@ class CredentialsHandler(BettyHandler):
     def post(self) -> None:
         """201 ``{credential, token, endpoint}``: the clear credential, this once. 400 for a bad or taken name, or
         a server URL a credential may not be sent to; ``server`` defaults to this server as the request reached it."""
+        self.services.config.site.check_mcp()  # 403 when the site turned the MCP face off
         body = self.body_object()
         name, server = body.get("name"), body.get("server")
         if not isinstance(name, str) or not (server is None or isinstance(server, str)):

@@ -121,11 +121,21 @@ class ModelSetup(TypedDict):
     docs_url: str
 
 
+class PolicyField(TypedDict):
+    """One field of the site's policy: its value in words, and where it came from (the site's file, or default)."""
+
+    field: str
+    value: str
+    origin: str
+
+
 class Session(TypedDict):
     """A chat session (``POST sessions``, ``GET sessions/{id}``, ``PUT sessions/{id}/mode``).
 
     ``user`` is the person's login name on the session's cluster (None when it did not say). ``model`` is the
     chat model's name as its answers carry it; ``model_setup`` says how to configure one when there is none.
+    ``allowed_modes`` are the modes the site's policy lets a person choose (every mode without one), and
+    ``site_policy`` the policy's file (None: there is none).
     """
 
     session_id: str
@@ -137,6 +147,17 @@ class Session(TypedDict):
     user: str | None
     model: str | None
     model_setup: ModelSetup | None
+    allowed_modes: list[Mode]
+    site_policy: str | None
+
+
+class SitePolicyView(TypedDict):
+    """Answer of ``GET policy``: the site's policy in effect, each field with its value and where it came from."""
+
+    source: str | None
+    fields: list[PolicyField]
+    modes: list[Mode]
+    mcp: bool
 
 
 class AskAnswer(TypedDict):

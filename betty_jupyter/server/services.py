@@ -139,7 +139,7 @@ class BettyServices:
         if signature != self._config_signature:
             self._config_signature = signature
             try:
-                if self.config.take_clusters(load_config(self._server_config)):
+                if self.config.take_clusters(load_config(self._server_config, site=self.config.site)):
                     log.info("Betty's clusters are now: %s", ", ".join(self.config.cluster_names) or "none")
             except ConfigError as error:
                 log.warning("Betty keeps its clusters as they were: %s", error)
@@ -218,7 +218,9 @@ class BettyServices:
         mode = Mode(info.mode)
         return {"session_id": info.session_id, "cluster": info.cluster, "mode": mode, "busy": info.busy,
                 "last_seq": info.last_seq, "has_model": info.has_model, "user": info.user, "model": info.model,
-                "model_setup": None if info.has_model else no_model_setup()}
+                "model_setup": None if info.has_model else no_model_setup(),
+                "allowed_modes": [Mode(each) for each in self.config.site.modes],
+                "site_policy": str(self.config.site.source) if self.config.site.source else None}
 
     # ----- calls a person started without waiting -----------------------------------------------
     def start_call(self, session_id: str, tool: str, args: Mapping[str, Any], person: str | None,

@@ -20,6 +20,7 @@ import {
 } from './transcript';
 import { LoginQuestions } from './logins';
 import { NotebookContext } from './notebookContext';
+import { BettyRequestError } from './request';
 import { WaitingApprovals } from './waiting';
 import { ICluster, ISession, Mode, MODES, SocketMessage } from './models';
 import { browserReadOut, IReadOutOptions, ReadOut } from './readout';
@@ -389,7 +390,11 @@ export class BettyModel {
     Signal.clearData(this);
   }
 
-  private async _open(cluster: string, resume?: string): Promise<void> {
+  /**
+   * Open (or resume) a chat on `cluster`. `siteRefused` is the server's line when the site's policy refused the
+   * mode this panel starts chats in: the chat then starts in the server's own mode, and the panel says why.
+   */
+  private async _open(cluster: string, resume?: string, siteRefused?: string): Promise<void> {
     const generation = ++this._generation;
     this._socket?.dispose();
     this._socket = null;
@@ -400,7 +405,11 @@ export class BettyModel {
     let session: ISession;
     try {
       session = await this._api.openSession(
-        resume ? { cluster, session_id: resume } : { cluster, mode: this.settings.defaultMode }
+        resume
+          ? { cluster, session_id: resume }
+          : siteRefused
+            ? { cluster }
+            : { cluster, mode: this.settings.defaultMode }
       );
     } catch (error) {
       if (generation !== this._generation) {
@@ -409,6 +418,9 @@ export class BettyModel {
       if (resume) {
         return this._open(cluster); // the kept session is gone: a new one
       }
+      if (!siteRefused && error instanceof BettyRequestError && error.status === 403) {
+        return this._open(cluster, undefined, error.message); // the site does not allow the panel's mode
+      }
       this._fail(`Betty could not start a chat on ${cluster}: ${(error as Error).message}`);
       return;
     }
@@ -416,7 +428,7 @@ export class BettyModel {
       return;
     }
     this.session = session;
-    this.error = null;
+    this.error = siteRefused ? `${siteRefused}. This chat starts in ${session.mode} mode.` : null;
     this.transcript = emptyTranscript(session.session_id);
     this._toastAfter = session.last_seq;
     this._kept(session);

@@ -9,7 +9,7 @@ import { act } from 'react';
 
 import { BettyAPI } from '../src/api';
 import { CLUSTERS_POLL_MS, HEALTH_POLL_MS, healthDot } from '../src/clusterStatus';
-import { Header } from '../src/components/Header';
+import { Header, siteRefuses } from '../src/components/Header';
 import { ICluster, IClusterHealth } from '../src/models';
 import { requestAPI } from '../src/request';
 import { SocketStatus } from '../src/socket';
@@ -193,5 +193,44 @@ describe('Header: the cluster picker', () => {
     expect(server.count('clusters')).toBe(1);
     expect(options(container)).toEqual(['betty-dev', 'nowhere']);
     expect(allByTestId(container, 'betty-cluster-health')).toHaveLength(1);
+  });
+});
+
+describe('Header: the mode switch under a site policy', () => {
+  it('disables the modes the site does not allow, saying why, and never asks for them', async () => {
+    const onMode = jest.fn();
+    const { container } = render(
+      <Header
+        clusters={[DEV]}
+        cluster="betty-dev"
+        mode="confirm"
+        allowedModes={['off', 'propose', 'confirm']}
+        sitePolicy="/etc/betty/policy.json"
+        status="open"
+        onCluster={jest.fn()}
+        onMode={onMode}
+        onNewChat={jest.fn()}
+      />
+    );
+    await settle();
+    const auto = byTestId(container, 'betty-mode-auto') as HTMLButtonElement;
+    expect(auto.disabled).toBe(true);
+    expect(auto.dataset.siteRefused).toBe('true');
+    expect(auto.title).toBe(
+      'Your site does not allow auto mode; it allows off, propose, confirm (/etc/betty/policy.json).'
+    );
+    act(() => auto.click());
+    expect(onMode).not.toHaveBeenCalled();
+    const propose = byTestId(container, 'betty-mode-propose') as HTMLButtonElement;
+    expect(propose.disabled).toBe(false);
+    expect(propose.dataset.siteRefused).toBeUndefined();
+    act(() => propose.click());
+    expect(onMode).toHaveBeenCalledWith('propose');
+  });
+
+  it('allows every mode when the server names none', () => {
+    expect(siteRefuses('auto', undefined, null)).toBeNull();
+    expect(siteRefuses('auto', ['off', 'propose', 'confirm', 'auto'], null)).toBeNull();
+    expect(siteRefuses('auto', ['confirm'], null)).toBe('Your site does not allow auto mode; it allows confirm.');
   });
 });

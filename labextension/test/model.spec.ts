@@ -8,6 +8,7 @@ import { BettyAPI } from '../src/api';
 import { IJobUpdateInfo } from '../src/events';
 import { IApprovalItem, IMessageItem } from '../src/transcript';
 import { BettyModel, keptChats } from '../src/model';
+import { BettyRequestError } from '../src/request';
 import { ISession, ISessionRequest, SocketMessage } from '../src/models';
 import { IChatSocketOptions, SocketStatus } from '../src/socket';
 
@@ -57,6 +58,8 @@ function session(overrides: Partial<ISession> = {}): ISession {
     has_model: true,
     model: 'scripted',
     model_setup: null,
+    allowed_modes: ['off', 'propose', 'confirm', 'auto'],
+    site_policy: null,
     user: null,
     ...overrides
   };
@@ -138,6 +141,25 @@ describe('BettyModel', () => {
     expect(model.session?.session_id).toBe('s-dev');
     expect(chat().opened).toBe(1);
     expect(chat().options.url(0)).toBe('ws://lab/betty/api/sessions/s-dev/ws?after=0');
+  });
+
+  it('starts in the mode the server picks, saying why, when the site refuses the mode of the panel', async () => {
+    const api = fakeApi();
+    const refusal =
+      'your site does not allow auto mode; it allows off, propose, confirm (modes in /etc/betty/policy.json)';
+    api.openSession.mockRejectedValueOnce(new BettyRequestError(refusal, 403));
+    const model = new BettyModel({
+      api: api as unknown as BettyAPI,
+      socket: o => new FakeChat(o) as never,
+      settings: { defaultMode: 'auto' }
+    });
+    await model.start();
+    expect(api.openSession.mock.calls.map(call => call[0])).toEqual([
+      { cluster: 'dev', mode: 'auto' },
+      { cluster: 'dev' }
+    ]);
+    expect(model.session?.session_id).toBe('s-dev');
+    expect(model.error).toBe(`${refusal}. This chat starts in confirm mode.`);
   });
 
   it('resumes the session kept from the last visit, or starts a new one when it is gone', async () => {

@@ -1,4 +1,5 @@
-"""``%betty ask|mode|log|approvals``: Betty's agent, what it may do, what it did, and what waits for the person."""
+"""``%betty ask|mode|policy|log|approvals``: Betty's agent, what it may do (and what the site allows), what it did,
+and what waits for the person."""
 
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ class AgentCommands(Connected):
         """The commands of this module."""
         return {
             "ask": (self._ask_parser, self._ask), "mode": (self._mode_parser, self._mode),
+            "policy": (lambda: parser("policy", "what the site's policy decides (the modes, tools, model servers, "
+                                      "readable roots, job limits, audit, MCP) and where each value came from"),
+                       self._policy),
             "log": (self._log_parser, self._log),
             "approvals": (lambda: parser("approvals", "every approval waiting for a person — the agent's, "
                                          "automations' (under a Betty server), other sessions'"), self._approvals),
@@ -66,6 +70,14 @@ class AgentCommands(Connected):
         if args.mode:
             betty.set_mode(args.mode)
         return betty.mode
+
+    def _policy(self, args: argparse.Namespace, cell: str | None) -> None:
+        answer = self.connection.backend.policy()
+        print(f"site policy: {answer.get('source') or 'none: Betty defaults'}")
+        rows = [(str(row["field"]), str(row["value"]), str(row["origin"])) for row in answer.get("fields", [])]
+        width = max((len(field) for field, _, _ in rows), default=0)
+        for field, value, origin in rows:
+            print(f"  {field:<{width}}  {value}    [{origin}]")
 
     def _approvals(self, args: argparse.Namespace, cell: str | None) -> Any:
         from ..widgets.plan import card_for  # lazy: ipywidgets; `%load_ext` never needs it

@@ -74,6 +74,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         clusters={model.clusters}
         cluster={model.cluster}
         mode={model.session?.mode ?? null}
+        allowedModes={model.session?.allowed_modes}
+        sitePolicy={model.session?.site_policy}
         status={model.status}
         onCluster={name => void model.switchCluster(name)}
         onMode={mode => void model.setMode(mode)}

@@ -19,6 +19,19 @@ export const MODE_HELP: Record<Mode, string> = {
   auto: 'Auto: reads run without asking; submitting, cancelling and new pages still ask every time.'
 };
 
+/** Why the site does not let the person choose `mode` (one line), or null when it does. */
+export function siteRefuses(
+  mode: Mode,
+  allowed: readonly Mode[] | undefined,
+  policy: string | null | undefined
+): string | null {
+  if (!allowed || allowed.includes(mode)) {
+    return null;
+  }
+  const where = policy ? ` (${policy})` : '';
+  return `Your site does not allow ${mode} mode; it allows ${allowed.join(', ')}${where}.`;
+}
+
 /** Props of {@link Header}. */
 export interface IHeaderProps {
   clusters: ICluster[];
@@ -26,6 +39,9 @@ export interface IHeaderProps {
   /** Where the cluster list and the health are read again; without it the header shows `clusters` only. */
   api?: BettyAPI;
   mode: Mode | null;
+  /** The modes the site's policy lets the person choose (every mode when absent), and its file. */
+  allowedModes?: readonly Mode[];
+  sitePolicy?: string | null;
   status: SocketStatus;
   onCluster: (name: string) => void;
   onMode: (mode: Mode) => void;
@@ -53,20 +69,24 @@ export function Header(props: IHeaderProps): JSX.Element {
         data-testid="betty-mode-switch"
         data-mode={mode ?? ''}
       >
-        {MODES.map(each => (
-          <button
-            key={each}
-            role="radio"
-            aria-checked={mode === each}
-            className={`betty-ModeSwitch-option betty-mode-${each}${mode === each ? ' betty-mod-selected' : ''}`}
-            data-testid={`betty-mode-${each}`}
-            title={MODE_HELP[each]}
-            disabled={mode === null}
-            onClick={() => mode !== each && props.onMode(each)}
-          >
-            {each}
-          </button>
-        ))}
+        {MODES.map(each => {
+          const refused = siteRefuses(each, props.allowedModes, props.sitePolicy);
+          return (
+            <button
+              key={each}
+              role="radio"
+              aria-checked={mode === each}
+              className={`betty-ModeSwitch-option betty-mode-${each}${mode === each ? ' betty-mod-selected' : ''}`}
+              data-testid={`betty-mode-${each}`}
+              data-site-refused={refused ? 'true' : undefined}
+              title={refused ?? MODE_HELP[each]}
+              disabled={mode === null || refused !== null}
+              onClick={() => mode !== each && props.onMode(each)}
+            >
+              {each}
+            </button>
+          );
+        })}
       </div>
       <div className="betty-Header-row">
         <select

@@ -665,6 +665,14 @@ export interface ITable {
   rows: unknown[][];
 }
 /**
+ * One field of the site's policy: its value in words, and where it came from (the site's file, or default).
+ */
+export interface IPolicyField {
+  field: string;
+  value: string;
+  origin: string;
+}
+/**
  * How an approval ended; ``args`` holds the person's edited arguments for ``edited``.
  */
 export interface IResolution {
@@ -711,6 +719,8 @@ export interface IServerError {
  *
  * ``user`` is the person's login name on the session's cluster (None when it did not say). ``model`` is the
  * chat model's name as its answers carry it; ``model_setup`` says how to configure one when there is none.
+ * ``allowed_modes`` are the modes the site's policy lets a person choose (every mode without one), and
+ * ``site_policy`` the policy's file (None: there is none).
  */
 export interface ISession {
   session_id: string;
@@ -722,6 +732,8 @@ export interface ISession {
   user: string | null;
   model: string | null;
   model_setup: IModelSetup | null;
+  allowed_modes: Mode[];
+  site_policy: string | null;
 }
 /**
  * Body of ``POST sessions``; ``agent`` names the other agent a new session works for (an MCP client).
@@ -731,6 +743,15 @@ export interface ISessionRequest {
   mode?: Mode | null;
   session_id?: string | null;
   agent?: string | null;
+}
+/**
+ * Answer of ``GET policy``: the site's policy in effect, each field with its value and where it came from.
+ */
+export interface ISitePolicyView {
+  source: string | null;
+  fields: IPolicyField[];
+  modes: Mode[];
+  mcp: boolean;
 }
 /**
  * ``{"type": "stop"}``: stop the agent's answer.

@@ -1,0 +1,79 @@
+"""``betty policy``: the site's policy in effect and where each value came from (the site's file, your
+configuration, or Betty's default), with what it makes of your own settings (the chat model, each cluster's
+readable roots)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import TYPE_CHECKING
+
+from .parser import Parser
+
+if TYPE_CHECKING:
+    from ..agent.rules import Rules
+    from ..config import BettyConfig
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``betty policy``."""
+    policy = commands.add_parser(
+        "policy", help="the site's policy in effect, and where each value came from",
+        description="Show what the site's policy (/etc/betty/policy.json) decides, what it makes of your own "
+        "configuration, and where each value came from: the site's file, your configuration, or Betty's default. "
+        "A broken policy file, or one you could write, is an error here as everywhere.")
+    policy.add_argument("--json", action="store_true", help="print JSON")
+    policy.set_defaults(run=_policy)
+
+
+def rows(config: "BettyConfig", own: "BettyConfig") -> list[tuple[str, str, str]]:
+    """The policy's fields, then the chat model's server and each cluster's readable roots as the site leaves them
+    (``own``: the person's configuration without the site's policy)."""
+    from ..agent.llm import uses_demo_model  # lazy: the model's settings; `betty --help` needs none of it
+
+    site = config.site
+    found = list(site.explain())
+    url = str(config.llm.get("base_url") or ("" if not config.llm else "https://api.openai.com/v1"))
+    if "base_url" in own.llm:
+        origin = "your configuration"
+    elif "base_url" in site.llm_default:
+        origin = f"site file {site.source}"
+    else:
+        origin = "default"
+    for kind in ("deny", "ask", "allow"):
+        mine = getattr(own_rules(own), kind)
+        if mine:
+            found.append((f"rules.{kind}", ", ".join(map(str, mine)), "your configuration (under the site's tools)"))
+    refusal = site.endpoint_refusal(config.llm, uses_demo_model(config.llm))
+    found.append(("llm.base_url", (url or "none configured") + (f" (refused: {refusal})" if refusal else ""), origin))
+    for name in config.cluster_names:
+        mine, narrowed = own.profile(name).readable_roots, config.profile(name).readable_roots
+        origin = "your configuration" if mine == narrowed else (
+            f"site file {site.source}" if not mine else f"your configuration, narrowed by site file {site.source}")
+        found.append((f"clusters.{name}.readable_roots", ", ".join(narrowed) or "none", origin))
+    return found
+
+
+def own_rules(config: "BettyConfig") -> "Rules":
+    """The person's own approval rules."""
+    from ..agent.rules import Rules  # lazy: the rules' reader; `betty --help` needs none of it
+
+    return Rules.from_config(config.rules)
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from ..agent.site import SitePolicy  # lazy: the site policy's reader; `betty --help` needs none of it
+    from ..config import load_config  # lazy: traitlets and Jupyter's paths; `betty --help` needs neither
+
+    config = load_config()
+    own = load_config(site=SitePolicy())
+    found = rows(config, own)
+    if args.json:
+        print(json.dumps({"source": str(config.site.source) if config.site.source else None,
+                          "fields": [{"field": f, "value": v, "origin": o} for f, v, o in found]}, indent=2))
+        return 0
+    print(f"site policy: {config.site.source or 'none (no /etc/betty/policy.json): Betty defaults'}")
+    width = max(len(field) for field, _, _ in found)
+    for field, value, origin in found:
+        print(f"  {field:<{width}}  {value}    [{origin}]")
+    return 0
