@@ -8,8 +8,8 @@ dev cluster, configured as the demo configures JupyterLab (``scripts/demo-config
 - A job that ends while the panel is open says so in the chat, and no toast covers the prompt or Send; with the
   panel closed, the job's end is a toast. JupyterLab's news question never comes over the prompt on first load.
 
-Screenshots: ``test-artifacts/screenshots/dark-*.png``; the numbered ones replace ``docs/screenshots/`` with
-``BETTY_UPDATE_SCREENSHOTS=1`` (as ``panel-1024-dark-…`` and ``notebook-1024-dark-…``).
+Screenshots: ``test-artifacts/screenshots/panel-1024-dark-{sweep,toasts}-*.png`` and
+``notebook-1024-dark-charts-*.png``, which replace those in ``docs/screenshots/`` with ``BETTY_UPDATE_SCREENSHOTS=1``.
 """
 
 from __future__ import annotations
@@ -125,14 +125,14 @@ def test_a_failed_sweep_row_and_the_sweep_pictures_read_in_the_dark_theme(
             if cell.inner_text().strip():
                 ratio = contrast(colours_of(cell)["text"], tint)
                 assert ratio >= 4.5, f"cell {index} of the failed row is hard to read: contrast {ratio:.1f}"
-        screenshot(page, "1-failed-sweep-row", "panel-1024-dark")
+        screenshot(page, "1-failed-task", "panel-1024-dark-sweep")
         charts = row.locator("img.betty-Chart")
         expect(charts.first).to_be_visible()
         for chart in charts.all()[:2]:
             page.wait_for_function("image => image.complete && image.naturalWidth > 0", arg=chart.element_handle())
             chart.scroll_into_view_if_needed()
             assert_no_light_box(chart, "the sweep's picture")
-        screenshot(page, "2-sweep-pictures", "panel-1024-dark")
+        screenshot(page, "2-pictures", "panel-1024-dark-sweep")
 
 
 @pytest.mark.parametrize("page", LAPTOP, indirect=True)
@@ -157,7 +157,7 @@ def test_a_notebook_picture_and_the_card_s_edit_form_follow_the_dark_theme(
         axes = pixels_of(picture)
         grey = float((np.abs(axes - 0x80 / 255) < 0.03).all(axis=2).mean())
         assert grey > 0.001, "its text and axes are drawn, in the grey that reads on the dark page"
-        screenshot(page, "1-overview-picture", "notebook-1024-dark")
+        screenshot(page, "1-overview", "notebook-1024-dark-charts")
 
         edit = notebook.locator(".betty-edit")
         expect(edit).to_be_visible()
@@ -171,7 +171,7 @@ def test_a_notebook_picture_and_the_card_s_edit_form_follow_the_dark_theme(
         assert script.evaluate("field => field.clientHeight") >= 12 * 14, "a dozen lines of script at least"
         expect(notebook.locator(".betty-edit-partition select")).to_be_visible()
         script.scroll_into_view_if_needed()
-        screenshot(page, "2-edit-form", "notebook-1024-dark")
+        screenshot(page, "2-edit-form", "notebook-1024-dark-charts")
         notebook.locator(".betty-edit-cancel").click()
         expect(script).to_be_hidden()
         deny = notebook.locator(".betty-deny")
@@ -227,7 +227,7 @@ def test_no_toast_covers_the_prompt_and_send_and_a_closed_panel_still_hears_of_a
             expect(page.locator(TOAST)).to_have_count(0)
             assert_uncovered(page, prompt, "the prompt")
             assert_uncovered(page, send, "Send")
-            screenshot(page, "3-job-ended-in-the-chat", "panel-1024-dark")
+            screenshot(page, "1-job-ended-in-the-chat", "panel-1024-dark-toasts")
 
             page.locator('.lm-TabBar-tab[data-id="betty-panel"]').click()  # the panel closed
             expect(panel).to_be_hidden()
