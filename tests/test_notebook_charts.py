@@ -23,7 +23,8 @@ SHARE = {"running": 2, "pending": 1, "cpus": 4, "gpus": 1}
 
 
 def overview() -> dict:
-    partition = {"partition": "gpu", "default": True, "nodes": {"idle": 1}, "cpus": USES, "gpus": {"a100": USES},
+    partition = {"partition": "gpu", "default": True, "nodes": {"idle": 1, "mixed": 0, "allocated": 0, "down": 0},
+                 "cpus": USES, "gpus": {"a100": USES},
                  "memory_bytes": 1 << 30, "memory_allocated_bytes": 0, "running": 4, "pending": 2,
                  "pending_with_estimate": 0, "next_start_seconds": None, "last_start_seconds": None, "mine": SHARE}
     return {"user": "ada", "read_at": "12:00", "partitions": [partition], "mine": SHARE}
@@ -69,3 +70,27 @@ def test_the_settings_are_only_the_pictures_own() -> None:
     before = dict(rcParams)
     chart_png(DRAWINGS["overview"])
     assert dict(rcParams) == before, "the kernel's own matplotlib settings are left as they were"
+
+
+def test_each_face_shows_its_picture_as_the_theme_neutral_png(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``%betty efficiency``, ``%betty overview`` and ``%betty sweep`` display the picture :func:`chart_png` draws."""
+    from IPython.display import Image
+
+    from betty_jupyter.notebook import display as shown_module, overview as overview_module, sweep as sweep_module
+    from betty_jupyter.notebook.display import efficiency_frame
+    from betty_jupyter.notebook.overview import ShownOverview
+
+    pictures: list[bytes] = []
+
+    def kept(*items: object, **_: object) -> None:
+        pictures.extend(item.data for item in items if isinstance(item, Image))
+
+    for module in (shown_module, overview_module, sweep_module):
+        monkeypatch.setattr(module, "display", kept)
+    efficiency_frame({"jobs": [job.as_dict() for job in jobs()]})._ipython_display_()
+    ShownOverview(overview())._ipython_display_()
+    SweepView(sweep().to_json())._ipython_display_()
+    assert len(pictures) == 1 + 1 + 2
+    for picture in pictures:
+        pixels = imread(io.BytesIO(picture))
+        assert pixels.shape[2] == 4 and pixels[0, 0, 3] == 0, "a transparent PNG"

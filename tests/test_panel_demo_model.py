@@ -92,7 +92,8 @@ def test_without_a_model_the_chat_says_what_to_set_where_and_send_is_off(dev_clu
 
 def test_the_demo_model_answers_in_the_panel_and_its_test_job_runs(dev_cluster, tmp_path,
                                                                  page: Page) -> None:  # noqa: F811
-    with lab_with(demo_settings(), dev_cluster, tmp_path) as (lab, _), screenshot_on_failure(page, "failed", "demo-chat"):
+    settings = demo_settings()
+    with lab_with(settings, dev_cluster, tmp_path) as (lab, _), screenshot_on_failure(page, "failed", "demo-chat"):
         panel = open_the_panel(page, lab)
         chat_with_the_demo_model(page, panel, dev_cluster)
         screenshot(page, "answered", "demo-chat")

@@ -8,7 +8,7 @@ matplotlib is imported on use only: the first picture a notebook asks for.
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 NEUTRAL = "#808080"
 """Text, axes, ticks and reference lines: mid grey, readable on white and on JupyterLab's dark background."""
 
-THEME_NEUTRAL = {
+THEME_NEUTRAL: dict[str, Any] = {
     "text.color": NEUTRAL, "axes.labelcolor": NEUTRAL, "axes.edgecolor": NEUTRAL, "axes.titlecolor": NEUTRAL,
     "xtick.color": NEUTRAL, "ytick.color": NEUTRAL, "xtick.labelcolor": NEUTRAL, "ytick.labelcolor": NEUTRAL,
     "grid.color": NEUTRAL, "figure.facecolor": "none", "axes.facecolor": "none", "savefig.facecolor": "none",
@@ -31,7 +31,7 @@ def chart_png(draw: Callable[[], "Figure"], **savefig: Any) -> bytes:
     from matplotlib import rc_context  # lazy: matplotlib is heavy; only a shown picture needs it
 
     picture = io.BytesIO()
-    with rc_context(THEME_NEUTRAL):
+    with rc_context(cast(Any, THEME_NEUTRAL)):
         draw().savefig(picture, format="png", **savefig)
     return picture.getvalue()
 

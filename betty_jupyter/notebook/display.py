@@ -7,7 +7,6 @@ a live job, the GPU breakdown chart (and a traced step's timeline), an approval 
 
 from __future__ import annotations
 
-import io
 import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -17,6 +16,7 @@ from ..cluster.jobs import Job
 from ..gpu import Estimate
 from ..gpu.trace import TracedEstimate
 from ..safe_text import visible
+from .charts import chart_image
 from .session import Call
 
 if TYPE_CHECKING:
