@@ -94,3 +94,13 @@ def test_each_face_shows_its_picture_as_the_theme_neutral_png(monkeypatch: pytes
     for picture in pictures:
         pixels = imread(io.BytesIO(picture))
         assert pixels.shape[2] == 4 and pixels[0, 0, 3] == 0, "a transparent PNG"
+
+
+def test_an_empty_queue_is_drawn_as_counts_from_zero() -> None:
+    empty = overview()
+    empty["partitions"][0].update(running=0, pending=0, mine={"running": 0, "pending": 0, "cpus": 0, "gpus": 0})
+    figure = overview_figure(empty)  # type: ignore[arg-type]
+    queue = figure.axes[2]
+    chart_png(lambda: figure)
+    assert queue.get_ylim() == (0, 1)
+    assert all(float(tick).is_integer() for tick in queue.get_yticks()), queue.get_yticks()

@@ -66,4 +66,5 @@ def _finish(axes: Axes, title: str) -> None:
     for label in axes.get_xticklabels():
         label.set_parse_math(False)
         label.set_fontsize(8)
+    axes.set_ylim(0, max(axes.get_ylim()[1], 1))  # counts: from 0, and 0 to 1 when every count is 0
     axes.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]
