@@ -56,7 +56,7 @@ def execute(tool, ctx, args):
 def test_malformed_arguments_name_the_field(ctx, raw, field) -> None:
     with pytest.raises(ToolError) as refused:
         JobLogs().parse(raw)
-    assert str(refused.value).startswith("job_logs: invalid arguments — ")
+    assert str(refused.value).startswith("some values are missing or wrong — ")
     assert "\n" not in str(refused.value)
     assert any(line.startswith(f"{field}: ") for line in refused.value.details)
     outcome = execute(JobLogs(), ctx, raw)

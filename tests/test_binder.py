@@ -118,8 +118,10 @@ def test_postbuild_installs_betty_and_prepares_the_demo_project(tmp_path):
         "the demo's tour starts without the outputs stored for the tests")
     config = (home / ".jupyter" / "jupyter_server_config.py").read_text()
     assert 'c.ServerApp.default_url = "/lab/tree/demo/notebooks/01-tour.ipynb"' in config
-    # Betty's demo model answers unless a real model is set; JupyterLab's news question stays away.
+    # Betty's demo model answers unless a real model is set, the cluster's reads run without a card (submissions
+    # still ask), as in scripts/demo.sh; JupyterLab's news question stays away.
     betty = json.loads((home / ".jupyter" / "jupyter_server_config.d" / "betty_demo_model.json").read_text())
-    assert betty == {"BettyConfig": {"llm": {"demo": True}}}
+    assert betty == json.loads((REPO / "scripts/demo-config/jupyter_server_config.d/betty_demo_model.json").read_text())
+    assert betty["BettyConfig"]["llm"] == {"demo": True} and set(betty["BettyConfig"]["rules"]) == {"allow"}
     lab = home / ".jupyter/lab/user-settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings"
     assert json.loads(lab.read_text()) == {"fetchNews": "false", "checkForUpdates": False}

@@ -191,7 +191,7 @@ def test_the_tools_arguments_refuse_what_could_change_the_script() -> None:
     good = {"run": "0" * 32, "partition": "gpu", "time": 30}
     assert CellRun().parse({**good, "outs": ["mean", "_std2"]}).outs == ["mean", "_std2"]
     for bad in ({"partition": "gpu\n#SBATCH --exclusive"}, {"outs": ["a;b"]}, {"run": "../x"}, {"time": 0}):
-        with pytest.raises(ToolError, match="invalid arguments"):
+        with pytest.raises(ToolError, match="some values are missing or wrong"):
             CellRun().parse({**good, **bad})
 
 

@@ -165,3 +165,23 @@ def test_why_a_named_job_failed_reads_accounting_then_the_end_of_its_error_log()
     # A failed read is said as such, never dressed up.
     failed = [called("c1", "cluster_history"), {"role": "tool", "tool_call_id": "c1", "content": "error: sacct: no"}]
     assert answer({"messages": asked + failed, "tools": TOOLS}).text.startswith("That did not work out: error:")
+
+
+def test_the_demo_s_own_settings_let_only_reads_run_without_a_card() -> None:
+    """scripts/demo-config (the demo and Binder): the demo model, and an allow rule for each cluster read, so the
+    tour's first question is answered at once; every allowed tool is a tier-1 read, and a submission still asks."""
+    from betty_jupyter.agent.policy import ApprovalPolicy, SessionGrants
+    from betty_jupyter.agent.registry import tool_class
+    from betty_jupyter.agent.vocabulary import Tier
+    from test_panel_demo_model import demo_settings
+
+    settings = demo_settings()
+    assert BettyConfig(**settings).llm == {"demo": True}
+    policy = ApprovalPolicy(rules=settings["rules"])
+    assert set(settings["rules"]) == {"allow"}
+    for tool in settings["rules"]["allow"]:
+        assert tool_class(tool).tier == Tier.ONCE_PER_SESSION and "(" not in tool
+        assert policy.decide(tool, {}, Tier.ONCE_PER_SESSION, SessionGrants()).action == "run", tool
+    for tool in ("cluster_submit", "cluster_cancel"):
+        assert policy.decide(tool, {}, tool_class(tool).tier, SessionGrants()).action == "ask", tool
+    assert ApprovalPolicy().decide("cluster_partitions", {}, Tier.ONCE_PER_SESSION, SessionGrants()).action == "ask"

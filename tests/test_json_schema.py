@@ -226,7 +226,7 @@ def test_delegate_tasks_with_a_hostile_result_schema_is_refused_before_any_helpe
     assert llm.errors == [] and reason == "finished", llm.errors
     refusals, answered = told[:len(hostile)], told[len(hostile)]
     for text, (_, named) in zip(refusals, hostile_schemas(recorder.url, schema_file)):
-        assert text.startswith("error: delegate_tasks: invalid arguments — tasks.0.result_schema: "), text
+        assert text.startswith("error: some values are missing or wrong — tasks.0.result_schema: "), text
         assert named in text and "\n" not in text
     assert len(helpers) == 1, "no helper ran for a refused schema"
     assert '"pages": 3' in answered and "1 of 1 task(s) answered" in answered

@@ -180,6 +180,6 @@ def test_delegate_tasks_checks_hostile_patterns_at_once_and_refuses_unrunnable_o
     for text in told[:explosive]:
         assert "does not match" in text and "0 of 1 task(s) answered" in text, text
     for text, pattern in zip(told[explosive:-1], sorted(UNRUNNABLE)):
-        assert text.startswith("error: delegate_tasks: invalid arguments — tasks.0.result_schema: "), text
+        assert text.startswith("error: some values are missing or wrong — tasks.0.result_schema: "), text
         assert "RE2" in text and UNRUNNABLE[pattern] in text, text
     assert '"run": "run-17"' in told[-1] and "1 of 1 task(s) answered" in told[-1], told[-1]

@@ -252,7 +252,7 @@ def test_a_broken_call_the_loop_cannot_repair_is_told_back_in_one_line_and_the_m
         reason, events, _ = asyncio.run(session_events(workspace, llm, cluster(), "show my jobs"))
         told = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "tool"]
     assert reason == "finished" and len(told) == 1
-    assert told[0].startswith("error: cluster_queue: the arguments are not valid JSON") and "\n" not in told[0]
+    assert told[0].startswith("error: the values are not valid JSON") and "\n" not in told[0]
 
 
 def test_a_call_written_as_text_is_decided_exactly_as_a_native_one(workspace) -> None:

@@ -139,6 +139,9 @@ def test_an_edited_submission_card_is_checked_again_and_runs_as_edited(kernel: K
     kernel.click(kernel.wait_for(lambda: kernel.find(root, "betty-edit"), what="the card")[0])
     text = kernel.wait_for(lambda: kernel.find(root, "betty-edit-arg-script"), what="the script field")[0]
     assert kernel.models[text]["value"] == script, "the script as its lines, not an escaped JSON string"
+    assert "betty-edit-code" in kernel.models[text]["_dom_classes"], "the script in the editor's monospace font"
+    height = kernel.models[str(kernel.models[text]["layout"]).removeprefix("IPY_MODEL_")]["height"]
+    assert float(height.removesuffix("em")) >= 12 * 1.4, "room for a dozen lines of script at least"
     memory = kernel.find(root, "betty-edit-mem")[0]
     assert kernel.models[memory]["value"] == "100M"
     partition = kernel.find(root, "betty-edit-partition")[0]

@@ -20,7 +20,7 @@ from panel_support import WAIT_MS, open_the_panel, page, screenshot, screenshot_
 from playwright.sync_api import Locator, Page, expect
 
 from betty_jupyter.agent.demo_model import SHOWN_NAME
-from conftest import run_betty
+from conftest import REPO, run_betty
 
 pytestmark = pytest.mark.cluster
 
@@ -38,10 +38,20 @@ KERNEL_WROTE_ITS_METADATA = """async () => {
 }"""
 
 
+DEMO_CONFIG = REPO / "scripts" / "demo-config" / "jupyter_server_config.d" / "betty_demo_model.json"
+"""What the demo (``scripts/demo.sh``, Binder) configures of Betty: the demo model, and its reads run without a card."""
+
+
+def demo_settings() -> dict[str, Any]:
+    """The demo's own Betty settings, as ``scripts/demo.sh`` and Binder read them."""
+    settings: dict[str, Any] = json.loads(DEMO_CONFIG.read_text())["BettyConfig"]
+    return settings
+
+
 @contextmanager
-def lab_with(llm: dict[str, Any], dev_cluster: dict[str, str], base: Path) -> Iterator[tuple[JupyterServer, Path]]:
-    """JupyterLab on a fresh project whose only model setting is ``llm``, with a Jupyter config directory of its
-    own (no news question); the server and that directory."""
+def lab_with(betty: dict[str, Any], dev_cluster: dict[str, str], base: Path) -> Iterator[tuple[JupyterServer, Path]]:
+    """JupyterLab on a fresh project whose only Betty settings besides the dev cluster are ``betty`` (``llm``,
+    ``rules``), with a Jupyter config directory of its own (no news question); the server and that directory."""
     root, config = base / "project", base / "jupyter-config"
     assert run_betty("init", str(root)).returncode == 0
     notifications = config / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
@@ -50,7 +60,7 @@ def lab_with(llm: dict[str, Any], dev_cluster: dict[str, str], base: Path) -> It
     # window.jupyterapp, for a test that asks a notebook's own model whether it holds unsaved changes.
     (config / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {"expose_app_in_browser": True}}))
     cluster = json.loads(Path(dev_cluster["BETTY_CONFIG"]).read_text())["BettyConfig"]
-    (root / "betty.json").write_text(json.dumps({"BettyConfig": {**cluster, "llm": llm}}))
+    (root / "betty.json").write_text(json.dumps({"BettyConfig": {**cluster, **betty}}))
     env = {**dev_cluster, "BETTY_CONFIG": str(root / "betty.json"), "JUPYTER_CONFIG_DIR": str(config)}
     (base / "runtime").mkdir()
     running = JupyterServer(root, {**os.environ, **env}, base / "runtime", app="jupyterlab")
@@ -62,7 +72,7 @@ def lab_with(llm: dict[str, Any], dev_cluster: dict[str, str], base: Path) -> It
 
 def test_without_a_model_the_chat_says_what_to_set_where_and_send_is_off(dev_cluster, tmp_path,
                                                                        page: Page) -> None:  # noqa: F811
-    with lab_with({}, dev_cluster, tmp_path) as (lab, config), screenshot_on_failure(page, "no-model", "chat"):
+    with lab_with({"llm": {}}, dev_cluster, tmp_path) as (lab, config), screenshot_on_failure(page, "no-model", "chat"):
         panel = open_the_panel(page, lab)
         help_box = panel.get_by_test_id("betty-no-model")
         expect(help_box).to_contain_text("No chat model is configured on this server")
@@ -82,7 +92,8 @@ def test_without_a_model_the_chat_says_what_to_set_where_and_send_is_off(dev_clu
 
 def test_the_demo_model_answers_in_the_panel_and_its_test_job_runs(dev_cluster, tmp_path,
                                                                  page: Page) -> None:  # noqa: F811
-    with lab_with({"demo": True}, dev_cluster, tmp_path) as (lab, _), screenshot_on_failure(page, "failed", "demo-chat"):
+    settings = demo_settings()
+    with lab_with(settings, dev_cluster, tmp_path) as (lab, _), screenshot_on_failure(page, "failed", "demo-chat"):
         panel = open_the_panel(page, lab)
         chat_with_the_demo_model(page, panel, dev_cluster)
         screenshot(page, "answered", "demo-chat")
@@ -99,18 +110,17 @@ def test_the_demo_model_answers_in_the_panel_and_its_test_job_runs(dev_cluster, 
 
 
 def chat_with_the_demo_model(page: Page, panel: Locator, dev_cluster: dict[str, str]) -> str:
-    """The tour's first two requests in the panel: the partitions answer streams from the demo model (after the
-    read's card, approved), and "submit a test job" makes a real card whose approval submits a real job, which sacct
-    then knows. The job's id."""
+    """The tour's first two requests in the panel, with the demo's settings: the partitions answer streams from the
+    demo model straight away (a read: no card), and "submit a test job" makes a real card whose approval submits a
+    real job, which sacct then knows. The job's id."""
     expect(panel.get_by_test_id("betty-demo-model")).to_contain_text("offline demo model")
     panel.get_by_test_id("betty-prompt").fill("what partitions does this cluster have?")
     panel.get_by_test_id("betty-send").click()
-    # Reading the partitions asks once per session in the default mode (confirm): the real gate, as always.
-    read = panel.locator('[data-testid="betty-approval-card"][data-tool="cluster_partitions"]')
-    read.get_by_test_id("betty-approve").click()
     answer = panel.get_by_test_id("betty-message-assistant").last
     expect(answer).to_contain_text("This cluster has")
     expect(answer).to_have_attribute("data-streaming", "false")
+    # The demo lets its reads run without asking (its rules allow them); the mode stays confirm, so tier 2 asks.
+    expect(panel.get_by_test_id("betty-approval-card")).to_have_count(0)
     for name in ssh(dev_cluster, "sinfo -h -o %R").stdout.split():
         expect(answer).to_contain_text(name)
     expect(panel.get_by_test_id("betty-message-model").last).to_have_text(SHOWN_NAME)

@@ -53,7 +53,7 @@ async def test_gpu_models_estimate_and_advice(jp_fetch):
     advice = await call(jp_fetch, "POST", "gpu", "advise", body={**shape, "gpu_types": ["a100-80gb"]})
     assert advice["ok"] and "a100" in advice["summary"].lower()
     code, error = await refusal(jp_fetch, "POST", "gpu", "estimate", body={**shape, "method": "magic"})
-    assert code == 400 and error.startswith("gpu_estimate: invalid arguments — method:")
+    assert code == 400 and error.startswith("some values are missing or wrong — method:")
 
 
 async def test_no_experiments_yet(jp_fetch):

@@ -139,7 +139,7 @@ async def test_a_digest_a_caller_sends_is_checked_not_trusted(jp_fetch, llm, jp_
     for bad in ("", "0" * 63, "A" * 64, "../" * 30, 12, ["0" * 64]):
         status, error = await refusal(jp_fetch, "POST", "sessions", session_id, "tools", "notebook_submit",
                                       body={"args": {**ARGS, "sha256": bad}, "wait": False})
-        assert status == 400 and error.startswith("notebook_submit: invalid arguments — sha256"), (bad, error)
+        assert status == 400 and error.startswith("some values are missing or wrong — sha256"), (bad, error)
     other = {**ARGS, "sha256": hashlib.sha256(b"another notebook").hexdigest()}
     await call(jp_fetch, "POST", "sessions", session_id, "tools", "notebook_submit",
                body={"args": other, "wait": False, "call_id": "call_forged"})

@@ -251,7 +251,7 @@ async def test_a_code_cell_called_markdown_is_refused_and_nothing_changes(jp_fet
     events = await events_until(jp_fetch, session_id, done, after)
     result = next(e["payload"] for e in events if e["type"] == "tool_result")
     assert not result["ok"] and result["summary"] == (
-        "notebook_edit: cell 0 is a code cell, not markdown; replace it with cell_type code (the person approves "
+        "cell 0 is a code cell, not markdown; replace it with cell_type code (the person approves "
         "code changes)")
     assert path.read_bytes() == before and not any(e["type"] == "approval_request" for e in events)
 
@@ -307,7 +307,7 @@ async def test_a_run_card_runs_only_the_code_it_showed_never_what_was_saved_sinc
         await call(jp_fetch, "POST", "approvals", asked["approval_id"], body={"decision": "approved"})
         events = await events_until(jp_fetch, session_id, done, after)
         result = next(e["payload"] for e in events if e["type"] == "tool_result")
-        refusal_line = ("notebook_run_cell: cell 1 no longer holds the code that was shown (it was saved with other "
+        refusal_line = ("cell 1 no longer holds the code that was shown (it was saved with other "
                         "code since); nothing ran: ask again to see it as it is now")
         assert not result["ok"] and result["summary"] == refusal_line, planted
         assert (await panel_says_open(jp_fetch, "attack.ipynb"))["changes"] == [], "the panel is handed nothing"

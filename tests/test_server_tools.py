@@ -92,7 +92,7 @@ async def test_tool_calls_with_and_without_waiting(jp_fetch):
 
 @pytest.mark.parametrize(("tool", "body", "expected"), [
     ("gpu_estimat", {"args": ESTIMATE}, "there is no tool 'gpu_estimat'; did you mean gpu_estimate"),
-    ("gpu_estimate", {"args": {"model": "Llama-3.1-8B"}}, "gpu_estimate: invalid arguments — method: is required"),
+    ("gpu_estimate", {"args": {"model": "Llama-3.1-8B"}}, "some values are missing or wrong — method: is required"),
     ("gpu_estimate", '{"args": {"model": ', "the request body is not valid JSON"),
     ("gpu_estimate", "[1, 2]", "the request body must be one JSON object, not list"),
     ("gpu_estimate", {"args": ESTIMATE, "call_id": "a b"}, "call_id: String should match pattern"),

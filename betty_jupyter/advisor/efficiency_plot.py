@@ -33,7 +33,7 @@ def efficiency_figure(jobs: Sequence[JobEfficiency]) -> Figure:
         axes.barh(positions, values, height=height, color=color, label=label, gid=attribute)
     axes.set_yticks(range(len(shown)), labels, fontsize=8)
     axes.invert_yaxis()
-    axes.axvline(100, color="black", linewidth=1, linestyle="--")
+    axes.axvline(100, color="#808080", linewidth=1, linestyle="--")
     axes.set_xlabel("% of what the job asked for")
     axes.set_title("Used vs requested" if shown else "No finished jobs in this window")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))

@@ -16,7 +16,7 @@ from .overview import USE_STATES, OverviewData
 USE_COLORS = {"allocated": "#C44E52", "idle": "#55A868", "down": "#8C8C8C"}
 """One colour per use of a CPU or GPU, the same in the notebook's figure and the panel's tab."""
 
-QUEUE_COLORS = {"running": "#4C72B0", "pending": "#DD8452", "yours": "#222222"}
+QUEUE_COLORS = {"running": "#4C72B0", "pending": "#DD8452", "yours": "#8172B3"}
 """The queue's colours: jobs running, jobs pending, and the person's own share of them."""
 
 
@@ -60,9 +60,11 @@ def _stacked(axes: Axes, names: list[str], heights: list[list[int]], title: str)
 
 
 def _finish(axes: Axes, title: str) -> None:
-    axes.set_title(title, fontsize=11)
-    axes.legend(fontsize=8)
+    axes.set_title(title, fontsize=11, pad=20)
+    # above the bars, not on them: the figure has no background of its own in a notebook
+    axes.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncols=3, frameon=False, borderaxespad=0.2)
     for label in axes.get_xticklabels():
         label.set_parse_math(False)
         label.set_fontsize(8)
+    axes.set_ylim(0, max(axes.get_ylim()[1], 1))  # counts: from 0, and 0 to 1 when every count is 0
     axes.yaxis.get_major_locator().set_params(integer=True)  # type: ignore[call-arg]

@@ -7,7 +7,6 @@ a live job, the GPU breakdown chart (and a traced step's timeline), an approval 
 
 from __future__ import annotations
 
-import io
 import threading
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
@@ -17,6 +16,7 @@ from ..cluster.jobs import Job
 from ..gpu import Estimate
 from ..gpu.trace import TracedEstimate
 from ..safe_text import visible
+from .charts import chart_image
 from .session import Call
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def efficiency_frame(data: dict[str, Any]) -> Any:
     """``cluster_efficiency``'s data as a DataFrame of the figures, shown as the table, the right-sizing when
     there is one, and the picture (``%betty efficiency``)."""
     import pandas as pd  # lazy: pandas is heavy; `%load_ext` never needs it
-    from IPython.display import HTML, Image  # lazy: only a shown efficiency needs them
+    from IPython.display import HTML  # lazy: only a shown efficiency needs it
 
     # lazy: the advisor and matplotlib; only `%betty efficiency` draws
     from ..cluster.job_efficiency import EFFICIENCY_COLUMNS, JobEfficiency, shown_row
@@ -74,10 +74,8 @@ def efficiency_frame(data: dict[str, Any]) -> Any:
     table = f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{note}"
 
     def show() -> None:
-        picture = io.BytesIO()
-        efficiency_figure(jobs).savefig(picture, format="png")  # a PNG whatever the kernel's matplotlib backend
         display(HTML(table))
-        display(Image(data=picture.getvalue(), format="png"))
+        display(chart_image(lambda: efficiency_figure(jobs)))
 
     return _frame_shown(pd.DataFrame(data.get("jobs", [])), show)
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
-from IPython.display import Image, display
+from IPython.display import display
 
 from ..advisor.overview import OVERVIEW_COLUMNS, OverviewData, overview_rows, overview_table, share_line, \
     waits_line
 from ..safe_text import html_text
+from .charts import chart_image
 
 
 def overview_html(overview: OverviewData) -> str:
@@ -29,8 +29,5 @@ class ShownOverview(dict):  # type: ignore[type-arg]
         from ..advisor.overview_figure import overview_figure
 
         overview: Any = self
-        png = io.BytesIO()
-        # drawn to PNG here (Agg), so the picture shows whatever matplotlib backend the kernel has, or none
-        overview_figure(overview).savefig(png, format="png", dpi=100)
-        display(Image(data=png.getvalue(), format="png"))
+        display(chart_image(lambda: overview_figure(overview), dpi=100))
         display({"text/html": overview_html(overview), "text/plain": overview_table(overview)}, raw=True)

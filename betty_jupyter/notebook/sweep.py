@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import io
-from typing import TYPE_CHECKING, Any, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from IPython.display import HTML, Image, display
+from IPython.display import HTML, display
 
 from ..experiments.comparison import Comparison, comparison_rows
 from ..safe_text import html_text, terminal_line
+from .charts import chart_image
 from .widgets.html import state_badge_html
 
 if TYPE_CHECKING:
@@ -37,18 +38,21 @@ class SweepView:
 
     def figures(self) -> list["Figure"]:
         """For each metric: its curves by step, then its final value by parameter."""
+        return [draw() for draw in self.drawings()]
+
+    def drawings(self) -> list[Callable[[], "Figure"]]:
+        """What draws :meth:`figures`, one figure each, drawn when called."""
         # lazy: matplotlib; the table alone never needs it
         from ..experiments.sweep_plots import final_by_parameter, metric_curves
 
-        return [figure for metric in self.comparison.metric_names
-                for figure in (metric_curves(self.comparison, metric), final_by_parameter(self.comparison, metric))]
+        comparison = self.comparison
+        return [partial(draw, comparison, metric) for metric in comparison.metric_names
+                for draw in (metric_curves, final_by_parameter)]
 
     def _ipython_display_(self) -> None:
         display(HTML(self._repr_html_()))
-        for figure in self.figures():
-            picture = io.BytesIO()
-            figure.savefig(picture, format="png")  # a PNG whatever the kernel's matplotlib backend
-            display(Image(data=picture.getvalue(), format="png"))
+        for draw in self.drawings():
+            display(chart_image(draw))
 
     def __repr__(self) -> str:
         header, rows = comparison_rows(self.comparison)

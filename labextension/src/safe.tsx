@@ -140,6 +140,7 @@ function useSpacedOut(text: string, streaming: boolean): string {
  */
 export function ChartImage(props: { svg: string; alt: string; testId: string }): JSX.Element | null {
   const { svg, alt, testId } = props;
+  const colour = useThemeTextColour();
   if (!/^<svg[\s>]/.test(svg) || !svg.trimEnd().endsWith('</svg>')) {
     return null;
   }
@@ -148,9 +149,27 @@ export function ChartImage(props: { svg: string; alt: string; testId: string }):
       className="betty-Chart"
       data-testid={testId}
       alt={visibleText(alt)}
-      src={`data:image/svg+xml;charset=utf-8,${encodeURIComponent(inThemeColour(svg, themeTextColour()))}`}
+      src={`data:image/svg+xml;charset=utf-8,${encodeURIComponent(inThemeColour(svg, colour))}`}
     />
   );
+}
+
+/**
+ * The theme's text colour ({@link themeTextColour}), read again whenever JupyterLab changes its theme (it marks
+ * the page's body with the theme's name and lightness), so a chart drawn before the change follows it.
+ */
+export function useThemeTextColour(): string | null {
+  const [colour, setColour] = React.useState(themeTextColour);
+  React.useEffect(() => {
+    const observer = new MutationObserver(() => setColour(themeTextColour()));
+    observer.observe(document.body, {
+      attributes: true,
+      attributeFilter: ['data-jp-theme-name', 'data-jp-theme-light']
+    });
+    setColour(themeTextColour());
+    return () => observer.disconnect();
+  }, []);
+  return colour;
 }
 
 /** The theme's text colour, when it is a plain colour value (else null). */

@@ -352,7 +352,7 @@ describe('ApprovalCard: Edit', () => {
   it('an edit the server refuses shows its one line and cannot be approved', async () => {
     const editing = fakeEditing();
     editing.repreview.mockRejectedValue(
-      new Error("cluster_submit: line 2: partition 'gpu-large' does not exist; choose cpu or gpu")
+      new Error("line 2: partition 'gpu-large' does not exist; choose cpu or gpu")
     );
     const { container, onDecide } = renderCard(card(), jest.fn(), editing);
     await click(byTestId(container, 'betty-edit'));

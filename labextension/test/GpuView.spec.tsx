@@ -148,7 +148,7 @@ describe('GpuView', () => {
     const failed: IOutcome = {
       ok: false,
       summary:
-        "gpu_estimate: the traced estimate needs PyTorch, transformers and peft: pip install 'betty-jupyter[trace]'",
+        "the traced estimate needs PyTorch, transformers and peft: pip install 'betty-jupyter[trace]'",
       artifacts: [],
       text: null,
       data: null

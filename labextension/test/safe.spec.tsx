@@ -353,6 +353,24 @@ describe("a chart in the theme's colours", () => {
     }
   });
 
+  it('follows a change of theme made after it was drawn', async () => {
+    document.documentElement.style.setProperty('--jp-content-font-color1', '#111111');
+    try {
+      const { container } = render(<ChartImage svg={svg} alt="a chart" testId="chart" />);
+      const src = () => decodeURIComponent(container.querySelector('img')!.getAttribute('src')!);
+      expect(src()).toContain('svg{color:#111111 !important}');
+      document.documentElement.style.setProperty('--jp-content-font-color1', '#e0e0e0');
+      await act(async () => {
+        document.body.dataset.jpThemeLight = 'false';
+        await new Promise(resolve => setTimeout(resolve, 0)); // the observer's callback
+      });
+      expect(src()).toContain('svg{color:#e0e0e0 !important}');
+    } finally {
+      document.documentElement.style.removeProperty('--jp-content-font-color1');
+      delete document.body.dataset.jpThemeLight;
+    }
+  });
+
   it('writes no colour that is not a plain colour value', () => {
     document.documentElement.style.setProperty('--jp-content-font-color1', 'red}</style><script>');
     try {

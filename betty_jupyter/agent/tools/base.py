@@ -157,12 +157,12 @@ class Tool(Generic[A]):
         """Validate raw JSON arguments; ToolError naming each bad field, one line each."""
         if isinstance(raw, self.Args):
             return cast(A, raw)
-        data = _decode(self.name, raw)
+        data = _decode(raw)
         try:
             return cast(A, self.Args.model_validate(data))
         except ValidationError as error:
             problems = validation_problems(error)
-            raise ToolError(f"{self.name}: invalid arguments — {'; '.join(problems)}; {self._takes()}",
+            raise ToolError(f"some values are missing or wrong — {'; '.join(problems)}; {self._takes()}",
                             problems) from None
 
     def _takes(self) -> str:
@@ -170,8 +170,8 @@ class Tool(Generic[A]):
         fields = {name: info for name, info in self.Args.model_fields.items()
                   if not (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get(ADVANCED))}
         if not fields:
-            return "it takes no arguments: call it with {}"
-        return "its arguments are " + ", ".join(f"{name} ({_when_left_out(info)})" if _when_left_out(info) else name
+            return "it takes none: send {}"
+        return "it takes " + ", ".join(f"{name} ({_when_left_out(info)})" if _when_left_out(info) else name
                                                  for name, info in fields.items())
 
     async def preview(self, ctx: ToolContext, args: A) -> Preview:
@@ -209,7 +209,7 @@ class Tool(Generic[A]):
             return failure(str(error))
         except ValidationError as error:
             problems = validation_problems(error)
-            return failure(f"{self.name}: {'; '.join(problems)}", "\n".join(problems))
+            return failure("; ".join(problems), "\n".join(problems))
 
 
 def _when_left_out(info: Any) -> str:
@@ -239,7 +239,7 @@ def validation_problems(error: ValidationError) -> list[str]:
     return problems
 
 
-def _decode(tool: str, raw: Mapping[str, Any] | str | BaseModel | None) -> Any:
+def _decode(raw: Mapping[str, Any] | str | BaseModel | None) -> Any:
     if raw is None:
         return {}
     if isinstance(raw, BaseModel):
@@ -250,11 +250,11 @@ def _decode(tool: str, raw: Mapping[str, Any] | str | BaseModel | None) -> Any:
         try:
             raw = parse_json(raw)
         except TooDeep:
-            raise ToolError(f"{tool}: the arguments are nested too deeply; send a flat JSON object") from None
+            raise ToolError("the values are nested too deeply; send a flat JSON object") from None
         except ValueError as error:
-            raise ToolError(f"{tool}: the arguments are not valid JSON ({error}); send one JSON object") from None
+            raise ToolError(f"the values are not valid JSON ({error}); send one JSON object") from None
     if not isinstance(raw, Mapping):
-        raise ToolError(f"{tool}: the arguments must be one JSON object, not {type(raw).__name__}")
+        raise ToolError(f"the values must be one JSON object, not {type(raw).__name__}")
     return dict(raw)
 
 

@@ -214,7 +214,7 @@ class GpuAdvise(Tool[AdviseArgs]):
         if not partitions and not types:
             partitions = await cluster_partitions(ctx)
             if not partitions:
-                raise ToolError(f"gpu_advise: {ctx.profile.name} has no GPU partitions; give partitions or gpu_types")
+                raise ToolError(f"{ctx.profile.name} has no GPU partitions; give partitions or gpu_types")
         limits_on = gpu_type(args.gpu) if args.gpu else None
         arch, request = model_architecture(ctx, args.model), args.request()
         traced = await asyncio.to_thread(_trace, arch, request, limits_on) if args.trace else None

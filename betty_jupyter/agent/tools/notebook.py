@@ -223,7 +223,7 @@ class NotebookEdit(Tool[NotebookEditArgs]):
         try:
             write_notebook(path, book)
         except (OSError, ExperimentError) as error:
-            raise ToolError(f"notebook_edit: cannot write {path.name}: {error}") from None
+            raise ToolError(f"cannot write {path.name}: {error}") from None
         return ToolOutcome(summary=f"{'inserted' if args.action == 'insert' else 'replaced'} {where} (its file: "
                                    "the notebook is not open in JupyterLab)")
 
@@ -231,12 +231,12 @@ class NotebookEdit(Tool[NotebookEditArgs]):
 def _diff_sides(cells: list[dict[str, Any]], args: NotebookEditArgs) -> tuple[str, str, str | None]:
     """The notebook's cells as text before and after the edit, and the replaced cell's source."""
     if args.action == "replace" and args.index >= len(cells):
-        raise ToolError(f"notebook_edit: there is no cell {args.index}; the notebook has {len(cells)} cells "
+        raise ToolError(f"there is no cell {args.index}; the notebook has {len(cells)} cells "
                         "(read it with notebook_read)")
     if args.action == "insert" and args.index > len(cells):
-        raise ToolError(f"notebook_edit: cannot insert at {args.index}; the notebook has {len(cells)} cells")
+        raise ToolError(f"cannot insert at {args.index}; the notebook has {len(cells)} cells")
     if args.action == "replace" and args.cell_type == "markdown" and _cell_type(cells[args.index]) != "markdown":
-        raise ToolError(f"notebook_edit: cell {args.index} is a {terminal_line(_cell_type(cells[args.index]))} cell, "
+        raise ToolError(f"cell {args.index} is a {terminal_line(_cell_type(cells[args.index]))} cell, "
                         "not markdown; replace it with cell_type code (the person approves code changes)")
     sources = [_shown_cell(_cell_type(c), _text(c.get("source"))) for c in cells]
     after = list(sources)
@@ -330,12 +330,12 @@ class NotebookRunCell(Tool[NotebookRunCellArgs]):
     async def run(self, ctx: ToolContext, args: NotebookRunCellArgs) -> ToolOutcome:
         """Hand the run to the panel, which runs the cell only while its source has the approved digest."""
         if args.sha256 is None or args.notebook is None:
-            raise ToolError(f"notebook_run_cell: cell {args.index} runs only as an approved card showed it, and no "
+            raise ToolError(f"cell {args.index} runs only as an approved card showed it, and no "
                             "card's digest came with this call; nothing ran")
         active, path = active_notebook(ctx, args.notebook)
         code = _runnable(_book(path), args.index, args.sha256)
         if not OpenNotebooks(ctx.workspace.ledger_path).is_open(active.notebook):
-            raise ToolError(f"notebook_run_cell: {terminal_line(active.shown_path)} is not open in JupyterLab; "
+            raise ToolError(f"{terminal_line(active.shown_path)} is not open in JupyterLab; "
                             "open it (its kernel runs the cell)")
         change = CellChange(id=new_change_id(), path=active.shown_path, action="run", index=args.index,
                             source=code, before=code, sha256=args.sha256)
@@ -349,11 +349,11 @@ def _runnable(book: Notebook, index: int, sha256: str | None) -> str:
     """Cell ``index``'s code; ToolError when it is not code, or (``sha256`` given) not the code with that digest."""
     cells = book.get("cells", [])
     if index >= len(cells):
-        raise ToolError(f"notebook_run_cell: there is no cell {index}; the notebook has {len(cells)} cells")
+        raise ToolError(f"there is no cell {index}; the notebook has {len(cells)} cells")
     if cells[index].get("cell_type") != "code":
-        raise ToolError(f"notebook_run_cell: cell {index} is {terminal_line(_cell_type(cells[index]))}, not code")
+        raise ToolError(f"cell {index} is {terminal_line(_cell_type(cells[index]))}, not code")
     code = _text(cells[index].get("source"))
     if sha256 is not None and source_digest(code) != sha256:
-        raise ToolError(f"notebook_run_cell: cell {index} no longer holds the code that was shown (it was saved "
+        raise ToolError(f"cell {index} no longer holds the code that was shown (it was saved "
                         "with other code since); nothing ran: ask again to see it as it is now")
     return code

@@ -105,7 +105,7 @@ class NotebookSubmit(Tool[NotebookSubmitArgs]):
         directory, named by what is sent); one saved or replaced since is refused and nothing is sent.
         """
         if args.sha256 is None:
-            raise ToolError(f"notebook_submit: {args.notebook[:200]!r} runs only as an approved card showed it, "
+            raise ToolError(f"{args.notebook[:200]!r} runs only as an approved card showed it, "
                             "and no card's digest came with this call; nothing was sent")
         plan = await _planned(ctx, args)
         script = checked_submission(_as_submission(args, plan.script.text), await ctx.slurm.partitions(), plan.script)

@@ -33,7 +33,7 @@ class SessionTool(Tool[A]):
     async def review(self, session: "SessionFace", proposal: Mapping[str, Any], answer: Mapping[str, Any]) -> "Preview":
         """The preview of a person's ``answer`` to this tool's open card (``proposal``: the call's arguments),
         checked as the call's own answer would be; ToolError (one line) when it is refused. Nothing is kept."""
-        raise ToolError(f"{self.name}: its card is answered as shown; there is no answer to check")
+        raise ToolError("this card is answered as shown; there is no answer to check")
 
     async def preview(self, ctx: ToolContext, args: A) -> "Preview":
         """Never called by a session: it answers through :meth:`answer`."""
@@ -44,4 +44,4 @@ class SessionTool(Tool[A]):
         self._session_only()
 
     def _session_only(self) -> NoReturn:
-        raise ToolError(f"{self.name}: it is answered by an agent session; call it from one")
+        raise ToolError("this is answered in a chat with Betty; ask there")

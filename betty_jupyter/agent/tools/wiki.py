@@ -235,7 +235,7 @@ def _check_target(store: "WikiStore", name: str) -> None:
     """Refuse names that reach another page through a link: the tier is decided on the name."""
     real = store.real_name(name)
     if real != name:
-        raise ToolError(f"wiki_write: {name} is a link to {real}; write to {real} itself")
+        raise ToolError(f"{name} is a link to {real}; write to {real} itself")
 
 
 def _current(store: "WikiStore", name: str) -> str:
@@ -246,7 +246,7 @@ def _current(store: "WikiStore", name: str) -> str:
 
 def _created(store: "WikiStore", args: WriteArgs) -> str:
     if store.exists(args.page):
-        raise ToolError(f"wiki_write: {args.page} already exists; update it instead")
+        raise ToolError(f"{args.page} already exists; update it instead")
     frontmatter = args.frontmatter or {}
     check_frontmatter(args.page, frontmatter)
     body = args.body or ""
@@ -257,7 +257,7 @@ def _created(store: "WikiStore", args: WriteArgs) -> str:
 
 def _updated(store: "WikiStore", args: WriteArgs) -> str:
     if args.page == LOG:
-        raise ToolError("wiki_write: log.md is append-only; append one line to it instead")
+        raise ToolError("log.md is append-only; append one line to it instead")
     page = store.read(args.page)
     frontmatter = page.frontmatter
     if args.frontmatter is not None:
@@ -272,7 +272,7 @@ def _kept_outside(page: "Page", body: str) -> str:
     new_region = find_region(body, page.name)
     old_region = find_region(page.body, page.name)
     if old_region is not None and (new_region is None or outside(body, new_region) != outside(page.body, old_region)):
-        raise ToolError(f"wiki_write: refused to update {page.name}: it would change the person's text outside "
+        raise ToolError(f"refused to update {page.name}: it would change the person's text outside "
                         "Betty's auto markers; change only what lies between them")
     return body
 

@@ -117,7 +117,7 @@ class SubmitCommands(JobCommands):
 
         if call.settle(waiting(f"checking the cell run against {self._where()}")):  # tier 2: done at once is refused
             summary = call.future.result().summary.strip()
-            raise ToolError(summary.splitlines()[0] if summary else "cell_run was refused")
+            raise ToolError(summary.splitlines()[0] if summary else "the run of the cell was refused")
 
         def poll(token: str, job: str) -> dict[str, Any]:
             data: dict[str, Any] = self._quiet("cell_run_status", {"run": token, "job_id": job}).data

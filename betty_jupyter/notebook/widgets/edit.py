@@ -105,6 +105,8 @@ class EditForm(widgets.VBox):
             field = widgets.Textarea(value=text, continuous_update=False,
                                      layout=widgets.Layout(width="100%", height=_height(text, name == "script")))
             field.add_class(f"betty-edit-arg-{name}")
+            if name == "script" or not isinstance(value, str):
+                field.add_class("betty-edit-code")  # a script or JSON: the editor's monospace font (the stylesheet)
             field.observe(lambda change, n=name: self._changed(n), names="value")
             self.fields[name] = field
             kind = "" if isinstance(value, str) else " (JSON)"
