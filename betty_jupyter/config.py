@@ -66,6 +66,16 @@ class BettyConfig(Configurable):
         help="Approval rules: lists `deny`, `ask`, `allow` of `tool` or `tool(arg=glob)` patterns.",
     ).tag(config=True)
 
+    notify = Dict(
+        default_value={},
+        help=(
+            "Word when jobs end (docs/notifications.md): the site's mail relay as `smtp` ('host:port'), `from` "
+            "(the sender's address), optional `user` with `password_file`, `starttls`; `slurm_mail` (true: the "
+            "cluster mails on its own, so the submission card offers sbatch's --mail-type). The targets "
+            "themselves are the person's own (`betty notify add`)."
+        ),
+    ).tag(config=True)
+
     @validate("clusters")
     def _check_clusters(self, proposal: dict[str, Any]) -> list[dict[str, Any]]:
         profiles: list[dict[str, Any]] = proposal["value"]
@@ -153,14 +163,17 @@ def load_config(server_config: Config | None = None) -> BettyConfig:
     default: str | None = None
     llm: dict[str, Any] = {}
     rules: dict[str, Any] = {}
+    notify: dict[str, Any] = {}
     for section in sections:
         for profile in section.get("clusters", []):
             merged[profile.get("name")] = profile
         default = section.get("default_cluster", default)
         llm.update(section.get("llm", {}))
         rules.update(section.get("rules", {}))
+        notify.update(section.get("notify", {}))
     try:
-        return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=llm, rules=rules)
+        return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=llm, rules=rules,
+                           notify=notify)
     except TraitError as error:
         raise ConfigError(str(error)) from error
 
