@@ -92,7 +92,7 @@ class Outcome:
 
 def backoff(attempts: int) -> float:
     """Seconds before try ``attempts + 1``: 30 s, doubling, at most an hour."""
-    return min(30.0 * 2 ** max(attempts - 1, 0), 3600.0)
+    return min(30.0 * float(2 ** max(attempts - 1, 0)), 3600.0)
 
 
 class Outbox:
