@@ -70,9 +70,8 @@ class BettyConfig(Configurable):
         default_value={},
         help=(
             "Word when jobs end (docs/notifications.md): the site's mail relay as `smtp` ('host:port'), `from` "
-            "(the sender's address), optional `user` with `password_file`, `starttls`; `slurm_mail` (true: the "
-            "cluster mails on its own, so the submission card offers sbatch's --mail-type). The targets "
-            "themselves are the person's own (`betty notify add`)."
+            "(the sender's address), optional `user` with `password_file`, `starttls`. The targets themselves "
+            "are the person's own (`betty notify add`)."
         ),
     ).tag(config=True)
 

@@ -127,6 +127,17 @@ def test_no_text_of_the_job_reaches_a_notification(ledger, book, http, smtp):
                      "needed more memory than it asked for (8G)."]
 
 
+def test_an_end_recorded_again_after_a_rebuild_is_told_once(ledger, book, http):
+    book.add(target("hook", "webhook", http.url))
+    experiment = end(ledger, "8")
+    deliver(ledger, book)
+    ledger.reopen(experiment.slug)  # `betty experiments repair` rebuilt its files: the watcher looks again
+    ledger.claim(OWNER, 60)
+    assert ledger.record_states(OWNER, [StateChange(experiment.slug, "COMPLETED", True, "line", False,
+                                                    ended_job="8", runtime=75.0)]) == {experiment.slug}
+    assert deliver(ledger, book) == [] and len(http.wait_for(1)) == 1
+
+
 def test_a_target_hears_only_of_jobs_that_ended_after_it_was_added(ledger, book, http):
     end(ledger, "1")
     book.add(target("hook", "webhook", http.url))
@@ -257,3 +268,41 @@ def test_a_malformed_relay_is_one_line():
         relay_from({"smtp": "relay.example.org", "from": "b@x.org"})
     with pytest.raises(ConfigError, match="from must be"):
         relay_from({"smtp": "relay.example.org:25"})
+
+
+def test_betty_notify_in_a_notebook_asks_for_the_url_and_never_shows_it(http, tmp_path):
+    from jupyter_client.manager import start_new_kernel
+
+    manager, client = start_new_kernel(kernel_name="python3")
+    shown: list[str] = []
+
+    def run(code: str, answer: str | None = None) -> str:
+        out: list[str] = []
+
+        def collect(message: dict) -> None:  # type: ignore[type-arg]
+            content = message["content"]
+            if message["msg_type"] == "stream":
+                out.append(content["text"])
+            elif message["msg_type"] in ("execute_result", "error"):
+                out.append(str(content.get("data", content.get("ename"))))
+
+        reply = client.execute_interactive(code, timeout=120, output_hook=collect, allow_stdin=answer is not None,
+                                           stdin_hook=lambda message: client.input(answer))
+        assert reply["content"]["status"] == "ok", out
+        shown.append("".join(out))
+        return "".join(out)
+
+    try:
+        run("%load_ext betty_jupyter")
+        assert run("%betty notify add hook webhook", answer=f"{http.url}/secret-path") == \
+            "added hook: webhook at 127.0.0.1; `%betty notify test hook` sends a sample\n"
+        assert run("%betty notify") == "hook  webhook at 127.0.0.1\n"
+        assert run("%betty notify test hook") == "sent a test notification to hook (webhook at 127.0.0.1)\n"
+        assert http.wait_for(1)[0]["path"] == "/secret-path"
+        assert run("%betty notify add hook2 webhook https://x/y") == (
+            "betty: give a webhook's URL when asked, not on the command line (it is a secret)\n")
+        assert run("%betty notify remove hook") == "removed hook (webhook at 127.0.0.1)\n"
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert not any("secret-path" in text for text in shown)

@@ -11,8 +11,7 @@ Betty's file reads refuse (``SECRET_PATHS``); :meth:`Target.where` is how a targ
 ``%betty notify``); the model has no tool for it.
 
 The site's mail relay is configuration (``BettyConfig.notify``): ``smtp`` (``host:port``), ``from``, and
-optionally ``user`` with ``password_file``, ``starttls``; ``slurm_mail`` says the cluster mails on its own
-(``sbatch --mail-type``).
+optionally ``user`` with ``password_file``, ``starttls``.
 """
 
 from __future__ import annotations
