@@ -191,6 +191,7 @@ class Notifier:
         self.retry_after, self.timeout = retry_after, timeout
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._wake = asyncio.Event()
+        self._said = ""
 
     def wake(self, *_: object) -> None:
         """Look for something to deliver now (a job just ended)."""
@@ -203,10 +204,15 @@ class Notifier:
     async def deliver(self) -> list[Outcome]:
         """One pass: claim what is due, send each (at once, each with its timeout), record what became of it."""
         try:
-            targets, relay = self.book.listed(), self.relay()
+            targets = self.book.listed()
+            relay = self.relay() if any(found.kind == "email" for found in targets) else None
         except BettyError as error:
-            self.report(f"Betty sends no notifications: {error}")
+            line = f"Betty sends no notifications: {error}"
+            if line != self._said:  # said once, not every pass, until it changes
+                self.report(line)
+            self._said = line
             return []
+        self._said = ""
         if not targets:
             return []
         claimed = await asyncio.to_thread(self.outbox.claim, targets, self.owner)
