@@ -72,6 +72,15 @@ class BettyConfig(Configurable):
         help="Approval rules: lists `deny`, `ask`, `allow` of `tool` or `tool(arg=glob)` patterns.",
     ).tag(config=True)
 
+    notify = Dict(
+        default_value={},
+        help=(
+            "Word when jobs end (docs/notifications.md): the site's mail relay as `smtp` ('host:port'), `from` "
+            "(the sender's address), optional `user` with `password_file`, `starttls`. The targets themselves "
+            "are the person's own (`betty notify add`)."
+        ),
+    ).tag(config=True)
+
     def __init__(self, *args: Any, site: SitePolicy | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.site: SitePolicy = site or SitePolicy()
@@ -201,15 +210,17 @@ def load_config(server_config: Config | None = None, site: SitePolicy | None = N
     default: str | None = None
     llm: dict[str, Any] = {}
     rules: dict[str, Any] = {}
+    notify: dict[str, Any] = {}
     for section in sections:
         for profile in section.get("clusters", []):
             merged[profile.get("name")] = profile
         default = section.get("default_cluster", default)
         llm.update(section.get("llm", {}))
         rules.update(section.get("rules", {}))
+        notify.update(section.get("notify", {}))
     try:
         return BettyConfig(clusters=list(merged.values()), default_cluster=default, llm=_under_site(site, llm),
-                           rules=rules, site=site)
+                           rules=rules, site=site, notify=notify)
     except TraitError as error:
         raise ConfigError(str(error)) from error
 

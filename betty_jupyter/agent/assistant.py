@@ -273,11 +273,18 @@ class Assistant:
 
     async def _watch(self, watcher: "JobWatcher") -> None:
         try:
-            await watcher.run(self._stop_watching)
+            await asyncio.gather(watcher.run(self._stop_watching), self._notify(watcher))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("Betty's job watcher stopped")
+
+    async def _notify(self, watcher: "JobWatcher") -> None:
+        """Tell the person's notification targets of every job that ends (``docs/notifications.md``)."""
+        # lazy: the mail and HTTP clients; a host that never starts the watcher needs none of them
+        from ..experiments.notify.outbox import notify_ends
+
+        await notify_ends(watcher, self.config.notify, self._stop_watching)
 
     def _announce(self, update: "JobUpdate") -> None:
         info = ev.JobUpdateInfo(job_id=update.experiment.job_id, cluster=update.experiment.cluster,

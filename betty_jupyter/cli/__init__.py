@@ -23,7 +23,7 @@ from .parser import Parser
 # `betty --help` lists them.
 COMMAND_MODULES = (
     "devcluster", "reads", "cluster", "advise", "gpu", "experiments", "sweeps", "notebooks", "wiki",
-    "actions", "agent", "llm", "mcp", "policy",
+    "actions", "agent", "llm", "mcp", "policy", "notify",
 )
 COMMANDS = {
     "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "submit": "cluster", "sweep": "cluster",
@@ -31,6 +31,7 @@ COMMANDS = {
     **{name: "reads" for name in read_commands.names("cli")},
     "experiments": "experiments", "sweeps": "sweeps", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
     "ask": "agent", "llm": "llm", "mcp": "mcp", "submit-notebook": "notebooks", "policy": "policy",
+    "notify": "notify",
 }
 """Which module adds each command: a command imports its own module alone (``betty jobs`` starts fast)."""
 

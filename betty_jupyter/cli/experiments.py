@@ -115,7 +115,8 @@ def _repair(args: argparse.Namespace) -> int:
 
 
 async def _watch_until_stopped(watcher: "JobWatcher") -> None:
-    """Run ``watcher`` until Ctrl-C or SIGTERM, which end it between two checks.
+    """Run ``watcher`` until Ctrl-C or SIGTERM, which end it between two checks, telling the person's notification
+    targets of each job that ends (``docs/notifications.md``).
 
     The signals set the watcher's stop event rather than cancel its task: a cancellation that
     meets a finishing wait can be lost (``asyncio.wait_for`` before Python 3.12), and the
@@ -125,7 +126,11 @@ async def _watch_until_stopped(watcher: "JobWatcher") -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
-    await watcher.run(stop)
+    # lazy: the configuration and the mail and HTTP clients; only a watch that runs on needs them
+    from ..config import load_config
+    from ..experiments.notify.outbox import notify_ends
+
+    await asyncio.gather(watcher.run(stop), notify_ends(watcher, load_config().notify, stop))
 
 
 def _watch(args: argparse.Namespace) -> int:

@@ -55,7 +55,7 @@ SECRET_PATHS: tuple[str, ...] = (
     "*/.pypirc", "*/.npmrc", "*/.Xauthority", "*/.*_history",
     "*/.cache/huggingface/token", "*/.huggingface/token",
     "*/jupyter/runtime", "*/jupyter/runtime/*", "*/jpserver-*.json", "*/nbserver-*.json", "*/kernel-*.json",
-    "*/jupyterhub_cookie_secret", "*/.munge", "*/.munge/*", "*/munge.key",
+    "*/jupyterhub_cookie_secret", "*/betty_notify", "*/betty_notify/*", "*/.munge", "*/.munge/*", "*/munge.key",
     "*/id_rsa*", "*/id_dsa*", "*/id_ecdsa*", "*/id_ed25519*", "*.pem", "*.key", "*.p12", "*.pfx",
 )
 """Paths that hold a person's secrets (keys, tokens, Jupyter runtime files), refused even under a root.

@@ -37,14 +37,26 @@ CREATE TABLE IF NOT EXISTS notebook_status (
     line TEXT NOT NULL,
     behind INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS job_ends (
+    id INTEGER PRIMARY KEY,
+    slug TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    cluster TEXT NOT NULL,
+    state TEXT NOT NULL,
+    runtime REAL,
+    ended REAL NOT NULL,
+    UNIQUE (slug, job_id, state)
+);
 CREATE INDEX IF NOT EXISTS experiments_by_job ON experiments (job_id);
+CREATE INDEX IF NOT EXISTS job_ends_by_time ON job_ends (ended);
 CREATE INDEX IF NOT EXISTS experiments_unfinished ON experiments (owner) WHERE finished = 0;
 CREATE INDEX IF NOT EXISTS notebooks_behind ON notebook_status (slug) WHERE behind = 1;
 COMMIT
 """
 # The indexes keep every query as quick with thousands of experiments as with one: a job id looked up
 # (``get``), the unfinished jobs claimed every tick (``claim``), the notebooks behind their job (``catch_up``).
-# A ledger written before they existed gets them the next time it is opened. One transaction: a new ledger
+# ``job_ends``: each job's end once, recorded with its state, from which notifications go out
+# (``experiments/notify/outbox.py``). A ledger written before they existed gets them the next time it is opened. One transaction: a new ledger
 # reaches the disk once, not once per statement.
 
 _SET_NOTEBOOK_STATUS = ("INSERT INTO notebook_status (slug, line, behind) VALUES (?, ?, ?) "
@@ -107,6 +119,10 @@ class StateChange(NamedTuple):
     sweep_tasks: list[dict[str, Any]] | None = None
     """A sweep's comparison as the watcher read it with this state (``experiments/comparison.py``), recorded on the
     experiment with its state."""
+    ended_job: str | None = None
+    """The id of the job that ended (with ``finished``): its end is recorded once, for notifications."""
+    runtime: float | None = None
+    """Seconds the ended job ran, as accounting says (None: not known)."""
 
 
 @dataclass(frozen=True)
@@ -259,6 +275,9 @@ class Ledger:
                         recorded.add(change.slug)
                         if change.efficiency is not None or change.sweep_tasks is not None:
                             _record_read(db, change)  # a diagnosis or a resubmission written meanwhile is kept
+                        if change.finished and change.ended_job:
+                            db.execute(_RECORD_END, (change.slug, change.ended_job, _cluster(db, change.slug),
+                                                     change.state, change.runtime, time.time()))
                     db.execute(_SET_NOTEBOOK_STATUS, (change.slug, change.status_line, int(change.behind)))
                 db.execute("COMMIT")
             except BaseException:
@@ -329,6 +348,14 @@ class Ledger:
         """Give up every lease ``owner`` holds (a clean stop)."""
         with self._connect() as db:
             db.execute("UPDATE experiments SET owner = NULL, lease_until = 0 WHERE owner = ?", (owner,))
+
+
+_RECORD_END = ("INSERT OR IGNORE INTO job_ends (slug, job_id, cluster, state, runtime, ended) "
+               "VALUES (?, ?, ?, ?, ?, ?)")
+
+
+def _cluster(db: sqlite3.Connection, slug: str) -> str:
+    return str(db.execute("SELECT cluster FROM experiments WHERE slug = ?", (slug,)).fetchone()[0])
 
 
 def _record_read(db: sqlite3.Connection, change: StateChange) -> None:

@@ -155,7 +155,8 @@ class JobWatcher:
                 recorded = self.ledger.record_states(self.owner, [
                     StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],
                                 behind=written[slug][1] is not Outcome.WRITTEN, efficiency=efficiency.get(slug),
-                                sweep_tasks=compared.get(slug))
+                                sweep_tasks=compared.get(slug), ended_job=job.job_id,
+                                runtime=job.elapsed.total_seconds() if job.elapsed is not None else None)
                     for tracked, job in changed if (slug := tracked.experiment.slug) in written])
         updates = []
         for tracked, job in changed:

@@ -49,6 +49,8 @@ export namespace CommandIDs {
   export const sizeGpus = 'betty:size-gpus';
   /** Ask Betty to submit the `.sbatch` file selected in the file browser. */
   export const submitFile = 'betty:submit-file';
+  /** Turn desktop notifications of job ends on or off (the `desktopNotices` setting). */
+  export const desktopNotices = 'betty:desktop-notices';
 }
 
 /** The command that opens the side panel (kept for callers of the first version). */
@@ -156,6 +158,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
 
     addCommands(app, panel, fileBrowser);
+    if (settingRegistry) {
+      app.commands.addCommand(CommandIDs.desktopNotices, {
+        label: 'Betty: Desktop notifications of job ends',
+        caption: 'Show a desktop notification when a watched job ends (the browser asks for permission)',
+        isToggled: () => model.settings.desktopNotices,
+        execute: () =>
+          settingRegistry.set(PLUGIN_ID, 'desktopNotices', !model.settings.desktopNotices)
+      });
+      palette?.addItem({ command: CommandIDs.desktopNotices, category: 'Betty' });
+    }
     for (const command of [CommandIDs.open, CommandIDs.askCell, CommandIDs.sizeGpus]) {
       palette?.addItem({ command, category: 'Betty' });
     }
@@ -189,9 +201,8 @@ async function startModel(
   if (settingRegistry) {
     try {
       const settings = await settingRegistry.load(PLUGIN_ID);
-      const apply = () => model.updateSettings(panelSettings(settings.composite));
-      apply();
-      settings.changed.connect(apply);
+      model.updateSettings(panelSettings(settings.composite));
+      settings.changed.connect(() => model.updateSettings(panelSettings(settings.composite), true));
     } catch (error) {
       console.warn('Betty: settings could not be loaded, using the defaults', error);
     }

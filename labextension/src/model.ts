@@ -8,6 +8,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { BettyAPI, IPlacement } from './api';
 import { isServerError } from './contract/checks';
 import { IContextBulletin } from './contract/serverApi';
+import { browserDesktop, DesktopNotices, IDesktop } from './desktopNotices';
 import { IJobUpdateInfo, jobEnded, parseEvent, PersonDecision } from './events';
 import {
   addNote,
@@ -37,13 +38,16 @@ export interface IPanelSettings {
   defaultMode: Mode;
   /** Whether job ends are read out loud (`readout.ts`). */
   readOut: boolean;
+  /** Whether job ends show as desktop notifications (`desktopNotices.ts`). */
+  desktopNotices: boolean;
 }
 
 /** The defaults of {@link IPanelSettings}, as in `schema/plugin.json`. */
 export const DEFAULT_SETTINGS: IPanelSettings = {
   jobsRefreshSeconds: 15,
   defaultMode: 'confirm',
-  readOut: false
+  readOut: false,
+  desktopNotices: false
 };
 
 /** The panel's settings from the settings registry's composite (odd values are left out). */
@@ -59,6 +63,9 @@ export function panelSettings(composite: Record<string, unknown>): Partial<IPane
   }
   if (typeof composite.readOut === 'boolean') {
     settings.readOut = composite.readOut;
+  }
+  if (typeof composite.desktopNotices === 'boolean') {
+    settings.desktopNotices = composite.desktopNotices;
   }
   return settings;
 }
@@ -105,6 +112,8 @@ export interface IBettyModelOptions {
   socket?: (options: IChatSocketOptions) => ChatSocket;
   /** How job ends are spoken (the browser's speech synthesis unless given). */
   readOut?: IReadOutOptions;
+  /** How job ends reach the desktop (the browser's notifications unless given; null: none). */
+  desktop?: IDesktop | null;
 }
 
 /** The side panel's state; {@link BettyModel.changed} fires on every change. */
@@ -136,6 +145,8 @@ export class BettyModel {
   readonly waiting: WaitingApprovals;
   /** The spoken read-out of job ends (on with the `readOut` setting). */
   readonly readOut: ReadOut;
+  /** Desktop notifications of job ends (on with the `desktopNotices` setting). */
+  readonly desktop: DesktopNotices;
 
   private readonly _api: BettyAPI;
   private readonly _makeSocket: (options: IChatSocketOptions) => ChatSocket;
@@ -159,6 +170,8 @@ export class BettyModel {
     this.waiting = new WaitingApprovals(options.api);
     this.readOut = new ReadOut(options.readOut ?? browserReadOut());
     this.readOut.enabled = this.settings.readOut;
+    this.desktop = new DesktopNotices(options.desktop === undefined ? browserDesktop() : options.desktop);
+    this.desktop.setEnabled(this.settings.desktopNotices, false);
   }
 
   /** Fires on every change of the state. */
@@ -369,9 +382,10 @@ export class BettyModel {
     }
   }
 
-  /** New settings from the settings registry. */
-  updateSettings(settings: Partial<IPanelSettings>): void {
+  /** New settings from the settings registry; `byPerson`: changed while the page runs (not read at load). */
+  updateSettings(settings: Partial<IPanelSettings>, byPerson = false): void {
     this.settings = { ...this.settings, ...settings };
+    this.desktop.setEnabled(this.settings.desktopNotices, byPerson);
     this.readOut.enabled = this.settings.readOut;
     if (!this.readOut.enabled) {
       this.readOut.stop();
@@ -503,6 +517,7 @@ export class BettyModel {
       this._jobEnded.emit(event.payload);
       const since = this._runningSince.get(event.payload.job_id);
       this.readOut.announce(event.payload, since === undefined ? null : event.ts - since);
+      this.desktop.announce(event.payload, since === undefined ? null : event.ts - since);
     }
     this._changed.emit();
   }

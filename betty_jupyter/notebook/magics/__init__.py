@@ -27,6 +27,7 @@ from ..login import cell_login
 from .agent import AgentCommands
 from .gpu import GpuCommands
 from .jobs import SETTLE_SECONDS, add_face_options
+from .notify import NotifyCommands
 from .parsing import HelpShown, MagicParser, parser, read_parser
 from .submit import SubmitCommands
 from .wiki import WikiCommands
@@ -64,6 +65,7 @@ _HELP = """\
   wiki [search Q | show PAGE]   the project's wiki
   mode [off|propose|confirm|auto]   what Betty's agent may do without asking
   log [--limit N]               this notebook's actions (the action log)
+  notify [list | add NAME KIND | test NAME | remove NAME]   word when your jobs end (e-mail, ntfy, Slack, …)
   approvals                     every approval waiting for you (automations' too, under a Betty server)
   where                         where Betty runs: the server's extension or this kernel
   version                       Betty's version
@@ -71,7 +73,7 @@ _HELP = """\
 
 
 @magics_class
-class BettyMagics(SubmitCommands, GpuCommands, AgentCommands, WikiCommands, Magics):
+class BettyMagics(SubmitCommands, GpuCommands, AgentCommands, WikiCommands, NotifyCommands, Magics):
     """``%betty …`` and ``%%betty …`` in a notebook: parse, call Betty, show the result."""
 
     @line_cell_magic
@@ -105,7 +107,7 @@ class BettyMagics(SubmitCommands, GpuCommands, AgentCommands, WikiCommands, Magi
             for name in read.magic:
                 commands[name] = (self._read_parser(read, name), self._read_command(read))
         for more in (self.job_commands(), self.submit_commands(), self.gpu_commands(), self.agent_commands(),
-                     self.wiki_commands()):
+                     self.wiki_commands(), self.notify_commands()):
             commands.update(more)
         return commands
 
