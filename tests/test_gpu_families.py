@@ -211,3 +211,84 @@ def test_a_published_config_matches_transformers_model(name: str) -> None:
     params, kv, windowed = _measured(built)
     assert (arch.params(), arch.kv_bytes_per_token(2), arch.sliding_window_layers) == (params, kv, windowed)
 
+
+
+SMALL = {"hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32, "intermediate_size_mlp": 128,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512,
+         "num_experts": 4, "num_local_experts": 4, "n_routed_experts": 4, "num_experts_per_tok": 2,
+         "n_group": 2, "topk_group": 1, "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8,
+         "qk_nope_head_dim": 8, "v_head_dim": 16, "sliding_window": 8, "attention_chunk_size": 8}
+
+
+def small(config: dict[str, Any], layers: int) -> dict[str, Any]:
+    """``config`` with the same families and layer layout, its widths cut to :data:`SMALL`'s and ``layers`` deep."""
+    text = config.get("text_config", config)
+    cut = {key: SMALL[key] for key in text if key in SMALL}
+    cut.update(num_hidden_layers=layers, pad_token_id=None, bos_token_id=None, eos_token_id=None)
+    if "moe_layers" in text:
+        cut["moe_layers"] = [layer for layer in text["moe_layers"] if layer < layers]
+    if "text_config" in config:
+        return {**config, "text_config": {**text, **cut}}
+    return {**config, **cut}
+
+
+@needs_extra
+@pytest.mark.parametrize("name", list(PUBLISHED))
+def test_the_trace_builds_the_real_model_and_adapts_the_modules_it_has(name: str) -> None:
+    from betty_jupyter.gpu.trace import trace_estimate
+
+    arch = load_config(small(PUBLISHED[name][0], layers=4), name=name)
+    inference = trace_estimate(arch, EstimateRequest(method="inference", batch_size=1, seq_len=16))
+    assert inference.params == arch.params()  # Qwen 3's query/key norms, DeepSeek's latent attention: all there
+    if arch.is_latent:
+        with pytest.raises(GpuEstimateError, match="latent attention"):
+            trace_estimate(arch, EstimateRequest(method="lora", batch_size=1, seq_len=16))
+        return
+    request = EstimateRequest(method="lora", batch_size=1, seq_len=16, lora_rank=8, lora_targets=("q_proj", "v_proj"))
+    lora = trace_estimate(arch, request)
+    assert lora.trainable_params == arch.lora_params(8, ("q_proj", "v_proj")) > 0
+
+
+@needs_extra
+def test_a_deep_mixture_of_many_experts_is_traced_at_two_depths_and_extended(monkeypatch: Any) -> None:
+    from betty_jupyter.gpu.trace import trace_estimate
+
+    extended = importlib.import_module("betty_jupyter.gpu.trace.extended")  # the module, not its function
+    monkeypatch.setattr(extended, "EXPERT_LAYERS", 40)  # 12 layers of 4 experts count as many
+    arch = load_config({**small(QWEN3_30B_A3B, layers=12), "mlp_only_layers": [0]}, name="deep-moe")
+    assert arch.moe_layer_count == 11
+    request = EstimateRequest(method="inference", batch_size=1, seq_len=16)
+    traced = trace_estimate(arch, request)
+    assert traced.params == arch.params()  # each MoE layer extended, the dense first layer counted once
+    depths = extended.MOE_DEPTHS
+    assert any(f"{depths[0]} and {depths[1]} of its 12" in note for note in traced.notes), traced.notes
+    monkeypatch.setattr(extended, "EXPERT_LAYERS", 48)
+    whole = trace_estimate(arch, request)  # traced whole: the same bytes at the peak
+    assert whole.peak == traced.peak and not any("identical layers" in note for note in whole.notes)
+
+
+@needs_extra
+def test_a_config_its_own_family_refuses_is_one_line() -> None:
+    from betty_jupyter.gpu.trace import trace_estimate
+
+    for broken in ({"rope_scaling": {"rope_type": "longrope", "short_factor": "x"}}, {"pad_token_id": 100_000}):
+        config = {**small(PHI4, layers=2), **broken}
+        with pytest.raises(GpuEstimateError) as refused:
+            trace_estimate(load_config(config), EstimateRequest(method="inference", batch_size=1, seq_len=8))
+        assert "\n" not in str(refused.value) and "drop --trace" in str(refused.value), broken
+
+
+@pytest.mark.parametrize("config, field", [
+    (QWEN3_30B_A3B, "moe_intermediate_size"), (QWEN3_30B_A3B, "num_experts"), (QWEN3_30B_A3B, "decoder_sparse_step"),
+    (DEEPSEEK_V3, "n_shared_experts"), (DEEPSEEK_V3, "first_k_dense_replace"), (DEEPSEEK_V3, "kv_lora_rank"),
+    (DEEPSEEK_V3, "q_lora_rank"), (DEEPSEEK_V3, "qk_rope_head_dim"), (DEEPSEEK_V3, "v_head_dim"),
+    (GEMMA3_27B, "sliding_window_pattern"), (LLAMA4_MAVERICK, "interleave_moe_layer_step"),
+    (LLAMA4_MAVERICK, "intermediate_size_mlp"),
+])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -4, 4096.5, "32", [1]])
+def test_a_bad_size_in_a_new_field_is_one_line_naming_it(config: dict[str, Any], field: str, value: Any) -> None:
+    bad = ({**config, "text_config": {**config["text_config"], field: value}} if "text_config" in config
+           else {**config, field: value})
+    with pytest.raises(GpuEstimateError, match=f"`{field}`") as refused:
+        load_config(bad)
+    assert "\n" not in str(refused.value)
