@@ -271,7 +271,8 @@ def test_a_deep_mixture_of_many_experts_is_traced_at_two_depths_and_extended(mon
 def test_a_config_its_own_family_refuses_is_one_line() -> None:
     from betty_jupyter.gpu.trace import trace_estimate
 
-    for broken in ({"rope_scaling": {"rope_type": "longrope", "short_factor": "x"}}, {"pad_token_id": 100_000}):
+    for broken in ({"rope_scaling": {"rope_type": "longrope", "short_factor": "x"}}, {"pad_token_id": 100_000},
+                   {"head_dim": 17}):  # rotary embeddings need an even head width
         config = {**small(PHI4, layers=2), **broken}
         with pytest.raises(GpuEstimateError) as refused:
             trace_estimate(load_config(config), EstimateRequest(method="inference", batch_size=1, seq_len=8))
