@@ -460,7 +460,7 @@ def _qk_norm(config: dict[str, Any], model_type: str, heads: int, head_dim: int)
     if model_type in QK_NORM_FAMILIES:
         return 2 * head_dim
     if model_type in WIDE_QK_NORM_FAMILIES:
-        return (heads + _field(config, "num_key_value_heads", default=heads)) * head_dim
+        return (heads + int(_field(config, "num_key_value_heads", default=heads))) * head_dim
     return 0
 
 
@@ -494,13 +494,13 @@ def _moe_layer_count(config: dict[str, Any], layers: int) -> int:
     """How many of ``layers`` have experts: DeepSeek's first ``first_k_dense_replace`` are dense, Qwen's
     ``mlp_only_layers`` and those off its ``decoder_sparse_step`` are, and Llama 4 lists its ``moe_layers``."""
     if config.get("first_k_dense_replace") is not None:
-        return max(0, layers - _field(config, "first_k_dense_replace", least=0))
+        return max(0, layers - int(_field(config, "first_k_dense_replace", least=0)))
     listed = config.get("moe_layers")
     if isinstance(listed, list):
         return sum(1 for layer in set(listed) if isinstance(layer, int) and 0 <= layer < layers)
     step = config.get("interleave_moe_layer_step")
     if step is not None:
-        return layers // _field(config, "interleave_moe_layer_step")
+        return layers // int(_field(config, "interleave_moe_layer_step"))
     only = config.get("mlp_only_layers")
     dense = {layer for layer in only if isinstance(layer, int)} if isinstance(only, list) else set()
     step = _field(config, "decoder_sparse_step", default=1)
@@ -532,9 +532,9 @@ def _window_layers(config: dict[str, Any], model_type: str, layers: int) -> int:
         flags = config.get("no_rope_layers")
         if isinstance(flags, list) and flags:
             return sum(1 for flag in flags[:layers] if flag)
-        return layers - layers // _field(config, "no_rope_layer_interval", default=4)
+        return layers - layers // int(_field(config, "no_rope_layer_interval", default=4))
     if config.get("sliding_window_pattern") is not None:  # Gemma 3: every n-th layer is global
-        pattern = _field(config, "sliding_window_pattern")
+        pattern = int(_field(config, "sliding_window_pattern"))
         return layers - layers // pattern
     if model_type in ("gemma2",):
         return layers // 2  # Gemma 2 alternates local and global attention
