@@ -8,8 +8,8 @@
     traced = trace_estimate("Llama-3.1-8B", EstimateRequest(method="lora", batch_size=2, seq_len=2048))
     traced.peak_gib, traced.breakdown_gib(), traced.where
 
-The model is built with transformers from Betty's description of its shape, on the
-``meta`` device: no weights, no GPU, no download. The step (forward, loss, backward,
+The model is built by its own transformers class from its config.json (a catalog model from
+its published shape), on the ``meta`` device: no weights, no GPU, no download. The step (forward, loss, backward,
 optimizer step; or prefill and decode) runs for real under :class:`.memory.MemoryTracer`,
 and PyTorch's caching allocator is replayed over what it allocated and freed.
 
