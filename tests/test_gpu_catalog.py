@@ -134,3 +134,17 @@ def test_a_file_that_is_not_a_config_is_refused(tmp_path: Path, text: str) -> No
 def test_a_missing_config_file_says_so(tmp_path: Path) -> None:
     with pytest.raises(GpuEstimateError, match="no config.json"):
         resolve_model(str(tmp_path / "nowhere" / "config.json"))
+
+
+@pytest.mark.parametrize("name, model", [
+    ("Mistral-7B-Instruct-v0.1", "Mistral-7B"),
+    ("mistralai/Mixtral-8x7B-Instruct-v0.1", "Mixtral-8x7B"),
+    ("Mixtral-8x7B-v0.1", "Mixtral-8x7B"),
+])
+def test_a_version_suffixed_name_is_found(name: str, model: str) -> None:
+    assert find_model(name).name == model
+
+
+def test_another_version_is_not_taken_for_the_catalog_one() -> None:
+    with pytest.raises(GpuEstimateError, match="unknown model 'Mistral-7B-Instruct-v0.3'"):
+        find_model("Mistral-7B-Instruct-v0.3")  # v0.3 has another vocabulary and no sliding window

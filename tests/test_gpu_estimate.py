@@ -36,9 +36,17 @@ def test_fp8_kv_cache_halves_it() -> None:
 
 
 def test_sliding_window_caps_the_kv_cache() -> None:
-    short = estimate("Mistral-7B", method="inference", seq_len=4096)
-    long = estimate("Mistral-7B", method="inference", seq_len=32768)
+    short = estimate("Mistral-7B", method="inference", seq_len=4096, framework="vllm")
+    long = estimate("Mistral-7B", method="inference", seq_len=32768, framework="vllm")
     assert long.breakdown["kv_cache"] == pytest.approx(short.breakdown["kv_cache"])
+
+
+def test_transformers_holds_the_whole_prompt_in_its_window_layers_after_prefill() -> None:
+    # traced (tests/data/gpu_trace_grid.csv, row 76): 0.9998 GiB of KV cache at the peak of an 8192-token prefill
+    result = estimate("Mistral-7B", method="inference", precision="fp16", attention="eager", seq_len=8192)
+    assert result.breakdown["kv_cache"] == pytest.approx(1.0)
+    assert any("whole prompt" in note for note in result.notes)
+    assert not any("whole prompt" in note for note in estimate("Mistral-7B", method="inference", seq_len=4096).notes)
 
 
 def test_gemma2_caps_only_its_sliding_layers() -> None:

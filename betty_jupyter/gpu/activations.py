@@ -110,13 +110,15 @@ class Layout:
         return self.request.profile.norm_upcast and not self.request.compiled and not self.arch.layer_norm
 
 
-def norm_bytes(layout: Layout) -> float:
-    """One normalisation: its input (float32 when upcast) plus the normalised tensor the weight's gradient needs."""
+def norm_bytes(layout: Layout, width: int | None = None) -> float:
+    """One normalisation of ``width`` (the hidden size): its input (float32 when upcast) plus the normalised
+    tensor the weight's gradient needs."""
     arch, dtype = layout.arch, layout.compute_bytes
-    saved = arch.hidden * (4 if layout.profile_upcasts_norm or layout.float32_stream else dtype)
+    width = arch.hidden if width is None else width
+    saved = width * (4 if layout.profile_upcasts_norm or layout.float32_stream else dtype)
     trains_norm = layout.request.method == "full" and not arch.layer_norm and not layout.request.compiled
     normalised = 4 if layout.float32_stream else dtype
-    return saved + (normalised * arch.hidden if trains_norm else 0)
+    return saved + (normalised * width if trains_norm else 0)
 
 
 def attention_bytes(layout: Layout, seq_len: int, recompute_scores: bool = False) -> float:
@@ -125,6 +127,8 @@ def attention_bytes(layout: Layout, seq_len: int, recompute_scores: bool = False
     total = layout.input_bytes(("q_proj", "k_proj", "v_proj"), arch.hidden, after_norm=True)  # the projections' input
     kv_width = arch.q_dim if request.attention in request.profile.expands_kv_heads else arch.kv_dim
     total += dtype * (arch.q_dim + 2 * kv_width)  # Q, K, V as the attention kernel keeps them
+    if arch.qk_norm:  # query and key norms (Qwen 3, Gemma 3, OLMo 2) keep their inputs like any norm
+        total += norm_bytes(layout, arch.q_dim + arch.kv_dim)
     if request.attention == "flash":
         total += dtype * arch.q_dim + 4 * arch.heads  # output and log-sum-exp (float32)
     elif not recompute_scores:

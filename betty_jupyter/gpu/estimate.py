@@ -184,7 +184,9 @@ def _inference(layout: Layout) -> Estimate:
     arch, request = layout.arch, layout.request
     weights, quantization = frozen_weight_bytes(layout)
     kv_bytes = KV_BYTES.get(request.kv_dtype, layout.compute_bytes)
-    kv = request.batch_size * request.seq_len * arch.kv_bytes_per_token(kv_bytes, request.seq_len)
+    window_kept = request.profile.window_keeps_prompt  # the prompt's keys and values outlive the window
+    kv = request.batch_size * request.seq_len * arch.kv_bytes_per_token(kv_bytes, None if window_kept else
+                                                                         request.seq_len)
     parts = {
         "weights": weights / request.gpus,
         "gradients": 0.0,
@@ -202,6 +204,10 @@ def _inference(layout: Layout) -> Estimate:
         )
     if request.gpus > 1:
         notes.append(f"weights and KV cache split across {request.gpus} GPUs (tensor parallel)")
+    if window_kept and arch.sliding_window and request.seq_len > arch.sliding_window:
+        notes.append(f"transformers' sliding-window cache keeps a view of the whole prompt's keys and values until "
+                     f"the next token, so every layer holds all {request.seq_len} tokens at the peak (a serving stack "
+                     f"such as --framework vllm keeps {arch.sliding_window} in its window layers)")
     return _finish(layout, parts, "generation", 0.0, notes)
 
 

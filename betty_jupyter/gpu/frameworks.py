@@ -35,6 +35,7 @@ class FrameworkProfile:
     caching_allocator: bool  # tensors come from PyTorch's caching allocator, whose slack the estimate adds
     memory_utilization: float = 1.0  # share of the card the stack lets itself use
     batched_tokens: int | None = None  # tokens the stack pushes through at once when serving
+    window_keeps_prompt: bool = False  # a sliding-window cache layer still holds the whole prompt after prefill
     training: bool = True
     inference: bool = True
 
@@ -61,6 +62,9 @@ PROFILES: dict[str, FrameworkProfile] = {
             prefill_logits_all_tokens=False,
             cuda_context_gib=0.5,
             caching_allocator=True,
+            # transformers' DynamicSlidingWindowLayer keeps a slice (a view) of the prompt's keys and values,
+            # whose storage lives until the next token replaces it: every layer holds the whole prompt
+            window_keeps_prompt=True,
         ),
         FrameworkProfile(
             name="torchtune",

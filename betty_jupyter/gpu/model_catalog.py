@@ -2,7 +2,8 @@
 
 Every entry carries the parameter count its authors publish (model card or paper), and a
 test checks that the count derived from the shape is within 1% of it. Names are looked up
-forgivingly: ``meta-llama/Llama-2-7b-hf``, ``llama-2-7b`` and ``Llama 2 7B`` are one model.
+forgivingly: ``meta-llama/Llama-2-7b-hf``, ``llama-2-7b`` and ``Llama 2 7B`` are one model, and
+``mistralai/Mistral-7B-Instruct-v0.1`` is ``Mistral-7B-v0.1`` (the version stays: v0.3 is another shape).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class CatalogEntry:
 def _llama(name: str, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, vocab: int,
            **extra: Any) -> Architecture:
     head_dim = extra.pop("head_dim", hidden // heads)
+    extra.setdefault("model_type", "llama")
     return Architecture(name=name, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
                         head_dim=head_dim, intermediate=intermediate, vocab=vocab, **extra)
 
@@ -65,19 +67,23 @@ _ENTRIES: tuple[CatalogEntry, ...] = (
                         max_context=131072), 3.21e9,
                  "meta-llama/Llama-3.2-3B model card (3.21B)", ("llama3.2-3b",)),
     CatalogEntry(_llama("Mistral-7B", 32, 4096, 32, 8, 14336, 32000, sliding_window=4096,
-                        sliding_window_layers=32, max_context=32768), 7.24e9,
+                        sliding_window_layers=32, max_context=32768, model_type="mistral"), 7.24e9,
                  "mistralai/Mistral-7B-v0.1 model card (7.24B)", ("mistral-7b-v0.1",)),
     CatalogEntry(_llama("Mixtral-8x7B", 32, 4096, 32, 8, 14336, 32000, experts=8, experts_per_token=2,
-                        max_context=32768), 46.7e9,
+                        max_context=32768, model_type="mixtral"), 46.7e9,
                  "mistralai/Mixtral-8x7B-v0.1 model card (46.7B)", ("mixtral-8x7b-v0.1",)),
-    CatalogEntry(_llama("Qwen2.5-7B", 28, 3584, 28, 4, 18944, 152064, qkv_bias=True, max_context=131072), 7.61e9,
+    CatalogEntry(_llama("Qwen2.5-7B", 28, 3584, 28, 4, 18944, 152064, qkv_bias=True, max_context=131072,
+                        model_type="qwen2"), 7.61e9,
                  "Qwen/Qwen2.5-7B model card (7.61B)", ("qwen2.5-7b",)),
-    CatalogEntry(_llama("Qwen2.5-72B", 80, 8192, 64, 8, 29568, 152064, qkv_bias=True, max_context=131072), 72.7e9,
+    CatalogEntry(_llama("Qwen2.5-72B", 80, 8192, 64, 8, 29568, 152064, qkv_bias=True, max_context=131072,
+                        model_type="qwen2"), 72.7e9,
                  "Qwen/Qwen2.5-72B model card (72.7B)", ("qwen2.5-72b",)),
     CatalogEntry(_llama("Gemma-2-9B", 42, 3584, 16, 8, 14336, 256000, head_dim=256, tied_embeddings=True,
                         norms_per_layer=4, sliding_window=4096, sliding_window_layers=21, max_context=8192,
-                        score_softcap=True), 9.24e9,
+                        score_softcap=True, model_type="gemma2"), 9.24e9,
                  "google/gemma-2-9b model card (9.24B)", ("gemma2-9b",)),
+    # Phi-3 fuses q, k, v (and gate, up) into one module each; the entry keeps them apart, Llama-shaped, as
+    # the calibration grid traced it (the same parameters; a phi3 config.json is traced with its fused modules)
     CatalogEntry(_llama("Phi-3-mini", 32, 3072, 32, 32, 8192, 32064, max_context=4096), 3.82e9,
                  "microsoft/Phi-3-mini-4k-instruct model card (3.82B)", ("phi-3-mini-4k", "phi3-mini")),
     CatalogEntry(Architecture(name="BERT-large", kind="encoder", layers=24, hidden=1024, heads=16, kv_heads=16,
@@ -104,13 +110,16 @@ def _normalize(name: str) -> str:
     key = name.strip().lower().rsplit("/", 1)[-1]
     key = re.sub(r"[\s_]+", "-", key)
     key = re.sub(r"^meta-llama-", "llama-", key)
+    version = re.search(r"-v\d+(\.\d+)*$", key)  # Mistral-7B-Instruct-v0.1: the version names the shape
+    tail = version.group(0) if version and version.start() > 0 else ""
+    key = key[: len(key) - len(tail)]
     changed = True
     while changed:
         changed = False
         for suffix in _SUFFIXES:
             if key.endswith(suffix) and len(key) > len(suffix):
                 key, changed = key[: -len(suffix)], True
-    return key
+    return key + tail
 
 
 def _index() -> dict[str, CatalogEntry]:

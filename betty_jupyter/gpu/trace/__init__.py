@@ -8,8 +8,8 @@
     traced = trace_estimate("Llama-3.1-8B", EstimateRequest(method="lora", batch_size=2, seq_len=2048))
     traced.peak_gib, traced.breakdown_gib(), traced.where
 
-The model is built with transformers from Betty's description of its shape, on the
-``meta`` device: no weights, no GPU, no download. The step (forward, loss, backward,
+The model is built by its own transformers class from its config.json (a catalog model from
+its published shape), on the ``meta`` device: no weights, no GPU, no download. The step (forward, loss, backward,
 optimizer step; or prefill and decode) runs for real under :class:`.memory.MemoryTracer`,
 and PyTorch's caching allocator is replayed over what it allocated and freed.
 
@@ -32,7 +32,7 @@ from ..architecture import Architecture
 from ..model_catalog import resolve_model
 from ..hardware import GpuType
 from ..request import EstimateRequest
-from .extended import DEEP, SHALLOW, at_depth, extended
+from .extended import at_depth, depths_for, extended
 from .result import TracedEstimate, TracePoint
 
 CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
@@ -90,8 +90,9 @@ def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request
             raise TraceUnavailableError(EXTRA) from error
         raise
     hopper = gpu is not None and gpu.name.startswith(_HOPPER_AND_LATER)
-    if arch.layers <= MAX_LAYERS:
+    depths = depths_for(arch, MAX_LAYERS)
+    if depths is None:
         return run_trace(arch, request, hopper=hopper, progress=progress)
     shallow, deep = (run_trace(at_depth(arch, layers), request, hopper=hopper, progress=progress)
-                     for layers in (SHALLOW, DEEP))
-    return extended(shallow, deep, arch)
+                     for layers in depths)
+    return extended(shallow, deep, arch, depths)

@@ -5,7 +5,7 @@ back to its math path, which materialises the ``seq × seq`` score matrix for ev
 On a GPU with ``attn_implementation="flash_attention_2"`` or SDPA's flash kernel, no such
 matrix exists. :func:`flash_attention` stands in for the kernel with the same memory
 (Dao 2023, "FlashAttention-2", and ``flash_attn_func``'s own allocations): the forward
-keeps the output ``(batch, seq, heads, head_dim)`` and a float32 log-sum-exp
+keeps the output ``(batch, seq, heads, value head_dim)`` and a float32 log-sum-exp
 ``(batch, heads, seq)`` beside the saved query, key and value; the backward allocates the
 three input gradients, a float32 ``dq`` accumulator and a float32 softmax-delta. Key and
 value heads are not repeated to the query heads (the kernel handles grouped-query
@@ -41,8 +41,8 @@ class _FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-        batch, heads, seq, head_dim = query.shape
-        output = query.new_zeros((batch, seq, heads, head_dim))
+        batch, heads, seq, _ = query.shape
+        output = query.new_zeros((batch, seq, heads, value.shape[-1]))  # values may be narrower (DeepSeek's MLA)
         log_sum_exp = query.new_zeros((batch, heads, seq), dtype=torch.float32)
         ctx.save_for_backward(query, key, value, output, log_sum_exp)
         return output
@@ -51,7 +51,7 @@ class _FlashAttention(torch.autograd.Function):
     def backward(ctx: Any, grad_output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         query, key, value, output, log_sum_exp = ctx.saved_tensors
         softmax_delta = torch.zeros_like(log_sum_exp)
-        dq_accumulator = torch.zeros_like(output, dtype=torch.float32)
+        dq_accumulator = torch.zeros_like(query, dtype=torch.float32)
         grads = torch.zeros_like(query), torch.zeros_like(key), torch.zeros_like(value)
         del softmax_delta, dq_accumulator  # freed when the kernel returns, after the gradients exist
         return grads

@@ -1,10 +1,11 @@
 """A Hugging Face causal language model built from Betty's own description of its shape, on ``meta``.
 
-There is no download: the transformers config object is filled in from the
-:class:`~betty_jupyter.gpu.architecture.Architecture` (the catalog's shapes come from each
-model's published ``config.json``), and the model is built under ``torch.device("meta")``,
-so its tensors have shapes and dtypes but no memory. LoRA adapters are added with
-``peft`` exactly as a training script adds them.
+There is no download. A model read from a ``config.json`` is built from that config by its own
+transformers class (``AutoModelForCausalLM.from_config``: Qwen 3's query/key norms, Phi-3's fused
+``qkv_proj``, Gemma 3's layer types, a mixture of experts' shared experts are all there); a catalog
+model from its published shape in its family's config class. Either way the model is built under
+``torch.device("meta")``, so its tensors have shapes and dtypes but no memory. LoRA adapters are
+added with ``peft`` exactly as a training script adds them, on the modules the model really has.
 
 Weights and adapters are placed the way the Hugging Face stack places them for each
 precision (the ``hf`` framework profile): full fine-tuning in ``bf16-mixed`` or ``fp16``
@@ -25,6 +26,7 @@ from typing import Any, Iterator
 import torch
 
 from ...errors import GpuEstimateError
+from ...json_text import parse_json
 from ..architecture import MLP_MODULES, Architecture
 from ..request import EstimateRequest
 from .experts import EVEN_ROUTING, register_even_routing
@@ -64,7 +66,46 @@ def quiet_deprecations() -> Iterator[None]:
 
 
 def config_for(arch: Architecture, attention: str) -> Any:
-    """The transformers config object of ``arch`` (Llama, Mistral, Mixtral, Qwen2 or Gemma 2 family)."""
+    """The transformers config object of ``arch``: its own config.json's, for its own family's class, when it
+    came from one; else the catalog shape in its family's config class (Llama, Mistral, Mixtral, Qwen2, Gemma 2)."""
+    if arch.config and arch.model_type:
+        config = _published_config(arch)
+    else:
+        config = _shape_config(arch)
+    if arch.is_moe:
+        config._experts_implementation = EVEN_ROUTING
+    config._attn_implementation = attention
+    return config
+
+
+def _published_config(arch: Architecture) -> Any:
+    """``arch``'s config.json as its transformers family reads it, at ``arch.layers`` layers (per-layer lists cut)."""
+    # lazy: transformers is the optional trace extra
+    from transformers import AutoConfig
+
+    fields = parse_json(arch.config)
+    layers = fields.get("num_hidden_layers")
+    for key, value in fields.items():
+        if isinstance(value, list) and isinstance(layers, int) and len(value) == layers:
+            fields[key] = value[:arch.layers]
+    fields.update(num_hidden_layers=arch.layers, use_cache=False)
+    for key in ("model_type", "architectures", "auto_map", "transformers_version", "_name_or_path"):
+        fields.pop(key, None)
+    try:
+        with quiet_deprecations():
+            return AutoConfig.for_model(arch.model_type, **fields)
+    except Exception as error:  # the family's own validation, whose errors have many types: one line each
+        raise GpuEstimateError(f"transformers does not accept this {arch.model_type} config "
+                               f"({_first_line(error)}); drop --trace for the formula estimate") from error
+
+
+def _first_line(error: Exception) -> str:
+    """``error``'s message on one printable line, at most 160 characters (it may quote the config's values)."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in str(error)).split())
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _shape_config(arch: Architecture) -> Any:
     # lazy: transformers is the optional trace extra
     from transformers import Gemma2Config, LlamaConfig, MistralConfig, MixtralConfig, Qwen2Config
 
@@ -78,7 +119,6 @@ def config_for(arch: Architecture, attention: str) -> Any:
     if arch.is_moe:
         config = MixtralConfig(**common, num_local_experts=arch.experts, num_experts_per_tok=arch.experts_per_token,
                                sliding_window=arch.sliding_window)
-        config._experts_implementation = EVEN_ROUTING
     elif arch.norms_per_layer == 4:
         config = Gemma2Config(**common, sliding_window=arch.sliding_window or 4096)
     elif arch.qkv_bias:
@@ -87,7 +127,6 @@ def config_for(arch: Architecture, attention: str) -> Any:
         config = MistralConfig(**common, sliding_window=arch.sliding_window)
     else:
         config = LlamaConfig(**common)
-    config._attn_implementation = attention
     return config
 
 
@@ -97,6 +136,8 @@ def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
         (arch.kind != "decoder", f"{arch.name} is an {arch.kind} model; the trace runs decoder-only language models"),
         (arch.is_moe and request.adapters and bool(set(request.lora_targets) & set(MLP_MODULES)),
          "LoRA on the experts of a mixture of experts is not traced yet (attention modules are)"),
+        (arch.is_latent and request.adapters,
+         f"LoRA on {arch.name}'s latent attention (q_a_proj, kv_b_proj…) is not traced yet"),
         (arch.is_moe and request.resolved_precision in QUANTIZED,
          "quantized experts of a mixture of experts are not traced yet"),
         (request.offload != "none", "--offload is not traced yet"),
@@ -127,14 +168,19 @@ def build_model(arch: Architecture, request: EstimateRequest, device: torch.devi
     precision = Precision.of(request)
     if request.grad_ckpt == "selective" and request.training:
         attention = register_selective(attention, _checkpointing(precision).get("context_fn"))
+    config = config_for(arch, attention)
     with torch.device(device), quiet_deprecations():
-        model: Any = AutoModelForCausalLM.from_config(config_for(arch, attention), dtype=precision.weights)
+        try:
+            model: Any = AutoModelForCausalLM.from_config(config, dtype=precision.weights)
+        except (AssertionError, ValueError, TypeError, KeyError, IndexError, RuntimeError) as error:
+            raise GpuEstimateError(f"transformers cannot build {arch.name} from its config "
+                                   f"({_first_line(error)}); drop --trace for the formula estimate") from error
         if request.resolved_precision in QUANTIZED:
             quantize_layers(model, request.resolved_precision, request.double_quant)
         if request.grad_ckpt == "full" and request.training:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=_checkpointing(precision))
         if request.adapters:
-            model = _with_lora(model, request)
+            model = _with_lora(model, request, arch.lora_modules(request.lora_targets))
     if request.training and not request.adapters:
         model.requires_grad_(True)
     if request.training:
@@ -175,14 +221,15 @@ def _checkpointing(precision: Precision) -> dict[str, Any]:
     return {"use_reentrant": False, "context_fn": lambda: (nullcontext(), MetaAutocast(dtype))}
 
 
-def _with_lora(model: torch.nn.Module, request: EstimateRequest) -> torch.nn.Module:
+def _with_lora(model: torch.nn.Module, request: EstimateRequest, targets: tuple[str, ...]) -> torch.nn.Module:
+    """peft's LoRA on ``targets``, the modules the model has (Phi-3's fused ``qkv_proj`` for ``q_proj``)."""
     # lazy: peft is the optional trace extra, and the adapters module builds on it
     from peft import LoraConfig, get_peft_model
 
     from .adapters import QuantizedLoraLinear  # lazy: subclasses peft's LoRA layer
 
     config = LoraConfig(r=request.lora_rank, lora_alpha=2 * request.lora_rank, lora_dropout=0.0,
-                        target_modules=list(request.lora_targets), task_type="CAUSAL_LM")
+                        target_modules=list(targets), task_type="CAUSAL_LM")
     config._register_custom_module({QuantizedLinear: QuantizedLoraLinear})  # peft's lora.bnb layers
     adapted: torch.nn.Module = get_peft_model(model, config)
     return adapted
