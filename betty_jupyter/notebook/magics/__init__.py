@@ -125,6 +125,7 @@ class BettyMagics(SubmitCommands, GpuCommands, AgentCommands, WikiCommands, Magi
         def run(args: argparse.Namespace, cell: str | None) -> Any:
             values = tool_args(read, args)
             check(read, values)  # a bad job id is one line, before anything connects
+            self._connected(reading=True)  # the first read logs in to the cluster while the agent loads
             return show(values, args)
 
         return run

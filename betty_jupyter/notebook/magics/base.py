@@ -22,11 +22,16 @@ class Connected:
     @property
     def connection(self) -> "NotebookBetty":
         """This notebook's Betty, connected on first use (the server's extension, or this kernel)."""
+        return self._connected()
+
+    def _connected(self, reading: bool = False) -> "NotebookBetty":
+        """This notebook's Betty; made now when this is its first use, logging in to the default cluster while the
+        agent loads where ``reading`` (a read is the first command, and Betty runs in this kernel)."""
         if Connected._betty is None:
             # lazy: the backend and the configuration it reads; `%load_ext` never needs them
             from ..backend import connect
 
-            Connected._betty = NotebookBetty(connect())
+            Connected._betty = NotebookBetty(connect(reading=reading))
         return Connected._betty
 
     def _run(self, tool: str, args: dict[str, Any], label: str,
