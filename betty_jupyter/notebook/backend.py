@@ -103,15 +103,27 @@ class Backend(Protocol):
         ...
 
 
-def connect(workspace_dir: Path | None = None, parent_pid: int | None = None, *, reading: bool = False) -> Backend:
-    """The Betty extension of this kernel's Jupyter server when it answers, else the core in this kernel.
-
-    ``reading``: the first command reads the default cluster, so the core in this kernel starts logging in to it while
-    it loads (:meth:`LocalBackend.__init__`)."""
+def connect(workspace_dir: Path | None = None, parent_pid: int | None = None) -> Backend:
+    """The Betty extension of this kernel's Jupyter server when it answers, else the core in this kernel."""
     found = find_server(parent_pid)
     if found is not None:
         return ServerBackend(*found)
-    return LocalBackend(find_workspace(workspace_dir or Path.cwd()), open_cluster=reading)
+    return LocalBackend(find_workspace(workspace_dir or Path.cwd()))
+
+
+def open_cluster_early(parent_pid: int | None = None) -> None:
+    """Where Betty will run in this kernel (no Jupyter server's Betty extension answers), start logging in to the
+    default cluster in the background, so the login overlaps loading the agent for a first read; the server's
+    extension holds its own links. Nothing runs on the cluster; a login that would ask the person waits for the
+    command, and a profile that cannot be used is left for the command to report."""
+    if find_server(parent_pid) is not None:
+        return
+    from ..cluster.shared import shared_cluster  # lazy: the Slurm client; only a kernel that reads a cluster needs it
+
+    try:
+        shared_cluster(load_config().profile(None)).open_early()
+    except BettyError:
+        pass
 
 
 def find_server(parent_pid: int | None = None) -> tuple[str, str] | None:
@@ -140,13 +152,7 @@ def _has_betty(url: str, token: str) -> bool:
 class LocalBackend:
     """Betty's core in this kernel: one :class:`Assistant` on Betty's background event loop."""
 
-    def __init__(self, workspace_dir: Path, config: "BettyConfig | None" = None, watch: bool = True, *,
-                 open_cluster: bool = False) -> None:
-        """``open_cluster``: start logging in to the default cluster in the background first, so the login overlaps
-        loading the agent (a first ``%betty squeue``); nothing runs on the cluster before a command does."""
-        config = config or load_config()
-        if open_cluster:
-            _open_early(config)
+    def __init__(self, workspace_dir: Path, config: "BettyConfig | None" = None, watch: bool = True) -> None:
         # lazy: the agent (pydantic); a notebook served by the server's extension never needs it
         from ..agent.assistant import Assistant
 
@@ -154,7 +160,7 @@ class LocalBackend:
         self.where = f"this kernel (project {self.workspace.root})"
         self.shared = False
         self.person = f"{getpass.getuser()} (notebook)"
-        self.assistant: Assistant = Assistant(self.workspace, config)
+        self.assistant: Assistant = Assistant(self.workspace, config or load_config())
         if watch:
             run_sync(_call_soon(self.assistant.watch))
 
@@ -224,17 +230,6 @@ class LocalBackend:
         from ..cluster.shared import closing_clusters  # lazy: the Slurm client; a kernel that never reached one skips it
 
         self._run(closing_clusters(self.assistant.close()), timeout=30)
-
-
-def _open_early(config: "BettyConfig") -> None:
-    """Start logging in to ``config``'s default cluster in the background (a profile that cannot be used is left for
-    the command to report)."""
-    from ..cluster.shared import shared_cluster  # lazy: the Slurm client; only a kernel that reads a cluster needs it
-
-    try:
-        shared_cluster(config.profile(None)).open_early()
-    except BettyError:
-        pass
 
 
 async def _call_soon(work: Callable[[], Any]) -> Any:

@@ -22,17 +22,20 @@ class Connected:
     @property
     def connection(self) -> "NotebookBetty":
         """This notebook's Betty, connected on first use (the server's extension, or this kernel)."""
-        return self._connected()
-
-    def _connected(self, reading: bool = False) -> "NotebookBetty":
-        """This notebook's Betty; made now when this is its first use, logging in to the default cluster while the
-        agent loads where ``reading`` (a read is the first command, and Betty runs in this kernel)."""
         if Connected._betty is None:
             # lazy: the backend and the configuration it reads; `%load_ext` never needs them
             from ..backend import connect
 
-            Connected._betty = NotebookBetty(connect(reading=reading))
+            Connected._betty = NotebookBetty(connect())
         return Connected._betty
+
+    def _open_cluster_early(self) -> None:
+        """Before this notebook's first command, a read: log in to the default cluster in the background while the
+        command loads its tool and Betty (:func:`~betty_jupyter.notebook.backend.open_cluster_early`)."""
+        if Connected._betty is None:
+            from ..backend import open_cluster_early  # lazy: the backend; `%load_ext` never needs it
+
+            open_cluster_early()
 
     def _run(self, tool: str, args: dict[str, Any], label: str,
              extra: "Callable[[ToolOutcome], list[Any]] | None" = None) -> "ToolOutcome | Call":
