@@ -149,3 +149,10 @@ def test_a_bad_argument_is_refused_before_the_read_whatever_the_link(tmp_path: P
     assert done.returncode == 1 and "refused" not in done.stderr and "SLEEPING" in done.stderr, done.stderr
     done = betty(tmp_path, "why", "not-a-job")
     assert done.returncode == 1 and "refused" not in done.stderr and "not-a-job" in done.stderr, done.stderr
+
+
+def test_an_unknown_cluster_is_the_reads_own_one_line(tmp_path: Path) -> None:
+    for words in (["jobs", "--cluster", "elsewhere"], ["jobs", "--cluster=elsewhere"]):
+        done = betty(tmp_path, *words)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.splitlines()) == 1 and "elsewhere" in done.stderr, done.stderr

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..cluster import tables
-from ..errors import BettyError, UsageError
+from ..errors import UsageError
 from ..read_commands import ME, READS, ReadCommand, add_tool_options, check, tool_args
 from ..safe_text import terminal_line
 
@@ -92,7 +92,7 @@ def open_cluster_early(words: Sequence[str]) -> None:
     named += [after for word, after in zip(words, words[1:]) if word == "--cluster"]
     try:
         shared_cluster(_config().profile(named[-1] if named else None)).open_early()
-    except BettyError:
+    except Exception:  # the read meets it again and reports it as it always has; starting early changes nothing
         pass
 
 

@@ -122,7 +122,7 @@ def open_cluster_early(parent_pid: int | None = None) -> None:
 
     try:
         shared_cluster(load_config().profile(None)).open_early()
-    except BettyError:
+    except Exception:  # the command meets it again and reports it as it always has; starting early changes nothing
         pass
 
 
