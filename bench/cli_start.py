@@ -1,10 +1,11 @@
 """`betty jobs` from the terminal against the same `squeue` over plain `ssh`, and `betty ask`'s exit.
 
 Run by hand (not a test), with the dev cluster up:
-    .venv/bin/python bench/cli_start.py [--sizes 10 100 1000] [--runs 7]
+    .venv/bin/python bench/cli_start.py [--sizes 10 1000 19000] [--runs 7] [--no-ask]
 (from the checkout it times: `python -m` puts the working directory first on the path)
 
-For each queue size it submits that many held jobs, then times whole processes in pairs, one after
+For each queue size it holds that many jobs in the queue (it submits held jobs up to that many, counting the
+queue as it is: the dev cluster is shared), then times whole processes in pairs, one after
 the other: `betty jobs` (a fresh Python, the SSH login, squeue, the table) and the baseline, the same
 `squeue --format …` through `ssh -F <dev ssh config> betty-dev`. It prints the medians, the median of
 the pairs' ratios and the growth exponent, then which heavy modules the read loaded and what its
@@ -114,8 +115,9 @@ def _after_done(argv: list[str], env: dict[str, str]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="betty jobs against ssh squeue; betty ask's exit")
-    parser.add_argument("--sizes", type=int, nargs=3, default=[10, 100, 1000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 1000, 19000])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--no-ask", action="store_true", help="leave out betty ask's exit")
     args = parser.parse_args()
     cluster = json.loads(subprocess.run([*BETTY, "dev-cluster", "env", "--json"], capture_output=True, text=True,
                                         check=True).stdout)
@@ -126,8 +128,10 @@ def main() -> None:
     betty_times = []
     print(f"{'jobs':>6} {'betty jobs':>11} {'ssh squeue':>11} {'ratio':>6}   (medians of {args.runs} pairs)")
     try:
-        for size in args.sizes:
-            loop = (f"for i in $(seq {size - len(submitted)}); do sbatch --hold --parsable --job-name=betty-bench "
+        for size in sorted(args.sizes):
+            queued = len(subprocess.run([*ssh, "squeue", "--noheader", "--format=%i"], capture_output=True, text=True,
+                                        env=env, check=True).stdout.split())
+            loop = (f"for i in $(seq {max(0, size - queued)}); do sbatch --hold --parsable --job-name=betty-bench "
                     "--output=/dev/null --wrap true || exit 1; done")
             made = subprocess.run([*ssh, loop], capture_output=True, text=True, env=env)
             submitted += [line.split(";")[0] for line in made.stdout.split()]
@@ -135,16 +139,18 @@ def main() -> None:
                 raise SystemExit(f"submitting failed: {made.stderr.strip()}")
             betty, plain, ratio = paired([*BETTY, "jobs"], squeue, env, args.runs)
             betty_times.append(betty)
-            print(f"{size:6d} {betty * 1000:8.0f} ms {plain * 1000:8.0f} ms {ratio:5.2f}x")
-        print(f"growth exponent of betty jobs ({args.sizes[0]} → {args.sizes[-1]} jobs): "
-              f"{slope(args.sizes, betty_times):.2f}")
+            print(f"{max(size, queued):6d} {betty * 1000:8.0f} ms {plain * 1000:8.0f} ms {ratio:5.2f}x")
+        sizes = sorted(args.sizes)
+        if len(sizes) > 1:
+            print(f"growth exponent of betty jobs ({sizes[0]} → {sizes[-1]} jobs): {slope(sizes, betty_times):.2f}")
         seconds, count, heavy = imports(env, args.runs)
         print(f"\nthe read's imports (python -X importtime, median): {seconds * 1000:.0f} ms, {count} modules; "
               f"heavy ones loaded: {', '.join(heavy) or 'none'}")
     finally:
         for start in range(0, len(submitted), 500):
             subprocess.run([*ssh, "scancel", *submitted[start:start + 500]], capture_output=True, env=env)
-    ask_exit(env, args.runs)
+    if not args.no_ask:
+        ask_exit(env, args.runs)
 
 
 if __name__ == "__main__":

@@ -140,3 +140,17 @@ def test_loading_the_magics_loads_no_tool_and_no_agent() -> None:
             "'betty_jupyter.gpu.estimate_options') if m in sys.modules))\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+
+
+def test_load_ext_loads_no_agent_table_or_gpu_estimate_and_still_shows_them_the_betty_way() -> None:
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "shell = InteractiveShell.instance()\nshell.run_line_magic('load_ext', 'betty_jupyter')\n"
+            "print(sorted(m for m in ('pydantic', 'pandas', 'ipywidgets', 'betty_jupyter.agent.models', "
+            "'betty_jupyter.gpu', 'betty_jupyter.gpu.estimate', 'betty_jupyter.gpu.trace') if m in sys.modules))\n"
+            "from betty_jupyter.cluster.jobs import Job\nfrom betty_jupyter.gpu import Estimate\n"
+            "from betty_jupyter.gpu.trace import TracedEstimate\nfrom betty_jupyter.notebook import display\n"
+            "shown = shell.display_formatter.ipython_display_formatter\n"
+            "print([shown.lookup_by_type(kind).__name__ for kind in (Job, Estimate, TracedEstimate)])\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["[]", "['_show_job', '_show_estimate', '_show_traced']"]

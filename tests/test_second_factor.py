@@ -73,6 +73,20 @@ def test_paramiko_asks_the_person_once_and_keeps_the_connection(login_node, phon
     assert phone.answers[0] not in caplog.text  # the answer is never logged
 
 
+def test_a_paramiko_link_opened_early_asks_nobody_and_the_command_asks_once(login_node, phone):
+    transport = SSHTransport(SSHTarget.from_ssh_config(ALIAS, str(login_node.ssh_config())), pool_size=2)
+    try:
+        transport.open_early()
+        opening = transport._opening
+        assert opening is not None
+        opening.join(60)
+        assert not opening.is_alive() and phone.questions == [] and transport.connections_opened == 0
+        assert run_sync(transport.run(["hostname"])).ok
+        assert len(phone.questions) == 1 and transport.connections_opened == 1
+    finally:
+        run_sync(transport.close())
+
+
 def test_openssh_asks_the_person_once_and_keeps_a_master(login_node, phone, control_dir, caplog):
     caplog.set_level(logging.DEBUG)
     transport = _openssh(login_node, control_dir, pool_size=2)

@@ -87,6 +87,22 @@ def test_parallel_commands_share_one_connection(ssh):
     assert ssh.connections_opened == 1
 
 
+def test_a_link_opened_early_is_the_first_commands_and_its_unknown_host_key_is_too(ssh, target, tmp_path):
+    from dataclasses import replace
+
+    ssh.open_early()
+    assert ssh.run_blocking(("echo", "first")).stdout == "first\n"
+    assert ssh.connections_opened == 1
+    assert ssh.run_blocking(("echo", "second")).stdout == "second\n" and ssh.connections_opened == 1
+    empty = tmp_path / "known_hosts"
+    empty.write_text("")
+    stranger = SSHTransport(replace(target, known_hosts=str(empty)), connect_timeout=5.0)
+    stranger.open_early()
+    with pytest.raises(HostKeyError):
+        stranger.run_blocking(("true",))
+    assert empty.read_text() == "" and stranger.connections_opened == 0
+
+
 def test_a_command_past_its_timeout_is_stopped_and_the_next_one_works(ssh):
     began = time.monotonic()
     with pytest.raises(CommandTimeout, match="did not finish within 0.5 s"):

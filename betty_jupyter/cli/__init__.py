@@ -43,15 +43,24 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
     commands.add_parser("version", help="print Betty's version")
-    words = [word for word in (sys.argv[1:] if argv is None else argv) if not word.startswith("-")]
-    named = COMMANDS.get(words[0]) if words else None
+    named = command_module(sys.argv[1:] if argv is None else argv)
     for module in COMMAND_MODULES if named is None else (named,):
         importlib.import_module(f"{__name__}.{module}").add_commands(commands)
     return parser
 
 
+def command_module(argv: Sequence[str]) -> str | None:
+    """The module that adds the command ``argv`` names (None: no known command)."""
+    words = [word for word in argv if not word.startswith("-")]
+    return COMMANDS.get(words[0]) if words else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``betty`` console script."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if command_module(words) == "reads" and not {"-h", "--help"} & set(words):
+        # a read logs in to its cluster while the rest of it loads
+        importlib.import_module(f"{__name__}.reads").open_cluster_early(words)
     args = build_parser(argv).parse_args(argv)
     try:
         if args.command == "version":

@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..cluster import tables
 from ..errors import UsageError
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise UsageError(f"--plot: {plot.name!r} is not a .png, .svg or .pdf file name")
     values = tool_args(command, args)
-    check(command, values)  # a bad job id is refused before anything connects
+    check(command, values)  # a bad job id is refused before anything runs on the cluster
     outcome = read_as_person(args, command, values)
     PRINTERS.get(command.name, _plain)(args, outcome)
     return 0
@@ -74,6 +74,26 @@ def read_as_person(args: argparse.Namespace, command: ReadCommand, values: dict[
         values["user"] = _whoami(args.cluster)
     workspace = Workspace.at(args.dir if args.dir is not None else read_log_home())
     return call_as_person_here(args, workspace, command.tool, values, f"Run betty {args.command}?", assume_yes=False)
+
+
+def open_cluster_early(words: Sequence[str]) -> None:
+    """Start logging in to the cluster the read ``words`` name (``--cluster``, else the default one), in the
+    background while Betty loads the rest of the read (the tool, the person's rules, the action log) and checks its
+    arguments: the login overlaps the loading, and the read finds its link open.
+
+    Nothing runs on the cluster before the person's rules allowed the read, and a login that would ask the person
+    something waits for the read itself (:meth:`~betty_jupyter.transport.remote_shell.ShellPool.open_early`). Any
+    trouble here (an unknown cluster, a profile that cannot be used) is left for the read to meet and report."""
+    # lazy: the configuration, the shared cluster and its transport; only a read that runs needs them
+    from ..cluster.shared import shared_cluster
+    from .cluster import _config
+
+    named = [word.split("=", 1)[1] for word in words if word.startswith("--cluster=")]
+    named += [after for word, after in zip(words, words[1:]) if word == "--cluster"]
+    try:
+        shared_cluster(_config().profile(named[-1] if named else None)).open_early()
+    except Exception:  # the read meets it again and reports it as it always has; starting early changes nothing
+        pass
 
 
 def read_log_home() -> Path:

@@ -75,6 +75,12 @@ class Cluster:
     def __repr__(self) -> str:
         return f"Cluster({self.profile.name!r}, {self.profile.transport}{', shared' if self.shared else ''})"
 
+    def open_early(self) -> None:
+        """Start logging in to the cluster in the background (see :meth:`Link.open_early`), for a command that will
+        read it once the rest of Betty is loaded; a test's own transport is left as it is."""
+        if isinstance(self.link, Link):
+            self.link.open_early()
+
     async def facts(self) -> ClusterFacts:
         """The login name and the partitions: kept ones (:data:`FACTS_SECONDS`), else read now, once for every reader
         that comes meanwhile on this loop. What the cluster did not answer is asked again by the next reader."""

@@ -120,6 +120,21 @@ def connect(workspace_dir: Path | None = None, parent_pid: int | None = None) ->
     return LocalBackend(find_workspace(workspace_dir or Path.cwd()))
 
 
+def open_cluster_early(parent_pid: int | None = None) -> None:
+    """Where Betty will run in this kernel (no Jupyter server's Betty extension answers), start logging in to the
+    default cluster in the background, so the login overlaps loading the agent for a first read; the server's
+    extension holds its own links. Nothing runs on the cluster; a login that would ask the person waits for the
+    command, and a profile that cannot be used is left for the command to report."""
+    if find_server(parent_pid) is not None:
+        return
+    from ..cluster.shared import shared_cluster  # lazy: the Slurm client; only a kernel that reads a cluster needs it
+
+    try:
+        shared_cluster(load_config().profile(None)).open_early()
+    except Exception:  # the command meets it again and reports it as it always has; starting early changes nothing
+        pass
+
+
 def find_server(parent_pid: int | None = None) -> tuple[str, str] | None:
     """``(base_url, token)`` of the Betty server extension of the server that started this kernel, if any."""
     url = os.environ.get("BETTY_SERVER_URL")

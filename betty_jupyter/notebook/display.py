@@ -12,9 +12,6 @@ from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from IPython.display import display
 
-from ..cluster.jobs import Job
-from ..gpu import Estimate
-from ..gpu.trace import TracedEstimate
 from ..safe_text import visible
 from .charts import chart_image
 from .session import Call
@@ -22,6 +19,8 @@ from .session import Call
 if TYPE_CHECKING:
     import ipywidgets as widgets
     from IPython.core.interactiveshell import InteractiveShell
+
+    from ..gpu.trace import TracedEstimate
 
 T = TypeVar("T")
 _views: dict[int, "widgets.Widget"] = {}
@@ -104,9 +103,8 @@ def _frame_shown(frame: Any, show: Callable[[], None]) -> Any:
 def register(shell: "InteractiveShell") -> None:
     """Show Jobs, Estimates and pending calls the Betty way in ``shell``."""
     formatter = shell.display_formatter.ipython_display_formatter  # type: ignore[union-attr]
-    formatter.for_type(Job, _show_job)
-    formatter.for_type(Estimate, _show_estimate)
-    formatter.for_type(TracedEstimate, _show_traced)
+    for (module, name), show in SHOWN_BY_NAME.items():
+        formatter.for_type_by_name(module, name, show)
     formatter.for_type(Call, _show_call)
 
 
@@ -132,10 +130,19 @@ def _show_call(call: Any) -> None:
         print(repr(call))
 
 
-def _show_traced(traced: TracedEstimate) -> None:
+def _show_traced(traced: "TracedEstimate") -> None:
     """The view ``%betty gpu --trace`` gave it; shown again later, its peak and where it happens in one line."""
     view = _take(traced)
     if view is not None:
         display(view)
     else:
         print(visible(f"{traced.model}: {traced.peak_gib:.2f} GiB per GPU traced, the peak in {traced.where}"))
+
+
+SHOWN_BY_NAME: dict[tuple[str, str], Callable[[Any], None]] = {
+    ("betty_jupyter.cluster.jobs", "Job"): _show_job,
+    ("betty_jupyter.gpu.estimate", "Estimate"): _show_estimate,
+    ("betty_jupyter.gpu.trace.result", "TracedEstimate"): _show_traced,
+}
+"""The types shown the Betty way, by module and name: registering them imports neither the GPU estimate nor the job
+model (a first ``%betty squeue`` needs neither); IPython finds the type when it first shows one."""

@@ -32,7 +32,7 @@ def broken(error: BaseException) -> bool:
 
 class Link:
     """A :class:`~betty_jupyter.transport.interface.Transport` over the transport ``opener`` makes, made again after a
-    dropped link; the transport is made on the first command, not before."""
+    dropped link; the transport is made on the first command (or :meth:`open_early`), not before."""
 
     def __init__(self, opener: Callable[[], Transport]) -> None:
         self._opener = opener
@@ -52,6 +52,14 @@ class Link:
                 self._transport = self._opener()
                 self.opened += 1
             return self._transport
+
+    def open_early(self) -> None:
+        """Make the transport now and have it start logging in, in the background, where it can (an SSH transport's
+        :meth:`~betty_jupyter.transport.remote_shell.ShellPool.open_early`): the first command then finds the link
+        open. Nothing runs on the cluster."""
+        opening = getattr(self._current(), "open_early", None)
+        if opening is not None:
+            opening()
 
     async def _give_up(self, transport: Transport) -> None:
         """Close ``transport`` after its link dropped, unless another command already did; the next opens a new one."""

@@ -192,6 +192,11 @@ class OpenSSHTransport(ShellPool):
         except ShellClosed as closed:
             raise self._explained(channel.stderr_text(), closed) from closed
 
+    def _may_open_early(self) -> bool:
+        """A shell opens ahead of its first command only over a master already running: a new login may ask the
+        person, which only a command asks."""
+        return self._master_running(self.target)
+
     def ensure_master(self) -> None:
         """Make sure a master connection is up: reuse a running one, or log in once and keep it."""
         target = self.target

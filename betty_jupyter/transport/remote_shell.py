@@ -36,6 +36,11 @@ class ShellClosed(TransportError):
     """The shell's channel ended (the link dropped or the remote side went away)."""
 
 
+class LoginPostponed(TransportError):
+    """A link opened ahead of its first command (:meth:`ShellPool.open_early`) met a login question: it asks nobody,
+    and the command logs in itself when it runs, asking then."""
+
+
 class ShellChannel(Protocol):
     """The part of a paramiko channel a :class:`RemoteShell` uses."""
 
@@ -250,7 +255,8 @@ class ShellPool:
     beyond the idle shells (:meth:`_drop_link`) and how the cluster is named in messages
     (:attr:`where`). An idle shell is probed with a real command before reuse after
     ``probe_after`` seconds (a half-open link still looks open); a dropped link is reconnected
-    and a read retried once, a write never.
+    and a read retried once, a write never. :meth:`open_early` logs in and starts the first
+    shell in the background while the process does other work (a command loading Betty).
     """
 
     where: str
@@ -261,6 +267,8 @@ class ShellPool:
         self._slots = threading.BoundedSemaphore(pool_size)
         self._lock = threading.Lock()
         self._idle: list[RemoteShell] = []
+        self._opening: threading.Thread | None = None
+        self._opening_error: Exception | None = None
         # Called in the worker thread right after a command was written to the link;
         # fault-injection tests break the link here to test exactly-once submission.
         self.after_send: Callable[[], None] | None = None
@@ -268,8 +276,56 @@ class ShellPool:
     def _new_shell(self, timeout: float) -> RemoteShell:
         raise NotImplementedError
 
+    def open_early(self) -> None:
+        """Start logging in and opening a first shell now, in a background thread, unless the link is open or opening.
+
+        The first command then finds that shell ready, or meets the error opening it met, as if it had opened it
+        itself; meanwhile the process goes on with its own work. Nothing runs on the cluster but the shell."""
+        with self._lock:
+            if self._opening is not None or self._idle:
+                return
+            self._opening = threading.Thread(target=self._open_first, name=f"betty-open-{self.where}", daemon=True)
+            self._opening.start()
+
+    def _open_first(self) -> None:
+        try:
+            if not self._may_open_early():
+                return
+            shell = self._new_shell(self.connect_timeout)
+        except LoginPostponed:
+            return
+        except Exception as error:  # the first command raises it as its own (a refused connection, an unknown host key)
+            self._opening_error = error
+            return
+        with self._lock:
+            self._idle.append(shell)
+
+    def _may_open_early(self) -> bool:
+        """Whether :meth:`open_early` may log in now (a subclass says no where only a person could answer)."""
+        return True
+
+    def _opening_early(self) -> bool:
+        """Whether this thread opens the link ahead of its first command: a login question then asks nobody and
+        raises :class:`LoginPostponed`."""
+        return self._opening is not None and threading.current_thread() is self._opening
+
+    def _wait_for_opening(self, keep_error: bool) -> None:
+        """Wait until the link :meth:`open_early` is opening is open; with ``keep_error``, raise what opening it met."""
+        with self._lock:
+            opening = self._opening
+        if opening is None or opening is threading.current_thread():
+            return
+        opening.join()
+        with self._lock:
+            if self._opening is not opening:
+                return
+            self._opening, error, self._opening_error = None, self._opening_error, None
+        if error is not None and keep_error:
+            raise error
+
     def _drop_link(self) -> None:
         """Close the idle shells (a subclass closes its connection too)."""
+        self._wait_for_opening(keep_error=False)  # a shell still being opened is closed with the others
         with self._lock:
             for shell in self._idle:
                 shell.close()
@@ -304,6 +360,7 @@ class ShellPool:
 
     def _checkout(self, timeout: float) -> RemoteShell:
         """An idle shell that answers, or a new one (reconnecting when the link is gone)."""
+        self._wait_for_opening(keep_error=True)
         while True:
             with self._lock:
                 shell = self._idle.pop() if self._idle else None

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 
 from ..errors import ConfigError, HostKeyError, LinkProblem, TransportError
 from .login import keyboard_interactive_handler
-from .remote_shell import RemoteShell, ShellClosed, ShellPool
+from .remote_shell import LoginPostponed, RemoteShell, ShellClosed, ShellPool
 from .interface import CommandResult
 
 
@@ -173,7 +173,7 @@ class SSHTransport(ShellPool):
             **_gss_options(target),
         }
         with _translated_errors(target):
-            _log_in(client, target, options)
+            _log_in(client, target, options, ask=not self._opening_early())
         transport = client.get_transport()
         if transport is not None:
             transport.set_keepalive(30)
@@ -239,8 +239,9 @@ class SSHTransport(ShellPool):
         return path
 
 
-def _log_in(client: Any, target: SSHTarget, options: dict[str, Any]) -> None:
-    """Connect and authenticate; keyboard-interactive prompts (after a key, or alone) go to the person."""
+def _log_in(client: Any, target: SSHTarget, options: dict[str, Any], ask: bool = True) -> None:
+    """Connect and authenticate; keyboard-interactive prompts (after a key, or alone) go to the person, or, without
+    ``ask``, end the login with :class:`LoginPostponed`."""
     import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     asking = keyboard_interactive_handler(target.alias)
@@ -249,6 +250,9 @@ def _log_in(client: Any, target: SSHTarget, options: dict[str, Any]) -> None:
 
     def handler(title: str, instructions: str, prompts: list[tuple[str, bool]]) -> list[str]:
         # paramiko calls this on its own thread, where an exception would only end the link.
+        if not ask:
+            refusals.append(LoginPostponed(f"{target.alias} asks a login question; it is asked when a command runs"))
+            return ["" for _ in prompts]
         asked.extend(prompt for prompt, _ in prompts)
         try:
             return asking(title, instructions, prompts)

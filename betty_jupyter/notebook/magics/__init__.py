@@ -22,7 +22,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from ..._version import __version__
 from ...errors import BettyError, UsageError
-from ...read_commands import READS, ReadCommand, check, tool_args
+from ...read_commands import READS, ReadCommand, check, names, tool_args
 from ..login import cell_login
 from .agent import AgentCommands
 from .gpu import GpuCommands
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["BettyMagics", "SETTLE_SECONDS"]
+
+_READ_NAMES = frozenset(names("magic"))
 
 Command = tuple[Callable[[], MagicParser], Callable[[argparse.Namespace, "str | None"], Any]]
 
@@ -86,6 +88,8 @@ class BettyMagics(SubmitCommands, GpuCommands, AgentCommands, WikiCommands, Noti
             if entry is None:
                 raise UsageError(f"unknown %betty command {command!r}; try `%betty help`")
             build, run = entry
+            if command in _READ_NAMES and not {"-h", "--help"} & set(args):
+                self._open_cluster_early()  # a first read logs in while its tool and Betty load
             parsed = build().parse_args(args)
             with cell_login.running():  # a cluster's login may ask under this cell
                 return run(parsed, cell)
@@ -126,7 +130,7 @@ class BettyMagics(SubmitCommands, GpuCommands, AgentCommands, WikiCommands, Noti
 
         def run(args: argparse.Namespace, cell: str | None) -> Any:
             values = tool_args(read, args)
-            check(read, values)  # a bad job id is one line, before anything connects
+            check(read, values)  # a bad job id is one line, before anything runs on the cluster
             return show(values, args)
 
         return run

@@ -29,6 +29,14 @@ class Connected:
             Connected._betty = NotebookBetty(connect())
         return Connected._betty
 
+    def _open_cluster_early(self) -> None:
+        """Before this notebook's first command, a read: log in to the default cluster in the background while the
+        command loads its tool and Betty (:func:`~betty_jupyter.notebook.backend.open_cluster_early`)."""
+        if Connected._betty is None:
+            from ..backend import open_cluster_early  # lazy: the backend; `%load_ext` never needs it
+
+            open_cluster_early()
+
     def _run(self, tool: str, args: dict[str, Any], label: str,
              extra: "Callable[[ToolOutcome], list[Any]] | None" = None) -> "ToolOutcome | Call":
         """Call ``tool`` as the person; the outcome once done, or the pending call when it waits for approval."""
