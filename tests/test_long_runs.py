@@ -28,13 +28,15 @@ def test_the_signal_goes_after_the_options_and_the_helper_before_the_first_comma
     assert lines.index("betty_run() {") < lines.index("set -euo pipefail") < lines.index("betty_run python train.py")
 
 
-@pytest.mark.parametrize(("script", "plan", "words"), [
-    ("#!/bin/bash\n#SBATCH --time=10\npython train.py\n", ChainPlan(3), "run the program that checkpoints through"),
-    ("#!/bin/bash\n#SBATCH --time=10\n#SBATCH --signal=USR1@60\nbetty_run x\n", ChainPlan(3), "already has"),
-])
-def test_a_script_the_chain_cannot_drive_is_refused_in_one_line(script: str, plan: ChainPlan, words: str) -> None:
-    with pytest.raises(UsageError, match=words):
-        chain_script(script, plan, "s", "/w/chains/s")
+def test_a_script_that_asks_for_its_own_signal_is_refused_in_one_line() -> None:
+    with pytest.raises(UsageError, match="already has #SBATCH --signal"):
+        chain_script("#!/bin/bash\n#SBATCH --time=10\n#SBATCH --signal=USR1@60\nbetty_run x\n", ChainPlan(3), "s",
+                     "/w/chains/s")
+
+
+def test_a_script_without_betty_run_runs_its_commands_as_one_program() -> None:
+    text = chain_script("#!/bin/bash\n#SBATCH --time=10\ncd 'my dir'\npython train.py\n", ChainPlan(3), "s", "/w/c")
+    assert text.endswith("\nbetty_run_script 'cd '\"'\"'my dir'\"'\"'\npython train.py'\n")
 
 
 @pytest.mark.parametrize(("plan", "minutes", "words"), [
@@ -92,13 +94,14 @@ sys.exit(int(sys.argv[2]))
 """
 
 
-def run_segment(tmp_path: Path, job_id: str, code: int = 0, signal_it: bool = False) -> tuple[int, str]:
+def run_segment(tmp_path: Path, job_id: str, code: int = 0, signal_it: bool = False,
+                whole: bool = False) -> tuple[int, str]:
     program = tmp_path / "program.py"
     program.write_text(PROGRAM)
     started = tmp_path / f"started-{job_id}"
-    script = chain_script(SCRIPT.format(command=f"{sys.executable} {program} {started} {code} {'wait' if signal_it else 'end'}"),
-                          ChainPlan(3),
-                          "s", str(tmp_path / "chain"))
+    command = f"{sys.executable} {program} {started} {code} {'wait' if signal_it else 'end'}"
+    text = SCRIPT.replace("betty_run {command}", command) if whole else SCRIPT.format(command=command)
+    script = chain_script(text, ChainPlan(3), "s", str(tmp_path / "chain"))
     (tmp_path / "segment.sh").write_text(script)
     bash = subprocess.Popen(["bash", str(tmp_path / "segment.sh")], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "SLURM_JOB_ID": job_id, "PATH": os.environ["PATH"]})
@@ -128,3 +131,10 @@ def test_work_that_ends_marks_the_chain_done_and_a_later_segment_does_not_run_it
 def test_work_that_fails_ends_the_chain_with_its_exit_code(tmp_path: Path) -> None:
     code, _ = run_segment(tmp_path, "10", code=3)
     assert code == 3 and (tmp_path / "chain" / "failed").read_text().split() == ["10", "3"]
+
+
+def test_a_whole_script_run_as_one_program_passes_the_signal_to_the_program_it_runs(tmp_path: Path) -> None:
+    code, out = run_segment(tmp_path, "11", signal_it=True, whole=True)
+    assert code == CONTINUE_EXIT and "checkpointed" in out
+    code, out = run_segment(tmp_path, "12", whole=True)
+    assert code == 0 and out.rstrip().endswith("after") and (tmp_path / "chain" / "done").read_text().strip() == "12"

@@ -128,3 +128,35 @@ def test_a_chain_stops_at_its_cap(ctx, tmp_path) -> None:
     assert tracked.experiment.chain["ended"] == "cap reached"
     steps = [int(line) for line in (tmp_path / "steps.txt").read_text().split()]
     assert steps == list(range(len(steps))) and 0 < len(steps) < STEPS
+
+
+def test_extend_queues_a_continuation_behind_a_running_job_and_says_what_it_cannot_do(ctx, tmp_path) -> None:
+    from betty_jupyter.agent.tools.catalog import ClusterExtend
+
+    name = f"extended-{uuid.uuid4().hex[:6]}"
+    (tmp_path / "loop.py").write_text(LOOP.format(steps=160))  # 80 s: more than the job's one minute
+    text = (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --time=1\n#SBATCH --chdir={tmp_path}\n"
+            f"#SBATCH --output={tmp_path}/segment-%j.out\n"
+            f"python3 {tmp_path}/loop.py {tmp_path}/step {tmp_path}/steps.txt\n")
+    submitted = run_sync(ClusterSubmit().execute(ctx, {"script": text, "goal": "A run that needs more time"}))
+    assert submitted.ok, submitted.summary
+    job = submitted.data.job_id
+
+    card = run_sync(ClusterExtend().dry_run(ctx, {"job_id": job, "segments": 2, "checkpoint_seconds": 20}))
+    assert f"extend {submitted.data.slug} (job {job}" in card.title and "by up to 2 continuation(s)" in card.title
+    honest = card.details["the running job"]
+    assert f"job {job} keeps its own time limit" in honest and "started without a checkpoint signal" in honest
+    assert "#SBATCH --signal=B:USR1@20" in card.text and "betty_run_script" in card.text
+    assert card.details["command"] == f"sbatch --dependency=afterany:{job} …"
+    extended = run_sync(ClusterExtend().execute(ctx, {"job_id": job, "segments": 2, "checkpoint_seconds": 20}))
+    assert extended.ok, extended.summary
+
+    ledger = watch_chain(ctx, limit=480)
+    [tracked] = ledger.all()
+    chain = tracked.experiment.chain
+    assert chain["jobs"][0] == job and len(chain["jobs"]) == 3
+    whys = [segment["why"] for segment in chain["segments"]]
+    assert whys[0] == "time limit → continued" and "done" in whys[1:], whys
+    assert chain["ended"] == "done"
+    steps = [int(line) for line in (tmp_path / "steps.txt").read_text().split()]
+    assert set(steps) == set(range(160))  # a step cut off by the limit (no signal) may run again: the card says so

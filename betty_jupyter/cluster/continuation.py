@@ -3,8 +3,9 @@
 A chain is the person's script submitted as up to ``cap`` jobs at once, each after the one before
 (``--dependency=afterany:<previous>``). Every segment gets ``#SBATCH --signal=B:USR1@N``: N seconds
 before its limit Slurm signals the batch shell, and Betty's helper (:data:`HELPER`, written into the
-script) forwards the signal to the program run through ``betty_run``, waits for it to checkpoint,
-and ends the segment with :data:`CONTINUE_EXIT` so the next one resumes. ``afterany`` and not
+script) forwards the signal to the program run through ``betty_run`` (or, in a script that does not
+use it, to the programs its commands start), waits for it to checkpoint, and ends the segment with
+:data:`CONTINUE_EXIT` so the next one resumes. ``afterany`` and not
 ``afternotok``: a segment always becomes runnable once the one before ended, so none is left pending
 forever; a segment that starts after the work was done (or failed) exits at once without running it,
 and the segment that finished the work cancels the ones after it.
@@ -16,6 +17,7 @@ read from Slurm's states.
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -36,6 +38,17 @@ HELPER = r'''# ---- Betty: continuation chain (docs/long-runs.md) ----
 export BETTY_CHAIN_DIR="{chain_dir}"
 export BETTY_CHAIN_DONE="$BETTY_CHAIN_DIR/done"
 mkdir -p "$BETTY_CHAIN_DIR"
+_betty_prev=$(sed -n "/^$SLURM_JOB_ID\$/{{x;p;q}};h" "$BETTY_CHAIN_DIR/jobs" 2>/dev/null) || true
+if [ -n "$_betty_prev" ]; then
+  _betty_seen=$(scontrol show job -o "$_betty_prev" 2>/dev/null | tr ' ' '\n') || true
+  _betty_state=$(echo "$_betty_seen" | sed -n 's/^JobState=//p')
+  _betty_code=$(echo "$_betty_seen" | sed -n 's/^ExitCode=//p')
+  case "$_betty_state:$_betty_code" in
+    COMPLETED:*) [ -e "$BETTY_CHAIN_DIR/failed" ] || echo "$_betty_prev" > "$BETTY_CHAIN_DIR/done" ;;
+    FAILED:{continue_exit}:*) ;;
+    FAILED:*|OUT_OF_MEMORY:*|CANCELLED:*) echo "$_betty_prev $_betty_state" > "$BETTY_CHAIN_DIR/failed" ;;
+  esac
+fi
 if [ -e "$BETTY_CHAIN_DIR/done" ] || [ -e "$BETTY_CHAIN_DIR/failed" ]; then
   echo "betty: the work already ended; segment $SLURM_JOB_ID is not needed"
   exit 0
@@ -43,8 +56,7 @@ fi
 echo "betty: segment $SLURM_JOB_ID of chain {slug} starts"
 betty_run() {{
   local signalled=0 rc child=
-  trap 'signalled=1; echo "betty: time limit near, telling the program to checkpoint"
-        if [ -n "$child" ]; then kill -USR1 "$child" 2>/dev/null || true; fi' USR1
+  trap 'signalled=1; echo "betty: time limit near, telling the program to checkpoint"; _betty_forward' USR1
   "$@" &
   child=$!
   while :; do
@@ -64,6 +76,14 @@ betty_run() {{
   echo "$SLURM_JOB_ID $rc" > "$BETTY_CHAIN_DIR/failed"
   _betty_cancel_rest
   exit "$rc"
+}}
+_betty_forward() {{
+  [ -n "$child" ] || return 0
+  if [ "${{_betty_whole:-0}}" = 1 ]; then pkill -USR1 -P "$child" 2>/dev/null || true
+  else kill -USR1 "$child" 2>/dev/null || true; fi
+}}
+betty_run_script() {{
+  _betty_whole=1 betty_run bash -c "$1"
 }}
 _betty_cancel_rest() {{
   local later
@@ -98,21 +118,21 @@ class ChainPlan:
 
 def chain_script(text: str, plan: ChainPlan, slug: str, chain_dir: str) -> str:
     """The script every segment runs: the person's, with the signal line after its ``#SBATCH`` lines and Betty's
-    helper before its first command. UsageError when it already asks for a signal or runs nothing through
-    ``betty_run``."""
+    helper before its first command. A script that runs nothing through ``betty_run`` has its commands run as one
+    (``betty_run_script``): the programs they start get the signal. UsageError when it already asks for a signal."""
     if _SIGNAL.search(text):
         raise UsageError("continuations: the script already has #SBATCH --signal; remove it, the chain sets it")
-    if not _USES_HELPER.search(text):
-        raise UsageError("continuations: run the program that checkpoints through betty_run "
-                         "(e.g. `betty_run python train.py --resume`); see docs/long-runs.md")
     lines = text.splitlines()
     header = 1 if lines and lines[0].startswith("#!") else 0
     while header < len(lines) and (not lines[header].strip() or lines[header].lstrip().startswith("#")):
         header += 1
     last_option = max((i for i in range(header) if lines[i].startswith("#SBATCH")), default=max(header - 1, 0))
     helper = HELPER.format(chain_dir=shell_path(chain_dir), slug=slug, continue_exit=CONTINUE_EXIT)
+    commands = lines[header:]
+    if not _USES_HELPER.search(text):  # the whole script is the program: its commands get the signal
+        commands = [f"betty_run_script {shlex.quote(chr(10).join(commands))}"]
     body = lines[:last_option + 1] + [plan.option()] + lines[last_option + 1:header] + \
-        helper.rstrip("\n").splitlines() + lines[header:]
+        helper.rstrip("\n").splitlines() + commands
     return "\n".join(body) + "\n"
 
 
@@ -135,7 +155,7 @@ def card(plan: ChainPlan, time_minutes: int, gpus: int) -> dict[str, Any]:
         "segments": f"up to {plan.cap} jobs of {time_minutes} min each, each queued after the one before "
                     "(--dependency=afterany), all submitted now; one approval covers them all",
         "signal": f"--signal=B:USR1@{plan.signal_seconds}: {plan.signal_seconds} s before each limit the program "
-                  "run through betty_run gets SIGUSR1 to checkpoint; the next segment resumes from it",
+                  "gets SIGUSR1 to checkpoint; the next segment resumes from it",
         "cap": f"{plan.cap} segments; work not done by then stops there ('cap reached')",
         "at most": f"{_hours(hours)} of wall time" + (f", {gpus * hours:.1f} GPU-hours" if gpus else ""),
         "ends early": "once the work is done (or fails) the segments after it are cancelled, and any that still "

@@ -103,7 +103,7 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
         lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
     if experiment.chain:
         # lazy: the chain's timeline; a page of a single job never needs it
-        from .chain import page_section as chain_section
+        from .chain_page import page_section as chain_section
 
         lines += ["", chain_section(experiment)]
     if (experiment.sweep or {}).get("tasks"):
@@ -128,7 +128,7 @@ def status_text(experiment: Experiment, job: "Job | None", state: str) -> str:
     """One line for the notebook's status cell."""
     if experiment.chain:
         # lazy: as in auto_region
-        from .chain import status_words
+        from .chain_page import status_words
 
         return f"chain {experiment.slug} on {experiment.cluster}: {state}{status_words(experiment)}"
     return f"job {experiment.job_id} on {experiment.cluster}: {state}{_status_details(job)}"

@@ -36,7 +36,7 @@ class ClusterExtend(Tool[ExtendArgs]):
     name = "cluster_extend"
     description = ("Give a running job Betty recorded more time: queue continuation jobs behind it "
                    "(--dependency=afterany), each resuming from the last checkpoint. It cannot change the running "
-                   "job's own time limit. The script must run its program through betty_run (docs/long-runs.md).")
+                   "job's own time limit (docs/long-runs.md).")
     Args = ExtendArgs
     tier = Tier.ALWAYS_ASK
     only_adds = True
@@ -96,4 +96,5 @@ def _honest(experiment: "Experiment", job: "Job") -> str:
                 "to checkpoint before its limit as before, and the first continuation resumes from that checkpoint")
     return (f"{cannot}; it started without a checkpoint signal, so it is not told to checkpoint: Slurm stops it at "
             "its limit, and the first continuation resumes from the last checkpoint the program wrote by itself "
-            "(work since then runs again). The continuations have the signal.")
+            f"(work since then runs again). The continuations have the signal; if job {job.job_id} ends before its "
+            "limit, the first continuation sees that and does not run the work again.")

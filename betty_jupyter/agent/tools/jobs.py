@@ -16,7 +16,8 @@ from ...experiments.diagnosis import script_diff
 from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError, UsageError
-from ...experiments.chain import read_chain, segment_script, submit_chain, timeline_rows
+from ...experiments.chain import read_chain, segment_script, submit_chain
+from ...experiments.chain_page import timeline_rows
 from ...experiments.refresh import refresh_page
 from ...safe_text import terminal_line
 from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
@@ -92,9 +93,9 @@ class SubmitArgs(ToolArgs):
                          json_schema_extra=ADVANCED_FIELD)
     segments: int | None = Field(
         None, ge=2, le=50, description="run longer than the time limit: a continuation chain of at most this many "
-                                       "jobs of the script's --time, each resuming from the last checkpoint (the "
-                                       "script runs its program through betty_run; docs/long-runs.md); only when "
-                                       "the person asks for a longer run")
+                                       "jobs of the script's --time, each told to checkpoint before its limit (SIGUSR1) "
+                                       "and resuming from the last checkpoint (docs/long-runs.md); only when the "
+                                       "person asks for a longer run")
     checkpoint_seconds: int = Field(SIGNAL_SECONDS, ge=10, le=86_400,
                                     description="with segments: how long before each limit the program is told to "
                                                 "checkpoint (SIGUSR1)", json_schema_extra=ADVANCED_FIELD)
