@@ -105,7 +105,8 @@ def test_a_loop_three_times_its_limit_finishes_through_continuations_as_one_expe
     assert "### Segments" in page and "the chain ended: **done**" in page
     for segment in segments[:done + 1]:
         assert f"| {segment['job_id']} |" in page
-    assert "chain ended: done" in (ctx.workspace.root / experiment.notebook).read_text()
+    notebook = (ctx.workspace.root / experiment.notebook).read_text()
+    assert "chain ended: done" in notebook and "segments(" in notebook
 
     later = segments[done]["job_id"]
     status = run_sync(ClusterStatus().execute(ctx, {"job_id": later}))

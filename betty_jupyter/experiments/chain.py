@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..cluster.continuation import ChainPlan, chain_script, deciding_job, dependency, segment_outcomes
 from ..errors import BettyError, ExperimentError
 from .ledger import Experiment, Ledger
-from .record import _resources, check_recordable, new_slug, record_submission
+from .record import check_recordable, new_slug, record_submission, resources_asked
 from .workspace import Workspace
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def segment_script(slurm: "SlurmClient", text: str, plan: ChainPlan, slug: str) 
 
 async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: "SbatchScript",
                        plan: ChainPlan, *, goal: str = "", name: str | None = None,
-                       gpu_estimate: dict[str, Any] | None = None, slug: str | None = None) -> Experiment:
+                       gpu_estimate: dict[str, Any] | None = None) -> Experiment:
     """Submit every segment of the chain once, each after the one before, and record them as one experiment.
 
     ``script`` is the person's script as checked; each segment runs :func:`segment_script` of it. When a later
@@ -47,8 +47,7 @@ async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str,
     check_recordable(script.text, goal, name)
     plan.check(script.time_minutes())
     ledger = Ledger(workspace.ledger_path)
-    slug = slug if slug is not None and slug not in ledger.slugs_from(slug) else \
-        new_slug(workspace, ledger, name or script.get("job-name") or "job")
+    slug = new_slug(workspace, ledger, name or script.get("job-name") or "job")
     segment = SbatchScript.parse(segment_script(slurm, script.text, plan, slug))
     folder = chain_dir(slurm.work_dir, slug)
     jobs: list[str] = []
@@ -69,7 +68,7 @@ async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str,
     experiment = Experiment(
         slug=slug, job_id=jobs[0], cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
         goal=goal, script=segment.text, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
-        partition=script.get("partition"), resources=_resources(script), gpu_estimate=gpu_estimate,
+        partition=script.get("partition"), resources=resources_asked(script), gpu_estimate=gpu_estimate,
         chain={"cap": plan.cap, "signal_seconds": plan.signal_seconds, "dir": folder, "jobs": jobs,
                "segments": [{"job_id": ident, "state": "PENDING", "ended": None, "why": "waiting"}
                             for ident in jobs], "ended": None},

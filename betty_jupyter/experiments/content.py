@@ -196,6 +196,14 @@ def notebook(experiment: Experiment) -> Notebook:
             "else:\n    numbers.plot(subplots=True, figsize=(8, 2 * len(numbers.columns)))\nnumbers"
         ),
     ]
+    if experiment.chain:
+        slug = json.dumps(experiment.slug)
+        cells += [
+            markdown_cell("## Segments\n\nThe chain's segments now: each one's job, when it ended and why "
+                          "(`time limit → continued`, `done`, `failed`, `cap reached`, `not needed`)."),
+            code_cell(f"from betty_jupyter.experiments.live import segments\n\n"
+                      f"segments({slug}, cluster={cluster})"),
+        ]
     if experiment.sweep:
         slug = json.dumps(experiment.slug)
         cells += [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
 from pydantic import Field
@@ -51,7 +50,7 @@ class ClusterExtend(Tool[ExtendArgs]):
         shown["segments"] = shown["segments"].replace("all submitted now", f"the first queued after job {last}")
         details = {"job_id": job.job_id, "state": job.state.value, "experiment": experiment.slug,
                    "page": f"wiki/{experiment.page}", "cluster": ctx.profile.name, "chain": shown,
-                   "command": shlex.join(["sbatch", dependency(last), "…"]),
+                   "command": f"sbatch {dependency(last)} …",
                    "the running job": _honest(experiment, job)}
         return Preview(kind="script", title=f"extend {experiment.slug} (job {job.job_id}, {job.state.value}) by up "
                                             f"to {plan.cap} continuation(s)", text=text, details=details)
