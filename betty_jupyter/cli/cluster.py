@@ -328,6 +328,12 @@ def _show_card(request: Any) -> None:
     for key in ("environment", "command", "page", "injected"):
         if preview.details.get(key):
             print(f"{key}: {terminal_line(str(preview.details[key]))}", file=sys.stderr)
+    chain = preview.details.get("chain")
+    if isinstance(chain, dict):  # a continuation chain: the whole of it on the one card
+        for key, value in chain.items():
+            print(f"{key}: {terminal_line(str(value))}", file=sys.stderr)
+    if preview.details.get("the running job"):
+        print(f"the running job: {terminal_line(str(preview.details['the running job']))}", file=sys.stderr)
     if preview.details.get("parameters"):  # a notebook run's cell of parameters, exactly as it is inserted
         print("parameters cell:", file=sys.stderr)
         for line in str(preview.details["parameters"]).splitlines():
