@@ -64,6 +64,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("/betty/api/jobs/efficiency", "get"): READ,
     ("/betty/api/jobs/(?P<job>[^/]+)/cancel", "post"): GATE,
     ("/betty/api/jobs/(?P<job>[^/]+)/resubmit", "post"): GATE,
+    ("/betty/api/jobs/(?P<job>[^/]+)/extend", "post"): GATE,
     ("/betty/api/partitions", "get"): READ,
     ("/betty/api/login-questions", "get"): READ,
     ("/betty/api/login-questions/(?P<ident>[^/]+)", "post"): ANSWER,
@@ -116,6 +117,7 @@ WRITE_FUNCTIONS = {"submit_experiment", "submit_server"}
 """The functions that submit (a recorded experiment, ``betty llm serve``'s server)."""
 WRITERS_OUTSIDE_TOOLS = {
     "experiments/record.py": "submit_experiment itself, which only tools call",
+    "experiments/chain.py": "submit_chain and extend_chain themselves, which only tools call",
     "llmserve.py": "`betty llm serve`: the person's own foreground command, which shows its job before it runs",
     "cli/llm.py": "`betty llm serve` cancels its own job when the person stops it",
     "compute/cell_transfer.py": "upload, which only tools call",

@@ -41,6 +41,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     submit.add_argument("--slug", help="the experiment's name (default: the script's --job-name)")
     submit.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
     submit.add_argument("--no-record", action="store_true", help="submit without writing an experiment record")
+    submit.add_argument("--segments", type=int, metavar="N",
+                        help="run longer than the time limit: at most N jobs, each resuming from the last checkpoint "
+                             "(docs/long-runs.md)")
+    submit.add_argument("--checkpoint-seconds", type=int, metavar="S",
+                        help="with --segments: tell the program to checkpoint S seconds before each limit")
     submit.set_defaults(run=_submit)
 
     sweep = commands.add_parser("sweep", parents=[which, as_json],
@@ -62,6 +67,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     cancel.add_argument("--dir", type=Path, default=Path("."),
                         help="the project whose action log records it (default: here)")
     cancel.set_defaults(run=_cancel)
+
+    extend = commands.add_parser("extend", parents=[which],
+                                 help="give a running job Betty recorded more time: continuations queued behind it")
+    extend.add_argument("job_id", metavar="JOBID")
+    extend.add_argument("--segments", type=int, default=1, metavar="N",
+                        help="how many continuation jobs to queue behind it (default 1)")
+    extend.add_argument("--checkpoint-seconds", type=int, metavar="S",
+                        help="tell the program to checkpoint S seconds before each continuation's limit")
+    extend.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    extend.add_argument("--dir", type=Path, default=Path("."), help="the project that recorded it (default: here)")
+    extend.set_defaults(run=_extend)
 
 
 def _add_cluster_admin(commands: argparse._SubParsersAction, which: argparse.ArgumentParser,  # type: ignore[type-arg]
@@ -215,8 +231,12 @@ def _submit(args: argparse.Namespace) -> int:
     workspace = Workspace.at(args.dir)
     record = not args.no_record and workspace.wiki.is_dir()
     goal = args.goal.strip() or f"{args.script.name}, submitted with betty submit"
-    done = _as_person(args, workspace, "cluster_submit",
-                      {"script": text, "goal": goal, "name": args.slug, "record": record}, f"Submit {args.script}?")
+    asked: dict[str, object] = {"script": text, "goal": goal, "name": args.slug, "record": record}
+    if args.segments is not None:
+        asked["segments"] = args.segments
+    if args.checkpoint_seconds is not None:
+        asked["checkpoint_seconds"] = args.checkpoint_seconds
+    done = _as_person(args, workspace, "cluster_submit", asked, f"Submit {args.script}?")
     if record:
         _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
         return 0
@@ -308,6 +328,12 @@ def _show_card(request: Any) -> None:
     for key in ("environment", "command", "page", "injected"):
         if preview.details.get(key):
             print(f"{key}: {terminal_line(str(preview.details[key]))}", file=sys.stderr)
+    chain = preview.details.get("chain")
+    if isinstance(chain, dict):  # a continuation chain: the whole of it on the one card
+        for key, value in chain.items():
+            print(f"{key}: {terminal_line(str(value))}", file=sys.stderr)
+    if preview.details.get("the running job"):
+        print(f"the running job: {terminal_line(str(preview.details['the running job']))}", file=sys.stderr)
     if preview.details.get("parameters"):  # a notebook run's cell of parameters, exactly as it is inserted
         print("parameters cell:", file=sys.stderr)
         for line in str(preview.details["parameters"]).splitlines():
@@ -324,4 +350,19 @@ def _cancel(args: argparse.Namespace) -> int:
     ident = job_id(args.job_id)
     _as_person(args, Workspace.at(args.dir), "cluster_cancel", {"job_id": ident}, f"Cancel job {ident}?")
     print(f"cancelled job {ident}")
+    return 0
+
+
+def _extend(args: argparse.Namespace) -> int:
+    """``betty extend``: the ``cluster_extend`` tool, its card (the whole chain) answered on the terminal."""
+    # lazy: the job parser and the workspace; only `betty extend` needs them
+    from ..cluster.jobs import job_id
+    from ..experiments.workspace import Workspace
+
+    ident = job_id(args.job_id)
+    asked: dict[str, object] = {"job_id": ident, "segments": args.segments}
+    if args.checkpoint_seconds is not None:
+        asked["checkpoint_seconds"] = args.checkpoint_seconds
+    done = _as_person(args, Workspace.at(args.dir), "cluster_extend", asked, f"Extend job {ident}?")
+    print(terminal_line(done.summary))
     return 0

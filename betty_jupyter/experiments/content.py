@@ -101,6 +101,11 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
     if log_tail and state in FAILED_STATES:
         lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
+    if experiment.chain:
+        # lazy: the chain's timeline; a page of a single job never needs it
+        from .chain_page import page_section as chain_section
+
+        lines += ["", chain_section(experiment)]
     if (experiment.sweep or {}).get("tasks"):
         # lazy: the sweep's comparison; a page of a single job never needs it
         from .sweep_page import page_section as comparison_section
@@ -121,6 +126,11 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
 
 def status_text(experiment: Experiment, job: "Job | None", state: str) -> str:
     """One line for the notebook's status cell."""
+    if experiment.chain:
+        # lazy: as in auto_region
+        from .chain_page import status_words
+
+        return f"chain {experiment.slug} on {experiment.cluster}: {state}{status_words(experiment)}"
     return f"job {experiment.job_id} on {experiment.cluster}: {state}{_status_details(job)}"
 
 
@@ -186,6 +196,14 @@ def notebook(experiment: Experiment) -> Notebook:
             "else:\n    numbers.plot(subplots=True, figsize=(8, 2 * len(numbers.columns)))\nnumbers"
         ),
     ]
+    if experiment.chain:
+        slug = json.dumps(experiment.slug)
+        cells += [
+            markdown_cell("## Segments\n\nThe chain's segments now: each one's job, when it ended and why "
+                          "(`time limit → continued`, `done`, `failed`, `cap reached`, `not needed`)."),
+            code_cell(f"from betty_jupyter.experiments.live import segments\n\n"
+                      f"segments({slug}, cluster={cluster})"),
+        ]
     if experiment.sweep:
         slug = json.dumps(experiment.slug)
         cells += [

@@ -47,6 +47,13 @@ CREATE TABLE IF NOT EXISTS job_ends (
     ended REAL NOT NULL,
     UNIQUE (slug, job_id, state)
 );
+CREATE TABLE IF NOT EXISTS segments (
+    cluster TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    slug TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (cluster, job_id)
+);
 CREATE INDEX IF NOT EXISTS experiments_by_job ON experiments (job_id);
 CREATE INDEX IF NOT EXISTS job_ends_by_time ON job_ends (ended);
 CREATE INDEX IF NOT EXISTS experiments_unfinished ON experiments (owner) WHERE finished = 0;
@@ -92,6 +99,9 @@ class Experiment:
     sweep: dict[str, Any] | None = None
     """A sweep's grid (``grid``: ``["lr=1e-4,3e-4", …]``) and ``at_once``; its job is the array that runs every
     point (``experiments/sweep.py``)."""
+    chain: dict[str, Any] | None = None
+    """A continuation chain's plan, its segments' jobs and what became of each (``experiments/chain.py``); its
+    ``job_id`` is the first segment's."""
 
     @property
     def page(self) -> str:
@@ -123,6 +133,8 @@ class StateChange(NamedTuple):
     """The id of the job that ended (with ``finished``): its end is recorded once, for notifications."""
     runtime: float | None = None
     """Seconds the ended job ran, as accounting says (None: not known)."""
+    chain: dict[str, Any] | None = None
+    """A continuation chain's segments as the watcher read them (``experiments/chain.py``)."""
 
 
 @dataclass(frozen=True)
@@ -168,6 +180,9 @@ class Ledger:
                 "INSERT INTO experiments (slug, cluster, job_id, record, updated) VALUES (?, ?, ?, ?, ?)",
                 (experiment.slug, experiment.cluster, experiment.job_id, json.dumps(asdict(experiment)), time.time()),
             )
+            for position, ident in enumerate((experiment.chain or {}).get("jobs") or []):
+                db.execute("INSERT OR REPLACE INTO segments (cluster, job_id, slug, position) VALUES (?, ?, ?, ?)",
+                           (experiment.cluster, str(ident), experiment.slug, position))
 
     def slugs_from(self, base: str) -> set[str]:
         """The recorded slugs that are ``base`` or ``base-…`` (``base-2``, ``base-3``…)."""
@@ -215,6 +230,14 @@ class Ledger:
                 "SELECT record, state, finished FROM experiments WHERE slug = ? OR job_id = ? ORDER BY rowid DESC",
                 (slug_or_job, slug_or_job),
             ).fetchone()
+        return _tracked(row) if row else None
+
+    def of_segment(self, cluster: str, job: str) -> Tracked | None:
+        """The chain experiment one of whose segments is ``job`` on ``cluster`` (None: no chain has it)."""
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT e.record, e.state, e.finished FROM segments s CROSS JOIN experiments e ON e.slug = s.slug "
+                "WHERE s.cluster = ? AND s.job_id = ?", (cluster, job)).fetchone()
         return _tracked(row) if row else None
 
     def claim(self, owner: str, lease_seconds: float) -> list[Tracked]:
@@ -273,7 +296,7 @@ class Ledger:
                         (change.state, int(change.finished), time.time(), change.slug, owner, time.time()))
                     if cursor.rowcount == 1:
                         recorded.add(change.slug)
-                        if change.efficiency is not None or change.sweep_tasks is not None:
+                        if change.efficiency is not None or change.sweep_tasks is not None or change.chain is not None:
                             _record_read(db, change)  # a diagnosis or a resubmission written meanwhile is kept
                         if change.finished and change.ended_job:
                             db.execute(_RECORD_END, (change.slug, change.ended_job, _cluster(db, change.slug),
@@ -305,6 +328,19 @@ class Ledger:
                 # The lease is taken back too: a tick that read the sweep before this change records nothing of it.
                 db.execute("UPDATE experiments SET state = ?, finished = 0, owner = NULL, lease_until = 0 "
                            "WHERE slug = ?", (RESUBMITTED, slug))
+        return changed
+
+    def extend_chain(self, slug: str, chain: dict[str, Any]) -> Experiment | None:
+        """Make the experiment a continuation chain with ``chain`` (its jobs, old and new, in order), record its
+        segments' jobs, and have the watcher follow it again until the chain has ended."""
+        changed = self._change(slug, "chain", lambda _: chain)
+        if changed is not None:
+            with self._connect() as db:
+                for position, ident in enumerate(chain.get("jobs") or []):
+                    db.execute("INSERT OR REPLACE INTO segments (cluster, job_id, slug, position) VALUES (?, ?, ?, ?)",
+                               (changed.cluster, str(ident), slug, position))
+                db.execute("UPDATE experiments SET finished = 0, owner = NULL, lease_until = 0 WHERE slug = ?",
+                           (slug,))
         return changed
 
     def _change(self, slug: str, name: str,
@@ -366,6 +402,8 @@ def _record_read(db: sqlite3.Connection, change: StateChange) -> None:
         record["efficiency"] = change.efficiency
     if change.sweep_tasks is not None and isinstance(record.get("sweep"), dict):
         record["sweep"] = {**record["sweep"], "tasks": change.sweep_tasks}
+    if change.chain is not None:
+        record["chain"] = change.chain
     db.execute("UPDATE experiments SET record = ? WHERE slug = ?", (json.dumps(record), change.slug))
 
 

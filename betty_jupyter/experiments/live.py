@@ -65,3 +65,30 @@ def compare(sweep: str, cluster: str | None = None, project: str = "../..") -> d
                                lambda slurm: run_sync(read_comparison(slurm.target, experiment)))
     data: dict[str, Any] = comparison.to_json()
     return data
+
+
+def segments(chain: str, cluster: str | None = None, project: str = "../..") -> list[dict[str, Any]]:
+    """Print and return a recorded continuation chain's segments now (``chain``: its slug or any segment's job id,
+    in the project at ``project``): each one's job, when it ended and why."""
+    # lazy: the ledger and the chain's reading; a notebook of a single job never needs them
+    from ..errors import ExperimentError
+    from .chain import read_chain
+    from .ledger import Ledger
+    from .workspace import Workspace
+
+    workspace = Workspace.at(project)
+    recorded = Ledger(workspace.ledger_path).all() if workspace.ledger_path.exists() else []
+    experiment = next((t.experiment for t in reversed(recorded) if t.experiment.chain and (
+        chain == t.experiment.slug or chain in [str(i) for i in t.experiment.chain.get("jobs") or []])), None)
+    if experiment is None or not experiment.chain:
+        raise ExperimentError(f"no continuation chain {chain!r} is recorded in {workspace.root}")
+    jobs = [str(ident) for ident in experiment.chain.get("jobs") or [experiment.job_id]]
+    snapshot = _with_cluster(cluster or experiment.cluster, lambda slurm: slurm.snapshot(jobs))
+    read, _ = read_chain(experiment, snapshot.jobs)
+    found: list[dict[str, Any]] = list((read.chain or {}).get("segments") or [])
+    for number, segment in enumerate(found, start=1):
+        print(f"segment {number}: job {segment['job_id']} {segment['state']}"
+              + (f", ended {segment['ended']}" if segment.get("ended") else "") + f" — {segment['why']}")
+    ended = (read.chain or {}).get("ended")
+    print(f"the chain ended: {ended}" if ended else "the chain goes on")
+    return found

@@ -84,13 +84,14 @@ async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster:
     experiment = Experiment(
         slug=slug, job_id=job_id, cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
         goal=goal, script=script.text, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
-        partition=script.get("partition"), resources=_resources(script), gpu_estimate=gpu_estimate,
+        partition=script.get("partition"), resources=resources_asked(script), gpu_estimate=gpu_estimate,
         replaces=replaces, sweep=sweep,
     )
     return record_submission(workspace, experiment, ledger)
 
 
-def _resources(script: "SbatchScript") -> dict[str, Any]:
+def resources_asked(script: "SbatchScript") -> dict[str, Any]:
+    """What the script asks for, as the record keeps it: time, memory, GPUs, nodes, tasks, CPUs per task."""
     asked: dict[str, Any] = {"time_minutes": script.time_minutes(), "memory_bytes": script.memory_bytes()}
     gpus = script.gpu_request()
     if gpus:

@@ -128,8 +128,10 @@ class JobWatcher:
 
     async def _check_cluster(self, slurm: "SlurmClient", tracked_jobs: list[Tracked]) -> list[JobUpdate]:
         snapshot = await slurm.snapshot([ident for t in tracked_jobs for ident in _arrays(t.experiment)])
-        changed = [(tracked, job) for tracked in tracked_jobs
-                   if (job := _followed(tracked.experiment, snapshot)) is not None and job.state.value != tracked.state
+        chains = _read_chains(tracked_jobs, snapshot)
+        changed = [(chains.get(tracked.experiment.slug, tracked), job) for tracked in tracked_jobs
+                   if (job := _followed(chains.get(tracked.experiment.slug, tracked).experiment, snapshot)) is not None
+                   and (job.state.value != tracked.state or _chain_moved(tracked, chains))
                    and not self._unsettled_end(tracked, job)]
         logs = {tracked.experiment.slug: await failure_log(slurm, job)
                 for tracked, job in changed if job.state.value in content.FAILED_STATES}
@@ -155,7 +157,7 @@ class JobWatcher:
                 recorded = self.ledger.record_states(self.owner, [
                     StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],
                                 behind=written[slug][1] is not Outcome.WRITTEN, efficiency=efficiency.get(slug),
-                                sweep_tasks=compared.get(slug), ended_job=job.job_id,
+                                sweep_tasks=compared.get(slug), chain=tracked.experiment.chain, ended_job=job.job_id,
                                 runtime=job.elapsed.total_seconds() if job.elapsed is not None else None)
                     for tracked, job in changed if (slug := tracked.experiment.slug) in written])
         updates = []
@@ -278,7 +280,9 @@ class JobWatcher:
 
 
 def _arrays(experiment: Experiment) -> list[str]:
-    """The job ids a tick asks about for ``experiment``: its job, and a sweep's resubmitted arrays."""
+    """The job ids a tick asks about for ``experiment``: its job, a chain's segments, a sweep's resubmitted arrays."""
+    if experiment.chain:
+        return [str(ident) for ident in experiment.chain.get("jobs") or [experiment.job_id]]
     if not experiment.sweep:
         return [experiment.job_id]
     # lazy: the sweep's record; a tick without a sweep needs none of it
@@ -287,8 +291,35 @@ def _arrays(experiment: Experiment) -> list[str]:
     return array_ids(experiment)
 
 
+def _read_chains(tracked_jobs: list[Tracked], snapshot: "Snapshot") -> dict[str, Tracked]:
+    """The continuation chains among ``tracked_jobs`` with their segments as the tick read them, by slug."""
+    if not any(tracked.experiment.chain for tracked in tracked_jobs):
+        return {}
+    # lazy: the chain's reading; a tick without a chain needs none of it
+    from .chain import followed
+
+    return {tracked.experiment.slug: replace(tracked, experiment=followed(tracked.experiment, snapshot)[0])
+            for tracked in tracked_jobs if tracked.experiment.chain}
+
+
+def _chain_moved(tracked: Tracked, chains: dict[str, Tracked]) -> bool:
+    """Whether a chain's segments changed since the ledger recorded them (a segment ending as the next starts)."""
+    if tracked.experiment.slug not in chains:
+        return False
+    # lazy: as in _read_chains
+    from .chain import moved
+
+    return moved(tracked.experiment, chains[tracked.experiment.slug].experiment)
+
+
 def _followed(experiment: Experiment, snapshot: "Snapshot") -> "Job | None":
-    """The experiment's job as the tick saw it: a sweep's tasks each at its latest attempt."""
+    """The experiment's job as the tick saw it: a chain's current or deciding segment; a sweep's tasks each at its
+    latest attempt."""
+    if experiment.chain:
+        # lazy: as in _read_chains
+        from .chain import followed
+
+        return followed(experiment, snapshot)[1]
     if not experiment.sweep:
         return snapshot.jobs.get(experiment.job_id)
     # lazy: the sweep's comparison; a tick without a sweep needs none of it

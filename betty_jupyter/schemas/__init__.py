@@ -83,8 +83,8 @@ def _server_api_types() -> list[tuple[str, JsonSchemaMode, Any]]:
                m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.EditPreview, m.StartEstimate,
                m.NotebookStatuses, m.WorkingPlace, m.ClusterOverview, m.Sweeps, m.SweepComparison, m.ServerError]
     bodies = [m.SessionRequest, m.ModeRequest, m.AskRequest, m.ToolRequest, m.DecisionRequest, m.EditRequest,
-              m.CancelRequest, m.ResubmitRequest, m.TrustRequest, m.LoginAnswer, m.OpenNotebooksRequest, m.ChangeResultRequest,
-              AutomationSpec]
+              m.CancelRequest, m.ExtendRequest, m.ResubmitRequest, m.TrustRequest, m.LoginAnswer, m.OpenNotebooksRequest,
+              m.ChangeResultRequest, AutomationSpec]
     return ([(t.__name__, "serialization", t) for t in answers] + [(t.__name__, "validation", t) for t in bodies]
             + [("SocketMessage", "validation", m.SocketMessage)])
 

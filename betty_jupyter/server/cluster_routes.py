@@ -1,5 +1,5 @@
 """Clusters and their jobs: list, health, overview, test, trust a host key; queue, history, efficiency, partitions,
-cancel, resubmit.
+cancel, resubmit, extend.
 
 Reads a person makes outside a chat run as that person's own tool calls in the cluster's desk
 session (``desk-<cluster>``), so they pass the same policy and land in the action log.
@@ -194,6 +194,29 @@ class CancelHandler(BettyHandler):
         self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
 
 
+class ExtendHandler(BettyHandler):
+    """``POST jobs/{id}/extend {segments?, session_id?, cluster?}``: ``cluster_extend`` starts (continuations queued
+    behind a running job Betty recorded); its card arrives as an event, and nothing is queued until a person
+    approves it there."""
+
+    @web.authenticated
+    async def post(self, job: str) -> None:
+        """202 ``{call_id, session_id}``."""
+        # lazy: the request models are pydantic; the server's extension loads without them
+        from .models import ExtendRequest
+
+        ident = job_id(job)
+        request = self.body(ExtendRequest)
+        if request.session_id:
+            session = self.session_of(request.session_id)
+        else:
+            session = await self.services.desk(self.cluster_name(request.cluster))
+        call_id = self.services.start_call(session.session_id, "cluster_extend",
+                                           {"job_id": ident, "segments": request.segments},
+                                           approver(self.current_user, request.face))
+        self.answer({"call_id": call_id, "session_id": session.session_id}, status=202)
+
+
 class ResubmitHandler(BettyHandler):
     """``POST jobs/{id}/resubmit {session_id?, cluster?}``: ``cluster_submit`` of the script Betty recorded for the
     job, as a correction of it, starts; its card (the diff against the recorded script) arrives as an event, and
@@ -263,6 +286,7 @@ handlers = [
     (r"/betty/api/jobs/efficiency", EfficiencyHandler),
     (r"/betty/api/jobs/(?P<job>[^/]+)/cancel", CancelHandler),
     (r"/betty/api/jobs/(?P<job>[^/]+)/resubmit", ResubmitHandler),
+    (r"/betty/api/jobs/(?P<job>[^/]+)/extend", ExtendHandler),
     (r"/betty/api/partitions", PartitionsHandler),
 ]
 """The cluster and job routes."""

@@ -29,10 +29,14 @@ def model_rows() -> list[dict[str, Any]]:
 def experiment_json(tracked: "Tracked") -> "Experiment":
     """One recorded experiment with the state its job was last seen in, its page and its notebook."""
     e = tracked.experiment
-    return {"slug": e.slug, "job_id": e.job_id, "cluster": e.cluster, "submitted": e.submitted, "goal": e.goal,
-            "script": e.script, "script_path": e.script_path, "partition": e.partition,
-            "resources": dict(e.resources), "gpu_estimate": e.gpu_estimate, "state": tracked.state,
-            "finished": tracked.finished, "page": f"wiki/{e.page}", "notebook": e.notebook}
+    found: "Experiment" = {
+        "slug": e.slug, "job_id": e.job_id, "cluster": e.cluster, "submitted": e.submitted, "goal": e.goal,
+        "script": e.script, "script_path": e.script_path, "partition": e.partition,
+        "resources": dict(e.resources), "gpu_estimate": e.gpu_estimate, "state": tracked.state,
+        "finished": tracked.finished, "page": f"wiki/{e.page}", "notebook": e.notebook}
+    if e.chain:
+        found["segments"] = [str(ident) for ident in e.chain.get("jobs") or []]
+    return found
 
 
 class ModelsHandler(BettyHandler):

@@ -211,6 +211,8 @@ class Experiment(TypedDict):
     finished: bool
     page: str
     notebook: str
+    segments: NotRequired[list[str]]
+    """A continuation chain's jobs, in order (``docs/long-runs.md``); absent for a single job."""
 
 
 class Experiments(TypedDict):
@@ -439,6 +441,17 @@ class ResubmitRequest(Body):
 class CancelRequest(Body):
     """Body of ``POST jobs/{id}/cancel``: the session to ask in (default: the cluster's desk session)."""
 
+    session_id: str | None = None
+    cluster: str | None = None
+    face: Face = Face.SERVER_API
+    """Which of Betty's faces the person asked from; the action log names it after them."""
+
+
+class ExtendRequest(Body):
+    """Body of ``POST jobs/{id}/extend``: how many continuations, and the session to ask in (default: the cluster's
+    desk session)."""
+
+    segments: int = Field(1, ge=1, le=49, description="continuation jobs to queue behind the job")
     session_id: str | None = None
     cluster: str | None = None
     face: Face = Face.SERVER_API

@@ -176,6 +176,19 @@ export class BettyAPI {
   }
 
   /**
+   * Ask to give a running job Betty recorded on `cluster` more time: a `cluster_extend` card (continuations queued
+   * behind it) arrives as an event in `sessionId`; nothing is queued until a person approves it.
+   */
+  extendJob(jobId: string, sessionId: string, cluster: string, segments = 1): Promise<ICallStarted> {
+    return this.send(`jobs/${encodeURIComponent(jobId)}/extend`, 'POST', {
+      segments,
+      session_id: sessionId,
+      cluster,
+      face: 'side panel'
+    });
+  }
+
+  /**
    * Resubmit a job Betty recorded on `cluster`: a `cluster_submit` card with its script arrives
    * as an event in `sessionId`; nothing is submitted until a person approves it. With `placement`
    * (one `cluster_why` named), the script is moved there: only its partition and GPU type change.

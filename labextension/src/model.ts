@@ -332,6 +332,16 @@ export class BettyModel {
     this.setTab('chat');
   }
 
+  /** Ask to give a running job Betty recorded more time: its `cluster_extend` card arrives in this chat. */
+  async extendJob(jobId: string): Promise<void> {
+    const session = this.session;
+    if (session === null) {
+      throw new Error(this.error ?? 'Betty has no chat session yet.');
+    }
+    await this._api.extendJob(jobId, session.session_id, session.cluster);
+    this.setTab('chat');
+  }
+
   /**
    * Resubmit a job Betty recorded: its `cluster_submit` card arrives in this chat and opens in
    * the editor with the job's script; nothing is submitted until the person approves it.

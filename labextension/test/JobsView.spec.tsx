@@ -162,6 +162,27 @@ describe('JobsView', () => {
     expect(p.onOpen).toHaveBeenNthCalledWith(2, 'wiki/experiments/2024-05-01-train.md');
   });
 
+  it('offers extend on a running job of a chain Betty recorded, any of its segments, through the chat', async () => {
+    const chain: IExperiments = {
+      experiments: [{ ...EXPERIMENTS.experiments[0], job_id: '130', segments: ['130', '131', '132'] }]
+    };
+    const onExtend = jest.fn().mockResolvedValue(undefined);
+    const p = props({
+      loadJobs: jest.fn().mockResolvedValue(queue(['131', 'RUNNING'], ['140', 'RUNNING'])),
+      loadExperiments: jest.fn().mockResolvedValue(chain),
+      onExtend
+    });
+    const { container } = render(<JobsView {...p} />);
+    await settle();
+    const [segment, other] = allByTestId(container, 'betty-job-row');
+    expect(allByTestId(other, 'betty-job-extend')).toHaveLength(0); // not recorded: nothing to continue
+    await click(byTestId(segment, 'betty-job-open-page'));
+    expect(p.onOpen).toHaveBeenCalledWith('wiki/experiments/2024-05-01-train.md');
+    await click(byTestId(segment, 'betty-job-extend'));
+    expect(onExtend).toHaveBeenCalledWith('131');
+    expect(segment.textContent).toContain('approve it in the chat');
+  });
+
   it("shows the tool's refusal and an empty queue as such", async () => {
     const failing = props({
       loadJobs: jest.fn().mockResolvedValue({

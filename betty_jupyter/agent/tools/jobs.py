@@ -9,12 +9,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, \
     model_serializer
 
+from ...cluster.continuation import SIGNAL_SECONDS, ChainPlan, card as chain_card
 from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
 from ...cluster.slurm import sbatch_argv
 from ...experiments.diagnosis import script_diff
 from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
-from ...errors import ScriptError
+from ...errors import ScriptError, UsageError
+from ...experiments.chain import read_chain, segment_script, submit_chain
+from ...experiments.chain_page import timeline_rows
 from ...experiments.refresh import refresh_page
 from ...safe_text import terminal_line
 from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
@@ -88,6 +91,14 @@ class SubmitArgs(ToolArgs):
     record: bool = Field(True, description="false: submit without writing an experiment page and notebook (the "
                                            "action log still has the call); only when the person asks for it",
                          json_schema_extra=ADVANCED_FIELD)
+    segments: int | None = Field(
+        None, ge=2, le=50, description="run longer than the time limit: a continuation chain of at most this many "
+                                       "jobs of the script's --time, each told to checkpoint before its limit (SIGUSR1) "
+                                       "and resuming from the last checkpoint (docs/long-runs.md); only when the "
+                                       "person asks for a longer run")
+    checkpoint_seconds: int = Field(SIGNAL_SECONDS, ge=10, le=86_400,
+                                    description="with segments: how long before each limit the program is told to "
+                                                "checkpoint (SIGUSR1)", json_schema_extra=ADVANCED_FIELD)
     first_line: int = Field(1, ge=1, le=1_000_000,
                             description="the number the person sees beside the script's first line (2 in a "
                                         "%%betty submit cell, under the magic's own line): refusals name lines so",
@@ -142,6 +153,8 @@ class ClusterSubmit(Tool[SubmitArgs]):
         if args.gpu_estimate is not None:
             details["gpu_estimate"] = args.gpu_estimate.model_dump()
             details["gpu_memory"] = estimate_line(details["gpu_estimate"])
+        if args.segments is not None:
+            return _chain_preview(ctx, args, script, slug, details)
         original = _replaced(ctx, args)
         if original is not None:
             return _resubmission_preview(args, original, slug, details)
@@ -156,9 +169,11 @@ class ClusterSubmit(Tool[SubmitArgs]):
             ident = await ctx.slurm.submit(script)
             summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
             return ToolOutcome(summary=summary, data={"job_id": ident, "cluster": ctx.profile.name, "page": None})
+        estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump()
+        if args.segments is not None:
+            return await _submit_chain(ctx, args, script, estimate)
         original = _replaced(ctx, args)
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
-        estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump()
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script,
                                              goal=args.goal, name=args.name, gpu_estimate=estimate,
                                              replaces=replaces)
@@ -167,6 +182,50 @@ class ClusterSubmit(Tool[SubmitArgs]):
                    f"page {page}, notebook {experiment.notebook}")
         return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
                            data=experiment, artifacts=[page, experiment.notebook])
+
+
+def _chain_plan(args: SubmitArgs, script: "SbatchScript") -> ChainPlan:
+    """The chain the person asked for, checked against the script's time limit; ToolError in one line."""
+    if not args.record or args.replaces is not None:
+        raise ToolError("segments: a chain is recorded as a new experiment; leave record and replaces out")
+    plan = ChainPlan(cap=int(args.segments or 0), signal_seconds=args.checkpoint_seconds)
+    try:
+        plan.check(script.time_minutes())
+    except UsageError as error:
+        raise ToolError(str(error)) from error
+    return plan
+
+
+def _chain_preview(ctx: ToolContext, args: SubmitArgs, script: "SbatchScript", slug: str,
+                   details: dict[str, Any]) -> Preview:
+    """The whole chain on one card: the script every segment runs, its segments, signal, cap and most time."""
+    plan = _chain_plan(args, script)
+    try:
+        text = segment_script(ctx.slurm, args.script, plan, slug)
+    except UsageError as error:
+        raise ToolError(str(error)) from error
+    gpus = script.gpu_request()
+    details["chain"] = chain_card(plan, script.time_minutes() or 0, gpus[1] if gpus else 0)
+    details["command"] += f"  (then {plan.cap - 1} more, each with --dependency=afterany:<the one before>)"
+    title = f"submit {slug} to {ctx.profile.name} as a chain of up to {plan.cap} segments: {details['resources']}"
+    return Preview(kind="script", title=title, text=text, details=details)
+
+
+async def _submit_chain(ctx: ToolContext, args: SubmitArgs, script: "SbatchScript",
+                        estimate: dict[str, Any] | None) -> ToolOutcome:
+    """Submit every segment once and record the chain as one experiment."""
+    plan = _chain_plan(args, script)
+    try:
+        experiment = await submit_chain(ctx.slurm, ctx.workspace, ctx.profile.name, script, plan, goal=args.goal,
+                                        name=args.name, gpu_estimate=estimate)
+    except UsageError as error:
+        raise ToolError(str(error)) from error
+    jobs = (experiment.chain or {}).get("jobs") or [experiment.job_id]
+    page = f"wiki/{experiment.page}"
+    summary = (f"submitted a chain of {len(jobs)} segments on {experiment.cluster} as {experiment.slug} "
+               f"(jobs {', '.join(jobs)}); page {page}, notebook {experiment.notebook}")
+    return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
+                       data=experiment, artifacts=[page, experiment.notebook])
 
 
 def _replaced(ctx: ToolContext, args: SubmitArgs) -> "Experiment | None":
@@ -277,6 +336,12 @@ class ClusterStatus(Tool[JobArgs]):
         line = job.line()
         experiment = recorded_experiment(ctx.workspace, ctx.profile.name, job.job_id)
         artifacts = []
+        if experiment is not None and experiment.chain:
+            snapshot = await ctx.slurm.snapshot(experiment.chain.get("jobs") or [experiment.job_id])
+            experiment, deciding = read_chain(experiment, snapshot.jobs)
+            line += f"; chain {experiment.slug}: " + "; ".join(
+                f"segment {number} job {ident} {why}" for number, ident, _, why in timeline_rows(experiment))
+            job = deciding or job
         if experiment is not None:
             await refresh_page(ctx.slurm, ctx.workspace, experiment, job)
             line += f"; page wiki/{experiment.page} updated"
@@ -288,9 +353,12 @@ def recorded_experiment(workspace: "Workspace", cluster: str, job: str) -> "Expe
     """The experiment Betty recorded for ``job`` on ``cluster``, read without creating the ledger."""
     if not workspace.ledger_path.exists():
         return None
-    found = [t.experiment for t in Ledger(workspace.ledger_path).all()
-             if t.experiment.job_id == job and t.experiment.cluster == cluster]
-    return found[-1] if found else None
+    ledger = Ledger(workspace.ledger_path)
+    found = [t.experiment for t in ledger.all() if t.experiment.job_id == job and t.experiment.cluster == cluster]
+    if found:
+        return found[-1]
+    chain = ledger.of_segment(cluster, job)
+    return chain.experiment if chain is not None else None
 
 
 class ClusterCancel(Tool[JobArgs]):

@@ -29,11 +29,21 @@ class SubmitCommands(JobCommands):
                          "approval, submits it once and records it as an experiment (wiki page + notebook)")
         made.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
         made.add_argument("--goal", metavar="TEXT", help="what this run is for (recorded on its wiki page)")
+        made.add_argument("--segments", type=int, metavar="N",
+                          help="run longer than the time limit: at most N jobs, each resuming from the last "
+                               "checkpoint (docs/long-runs.md)")
+        made.add_argument("--checkpoint-seconds", type=int, metavar="S",
+                          help="with --segments: tell the program to checkpoint S seconds before each limit")
         return made
 
     def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
         goal = args.goal or "submitted from a notebook"
-        return self._submit_cell("submit", "cluster_submit", cell, {"goal": goal, "name": args.slug})
+        asked: dict[str, Any] = {"goal": goal, "name": args.slug}
+        if args.segments is not None:
+            asked["segments"] = args.segments
+        if args.checkpoint_seconds is not None:
+            asked["checkpoint_seconds"] = args.checkpoint_seconds
+        return self._submit_cell("submit", "cluster_submit", cell, asked)
 
     def _submit_cell(self, command: str, tool: str, cell: str | None, tool_args: dict[str, Any]) -> Any:
         """``%%betty submit``/``sweep``: the cell is the script; its card, then the job followed once it is queued."""

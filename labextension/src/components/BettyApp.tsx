@@ -49,6 +49,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadJobs: (cluster: string) => model.api.myJobs(cluster),
       loadExperiments: () => model.api.experiments(),
       cancel: (jobId: string) => model.cancelJob(jobId),
+      extend: (jobId: string) => model.extendJob(jobId),
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
       loadEfficiency: (cluster: string, jobIds: string[]) => model.api.efficiency(cluster, jobIds),
       loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
@@ -153,6 +154,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           loadJobs={loaders.loadJobs}
           loadExperiments={loaders.loadExperiments}
           onCancel={loaders.cancel}
+          onExtend={loaders.extend}
           onOpen={onOpen}
           loadHistory={loaders.loadHistory}
           loadEfficiency={loaders.loadEfficiency}

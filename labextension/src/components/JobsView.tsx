@@ -2,7 +2,8 @@
  * The Jobs tab: the person's own jobs on the cluster, refreshed while the tab is visible, in
  * one list that scrolls through all of them with only the rows in view in the page (each
  * array task counted in the summary), each with a cancel button (through an approval card in
- * the chat) and, for jobs recorded as experiments, one click to their notebook or wiki page.
+ * the chat) and, for jobs recorded as experiments, one click to their notebook or wiki page and
+ * an extend button (continuations queued behind the job, through an approval card).
  */
 import * as React from 'react';
 
@@ -35,6 +36,8 @@ export interface IJobsViewProps {
   loadExperiments: () => Promise<IExperiments>;
   /** Ask to cancel: the approval card arrives in the chat. */
   onCancel: (jobId: string) => Promise<void>;
+  /** Ask to give a recorded job more time (continuations behind it): the approval card arrives in the chat. */
+  onExtend?: (jobId: string) => Promise<void>;
   onOpen: (path: string) => void;
   /** The person's jobs in accounting since a week ago, finished ones included. */
   loadHistory?: (cluster: string) => Promise<IOutcome>;
@@ -118,17 +121,20 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
     return () => clearInterval(timer);
   }, [visible, cluster, refreshSeconds, refresh]);
 
-  const cancel = async (jobId: string) => {
+  const ask = async (jobId: string, action: (jobId: string) => Promise<void>) => {
     const note = (busy: boolean, text: string) =>
       setCancelling(previous => ({ ...previous, [jobId]: { busy, text } }));
     note(true, 'asking…');
     try {
-      await props.onCancel(jobId);
+      await action(jobId);
       note(false, 'approve it in the chat');
     } catch (error) {
       note(false, (error as Error).message);
     }
   };
+  const cancel = (jobId: string) => ask(jobId, props.onCancel);
+  const { onExtend } = props;
+  const extend = onExtend ? (jobId: string) => ask(jobId, onExtend) : undefined;
 
   return (
     <div className="betty-Jobs" data-testid="betty-jobs">
@@ -200,6 +206,7 @@ export function JobsView(props: IJobsViewProps): JSX.Element {
                   experiment={experimentOf(job, cluster, state.experiments)}
                   cancelling={cancelling[job.jobId]}
                   onCancel={cancel}
+                  onExtend={extend}
                   onOpen={props.onOpen}
                   onWhy={askWhy}
                   explaining={whyFor?.jobId === job.jobId}
@@ -235,7 +242,7 @@ export function experimentOf(
   return experiments.find(
     each =>
       (cluster === null || each.cluster === cluster) &&
-      (each.job_id === job.jobId || each.job_id === job.arrayJobId)
+      (each.job_id === job.jobId || each.job_id === job.arrayJobId || (each.segments ?? []).includes(job.jobId))
   );
 }
 
@@ -264,6 +271,8 @@ interface IJobRowProps {
   experiment: IExperiment | undefined;
   cancelling: ICancelling | undefined;
   onCancel: (jobId: string) => void;
+  /** Ask to give the job more time (only a job Betty recorded). */
+  onExtend?: (jobId: string) => void;
   onOpen: (path: string) => void;
   /** Ask why a pending job waits (only where the server can be asked). */
   onWhy?: (job: IJobRow) => void;
@@ -272,7 +281,17 @@ interface IJobRowProps {
 }
 
 /** One job of the list: every row is one height (the stylesheet's), each line of it cut with an ellipsis. */
-function JobRow({ job, position, experiment, cancelling, onCancel, onOpen, onWhy, explaining }: IJobRowProps): JSX.Element {
+function JobRow({
+  job,
+  position,
+  experiment,
+  cancelling,
+  onCancel,
+  onExtend,
+  onOpen,
+  onWhy,
+  explaining
+}: IJobRowProps): JSX.Element {
   return (
     <tr
       className="betty-JobRow"
@@ -296,6 +315,17 @@ function JobRow({ job, position, experiment, cancelling, onCancel, onOpen, onWhy
             <OpenLink path={experimentPage(experiment)} testId="betty-job-open-page" onOpen={onOpen}>
               page
             </OpenLink>
+            {onExtend && (job.state === 'RUNNING' || job.state === 'PENDING') && (
+              <button
+                className="betty-Link"
+                data-testid="betty-job-extend"
+                title="More time: continuation jobs queued behind this one, each resuming from its checkpoint (you approve it in the chat)"
+                disabled={cancelling?.busy === true}
+                onClick={() => onExtend(job.jobId)}
+              >
+                extend
+              </button>
+            )}
           </div>
         )}
       </td>

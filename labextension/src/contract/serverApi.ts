@@ -518,6 +518,7 @@ export interface IExperiment {
   finished: boolean;
   page: string;
   notebook: string;
+  segments?: string[];
 }
 /**
  * The experiment a submission recorded.
@@ -533,6 +534,19 @@ export interface IExperimentData {
  */
 export interface IExperiments {
   experiments: IExperiment[];
+}
+/**
+ * Body of ``POST jobs/{id}/extend``: how many continuations, and the session to ask in (default: the cluster's
+ * desk session).
+ */
+export interface IExtendRequest {
+  /**
+   * continuation jobs to queue behind the job
+   */
+  segments?: number;
+  session_id?: string | null;
+  cluster?: string | null;
+  face?: Face;
 }
 /**
  * Answer of ``GET /betty/api/health``.
