@@ -101,16 +101,21 @@ def ssh(cluster: dict[str, str], command: str, timeout: float = 60) -> subproces
     )
 
 
-@pytest.fixture
-def ssh_profile(dev_cluster: dict[str, str], tmp_path: Path):
-    """A cluster profile reaching the dev cluster over SSH, reading only under a test directory."""
+def ssh_profile_in(dev_cluster: dict[str, str], folder: Path):
+    """A cluster profile reaching the dev cluster over SSH, reading only under ``folder`` (its work dir there)."""
     from betty_jupyter.cluster.profiles import ClusterProfile
 
     return ClusterProfile(
         name="betty-dev", transport="ssh", host=dev_cluster["BETTY_DEV_SSH_HOST"],
-        ssh_config=dev_cluster["BETTY_DEV_SSH_CONFIG"], readable_roots=(str(tmp_path),),
-        work_dir=str(tmp_path / "betty-work"),
+        ssh_config=dev_cluster["BETTY_DEV_SSH_CONFIG"], readable_roots=(str(folder),),
+        work_dir=str(folder / "betty-work"),
     )
+
+
+@pytest.fixture
+def ssh_profile(dev_cluster: dict[str, str], tmp_path: Path):
+    """A cluster profile reaching the dev cluster over SSH, reading only under a test directory."""
+    return ssh_profile_in(dev_cluster, tmp_path)
 
 
 @pytest.fixture

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from betty_jupyter.agent.models import ToolOutcome
 from betty_jupyter.agent.tools import ToolContext
 from betty_jupyter.agent.tools.catalog import ClusterStatus, ClusterSubmit
 from betty_jupyter.cluster.sync import run_sync
@@ -16,6 +18,8 @@ from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.watcher import JobWatcher
 from betty_jupyter.experiments.workspace import Workspace
 from betty_jupyter.wiki import init_workspace
+
+from conftest import ssh_profile_in
 
 pytestmark = pytest.mark.cluster
 
@@ -44,13 +48,48 @@ print("all steps done", flush=True)
 """
 
 
+def open_context(profile, folder: Path) -> ToolContext:
+    init_workspace(folder / "project")
+    context = ToolContext.open(profile, Workspace.at(folder / "project"), "test-session")
+    context.slurm.lookup_interval = 0.5
+    return context
+
+
 @pytest.fixture
 def ctx(ssh_profile, tmp_path: Path):
-    init_workspace(tmp_path / "project")
-    context = ToolContext.open(ssh_profile, Workspace.at(tmp_path / "project"), "test-session")
-    context.slurm.lookup_interval = 0.5
+    context = open_context(ssh_profile, tmp_path)
     yield context
     run_sync(context.close())
+
+
+@dataclass
+class Started:
+    """A chain submitted when the module starts, so the chains run side by side while each test waits for its own."""
+
+    ctx: ToolContext
+    folder: Path
+    args: dict
+    outcome: ToolOutcome
+    ledger_after_card: bool
+    """Whether the project had a ledger once the card was shown (a card writes nothing)."""
+
+
+@pytest.fixture(scope="module")
+def chains(dev_cluster, tmp_path_factory):
+    """The long chain (ten segments' cap, three minutes of work) and the capped one (two segments), both started."""
+    started = {}
+    for key, goal, segments in (("long", "Run a loop three times its limit", 10),
+                                ("capped", "Stop at two segments", 2)):
+        folder = tmp_path_factory.mktemp(key)
+        context = open_context(ssh_profile_in(dev_cluster, folder), folder)
+        args = {"script": loop_script(folder, f"{key}-{uuid.uuid4().hex[:6]}"), "goal": goal, "segments": segments,
+                "checkpoint_seconds": 20}
+        card = run_sync(ClusterSubmit().dry_run(context, args)) if key == "long" else None
+        shown = context.workspace.ledger_path.exists()
+        started[key] = (Started(context, folder, args, run_sync(ClusterSubmit().execute(context, args)), shown), card)
+    yield started
+    for chain, _ in started.values():
+        run_sync(chain.ctx.close())
 
 
 def loop_script(folder: Path, name: str) -> str:
@@ -71,20 +110,50 @@ def watch_chain(ctx, limit: float) -> Ledger:
     return watcher.ledger
 
 
-def test_a_loop_three_times_its_limit_finishes_through_continuations_as_one_experiment(ctx, tmp_path) -> None:
-    name = f"loop-{uuid.uuid4().hex[:6]}"
-    args = {"script": loop_script(tmp_path, name), "goal": "Run a loop three times its limit",
-            "segments": 10, "checkpoint_seconds": 20}
-    card = run_sync(ClusterSubmit().dry_run(ctx, args))
+@pytest.mark.usefixtures("chains")  # first, while the module's chains run beside it
+def test_extend_queues_a_continuation_behind_a_running_job_and_says_what_it_cannot_do(ctx, tmp_path) -> None:
+    from betty_jupyter.agent.tools.catalog import ClusterExtend
+
+    name = f"extended-{uuid.uuid4().hex[:6]}"
+    (tmp_path / "loop.py").write_text(LOOP.format(steps=160))  # 80 s: more than the job's one minute
+    text = (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --time=1\n#SBATCH --chdir={tmp_path}\n"
+            f"#SBATCH --output={tmp_path}/segment-%j.out\n"
+            f"python3 {tmp_path}/loop.py {tmp_path}/step {tmp_path}/steps.txt\n")
+    submitted = run_sync(ClusterSubmit().execute(ctx, {"script": text, "goal": "A run that needs more time"}))
+    assert submitted.ok, submitted.summary
+    job = submitted.data.job_id
+
+    card = run_sync(ClusterExtend().dry_run(ctx, {"job_id": job, "segments": 2, "checkpoint_seconds": 20}))
+    assert f"extend {submitted.data.slug} (job {job}" in card.title and "by up to 2 continuation(s)" in card.title
+    honest = card.details["the running job"]
+    assert f"job {job} keeps its own time limit" in honest and "started without a checkpoint signal" in honest
+    assert "#SBATCH --signal=B:USR1@20" in card.text and "betty_run_script" in card.text
+    assert card.details["command"] == f"sbatch --dependency=afterany:{job} …"
+    extended = run_sync(ClusterExtend().execute(ctx, {"job_id": job, "segments": 2, "checkpoint_seconds": 20}))
+    assert extended.ok, extended.summary
+
+    ledger = watch_chain(ctx, limit=480)
+    [tracked] = ledger.all()
+    chain = tracked.experiment.chain
+    assert chain["jobs"][0] == job and len(chain["jobs"]) == 3
+    whys = [segment["why"] for segment in chain["segments"]]
+    assert whys[0] == "time limit → continued" and "done" in whys[1:], whys
+    assert chain["ended"] == "done"
+    steps = [int(line) for line in (tmp_path / "steps.txt").read_text().split()]
+    assert set(steps) == set(range(160))  # a step cut off by the limit (no signal) may run again: the card says so
+
+
+def test_a_loop_three_times_its_limit_finishes_through_continuations_as_one_experiment(chains) -> None:
+    started, card = chains["long"]
+    ctx, tmp_path, outcome = started.ctx, started.folder, started.outcome
     assert "as a chain of up to 10 segments" in card.title
     assert "#SBATCH --signal=B:USR1@20" in card.text and "betty_run()" in card.text
     chain = card.details["chain"]
     assert chain["segments"].startswith("up to 10 jobs of 1 min each")
     assert chain["cap"].startswith("10 segments") and chain["at most"] == "10 min of wall time"
     assert "--signal=B:USR1@20" in chain["signal"]
-    assert not ctx.workspace.ledger_path.exists()
+    assert not started.ledger_after_card
 
-    outcome = run_sync(ClusterSubmit().execute(ctx, args))
     assert outcome.ok, outcome.summary
     experiment = outcome.data
     assert len(experiment.chain["jobs"]) == 10 and experiment.job_id == experiment.chain["jobs"][0]
@@ -116,11 +185,9 @@ def test_a_loop_three_times_its_limit_finishes_through_continuations_as_one_expe
                for s in segments[done + 1:])  # cancelled, or exited at once
 
 
-def test_a_chain_stops_at_its_cap(ctx, tmp_path) -> None:
-    name = f"capped-{uuid.uuid4().hex[:6]}"
-    args = {"script": loop_script(tmp_path, name), "goal": "Stop at two segments", "segments": 2,
-            "checkpoint_seconds": 20}
-    outcome = run_sync(ClusterSubmit().execute(ctx, args))
+def test_a_chain_stops_at_its_cap(chains) -> None:
+    started, _ = chains["capped"]
+    ctx, tmp_path, outcome = started.ctx, started.folder, started.outcome
     assert outcome.ok, outcome.summary
 
     ledger = watch_chain(ctx, limit=480)
@@ -129,35 +196,3 @@ def test_a_chain_stops_at_its_cap(ctx, tmp_path) -> None:
     assert tracked.experiment.chain["ended"] == "cap reached"
     steps = [int(line) for line in (tmp_path / "steps.txt").read_text().split()]
     assert steps == list(range(len(steps))) and 0 < len(steps) < STEPS
-
-
-def test_extend_queues_a_continuation_behind_a_running_job_and_says_what_it_cannot_do(ctx, tmp_path) -> None:
-    from betty_jupyter.agent.tools.catalog import ClusterExtend
-
-    name = f"extended-{uuid.uuid4().hex[:6]}"
-    (tmp_path / "loop.py").write_text(LOOP.format(steps=160))  # 80 s: more than the job's one minute
-    text = (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --time=1\n#SBATCH --chdir={tmp_path}\n"
-            f"#SBATCH --output={tmp_path}/segment-%j.out\n"
-            f"python3 {tmp_path}/loop.py {tmp_path}/step {tmp_path}/steps.txt\n")
-    submitted = run_sync(ClusterSubmit().execute(ctx, {"script": text, "goal": "A run that needs more time"}))
-    assert submitted.ok, submitted.summary
-    job = submitted.data.job_id
-
-    card = run_sync(ClusterExtend().dry_run(ctx, {"job_id": job, "segments": 2, "checkpoint_seconds": 20}))
-    assert f"extend {submitted.data.slug} (job {job}" in card.title and "by up to 2 continuation(s)" in card.title
-    honest = card.details["the running job"]
-    assert f"job {job} keeps its own time limit" in honest and "started without a checkpoint signal" in honest
-    assert "#SBATCH --signal=B:USR1@20" in card.text and "betty_run_script" in card.text
-    assert card.details["command"] == f"sbatch --dependency=afterany:{job} …"
-    extended = run_sync(ClusterExtend().execute(ctx, {"job_id": job, "segments": 2, "checkpoint_seconds": 20}))
-    assert extended.ok, extended.summary
-
-    ledger = watch_chain(ctx, limit=480)
-    [tracked] = ledger.all()
-    chain = tracked.experiment.chain
-    assert chain["jobs"][0] == job and len(chain["jobs"]) == 3
-    whys = [segment["why"] for segment in chain["segments"]]
-    assert whys[0] == "time limit → continued" and "done" in whys[1:], whys
-    assert chain["ended"] == "done"
-    steps = [int(line) for line in (tmp_path / "steps.txt").read_text().split()]
-    assert set(steps) == set(range(160))  # a step cut off by the limit (no signal) may run again: the card says so
