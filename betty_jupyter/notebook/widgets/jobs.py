@@ -142,8 +142,8 @@ class JobTable(Recorded, widgets.VBox):
         pages = wrapping_row([self.previous, self.next, self.position])
         super().__init__([bar, pages, self.table, self.own, self.actions])
         self.add_class("betty-job-table-widget")
-        self._render(frame)
         self._keep(frame)
+        self._render(frame)
 
     def __repr__(self) -> str:
         return f"<Betty job table: {self.title}, {self._count} job(s)>"
@@ -269,8 +269,8 @@ class JobTable(Recorded, widgets.VBox):
         def work() -> None:
             try:
                 frame = self._fetch()
-                self._render(frame, page)
                 self._keep(frame)
+                self._render(frame, page)
             except BettyError as error:
                 self.updated.value = f"<small style='color:var(--jp-error-color1)'>{html_text(str(error))}</small>"
             finally:
