@@ -103,14 +103,18 @@ def read_notebook(path: Path) -> Notebook:
     return book
 
 
-def write_notebook(path: Path, book: Notebook) -> None:
-    """Validate ``book``, then write it atomically and durably (as wiki pages are: :func:`~..wiki.files.write_atomically`)."""
-    write_atomically(path, notebook_text(book))
+def write_notebook(path: Path, book: Notebook, changed: list[dict[str, Any]] | None = None) -> None:
+    """Validate ``book``, then write it atomically and durably (as wiki pages are: :func:`~..wiki.files.write_atomically`).
+
+    ``changed``: the only cells Betty changed in a notebook it read from the file; then only they and the notebook's
+    frame (versions, metadata) are validated, and every other cell is written back as the file had it."""
+    write_atomically(path, notebook_text(book, changed))
 
 
-def notebook_text(book: Notebook) -> str:
-    """The file's text, byte for byte what ``nbformat.writes`` makes of ``book``; ExperimentError when invalid."""
-    check(book)
+def notebook_text(book: Notebook, changed: list[dict[str, Any]] | None = None) -> str:
+    """The file's text, byte for byte what ``nbformat.writes`` makes of ``book``; ExperimentError when invalid
+    (``changed``: as :func:`write_notebook`)."""
+    check(book if changed is None or not isinstance(book, dict) else {**book, "cells": changed})
     parts: list[str] = []
     _encode(_as_stored(book), "\n", parts)
     return "".join(parts)

@@ -29,11 +29,13 @@ async def failure_log(slurm: "SlurmClient", job: "Job", lines: int = LOG_LINES_O
     return None
 
 
-def write_page(workspace: Workspace, experiment: Experiment, job: "Job", log: str | None = None) -> None:
-    """Rewrite the page's Status and Runtime (only between Betty's markers) and its ``status`` field."""
+def write_page(workspace: Workspace, experiment: Experiment, job: "Job", log: str | None = None,
+               store: WikiStore | None = None) -> None:
+    """Rewrite the page's Status and Runtime (only between Betty's markers) and its ``status`` field
+    (``store``: the workspace's wiki, when the caller writes many pages)."""
     state = job.state.value
-    WikiStore(workspace.wiki).update_auto(experiment.page, content.auto_region(experiment, job, state, log),
-                                          {"status": state})
+    (store or WikiStore(workspace.wiki)).update_auto(experiment.page, content.auto_region(experiment, job, state, log),
+                                                     {"status": state})
 
 
 async def refresh_page(slurm: "SlurmClient", workspace: Workspace, experiment: Experiment, job: "Job") -> None:

@@ -63,10 +63,23 @@ def write_status(workspace: Workspace, experiment: Experiment, line: str,
             else OpenNotebooks(workspace.ledger_path).is_open(experiment.notebook)):
         return Outcome.OPEN
     book = read_notebook(path)
-    for cell in status_cells(book):
+    cells = [cell for cell in status_cells(book) if not _says(cell, line)]
+    if not cells:
+        return Outcome.WRITTEN  # the file says it already: left as it is
+    for cell in cells:
         cell["outputs"] = [stream_output(line + "\n")]
-    write_notebook(path, book)
+    write_notebook(path, book, changed=cells)
     return Outcome.WRITTEN
+
+
+def _says(cell: dict[str, Any], line: str) -> bool:
+    """Whether the status cell's output is ``line`` alone, as Betty writes it."""
+    outputs = cell.get("outputs")
+    if not isinstance(outputs, list) or len(outputs) != 1 or not isinstance(outputs[0], dict):
+        return False
+    text = outputs[0].get("text")
+    text = "".join(text) if isinstance(text, list) and all(isinstance(part, str) for part in text) else text
+    return outputs[0] == {**stream_output(""), "text": outputs[0].get("text")} and text == line + "\n"
 
 
 @dataclass(frozen=True)

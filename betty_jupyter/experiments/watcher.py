@@ -89,6 +89,7 @@ class JobWatcher:
         self.settle_seconds = 60.0
         """How long an ended job may wait for accounting's exit code before it is recorded without one."""
         self._unsettled: dict[str, float] = {}
+        self._wiki: WikiStore | None = None
         self._latest = 0
         """The ledger's :meth:`~.Ledger.latest` at the last tick: a greater one means a new submission."""
 
@@ -238,8 +239,10 @@ class JobWatcher:
         return page, notebook, line
 
     def _write_page(self, experiment: Experiment, job: "Job", state: str, log: str | None) -> bool:
+        if self._wiki is None and self.workspace.wiki.is_dir():
+            self._wiki = WikiStore(self.workspace.wiki)  # one for every page: its root is resolved once
         try:
-            write_page(self.workspace, experiment, job, log)
+            write_page(self.workspace, experiment, job, log, self._wiki)
         except WikiError:
             if (self.workspace.wiki / experiment.page).exists():
                 raise

@@ -149,23 +149,23 @@ def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8, line endings as given): readers see the old or the new file.
 
     Inside :func:`written_together` the new text waits in a temporary file for the batch's flush."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode: int | None = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = None
+        path.parent.mkdir(parents=True, exist_ok=True)
     batch = _BATCH.get()
     temporary = temporary_name(path)
     # 0o666 goes through the umask, as for any file a person's editor creates.
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as file:
+            if mode is not None and stat.S_IMODE(os.fstat(fd).st_mode) != mode:
+                os.chmod(temporary, mode)  # the file keeps its mode (most have the one a new file gets)
             file.write(text.encode("utf-8"))
             file.flush()
             if batch is None:
                 os.fsync(file.fileno())
-        if mode is not None:
-            os.chmod(temporary, mode)
         if batch is None:
             os.replace(temporary, path)
     except BaseException:

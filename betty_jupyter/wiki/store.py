@@ -308,10 +308,11 @@ class WikiStore:
     def _locked(self, target: _Target) -> Iterator[None]:
         lock_file = self.root / LOCK_DIR / f"{target.real_name}.lock"
         try:
-            lock_file.parent.mkdir(parents=True, exist_ok=True)
-            ignore = self.root / LOCK_DIR / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("*\n", encoding="utf-8")
+            if not lock_file.is_file():  # the page's first lock (a page already locked once has its folders)
+                lock_file.parent.mkdir(parents=True, exist_ok=True)
+                ignore = self.root / LOCK_DIR / ".gitignore"
+                if not ignore.exists():
+                    ignore.write_text("*\n", encoding="utf-8")
         except OSError as exc:
             raise WikiError(f"cannot create the lock for {target.name} under {lock_file.parent}: "
                             f"{exc.strerror or exc}") from exc

@@ -123,7 +123,9 @@ class JobCommands(Connected):
             return frame
 
         table = JobTable(title, frame, columns, fetch, mine=self.connection.user(), cancel=self._cancel_view)
-        return job_frame(frame, table)
+        shown = job_frame(frame, table)
+        table.kept_with(shown)  # the table pages through the person's DataFrame while they keep it
+        return shown
 
     def _cancel_view(self, job_id: str) -> Any:
         from ..widgets.calls import CallView  # lazy: ipywidgets; `%load_ext` never needs it

@@ -5,12 +5,18 @@ However many jobs there are, the table shows one page of rows: its HTML, its rec
 cancel choices grow with the page, not with the queue. Its output keeps the page as static
 HTML and text too (with the total): as first shown, and again whenever a cancel started from
 it is decided.
+
+A table keeps its page, not every row read: the rows stay only while the person keeps the magic's
+DataFrame, or while it is the newest table that read them itself (one table's rows at most); another
+page, order or state filter of a table whose rows are gone reads the jobs again. So a notebook that
+shows the queue many times holds what is on screen, not every queue it ever read.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import ipywidgets as widgets
@@ -68,15 +74,22 @@ def styled_html(frame: "pd.DataFrame", columns: Sequence[str], sort_by: str | No
     return f'<table class="betty-jobs"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
+_newest: "tuple[weakref.ref[JobTable], pd.DataFrame] | None" = None
+"""The newest table that read its rows itself, and those rows: the only rows a table keeps on its own."""
+_newest_lock = threading.Lock()
+
+
 class JobTable(Recorded, widgets.VBox):
-    """A live table of jobs, a page at a time; ``frame`` holds every row last read."""
+    """A live table of jobs, a page at a time; :attr:`frame` is every row last read, while kept (see above)."""
 
     def __init__(self, title: str, frame: "pd.DataFrame", columns: Sequence[str], fetch: Fetch,
                  mine: str | None = None, cancel: Cancel | None = None, page_rows: int = PAGE_ROWS) -> None:
-        self.frame, self.columns, self._fetch, self.title = frame, list(columns), fetch, title
+        self.columns, self._fetch, self.title = list(columns), fetch, title
         self.mine, self._cancel, self.page_rows = mine, cancel, max(1, page_rows)
         self.page = 0
-        self._shown: "pd.DataFrame" = frame.iloc[0:0]
+        self._rows: "Callable[[], pd.DataFrame | None]" = lambda: None
+        self._count = job_count(frame)
+        self._shown: "pd.DataFrame" = frame.iloc[0:0].copy()
         self._total = 0
         self.sort_by = widgets.Dropdown(options=[_AS_LISTED, *self.columns], value=_AS_LISTED,
                                         description="sort by", style={"description_width": "initial"},
@@ -129,10 +142,36 @@ class JobTable(Recorded, widgets.VBox):
         pages = wrapping_row([self.previous, self.next, self.position])
         super().__init__([bar, pages, self.table, self.own, self.actions])
         self.add_class("betty-job-table-widget")
-        self.render()
+        self._keep(frame)
+        self._render(frame)
 
     def __repr__(self) -> str:
-        return f"<Betty job table: {self.title}, {job_count(self.frame)} job(s)>"
+        return f"<Betty job table: {self.title}, {self._count} job(s)>"
+
+    @property
+    def frame(self) -> "pd.DataFrame | None":
+        """Every row last read, while someone keeps them (None once only the page shown is left)."""
+        return self._rows()
+
+    def kept_with(self, frame: "pd.DataFrame") -> None:
+        """Page through ``frame`` (the same rows, as the person's DataFrame) for as long as the person keeps it."""
+        try:
+            self._rows = weakref.ref(frame)
+        except TypeError:  # not a DataFrame that can be referred to weakly: the newest table's own rows
+            return
+
+    def _keep(self, frame: "pd.DataFrame") -> None:
+        """Keep ``frame``, read by this table, as the newest table's rows (another table's go)."""
+        global _newest
+        me = weakref.ref(self)
+        with _newest_lock:
+            _newest = (me, frame)
+
+        def newest() -> "pd.DataFrame | None":
+            kept = _newest
+            return kept[1] if kept is not None and kept[0] is me else None
+
+        self._rows = newest
 
     def record(self) -> Record:
         """The title, the page shown as read last (with the total), and the cancels started from it."""
@@ -150,9 +189,8 @@ class JobTable(Recorded, widgets.VBox):
         first = self.page * self.page_rows
         return f"rows {first + 1:,}–{first + len(self._shown):,} of {self._total:,}"
 
-    def _filtered(self) -> "pd.DataFrame":
-        """Every row read, in the chosen state and order."""
-        frame = self.frame
+    def _filtered(self, frame: "pd.DataFrame") -> "pd.DataFrame":
+        """``frame``'s rows in the chosen state and order."""
         if self.state.value != ALL_STATES and "state" in frame.columns:
             frame = frame[frame["state"].astype(str).str.split(" ").str[0] == self.state.value]
         sort_by = None if self.sort_by.value == _AS_LISTED else str(self.sort_by.value)
@@ -161,22 +199,30 @@ class JobTable(Recorded, widgets.VBox):
         return frame
 
     def render(self, page: int | None = None) -> None:
-        """Show one page of ``frame`` (``page``, or the one shown) in the chosen state and order,
-        and the person's own active jobs on it as the cancel action's choices."""
+        """Show one page of the rows (``page``, or the one shown) in the chosen state and order, and the person's
+        own active jobs on it as the cancel action's choices; rows no longer kept are read again first."""
+        frame = self.frame
+        if frame is None:
+            self.refresh(page)
+        else:
+            self._render(frame, page)
+
+    def _render(self, frame: "pd.DataFrame", page: int | None = None) -> None:
         with self._render_lock:
+            self._count = job_count(frame)
             states = [ALL_STATES]
-            if "state" in self.frame.columns:
-                states += sorted({_state_word(s) for s in self.frame["state"].astype(str).unique()})
+            if "state" in frame.columns:
+                states += sorted({_state_word(s) for s in frame["state"].astype(str).unique()})
             if list(self.state.options) != states:
                 with self.state.hold_trait_notifications():
                     chosen = self.state.value if self.state.value in states else ALL_STATES
                     self.state.options, self.state.value = states, chosen
-            rows = self._filtered()
+            rows = self._filtered(frame)
             self._total = len(rows)
             last = max(0, (self._total - 1) // self.page_rows)
             self.page = min(max(0, self.page if page is None else page), last)
             start = self.page * self.page_rows
-            self._shown = rows.iloc[start:start + self.page_rows]
+            self._shown = rows.iloc[start:start + self.page_rows].copy()  # a copy: a slice keeps every row
             self.table.value = styled_html(self._shown, self.columns, None, True)
             self.position.value = f"<small>{html_text(self._position_text())}</small>"
             self.previous.disabled, self.next.disabled = self.page == 0, self.page >= last
@@ -215,15 +261,16 @@ class JobTable(Recorded, widgets.VBox):
             view.recorded_in(self)
         self.actions.children = [*self.actions.children, view]
 
-    def refresh(self) -> None:
-        """Read the jobs again (in a thread, so the kernel stays free)."""
+    def refresh(self, page: int | None = None) -> None:
+        """Read the jobs again (in a thread, so the kernel stays free), then show ``page`` (or the one shown)."""
         self.refresh_button.disabled = True
         self.updated.value = "<small>reading…</small>"
 
         def work() -> None:
             try:
-                self.frame = self._fetch()
-                self.render()
+                frame = self._fetch()
+                self._keep(frame)
+                self._render(frame, page)
             except BettyError as error:
                 self.updated.value = f"<small style='color:var(--jp-error-color1)'>{html_text(str(error))}</small>"
             finally:
