@@ -29,7 +29,8 @@ PAGE = {"page": "notes/agent-call.md", "mode": "create", "body": "x\n",
 async def test_sessions_open_list_resume_and_switch_mode(jp_fetch):
     opened = await open_session(jp_fetch, mode="propose", session_id="s-panel")
     assert opened == {"session_id": "s-panel", "cluster": "betty-dev", "mode": "propose", "busy": False,
-                      "last_seq": 0, "has_model": True, "user": "root", "model": "scripted", "model_setup": None}
+                      "last_seq": 0, "has_model": True, "user": "root", "model": "scripted", "model_setup": None,
+                      "allowed_modes": ["off", "propose", "confirm", "auto"], "site_policy": None}
     assert await open_session(jp_fetch, session_id="s-panel", cluster=None, mode=None) == opened
     assert (await call(jp_fetch, "GET", "sessions"))["sessions"] == [opened]
     switched = await call(jp_fetch, "PUT", "sessions", "s-panel", "mode", body={"mode": "auto"})
