@@ -151,6 +151,9 @@ def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
         (request.compiled or request.activation_offload or request.optimizer_in_backward,
          "--compile, --offload-activations and --optimizer-in-backward are not traced yet"),
         (request.kv_dtype == "fp8", "--kv-dtype fp8 is not traced yet"),
+        (request.grad_ckpt in ("op", "layer"), f"--grad-ckpt {request.grad_ckpt} (torchtitan's selective "
+         "checkpointing) is not traced yet"),
+        (request.fsdp_mixed_precision, "--fsdp-mixed-precision is not traced yet"),
     )
     for refused, why in refusals:
         if refused:
