@@ -194,3 +194,18 @@ def test_the_trace_refuses_these_recipes_by_name(options: dict, named: str) -> N
         check_traceable(TINY, EstimateRequest(method="full", **options).checked())  # type: ignore[arg-type]
     assert named in str(caught.value) and "drop --trace" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("options", [
+    dict(sharding="fsdp", gpus=2, fsdp_mixed_precision=True, grad_ckpt="op"),
+    dict(optimizer_in_backward=True, grad_ckpt="layer", ckpt_every=4),
+])
+def test_advice_for_these_recipes_suggests_only_changes_that_can_run(options: dict) -> None:
+    from betty_jupyter.gpu import Target, advise, gpu_type
+
+    request = EstimateRequest(method="full", batch_size=4, seq_len=4096, **options).checked()  # type: ignore[arg-type]
+    advice = advise("Llama-3-8B", request, [Target(gpu_type("a100-40gb"), "gpu", 4)])
+    assert not advice.fits_somewhere and advice.changes
+    for change in advice.changes:
+        assert change.request.checked() is change.request
+        assert change.estimate.peak_gib <= gpu_type("a100-40gb").memory_gib
