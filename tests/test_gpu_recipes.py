@@ -209,3 +209,37 @@ def test_advice_for_these_recipes_suggests_only_changes_that_can_run(options: di
     for change in advice.changes:
         assert change.request.checked() is change.request
         assert change.estimate.peak_gib <= gpu_type("a100-40gb").memory_gib
+
+
+# ----- every face takes them ------------------------------------------------------------------------------
+RECIPE_ARGV = ["--model", "Llama-3.1-8B", "--method", "full", "--gpus", "8", "--sharding", "fsdp",
+               "--fsdp-mixed-precision", "--grad-ckpt", "layer", "--ckpt-every", "4", "--optimizer", "adamw8bit",
+               "--chunked-loss", "--seq-len", "4096"]
+RECIPE = EstimateRequest(method="full", gpus=8, sharding="fsdp", fsdp_mixed_precision=True, grad_ckpt="layer",
+                         ckpt_every=4, optimizer="adamw8bit", chunked_loss=True, seq_len=4096)
+
+
+def test_the_cli_and_the_magics_parser_take_the_recipes(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from conftest import betty_in_process
+
+    from betty_jupyter.gpu.estimate_options import job_options, request_from
+
+    assert request_from(job_options().parse_args(RECIPE_ARGV)) == RECIPE
+    code, out, err = betty_in_process(capsys, "gpu", "estimate", *RECIPE_ARGV, "--json")
+    assert code == 0, err
+    assert json.loads(out)["peak_gib"] == pytest.approx(estimate("Llama-3.1-8B", RECIPE).peak_gib, abs=1e-3)
+    code, out, err = betty_in_process(capsys, "gpu", "estimate", *RECIPE_ARGV[:4], "--fsdp-mixed-precision")
+    assert code == 1 and out == "" and "--fsdp-mixed-precision" in err and err.count("\n") == 1
+
+
+def test_the_gpu_estimate_tool_takes_the_recipes() -> None:
+    from betty_jupyter.agent.tools.gpu import EstimateArgs
+
+    args = EstimateArgs(model="Llama-3.1-8B", method="full", gpus=8, sharding="fsdp", fsdp_mixed_precision=True,
+                        grad_ckpt="layer", ckpt_every=4, optimizer="adamw8bit", chunked_loss=True, seq_len=4096)
+    assert args.request() == RECIPE
+    schema = EstimateArgs.model_json_schema()["properties"]
+    assert {"op", "layer"} <= set(schema["grad_ckpt"]["enum"])
+    assert {"ckpt_every", "fsdp_mixed_precision"} <= set(schema)
