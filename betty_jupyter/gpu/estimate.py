@@ -513,7 +513,7 @@ def _activations_term(layout: Layout, kept_inputs: float) -> str:
         return "one layer's working set and the logits while the prompt is read"
     checkpointing = {"full": ", layers checkpointed", "selective": ", attention scores recomputed",
                      "op": ", every other matmul's output kept, the rest recomputed",
-                     "layer": f", every {request.ckpt_every}th layer checkpointed"}
+                     "layer": f", one layer in {request.ckpt_every} checkpointed"}
     line = (f"what {request.batch_size} × {request.seq_len} tokens keep for the backward pass"
             f"{checkpointing.get(request.grad_ckpt, '')}, and the loss's logits")
     if kept_inputs > 0:
