@@ -99,6 +99,7 @@ def test_fsdp_mixed_precision_keeps_float32_shards_and_one_bf16_unit() -> None:
     assert result.peak_moment == "start of the backward pass"
     # the unit's bf16 gradient and its float32 copy for the reduce-scatter: 64 000 · (2 + 4)
     assert bytes_of(result.breakdown["gradients"]) == pytest.approx(6 * LARGEST_UNIT)
+    assert result.terms["gradients"].startswith("one unit's gradient in bf16 (0.1M weights")
 
 
 def test_fsdp_mixed_precision_computes_in_bf16_not_in_autocasts_float32_stream() -> None:

@@ -20,6 +20,7 @@ the forward pass: ``4 + 2 + 4 + 8 = 18`` bytes (Hugging Face, "Model training an
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -442,7 +443,7 @@ def _terms(layout: Layout, breakdown: dict[str, float], kept_inputs: float) -> d
     trainable = _trainable_params(layout) if request.training else layout.arch.params()
     words = {
         "weights": _weights_term(layout),
-        "gradients": f"of the {_count(trainable)} trained weights",
+        "gradients": _gradients_term(layout, breakdown, trainable),
         "optimizer": f"{request.optimizer} states of the {_count(trainable)} trained weights",
         "activations": _activations_term(layout, kept_inputs),
         "kv_cache": f"keys and values of {request.batch_size} × {request.seq_len} tokens",
@@ -450,6 +451,14 @@ def _terms(layout: Layout, breakdown: dict[str, float], kept_inputs: float) -> d
         "runtime": _runtime_term(layout),
     }
     return {name: words[name] for name, value in breakdown.items() if value > 0}
+
+
+def _gradients_term(layout: Layout, breakdown: dict[str, float], trainable: float) -> str:
+    request = layout.request
+    if request.fsdp_mixed_precision and math.isclose(breakdown["gradients"] * GIB, _reduced_unit_bytes(layout)):
+        return (f"one unit's gradient in bf16 ({_count(layout.arch.largest_layer_params())} weights) and its "
+                "float32 copy for the reduce-scatter")
+    return f"of the {_count(trainable)} trained weights"
 
 
 def _runtime_term(layout: Layout) -> str:
