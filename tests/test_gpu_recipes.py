@@ -8,10 +8,15 @@ layer 64 000 each, the final norm 64: 374 336 in all.
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from conftest import betty_in_process
+
+from betty_jupyter.agent.tools.gpu import EstimateArgs
 from betty_jupyter.errors import GpuEstimateError
-from betty_jupyter.gpu import EstimateRequest, estimate, find_model
+from betty_jupyter.gpu import EstimateRequest, Target, advise, estimate, find_model, gpu_type
+from betty_jupyter.gpu.estimate_options import job_options, request_from
 from betty_jupyter.gpu.activations import Layout, training_activations
 from betty_jupyter.gpu.architecture import load_config
 from betty_jupyter.gpu.estimate import GIB
@@ -202,8 +207,6 @@ def test_the_trace_refuses_these_recipes_by_name(options: dict, named: str) -> N
     dict(optimizer_in_backward=True, grad_ckpt="layer", ckpt_every=4),
 ])
 def test_advice_for_these_recipes_suggests_only_changes_that_can_run(options: dict) -> None:
-    from betty_jupyter.gpu import Target, advise, gpu_type
-
     request = EstimateRequest(method="full", batch_size=4, seq_len=4096, **options).checked()  # type: ignore[arg-type]
     advice = advise("Llama-3-8B", request, [Target(gpu_type("a100-40gb"), "gpu", 4)])
     assert not advice.fits_somewhere and advice.changes
@@ -221,12 +224,6 @@ RECIPE = EstimateRequest(method="full", gpus=8, sharding="fsdp", fsdp_mixed_prec
 
 
 def test_the_cli_and_the_magics_parser_take_the_recipes(capsys: pytest.CaptureFixture[str]) -> None:
-    import json
-
-    from conftest import betty_in_process
-
-    from betty_jupyter.gpu.estimate_options import job_options, request_from
-
     assert request_from(job_options().parse_args(RECIPE_ARGV)) == RECIPE
     code, out, err = betty_in_process(capsys, "gpu", "estimate", *RECIPE_ARGV, "--json")
     assert code == 0, err
@@ -236,8 +233,6 @@ def test_the_cli_and_the_magics_parser_take_the_recipes(capsys: pytest.CaptureFi
 
 
 def test_the_gpu_estimate_tool_takes_the_recipes() -> None:
-    from betty_jupyter.agent.tools.gpu import EstimateArgs
-
     args = EstimateArgs(model="Llama-3.1-8B", method="full", gpus=8, sharding="fsdp", fsdp_mixed_precision=True,
                         grad_ckpt="layer", ckpt_every=4, optimizer="adamw8bit", chunked_loss=True, seq_len=4096)
     assert args.request() == RECIPE

@@ -256,7 +256,8 @@ def _candidate_changes(request: EstimateRequest, targets: list[Target]) -> list[
     if most_cards > request.gpus:
         changes.append((f"{most_cards} GPUs with FSDP", {"gpus": most_cards, "sharding": "fsdp"}))
         changes.append((f"{most_cards} GPUs with ZeRO-3 and optimizer offload to CPU",
-                        {"gpus": most_cards, "sharding": "zero3", "offload": "optimizer", "fsdp_mixed_precision": False}))
+                        {"gpus": most_cards, "sharding": "zero3", "offload": "optimizer",
+                         "fsdp_mixed_precision": False}))
     # adapters: FSDP2's full-precision shards and op-level checkpointing are full fine-tuning's
     adapters = {"fsdp_mixed_precision": False, **({"grad_ckpt": "full"} if request.grad_ckpt == "op" else {})}
     if request.method == "full":
