@@ -194,7 +194,7 @@ def test_impossible_recipes_are_refused_in_one_line_naming_the_option(options: d
 ])
 def test_the_trace_refuses_these_recipes_by_name(options: dict, named: str) -> None:
     pytest.importorskip("torch")
-    from betty_jupyter.gpu.trace.model import check_traceable
+    from betty_jupyter.gpu.trace.refusals import check_traceable
 
     with pytest.raises(GpuEstimateError) as caught:
         check_traceable(TINY, EstimateRequest(method="full", **options).checked())  # type: ignore[arg-type]
