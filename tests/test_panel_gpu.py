@@ -63,3 +63,26 @@ def test_the_gpu_tab_traces_the_real_step_and_draws_its_timeline(lab: JupyterSer
         assert_nothing_hidden_sideways(panel)
         view.get_by_test_id("betty-gpu-chart-timeline").scroll_into_view_if_needed()
         screenshot(page, "traced", "gpu")
+
+
+def test_the_gpu_tabs_recipe_select_reaches_the_formula_estimate(lab: JupyterServer, page: Page) -> None:
+    argv = ["--model", "Llama-3.1-8B", "--method", "full", "--seq-len", "2048", "--gpus", "8", "--sharding", "fsdp",
+            "--fsdp-mixed-precision"]
+    expected = run_betty("gpu", "estimate", *argv, "--json")
+    assert expected.returncode == 0, expected.stderr
+    peak = json.loads(expected.stdout)["peak_gib"]
+    plain = run_betty("gpu", "estimate", *argv[:-1], "--json")
+    assert f"{json.loads(plain.stdout)['peak_gib']:.1f}" != f"{peak:.1f}", "the recipe must change the peak shown"
+    with screenshot_on_failure(page, "failure", "gpu-recipe"):
+        panel = open_the_panel(page, lab)
+        panel.get_by_test_id("betty-tab-gpu").click()
+        view = panel.get_by_test_id("betty-gpu")
+        expect(view.get_by_test_id("betty-gpu-model").locator("option", has_text="Llama-3.1-8B")).to_have_count(1)
+        view.get_by_test_id("betty-gpu-method").select_option("full")
+        view.get_by_test_id("betty-gpu-gpus").fill("8")
+        view.get_by_test_id("betty-gpu-recipe").select_option(label="FSDP2 mixed precision")
+        view.get_by_test_id("betty-gpu-run").click()
+        expect(view.get_by_test_id("betty-gpu-peak")).to_have_text(f"{peak:.1f} GiB per GPU for Llama-3.1-8B")
+        assert_tabs_legible(panel)
+        assert_nothing_hidden_sideways(panel)
+        screenshot(page, "recipe", "gpu")

@@ -18,6 +18,9 @@ today's layers instead of assuming GPT's:
   made QLoRA need more activation memory than LoRA), while its 8-bit matmul still does;
 * ``torch.compile``, whose fused kernels recompute the activation function instead of
   saving its output;
+* torchtitan's selective checkpointing: ``op`` saves the output of every other matmul
+  (and of the attention kernel) and recomputes the rest; ``layer`` checkpoints every Nth
+  layer and keeps everything of the others;
 * what the traced step showed (``docs/gpu.md``, "Calibration"): peft's per-adapter copies of
   a layer's input, transformers' float32 eager softmax, and torch AMP's float32 residual
   stream, cast once per linear layer.
@@ -66,7 +69,9 @@ class Layout:
         norm's output to the half dtype separately for every linear layer that reads it (its cast
         cache keeps only the weights' casts).
         """
-        return self.request.method == "full" and self.request.resolved_precision in ("bf16-mixed", "fp16")
+        request = self.request
+        amp = request.method == "full" and request.resolved_precision in ("bf16-mixed", "fp16")
+        return amp and not request.fsdp_mixed_precision  # FSDP2's policy computes in bf16 throughout
 
     @property
     def adapter_input_bytes(self) -> float:
@@ -235,14 +240,44 @@ def training_activations(layout: Layout) -> TrainingActivations:
     tokens = request.batch_size * request.seq_len
     per_token = _all_layers_bytes(layout, request.seq_len, recompute_scores=request.grad_ckpt == "selective")
     loss = tokens * loss_bytes(layout)
+    stacks = arch.layers + arch.encoder_layers
+    checkpoint = layout.compute_bytes * arch.hidden  # a checkpointed layer keeps its input
+    one_layer = layer_bytes(layout, request.seq_len, cross_attention=arch.kind == "encoder-decoder")
+    if request.grad_ckpt == "layer":
+        checkpointed = checkpointed_layers(stacks, request.ckpt_every)
+        kept = per_token * (stacks - checkpointed) / stacks + checkpointed * checkpoint
+        return TrainingActivations(tokens * kept, tokens * one_layer if checkpointed else 0.0, loss)
+    if request.grad_ckpt == "op":
+        saved = checkpoint + op_saved_bytes(layout)
+        return TrainingActivations(tokens * stacks * saved, tokens * max(one_layer - saved, 0.0), loss)
     if request.grad_ckpt != "full":
         return TrainingActivations(tokens * per_token, 0.0, loss)
     # Full checkpointing keeps each layer's input and rebuilds one layer at a time in backward.
-    stacks = arch.layers + arch.encoder_layers
     kept_layers = 2 if request.activation_offload else stacks  # offloading keeps ~2 layers in flight
-    checkpoints = tokens * kept_layers * layout.compute_bytes * arch.hidden
-    one_layer = tokens * layer_bytes(layout, request.seq_len, cross_attention=arch.kind == "encoder-decoder")
-    return TrainingActivations(checkpoints, one_layer, loss)
+    return TrainingActivations(tokens * kept_layers * checkpoint, tokens * one_layer, loss)
+
+
+def checkpointed_layers(layers: int, every: int) -> int:
+    """Layers torchtitan checkpoints with ``selective_ac_option = every``: the every-th, 2·every-th…"""
+    return layers // every
+
+
+def op_saved_bytes(layout: Layout) -> float:
+    """What one layer keeps per token under torchtitan's op-level selective checkpointing.
+
+    Its policy saves the attention kernel's output (flash or memory-efficient: output and
+    log-sum-exp) and the output of every other ``aten.mm`` of the layer, counting from the
+    first: the 1st, 3rd, 5th… (in a Llama layer q, v, gate and down). Everything else is
+    recomputed in backward.
+    """
+    arch, dtype = layout.arch, layout.compute_bytes
+    mlp = [arch.intermediate, arch.intermediate, arch.hidden] if arch.mlp == "gated" else [arch.intermediate,
+                                                                                          arch.hidden]
+    widths = [arch.q_dim, arch.kv_dim, arch.kv_dim, arch.hidden] + mlp * (arch.experts_per_token if arch.is_moe else 1)
+    saved = sum(widths[::2]) * dtype
+    if layout.request.attention == "flash":
+        saved += dtype * arch.q_dim + 4 * arch.heads
+    return float(saved)
 
 
 def _all_layers_bytes(layout: Layout, seq_len: int, recompute_scores: bool) -> float:

@@ -244,21 +244,27 @@ def _candidate_changes(request: EstimateRequest, targets: list[Target]) -> list[
         return _inference_changes(request, most_cards)
     changes: list[tuple[str, dict[str, Any]]] = []
     if request.grad_ckpt != "full":
-        changes.append(("activation checkpointing (--grad-ckpt full)", {"grad_ckpt": "full"}))
+        changes.append(("activation checkpointing (--grad-ckpt full)", {"grad_ckpt": "full", "ckpt_every": 2}))
     if request.batch_size > 1:
         accum = request.grad_accum * request.batch_size
-        changes.append((f"micro-batch 1 with gradient accumulation {accum} (same effective batch)",
-                        {"batch_size": 1, "grad_accum": accum}))
+        # accumulated gradients must outlive backward: the optimizer step goes back after it
+        after = " and the optimizer step after backward" if request.optimizer_in_backward else ""
+        changes.append((f"micro-batch 1 with gradient accumulation {accum} (same effective batch){after}",
+                        {"batch_size": 1, "grad_accum": accum, "optimizer_in_backward": False}))
     if request.optimizer in ("adamw", "paged-adamw"):
         changes.append(("8-bit AdamW (--optimizer adamw8bit)", {"optimizer": "adamw8bit"}))
     if most_cards > request.gpus:
         changes.append((f"{most_cards} GPUs with FSDP", {"gpus": most_cards, "sharding": "fsdp"}))
         changes.append((f"{most_cards} GPUs with ZeRO-3 and optimizer offload to CPU",
-                        {"gpus": most_cards, "sharding": "zero3", "offload": "optimizer"}))
+                        {"gpus": most_cards, "sharding": "zero3", "offload": "optimizer",
+                         "fsdp_mixed_precision": False}))
+    # adapters: FSDP2's full-precision shards and op-level checkpointing are full fine-tuning's
+    adapters = {"fsdp_mixed_precision": False, **({"grad_ckpt": "full"} if request.grad_ckpt == "op" else {})}
     if request.method == "full":
-        changes.append((f"LoRA rank {request.lora_rank} instead of full fine-tuning", {"method": "lora"}))
+        changes.append((f"LoRA rank {request.lora_rank} instead of full fine-tuning", {"method": "lora", **adapters}))
     if request.method in ("full", "lora"):
-        changes.append(("QLoRA (nf4 base model, double quantization)", {"method": "qlora", "precision": None}))
+        changes.append(("QLoRA (nf4 base model, double quantization)",
+                        {"method": "qlora", "precision": None, **adapters}))
     return changes
 
 

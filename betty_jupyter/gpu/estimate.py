@@ -20,6 +20,7 @@ the forward pass: ``4 + 2 + 4 + 8 = 18`` bytes (Hugging Face, "Model training an
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -219,6 +220,8 @@ def _training(layout: Layout) -> Estimate:
     head_grad = arch.vocab * arch.hidden * _grad_bytes(layout) if request.method == "full" else 0.0
     if request.grad_accum > 1:
         backward_grads = states.gradients  # kept from the previous micro-batch
+    elif request.fsdp_mixed_precision:
+        backward_grads = _reduced_unit_bytes(layout)
     else:
         backward_grads = min(head_grad, states.gradients) + _bucket(layout, states)
     backward = {"weights": states.weights, "gradients": backward_grads, "optimizer": states.optimizer,
@@ -230,6 +233,11 @@ def _training(layout: Layout) -> Estimate:
     notes = states.notes + _context_notes(arch, request) + _training_notes(layout, states, at_step)
     return _finish(layout, parts, "optimizer step" if at_step else "start of the backward pass", states.cpu, notes,
                    kept if not at_step else 0.0)
+
+
+def _reduced_unit_bytes(layout: Layout) -> float:
+    """FSDP2 mixed precision: one unit's gradient in bf16, and its float32 copy for the reduce-scatter."""
+    return layout.arch.largest_layer_params() * (layout.compute_bytes + 4.0)
 
 
 def _bucket(layout: Layout, states: _States) -> float:
@@ -369,10 +377,12 @@ def _offload(layout: Layout, states: _States) -> None:
     states.cpu += states.optimizer
     states.optimizer = states.step_temporary = 0.0
     if offload == "params":
-        gathered = _gathered_bytes(layout)
-        states.cpu += states.weights - gathered + states.gradients
+        units = 2 if layout.request.sharding == "fsdp" else 1  # FSDP prefetches the next unit while one computes
+        gathered = units * _gathered_bytes(layout)
+        states.cpu += states.weights - _gathered_bytes(layout) + states.gradients
         states.weights, states.gradients = gathered, 0.0
-        states.notes.append("parameters, gradients and optimizer states live on the CPU; the GPU holds one layer")
+        held = "the layer being computed and the next one, prefetched" if units == 2 else "one layer"
+        states.notes.append(f"parameters, gradients and optimizer states live on the CPU; the GPU holds {held}")
     else:
         states.notes.append("optimizer states (and the step) live on the CPU (ZeRO-Offload)")
 
@@ -415,7 +425,7 @@ def slack_kind(request: EstimateRequest) -> str:
     """Which of :data:`ALLOCATOR_SLACK`'s shares applies: how the step makes and frees its tensors."""
     if not request.training:
         return "inference"
-    return "recomputed" if request.grad_ckpt == "full" else "accumulating"
+    return "recomputed" if request.grad_ckpt in ("full", "op") else "accumulating"
 
 
 def allocator_slack(layout: Layout, parts: Mapping[str, float]) -> float:
@@ -433,7 +443,7 @@ def _terms(layout: Layout, breakdown: dict[str, float], kept_inputs: float) -> d
     trainable = _trainable_params(layout) if request.training else layout.arch.params()
     words = {
         "weights": _weights_term(layout),
-        "gradients": f"of the {_count(trainable)} trained weights",
+        "gradients": _gradients_term(layout, breakdown, trainable),
         "optimizer": f"{request.optimizer} states of the {_count(trainable)} trained weights",
         "activations": _activations_term(layout, kept_inputs),
         "kv_cache": f"keys and values of {request.batch_size} × {request.seq_len} tokens",
@@ -441,6 +451,14 @@ def _terms(layout: Layout, breakdown: dict[str, float], kept_inputs: float) -> d
         "runtime": _runtime_term(layout),
     }
     return {name: words[name] for name, value in breakdown.items() if value > 0}
+
+
+def _gradients_term(layout: Layout, breakdown: dict[str, float], trainable: float) -> str:
+    request = layout.request
+    if request.fsdp_mixed_precision and math.isclose(breakdown["gradients"] * GIB, _reduced_unit_bytes(layout)):
+        return (f"one unit's gradient in bf16 ({_count(layout.arch.largest_layer_params())} weights) and its "
+                "float32 copy for the reduce-scatter")
+    return f"of the {_count(trainable)} trained weights"
 
 
 def _runtime_term(layout: Layout) -> str:
@@ -502,7 +520,9 @@ def _activations_term(layout: Layout, kept_inputs: float) -> str:
     request = layout.request
     if not request.training:
         return "one layer's working set and the logits while the prompt is read"
-    checkpointing = {"full": ", layers checkpointed", "selective": ", attention scores recomputed"}
+    checkpointing = {"full": ", layers checkpointed", "selective": ", attention scores recomputed",
+                     "op": ", every other matmul's output kept, the rest recomputed",
+                     "layer": f", one layer in {request.ckpt_every} checkpointed"}
     line = (f"what {request.batch_size} × {request.seq_len} tokens keep for the backward pass"
             f"{checkpointing.get(request.grad_ckpt, '')}, and the loss's logits")
     if kept_inputs > 0:

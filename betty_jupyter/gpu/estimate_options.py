@@ -25,7 +25,8 @@ def job_options() -> argparse.ArgumentParser:
     job.add_argument("--batch-size", type=int, default=1, metavar="B", help="micro-batch per GPU (default 1)")
     job.add_argument("--seq-len", type=int, default=2048, metavar="S",
                      help="tokens per sequence; for inference the whole context (default 2048)")
-    job.add_argument("--grad-ckpt", choices=CHECKPOINTING, default="none", help="activation checkpointing")
+    job.add_argument("--grad-ckpt", choices=CHECKPOINTING, default="none",
+                     help="activation checkpointing; op and layer are torchtitan's selective modes")
     job.add_argument("--gpus", type=int, default=1, metavar="N")
     job.add_argument("--sharding", choices=SHARDING, default="none")
     job.add_argument("--offload", choices=OFFLOAD, default="none", help="CPU offload of optimizer or parameters")
@@ -41,6 +42,10 @@ def job_options() -> argparse.ArgumentParser:
     extra.add_argument("--chunked-loss", action="store_true", help="cross-entropy computed in chunks")
     extra.add_argument("--offload-activations", action="store_true", help="checkpoints offloaded to CPU")
     extra.add_argument("--optimizer-in-backward", action="store_true", help="optimizer step fused into backward")
+    extra.add_argument("--ckpt-every", type=int, default=2, metavar="N",
+                       help="with --grad-ckpt layer: checkpoint every Nth layer (default 2)")
+    extra.add_argument("--fsdp-mixed-precision", action="store_true",
+                       help="FSDP2 MixedPrecisionPolicy: float32 shards, bf16 compute, float32 gradient reduce")
     extra.add_argument("--attention", choices=ATTENTION, default="flash", help="attention kernel (default flash)")
     return job
 
@@ -54,5 +59,5 @@ def request_from(args: argparse.Namespace) -> EstimateRequest:
         framework=args.framework, kv_dtype=args.kv_dtype, grad_accum=args.grad_accum,
         double_quant=not args.no_double_quant, compiled=args.compile, chunked_loss=args.chunked_loss,
         activation_offload=args.offload_activations, optimizer_in_backward=args.optimizer_in_backward,
-        attention=args.attention,
+        attention=args.attention, ckpt_every=args.ckpt_every, fsdp_mixed_precision=args.fsdp_mixed_precision,
     ).checked()

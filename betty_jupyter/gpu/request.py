@@ -17,7 +17,7 @@ from .frameworks import FrameworkProfile, framework_profile
 Method = Literal["inference", "full", "lora", "qlora"]
 Precision = Literal["fp32", "bf16-mixed", "bf16", "fp16", "int8", "nf4"]
 Optimizer = Literal["adamw", "adamw8bit", "paged-adamw", "paged-adamw8bit", "sgd", "adafactor"]
-Checkpointing = Literal["none", "selective", "full"]
+Checkpointing = Literal["none", "selective", "op", "layer", "full"]
 Sharding = Literal["none", "ddp", "fsdp", "zero1", "zero2", "zero3"]
 Offload = Literal["none", "optimizer", "params"]
 KvDtype = Literal["auto", "fp32", "bf16", "fp16", "fp8"]
@@ -46,7 +46,10 @@ class EstimateRequest:
     ``batch_size`` is the micro-batch per GPU; ``seq_len`` is the training sequence length
     or, for inference, the full context (prompt plus generated tokens) of each sequence.
     The last group of options are stack-specific switches (``torch.compile``, a chunked
-    loss, torchtune's activation offloading and optimizer-in-backward, eager attention).
+    loss, torchtune's activation offloading and optimizer-in-backward, eager attention,
+    FSDP2's mixed-precision policy). ``grad_ckpt`` ``op`` and ``layer`` are torchtitan's
+    selective checkpointing (``selective_ac_option = "op"`` or an int): ``layer`` checkpoints
+    every ``ckpt_every``-th layer.
     """
 
     method: Method = "inference"
@@ -69,6 +72,8 @@ class EstimateRequest:
     activation_offload: bool = False
     optimizer_in_backward: bool = False
     attention: Attention = "flash"
+    ckpt_every: int = 2
+    fsdp_mixed_precision: bool = False
 
     @property
     def training(self) -> bool:
@@ -132,7 +137,7 @@ class EstimateRequest:
     def _check_sizes(self) -> None:
         for option, value in (
             ("--batch-size", self.batch_size), ("--seq-len", self.seq_len), ("--gpus", self.gpus),
-            ("--lora-rank", self.lora_rank), ("--grad-accum", self.grad_accum),
+            ("--lora-rank", self.lora_rank), ("--grad-accum", self.grad_accum), ("--ckpt-every", self.ckpt_every),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise GpuEstimateError(f"{option} must be a whole number of at least 1 (got {value!r})")
@@ -156,6 +161,24 @@ class EstimateRequest:
             raise GpuEstimateError(f"--framework {self.framework} does not serve models; use hf or vllm")
         if self.optimizer_in_backward and self.grad_accum > 1:
             raise GpuEstimateError("--optimizer-in-backward needs --grad-accum 1 (gradients are freed as they appear)")
+        if self.grad_ckpt == "op" and self.adapters:
+            raise GpuEstimateError("--grad-ckpt op counts full fine-tuning's matmuls; use --grad-ckpt full or layer "
+                                   "with LoRA")
+        if self.ckpt_every != 2 and self.grad_ckpt != "layer":
+            raise GpuEstimateError("--ckpt-every is for --grad-ckpt layer (every Nth layer checkpointed)")
+        if not self.training:
+            self._check_inference()
+
+    def _check_inference(self) -> None:
+        training_only = (
+            (self.optimizer != "adamw", f"--optimizer {self.optimizer}"),
+            (self.optimizer_in_backward, "--optimizer-in-backward"),
+            (self.chunked_loss, "--chunked-loss"),
+            (self.grad_ckpt in ("op", "layer"), f"--grad-ckpt {self.grad_ckpt}"),
+        )
+        for given, spelt in training_only:
+            if given:
+                raise GpuEstimateError(f"{spelt} is for training; drop it for --method inference")
 
     def _check_parallelism(self) -> None:
         if not self.training:
@@ -177,6 +200,17 @@ class EstimateRequest:
             raise GpuEstimateError("--offload optimizer needs --sharding fsdp or zero1/zero2/zero3 (ZeRO-Offload)")
         if self.offload == "params" and self.sharding not in ("fsdp", "zero3"):
             raise GpuEstimateError("--offload params needs --sharding zero3 or fsdp (parameters are sharded first)")
+        if self.fsdp_mixed_precision:
+            self._check_fsdp_mixed_precision()
+
+    def _check_fsdp_mixed_precision(self) -> None:
+        if self.sharding != "fsdp":
+            raise GpuEstimateError("--fsdp-mixed-precision needs --sharding fsdp (it is FSDP2's MixedPrecisionPolicy)")
+        if self.method != "full" or self.resolved_precision != "bf16-mixed":
+            raise GpuEstimateError(
+                "--fsdp-mixed-precision keeps float32 shards and computes in bf16: use it with --method full "
+                "--precision bf16-mixed"
+            )
 
 
 def lora_targets(text: str) -> tuple[str, ...]:

@@ -52,6 +52,15 @@ export interface IGpuJob {
   gpus: number;
   gpu?: string;
   trace: boolean;
+  /** A training recipe (the form's advanced select): the `gpu_estimate` options it sets. */
+  grad_ckpt?: 'none' | 'selective' | 'op' | 'layer' | 'full';
+  ckpt_every?: number;
+  optimizer?: 'adamw' | 'adamw8bit' | 'paged-adamw' | 'paged-adamw8bit' | 'sgd' | 'adafactor';
+  optimizer_in_backward?: boolean;
+  chunked_loss?: boolean;
+  sharding?: 'none' | 'ddp' | 'fsdp' | 'zero1' | 'zero2' | 'zero3';
+  offload?: 'none' | 'optimizer' | 'params';
+  fsdp_mixed_precision?: boolean;
 }
 
 /** Betty's server extension, as the side panel calls it. */

@@ -117,6 +117,45 @@ describe('GpuView', () => {
     expect(allByTestId(container, 'betty-gpu-chart-breakdown')).toHaveLength(1);
   });
 
+  it('sends the advanced recipe chosen as the options it sets, and nothing of it by default', async () => {
+    const calls = api(traced());
+    const { container } = render(<GpuView api={calls} visible={true} />);
+    await settle();
+    const recipe = byTestId<HTMLSelectElement>(container, 'betty-gpu-recipe');
+    const labels = Array.from(recipe.options).map(option => option.textContent);
+    expect(labels[0]).toBe('as the stack defaults');
+    choose(byTestId<HTMLSelectElement>(container, 'betty-gpu-method'), 'full');
+    type(byTestId<HTMLInputElement>(container, 'betty-gpu-gpus'), '8');
+    choose(recipe, String(labels.indexOf('FSDP2 mixed precision')));
+    await click(byTestId(container, 'betty-gpu-run'));
+    await settle();
+    expect(calls.gpuEstimate).toHaveBeenLastCalledWith({
+      model: 'Llama-3.1-8B',
+      method: 'full',
+      batch_size: 1,
+      seq_len: 2048,
+      gpus: 8,
+      trace: false,
+      sharding: 'fsdp',
+      fsdp_mixed_precision: true
+    });
+    choose(recipe, String(labels.indexOf('every 2nd layer checkpointed (torchtitan)')));
+    await click(byTestId(container, 'betty-gpu-run'));
+    await settle();
+    expect(calls.gpuEstimate).toHaveBeenLastCalledWith(expect.objectContaining({ grad_ckpt: 'layer', ckpt_every: 2 }));
+    choose(recipe, '0');
+    await click(byTestId(container, 'betty-gpu-run'));
+    await settle();
+    expect(Object.keys(calls.gpuEstimate.mock.calls[2][0]).sort()).toEqual([
+      'batch_size',
+      'gpus',
+      'method',
+      'model',
+      'seq_len',
+      'trace'
+    ]);
+  });
+
   it('keeps a hostile model name as text, the charts as images', async () => {
     const { container } = render(<GpuView api={api(traced(HOSTILE))} visible={true} />);
     await settle();

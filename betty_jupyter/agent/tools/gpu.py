@@ -38,7 +38,9 @@ class JobShape(ToolArgs):
     optimizer: Optimizer = Field("adamw", description="the optimizer", json_schema_extra=ADVANCED_FIELD)
     batch_size: int = Field(1, ge=1, description="micro-batch per GPU")
     seq_len: int = Field(2048, ge=1, description="tokens per sequence; for inference the whole context")
-    grad_ckpt: Checkpointing = Field("none", description="activation checkpointing")
+    grad_ckpt: Checkpointing = Field("none", description=(
+        "activation checkpointing; op and layer are torchtitan's selective modes (every other matmul kept; "
+        "every Nth layer checkpointed)"))
     gpus: int = Field(1, ge=1, description="GPUs the job uses")
     sharding: Sharding = Field("none", description="how several GPUs share the model")
     offload: Offload = Field("none", description="CPU offload of the optimizer or of parameters",
@@ -58,6 +60,11 @@ class JobShape(ToolArgs):
     optimizer_in_backward: bool = Field(False, description="the optimizer step run during the backward pass",
                                         json_schema_extra=ADVANCED_FIELD)
     attention: Attention = Field("flash", description="the attention kernel", json_schema_extra=ADVANCED_FIELD)
+    ckpt_every: int = Field(2, ge=1, description="with grad_ckpt layer: checkpoint every Nth layer",
+                            json_schema_extra=ADVANCED_FIELD)
+    fsdp_mixed_precision: bool = Field(False, description=(
+        "FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32): float32 shards, bf16 compute"),
+        json_schema_extra=ADVANCED_FIELD)
 
     def request(self) -> "EstimateRequest":
         """The checked :class:`EstimateRequest` these options describe."""
@@ -68,7 +75,7 @@ class JobShape(ToolArgs):
             framework=self.framework, kv_dtype=self.kv_dtype, grad_accum=self.grad_accum,
             double_quant=self.double_quant, compiled=self.compiled, chunked_loss=self.chunked_loss,
             activation_offload=self.activation_offload, optimizer_in_backward=self.optimizer_in_backward,
-            attention=self.attention,
+            attention=self.attention, ckpt_every=self.ckpt_every, fsdp_mixed_precision=self.fsdp_mixed_precision,
         ).checked()
 
     def described(self) -> str:

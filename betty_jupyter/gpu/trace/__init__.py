@@ -33,6 +33,7 @@ from ..model_catalog import resolve_model
 from ..hardware import GpuType
 from ..request import EstimateRequest
 from .extended import at_depth, depths_for, extended
+from .refusals import check_traceable
 from .result import TracedEstimate, TracePoint
 
 CPU_TORCH = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
@@ -81,6 +82,7 @@ def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request
     arch = resolve_model(model)
     request = request.checked()
     check_size(arch)
+    check_traceable(arch, request)  # before PyTorch loads: a refusal is the only line a refused trace prints
     if f"{__name__}.run" not in sys.modules and _extra_installed():
         progress(LOADING)
     try:

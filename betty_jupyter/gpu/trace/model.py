@@ -27,15 +27,15 @@ import torch
 
 from ...errors import GpuEstimateError
 from ...json_text import parse_json
-from ..architecture import MLP_MODULES, Architecture
+from ..architecture import Architecture
 from ..request import EstimateRequest
 from .experts import EVEN_ROUTING, register_even_routing
 from .kernels import FLASH, MetaAutocast, register_flash_attention, register_selective
 from .quantized import LAYER_MODULES, QuantizedLinear, quantize_layers
+from .refusals import QUANTIZED
 
 _HALF = {"bf16-mixed": torch.bfloat16, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
          "int8": torch.bfloat16, "nf4": torch.bfloat16}  # quantized: the weights bitsandbytes leaves alone
-QUANTIZED = ("int8", "nf4")
 
 
 @dataclass(frozen=True)
@@ -128,33 +128,6 @@ def _shape_config(arch: Architecture) -> Any:
     else:
         config = LlamaConfig(**common)
     return config
-
-
-def check_traceable(arch: Architecture, request: EstimateRequest) -> None:
-    """Refuse, in one line, what the trace does not run yet (the formula estimate still covers it)."""
-    refusals = (
-        (arch.kind != "decoder", f"{arch.name} is an {arch.kind} model; the trace runs decoder-only language models"),
-        (arch.is_moe and request.adapters and bool(set(request.lora_targets) & set(MLP_MODULES)),
-         "LoRA on the experts of a mixture of experts is not traced yet (attention modules are)"),
-        (arch.is_latent and request.adapters,
-         f"LoRA on {arch.name}'s latent attention (q_a_proj, kv_b_proj…) is not traced yet"),
-        (arch.is_moe and request.resolved_precision in QUANTIZED,
-         "quantized experts of a mixture of experts are not traced yet"),
-        (request.offload != "none", "--offload is not traced yet"),
-        (request.sharding in ("zero1", "zero2", "zero3") and request.method == "full"
-         and request.resolved_precision in ("bf16-mixed", "fp16"),
-         "ZeRO's bf16 weights with a float32 master copy are not traced yet (--sharding fsdp is)"),
-        (request.framework != "hf", "the trace runs the Hugging Face stack (--framework hf)"),
-        (request.optimizer not in ("adamw", "sgd"), f"--optimizer {request.optimizer} is not traced yet (adamw, sgd)"),
-        (request.grad_ckpt == "selective" and arch.norms_per_layer == 4 and request.attention == "eager",
-         "--grad-ckpt selective with eager attention is not traced for Gemma 2 yet (its attention has its own code)"),
-        (request.compiled or request.activation_offload or request.optimizer_in_backward,
-         "--compile, --offload-activations and --optimizer-in-backward are not traced yet"),
-        (request.kv_dtype == "fp8", "--kv-dtype fp8 is not traced yet"),
-    )
-    for refused, why in refusals:
-        if refused:
-            raise GpuEstimateError(f"{why}; drop --trace for the formula estimate")
 
 
 def build_model(arch: Architecture, request: EstimateRequest, device: torch.device) -> torch.nn.Module:

@@ -12,7 +12,8 @@ from ..request import EstimateRequest
 from .allocator import CachingAllocator
 from .experts import EVEN_ROUTING_NOTE
 from .memory import ASSUMED_TRUE, TAGS, MemoryTracer, Moment, timeline_of
-from .model import Precision, build_model, check_traceable, largest_unit_bytes
+from .model import Precision, build_model, largest_unit_bytes
+from .refusals import check_traceable
 from .quantized import quantization_notes, weight_count
 from .result import TracedEstimate, TracePoint, runtime_bytes
 from .sharding import SHARDED_NOTE, Piece, Sharding, sharded_events

@@ -20,6 +20,23 @@ export interface IGpuViewProps {
 
 const METHODS: IGpuJob['method'][] = ['lora', 'qlora', 'full', 'inference'];
 const GPU_TYPES = ['', 'A100-40GB', 'A100-80GB', 'H100-80GB', 'L40S', 'RTX4090'];
+/** What a recipe sets: options of `gpu_estimate` beyond the form's own fields. */
+type RecipeOptions = Omit<IGpuJob, 'model' | 'method' | 'batch_size' | 'seq_len' | 'gpus' | 'gpu' | 'trace'>;
+
+/** The advanced select's training recipes, each with the `gpu_estimate` options it sets. */
+const RECIPES: { label: string; options: RecipeOptions }[] = [
+  { label: 'as the stack defaults', options: {} },
+  { label: 'full checkpointing', options: { grad_ckpt: 'full' } },
+  { label: 'selective checkpointing, op (torchtitan)', options: { grad_ckpt: 'op' } },
+  { label: 'every 2nd layer checkpointed (torchtitan)', options: { grad_ckpt: 'layer', ckpt_every: 2 } },
+  { label: '8-bit AdamW', options: { optimizer: 'adamw8bit' } },
+  { label: 'paged 8-bit AdamW', options: { optimizer: 'paged-adamw8bit' } },
+  { label: 'optimizer in backward (torchtune)', options: { optimizer_in_backward: true } },
+  { label: 'chunked loss (torchtune)', options: { chunked_loss: true } },
+  { label: 'FSDP2 mixed precision', options: { sharding: 'fsdp', fsdp_mixed_precision: true } },
+  { label: 'FSDP with CPU offload', options: { sharding: 'fsdp', offload: 'params' } }
+];
+
 const PART_LABELS: Record<string, string> = {
   kv_cache: 'KV cache',
   runtime: 'runtime/CUDA',
@@ -38,6 +55,7 @@ export function GpuView({ api, visible }: IGpuViewProps): JSX.Element {
     gpu: '',
     trace: false
   });
+  const [recipe, setRecipe] = React.useState(0);
   const [busy, setBusy] = React.useState<string | null>(null);
   const [shown, setShown] = React.useState<IEstimateShown | null>(null);
   const [error, setError] = React.useState<string | null>(null);
@@ -60,7 +78,8 @@ export function GpuView({ api, visible }: IGpuViewProps): JSX.Element {
     setError(null);
     try {
       const { gpu, ...rest } = job;
-      const outcome = await api.gpuEstimate(gpu ? { ...rest, gpu } : rest);
+      const shaped = { ...rest, ...RECIPES[recipe].options };
+      const outcome = await api.gpuEstimate(gpu ? { ...shaped, gpu } : shaped);
       const found = shownEstimate(outcome);
       setShown(found);
       setError(found ? null : outcome.summary);
@@ -135,6 +154,20 @@ export function GpuView({ api, visible }: IGpuViewProps): JSX.Element {
             {GPU_TYPES.map(name => (
               <option key={name} value={name}>
                 {name || 'any GPU'}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label title="Advanced: a training recipe the estimate counts as its stack runs it">
+          recipe
+          <select
+            data-testid="betty-gpu-recipe"
+            value={recipe}
+            onChange={event => setRecipe(Number(event.target.value))}
+          >
+            {RECIPES.map((each, index) => (
+              <option key={each.label} value={index}>
+                {each.label}
               </option>
             ))}
           </select>
