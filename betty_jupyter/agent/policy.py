@@ -134,12 +134,9 @@ class ApprovalPolicy:
         denied = self._denies(calls)
         if denied:
             return denied
-        site_asks = Rules.covering(self.site.rules.ask, calls)
-        if site_asks:
-            return Ruling("ask", f"your site's rule ask {site_asks} asks every time")
-        asked = Rules.covering(self.rules.ask, calls)
+        asked = self._ask_rule(calls)
         if asked:
-            return Ruling("ask", f"your rule ask {asked} asks every time")
+            return Ruling("ask", asked)
         if Tier(tier) == Tier.ALWAYS_ASK:
             return Ruling("ask", "a person answers every call of this tool, even one they typed")
         return Ruling("run", "you asked for it")
@@ -147,12 +144,9 @@ class ApprovalPolicy:
     def _asks(self, calls: Sequence[Call], tier: Tier, session: SessionGrants) -> str | None:
         """Why a person must approve this call (``calls[0]``, with its reads), or None when it may run."""
         tool, values = calls[0]
-        site_asks = Rules.covering(self.site.rules.ask, calls)
-        if site_asks:
-            return f"your site's rule ask {site_asks} asks every time"
-        asked = Rules.covering(self.rules.ask, calls)
+        asked = self._ask_rule(calls)
         if asked:
-            return f"your rule ask {asked} asks every time"
+            return asked
         if tier == Tier.ALWAYS_ASK:
             return "a person answers every call of this tool, in every mode"
         if tier == Tier.AUTO or self.mode == Mode.AUTO or Rules.first(self.rules.allow, tool, values):
@@ -160,6 +154,14 @@ class ApprovalPolicy:
         if session.granted(tool):
             return None
         return f"tier 1: asks once per session ({tool} not approved yet in this session)"
+
+    def _ask_rule(self, calls: Sequence[Call]) -> str | None:
+        """The site's ask rules, then the person's: why the call asks every time, or None."""
+        site_asks = Rules.covering(self.site.rules.ask, calls)
+        if site_asks:
+            return f"your site's rule ask {site_asks} asks every time"
+        asked = Rules.covering(self.rules.ask, calls)
+        return f"your rule ask {asked} asks every time" if asked else None
 
     def _denies(self, calls: Sequence[Call]) -> Ruling | None:
         """The site's deny rules, then the person's: the refusal, or None."""
