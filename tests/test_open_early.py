@@ -123,10 +123,10 @@ def test_a_refused_connection_opened_early_is_the_commands_one_line(tmp_path: Pa
         transport.close_blocking()
 
 
-def betty(tmp_path: Path, *words: str) -> subprocess.CompletedProcess[str]:
-    """``betty WORDS`` with one SSH cluster whose port refuses, run in an empty folder."""
+def betty(tmp_path: Path, *words: str, port: object = None) -> subprocess.CompletedProcess[str]:
+    """``betty WORDS`` with one SSH cluster whose port refuses (or is ``port``), run in an empty folder."""
     ssh_config = tmp_path / "ssh_config"
-    ssh_config.write_text(f"Host nowhere\n  HostName 127.0.0.1\n  Port {closed_port()}\n  User nobody\n"
+    ssh_config.write_text(f"Host nowhere\n  HostName 127.0.0.1\n  Port {port or closed_port()}\n  User nobody\n"
                           f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n")
     config = tmp_path / "betty.json"
     config.write_text(json.dumps({"BettyConfig": {"clusters": [
@@ -156,3 +156,11 @@ def test_an_unknown_cluster_is_the_reads_own_one_line(tmp_path: Path) -> None:
         done = betty(tmp_path, *words)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1 and "elsewhere" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("port", ["not-a-number", "99999", "22\x1b[2J"])
+def test_a_port_that_is_not_one_is_the_reads_own_one_line(tmp_path: Path, port: str) -> None:
+    done = betty(tmp_path, "jobs", port=port)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and "\x1b" not in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert f"ssh config {tmp_path / 'ssh_config'}: 'Port " in done.stderr and "is not a port number" in done.stderr

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from ..errors import ConfigError, HostKeyError, LinkProblem, TransportError
+from ..safe_text import terminal_line
 from .login import keyboard_interactive_handler
 from .remote_shell import LoginPostponed, RemoteShell, ShellClosed, ShellPool
 from .interface import CommandResult
@@ -56,10 +57,14 @@ class SSHTarget:
             raise TransportError(f"ssh config file {config_path} does not exist; check the cluster profile")
         entry = config.lookup(alias)
         known = (entry.get("userknownhostsfile") or "~/.ssh/known_hosts").split()[0]
+        port = str(entry.get("port", 22))
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise TransportError(f"ssh config {path}: 'Port {terminal_line(port)}' for host {terminal_line(alias)} is "
+                                 "not a port number (1-65535); fix that line")
         return cls(
             alias=alias,
             hostname=entry.get("hostname", alias),
-            port=int(entry.get("port", 22)),
+            port=int(port),
             user=user or entry.get("user"),
             identity_files=tuple(os.path.expanduser(p) for p in entry.get("identityfile", [])),
             known_hosts=os.path.expanduser(known),
