@@ -101,6 +101,12 @@ def test_the_demo_model_answers_in_the_panel_and_its_test_job_runs(dev_cluster, 
         written = re.search(r"notebook (notebooks/experiments/[\w.-]+\.ipynb)",
                             panel.get_by_test_id("betty-message-assistant").last.inner_text())
         assert written is not None
+        # Once the job has ended the watcher writes its state into the closed file; opened before, that write would
+        # go into the open document and mark it changed, rightly. Open it when the file says the job ended.
+        deadline = time.monotonic() + 300
+        while "COMPLETED" not in (tmp_path / "project" / written.group(1)).read_text():
+            assert time.monotonic() < deadline, "the watcher never recorded the test job's end in its notebook"
+            time.sleep(0.5)
         page.goto(f"{lab.url}lab/tree/{written.group(1)}?token={lab.token}")
         expect(page.get_by_role("button", name=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))).to_be_visible()
         expect(page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.jp-mod-current")).to_contain_text(
