@@ -12,7 +12,7 @@ import urllib.request
 from jupyter_server_proc import JupyterServer
 from notebook_support import llm, project  # noqa: F401 (fixtures)
 from panel_support import WAIT_MS, lab, open_the_panel, page, screenshot_on_failure  # noqa: F401 (fixtures)
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page
 
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.workspace import Workspace
