@@ -67,3 +67,41 @@ def test_a_turn_asks_runs_denies_and_records_each_call_by_its_decision(tmp_path)
     records = ActionLog(workspace.root).read(session_id=session_id)
     assert [(r.tool, r.tier, r.decision, r.approver, r.ok) for r in records] == [
         ("cluster_queue", 1, "approved", "tester", True), ("wiki_write", 2, "denied", "tester", None)]
+
+
+def test_an_edited_card_is_decided_again_by_the_rules_that_deny(tmp_path) -> None:
+    """The person's edit moves the page into a folder the rules deny: the edited call is refused, nothing written,
+    and the log keeps who approved which card."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    workspace = Workspace.at(tmp_path / "project")
+    denied_page = {**PAGE, "page": "private/plan.md"}
+
+    async def scenario() -> tuple[list[Any], str]:
+        broker = ApprovalBroker(timeout=60)
+        events: list[Any] = []
+
+        def person(event: Any) -> None:
+            events.append(event)
+            if event.type == "approval_request":
+                asyncio.get_running_loop().call_soon(broker.respond, event.payload.approval_id, "edited", "tester",
+                                                     denied_page)
+
+        config = BettyConfig(clusters=[{"name": "scripted", "transport": "local"}],
+                             rules={"deny": ["wiki_write(page=private/*)"]},
+                             llm={"base_url": llm.base_url, "model": "scripted", "retry_base": 0.01, "max_retries": 3})
+        session = await open_session(workspace, config, SessionSpec(broker=broker, listeners=(person,),
+                                                                    transport=ScriptedTransport()))
+        await session.ask("write the plan down")
+        return events, session.session_id
+
+    with ScriptedLLM() as llm:
+        llm.add(call("wiki_write", PAGE), say("Written."))
+        events, session_id = asyncio.run(scenario())
+        told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    result = next(e.payload for e in events if e.type == "tool_result")
+    assert not result.ok and "refused by Betty's policy" in result.summary, result.summary
+    assert "refused by Betty's policy" in told[0]
+    assert not (workspace.wiki / "private" / "plan.md").exists()
+    assert not (workspace.wiki / "notes" / "plan.md").exists()
+    records = ActionLog(workspace.root).read(session_id=session_id)
+    assert [(r.tool, r.decision, r.approver, r.ok) for r in records] == [("wiki_write", "refused", "tester", False)]

@@ -420,6 +420,8 @@ class AgentSession:
                     if isinstance(asked, Answer):
                         return asked
                     args, approval = asked
+                    if (edit_refused := self._edit_refusal(call, tool, tier, args, approval, person)) is not None:
+                        return edit_refused
                     if (changed := await self._changed_since_card(call, tool, tier, args, approval)) is not None:
                         return changed
                     if standing is not None:  # an edited card may now be (or no longer be) a granted step
@@ -458,6 +460,17 @@ class AgentSession:
         if person is None:
             return self.policy.decide(tool.name, values, tier, self.grants, reads)
         return self.policy.decide_for_person(tool.name, values, tier, reads)
+
+    def _edit_refusal(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
+                      person: str | None) -> Answer | None:
+        """An edited card is decided again as a call of its own: the rules that deny the edited arguments refuse it,
+        approved or not (the person's edit cannot carry a call past the rules)."""
+        if approval.decision != Decision.EDITED:
+            return None
+        again = self._decide(tool, args, tier, person)
+        if again.action != "deny":
+            return None
+        return self._refused_after(call, tool, tier, args, approval, f"refused by Betty's policy: {again.reason}")
 
     def _site_refusal(self, preview: "Preview") -> str | None:
         """Why the site refuses the job a preview shows (its limits: nodes, wall time, GPU-hours), or None."""
