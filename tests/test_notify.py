@@ -306,3 +306,11 @@ def test_betty_notify_in_a_notebook_asks_for_the_url_and_never_shows_it(http, tm
         client.stop_channels()
         manager.shutdown_kernel(now=True)
     assert not any("secret-path" in text for text in shown)
+
+
+@pytest.mark.parametrize("state, diagnosis", [
+    ("PREEMPTED", ""), ("REQUEUED", ""), ("CANCELLED", ""), ("COMPLETED", ""),
+    ("TIMEOUT", "Out of time"), ("NODE_FAIL", "Failed"), ("FAILED", "Failed")])
+def test_a_notice_names_a_failure_only_for_an_end_that_failed(state, diagnosis):
+    told = notice("7", "hpc", state, 5.0, None)
+    assert told.diagnosis == diagnosis and ("Betty's diagnosis" in told.text()) == bool(diagnosis)

@@ -18,6 +18,9 @@ _WORDS = re.compile(r"[A-Za-z0-9 ,.;:()%/_-]{1,200}")
 """Betty's own diagnosis wording: letters, digits, a little punctuation; nothing that is markup or a mention."""
 _CLUSTER = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _FAILURE_TITLES = {"TIMEOUT": "timeout", "OUT_OF_MEMORY": "out_of_memory"}
+_NOT_FAILURES = frozenset({"COMPLETED", "CANCELLED", "PREEMPTED", "REQUEUED"})
+"""End states the state itself says all of: nothing of the job failed (a preempted job was stopped by Slurm for
+another's, and may run again)."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def notice(job_id: str, cluster: str, state: str, runtime: float | None,
 
 def diagnosis_line(state: str, diagnosis: Mapping[str, Any] | None) -> str:
     """Betty's diagnosis (``diagnosis.py``) in one line: the recorded one when the babysitter made it, else the
-    cause the end state alone names; empty for a job that completed or was cancelled."""
+    cause the end state alone names; empty for a job that completed, was cancelled or was preempted."""
     # lazy: the diagnosis module and the Slurm parsers behind it; most notices are of jobs that completed
     from ..diagnosis import TITLES
 
@@ -71,7 +74,7 @@ def diagnosis_line(state: str, diagnosis: Mapping[str, Any] | None) -> str:
         summary = summary if _WORDS.fullmatch(summary) else ""
         if title:
             return f"{title}: {summary}" if summary else title
-    if state in ("COMPLETED", "CANCELLED") or state.startswith("CANCELLED"):
+    if state in _NOT_FAILURES or state.startswith("CANCELLED"):
         return ""
     return TITLES[_FAILURE_TITLES.get(state, "failed_other")]
 
