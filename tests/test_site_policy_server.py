@@ -1,6 +1,7 @@
 """The site's policy over the server's routes: the person cannot loosen it through the REST API the panel and the
 notebooks use (a session's mode, a new session's mode, a tool the site denies), the MCP face (off, or a client's
-``?mode=auto``), or an automation (whose mode is auto unless it says otherwise); ``GET policy`` and each session
+``?mode=auto``), or an automation (whose mode is auto unless it says otherwise: refused when it is defined, and at each run
+of one defined before the site's file said so); ``GET policy`` and each session
 say what the site decided. No cluster: a local cluster profile, the site's file named by ``$BETTY_SITE_POLICY``."""
 
 from __future__ import annotations
@@ -93,9 +94,25 @@ async def test_the_mcp_face_is_off_and_a_clients_auto_mode_is_refused(jp_fetch, 
         await ServerBetty(services).open_session("claude-code (mcp:laptop)", SessionOptions(None, "auto", "mcp:laptop"))
 
 
-async def test_an_automation_in_auto_mode_does_not_run_and_says_why(jp_fetch) -> None:
-    made = await call(jp_fetch, "POST", "automations", body={"name": "Nightly", "prompt": "Look at the queue."})
-    automation_id = made["id"]
+async def test_an_automation_in_a_mode_the_site_refuses_is_not_defined(jp_fetch) -> None:
+    code, error = await refusal(jp_fetch, "POST", "automations", body={"name": "Nightly", "prompt": "Look."})
+    assert code == 403 and error.startswith("your site does not allow auto mode; it allows off, propose, confirm")
+    assert "Nightly" not in [a["name"] for a in (await call(jp_fetch, "GET", "automations"))["automations"]]
+    made = await call(jp_fetch, "POST", "automations",
+                      body={"name": "Nightly", "prompt": "Look.", "mode": "confirm"})
+    code, error = await refusal(jp_fetch, "PUT", "automations", made["id"],
+                                body={"name": "Nightly", "prompt": "Look.", "mode": "auto"})
+    assert code == 403 and "your site does not allow auto mode" in error
+    assert (await call(jp_fetch, "GET", "automations", made["id"]))["mode"] == "confirm"
+
+
+async def test_an_automation_defined_before_the_site_refused_its_mode_does_not_run_and_says_why(
+        jp_fetch, jp_serverapp) -> None:
+    from betty_jupyter.agent.automations.definitions import AutomationSpec
+
+    runner = jp_serverapp.web_app.settings["betty_services"].automations
+    made, _ = runner.store.create(AutomationSpec.model_validate({"name": "Nightly", "prompt": "Look at the queue."}))
+    automation_id = made.id
     run_id = (await call(jp_fetch, "POST", "automations", automation_id, "run"))["run_id"]
 
     async def ended() -> dict[str, Any] | None:

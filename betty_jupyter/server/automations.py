@@ -45,11 +45,13 @@ class AutomationBase(BettyHandler):
         return found
 
     def definition(self) -> "AutomationSpec":
-        """The body as a definition whose persona, tools and cluster exist here; 400 naming what does not."""
+        """The body as a definition whose persona, tools and cluster exist here, 400 naming what does not, in a mode
+        the site allows, 403 otherwise (never one that could only fail at each of its runs)."""
         # lazy: pydantic and croniter; the server's extension loads without them
         from ..agent.automations.definitions import AutomationSpec, problems
 
         spec = self.body(AutomationSpec)
+        self.betty_config.site.check_mode(spec.mode)  # SiteRefusal (403): "your site does not allow auto mode; …"
         found = problems(spec, self.services.workspace, self.betty_config)
         if found:
             raise refused(400, "; ".join(found))
