@@ -489,3 +489,51 @@ def test_a_persons_own_submission_above_the_limits_is_refused_too(tmp_path: Path
     assert outcome.summary == ("your site allows at most 04:00:00 of wall time per job (limits.wall_time); "
                                "this job asks for 2-00:00:00")
     assert not [e for e in events if e.type == "approval_request"] and not cluster.ran("sbatch")
+
+
+def test_a_plan_with_a_step_above_the_limits_is_refused_before_its_card(tmp_path: Path) -> None:
+    """A plan whose second step submits 3 nodes: refused in code, the limit named for that step, no card, nothing
+    run; the same step within the limits is shown on the plan's card."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    site = load_policy(write_policy(tmp_path, {**SITE, "llm": {}}))
+    workspace = Workspace.at(tmp_path / "project")
+    note = {"page": "notes/a.md", "mode": "create", "body": "x\n",
+            "frontmatter": {"name": "a", "description": "a note the plan writes", "type": "note"}}
+
+    def plan(nodes: int) -> Any:
+        job = {"script": script(f"--nodes={nodes}", "--time=01:00:00"), "goal": "a run", "record": False}
+        return call("propose_plan", {"goal": "notes then a run", "steps": [
+            {"tool": "wiki_write", "args": note}, {"tool": "cluster_submit", "args": job, "depends_on": [1]}]})
+
+    def turn(nodes: int) -> list[Any]:
+        events: list[Any] = []
+        cluster = ScriptedTransport().on("sinfo", stdout=SINFO).on("id", "-un", stdout="ada\n")
+        with ScriptedLLM() as llm:
+            llm.add(plan(nodes), say("Done."))
+
+            async def ask() -> str:
+                broker = ApprovalBroker(timeout=60)
+
+                def person(event: Any) -> None:
+                    events.append(event)
+                    if event.type == "approval_request":  # the plan's card: denied, so nothing of it runs
+                        asyncio.get_running_loop().call_soon(broker.respond, event.payload.approval_id, "denied",
+                                                             "ada")
+
+                session = await open_session(workspace, turn_config(llm, site), SessionSpec(
+                    broker=broker, listeners=(person,), transport=cluster))
+                return await session.ask("write the notes, then run it")
+
+            assert asyncio.run(ask()) in ("finished", "denied")
+        assert not cluster.ran("sbatch")
+        return events
+
+    refused = turn(3)
+    assert not [e for e in refused if e.type == "approval_request"], "no card for a plan the site refuses"
+    (shown,) = [e.payload for e in refused if e.type == "plan"]
+    assert [s.status for s in shown.calls] == ["proposed", "refused"]
+    assert "at most 2 node(s) per job (limits.nodes); this job asks for 3" in shown.calls[1].reason
+    assert not (workspace.wiki / "notes" / "a.md").exists()
+    within = turn(2)
+    (card,) = [e.payload for e in within if e.type == "approval_request"]
+    assert card.tool == "propose_plan" and "--nodes=2" in card.preview.text

@@ -684,6 +684,10 @@ class _CallFace:
         """The session's policy for a call of ``tool`` made by whoever made this one."""
         return self._session._decide(tool, args, tier, self._person)
 
+    def site_refusal(self, preview: "Preview") -> str | None:
+        """Why the site refuses the job ``preview`` shows (above its limits), or None."""
+        return self._session._site_refusal(preview)
+
     async def card(self, tier: int, args: Any, preview: "Preview", reason: str) -> "tuple[Resolution, Approval]":
         """This call's card, bound to ``preview``, and the person's answer (or none) with its approval."""
         digest = card_digest(self._tool.name, args.model_dump(mode="json"), preview)

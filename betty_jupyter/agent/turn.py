@@ -111,6 +111,10 @@ class SessionFace(Protocol):
         """The session's policy for a call of ``tool`` made by whoever made this one."""
         ...
 
+    def site_refusal(self, preview: "Preview") -> str | None:
+        """Why the site refuses the job ``preview`` shows (above its limits), or None."""
+        ...
+
     async def card(self, tier: int, args: Any, preview: "Preview", reason: str) -> "tuple[Resolution, Approval]":
         """This call's card shown, bound to ``preview``, and the person's answer (or none) with its approval."""
         ...

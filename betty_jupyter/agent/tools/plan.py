@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from ...errors import BettyError
 from ..models import Preview, Tier, ToolOutcome
-from ..plans import (GRANTED, PLAN_TOOL, ActivePlan, Decide, PlanAnswer, PlanArgs, answer_preview, answered,
+from ..plans import (GRANTED, PLAN_TOOL, ActivePlan, Decide, PlanAnswer, PlanArgs, Step, answer_preview, answered,
                      check_plan, plan_event, plan_preview, told)
 from ..turn import Answer, Approval
 from ..vocabulary import Decision, StepStatus
+from .base import ToolError
 from .session_tool import SessionTool
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class ProposePlan(SessionTool[PlanArgs]):
 
     async def answer(self, session: "SessionFace", args: PlanArgs, tier: int, action: str) -> Answer:
         """Check each step, show the plan, ask once, and leave what the person granted standing for the turn."""
-        steps = await check_plan(args, session.registry, session.context, _decide(session))
+        steps = _within_site(session, await check_plan(args, session.registry, session.context, _decide(session)))
         plan_id = f"plan_{uuid.uuid4().hex[:12]}"
         session.stream.emit("plan", plan_event(plan_id, session.call_id, args.goal, steps))
         refused = [step for step in steps if step.status == StepStatus.REFUSED]
@@ -56,7 +57,8 @@ class ProposePlan(SessionTool[PlanArgs]):
             return session.not_approved(tier, args, approval, resolution)
         try:
             answer = PlanAnswer.read(resolution.args or {"steps": [{"decision": "approved"}] * len(steps)})
-            steps = await answered(steps, answer, session.registry, session.context, _decide(session))
+            steps = _edits_within_site(session, await answered(steps, answer, session.registry, session.context,
+                                                               _decide(session)))
         except BettyError as error:
             return session.refused(str(error), tier)
         plan = ActivePlan(plan_id, steps, answer.run, resolution.approver, session.stream)
@@ -74,9 +76,28 @@ class ProposePlan(SessionTool[PlanArgs]):
         plan = self.parse(dict(proposal))
         decide = _decide(session)
         steps = await check_plan(plan, session.registry, session.context, decide)
-        steps = await answered(steps, PlanAnswer.read(answer), session.registry, session.context, decide)
+        steps = _edits_within_site(session, await answered(steps, PlanAnswer.read(answer), session.registry,
+                                                           session.context, decide))
         return answer_preview(plan.goal, steps)
 
 
 def _decide(session: "SessionFace") -> Decide:
     return lambda tool, args, tier: session.decide(tool, args, tier)
+
+
+def _within_site(session: "SessionFace", steps: list[Step]) -> list[Step]:
+    """The steps with each job the site's limits refuse marked refused, at the card (never first when it runs)."""
+    for step in steps:
+        refusal = None if step.preview is None else session.site_refusal(step.preview)
+        if refusal is not None and step.status != StepStatus.REFUSED:
+            step.status, step.reason = StepStatus.REFUSED, refusal
+    return steps
+
+
+def _edits_within_site(session: "SessionFace", steps: list[Step]) -> list[Step]:
+    """The answered steps; ToolError (one line) for an edit into a job the site's limits refuse."""
+    for step in steps:
+        refusal = None if step.preview is None else session.site_refusal(step.preview)
+        if step.status == StepStatus.EDITED and refusal is not None:
+            raise ToolError(f"step {step.number} ({step.tool}): the edited call is refused: {refusal}")
+    return steps
