@@ -537,3 +537,39 @@ def test_a_plan_with_a_step_above_the_limits_is_refused_before_its_card(tmp_path
     within = turn(2)
     (card,) = [e.payload for e in within if e.type == "approval_request"]
     assert card.tool == "propose_plan" and "--nodes=2" in card.preview.text
+
+
+def test_a_change_the_sites_audit_cannot_take_does_not_run(tmp_path: Path) -> None:
+    """The audit's syslog socket is gone: an approved submission is refused before sbatch, saying why; a read, which
+    changes nothing, still answers; once the socket listens again the same submission runs and is audited."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    where = tmp_path / "log"
+    site = load_policy(write_policy(tmp_path, {"audit": {"syslog": str(where)}}))
+    config = BettyConfig(clusters=[{"name": "c", "transport": "local"}], site=site)
+    cluster = (ScriptedTransport().on("sinfo", stdout=SINFO).on("id", "-un", stdout="ada\n")
+               .on("squeue", stdout="").on("sbatch", stdout="4242;c\n"))
+    job = {"script": script("--time=01:00:00"), "goal": "a run", "record": False}
+
+    async def submit_and_read() -> tuple[Any, Any]:
+        broker = ApprovalBroker(timeout=60)
+
+        def person(event: Any) -> None:
+            if event.type == "approval_request":
+                asyncio.get_running_loop().call_soon(broker.respond, event.payload.approval_id, "approved", "ada")
+
+        session = await open_session(Workspace.at(tmp_path / "project"), config, SessionSpec(
+            transport=cluster, require_model=False, reads_cluster_facts=False, listeners=(person,), broker=broker))
+        submitted = await session.run_tool("cluster_submit", job, "ada (side panel)")
+        return submitted, await session.run_tool("cluster_queue", {}, "ada (side panel)")
+
+    submitted, read = asyncio.run(submit_and_read())
+    assert not submitted.ok and submitted.summary.startswith(f"the site's audit (syslog at {where}) cannot be written")
+    assert submitted.summary.endswith("; nothing ran") and not cluster.ran("sbatch")
+    assert read.ok, read.summary
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as listener:
+        listener.bind(str(where))
+        listener.settimeout(10)
+        submitted, _ = asyncio.run(submit_and_read())
+        assert submitted.ok, submitted.summary
+        heard = [listener.recv(65536).decode() for _ in range(2)]
+    assert len(cluster.ran("sbatch")) == 1 and any('"cluster_submit"' in line for line in heard)

@@ -444,6 +444,8 @@ class AgentSession:
             if refusal is not None:  # an edited card or a plan's step above the site's limits
                 return self._refused_after(call, tool, tier, args, approval, refusal)
             args = tool.bound(args, approval.preview)
+        if tier == 2 and (unkept := self._audit_unreachable()) is not None:  # a change the site could not audit
+            return self._refused_after(call, tool, tier, args, approval, unkept)
         outcome = await tool.execute(self.context, args)
         self._log(call, tool, tier, args, approval, outcome, began)
         if standing is not None and held is not None and (stopped := standing.ran(held, call.call_id, outcome)):
@@ -612,10 +614,20 @@ class AgentSession:
                 summary=outcome.summary, duration_ms=duration,
                 output_ref=record.output_ref, artifacts=outcome.artifacts))
 
+    def _audit_unreachable(self) -> str | None:
+        """Why the site's audit could not take a record now, or None (also when the site keeps none)."""
+        audit = self.policy.site.audit
+        if not audit.kept:
+            return None
+        try:
+            return audit.unreachable(getpass.getuser())
+        except KeyError:
+            return f"the site's audit ({audit.describe()}) cannot be written: this user has no login name; nothing ran"
+
     def _audit(self, record: ActionRecord) -> None:
         """The record (as the action log keeps it: secrets blanked) where the site keeps its audit, too."""
         audit = self.policy.site.audit
-        if audit.directory is None and audit.syslog is None:
+        if not audit.kept:
             return
         try:
             audit.write(record.model_dump_json(), getpass.getuser())

@@ -135,13 +135,16 @@ class Audit:
     syslog: str | None = None
     """A syslog socket (``/dev/log``: syslog, and journald where it listens there)."""
 
+    @property
+    def kept(self) -> bool:
+        """Whether the site keeps an audit at all."""
+        return self.directory is not None or self.syslog is not None
+
     def write(self, line: str, login: str) -> None:
         """Append one record (a JSON line, already redacted) for ``login``; OSError when it cannot be written."""
         line = line.rstrip("\n")[:MAX_AUDIT_LINE]
         if self.directory is not None:
-            name = "".join(char if char.isalnum() or char in "._-" else "_" for char in login)[:64] or "unknown"
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-            handle = os.open(self.directory / f"{name}.jsonl", flags, 0o600)
+            handle = self._open(login)
             try:
                 os.write(handle, (line + "\n").encode())
             finally:
@@ -151,6 +154,25 @@ class Audit:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
                 sock.connect(self.syslog)
                 sock.send(message)
+
+    def unreachable(self, login: str) -> str | None:
+        """Why a record for ``login`` could not be written now (its file cannot be opened for appending, the
+        syslog socket refuses), or None; nothing is written."""
+        try:
+            if self.directory is not None:
+                os.close(self._open(login))
+            if self.syslog is not None:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                    sock.connect(self.syslog)
+        except OSError as error:
+            return (f"the site's audit ({self.describe()}) cannot be written: "
+                    f"{error.strerror or type(error).__name__}; nothing ran")
+        return None
+
+    def _open(self, login: str) -> int:
+        name = "".join(char if char.isalnum() or char in "._-" else "_" for char in login)[:64] or "unknown"
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        return os.open(self.directory / f"{name}.jsonl", flags, 0o600)  # type: ignore[operator]
 
     def describe(self) -> str:
         """Where records go, in words."""
