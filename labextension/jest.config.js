@@ -24,6 +24,7 @@ module.exports = {
   ...baseConfig,
   automock: false,
   reporters: ['default'],
+  setupFilesAfterEnv: ['<rootDir>/test/cleanRun.ts'],
   testRegex: '/test/.*\\.spec\\.tsx?$',
   transformIgnorePatterns: [`/node_modules/(?!${esModules}).+`]
 };

@@ -367,7 +367,10 @@ describe("a chart in the theme's colours", () => {
       expect(src()).toContain('svg{color:#e0e0e0 !important}');
     } finally {
       document.documentElement.style.removeProperty('--jp-content-font-color1');
-      delete document.body.dataset.jpThemeLight;
+      await act(async () => {
+        delete document.body.dataset.jpThemeLight;
+        await new Promise(resolve => setTimeout(resolve, 0)); // the observer's callback, inside act
+      });
     }
   });
 
