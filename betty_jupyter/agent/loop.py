@@ -494,6 +494,7 @@ class AgentSession:
                 second = open_second(site, refusal, tool.name, args.model_dump(mode="json"), preview, digest)
             except (BettyError, OSError) as error:
                 return self._refused(call, tool, f"{refusal}, and {error}", time.perf_counter(), tier)
+        preview.say_again()
         resolution = await self._card(call, tool, tier, args, preview, reason, digest)
         approval = Approval(resolution.decision, resolution.approver, preview, digest)
         if second is not None and resolution.approved:

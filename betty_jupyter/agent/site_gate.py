@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from .tools.base import ToolContext
 
 log = logging.getLogger(__name__)
-READ_TIMEOUT = 30.0
 
 
 async def budget_fact(site: "SitePolicy", ctx: "ToolContext", preview: "Preview") -> None:
@@ -34,7 +33,6 @@ async def budget_fact(site: "SitePolicy", ctx: "ToolContext", preview: "Preview"
     read)."""
     # lazy: the accounting reads; a session whose site sets no budget never loads them
     from ..cluster.account_usage import budget_line, job_cost, month_start, parse_usage, script_account, usage_argv
-    from ..cluster.commands import run_allowed
     from ..cluster.sbatch import SbatchScript
 
     if not site.budgets or preview.kind != "script" or not preview.text.startswith("#!"):
@@ -52,10 +50,7 @@ async def budget_fact(site: "SitePolicy", ctx: "ToolContext", preview: "Preview"
     budget = site.budgets[account]
     try:
         argv = usage_argv(account, month_start(datetime.now()))
-        result = await run_allowed(ctx.slurm.transport, ctx.policy(), argv, timeout=READ_TIMEOUT)
-        if not result.ok:
-            raise BettyError((result.stderr or result.stdout).strip().split("\n")[0][:200] or "sacct failed")
-        used = parse_usage(result.stdout)
+        used = parse_usage(await ctx.slurm.accounting(ctx.policy().check(argv).argv))
     except BettyError as error:
         preview.details["budget"] = f"account {account}'s use this month could not be read: {error}"
         return
