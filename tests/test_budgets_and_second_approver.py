@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -366,3 +367,29 @@ def test_end_mail_is_refused_where_the_site_does_not_offer_it(tmp_path: Path) ->
         assert asyncio.run(turn()) == "finished"
         told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert "does not offer Slurm's end mail (mail.end_mail)" in told[0] and not cluster.ran("sbatch")
+
+
+# ----- the approver's own command ----------------------------------------------------------------------------------
+def test_betty_approve_answers_as_the_approvers_own_file_and_the_persons_server_believes_it(
+        tmp_path: Path, spool: Path) -> None:
+    """The person is ``bin`` here (their request is their own file); the approver is this test's account, root."""
+    request = replace(request_for(uid=OTHER_UID), requester="bin")
+    path = write_request(spool, request)
+    os.chown(path, OTHER_UID, OTHER_UID)
+    site = write_policy(tmp_path, {"limits": {"nodes": 2, "above": "second", "approvers": ["root"],
+                                              "approval_spool": str(spool)}})
+    env = {**os.environ, "BETTY_SITE_POLICY": str(site)}
+    outside = tmp_path / "elsewhere.request.json"
+    outside.write_text(path.read_text())
+    refused = run_betty("approve", str(outside), "--yes", env=env)
+    assert refused.returncode != 0 and "is not in your site's approval spool" in refused.stderr
+    done = run_betty("approve", str(path), "--yes", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "bin asks: submit job" in done.stdout and "#SBATCH --nodes=3" in done.stdout
+    answer = read_answer(spool, request, ["root"])
+    assert answer is not None and (answer.approver, answer.decision) == ("root", "approved")
+    again = run_betty("approve", str(path), "--yes", "--deny", env=env)
+    assert again.returncode != 0 and "was answered already" in again.stderr
+    spool.chmod(0o1777)
+    loose = run_betty("approve", str(path), "--yes", env=env)
+    assert loose.returncode != 0 and "writable by everyone" in loose.stderr

@@ -20,6 +20,8 @@ from ..errors import ApprovalError, BettyError, ScriptError
 from .second_approver import SecondRequest, check_spool, wait_for_answer, withdraw, write_request
 
 if TYPE_CHECKING:
+    from ..cluster.allowlist import CommandPolicy
+    from ..cluster.slurm import SlurmClient
     from .models import Preview
     from .site import SitePolicy
     from .tools.base import ToolContext
@@ -55,6 +57,26 @@ async def budget_fact(site: "SitePolicy", ctx: "ToolContext", preview: "Preview"
         preview.details["budget"] = f"account {account}'s use this month could not be read: {error}"
         return
     preview.details["budget"] = budget_line(cost, used, budget.gpu_hours, budget.cpu_hours, account)
+
+
+async def account_use(site: "SitePolicy", slurm: "SlurmClient", policy: "CommandPolicy") -> list[tuple[str, str]]:
+    """The cost meter: each budgeted account's use this month against its budget, as (field, words), such as
+    ``("budgets.lab.used", "41 of 500 GPU-hours this month")``; a row says why where it cannot be read."""
+    # lazy: the accounting reads; only a site with budgets needs them
+    from ..cluster.account_usage import month_start, parse_usage, usage_argv
+
+    rows = []
+    for account, budget in site.budgets.items():
+        try:
+            used = parse_usage(await slurm.accounting(policy.check(usage_argv(account, month_start(
+                datetime.now()))).argv))
+        except BettyError as error:
+            rows.append((f"budgets.{account}.used", f"could not be read: {error}"))
+            continue
+        said = [f"{used.gpu_hours:.1f} of {budget.gpu_hours:g} GPU-hours" if budget.gpu_hours is not None else "",
+                f"{used.cpu_hours:.1f} of {budget.cpu_hours:g} CPU-hours" if budget.cpu_hours is not None else ""]
+        rows.append((f"budgets.{account}.used", ", ".join(s for s in said if s) + " this month"))
+    return rows
 
 
 def open_second(site: "SitePolicy", why: str, tool: str, args: dict[str, Any], preview: "Preview",

@@ -64,6 +64,25 @@ def rows(config: "BettyConfig", own: "BettyConfig") -> list[tuple[str, str, str]
     return found
 
 
+def meter(config: "BettyConfig") -> list[tuple[str, str, str]]:
+    """The cost meter: what each account the site budgets used this month, read from the default cluster's
+    accounting (nothing without budgets or clusters)."""
+    if not config.site.budgets or not config.cluster_names:
+        return []
+    # lazy: the Slurm client and the accounting reads; only a site with budgets needs them
+    from ..agent.site_gate import account_use
+    from ..cluster.slurm import SlurmClient
+    from ..cluster.sync import run_sync
+
+    profile = config.profile(None)
+    transport = profile.open_transport()
+    try:
+        used = run_sync(account_use(config.site, SlurmClient(transport), profile.policy()))
+    finally:
+        run_sync(transport.close())
+    return [(name, value, f"sacct on {profile.name}") for name, value in used]
+
+
 def own_rules(config: "BettyConfig") -> "Rules":
     """The person's own approval rules."""
     from ..agent.rules import Rules  # lazy: the rules' reader; `betty --help` needs none of it
@@ -113,7 +132,7 @@ def _policy(args: argparse.Namespace) -> int:
 
     config = load_config()
     own = load_config(site=SitePolicy())
-    found = rows(config, own)
+    found = rows(config, own) + meter(config)
     if args.json:
         print(json.dumps({"source": str(config.site.source) if config.site.source else None,
                           "fields": [{"field": f, "value": v, "origin": o} for f, v, o in found]}, indent=2))
