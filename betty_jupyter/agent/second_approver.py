@@ -127,6 +127,7 @@ def read_request(path: Path, approver_uid: int | None = None) -> SecondRequest:
     except (KeyError, TypeError):
         raise ApprovalError(f"{path} is not an approval request Betty wrote") from None
     if not isinstance(request.requester_uid, int) or owner != request.requester_uid \
+            or not isinstance(request.requester, str) or _uid(request.requester) != owner \
             or f"{request.request_id}.request.json" != path.name:
         raise ApprovalError(f"{path} is not the request it claims to be: its file is not owned by "
                             f"{str(request.requester)[:40]}")
