@@ -21,6 +21,7 @@ from .second_approver import SecondRequest, check_spool, wait_for_answer, withdr
 
 if TYPE_CHECKING:
     from ..cluster.allowlist import CommandPolicy
+    from ..cluster.profiles import ClusterProfile
     from ..cluster.slurm import SlurmClient
     from .models import Preview
     from .site import SitePolicy
@@ -77,6 +78,14 @@ async def account_use(site: "SitePolicy", slurm: "SlurmClient", policy: "Command
                 f"{used.cpu_hours:.1f} of {budget.cpu_hours:g} CPU-hours" if budget.cpu_hours is not None else ""]
         rows.append((f"budgets.{account}.used", ", ".join(s for s in said if s) + " this month"))
     return rows
+
+
+async def policy_with_use(site: "SitePolicy", profile: "ClusterProfile", slurm: "SlurmClient") -> dict[str, Any]:
+    """The policy's fields (:meth:`SitePolicy.as_dict`) followed by the cost meter read on ``profile``'s cluster."""
+    view = site.as_dict()
+    view["fields"] += [{"field": name, "value": value, "origin": f"sacct on {profile.name}"}
+                       for name, value in await account_use(site, slurm, profile.policy())]
+    return view
 
 
 def open_second(site: "SitePolicy", why: str, tool: str, args: dict[str, Any], preview: "Preview",
