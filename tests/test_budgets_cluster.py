@@ -4,6 +4,8 @@ account of this test's own runs one short job, and the card's budget line says e
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import subprocess
 import time
 import uuid
@@ -76,3 +78,14 @@ def test_the_card_says_what_the_account_used_this_month_as_sacct_recorded_it(
     assert used == Cost(gpu_hours=0, cpu_hours=cpus * int(elapsed) / 3600) and used.cpu_hours > 0
     assert preview.details["budget"] == (f"uses up to 8 CPU-hours; this month {expected:g} of 100 CPU-hours of "
                                          f"account {account} used")
+
+
+def test_betty_policy_ends_with_the_cost_meter_read_from_accounting(
+        dev_cluster: dict[str, str], account: str, tmp_path: Path) -> None:
+    site = tmp_path / "policy.json"
+    site.write_text(json.dumps({"budgets": {account: {"gpu_hours": 50, "cpu_hours": 1000}}}))
+    site.chmod(0o644)
+    shown = run_betty("policy", env={**os.environ, **dev_cluster, "BETTY_SITE_POLICY": str(site)})
+    assert shown.returncode == 0, shown.stderr
+    (row,) = [line for line in shown.stdout.splitlines() if f"budgets.{account}.used" in line]
+    assert "0.0 of 50 GPU-hours, 0.0 of 1000 CPU-hours this month" in row and "[sacct on " in row
