@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 from ..errors import BettyError, ModelError
 from ..json_text import parse_json
 from . import events as ev
+from .approvals import DEFAULT_TIMEOUT
 from .bulletin import ContextBulletin, sent_context, with_bulletin
 from .actions import ActionRecord
 from .condense import condense, estimate_tokens
@@ -29,23 +30,22 @@ from .llm import ToolCallRequest
 from .models import ToolOutcome, card_digest
 from .offer import ToolOffer
 from .planner import PLAN_NOTE, planning_messages
-from .tool_calls import HeldText, ReadReply, call_key, read_reply
-from .site_gate import budget_fact, open_second, second_answer
 from .second_approver import withdraw
+from .site_gate import budget_fact, open_second, second_answer
+from .tool_calls import HeldText, ReadReply, call_key, read_reply
 from .turn import Answer, Approval
 from .vocabulary import Decision, DoneReason
-from .approvals import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from .actions import ActionLog
-    from .second_approver import SecondRequest
     from .approvals import Approver, Resolution
     from .llm import ChatModel
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
+    from .second_approver import SecondRequest
     from .task_specs import Delegator
     from .tools.base import Tool, ToolContext
     from .turn import Standing
