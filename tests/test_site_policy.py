@@ -103,7 +103,7 @@ def test_no_file_is_no_policy_and_every_field_says_default(tmp_path: Path) -> No
     ('{"limits": {"gpu_hours": -1}}', "limits.gpu_hours"),
     ('{"limits": {"nodes": true}}', "limits.nodes"),
     ('{"limits": {"wall_time": "a day"}}', "limits.wall_time is a Slurm time"),
-    ('{"limits": {"above": "second_approver"}}', "a second approver is not available yet"),
+    ('{"limits": {"above": "second_approver"}}', "limits.above is refuse or second"),
     ('{"audit": {"directory": "/no/such/folder"}}', "audit.directory is an existing folder"),
     ('{"audit": {"syslog": "dev/log"}}', "audit.syslog"),
     ('{"mcp": "off"}', "mcp is true or false"),

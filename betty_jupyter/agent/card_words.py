@@ -56,6 +56,30 @@ def summary_lines(kind: str, title: str, text: str, details: Mapping[str, Any]) 
     return lines[:MAX_SUMMARY_LINES]
 
 
+_MAIL_EVENTS = {
+    "BEGIN": "starts", "END": "ends", "FAIL": "fails", "REQUEUE": "is requeued", "INVALID_DEPEND": "can never start "
+    "(a dependency failed)", "STAGE_OUT": "finishes staging out", "TIME_LIMIT": "reaches its time limit",
+    "TIME_LIMIT_90": "reaches 90% of its time limit", "TIME_LIMIT_80": "reaches 80% of its time limit",
+    "TIME_LIMIT_50": "reaches 50% of its time limit", "ALL": "starts, ends, fails or is requeued",
+}
+"""Slurm's ``--mail-type`` events, each as what happens to the job."""
+
+
+def mail_words(mail_type: str | None, mail_user: str | None) -> str:
+    """A script's ``--mail-type``/``--mail-user`` in words: ``Slurm mails ada@uni.edu when the job starts or
+    ends``; empty when it asks for no mail."""
+    if not mail_type:
+        return ""
+    types = [item.strip().upper() for item in mail_type.split(",") if item.strip()]
+    if not types or types == ["NONE"]:
+        return "Slurm sends no mail"
+    events = [_MAIL_EVENTS.get(item, item.lower()[:40]) for item in types if item not in ("NONE", "ARRAY_TASKS")]
+    who = mail_user.strip()[:120] if mail_user and mail_user.strip() else "you (the address Slurm has for your login)"
+    each = " (for each array task)" if "ARRAY_TASKS" in types else ""
+    when = ", ".join(events[:-1]) + (" or " if len(events) > 1 else "") + events[-1] if events else "something happens"
+    return f"Slurm mails {who} when the job {when}{each}"
+
+
 def detail_facts(details: Mapping[str, Any]) -> list[tuple[str, str, list[list[str]] | None]]:
     """Each detail as (label, text, table): values in words (yes/no, one item a line, ``name: value``),
     a markdown table as its rows (the header first); what says nothing (empty, ``refused: no``) is left out."""

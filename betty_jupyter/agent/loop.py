@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 from ..errors import BettyError, ModelError
 from ..json_text import parse_json
 from . import events as ev
+from .approvals import DEFAULT_TIMEOUT
 from .bulletin import ContextBulletin, sent_context, with_bulletin
 from .actions import ActionRecord
 from .condense import condense, estimate_tokens
@@ -29,17 +30,22 @@ from .llm import ToolCallRequest
 from .models import ToolOutcome, card_digest
 from .offer import ToolOffer
 from .planner import PLAN_NOTE, planning_messages
+from .second_approver import withdraw
+from .site_gate import budget_fact, open_second, second_answer
 from .tool_calls import HeldText, ReadReply, call_key, read_reply
 from .turn import Answer, Approval
 from .vocabulary import Decision, DoneReason
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .actions import ActionLog
     from .approvals import Approver, Resolution
     from .llm import ChatModel
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
+    from .second_approver import SecondRequest
     from .task_specs import Delegator
     from .tools.base import Tool, ToolContext
     from .turn import Standing
@@ -440,7 +446,7 @@ class AgentSession:
         if standing is not None and held is not None:
             standing.running(held, call.call_id)
         if approval.preview is not None:
-            refusal = self._site_refusal(approval.preview)
+            refusal = None if approval.second else self._site_refusal(approval.preview)
             if refusal is not None:  # an edited card or a plan's step above the site's limits
                 return self._refused_after(call, tool, tier, args, approval, refusal)
             args = tool.bound(args, approval.preview)
@@ -478,6 +484,8 @@ class AgentSession:
         """Why the site refuses the job a preview shows (its limits: nodes, wall time, GPU-hours), or None."""
         if preview.kind != "script":
             return None
+        if preview.details.get("end mail") is True and self.policy.site.source and not self.policy.site.end_mail:
+            return f"{self.policy.site.where} does not offer Slurm's end mail (mail.end_mail); leave end_mail out"
         return self.policy.site.job_refusal(preview.text)
 
     async def _approval(self, call: "ToolCallRequest", tool: "Tool[Any]", args: Any, tier: int,
@@ -489,12 +497,25 @@ class AgentSession:
             preview = await tool.preview(self.context, args)
         except BettyError as error:
             return self._refused(call, tool, str(error), time.perf_counter(), tier)
+        site = self.policy.site
         refusal = self._site_refusal(preview)
-        if refusal is not None:  # never a card for a job the site refuses
+        if refusal is not None and site.limits.above != "second":  # never a card for a job the site refuses
             return self._refused(call, tool, refusal, time.perf_counter(), tier)
+        await budget_fact(site, self.context, preview)
         digest = card_digest(tool.name, args.model_dump(mode="json"), preview)
+        second = None
+        if refusal is not None:
+            try:
+                second = open_second(site, refusal, tool.name, args.model_dump(mode="json"), preview, digest)
+            except (BettyError, OSError) as error:
+                return self._refused(call, tool, f"{refusal}, and {error}", time.perf_counter(), tier)
+        preview.say_again()
         resolution = await self._card(call, tool, tier, args, preview, reason, digest)
         approval = Approval(resolution.decision, resolution.approver, preview, digest)
+        if second is not None and resolution.approved:
+            return await self._second(call, tool, tier, args, approval, resolution, second)
+        if second is not None:
+            withdraw(second[0], second[1].request_id)
         if not resolution.approved:
             return self._not_approved(call, tool, tier, args, approval, resolution)
         if resolution.decision == Decision.EDITED and resolution.args is not None:
@@ -505,6 +526,26 @@ class AgentSession:
             approval.digest = card_digest(tool.name, args.model_dump(mode="json"), approval.preview)
         self.grants.grant(tool.name)  # tier 1 asks once per session per tool; tier 2 ignores grants
         return args, approval
+
+    async def _second(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
+                      resolution: "Resolution", second: "tuple[Path, SecondRequest]") -> tuple[Any, Approval] | Answer:
+        """A job above the site's limits that the person approved: it runs once a second approver approves this
+        very card too; both answers are logged and audited (``approver``: the person, then the approver)."""
+        if resolution.decision == Decision.EDITED:
+            withdraw(second[0], second[1].request_id)
+            return self._refused_after(call, tool, tier, args, approval, "an edited job above your site's limits "
+                                       "needs a card of its own for the second approver; call it again")
+        approver, why = await second_answer(self.policy.site, *second, self.broker_timeout)
+        approval.approver = f"{resolution.approver or 'the person'}, then {approver or 'no'} (second approver)"
+        if approver is None:
+            return self._refused_after(call, tool, tier, args, approval, f"not run: {why}")
+        approval.second = approver
+        return args, approval
+
+    @property
+    def broker_timeout(self) -> float:
+        """How long a card waits for an answer (the broker's own, else Betty's default)."""
+        return float(getattr(self.broker, "timeout", DEFAULT_TIMEOUT))
 
     async def _card(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, preview: "Preview",
                     reason: str, digest: str) -> "Resolution":

@@ -61,6 +61,11 @@ class Preview(BaseModel):
             self.facts = [Fact(label=name, text=text, table=table) for name, text, table in detail_facts(self.details)]
         return self
 
+    def say_again(self) -> None:
+        """The summary and facts said again from the details, after something was added to them."""
+        self.summary = summary_lines(self.kind, self.title, self.text, self.details)
+        self.facts = [Fact(label=name, text=text, table=table) for name, text, table in detail_facts(self.details)]
+
     @model_serializer(mode="wrap")
     def _said_now(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
         """Written out, the summary and facts say what the title, text and details say now (a copy with a secret

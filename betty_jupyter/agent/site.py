@@ -28,7 +28,12 @@ The fields (every one optional; docs/deploy.md shows a whole file):
 ``readable_roots``  the only directories on a cluster Betty's file reads may be under: a profile's
                     roots are narrowed to them (a profile without roots gets the site's)
 ``limits``          ``gpu_hours``, ``nodes`` and ``wall_time`` a job Betty submits may ask for;
-                    ``above``: what happens to a job above them (``refuse``)
+                    ``above``: what happens to a job above them (``refuse``, or ``second``: it runs once the
+                    person and one of ``approvers`` approve it, the approver through ``approval_spool``,
+                    :mod:`~betty_jupyter.agent.second_approver`)
+``budgets``         each account's GPU-hours and/or CPU-hours a month (``{"lab": {"gpu_hours": 500}}``): a job's
+                    card shows what it may cost against what the account used this month
+``mail``            ``end_mail``: whether a submission may ask Slurm to mail the person when the job ends
 ``audit``           where every action-log record goes as well: ``directory`` (one append-only file
                     per person) and/or ``syslog`` (a syslog socket, ``/dev/log`` for journald)
 ``mcp``             false turns Betty's MCP face off (``/betty/mcp``, ``betty mcp``)
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import socket
 import stat
 import time
@@ -60,11 +66,13 @@ DEFAULT_PATH = Path("/etc/betty/policy.json")
 ENV = "BETTY_SITE_POLICY"
 """The variable naming a policy file where the site has none of its own."""
 MAX_BYTES = 256 * 1024
-FIELDS = ("modes", "default_mode", "tools", "llm", "readable_roots", "limits", "audit", "mcp")
-ABOVE = ("refuse",)
-"""What may happen to a job above a limit: refused. (A second approver is not offered yet.)"""
+FIELDS = ("modes", "default_mode", "tools", "llm", "readable_roots", "limits", "audit", "mcp", "budgets", "mail")
+ABOVE = ("refuse", "second")
+"""What may happen to a job above a limit: refused, or run once a second, named approver approves it too."""
 OPENAI_URL = "https://api.openai.com/v1"
 MAX_AUDIT_LINE = 64 * 1024
+_USER = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+"""A unix user's or a Slurm account's name."""
 UNCOUNTED_GPU_OPTIONS = frozenset({"gpus-per-task", "gpus-per-socket", "tres-per-task", "tres-per-node",
                                    "tres-per-job", "tres-per-socket"})
 """GPU requests Betty does not count into GPU-hours: refused while a GPU-hours limit is set."""
@@ -80,6 +88,10 @@ class JobLimits:
     wall_time: str | None = None
     """``wall_minutes`` as the site wrote it."""
     above: str = "refuse"
+    approvers: tuple[str, ...] = ()
+    """The unix users one of whom approves a job above the limits as well (``above: second``)."""
+    approval_spool: Path | None = None
+    """The shared folder where such a job's request waits for its approver's answer."""
 
     @property
     def any(self) -> bool:
@@ -93,6 +105,7 @@ class JobLimits:
         refused while a wall-time or GPU-hours limit is set: the limit could not be checked.
         """
         # lazy: the script reader is the cluster layer's; only a job's card needs it
+        from ..cluster.account_usage import max_nodes
         from ..cluster.jobs import array_task_count
         from ..cluster.sbatch import SbatchScript
 
@@ -104,7 +117,7 @@ class JobLimits:
             gpus = script.gpu_request()
         except ScriptError as error:
             return f"the script cannot be checked against your site's limits: {str(error).splitlines()[0]}"
-        nodes = _max_nodes(script.get("nodes"))
+        nodes = max_nodes(script.get("nodes"))
         tasks = array_task_count(script.get("array") or "")
         if self.nodes is not None and nodes > self.nodes:
             return f"your site allows at most {self.nodes} node(s) per job (limits.nodes); this job asks for {nodes}"
@@ -182,6 +195,20 @@ class Audit:
 
 
 @dataclass(frozen=True)
+class Budget:
+    """What one account may use in a month; None: not limited."""
+
+    gpu_hours: float | None = None
+    cpu_hours: float | None = None
+
+    def describe(self) -> str:
+        """``500 GPU-hours, 20000 CPU-hours a month``."""
+        given = [f"{hours:g} {unit}" for hours, unit in ((self.gpu_hours, "GPU-hours"), (self.cpu_hours, "CPU-hours"))
+                 if hours is not None]
+        return ", ".join(given) + " a month"
+
+
+@dataclass(frozen=True)
 class SitePolicy:
     """The site's decisions; ``SitePolicy()`` is no site policy at all (a personal install)."""
 
@@ -196,6 +223,10 @@ class SitePolicy:
     limits: JobLimits = field(default_factory=JobLimits)
     audit: Audit = field(default_factory=Audit)
     mcp: bool = True
+    budgets: Mapping[str, Budget] = field(default_factory=dict)
+    """Each account's monthly budget."""
+    end_mail: bool = False
+    """Whether a submission may ask Slurm to mail the person when the job ends (``mail.end_mail``)."""
     given: frozenset[str] = frozenset()
     """The fields the file sets (the others are Betty's defaults)."""
 
@@ -291,6 +322,11 @@ class SitePolicy:
             ("limits.nodes", "none" if limits.nodes is None else str(limits.nodes), origin("limits")),
             ("limits.wall_time", limits.wall_time or "none", origin("limits")),
             ("limits.above", limits.above, origin("limits")),
+            ("limits.approvers", ", ".join(limits.approvers) or "-", origin("limits")),
+            ("limits.approval_spool", str(limits.approval_spool or "-"), origin("limits")),
+            ("budgets", "; ".join(f"{account}: {budget.describe()}" for account, budget in self.budgets.items())
+             or "none", origin("budgets")),
+            ("mail.end_mail", "allowed" if self.end_mail else "not offered", origin("mail")),
             ("audit", self.audit.describe(), origin("audit")),
             ("mcp", "on" if self.mcp else "off", origin("mcp")),
         ]
@@ -437,6 +473,13 @@ def parse_policy(data: Any, path: Path) -> SitePolicy:
         if not isinstance(data["mcp"], bool):
             raise bad("mcp", "is true or false")
         found["mcp"] = data["mcp"]
+    if "budgets" in data:
+        found["budgets"] = _budgets(data["budgets"], bad)
+    if "mail" in data:
+        mail = data["mail"]
+        if not isinstance(mail, dict) or set(mail) - {"end_mail"} or not isinstance(mail.get("end_mail", False), bool):
+            raise bad("mail", "takes end_mail (true or false)")
+        found["end_mail"] = mail.get("end_mail", False)
     return SitePolicy(**found)
 
 
@@ -464,8 +507,9 @@ def _limits(limits: Any, bad: Any) -> JobLimits:
     # lazy: the script reader is the cluster layer's; only a policy with limits needs it
     from ..cluster.sbatch import SbatchScript
 
-    if not isinstance(limits, dict) or set(limits) - {"gpu_hours", "nodes", "wall_time", "above"}:
-        raise bad("limits", "takes gpu_hours, nodes, wall_time and above")
+    if not isinstance(limits, dict) or set(limits) - {"gpu_hours", "nodes", "wall_time", "above", "approvers",
+                                                       "approval_spool"}:
+        raise bad("limits", "takes gpu_hours, nodes, wall_time, above, approvers and approval_spool")
     hours, nodes, wall, above = (limits.get(name) for name in ("gpu_hours", "nodes", "wall_time", "above"))
     if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or hours <= 0):
         raise bad("limits.gpu_hours", "is a number of GPU-hours above 0")
@@ -481,9 +525,32 @@ def _limits(limits: Any, bad: Any) -> JobLimits:
         if minutes is None:
             raise bad("limits.wall_time", "is a Slurm time such as 24:00:00 or 2-00:00:00")
     if above is not None and above not in ABOVE:
-        raise bad("limits.above", f"is {' or '.join(ABOVE)} (a second approver is not available yet)")
+        raise bad("limits.above", f"is {' or '.join(ABOVE)}")
+    approvers, spool = limits.get("approvers"), limits.get("approval_spool")
+    if above == "second":
+        if not isinstance(approvers, list) or not approvers or not all(
+                isinstance(a, str) and _USER.match(a) for a in approvers):
+            raise bad("limits.approvers", "is a non-empty list of unix user names (above: second)")
+        if not isinstance(spool, str) or not spool.startswith("/"):
+            raise bad("limits.approval_spool", "is the approvers' shared folder, by its absolute path (above: second)")
+    elif approvers is not None or spool is not None:
+        raise bad("limits.approvers", "and approval_spool are only for above: second")
     return JobLimits(gpu_hours=None if hours is None else float(hours), nodes=nodes, wall_minutes=minutes,
-                     wall_time=wall, above=above or "refuse")
+                     wall_time=wall, above=above or "refuse", approvers=tuple(approvers or ()),
+                     approval_spool=Path(posixpath.normpath(spool)) if spool else None)
+
+
+def _budgets(budgets: Any, bad: Any) -> dict[str, Budget]:
+    if not isinstance(budgets, dict):
+        raise bad("budgets", "maps each account to its month's gpu_hours and/or cpu_hours")
+    found = {}
+    for account, budget in budgets.items():
+        if not _USER.match(account) or not isinstance(budget, dict) or not budget \
+                or set(budget) - {"gpu_hours", "cpu_hours"} or not all(
+                    not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 for v in budget.values()):
+            raise bad(f"budgets.{account[:40]}", "takes gpu_hours and/or cpu_hours, numbers above 0 a month")
+        found[account] = Budget(**{name: float(value) for name, value in budget.items()})
+    return found
 
 
 def _audit(audit: Any, bad: Any) -> Audit:
@@ -496,14 +563,6 @@ def _audit(audit: Any, bad: Any) -> Audit:
     if syslog is not None and (not isinstance(syslog, str) or not syslog.startswith("/")):
         raise bad("audit.syslog", "is a syslog socket's absolute path, such as /dev/log")
     return Audit(Path(directory) if directory else None, syslog)
-
-
-def _max_nodes(value: str | None) -> int:
-    """The most nodes ``--nodes`` lets Slurm give (``2-4`` is 4); 1 when unset."""
-    if not value:
-        return 1
-    counts = [int(part) for part in value.replace("-", " ").replace(",", " ").split() if part.isdigit()]
-    return max(counts) if counts else 1
 
 
 def _clock(minutes: int) -> str:

@@ -37,6 +37,8 @@ class Approval:
     preview: "Preview | None" = None
     digest: str | None = None
     """The digest of the card that was answered (None when no card was shown)."""
+    second: str | None = None
+    """The site's second approver who approved this very card too (a job above the site's limits)."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ COMMANDS = {
     **{name: "reads" for name in read_commands.names("cli")},
     "experiments": "experiments", "sweeps": "sweeps", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
     "ask": "agent", "llm": "llm", "mcp": "mcp", "submit-notebook": "notebooks", "policy": "policy",
-    "notify": "notify",
+    "approve": "policy", "notify": "notify",
 }
 """Which module adds each command: a command imports its own module alone (``betty jobs`` starts fast)."""
 

@@ -41,6 +41,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     submit.add_argument("--slug", help="the experiment's name (default: the script's --job-name)")
     submit.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
     submit.add_argument("--no-record", action="store_true", help="submit without writing an experiment record")
+    submit.add_argument("--end-mail", action="store_true",
+                        help="Slurm mails you when the job ends (#SBATCH --mail-type=END; where your site offers it)")
     submit.add_argument("--segments", type=int, metavar="N",
                         help="run longer than the time limit: at most N jobs, each resuming from the last checkpoint "
                              "(docs/long-runs.md)")
@@ -236,6 +238,8 @@ def _submit(args: argparse.Namespace) -> int:
         asked["segments"] = args.segments
     if args.checkpoint_seconds is not None:
         asked["checkpoint_seconds"] = args.checkpoint_seconds
+    if args.end_mail:
+        asked["end_mail"] = True
     done = _as_person(args, workspace, "cluster_submit", asked, f"Submit {args.script}?")
     if record:
         _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)

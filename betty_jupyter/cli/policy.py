@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import TYPE_CHECKING
 
 from .parser import Parser
@@ -24,6 +25,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         "A broken policy file, or one you could write, is an error here as everywhere.")
     policy.add_argument("--json", action="store_true", help="print JSON")
     policy.set_defaults(run=_policy)
+    approve = commands.add_parser(
+        "approve", help="answer, as the site's second approver, a job above the site's limits",
+        description="Read a request in the site's approval spool (limits.approval_spool), show what would run and "
+        "why it needs you, and write your answer as a file of your own. Only the site's approvers may answer, "
+        "never for a job of their own.")
+    approve.add_argument("request", help="the request's file, <spool>/<id>.request.json, as the person's card names it")
+    approve.add_argument("--deny", action="store_true", help="deny it instead")
+    approve.add_argument("--yes", action="store_true", help="answer without asking to confirm")
+    approve.set_defaults(run=_approve)
 
 
 def rows(config: "BettyConfig", own: "BettyConfig") -> list[tuple[str, str, str]]:
@@ -54,11 +64,66 @@ def rows(config: "BettyConfig", own: "BettyConfig") -> list[tuple[str, str, str]
     return found
 
 
+def meter(config: "BettyConfig") -> list[tuple[str, str, str]]:
+    """The cost meter: what each account the site budgets used this month, read from the default cluster's
+    accounting (nothing without budgets or clusters)."""
+    if not config.site.budgets or not config.cluster_names:
+        return []
+    # lazy: the Slurm client and the accounting reads; only a site with budgets needs them
+    from ..agent.site_gate import account_use
+    from ..cluster.slurm import SlurmClient
+    from ..cluster.sync import run_sync
+
+    profile = config.profile(None)
+    transport = profile.open_transport()
+    try:
+        used = run_sync(account_use(config.site, SlurmClient(transport), profile.policy()))
+    finally:
+        run_sync(transport.close())
+    return [(name, value, f"sacct on {profile.name}") for name, value in used]
+
+
 def own_rules(config: "BettyConfig") -> "Rules":
     """The person's own approval rules."""
     from ..agent.rules import Rules  # lazy: the rules' reader; `betty --help` needs none of it
 
     return Rules.from_config(config.rules)
+
+
+def _approve(args: argparse.Namespace) -> int:
+    """``betty approve REQUEST``: the approver's answer, after they saw what would run."""
+    # lazy: the site policy and the spool's reader; `betty --help` needs neither
+    from pathlib import Path
+    from ..agent.second_approver import check_spool, read_request, write_answer
+    from ..config import load_config
+    from ..errors import UsageError
+    from ..safe_text import terminal_line
+
+    site = load_config().site
+    if site.limits.above != "second":
+        raise UsageError(f"{site.where} names no second approver (limits.above is {site.limits.above})")
+    spool = check_spool(site.limits.approval_spool)
+    path = Path(args.request)
+    if os.path.realpath(path.parent) != os.path.realpath(spool):
+        raise UsageError(f"{terminal_line(str(path))[:200]} is not in your site's approval spool {spool}")
+    request = read_request(path)
+    print(f"{terminal_line(request.requester)} asks: {terminal_line(request.title)}")
+    print(f"it needs a second approver because {terminal_line(request.why)}")
+    print(f"card digest {request.digest}; what would run:")
+    for line in request.text.splitlines()[:400]:
+        print("  " + terminal_line(line))
+    decision = "denied" if args.deny else "approved"
+    if not args.yes:
+        try:
+            said = input(f"{'deny' if args.deny else 'approve'} this job? [y/N] ")
+        except EOFError:
+            said = ""
+        if said.strip().lower() not in ("y", "yes"):
+            print("nothing answered")
+            return 1
+    answer = write_answer(spool, request, decision, site.limits.approvers)
+    print(f"{decision}: {answer}")
+    return 0
 
 
 def _policy(args: argparse.Namespace) -> int:
@@ -67,7 +132,7 @@ def _policy(args: argparse.Namespace) -> int:
 
     config = load_config()
     own = load_config(site=SitePolicy())
-    found = rows(config, own)
+    found = rows(config, own) + meter(config)
     if args.json:
         print(json.dumps({"source": str(config.site.source) if config.site.source else None,
                           "fields": [{"field": f, "value": v, "origin": o} for f, v, o in found]}, indent=2))

@@ -58,8 +58,9 @@ class Backend(Protocol):
         """What the site's policy decides of the modes (its file, the modes it allows)."""
         ...
 
-    def policy(self) -> dict[str, Any]:
-        """The site's policy in effect, as ``GET policy`` answers: ``{source, modes, mcp, fields}``."""
+    def policy(self, usage: bool = False) -> dict[str, Any]:
+        """The site's policy in effect, as ``GET policy`` answers: ``{source, modes, mcp, fields}``; ``usage``: with
+        the cost meter (``GET policy?usage=1``)."""
         ...
 
     def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
@@ -184,9 +185,18 @@ class LocalBackend:
         """The site's policy this kernel's Betty read."""
         return self.assistant.config.site
 
-    def policy(self) -> dict[str, Any]:
-        """The site's policy this kernel's Betty read, field by field."""
-        return self.assistant.config.site.as_dict()
+    def policy(self, usage: bool = False) -> dict[str, Any]:
+        """The site's policy this kernel's Betty read, field by field (``usage``: with the cost meter)."""
+        config = self.assistant.config
+        if usage and config.site.budgets and config.cluster_names:
+            # lazy: the accounting reads and the shared cluster; only the cost meter needs them
+            from ..agent.site_gate import policy_with_use
+            from ..cluster.shared import shared_cluster
+
+            profile = config.profile(None)
+            view: dict[str, Any] = self._run(policy_with_use(config.site, profile, shared_cluster(profile).slurm))
+            return view
+        return config.site.as_dict()
 
     def open_session(self, session_id: str, cluster: str | None, mode: str | None) -> dict[str, Any]:
         """Open or resume a session in this kernel."""
@@ -273,9 +283,9 @@ class ServerBackend:
         clusters: list[dict[str, Any]] = self._call("GET", "clusters")["clusters"]
         return clusters
 
-    def policy(self) -> dict[str, Any]:
-        """GET policy."""
-        answer: dict[str, Any] = self._call("GET", "policy")
+    def policy(self, usage: bool = False) -> dict[str, Any]:
+        """GET policy (``?usage=1``: with the cost meter)."""
+        answer: dict[str, Any] = self._call("GET", "policy", usage="1") if usage else self._call("GET", "policy")
         return answer
 
     def site(self) -> "SitePolicy":

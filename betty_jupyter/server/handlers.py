@@ -36,9 +36,19 @@ class PolicyHandler(BettyHandler):
     """``GET /betty/api/policy``: the site's policy in effect, each field with its value and where it came from."""
 
     @web.authenticated
-    def get(self) -> None:
-        """Answer with :class:`~.models.SitePolicyView`."""
-        view: SitePolicyView = self.betty_config.site.as_dict()  # type: ignore[assignment]
+    async def get(self) -> None:
+        """Answer with :class:`~.models.SitePolicyView`; ``?usage=1`` adds the cost meter (each budgeted account's
+        use this month, read from the default cluster's accounting)."""
+        config = self.betty_config
+        if self.query("usage") and config.site.budgets and config.cluster_names:
+            # lazy: the accounting reads and the shared cluster; only the cost meter needs them
+            from ..agent.site_gate import policy_with_use
+            from ..cluster.shared import shared_cluster
+
+            profile = config.profile(None)
+            self.answer(await policy_with_use(config.site, profile, shared_cluster(profile).slurm))
+            return
+        view: SitePolicyView = config.site.as_dict()  # type: ignore[assignment]
         self.answer(view)
 
 

@@ -7,7 +7,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, \
-    model_serializer
+    model_serializer, model_validator
 
 from ...cluster.continuation import SIGNAL_SECONDS, ChainPlan, card as chain_card
 from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
@@ -20,6 +20,7 @@ from ...experiments.chain import read_chain, segment_script, submit_chain
 from ...experiments.chain_page import timeline_rows
 from ...experiments.refresh import refresh_page
 from ...safe_text import terminal_line
+from ..card_words import mail_words
 from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
 from .base import JobId, OptionalJobId, Tool, ToolArgs, ToolContext, ToolError
 
@@ -99,10 +100,28 @@ class SubmitArgs(ToolArgs):
     checkpoint_seconds: int = Field(SIGNAL_SECONDS, ge=10, le=86_400,
                                     description="with segments: how long before each limit the program is told to "
                                                 "checkpoint (SIGUSR1)", json_schema_extra=ADVANCED_FIELD)
+    end_mail: bool = Field(False, description="Slurm mails the person when the job ends (#SBATCH --mail-type=END, "
+                                              "to the address Slurm has for their login; never an address they "
+                                              "did not type); only where the site offers it and the person asks",
+                           json_schema_extra=ADVANCED_FIELD)
     first_line: int = Field(1, ge=1, le=1_000_000,
                             description="the number the person sees beside the script's first line (2 in a "
                                         "%%betty submit cell, under the magic's own line): refusals name lines so",
                             json_schema_extra=ADVANCED_FIELD)
+
+
+    @model_validator(mode="after")
+    def _with_end_mail(self) -> "SubmitArgs":
+        """``end_mail``: the script asks Slurm for its end mail, unless it already names its own mail."""
+        if self.end_mail and "--mail-type" not in self.script:
+            self.script = with_end_mail(self.script)
+        return self
+
+
+def with_end_mail(script: str) -> str:
+    """``script`` with ``#SBATCH --mail-type=END`` after its first line (its ``#!``); no address is added."""
+    first, newline, rest = script.partition("\n")
+    return f"{first}\n#SBATCH --mail-type=END\n{rest}" if newline else f"{first}\n#SBATCH --mail-type=END\n"
 
 
 class ClusterSubmit(Tool[SubmitArgs]):
@@ -145,6 +164,9 @@ class ClusterSubmit(Tool[SubmitArgs]):
             "partitions": sorted({str(name) for name in partitions["partition"]}),
             "checked on the cluster": checked,
         }
+        details["mail"] = mail_words(script.get("mail-type"), script.get("mail-user"))
+        if args.end_mail:
+            details["end mail"] = True
         if slug is None:
             details["recorded"] = False
             return Preview(kind="script", title=f"submit {name} to {ctx.profile.name}, not recorded: {resources}",

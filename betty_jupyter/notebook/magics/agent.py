@@ -72,7 +72,7 @@ class AgentCommands(Connected):
         return betty.mode
 
     def _policy(self, args: argparse.Namespace, cell: str | None) -> None:
-        answer = self.connection.backend.policy()
+        answer = self.connection.backend.policy(usage=True)
         print(f"site policy: {answer.get('source') or 'none: Betty defaults'}")
         rows = [(str(row["field"]), str(row["value"]), str(row["origin"])) for row in answer.get("fields", [])]
         width = max((len(field) for field, _, _ in rows), default=0)
