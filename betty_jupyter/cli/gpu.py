@@ -97,7 +97,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
 def _calibrated_record(peak_gib: float, calibration: Any, method: str, gpu: str) -> dict[str, Any]:
     """``--json``'s ``calibrated``: the correction, ``peak_gib`` corrected (None when there is none) and the line."""
-    record = calibration.as_dict() if calibration is not None else {"method": method, "gpu": gpu, "factor": None,
+    record: dict[str, Any] = calibration.as_dict() if calibration is not None else {"method": method, "gpu": gpu, "factor": None,
                                                                      "pairs": 0}
     factor = record.get("factor")
     record["peak_gib"] = round(peak_gib * factor, 3) if factor else None
