@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,6 @@ def _calibrated_record(peak_gib: float, calibration: Any, method: str, gpu: str)
 def _calibrations(folder: Path) -> list[Any]:
     """Every (method, GPU type) calibration the project's measured experiments give."""
     # lazy: the ledger; only `betty gpu calibrate` and `--calibrated` read it
-    from dataclasses import asdict
-
     from ..experiments.ledger import Ledger
     from ..experiments.workspace import Workspace
 
