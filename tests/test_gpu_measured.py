@@ -154,3 +154,17 @@ def test_betty_gpu_calibrate_and_a_calibrated_estimate_say_where_the_correction_
     assert code == 0 and "not calibrated: none of your measured jobs ran lora on H100-80GB" in out
     code, out, err = betty_in_process(capsys, *args, "--calibrated", "--dir", str(tmp_path))
     assert code != 0 and "--calibrated needs --gpu" in err
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"{not json", "cannot read"), (b"[1, 2]", "no peak_gib"), (b"{\"peak\": 3}", "no peak_gib"),
+    (b"[" * 5000 + b"]" * 5000, "cannot read"), (b"\xff\xfe{}", "cannot read"),
+    (b"{\"peak_gib\": 1, \"x\": \"" + b"a" * 1_000_001 + b"\"}", "no peak_gib"),
+])
+def test_betty_submit_refuses_a_gpu_estimate_file_that_is_not_an_estimate(tmp_path, capsys, content, said) -> None:
+    (tmp_path / "job.sbatch").write_text("#!/bin/bash\n#SBATCH --time=1\ntrue\n")
+    (tmp_path / "estimate.json").write_bytes(content)
+    code, out, err = betty_in_process(capsys, "submit", str(tmp_path / "job.sbatch"), "--yes", "--dir", str(tmp_path),
+                                      "--gpu-estimate", str(tmp_path / "estimate.json"), "--measure-gpu-peak")
+    assert code != 0 and out == ""
+    assert err.startswith("betty: error: --gpu-estimate: ") and said in err and len(err.splitlines()) == 1
