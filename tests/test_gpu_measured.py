@@ -168,3 +168,4 @@ def test_betty_submit_refuses_a_gpu_estimate_file_that_is_not_an_estimate(tmp_pa
                                       "--gpu-estimate", str(tmp_path / "estimate.json"), "--measure-gpu-peak")
     assert code != 0 and out == ""
     assert err.startswith("betty: error: --gpu-estimate: ") and said in err and len(err.splitlines()) == 1
+
