@@ -169,3 +169,17 @@ def test_betty_submit_refuses_a_gpu_estimate_file_that_is_not_an_estimate(tmp_pa
     assert code != 0 and out == ""
     assert err.startswith("betty: error: --gpu-estimate: ") and said in err and len(err.splitlines()) == 1
 
+
+
+def test_a_script_that_carries_the_sampler_is_measured_again_when_resubmitted() -> None:
+    from betty_jupyter.agent.tools.base import ToolError
+    from betty_jupyter.agent.tools.jobs import SubmitArgs, with_sampler_asked
+
+    measured = with_sampler("#!/bin/bash\n#SBATCH --time=1\ntrue\n")
+    again = with_sampler_asked(SubmitArgs(script=measured, goal="again"))
+    assert again.measure_gpu_peak and again.script == measured
+    plain = SubmitArgs(script="#!/bin/bash\ntrue\n", goal="g")
+    assert with_sampler_asked(plain) is plain
+    assert with_sampler_asked(SubmitArgs(script=measured, goal="g", record=False)).measure_gpu_peak is False
+    with pytest.raises(ToolError, match="measure_gpu_peak"):
+        with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, segments=3))

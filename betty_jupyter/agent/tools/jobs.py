@@ -13,7 +13,7 @@ from ...cluster.continuation import SIGNAL_SECONDS, ChainPlan, card as chain_car
 from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
 from ...cluster.slurm import sbatch_argv
 from ...experiments.diagnosis import script_diff
-from ...gpu.measured import with_sampler
+from ...gpu.measured import MARKER, with_sampler
 from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError, UsageError
@@ -203,14 +203,14 @@ PEAK_WORDS = ("measured: nvidia-smi samples every GPU's memory in the background
 
 
 def with_sampler_asked(args: SubmitArgs) -> SubmitArgs:
-    """``args`` with the GPU peak sampler in its script when the person asked to measure the peak; ToolError when
-    it cannot be (not recorded, or a chain)."""
-    if not args.measure_gpu_peak:
+    """``args`` with the GPU peak sampler in its script when the person asked to measure the peak, or the script
+    carries it already (a measured job resubmitted); ToolError when it cannot be (not recorded, or a chain)."""
+    if not args.measure_gpu_peak and (MARKER not in args.script or not args.record or args.segments is not None):
         return args
     if not args.record or args.segments is not None:
         raise ToolError("measure_gpu_peak: the peak is recorded on a single job's experiment; leave record and "
                         "segments out")
-    return args.model_copy(update={"script": with_sampler(args.script)})
+    return args.model_copy(update={"script": with_sampler(args.script), "measure_gpu_peak": True})
 
 
 def _chain_plan(args: SubmitArgs, script: "SbatchScript") -> ChainPlan:
