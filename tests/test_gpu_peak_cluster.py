@@ -92,3 +92,51 @@ def test_a_measured_job_records_its_peak_beside_its_estimate(ssh_profile, tmp_pa
     assert LINE in (Ledger(workspace.ledger_path).notebook_status(ended.slug) or "")
     assert LINE in status
     assert (tmp_path / f"slurm-{ended.job_id}.out").read_text() == "trained\n"  # the sampler said nothing
+
+
+HOSTILE = """#!/bin/bash
+#SBATCH --chdir={root}
+#SBATCH --time=00:05:00
+#SBATCH --mem=100M
+{body}
+"""
+
+
+@pytest.mark.parametrize("body, found", [
+    # a link out of the job's folder and the readable roots: not followed
+    ('ln -s {outside}/peak.txt "betty-gpu-peak-$SLURM_JOB_ID.txt"', "outside the readable roots"),
+    # a file far larger than a peak line: only its first 4 KiB are read, and the line there counts
+    ('{{ echo peak_mib=2048 samples=3; head -c 20000000 /dev/zero | tr "\\\\0" x; }} > "betty-gpu-peak-$SLURM_JOB_ID.txt"',
+     2048),
+    # a file of something else: no peak, said so
+    ('printf "\\\\x1b[2J<img src=x>\\\\n" > "betty-gpu-peak-$SLURM_JOB_ID.txt"', "holds no peak_mib=N samples=S line"),
+    ("true", "no peak file"),
+])
+def test_a_peak_file_is_read_only_where_the_job_ran_and_only_as_numbers(ssh_profile, tmp_path: Path,
+                                                                          tmp_path_factory, body, found) -> None:
+    from betty_jupyter.cluster.slurm import SlurmClient
+    from betty_jupyter.experiments.gpu_peak import read_peak
+
+    outside = tmp_path_factory.mktemp("outside")
+    (outside / "peak.txt").write_text("peak_mib=999 samples=1\n")
+    root = tmp_path / "job"
+    root.mkdir()
+
+    async def scenario() -> dict:
+        transport = ssh_profile.open_transport()
+        try:
+            slurm = SlurmClient(transport, work_dir=ssh_profile.work_dir, readable_roots=ssh_profile.readable_roots)
+            ident = await slurm.submit(HOSTILE.format(root=root, body=body.format(outside=outside)))
+            deadline = asyncio.get_running_loop().time() + GUARD
+            while not (job := await slurm.job(ident)).state.finished:
+                assert asyncio.get_running_loop().time() < deadline, "the job did not end within the guard"
+                await asyncio.sleep(0.3)
+            return await read_peak(slurm, job)
+        finally:
+            await transport.close()
+
+    peak = asyncio.run(scenario())
+    if isinstance(found, int):
+        assert peak == {"sampled": True, "peak_mib": found, "samples": 3}
+    else:
+        assert "peak_mib" not in peak and found in peak["note"] and "999" not in peak["note"], peak
