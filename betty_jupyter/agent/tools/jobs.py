@@ -13,7 +13,6 @@ from ...cluster.continuation import SIGNAL_SECONDS, ChainPlan, card as chain_car
 from ...cluster.commands import cant_submit, checked_script, default_partition, request_summary
 from ...cluster.slurm import sbatch_argv
 from ...experiments.diagnosis import script_diff
-from ...gpu.measured import MARKER, with_sampler
 from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError, UsageError
@@ -21,6 +20,7 @@ from ...experiments.chain import read_chain, segment_script, submit_chain
 from ...experiments.chain_page import timeline_rows
 from ...experiments.gpu_peak import peak_words
 from ...experiments.refresh import refresh_page
+from ...gpu.measured import MARKER, with_sampler
 from ...safe_text import terminal_line
 from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
 from .base import JobId, OptionalJobId, Tool, ToolArgs, ToolContext, ToolError
