@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..agent.vocabulary import Decision
 from ..errors import UsageError
+from ..json_text import parse_json
 from ..safe_text import terminal_line
 from .parser import Parser
 
@@ -48,6 +49,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                              "(docs/long-runs.md)")
     submit.add_argument("--checkpoint-seconds", type=int, metavar="S",
                         help="with --segments: tell the program to checkpoint S seconds before each limit")
+    submit.add_argument("--gpu-estimate", type=Path, metavar="FILE",
+                        help="the job's GPU memory estimate (`betty gpu estimate … --json > FILE`), shown and recorded")
+    submit.add_argument("--measure-gpu-peak", action="store_true",
+                        help="record the job's real GPU peak beside its estimate (docs/gpu.md#measured-peaks)")
     submit.set_defaults(run=_submit)
 
     sweep = commands.add_parser("sweep", parents=[which, as_json],
@@ -240,6 +245,10 @@ def _submit(args: argparse.Namespace) -> int:
         asked["checkpoint_seconds"] = args.checkpoint_seconds
     if args.end_mail:
         asked["end_mail"] = True
+    if args.gpu_estimate is not None:
+        asked["gpu_estimate"] = _estimate_file(args.gpu_estimate)
+    if args.measure_gpu_peak:
+        asked["measure_gpu_peak"] = True
     done = _as_person(args, workspace, "cluster_submit", asked, f"Submit {args.script}?")
     if record:
         _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
@@ -273,6 +282,20 @@ def _script_text(path: Path) -> str:
         return path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from exc
+
+
+def _estimate_file(path: Path) -> dict[str, Any]:
+    """The JSON object ``betty gpu estimate --json`` wrote to ``path`` (at most 1 MB); a one-line UsageError when it
+    is not one. Its fields are checked, and only the estimate's own kept, as any submission's estimate is."""
+    try:
+        with path.open("rb") as file:
+            data = file.read(1_000_001)
+        value = parse_json(data) if len(data) <= 1_000_000 else None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--gpu-estimate: cannot read {path} as JSON: {str(exc).splitlines()[0][:200]}") from exc
+    if not isinstance(value, dict) or "peak_gib" not in value:
+        raise UsageError(f"--gpu-estimate: {path} is not `betty gpu estimate --json`'s output (no peak_gib in it)")
+    return value
 
 
 def _print_submitted(args: argparse.Namespace, ident: str, cluster: str, page: str | None) -> None:

@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from ..gpu import advise, catalog, estimate, gpu_type, parse_partition, resolve_model, targets_from
 from ..gpu.hardware import Partition, parse_gpu_type
+from ..errors import UsageError
 from ..gpu.estimate_options import job_options, request_from
+from ..gpu.measured import MIN_PAIRS, calibrated_line, calibration_for, calibrations
 from .parser import Parser
 
 
@@ -33,6 +37,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     estimate.add_argument("--json", action="store_true", help="one JSON object for scripts")
     estimate.add_argument("--trace", action="store_true",
                           help="run the real step on meta tensors and count its memory (needs the trace extra)")
+    estimate.add_argument("--calibrated", action="store_true",
+                          help="also the peak corrected by your own measured jobs of this method on --gpu "
+                               "(see `betty gpu calibrate`)")
+    estimate.add_argument("--dir", type=Path, default=Path("."),
+                          help="with --calibrated: the project whose experiments hold the measured peaks (default: here)")
+    calibrate = actions.add_parser("calibrate", help="your correction per method and GPU type, from measured peaks")
+    calibrate.add_argument("--dir", type=Path, default=Path("."),
+                           help="the project whose experiments hold the measured peaks (default: here)")
+    calibrate.add_argument("--json", action="store_true", help="one JSON array for scripts")
     models = actions.add_parser("models", help="list the built-in model catalog")
     models.add_argument("--json", action="store_true", help="one JSON array for scripts")
     advise = actions.add_parser("advise", parents=[job], help="where it fits, and what to change when it does not")
@@ -54,20 +67,70 @@ def run(args: argparse.Namespace) -> int:
         return _models(args.json)
     if args.action == "advise":
         return _advise(args)
+    if args.action == "calibrate":
+        return _calibrate(args)
     return _estimate(args)
 
 
 def _estimate(args: argparse.Namespace) -> int:
     from ..gpu.report import render_estimate  # lazy: the report; only `betty gpu estimate` needs it
 
+    if args.calibrated and not args.gpu:
+        raise UsageError("--calibrated needs --gpu TYPE: the correction is per method and GPU type")
     result = estimate(args.model, request_from(args))
     gpu = gpu_type(args.gpu) if args.gpu else None
     if args.trace:
         return _traced(args, result, gpu)
+    calibration = None
+    if args.calibrated and gpu is not None:
+        calibration = calibration_for(_calibrations(args.dir), result.request.method, gpu.name)
     if args.json:
-        print(json.dumps(result.as_dict(gpu), indent=2))
+        data = result.as_dict(gpu)
+        if args.calibrated and gpu is not None:
+            data["calibrated"] = _calibrated_record(result.peak_gib, calibration, result.request.method, gpu.name)
+        print(json.dumps(data, indent=2))
     else:
         print(render_estimate(result, gpu))
+        if args.calibrated and gpu is not None:
+            print("  " + calibrated_line(result.peak_gib, calibration, result.request.method, gpu.name))
+    return 0
+
+
+def _calibrated_record(peak_gib: float, calibration: Any, method: str, gpu: str) -> dict[str, Any]:
+    """``--json``'s ``calibrated``: the correction, ``peak_gib`` corrected (None when there is none) and the line."""
+    record: dict[str, Any] = calibration.as_dict() if calibration is not None else {"method": method, "gpu": gpu, "factor": None,
+                                                                     "pairs": 0}
+    factor = record.get("factor")
+    record["peak_gib"] = round(peak_gib * factor, 3) if factor else None
+    record["line"] = calibrated_line(peak_gib, calibration, method, gpu)
+    return record
+
+
+def _calibrations(folder: Path) -> list[Any]:
+    """Every (method, GPU type) calibration the project's measured experiments give."""
+    # lazy: the ledger; only `betty gpu calibrate` and `--calibrated` read it
+    from ..experiments.ledger import Ledger
+    from ..experiments.workspace import Workspace
+
+    workspace = Workspace.at(folder)
+    if not workspace.ledger_path.exists():
+        raise UsageError(f"no experiments are recorded in {workspace.root}, so there are no measured peaks; submit "
+                         "with the GPU peak measured there first")
+    return calibrations(asdict(tracked.experiment) for tracked in Ledger(workspace.ledger_path).all())
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    found = _calibrations(args.dir)
+    if args.json:
+        print(json.dumps([item.as_dict() for item in found], indent=2))
+        return 0
+    if not found:
+        print("no measured GPU peak has an estimate beside it yet: submit with the peak measured and the job's "
+              "gpu_estimate, then calibrate")
+        return 0
+    print(f"measured / estimated GPU peak, per method and GPU type ({MIN_PAIRS} jobs needed for a correction):")
+    for item in found:
+        print(f"  {item.line()}")
     return 0
 
 

@@ -348,6 +348,26 @@ class SlurmClient:
         """The last ``lines`` lines the job wrote to its stdout (``out``) or stderr (``err``)."""
         return await self.read_log(await self.log_file(value, stream), lines)
 
+    async def read_work_file(self, job: Job, name: str, limit: int = 4096) -> str:
+        """The first ``limit`` bytes of the file ``name`` in the working directory of ``job`` (one Betty submitted),
+        opened and checked on the cluster as logs are; SlurmError when it cannot be read (missing, say)."""
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", name) or name.startswith("."):
+            raise UsageError(f"{name!r} is not a plain file name")
+        work_dir = job.work_dir or ""
+        if work_dir.startswith("/") and work_dir.rstrip("/"):
+            area = self.readable_roots + (work_dir,)
+        else:  # accounting did not say: the controller does, while it remembers the job
+            files = await self.job_files(job.job_id)
+            if files is None:
+                raise SlurmError(f"job {job.job_id}'s working directory is no longer recorded")
+            work_dir, area = files.work_dir, await self._log_area(files)
+        path = f"{work_dir.rstrip('/')}/{name}"
+        allowed = CommandPolicy(area).check(["head", "-c", str(limit), "--", path])
+        result = await run_checked(self.transport, allowed, area, limit=limit, timeout=self.timeout)
+        if not result.ok:
+            raise SlurmError(f"cannot read {path}: {_first_error(result)}")
+        return result.stdout
+
     async def login_uid(self) -> int:
         """The connected user's numeric id on the cluster (``id -u``, asked once)."""
         if self._uid is None:

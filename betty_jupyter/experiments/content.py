@@ -99,6 +99,9 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
              f"_Updated {now} by Betty's job watcher._", ""]
     lines += ["## Runtime", "", "| job | cluster | partition | submitted | started | ended | GPUs |",
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
+    measured = _peak_words(experiment)
+    if measured:
+        lines += ["", "## GPU memory", "", markdown_text(measured) + "."]
     if log_tail and state in FAILED_STATES:
         lines += ["", "### Last lines of the log", "", fenced(without_markers(log_tail.rstrip()), "text")]
     if experiment.chain:
@@ -131,7 +134,19 @@ def status_text(experiment: Experiment, job: "Job | None", state: str) -> str:
         from .chain_page import status_words
 
         return f"chain {experiment.slug} on {experiment.cluster}: {state}{status_words(experiment)}"
-    return f"job {experiment.job_id} on {experiment.cluster}: {state}{_status_details(job)}"
+    measured = _peak_words(experiment)
+    return f"job {experiment.job_id} on {experiment.cluster}: {state}{_status_details(job)}" + \
+        (f" · {measured}" if measured else "")
+
+
+def _peak_words(experiment: Experiment) -> str:
+    """``measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%)`` once a measured job ended; "" otherwise."""
+    if not experiment.gpu_peak:
+        return ""
+    # lazy: the peak's words; a job that measures nothing never needs them
+    from .gpu_peak import peak_words
+
+    return peak_words(experiment)
 
 
 def _status_details(job: "Job | None") -> str:

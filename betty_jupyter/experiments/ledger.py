@@ -89,6 +89,9 @@ class Experiment:
     partition: str | None = None
     resources: dict[str, Any] = field(default_factory=dict)
     gpu_estimate: dict[str, Any] | None = None
+    gpu_peak: dict[str, Any] | None = None
+    """A job marked to measure its GPU peak (``gpu/measured.py``): ``{"sampled": true}`` at submission, then what its
+    sampler's file said when it ended (``peak_mib``, ``samples``) or why nothing was read (``note``)."""
     diagnosis: dict[str, Any] | None = None
     """Why the job failed and what became of the correction (the job babysitter's, ``diagnosis.py``)."""
     efficiency: dict[str, Any] | None = None
@@ -135,6 +138,8 @@ class StateChange(NamedTuple):
     """Seconds the ended job ran, as accounting says (None: not known)."""
     chain: dict[str, Any] | None = None
     """A continuation chain's segments as the watcher read them (``experiments/chain.py``)."""
+    gpu_peak: dict[str, Any] | None = None
+    """The GPU peak the ended job's sampler measured (``gpu/measured.py``), recorded on the experiment with its state."""
 
 
 @dataclass(frozen=True)
@@ -296,7 +301,8 @@ class Ledger:
                         (change.state, int(change.finished), time.time(), change.slug, owner, time.time()))
                     if cursor.rowcount == 1:
                         recorded.add(change.slug)
-                        if change.efficiency is not None or change.sweep_tasks is not None or change.chain is not None:
+                        if change.efficiency is not None or change.sweep_tasks is not None or change.chain is not None \
+                                or change.gpu_peak is not None:
                             _record_read(db, change)  # a diagnosis or a resubmission written meanwhile is kept
                         if change.finished and change.ended_job:
                             db.execute(_RECORD_END, (change.slug, change.ended_job, _cluster(db, change.slug),
@@ -404,6 +410,8 @@ def _record_read(db: sqlite3.Connection, change: StateChange) -> None:
         record["sweep"] = {**record["sweep"], "tasks": change.sweep_tasks}
     if change.chain is not None:
         record["chain"] = change.chain
+    if change.gpu_peak is not None:
+        record["gpu_peak"] = change.gpu_peak
     db.execute("UPDATE experiments SET record = ? WHERE slug = ?", (json.dumps(record), change.slug))
 
 

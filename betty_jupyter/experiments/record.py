@@ -65,8 +65,8 @@ def check_recordable(script: str, goal: str = "", name: str | None = None) -> No
 async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: "str | SbatchScript", *,
                             goal: str = "", name: str | None = None, extra_args: Sequence[str] = (),
                             gpu_estimate: dict[str, Any] | None = None,
-                            replaces: dict[str, str] | None = None, sweep: dict[str, Any] | None = None
-                            ) -> Experiment:
+                            replaces: dict[str, str] | None = None, sweep: dict[str, Any] | None = None,
+                            gpu_peak: dict[str, Any] | None = None) -> Experiment:
     """Submit ``script`` exactly once and record it; nothing is written (or submitted) when it could not be recorded.
 
     ``script`` is the script as the submission checked it: the record and ``sbatch`` take that one
@@ -85,7 +85,7 @@ async def submit_experiment(slurm: "SlurmClient", workspace: Workspace, cluster:
         slug=slug, job_id=job_id, cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
         goal=goal, script=script.text, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
         partition=script.get("partition"), resources=resources_asked(script), gpu_estimate=gpu_estimate,
-        replaces=replaces, sweep=sweep,
+        replaces=replaces, sweep=sweep, gpu_peak=gpu_peak,
     )
     return record_submission(workspace, experiment, ledger)
 

@@ -138,6 +138,7 @@ class JobWatcher:
                 for tracked, job in changed if job.state.value in content.FAILED_STATES}
         changed, efficiency = self._with_efficiency(snapshot, changed)
         changed, compared = await _with_comparisons(slurm, changed)
+        changed, peaks = await _with_peaks(slurm, changed)
         written: dict[str, tuple[tuple[str, ...], Outcome, str]] = {}
         batch: Batch | None = None
         with self.ledger.kept_open():  # a thousand jobs that ended at once: one connection, one transaction
@@ -159,6 +160,7 @@ class JobWatcher:
                     StateChange(tracked.experiment.slug, job.state.value, job.state.finished, written[slug][2],
                                 behind=written[slug][1] is not Outcome.WRITTEN, efficiency=efficiency.get(slug),
                                 sweep_tasks=compared.get(slug), chain=tracked.experiment.chain, ended_job=job.job_id,
+                                gpu_peak=peaks.get(slug),
                                 runtime=job.elapsed.total_seconds() if job.elapsed is not None else None)
                     for tracked, job in changed if (slug := tracked.experiment.slug) in written])
         updates = []
@@ -353,6 +355,17 @@ async def _with_comparisons(slurm: "SlurmClient", changed: list[tuple[Tracked, "
                 tracked = replace(tracked, experiment=with_tasks(tracked.experiment, comparison))
         followed.append((tracked, job))
     return followed, compared
+
+
+async def _with_peaks(slurm: "SlurmClient", changed: list[tuple[Tracked, "Job"]]
+                      ) -> tuple[list[tuple[Tracked, "Job"]], dict[str, dict[str, Any]]]:
+    """The ended jobs that measured their GPU peak with it read from their sampler's file (``gpu_peak.py``)."""
+    if not any(job.state.finished and (tracked.experiment.gpu_peak or {}).get("sampled") for tracked, job in changed):
+        return changed, {}
+    # lazy: the peak file's reader; a tick in which no measured job ended needs none of it
+    from .gpu_peak import with_peaks
+
+    return await with_peaks(slurm, changed)
 
 
 class ClusterClients:

@@ -348,6 +348,13 @@ EXACT_FAMILIES = (
 config.json: a test builds each with transformers on ``meta`` and compares. T5 and BERT-style encoders have their
 own readers; a config without a ``model_type`` is read as a Llama-shaped decoder."""
 ENCODER_FAMILIES = ("t5", "mt5", "umt5", "bert", "roberta", "xlm-roberta")
+STATE_SPACE_FAMILIES = (
+    "bamba", "falcon_h1", "falcon_mamba", "granitemoehybrid", "jamba", "lfm2", "lfm2_moe", "lfm3", "mamba", "mamba2",
+    "nemotron_h", "zamba", "zamba2",
+)
+"""State-space models and their hybrids with attention (Mamba, Jamba, Falcon-H1, Zamba, …): each layer of a Mamba
+kind keeps a recurrent state and a convolution window instead of a KV cache, and its weights are not a Llama's, so
+Betty refuses them by name rather than size them as a decoder of attention layers."""
 
 
 def _from_config(config: dict[str, Any], name: str) -> Architecture:
@@ -357,6 +364,11 @@ def _from_config(config: dict[str, Any], name: str) -> Architecture:
         return _t5(config, name)
     if model_type in ("bert", "roberta", "xlm-roberta"):
         return _bert(config, name)
+    if model_type in STATE_SPACE_FAMILIES:
+        raise GpuEstimateError(
+            f"Betty does not size {_shown(model_type)} models: they are state-space (Mamba) models or hybrids, whose "
+            "layers keep a recurrent state rather than a KV cache; measure such a job's peak instead "
+            "(docs/gpu.md#measured-peaks)")
     if model_type and model_type not in EXACT_FAMILIES:
         raise GpuEstimateError(
             f"Betty does not size {_shown(model_type)} models yet (it reads {len(EXACT_FAMILIES)} decoder families "

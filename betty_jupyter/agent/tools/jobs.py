@@ -18,7 +18,9 @@ from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError, UsageError
 from ...experiments.chain import read_chain, segment_script, submit_chain
 from ...experiments.chain_page import timeline_rows
+from ...experiments.gpu_peak import peak_words
 from ...experiments.refresh import refresh_page
+from ...gpu.measured import MARKER, with_sampler
 from ...safe_text import terminal_line
 from ..card_words import mail_words
 from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
@@ -86,6 +88,10 @@ class SubmitArgs(ToolArgs):
     name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: job name)")
     gpu_estimate: Annotated[EstimateNote | None, BeforeValidator(lambda value: None if value == {} else value)] = Field(
         None, description="from gpu_estimate for this job: its peak_gib (shown on the card and recorded); {} is none")
+    measure_gpu_peak: bool = Field(
+        False, description="true: the job also records its real GPU memory peak (nvidia-smi sampled in the "
+                           "background into a file in its working directory, read when it ends) and its page shows "
+                           "it beside gpu_estimate's figure; when the person asks to measure the peak")
     replaces: OptionalJobId = Field(
         None, description="a job Betty recorded that this script corrects: the card shows the diff against that "
                           "job's script, and the new page links its page")
@@ -142,6 +148,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
     async def script_preview(self, ctx: ToolContext, args: SubmitArgs, checks_paths: bool = True) -> Preview:
         """:meth:`preview`; ``checks_paths=False`` for a script Betty writes around folders it makes at upload (a
         cell's or notebook's run), whose own tool checks what it needs."""
+        args = with_sampler_asked(args)
         if args.record:
             check_recordable(args.script, args.goal, args.name)
         elif args.replaces is not None:
@@ -175,6 +182,9 @@ class ClusterSubmit(Tool[SubmitArgs]):
         if args.gpu_estimate is not None:
             details["gpu_estimate"] = args.gpu_estimate.model_dump()
             details["gpu_memory"] = estimate_line(details["gpu_estimate"])
+        if args.measure_gpu_peak:
+            details["gpu_peak"] = PEAK_WORDS
+            details["gpu_memory"] = "; ".join(filter(None, [details.get("gpu_memory"), "its real peak is measured"]))
         if args.segments is not None:
             return _chain_preview(ctx, args, script, slug, details)
         original = _replaced(ctx, args)
@@ -185,6 +195,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
 
     async def run(self, ctx: ToolContext, args: SubmitArgs) -> ToolOutcome:
         """Check the script again, submit it once, write the page, notebook and log line."""
+        args = with_sampler_asked(args)
         script = checked_submission(args, await ctx.slurm.partitions())
         await preflight(ctx, script, args.first_line)  # what was there when the card was shown may be gone now
         if not args.record:
@@ -198,12 +209,30 @@ class ClusterSubmit(Tool[SubmitArgs]):
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script,
                                              goal=args.goal, name=args.name, gpu_estimate=estimate,
-                                             replaces=replaces)
+                                             replaces=replaces,
+                                             gpu_peak={"sampled": True} if args.measure_gpu_peak else None)
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}; "
                    f"page {page}, notebook {experiment.notebook}")
         return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
                            data=experiment, artifacts=[page, experiment.notebook])
+
+
+PEAK_WORDS = ("measured: nvidia-smi samples every GPU's memory in the background (the lines after the #SBATCH "
+              "lines); the highest goes to betty-gpu-peak-<job id>.txt in the job's working directory, and Betty "
+              "records it, beside the estimate, when the job ends")
+"""What a card says of a submission that measures its GPU peak."""
+
+
+def with_sampler_asked(args: SubmitArgs) -> SubmitArgs:
+    """``args`` with the GPU peak sampler in its script when the person asked to measure the peak, or the script
+    carries it already (a measured job resubmitted); ToolError when it cannot be (not recorded, or a chain)."""
+    if not args.measure_gpu_peak and (MARKER not in args.script or not args.record or args.segments is not None):
+        return args
+    if not args.record or args.segments is not None:
+        raise ToolError("measure_gpu_peak: the peak is recorded on a single job's experiment; leave record and "
+                        "segments out")
+    return args.model_copy(update={"script": with_sampler(args.script), "measure_gpu_peak": True})
 
 
 def _chain_plan(args: SubmitArgs, script: "SbatchScript") -> ChainPlan:
@@ -364,6 +393,9 @@ class ClusterStatus(Tool[JobArgs]):
             line += f"; chain {experiment.slug}: " + "; ".join(
                 f"segment {number} job {ident} {why}" for number, ident, _, why in timeline_rows(experiment))
             job = deciding or job
+        if experiment is not None and experiment.gpu_peak:
+            words = peak_words(experiment)
+            line += f"; {words}" if words else "; its GPU peak is measured and read when it ends"
         if experiment is not None:
             await refresh_page(ctx.slurm, ctx.workspace, experiment, job)
             line += f"; page wiki/{experiment.page} updated"

@@ -34,6 +34,10 @@ class SubmitCommands(JobCommands):
                                "checkpoint (docs/long-runs.md)")
         made.add_argument("--checkpoint-seconds", type=int, metavar="S",
                           help="with --segments: tell the program to checkpoint S seconds before each limit")
+        made.add_argument("--gpu-estimate", metavar="NAME",
+                          help="the variable holding this job's estimate (`est = %%betty gpu …`): shown and recorded")
+        made.add_argument("--measure-gpu-peak", action="store_true",
+                          help="record the job's real GPU peak beside its estimate (docs/gpu.md#measured-peaks)")
         return made
 
     def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
@@ -43,7 +47,21 @@ class SubmitCommands(JobCommands):
             asked["segments"] = args.segments
         if args.checkpoint_seconds is not None:
             asked["checkpoint_seconds"] = args.checkpoint_seconds
+        if args.gpu_estimate is not None:
+            asked["gpu_estimate"] = self._named_estimate(args.gpu_estimate)
+        if args.measure_gpu_peak:
+            asked["measure_gpu_peak"] = True
         return self._submit_cell("submit", "cluster_submit", cell, asked)
+
+    def _named_estimate(self, name: str) -> dict[str, Any]:
+        """The estimate held by the notebook variable ``name`` (``%betty gpu``'s result), as a submission records it."""
+        value = self.shell.user_ns.get(name) if name.isidentifier() else None  # only the one name given is read
+        as_dict = getattr(value, "as_dict", None)
+        if value is None or not callable(as_dict) or not hasattr(value, "peak_gib"):
+            raise UsageError(f"--gpu-estimate {name}: no estimate in that variable; keep one with "
+                             f"`{name if name.isidentifier() else 'est'} = %betty gpu --model … --method …`")
+        data = as_dict()
+        return data if isinstance(data, dict) else {}
 
     def _submit_cell(self, command: str, tool: str, cell: str | None, tool_args: dict[str, Any]) -> Any:
         """``%%betty submit``/``sweep``: the cell is the script; its card, then the job followed once it is queued."""

@@ -71,6 +71,9 @@ class GpuCalculator(Recorded, widgets.VBox):
         self.grad_ckpt = widgets.Dropdown(options=list(CHECKPOINTING),
                                           value=shape.get("grad_ckpt", "none"), description="checkpointing",
                                           style=style)
+        self.ckpt_every = widgets.IntSlider(value=shape.get("ckpt_every", 2), min=1, max=16, description="ckpt every",
+                                            tooltip="with layer checkpointing: every Nth layer is checkpointed",
+                                            disabled=self.grad_ckpt.value != "layer", style=style)
         self.chart = widgets.HTML("", layout=widgets.Layout(max_width="640px"))
         self.chart.add_class("betty-gpu-chart")
         self.summary = widgets.HTML("")
@@ -78,11 +81,11 @@ class GpuCalculator(Recorded, widgets.VBox):
         self.advice_box = widgets.HTML("")
         self.advice_box.add_class("betty-gpu-advice")
         self.controls = [self.model, self.method, self.precision, self.batch, self.seq_len, self.gpus, self.sharding,
-                         self.grad_ckpt]
+                         self.grad_ckpt, self.ckpt_every]
         controls = self.controls
         for control in controls:
             control.observe(lambda _: self.update(), "value")
-        super().__init__([wrapping_row([widgets.VBox(controls[:4]), widgets.VBox(controls[4:])]),
+        super().__init__([wrapping_row([widgets.VBox(controls[:5]), widgets.VBox(controls[5:])]),
                           self.summary, self.chart, self.advice_box])
         self.add_class("betty-gpu-calculator")
         self.update()
@@ -108,10 +111,12 @@ class GpuCalculator(Recorded, widgets.VBox):
         return EstimateRequest(method=self.method.value, precision=self.precision.value or None,
                                batch_size=int(self.batch.value), seq_len=int(self.seq_len.value),
                                gpus=int(self.gpus.value), grad_ckpt=self.grad_ckpt.value,
+                               ckpt_every=int(self.ckpt_every.value) if self.grad_ckpt.value == "layer" else 2,
                                sharding=self.sharding.value).checked()
 
     def update(self) -> None:
         """Estimate again and redraw the chart and the advice."""
+        self.ckpt_every.disabled = self.grad_ckpt.value != "layer"  # it says how often only layer checkpointing acts
         try:
             request = self.request()
             self.estimate = estimate(self.model.value, request)

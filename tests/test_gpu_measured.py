@@ -1,0 +1,185 @@
+"""Measured GPU peaks: the sampler a job carries (run in bash against a stand-in nvidia-smi), the file it writes read
+as numbers whatever else is in it, the page's "measured beside estimated" line, and the person's calibration."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from betty_jupyter.experiments.content import auto_region, status_text
+from betty_jupyter.experiments.ledger import Experiment, Ledger
+from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.gpu.measured import (MARKER, MAX_FILE_BYTES, MIN_PAIRS, calibration_for, calibrations,
+                                        measured_line, parse_peak_file, peak_file, with_sampler)
+from betty_jupyter.wiki import init_workspace
+from conftest import betty_in_process
+
+FAKE = Path(__file__).parent / "data" / "fake-nvidia-smi"
+GUARD = 60.0  # a guard against a hang, not a measurement
+
+
+def test_the_sampler_goes_after_the_sbatch_lines_and_before_the_first_command() -> None:
+    script = "#!/bin/bash\n#SBATCH --gres=gpu:a100:1\n\n# train\n#SBATCH --time=5\npython train.py\n"
+    sampled = with_sampler(script)
+    lines = sampled.splitlines()
+    assert lines[:5] == ["#!/bin/bash", "#SBATCH --gres=gpu:a100:1", "", "# train", "#SBATCH --time=5"]
+    assert lines[5].startswith(MARKER)
+    assert lines[-1] == "python train.py" and sampled.count("python train.py") == 1
+    assert sampled.index("nvidia-smi --query-gpu=memory.used") < sampled.index("python train.py")
+    assert with_sampler(sampled) == sampled  # asked twice, sampled once
+
+
+def run_job(tmp_path: Path, body: str) -> str:
+    """Run a script carrying the sampler in bash, with the stand-in nvidia-smi first on PATH; its peak file's text."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    shutil.copy(FAKE, tools / "nvidia-smi")
+    script = tmp_path / "job.sh"
+    script.write_text(with_sampler(f"#!/bin/bash\n#SBATCH --time=1\n{body.format(tools=tools)}"))
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+    job = subprocess.Popen(["bash", str(script)], cwd=tmp_path, env=env, start_new_session=True)
+    try:
+        assert job.wait(timeout=GUARD) == 0
+    finally:
+        os.killpg(job.pid, signal.SIGTERM)  # the sampler in the background, as Slurm ends a job's processes
+    return (tmp_path / peak_file("4242")).read_text()
+
+
+def test_the_sampler_keeps_the_highest_use_of_any_gpu(tmp_path: Path) -> None:
+    body = ("printf '1200\\n31948\\n' > {tools}/memory-used\n"
+            "until grep -q 'peak_mib=31948 ' betty-gpu-peak-4242.txt 2>/dev/null; do sleep 0.1; done\n"
+            "printf '500\\n900\\n' > {tools}/memory-used\n"
+            "until [ \"$(grep -o 'samples=[0-9]*' betty-gpu-peak-4242.txt)\" != samples=2 ]; do sleep 0.1; done\n")
+    text = run_job(tmp_path, body)
+    peak = parse_peak_file(text)
+    assert peak is not None and peak.peak_mib == 31948 and peak.samples >= 2
+    assert text.count("\n") == 1  # rewritten, not appended to
+
+
+def test_a_job_without_nvidia_smi_leaves_no_peak_file(tmp_path: Path) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(with_sampler("#!/bin/bash\nwait\necho done\n"))  # wait: the sampler has ended
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "SLURM_JOB_ID": "4243"}
+    result = subprocess.run(["bash", str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=GUARD, start_new_session=True)
+    assert result.returncode == 0 and result.stdout == "done\n" and "nvidia-smi" not in result.stderr
+    assert not (tmp_path / peak_file("4243")).exists()
+
+
+@pytest.mark.parametrize("text", [
+    "", "peak_mib=-5 samples=1\n", "peak_mib=NaN samples=1\n", "peak_mib=1e9 samples=1\n",
+    "peak_mib=31948\n", "peak_mib=31948 samples=1 extra\n", "x" * (MAX_FILE_BYTES + 10) + "\npeak_mib=1 samples=1\n",
+    "peak_mib=1234567890 samples=1\n", "\x00\x1b[31mpeak_mib=5 samples=1\n",
+])
+def test_a_peak_file_that_holds_no_peak_line_gives_no_peak(text: str) -> None:
+    assert parse_peak_file(text) is None
+
+
+def test_the_last_peak_line_wins_and_the_rest_is_ignored() -> None:
+    peak = parse_peak_file("<script>alert(1)</script>\npeak_mib=100 samples=1\n  peak_mib=31948 samples=40  \n")
+    assert peak is not None and (peak.peak_mib, peak.samples) == (31948, 40)
+    assert math.isclose(peak.peak_gib, 31.19921875)
+
+
+def test_measured_beside_estimated_in_words() -> None:
+    assert measured_line({"peak_mib": 31948}, {"peak_gib": 29.8}) == \
+        "measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%)"
+    assert measured_line({"peak_mib": 20480}, {"peak_gib": 25.6}) == \
+        "measured GPU peak 20.0 GiB (estimated 25.6 GiB, -21.9%)"
+    assert measured_line({"peak_mib": 20480}, None) == "measured GPU peak 20.0 GiB"
+    assert measured_line({"peak_mib": 20480}, {"peak_gib": "lots"}) == "measured GPU peak 20.0 GiB"
+    assert measured_line({"note": "no peak file"}, {"peak_gib": 3.0}) == "GPU peak not measured: no peak file"
+
+
+def experiment(n: int, method: str, gpus: str, estimated, measured_mib, **more) -> Experiment:
+    return Experiment(slug=f"2026-11-29-run-{n}", job_id=str(1000 + n), cluster="c", submitted="2026-11-29T10:00:00",
+                      goal="g", script="#!/bin/bash\n", script_path="/s", resources={"gpus": gpus},
+                      gpu_estimate={"peak_gib": estimated, "method": method, "model": "Llama-3.1-8B"},
+                      gpu_peak={"sampled": True, "peak_mib": measured_mib}, **more)
+
+
+def test_the_page_and_the_status_cell_show_the_measured_peak_beside_the_estimate() -> None:
+    ended = experiment(1, "lora", "1 × a100", 29.8, 31948)
+    line = "measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%)"
+    assert line in status_text(ended, None, "COMPLETED")
+    assert "## GPU memory" in auto_region(ended, None, "COMPLETED") and line in auto_region(ended, None, "COMPLETED")
+    waiting = Experiment(**{**asdict(ended), "gpu_peak": {"sampled": True}})
+    assert "GPU" not in status_text(waiting, None, "RUNNING") and "## GPU memory" not in auto_region(waiting, None, "RUNNING")
+
+
+def test_calibration_is_the_median_ratio_per_method_and_gpu_type_with_its_spread() -> None:
+    records = [asdict(experiment(n, "lora", "1 × a100", 20.0, mib)) for n, mib in
+               enumerate([20480 * 1.10, 20480 * 1.05, 20480 * 0.95, 20480 * 1.20], start=1)]
+    records += [asdict(experiment(10, "full", "2 × h100", 60.0, 61440)),
+                asdict(experiment(11, "lora", "1 × A100-40GB", 20.0, "a lot")),   # not a number: left out
+                asdict(experiment(12, "lora", "1 × a100", float("nan"), 20480)),  # not a number: left out
+                asdict(experiment(13, "lora", "", 20.0, 20480)),                  # no GPU type: left out
+                {"gpu_estimate": "29 GiB", "gpu_peak": [1], "resources": None}]
+    found = calibrations(records)
+    lora = calibration_for(found, "lora", "A100-40GB")
+    assert lora is not None and lora.usable and len(lora.ratios) == 4
+    assert lora.factor == pytest.approx(1.075)
+    assert lora.line() == "lora on A100-40GB: × 1.075, median of 4 jobs (ratios 0.950–1.200)"
+    full = calibration_for(found, "full", "h100")
+    assert full is not None and not full.usable and full.as_dict()["factor"] is None
+    assert full.line() == f"full on H100-80GB: not calibrated, 1 measured job with an estimate, {MIN_PAIRS} needed"
+    assert calibration_for(found, "qlora", "a100") is None
+
+
+def test_betty_gpu_calibrate_and_a_calibrated_estimate_say_where_the_correction_comes_from(tmp_path, capsys) -> None:
+    init_workspace(tmp_path)
+    ledger = Ledger(Workspace.at(tmp_path).ledger_path)
+    for n, ratio in enumerate([1.10, 1.05, 0.95], start=1):
+        ledger.add(experiment(n, "lora", "1 × a100", 20.0, round(20480 * ratio)))
+    code, out, err = betty_in_process(capsys, "gpu", "calibrate", "--dir", str(tmp_path))
+    assert code == 0, err
+    assert "lora on A100-40GB: × 1.050, median of 3 jobs (ratios 0.950–1.100)" in out
+    args = ["gpu", "estimate", "--model", "Llama-3.1-8B", "--method", "lora", "--batch-size", "1", "--seq-len", "512"]
+    code, plain, err = betty_in_process(capsys, *args, "--gpu", "a100", "--json")
+    code, out, err = betty_in_process(capsys, *args, "--gpu", "a100", "--calibrated", "--dir", str(tmp_path), "--json")
+    assert code == 0, err
+    peak = json.loads(plain)["peak_gib"]
+    calibrated = json.loads(out)["calibrated"]
+    assert calibrated["factor"] == pytest.approx(1.05, abs=1e-3) and calibrated["pairs"] == 3
+    assert calibrated["peak_gib"] == pytest.approx(peak * calibrated["factor"], abs=1e-3)
+    code, out, err = betty_in_process(capsys, *args, "--gpu", "h100", "--calibrated", "--dir", str(tmp_path))
+    assert code == 0 and "not calibrated: none of your measured jobs ran lora on H100-80GB" in out
+    code, out, err = betty_in_process(capsys, *args, "--calibrated", "--dir", str(tmp_path))
+    assert code != 0 and "--calibrated needs --gpu" in err
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"{not json", "cannot read"), (b"[1, 2]", "no peak_gib"), (b"{\"peak\": 3}", "no peak_gib"),
+    (b"[" * 5000 + b"]" * 5000, "cannot read"), (b"\xff\xfe{}", "cannot read"),
+    (b"{\"peak_gib\": 1, \"x\": \"" + b"a" * 1_000_001 + b"\"}", "no peak_gib"),
+])
+def test_betty_submit_refuses_a_gpu_estimate_file_that_is_not_an_estimate(tmp_path, capsys, content, said) -> None:
+    (tmp_path / "job.sbatch").write_text("#!/bin/bash\n#SBATCH --time=1\ntrue\n")
+    (tmp_path / "estimate.json").write_bytes(content)
+    code, out, err = betty_in_process(capsys, "submit", str(tmp_path / "job.sbatch"), "--yes", "--dir", str(tmp_path),
+                                      "--gpu-estimate", str(tmp_path / "estimate.json"), "--measure-gpu-peak")
+    assert code != 0 and out == ""
+    assert err.startswith("betty: error: --gpu-estimate: ") and said in err and len(err.splitlines()) == 1
+
+
+
+def test_a_script_that_carries_the_sampler_is_measured_again_when_resubmitted() -> None:
+    from betty_jupyter.agent.tools.base import ToolError
+    from betty_jupyter.agent.tools.jobs import SubmitArgs, with_sampler_asked
+
+    measured = with_sampler("#!/bin/bash\n#SBATCH --time=1\ntrue\n")
+    again = with_sampler_asked(SubmitArgs(script=measured, goal="again"))
+    assert again.measure_gpu_peak and again.script == measured
+    plain = SubmitArgs(script="#!/bin/bash\ntrue\n", goal="g")
+    assert with_sampler_asked(plain) is plain
+    assert with_sampler_asked(SubmitArgs(script=measured, goal="g", record=False)).measure_gpu_peak is False
+    with pytest.raises(ToolError, match="measure_gpu_peak"):
+        with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, segments=3))
