@@ -43,7 +43,8 @@ def recorded_fingerprints(target: "SSHTarget") -> list[str]:
     from ..transport import paramiko_lib
     from ..transport.ssh import fingerprint
 
-    paramiko = paramiko_lib.load()
+    paramiko_lib.load()  # paramiko without invoke
+    import paramiko  # lazy: paramiko is heavy; the server's extension loads without it
 
     try:
         keys = paramiko.HostKeys(target.known_hosts)

@@ -14,7 +14,9 @@ from typing import Any
 
 
 def load() -> ModuleType:
-    """The ``paramiko`` module (imported on the first call, ``invoke`` held back unless it is loaded already)."""
+    """The ``paramiko`` module (imported on the first call, ``invoke`` held back unless it is loaded already).
+
+    Call it before ``import paramiko``: the import then finds the module loaded."""
     if "paramiko" in sys.modules:
         return sys.modules["paramiko"]
     held_back = "invoke" not in sys.modules
@@ -37,5 +39,5 @@ def host_entry(config: Any, alias: str) -> Any:
         import invoke
         import paramiko.config
 
-        paramiko.config.invoke = invoke
+        setattr(paramiko.config, "invoke", invoke)  # where paramiko looks for it at a `Match exec` line
         return config.lookup(alias)

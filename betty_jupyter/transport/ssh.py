@@ -50,7 +50,8 @@ class SSHTarget:
     def from_ssh_config(cls, alias: str, config_path: str | None = None, user: str | None = None,
                         gss_auth: bool | None = None) -> "SSHTarget":
         """Resolve ``alias`` through ``config_path`` (default ``~/.ssh/config`` when it exists)."""
-        paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+        import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         path = config_path or os.path.expanduser("~/.ssh/config")
         config = paramiko.SSHConfig.from_path(path) if os.path.exists(path) else paramiko.SSHConfig()
@@ -92,7 +93,8 @@ class _PresentedKey(Exception):
 
 
 def _refusing_policy(target: SSHTarget, capture: bool = False) -> Any:
-    paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+    import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     class RefuseUnknownHost(paramiko.MissingHostKeyPolicy):
         """Never add a key silently: raise with its fingerprint so a person can decide."""
@@ -159,7 +161,8 @@ class SSHTransport(ShellPool):
             return self._client
 
     def _open_client(self, target: SSHTarget) -> Any:
-        paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+        import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         sock = None
         if target.proxy_jump:
@@ -208,7 +211,8 @@ class SSHTransport(ShellPool):
         Opening one changes nothing on the cluster, so a dropped link is reconnected and the
         channel asked for once more.
         """
-        paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+        import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         for attempt in (1, 2):
             transport = self._connected().get_transport()
@@ -248,7 +252,8 @@ class SSHTransport(ShellPool):
 def _log_in(client: Any, target: SSHTarget, options: dict[str, Any], ask: bool = True) -> None:
     """Connect and authenticate; keyboard-interactive prompts (after a key, or alone) go to the person, or, without
     ``ask``, end the login with :class:`LoginPostponed`."""
-    paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+    import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     asking = keyboard_interactive_handler(target.alias)
     asked: list[str] = []
@@ -296,7 +301,8 @@ def _gss_options(target: SSHTarget) -> dict[str, bool]:
     """GSSAPI (Kerberos) options, where the installed paramiko still offers them."""
     if not target.gss_auth:
         return {}
-    paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+    import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     if "gss_auth" not in inspect.signature(paramiko.SSHClient.connect).parameters:
         raise ConfigError(
@@ -328,7 +334,8 @@ class _translated_errors:
     def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> None:
         if exc is None or isinstance(exc, (TransportError, _PresentedKey)):
             return
-        paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+        import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         where = f"{self.target.hostname}:{self.target.port}"
         if isinstance(exc, paramiko.BadHostKeyException):
@@ -363,7 +370,8 @@ def _refused(exc: BaseException) -> bool:
 
 def presented_host_key(target: SSHTarget, timeout: float = 15.0) -> tuple[str, str, Any]:
     """The key the host presents now: (key type, fingerprint, key), without logging in."""
-    paramiko = paramiko_lib.load()  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
+    import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     client = paramiko.SSHClient()
     client.set_missing_host_key_policy(_refusing_policy(target, capture=True))
