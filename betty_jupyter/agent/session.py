@@ -108,7 +108,6 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     """
     # lazy: the tools and the Slurm client load with the first session, not at the server's start
     from ..cluster.shared import Cluster, shared_cluster
-    from .delegation import Delegation
     from .registry import default_registry, registry_of
     from .tools.base import ToolContext
 
@@ -127,6 +126,9 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     planner = _planner(config.llm) if model is not None else None
     policy = ApprovalPolicy(spec.mode or config.site.starting_mode(Mode.CONFIRM), config.rules, config.site)
     registry = default_registry() if spec.tools is None else registry_of(spec.tools)
+    delegation: Any = None
+    if "delegate_tasks" in registry:  # a session without the tool never starts a child (a person's one read)
+        from .delegation import Delegation as delegation  # lazy: the child sessions' machinery; only this tool uses it
     profile = config.profile(spec.cluster)
     cluster = shared_cluster(profile) if spec.transport is None else Cluster(profile, spec.transport)
     scratchpad = workspace.state / "scratchpads" / f"{ident}.md"
@@ -144,7 +146,7 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
         session_id=ident, model=model, no_model_reason=no_model, registry=registry, context=context,
         grants=SessionGrants(), broker=spec.broker or ApprovalBroker(), stream=stream,
         actions=spec.actions or ActionLog(workspace.root), system_prompt=prompt, user=user,
-        limits=spec.limits or configured_limits(config), task=spec.task, gate=spec.gate, delegation=Delegation,
+        limits=spec.limits or configured_limits(config), task=spec.task, gate=spec.gate, delegation=delegation,
         offer=offer, planner=planner)
     messages = [{"role": "system", "content": prompt}, *kept[1:]] if kept else None
     return AgentSession(parts, policy, messages=messages, tokens=tokens)

@@ -39,9 +39,12 @@ async def check_cluster(profile: "ClusterProfile") -> "ClusterCheck":
 
 def recorded_fingerprints(target: "SSHTarget") -> list[str]:
     """The fingerprints known_hosts already holds for ``target`` (none when the file is missing)."""
-    import paramiko  # lazy: paramiko is heavy; the server's extension loads without it
+    # lazy: paramiko is heavy; the server's extension loads without it
+    from ..transport import paramiko_lib
+    from ..transport.ssh import fingerprint
 
-    from ..transport.ssh import fingerprint  # lazy: paramiko is heavy; the server's extension loads without it
+    paramiko_lib.load()  # paramiko without invoke
+    import paramiko  # lazy: paramiko is heavy; the server's extension loads without it
 
     try:
         keys = paramiko.HostKeys(target.known_hosts)

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from ..errors import ConfigError, HostKeyError, LinkProblem, TransportError
 from ..safe_text import terminal_line
+from . import paramiko_lib
 from .login import keyboard_interactive_handler
 from .remote_shell import LoginPostponed, RemoteShell, ShellClosed, ShellPool
 from .interface import CommandResult
@@ -49,13 +50,14 @@ class SSHTarget:
     def from_ssh_config(cls, alias: str, config_path: str | None = None, user: str | None = None,
                         gss_auth: bool | None = None) -> "SSHTarget":
         """Resolve ``alias`` through ``config_path`` (default ``~/.ssh/config`` when it exists)."""
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
         import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         path = config_path or os.path.expanduser("~/.ssh/config")
         config = paramiko.SSHConfig.from_path(path) if os.path.exists(path) else paramiko.SSHConfig()
         if config_path and not os.path.exists(config_path):
             raise TransportError(f"ssh config file {config_path} does not exist; check the cluster profile")
-        entry = config.lookup(alias)
+        entry = paramiko_lib.host_entry(config, alias)
         known = (entry.get("userknownhostsfile") or "~/.ssh/known_hosts").split()[0]
         port = str(entry.get("port", 22))
         if not port.isdigit() or not 0 < int(port) < 65536:
@@ -91,6 +93,7 @@ class _PresentedKey(Exception):
 
 
 def _refusing_policy(target: SSHTarget, capture: bool = False) -> Any:
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
     import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     class RefuseUnknownHost(paramiko.MissingHostKeyPolicy):
@@ -158,6 +161,7 @@ class SSHTransport(ShellPool):
             return self._client
 
     def _open_client(self, target: SSHTarget) -> Any:
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
         import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         sock = None
@@ -207,6 +211,7 @@ class SSHTransport(ShellPool):
         Opening one changes nothing on the cluster, so a dropped link is reconnected and the
         channel asked for once more.
         """
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
         import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         for attempt in (1, 2):
@@ -247,6 +252,7 @@ class SSHTransport(ShellPool):
 def _log_in(client: Any, target: SSHTarget, options: dict[str, Any], ask: bool = True) -> None:
     """Connect and authenticate; keyboard-interactive prompts (after a key, or alone) go to the person, or, without
     ``ask``, end the login with :class:`LoginPostponed`."""
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
     import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     asking = keyboard_interactive_handler(target.alias)
@@ -295,6 +301,7 @@ def _gss_options(target: SSHTarget) -> dict[str, bool]:
     """GSSAPI (Kerberos) options, where the installed paramiko still offers them."""
     if not target.gss_auth:
         return {}
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
     import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     if "gss_auth" not in inspect.signature(paramiko.SSHClient.connect).parameters:
@@ -327,6 +334,7 @@ class _translated_errors:
     def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> None:
         if exc is None or isinstance(exc, (TransportError, _PresentedKey)):
             return
+        paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
         import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
         where = f"{self.target.hostname}:{self.target.port}"
@@ -362,6 +370,7 @@ def _refused(exc: BaseException) -> bool:
 
 def presented_host_key(target: SSHTarget, timeout: float = 15.0) -> tuple[str, str, Any]:
     """The key the host presents now: (key type, fingerprint, key), without logging in."""
+    paramiko_lib.load()  # paramiko without invoke (a `Match exec` line loads it when met)
     import paramiko  # lazy: paramiko is heavy; OpenSSH clusters use this module without it
 
     client = paramiko.SSHClient()
