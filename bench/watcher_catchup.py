@@ -1,7 +1,10 @@
 """The watcher's catch-up: one tick after N watched jobs ended at once, against the one `sacct` it needs.
 
 Run by hand (not a test), with the dev cluster up (`betty dev-cluster up`):
-    python bench/watcher_catchup.py [--sizes 10 100 1000] [--repeat 3]
+    python bench/watcher_catchup.py [--sizes 10 100 1000] [--repeat 3] [--dir /dev/shm]
+
+Each project is made in a fresh folder under ``--dir`` (the system's temporary folder by default; a
+memory file system such as ``/dev/shm`` leaves the disk out and shows Betty's own work) and removed after its run.
 
 Submits the largest size of real jobs (`true`) in one remote loop and waits until accounting
 has them all ended; then, for each size and repetition, records that many experiments
@@ -22,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -89,10 +93,17 @@ def bare_rewrite(files: list[Path]) -> float:
     return time.perf_counter() - began
 
 
-def one_run(ids: list[str], transport) -> tuple[float, float, int, float]:
-    """Seconds of the plain `sacct` and of one tick, how many updates the tick made, in a fresh project, and
-    seconds of the bare rewrite of the files it wrote."""
-    workspace = Workspace.at(tempfile.mkdtemp(prefix="betty-bench-watch-"))
+def one_run(ids: list[str], transport, folder: str | None) -> tuple[float, float, int, float]:
+    """Seconds of the plain `sacct` and of one tick, how many updates the tick made, in a fresh project under
+    ``folder`` (removed afterwards), and seconds of the bare rewrite of the files it wrote."""
+    root = tempfile.mkdtemp(prefix="betty-bench-watch-", dir=folder)
+    try:
+        return _timed(ids, transport, Workspace.at(root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _timed(ids: list[str], transport, workspace: Workspace) -> tuple[float, float, int, float]:
     workspace.wiki.mkdir()
     for number, job in enumerate(ids):
         record_submission(workspace, experiment(number, job))
@@ -120,10 +131,12 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs=3, default=[10, 100, 1000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--ids", type=Path, help="reuse the ended jobs listed in this file (written when missing)")
+    parser.add_argument("--dir", help="where the projects are made (default: the system's temporary folder)")
     args = parser.parse_args()
     env = dev_cluster_env()
     os.environ["BETTY_CONFIG"] = env["BETTY_CONFIG"]
-    watcher, close = watcher_for_config(Workspace.at(tempfile.mkdtemp()))
+    root = tempfile.mkdtemp(prefix="betty-bench-watch-", dir=args.dir)
+    watcher, close = watcher_for_config(Workspace.at(root))
     transport = watcher.client_for(CLUSTER).transport
     try:
         if args.ids and args.ids.exists():
@@ -138,7 +151,7 @@ def main() -> None:
               f"{'floor':>9} {'ratio':>6}")
         ticks = []
         for size in args.sizes:
-            runs = [one_run(ids[:size], transport) for _ in range(args.repeat)]
+            runs = [one_run(ids[:size], transport, args.dir) for _ in range(args.repeat)]
             sacct, tick = min(run[0] for run in runs), min(run[1] for run in runs)
             floor = sacct + min(run[3] for run in runs)
             ticks.append(tick)
@@ -148,6 +161,7 @@ def main() -> None:
         print(f"growth exponent (tick, N={args.sizes[0]}→{args.sizes[-1]}): {slope:.2f}")
     finally:
         close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,41 @@ def test_the_status_goes_into_its_cell_and_every_other_byte_is_what_nbformat_wou
     nbformat.validate(nbformat.read(path, as_version=4))
 
 
+def test_a_status_written_keeps_every_other_cell_as_the_file_holds_it(tmp_path):
+    workspace, record, path = recorded(tmp_path)
+    book = json.loads(path.read_text(encoding="utf-8"))
+    book["cells"][0]["source"] = ["# my notes\n", "saved by another editor"]
+    path.write_text(json.dumps(book, indent=1, ensure_ascii=False), encoding="utf-8")  # its keys unsorted
+    before = notebook_file._cell_texts(path.read_text(encoding="utf-8"), len(book["cells"]))
+    line = f"job 42 on betty-dev: COMPLETED · {HOSTILE}"
+
+    write_status(workspace, record, line)
+
+    text = path.read_text(encoding="utf-8")
+    after = notebook_file._cell_texts(text, len(book["cells"]))
+    status = [index for index, cell in enumerate(book["cells"]) if "betty-status" in cell["metadata"].get("tags", [])]
+    assert [span for index, span in enumerate(after) if index not in status] == [
+        span for index, span in enumerate(before) if index not in status]
+    for index in status:
+        book["cells"][index]["outputs"] = [{"name": "stdout", "output_type": "stream",
+                                            "text": (line + "\n").splitlines(True)}]
+    assert json.loads(text) == book
+    nbformat.validate(nbformat.reads(text, as_version=4))
+
+
+def test_a_status_written_into_a_notebook_laid_out_otherwise_rewrites_it_as_nbformat_writes_it(tmp_path):
+    workspace, record, path = recorded(tmp_path)
+    book = nbformat.read(path, as_version=4)
+    path.write_text(json.dumps(json.loads(nbformat.writes(book)), indent=2), encoding="utf-8")
+    line = "job 42 on betty-dev: COMPLETED"
+
+    write_status(workspace, record, line)
+
+    status = next(cell for cell in book.cells if "betty-status" in cell.metadata.get("tags", []))
+    status.outputs = [nbformat.v4.new_output("stream", name="stdout", text=line + "\n")]
+    assert path.read_text(encoding="utf-8") == nbformat.writes(book)
+
+
 @pytest.mark.parametrize("broken", ['{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [{"cell_type": '
                                     '"code", "metadata": {"tags": ["betty-status"]}}]}', "{not json", "[]"])
 def test_a_broken_notebook_is_refused_in_one_line_and_left_as_it_was(tmp_path, broken):

@@ -306,6 +306,21 @@ def test_a_held_lock_makes_a_writer_give_up_with_a_clear_error(store: WikiStore)
     assert store.update("a.md", body="y\n").body == "y\n"
 
 
+def test_a_page_lock_held_by_betty_keeps_filelock_out_until_released(store: WikiStore) -> None:
+    from filelock import Timeout
+
+    from betty_jupyter.wiki.page_lock import acquire
+
+    lock_file = store.root / "held.lock"
+    release = acquire(lock_file, timeout=1)
+    with pytest.raises(Timeout):
+        FileLock(lock_file, timeout=0.05).acquire()
+    release()
+    release()  # a second release does nothing
+    with FileLock(lock_file, timeout=1):
+        pass
+
+
 def test_parse_page_without_frontmatter() -> None:
     page = parse_page("plain.md", "# Just markdown\n\n---\n\nA rule above.\n")
     assert page.frontmatter == {} and page.body == page.text

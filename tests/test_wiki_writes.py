@@ -13,7 +13,7 @@ import yaml
 from betty_jupyter.errors import WikiError
 from betty_jupyter.experiments import content
 from betty_jupyter.experiments.ledger import Experiment
-from betty_jupyter.wiki import WikiStore, files, page
+from betty_jupyter.wiki import WikiStore, files, page, simple_yaml
 from hostile import hostile
 from wiki_pages_fixture import GOLDEN, TRICKY, pages
 
@@ -44,6 +44,12 @@ def test_frontmatter_renders_as_pyyaml_renders_it() -> None:
         for frontmatter in ({**betty, "status": value}, {**betty, "tags": [value, "x"]},
                             {**betty, "extra": {"k": value}}, {**betty, str(value) or "k": value}):
             fast += page._plain(frontmatter)
+            breaks = any(char in str(value) for char in "\x85\u2028\u2029")
+            if breaks and simple_yaml.emit(frontmatter, page._dump_text):
+                # PyYAML writes these breaks raw and reads them back as spaces: Betty escapes them instead
+                block = page.render_frontmatter(frontmatter)
+                assert page.parse_frontmatter("p.md", block[4:-4]) == frontmatter, block
+                continue
             assert page.render_frontmatter(frontmatter) == python_rendered(frontmatter), frontmatter
     assert fast > len(values)  # most went through LibYAML's emitter, the rest through PyYAML's
 

@@ -14,6 +14,8 @@ import functools
 import hashlib
 import importlib.util
 import json
+import re
+import secrets
 import sys
 import uuid
 from pathlib import Path
@@ -86,8 +88,14 @@ def _cell_id() -> str:
 
 def read_notebook(path: Path) -> Notebook:
     """The notebook at ``path`` (ExperimentError when it is not a notebook)."""
+    return read_notebook_text(path)[0]
+
+
+def read_notebook_text(path: Path) -> tuple[Notebook, str]:
+    """The notebook at ``path`` and the file's text (ExperimentError when it is not a notebook)."""
     try:
-        book = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        book = json.loads(text)
     except ValueError as exc:  # not UTF-8, or not JSON
         raise ExperimentError(f"{path} is not a notebook Betty can read ({exc}); fix or remove it") from None
     if not isinstance(book, dict):
@@ -97,27 +105,91 @@ def read_notebook(path: Path) -> Notebook:
         import nbformat
 
         try:
-            return dict(nbformat.read(path, as_version=NBFORMAT))
+            return dict(nbformat.read(path, as_version=NBFORMAT)), text
         except ValueError as exc:
             raise ExperimentError(f"{path} is not a notebook Betty can read ({exc}); fix or remove it") from None
-    return book
+    return book, text
 
 
-def write_notebook(path: Path, book: Notebook, changed: list[dict[str, Any]] | None = None) -> None:
+def write_notebook(path: Path, book: Notebook, changed: list[dict[str, Any]] | None = None,
+                   stored: str | None = None) -> None:
     """Validate ``book``, then write it atomically and durably (as wiki pages are: :func:`~..wiki.files.write_atomically`).
 
     ``changed``: the only cells Betty changed in a notebook it read from the file; then only they and the notebook's
-    frame (versions, metadata) are validated, and every other cell is written back as the file had it."""
-    write_atomically(path, notebook_text(book, changed))
+    frame (versions, metadata) are validated, and every other cell is written back as the file had it (``stored``:
+    the file's text, whose other cells are then copied rather than written anew)."""
+    write_atomically(path, notebook_text(book, changed, stored))
 
 
-def notebook_text(book: Notebook, changed: list[dict[str, Any]] | None = None) -> str:
+def notebook_text(book: Notebook, changed: list[dict[str, Any]] | None = None, stored: str | None = None) -> str:
     """The file's text, byte for byte what ``nbformat.writes`` makes of ``book``; ExperimentError when invalid
-    (``changed``: as :func:`write_notebook`)."""
+    (``changed``, ``stored``: as :func:`write_notebook`; a cell copied from ``stored`` keeps the file's bytes)."""
     check(book if changed is None or not isinstance(book, dict) else {**book, "cells": changed})
+    as_stored = _as_stored(book)
+    if changed is not None and stored is not None:
+        ids = {id(cell) for cell in changed}
+        spliced = _spliced(as_stored, [id(cell) in ids for cell in book["cells"]], stored)
+        if spliced is not None:
+            return spliced
     parts: list[str] = []
-    _encode(_as_stored(book), "\n", parts)
+    _encode(as_stored, "\n", parts)
     return "".join(parts)
+
+
+_CELLS = re.compile(r'^ "cells": \[$(.*?)^ \],?$', re.M | re.S)
+"""The list of cells in a notebook laid out as ``nbformat.writes`` lays it out (its keys one space in)."""
+_CELL_EDGE = re.compile(r"^  ([{}]),?$", re.M)
+"""A cell's first or last line there (two spaces in)."""
+
+
+def _spliced(as_stored: Notebook, changed: list[bool], stored: str) -> str | None:
+    """The notebook's text with each cell not ``changed`` copied from ``stored`` (the file it was read from), or None
+    when the file is not laid out as nbformat writes it or a copied cell would not hold what the notebook holds."""
+    spans = _cell_texts(stored, len(changed))
+    if spans is None:
+        return None
+    marker = f"\0{secrets.token_hex(8)}\0"
+    parts: list[str] = []
+    _encode({**as_stored, "cells": [marker] * len(changed)}, "\n", parts)
+    frame = "".join(parts).split(_STRING(marker))
+    if len(frame) != len(changed) + 1:
+        return None
+    texts = [frame[0]]
+    for cell, span, is_changed, after in zip(as_stored["cells"], spans, changed, frame[1:]):
+        if is_changed:
+            cell_parts: list[str] = []
+            _encode(cell, "\n  ", cell_parts)
+            texts.append("".join(cell_parts))
+        else:
+            try:
+                if json.loads(span) != cell:
+                    return None
+            except ValueError:
+                return None
+            texts.append(span)
+        texts.append(after)
+    return "".join(texts)
+
+
+def _cell_texts(text: str, count: int) -> list[str] | None:
+    """The text of each of the ``count`` cells of notebook file ``text``, braces included; None when it is not laid
+    out as nbformat writes it (each cell's braces alone on lines indented by two spaces)."""
+    cells = _CELLS.search(text)
+    if cells is None:
+        return None
+    spans: list[str] = []
+    start: int | None = None
+    for edge in _CELL_EDGE.finditer(text, cells.start(1), cells.end(1)):
+        if edge.group(1) == "{":
+            if start is not None:
+                return None
+            start = edge.start(1)
+        else:
+            if start is None:
+                return None
+            spans.append(text[start:edge.end(1)])
+            start = None
+    return spans if start is None and len(spans) == count else None
 
 
 def check(book: Notebook) -> None:

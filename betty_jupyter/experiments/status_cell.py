@@ -17,7 +17,7 @@ from ..errors import ExperimentError
 from . import content
 from .editors import OpenNotebooks
 from .ledger import REBUILT, Experiment, Ledger, Tracked
-from .notebook_file import Notebook, read_notebook, stream_output, write_notebook
+from .notebook_file import Notebook, read_notebook, read_notebook_text, stream_output, write_notebook
 from .workspace import Workspace
 
 _STATE = re.compile(r"job (?P<job>\S+) (?:\(.*\) )?on .+?: (?P<state>[A-Z_]+)\b")
@@ -62,13 +62,13 @@ def write_status(workspace: Workspace, experiment: Experiment, line: str,
     if (experiment.notebook in open_now if open_now is not None
             else OpenNotebooks(workspace.ledger_path).is_open(experiment.notebook)):
         return Outcome.OPEN
-    book = read_notebook(path)
+    book, stored = read_notebook_text(path)
     cells = [cell for cell in status_cells(book) if not _says(cell, line)]
     if not cells:
         return Outcome.WRITTEN  # the file says it already: left as it is
     for cell in cells:
         cell["outputs"] = [stream_output(line + "\n")]
-    write_notebook(path, book, changed=cells)
+    write_notebook(path, book, changed=cells, stored=stored)
     return Outcome.WRITTEN
 
 

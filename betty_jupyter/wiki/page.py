@@ -2,7 +2,8 @@
 
 Text is kept exactly as stored: a page read and written back without changes is the same
 bytes, line endings and YAML comments included. The frontmatter is rendered anew only when
-its values change.
+its values change: ``key: value`` lines of text, numbers, true/false and lists by :mod:`.simple_yaml`
+(as PyYAML writes them, without it), anything else by PyYAML; read back the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Mapping
 import yaml
 
 from ..errors import WikiError
+from . import simple_yaml
 from .regions import find_region
 
 MAX_FRONTMATTER_CHARS = 64 * 1024
@@ -131,7 +133,12 @@ _UNREADABLE_VALUE = (ValueError, TypeError, AttributeError, KeyError, IndexError
 
 
 def _load(block: str) -> Any:
-    if LOADER == "libyaml" and not _PYYAML_ONLY.search(block) and not _NON_PRINTABLE.search(block):
+    if _PYYAML_ONLY.search(block) or _NON_PRINTABLE.search(block):
+        return yaml.load(block, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    simple = simple_yaml.read(block)
+    if simple is not None:
+        return simple  # what Betty writes (`key: value` lines): what PyYAML would read, without it
+    if LOADER == "libyaml":
         try:
             return yaml.load(block, Loader=_FastLoader)  # noqa: S506 - a CSafeLoader subclass
         except yaml.YAMLError:
@@ -150,13 +157,23 @@ def parse_page_leniently(name: str, text: str) -> Page:
 def render_frontmatter(frontmatter: Mapping[str, Any]) -> str:
     """The ``---`` block for ``frontmatter``, keys in the given order."""
     fields = dict(frontmatter)
+    dumped = simple_yaml.emit(fields, _dump_text)
+    return f"---\n{_dump(fields) if dumped is None else dumped}---\n"
+
+
+def _dump(fields: dict[str, Any]) -> str:
+    """``fields`` as PyYAML writes them (LibYAML's emitter where it writes the same bytes)."""
     dumper = _FastDumper if _plain(fields) else _Dumper
     try:
-        dumped = yaml.dump(fields, Dumper=dumper, sort_keys=False, allow_unicode=True,
-                           default_flow_style=False, width=1000)
+        return yaml.dump(fields, Dumper=dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
+                         width=1000)
     except yaml.YAMLError as exc:
         raise WikiError(f"frontmatter values must be text, numbers, true/false, lists or mappings ({exc})") from exc
-    return f"---\n{dumped}---\n"
+
+
+def _dump_text(key: str, value: Any) -> str:
+    """The lines PyYAML writes for ``key: value`` in a mapping (each key's lines are the same, alone or not)."""
+    return _dump({key: value})
 
 
 def _plain(value: Any) -> bool:

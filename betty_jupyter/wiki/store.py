@@ -8,7 +8,8 @@
   an update that would change the person's text outside them is refused.
 - Each write is atomic (a temporary file in the same folder, fsync, ``os.replace``; many at once in one
   flush, :func:`.files.written_together`) and
-  holds the page's lock (``filelock``, one lock file per page under ``.locks/`` in the root),
+  holds the page's lock (``flock``, as ``filelock`` takes it: one lock file per page under ``.locks/`` in the root,
+  :mod:`.page_lock`),
   so writers in several processes never lose each other's changes. Reads take no lock: they
   see a page before or after a write, never half of one.
 """
@@ -25,13 +26,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from filelock import FileLock, Timeout
-
 from ..errors import WikiError
 from .cache import CACHE_FILE, FrontmatterCache
 from .files import append_durably, current_batch, write_atomically
 from .names import check_folder_name, check_page_name, resolve_inside
 from .page import Page, compose, parse_page, render_frontmatter, written_page
+from .page_lock import LockTimeout, acquire
 from .regions import check_no_markers, check_one_line, find_region, insert_in_section, outside, replace_region
 from .schema import check_frontmatter
 
@@ -319,21 +319,22 @@ class WikiStore:
         batch = current_batch()
         if batch is not None and batch.holds(lock_file):
             batch.flush()  # this page waits in the batch: put it in place before reading it again
-        lock = FileLock(lock_file, timeout=self.lock_timeout, poll_interval=0.005)
         try:
-            lock.acquire()
-        except Timeout:
+            release = acquire(lock_file, self.lock_timeout)
+        except LockTimeout:
             raise WikiError(f"{target.name} is being written by another process for more than "
                             f"{self.lock_timeout:g} s; try again in a moment") from None
+        except OSError as exc:
+            raise WikiError(f"cannot take the lock for {target.name} at {lock_file}: {exc.strerror or exc}") from exc
         try:
             yield
         except BaseException:
-            lock.release()
+            release()
             raise
         if batch is None:
-            lock.release()
+            release()
         else:  # the new page is renamed into place at the batch's flush: nobody may write it before then
-            batch.hold(lock_file, lock.release)
+            batch.hold(lock_file, release)
 
 
 def _read_regular(fd: int) -> bytes | None:
