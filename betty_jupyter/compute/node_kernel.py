@@ -20,6 +20,7 @@ so ends the job) once no client has been connected for the grace period the pers
 
 from __future__ import annotations
 
+import json
 import secrets
 import shlex
 import uuid
@@ -239,6 +240,4 @@ def status_line(job: "Job", now: datetime | None = None) -> str:
 
 
 def _dumps(info: dict[str, Any]) -> bytes:
-    import json
-
     return json.dumps(info).encode()
