@@ -145,3 +145,23 @@ def test_stop_refuses_a_job_that_is_not_the_kernels(session: Session) -> None:
     assert len(bytes.fromhex(info["key"])) == 32 and json.dumps(info)
     folder = session.workspace.state / "node-kernels" / token
     assert (folder.stat().st_mode & 0o777) == 0o700 and ((folder / "kernel.json").stat().st_mode & 0o777) == 0o600
+
+
+def test_a_kernel_nobody_comes_back_to_ends_its_job_after_the_grace_period(local_profile, tmp_path: Path) -> None:
+    made = Session(dataclasses.replace(local_profile, environments={"betty": {"venv": sys.prefix}}), tmp_path / "p")
+    try:
+        token = stage(made.workspace.state)
+        job_id = made.call("node_kernel", {"kernel": token, "partition": "cpu", "time": 10, "env": "betty",
+                                           "grace": 1}).data["job_id"]
+        ref = {"kernel": token, "job_id": job_id}
+        where = wait_for(lambda: made.call("node_kernel_status", ref).data["ready"], "the kernel's start")
+        kernel = attach(made.context.slurm.transport, connection(made.workspace.state, token),
+                        Ready(where["ip"], where["ports"], where["host"], ""))
+        assert run_cell(kernel, "print(6 * 7)").strip() == "42"
+        kernel.close()
+        # the runner sees no client any more; a minute later it stops the kernel, and the job ends on its own
+        ended = wait_for(lambda: (look := made.call("node_kernel_status", ref).data)["finished"] and look, "the end",
+                         240)
+        assert ended["state"] == "COMPLETED", ended
+    finally:
+        made.close()

@@ -7,8 +7,9 @@ directory of the person's alone) and run by the job's script in the chosen envir
 them back), checks in ``/proc/net/tcp`` that every listening port belongs to the job's own user,
 then writes ``kernel.ready`` (the ports and what was checked; nothing secret).
 
-While the kernel runs, it looks every few seconds for established connections to its ports (a
-client keeps its heartbeat connection open). When none has been seen for ``GRACE`` seconds the
+While the kernel runs, it looks every few seconds for established connections to its ports from a
+client (a client keeps its heartbeat connection open; the kernel's own connection to its shell port
+does not count). When none has been seen for ``GRACE`` seconds the
 kernel is stopped and the job ends: an allocation nobody reattaches to does not hold its node.
 It uses the standard library only.
 """
@@ -37,6 +38,29 @@ def node_address() -> str:
 
 def sockets(state: str) -> list[tuple[int, int]]:
     """``(local port, uid)`` of this node's TCP sockets in ``state`` (``0A`` listening, ``01`` established)."""
+    return [(local, uid) for local, _, uid, _ in _table(state)]
+
+
+def clients(ports: set[int], kernel_pid: int) -> int:
+    """How many connections to ``ports`` come from a client: not from the kernel itself (it connects to its own
+    shell port), told apart by the socket of the connection's other end being one of the kernel's."""
+    own = set()
+    try:
+        for name in os.listdir(f"/proc/{kernel_pid}/fd"):
+            try:
+                own.add(os.readlink(f"/proc/{kernel_pid}/fd/{name}"))
+            except OSError:
+                continue
+    except OSError:
+        pass
+    table = _table("01")
+    ends = {(local, remote): inode for local, remote, _, inode in table}
+    return sum(1 for local, remote, _, _ in table
+               if local in ports and f"socket:[{ends.get((remote, local), '')}]" not in own)
+
+
+def _table(state: str) -> list[tuple[int, int, int, str]]:
+    """``(local port, remote port, uid, inode)`` of this node's TCP sockets in ``state``."""
     found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -46,8 +70,9 @@ def sockets(state: str) -> list[tuple[int, int]]:
             continue
         for line in lines:
             fields = line.split()
-            if len(fields) > 7 and fields[3] == state:
-                found.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[7])))
+            if len(fields) > 9 and fields[3] == state:
+                found.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16),
+                              int(fields[7]), fields[9]))
     return found
 
 
@@ -101,7 +126,7 @@ def main(argv: list[str]) -> int:
     last_seen = time.monotonic()
     while kernel.poll() is None:
         time.sleep(LOOK_SECONDS)
-        if any(port in ports.values() for port, _ in sockets("01")):
+        if clients(set(ports.values()), kernel.pid):
             last_seen = time.monotonic()
         elif time.monotonic() - last_seen > grace:
             print(f"betty: no client for {grace:g} s; the kernel is stopped", flush=True)

@@ -45,6 +45,7 @@ class NodeKernelHandle:
         self.job_id: str | None = None
         self.line = "waiting for approval"
         self.kernel: AttachedKernel | None = None
+        self._opened: "Transport | None" = None
         self.on_node = False
         self._ended = threading.Event()
         self.attached = threading.Event()
@@ -110,6 +111,11 @@ class NodeKernelHandle:
         if self.kernel is not None:
             self.kernel.close()
             self.kernel = None
+        if self._opened is not None:
+            from ..cluster.sync import run_sync  # lazy: only a stopped node kernel closes its own connection
+
+            run_sync(self._opened.close())
+            self._opened = None
         self._ended.set()
         atexit.unregister(self._at_exit)
         if self.job_id is None:
@@ -163,7 +169,8 @@ class NodeKernelHandle:
                 where = look.get("ready")
                 if where:
                     info = connection(self._state, self.token)
-                    self.kernel = attach(self._transport(), info,
+                    self._opened = self._opened or self._transport()
+                    self.kernel = attach(self._opened, info,
                                          Ready(where["ip"], where["ports"], where["host"], where["checked"]))
                     self.here()
                     break
