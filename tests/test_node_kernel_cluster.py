@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import sys
 import time
 from collections.abc import Iterator
@@ -134,17 +133,6 @@ def test_a_kernel_in_an_allocation_runs_cells_survives_a_dropped_link_refuses_a_
         kernel.close()
     assert "cancelled" in session.call("node_kernel_stop", ref).summary
     wait_for(lambda: session.call("node_kernel_status", ref).data["finished"], "the allocation's end", 120)
-
-
-def test_stop_refuses_a_job_that_is_not_the_kernels(session: Session) -> None:
-    token = stage(session.workspace.state)
-    tool = betty_tool("node_kernel_stop")()
-    refused = session.loop.run_until_complete(tool.execute(session.context, {"kernel": token, "job_id": "1"}))
-    assert not refused.ok and f"no node kernel {token} was started" in refused.summary
-    info = connection(session.workspace.state, token)
-    assert len(bytes.fromhex(info["key"])) == 32 and json.dumps(info)
-    folder = session.workspace.state / "node-kernels" / token
-    assert (folder.stat().st_mode & 0o777) == 0o700 and ((folder / "kernel.json").stat().st_mode & 0o777) == 0o600
 
 
 def test_a_kernel_nobody_comes_back_to_ends_its_job_after_the_grace_period(local_profile, tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ import secrets
 import shlex
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,7 @@ from .cell_job import run_dir
 from .private_folder import PrivateFolder
 
 if TYPE_CHECKING:
-    from jupyter_client import BlockingKernelClient
+    from jupyter_client.blocking.client import BlockingKernelClient
 
     from ..cluster.jobs import Job
     from ..transport.forward import PortForward
@@ -145,7 +145,8 @@ async def ready(transport: Transport, state: Path, token: str, where: str) -> Re
         ip, host = str(data["ip"]), str(data["host"])[:200]
     except (KeyError, TypeError, ValueError):
         raise UsageError(f"the node kernel's {READY_FILE} is not what its runner writes") from None
-    if not all(0 < port < 65536 for port in ports.values()) or not all(c in "0123456789abcdefABCDEF.:" for c in ip):
+    if not all(0 < port < 65536 for port in ports.values()) or not ip or \
+            not all(c in "0123456789abcdefABCDEF.:" for c in ip):
         raise UsageError(f"the node kernel's {READY_FILE} names no address Betty connects to")
     return Ready(ip, ports, host, str(data.get("checked", ""))[:300])
 
@@ -196,7 +197,7 @@ def forwarding(transport: Transport) -> ForwardingTransport | None:
 def attach(transport: Transport, info: dict[str, Any], where: Ready, wait: float | None = 60.0) -> AttachedKernel:
     """A started client of the kernel ``where`` signed with ``info``'s key (over forwards for an SSH transport), once
     the kernel answered it (``wait``: for at most so many seconds; None: not waited for)."""
-    from jupyter_client import BlockingKernelClient  # lazy: only a node kernel needs it
+    from jupyter_client.blocking.client import BlockingKernelClient  # lazy: only a node kernel needs it
 
     forwards: list[PortForward] = []
     ports, ip = dict(where.ports), where.ip
@@ -210,7 +211,8 @@ def attach(transport: Transport, info: dict[str, Any], where: Ready, wait: float
             ports[name] = forward.local_port
         ip = "127.0.0.1"
     client = BlockingKernelClient()
-    client.load_connection_info({**info, **ports, "ip": ip})
+    settings: Any = {**info, **ports, "ip": ip}  # a connection file's fields, as jupyter_client reads them
+    client.load_connection_info(settings)
     client.start_channels()
     attached = AttachedKernel(client, where, info, transport, forwards)
     if wait:
@@ -235,7 +237,7 @@ def status_line(job: "Job", now: datetime | None = None) -> str:
     where = f" on {job.nodelist}" if job.nodelist else ""
     if end is None or job.state.finished:
         return f"job {job.job_id} {job.state.value}{where}"
-    left = max(end - (now or datetime.now(end.tzinfo)), end - end)
+    left = max(end - (now or datetime.now(end.tzinfo)), timedelta(0))
     return f"job {job.job_id} {job.state.value}{where} · ends at {end:%H:%M} ({str(left).split('.')[0]} left)"
 
 

@@ -29,11 +29,21 @@ LOOK_SECONDS = 3.0
 
 
 def node_address() -> str:
-    """The address other hosts of the cluster reach this node at (loopback when the name resolves nowhere else)."""
+    """The address other hosts of the cluster reach this node at: its name's, or where a name resolves to loopback
+    only, the address of the interface that leads to the host the job was submitted from."""
     try:
-        return socket.gethostbyname(socket.gethostname())
+        address = socket.gethostbyname(socket.gethostname())
     except OSError:
-        return "127.0.0.1"
+        address = "127.0.0.1"
+    submitted_from = os.environ.get("SLURM_SUBMIT_HOST")
+    if address.startswith("127.") and submitted_from:
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:  # no packet is sent
+                probe.connect((socket.gethostbyname(submitted_from), 9))
+                address = probe.getsockname()[0]
+        except OSError:
+            pass
+    return address
 
 
 def sockets(state: str) -> list[tuple[int, int]]:
