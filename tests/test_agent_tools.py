@@ -86,7 +86,7 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
         "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
         "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write", "scratchpad", "delegate_tasks", "propose_plan", "cell_run",
         "cell_run_status", "notebook_submit", "notebook_collect",
-        "notebook_read", "notebook_edit", "notebook_run_cell",
+        "notebook_read", "notebook_edit", "notebook_run_cell", "node_kernel", "node_kernel_status", "node_kernel_stop",
     ]
     for schema in registry.schemas():
         function = schema["function"]

@@ -19,7 +19,7 @@ from betty_jupyter.mcp_package import major, problem
 from betty_jupyter.server.mcp_http import tool_annotations
 
 CHAT_ONLY = {"scratchpad", "propose_plan", "delegate_tasks", "cell_run", "cell_run_status", "notebook_read",
-             "notebook_edit", "notebook_run_cell"}
+             "notebook_edit", "notebook_run_cell", "node_kernel", "node_kernel_status", "node_kernel_stop"}
 
 
 def undescribed(schema: Any, where: str) -> Iterator[str]:

@@ -43,7 +43,7 @@ JUPYTER_AI = "mcp==1.30.0"
 RELEASES = ["installed", JUPYTER_AI]
 UNSUPPORTED = "mcp==1.0.0"
 CHAT_ONLY = {"scratchpad", "propose_plan", "delegate_tasks", "cell_run", "cell_run_status", "notebook_read",
-             "notebook_edit", "notebook_run_cell"}
+             "notebook_edit", "notebook_run_cell", "node_kernel", "node_kernel_status", "node_kernel_stop"}
 CLIENT_V1 = Path(__file__).with_name("mcp_client_v1.py")
 
 

@@ -121,6 +121,7 @@ WRITERS_OUTSIDE_TOOLS = {
     "llmserve.py": "`betty llm serve`: the person's own foreground command, which shows its job before it runs",
     "cli/llm.py": "`betty llm serve` cancels its own job when the person stops it",
     "compute/cell_transfer.py": "upload, which only tools call",
+    "compute/node_kernel.py": "upload, which only the node_kernel tool calls",
 }
 
 

@@ -7,6 +7,7 @@ paramiko, ``ssh -W`` over the master with OpenSSH), so there is no second login.
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -79,8 +80,12 @@ class PortForward:
         except TransportError:
             client.close()  # nothing listens there (yet): the caller sees a closed connection
             return
-        with client, channel:
-            _pump(client, channel, self._closed)
+        with client:
+            try:
+                _pump(client, channel, self._closed)
+            finally:
+                with contextlib.suppress(OSError, EOFError, SSHException):  # a dropped link cannot say goodbye
+                    channel.close()
 
 
 def _pump(client: socket.socket, channel: Any, closed: threading.Event) -> None:

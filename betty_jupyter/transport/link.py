@@ -46,6 +46,10 @@ class Link:
         """The transport commands go over now (None before the first command and after :meth:`close`)."""
         return self._transport
 
+    def current(self) -> Transport:
+        """The transport in use now, made when there is none (for what goes beside commands: a port's forward)."""
+        return self._current()
+
     def _current(self) -> Transport:
         with self._lock:
             if self._transport is None:

@@ -27,7 +27,8 @@ TOOL_CLASSES: dict[str, str] = {
     "propose_plan": "plan:ProposePlan", "cell_run": "cell_run:CellRun", "cell_run_status": "cell_run:CellRunStatus",
     "notebook_submit": "notebook_job:NotebookSubmit", "notebook_collect": "notebook_job:NotebookCollect",
     "notebook_read": "notebook:NotebookRead", "notebook_edit": "notebook:NotebookEdit",
-    "notebook_run_cell": "notebook:NotebookRunCell",
+    "notebook_run_cell": "notebook:NotebookRunCell", "node_kernel": "node_kernel:NodeKernel",
+    "node_kernel_status": "node_kernel:NodeKernelStatus", "node_kernel_stop": "node_kernel:NodeKernelStop",
 }
 """Each tool's name and where its class is (``module:Class`` in this package), in the order the system prompt lists
 them: a face that runs one tool loads that tool's module alone (:func:`betty_tool`)."""

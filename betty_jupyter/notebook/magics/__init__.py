@@ -62,6 +62,8 @@ _HELP = """\
   %%betty sweep --grid lr=1e-4,3e-4 seed=0,1 [--at-once N]   the cell at every point of a grid: one job array
   sweep SLUG                    a sweep's tasks side by side: states, metrics, plots
   %%betty run --partition P --time MIN [--gpus N] [--env NAME] [--in x,y] [--out a,b]   the cell's Python as a job
+  kernel --partition P --time MIN [--gpus N] [--env NAME] [--grace MIN]   the next cells run on a compute node
+  kernel [--back | --here | --stop | --reattach]   back to this kernel, to the node again, end the allocation
   advise FILE  /  %%betty advise [--partition P] [--nodes N…]   when and where a script would start
   ask "PROMPT"  /  %%betty ask  ask Betty's agent (quote a question: IPython reads a trailing ? as help)
   wiki [search Q | show PAGE]   the project's wiki

@@ -21,7 +21,8 @@ class SubmitCommands(JobCommands):
     def submit_commands(self) -> dict[str, tuple[Callable[[], MagicParser], Callable[[argparse.Namespace, str | None], Any]]]:
         """The commands of this module."""
         return {"submit": (self._submit_parser, self._submit), "sweep": (self._sweep_parser, self._sweep),
-                "run": (self._run_parser, self._run_cell), "advise": (self._advise_parser, self._advise)}
+                "run": (self._run_parser, self._run_cell), "advise": (self._advise_parser, self._advise),
+                "kernel": (self._kernel_parser, self._kernel)}
 
     @staticmethod
     def _submit_parser() -> MagicParser:
@@ -154,6 +155,71 @@ class SubmitCommands(JobCommands):
         view = CallView(call, betty.respond, lambda outcome: [CellRunView(handle)], check=betty.repreview)
         handle = CellRun(call, run, outs, namespace, poll, self._cancel_view, view)
         return handle
+
+    @staticmethod
+    def _kernel_parser() -> MagicParser:
+        made = parser("kernel", "%betty kernel: the next cells run in a kernel inside an allocation on a compute "
+                         "node (after your approval); --back runs them here again, --stop ends the allocation "
+                         "(docs/node-kernel.md)")
+        made.add_argument("--partition", metavar="P")
+        made.add_argument("--time", type=int, metavar="MIN", help="the time limit in minutes")
+        made.add_argument("--gpus", type=int, default=0, metavar="N")
+        made.add_argument("--env", metavar="NAME", help="a named environment of the cluster's profile "
+                            "(default: the cluster's python3; it needs ipykernel)")
+        made.add_argument("--grace", type=int, default=10, metavar="MIN",
+                          help="minutes the kernel waits for this notebook after a dropped link (default 10)")
+        made.add_argument("--slug", metavar="S", help="a short name for the experiment")
+        for flag, what in (("--back", "run the next cells here again (the node's kernel keeps its state)"),
+                           ("--here", "run the next cells on the node again"),
+                           ("--reattach", "connect again after a dropped link"),
+                           ("--stop", "cells run here again and the allocation is cancelled")):
+            made.add_argument(flag, action="store_true", help=what)
+        return made
+
+    def _kernel(self, args: argparse.Namespace, cell: str | None) -> Any:
+        # lazy: jupyter_client, the card and its view; `%load_ext` never needs them
+        from ...compute.node_kernel import stage
+        from ...config import load_config
+        from ...experiments.workspace import Workspace
+        from ..node_kernel import NodeKernelHandle, latest
+        from ..widgets.calls import CallView
+        from ..widgets.progress import waiting
+
+        handle = latest()
+        for flag, act in (("stop", "stop"), ("back", "back"), ("here", "here"), ("reattach", "reattach")):
+            if getattr(args, flag):
+                if handle is None:
+                    raise UsageError("this notebook started no node kernel; `%betty kernel --partition P --time MIN`")
+                getattr(handle, act)()
+                return handle
+        if args.partition is None or args.time is None:
+            if handle is not None:
+                return handle
+            raise UsageError("%betty kernel needs --partition P and --time MIN to start a kernel on a node")
+        assert self.shell is not None
+        betty = self.connection
+        state = Workspace.at(_staging_project(betty.backend.project())).state
+        token = stage(state)
+        cluster = betty.cluster
+        call = betty.start("node_kernel", {"kernel": token, "partition": args.partition, "gpus": args.gpus,
+                                           "time": args.time, "env": args.env, "grace": args.grace,
+                                           "name": args.slug})
+        if call.settle(waiting(f"checking the allocation against {self._where()}")):  # tier 2: done at once is refused
+            summary = call.future.result().summary.strip()
+            raise ToolError(summary.splitlines()[0] if summary else "the node kernel was refused")
+
+        def poll(kernel: str, job: str) -> dict[str, Any]:
+            data: dict[str, Any] = self._quiet("node_kernel_status", {"kernel": kernel, "job_id": job}).data
+            return data
+
+        def stop(kernel: str, job: str) -> Any:
+            return self._quiet("node_kernel_stop", {"kernel": kernel, "job_id": job})
+
+        def transport() -> Any:
+            return load_config().profile(cluster).open_transport()
+
+        view = CallView(call, betty.respond, None, check=betty.repreview)
+        return NodeKernelHandle(call, token, state, poll, stop, transport, self.shell, view)
 
     @staticmethod
     def _advise_parser() -> MagicParser:
