@@ -5,6 +5,7 @@ and action log, and the scripted model over real HTTP. The same journeys against
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from conftest import run_betty
@@ -105,3 +106,21 @@ def test_an_edited_card_is_decided_again_by_the_rules_that_deny(tmp_path) -> Non
     assert not (workspace.wiki / "notes" / "plan.md").exists()
     records = ActionLog(workspace.root).read(session_id=session_id)
     assert [(r.tool, r.decision, r.approver, r.ok) for r in records] == [("wiki_write", "refused", "tester", False)]
+
+
+def test_a_tool_only_the_person_calls_is_never_offered_to_the_model_and_refused_when_it_calls_it(tmp_path) -> None:
+    """``node_kernel_stop`` cancels an allocation without a card of its own, so only the person's notebook calls it:
+    the model is not shown it (not even by name among the tools it may ask for) and its call is refused."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    workspace = Workspace.at(tmp_path / "project")
+    cluster = ScriptedTransport()
+    with ScriptedLLM() as llm:
+        llm.add(call("node_kernel_stop", {"kernel": "0" * 32, "job_id": "12"}), say("Stopped."))
+        reasons, events, _ = asyncio.run(turn(workspace, llm, cluster, {}, "stop my node kernel"))
+        offered = json.dumps(llm.requests[0]["tools"])
+        told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
+    assert "node_kernel_stop" not in offered and "more_tools" in offered
+    result = next(e.payload for e in events if e.type == "tool_result")
+    assert not result.ok and result.summary == "only the person calls node_kernel_stop (from the notebook)"
+    assert "only the person calls node_kernel_stop" in told[0]
+    assert not cluster.ran("scancel") and not [e for e in events if e.type == "approval_request"]

@@ -392,6 +392,8 @@ class AgentSession:
         except BettyError as error:
             refused = self._refused(call, None, f"{error}", began)
             return replace(refused, told=f"{refused.told} Write the call again, correctly.")
+        if tool.person_only and person is None:
+            return self._refused(call, tool, f"only the person calls {tool.name} (from the notebook)", began)
         tier = int(tool.tier_for(args))
         if self.before_tool is not None:
             await self.before_tool(tool.name)

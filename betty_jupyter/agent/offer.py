@@ -45,7 +45,9 @@ class ToolOffer:
         """``progressive`` False offers every tool at once; ``notes`` are told with a tool when it is added
         (``cluster_run``'s allowlist)."""
         self._registry, self._notes = registry, dict(notes or {})
-        names = registry.names()
+        self._offerable = [tool.name for tool in registry if not tool.person_only]
+        """The tools a model may be shown: never one only a person calls."""
+        names = self._offerable
         core = [name for name in names if name in CORE_TOOLS]
         everything = not progressive or len(names) <= ALL_AT_ONCE
         self._shown: set[str] = set(names) if everything else set(core)
@@ -55,7 +57,7 @@ class ToolOffer:
     @property
     def hidden(self) -> list[str]:
         """The session's tools not shown to the model yet, in the registry's order."""
-        return [name for name in self._registry.names() if name not in self._shown]
+        return [name for name in self._offerable if name not in self._shown]
 
     def shown(self, name: str) -> bool:
         """Whether ``name`` is offered now."""
@@ -63,7 +65,7 @@ class ToolOffer:
 
     def show(self, names: Iterable[str]) -> list[str]:
         """Offer ``names`` (those of the session's tools) from now on; the ones newly shown."""
-        added = [name for name in dict.fromkeys(names) if name in self._registry and name not in self._shown]
+        added = [name for name in dict.fromkeys(names) if name in self._offerable and name not in self._shown]
         self._shown.update(added)
         if added:
             self._schemas = None

@@ -109,6 +109,9 @@ class Tool(Generic[A]):
     chat_only: ClassVar[bool] = False
     """It serves Betty's own chat only (its notes, its plan, its helpers, a cell or notebook the person has open
     there): never offered to another agent (an MCP client)."""
+    person_only: ClassVar[bool] = False
+    """Only the person's own faces call it (a magic, a panel button, what a notebook does when it closes): never
+    offered to a model or another agent, and refused when one calls it."""
     changes_project: ClassVar[bool] = False
     """Below tier 2, it still writes into the project (brings results back): not a plain read."""
     only_adds: ClassVar[bool] = False
