@@ -61,6 +61,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     sweep.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
     sweep.set_defaults(run=_sweep)
 
+    pipeline = commands.add_parser(
+        "pipeline", parents=[which, as_json], help="submit batch scripts as one pipeline, each step after the one "
+                                                  "before (or as --after says), one approval")
+    pipeline.add_argument("scripts", type=Path, nargs="+", metavar="FILE",
+                          help="each step's batch script, in order; a step is named after its file (train.sbatch: "
+                               "train)")
+    pipeline.add_argument("--after", nargs="+", default=[], metavar="STEP=A,B",
+                          help="which earlier steps a step runs after (default: the one before; STEP= starts it "
+                               "at once)")
+    pipeline.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pipeline.add_argument("--goal", default="", help="what the pipeline is for (goes into the experiment's page)")
+    pipeline.add_argument("--slug", help="the experiment's name (default: the first script's --job-name)")
+    pipeline.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it "
+                                                                       "(default: here)")
+    pipeline.set_defaults(run=_pipeline)
+
     cancel = commands.add_parser("cancel", parents=[which], help="cancel a job")
     cancel.add_argument("job_id", metavar="JOBID")
     cancel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -263,6 +279,30 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline(args: argparse.Namespace) -> int:
+    """``betty pipeline``: the ``cluster_pipeline`` tool, its one card (every step) answered on the terminal."""
+    from ..experiments.workspace import Workspace  # lazy: the workspace; only `betty pipeline` needs it
+
+    workspace = Workspace.at(args.dir)
+    if not workspace.wiki.is_dir():
+        raise UsageError(f"{args.dir.absolute()} has no wiki/ to record the pipeline in; run `betty init` there first")
+    steps: list[dict[str, object]] = [{"name": path.stem, "script": _script_text(path)} for path in args.scripts]
+    named = {str(step["name"]): step for step in steps}
+    for given in args.after:
+        step, equals, needs = given.partition("=")
+        if not equals or step not in named:
+            raise UsageError(f"--after {given!r}: write STEP=A,B with STEP one of {', '.join(named)}")
+        named[step]["after"] = [name for name in needs.split(",") if name]
+    goal = args.goal.strip() or " → ".join(named) + ", run with betty pipeline"
+    done = _as_person(args, workspace, "cluster_pipeline", {"steps": steps, "goal": goal, "name": args.slug},
+                      f"Submit the pipeline {' → '.join(named)}?")
+    _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
+    if not args.json:
+        for step in (done.data.chain or {}).get("steps") or []:
+            print(f"step {terminal_line(str(step['name']))}: job {step['job_id']}")
+    return 0
+
+
 def _script_text(path: Path) -> str:
     """The batch script at ``path``; a one-line UsageError when it cannot be read."""
     try:
@@ -328,10 +368,11 @@ def _show_card(request: Any) -> None:
     for key in ("environment", "command", "page", "injected"):
         if preview.details.get(key):
             print(f"{key}: {terminal_line(str(preview.details[key]))}", file=sys.stderr)
-    chain = preview.details.get("chain")
-    if isinstance(chain, dict):  # a continuation chain: the whole of it on the one card
-        for key, value in chain.items():
-            print(f"{key}: {terminal_line(str(value))}", file=sys.stderr)
+    for whole in ("chain", "pipeline", "commands"):  # a chain's or pipeline's card: the whole of it
+        shown = preview.details.get(whole)
+        if isinstance(shown, dict):
+            for key, value in shown.items():
+                print(f"{key}: {terminal_line(str(value))}", file=sys.stderr)
     if preview.details.get("the running job"):
         print(f"the running job: {terminal_line(str(preview.details['the running job']))}", file=sys.stderr)
     if preview.details.get("parameters"):  # a notebook run's cell of parameters, exactly as it is inserted

@@ -130,7 +130,8 @@ def status_text(experiment: Experiment, job: "Job | None", state: str) -> str:
         # lazy: as in auto_region
         from .chain_page import status_words
 
-        return f"chain {experiment.slug} on {experiment.cluster}: {state}{status_words(experiment)}"
+        kind = "pipeline" if experiment.chain.get("kind") == "pipeline" else "chain"
+        return f"{kind} {experiment.slug} on {experiment.cluster}: {state}{status_words(experiment)}"
     return f"job {experiment.job_id} on {experiment.cluster}: {state}{_status_details(job)}"
 
 
@@ -199,6 +200,9 @@ def notebook(experiment: Experiment) -> Notebook:
     if experiment.chain:
         slug = json.dumps(experiment.slug)
         cells += [
+            markdown_cell("## Steps\n\nThe pipeline's steps now: each one's job, when it ended and why (`done`, "
+                          "`failed`, `cancelled`, `not run: <step> failed`).") if experiment.chain.get("kind") ==
+            "pipeline" else
             markdown_cell("## Segments\n\nThe chain's segments now: each one's job, when it ended and why "
                           "(`time limit → continued`, `done`, `failed`, `cap reached`, `not needed`)."),
             code_cell(f"from betty_jupyter.experiments.live import segments\n\n"

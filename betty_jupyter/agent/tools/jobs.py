@@ -16,7 +16,8 @@ from ...experiments.diagnosis import script_diff
 from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError, UsageError
-from ...experiments.chain import read_chain, segment_script, submit_chain
+from ...experiments.chain import PIPELINE, read_chain, segment_script, submit_chain
+from ...experiments.pipeline import cancel_stranded
 from ...experiments.chain_page import timeline_rows
 from ...experiments.refresh import refresh_page
 from ...safe_text import terminal_line
@@ -339,8 +340,12 @@ class ClusterStatus(Tool[JobArgs]):
         if experiment is not None and experiment.chain:
             snapshot = await ctx.slurm.snapshot(experiment.chain.get("jobs") or [experiment.job_id])
             experiment, deciding = read_chain(experiment, snapshot.jobs)
+            if experiment.chain.get("kind") == PIPELINE:
+                cancelled = await cancel_stranded(ctx.slurm, experiment, snapshot.jobs)
+                line += f"; cancelled {', '.join(cancelled)}: they wait on a step that failed" if cancelled else ""
             line += f"; chain {experiment.slug}: " + "; ".join(
-                f"segment {number} job {ident} {why}" for number, ident, _, why in timeline_rows(experiment))
+                f"{'segment' if number.isdigit() else 'step'} {number} job {ident} {why}"
+                for number, ident, _, why in timeline_rows(experiment))
             job = deciding or job
         if experiment is not None:
             await refresh_page(ctx.slurm, ctx.workspace, experiment, job)
