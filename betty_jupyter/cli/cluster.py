@@ -46,6 +46,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                              "(docs/long-runs.md)")
     submit.add_argument("--checkpoint-seconds", type=int, metavar="S",
                         help="with --segments: tell the program to checkpoint S seconds before each limit")
+    submit.add_argument("--requeue", action="store_true",
+                        help="if Slurm preempts the job, it goes back in the queue and resumes from its last "
+                             "checkpoint (docs/long-runs.md)")
     submit.set_defaults(run=_submit)
 
     sweep = commands.add_parser("sweep", parents=[which, as_json],
@@ -252,6 +255,8 @@ def _submit(args: argparse.Namespace) -> int:
         asked["segments"] = args.segments
     if args.checkpoint_seconds is not None:
         asked["checkpoint_seconds"] = args.checkpoint_seconds
+    if args.requeue:
+        asked["requeue"] = True
     done = _as_person(args, workspace, "cluster_submit", asked, f"Submit {args.script}?")
     if record:
         _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)

@@ -77,7 +77,8 @@ async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str,
         slug=slug, job_id=jobs[0], cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
         goal=goal, script=segment.text, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
         partition=script.get("partition"), resources=resources_asked(script), gpu_estimate=gpu_estimate,
-        chain={"cap": plan.cap, "signal_seconds": plan.signal_seconds, "dir": folder, "jobs": jobs,
+        chain={"cap": plan.cap, "signal_seconds": plan.signal_seconds, "requeue": plan.requeue, "dir": folder,
+               "jobs": jobs,
                "segments": [{"job_id": ident, "state": "PENDING", "ended": None, "why": "waiting"}
                             for ident in jobs], "ended": None},
     )
@@ -96,7 +97,7 @@ def read_chain(experiment: Experiment, jobs: dict[str, "Job"]) -> tuple[Experime
         segments, ended = step_outcomes(chain.get("steps") or [], jobs)
         deciding = deciding_step(segments) or ids[-1]
     else:
-        segments, ended = segment_outcomes(ids, jobs)
+        segments, ended = segment_outcomes(ids, jobs, chain.get("segments") or (), bool(chain.get("requeue")))
         deciding = deciding_job(ids, jobs, segments)
     updated = replace(experiment, chain={**chain, "segments": segments, "ended": ended})
     job = jobs.get(deciding)

@@ -3,6 +3,8 @@ keeps the record)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..safe_text import table_cell
 from .ledger import Experiment
 
@@ -13,8 +15,17 @@ def timeline_rows(experiment: Experiment) -> list[tuple[str, str, str, str]]:
     rows = []
     for number, segment in enumerate((experiment.chain or {}).get("segments") or [], start=1):
         rows.append((str(segment.get("step") or number), str(segment.get("job_id")),
-                     str(segment.get("ended") or "—"), str(segment.get("why") or "")))
+                     str(segment.get("ended") or "—"), str(segment.get("why") or "") + interrupted(segment)))
     return rows
+
+
+def interrupted(segment: dict[str, Any]) -> str:
+    """`` · interrupted 2× (preempted and requeued; runs from 10:01:02, 10:05:00)`` for a segment Slurm stopped and
+    started again."""
+    runs = [str(run) for run in segment.get("interruptions") or []]
+    if not runs:
+        return ""
+    return f" · interrupted {len(runs)}× (preempted and requeued; runs from {', '.join(runs)})"
 
 
 def is_pipeline(experiment: Experiment) -> bool:
@@ -49,7 +60,8 @@ def status_words(experiment: Experiment) -> str:
     parts = [f"segment {current} of up to {cap} (job {segments[current - 1]['job_id']})"] if current else []
     if ended:
         parts.append(f"chain ended: {ended}")
-    parts += [f"{s['job_id']} {s['why']}" for s in segments if s.get("why") not in ("running", "waiting")]
+    parts += [f"{s['job_id']} {s['why']}{interrupted(s)}" for s in segments
+              if s.get("why") not in ("running", "waiting") or s.get("interruptions")]
     return " · " + " · ".join(parts)
 
 

@@ -100,6 +100,9 @@ class SubmitArgs(ToolArgs):
     checkpoint_seconds: int = Field(SIGNAL_SECONDS, ge=10, le=86_400,
                                     description="with segments: how long before each limit the program is told to "
                                                 "checkpoint (SIGUSR1)", json_schema_extra=ADVANCED_FIELD)
+    requeue: bool = Field(False, description="the person agreed that a job Slurm preempts goes back in the queue and "
+                                             "resumes from its last checkpoint (--requeue, with Betty's checkpoint "
+                                             "helper; docs/long-runs.md); only when the person says so")
     first_line: int = Field(1, ge=1, le=1_000_000,
                             description="the number the person sees beside the script's first line (2 in a "
                                         "%%betty submit cell, under the magic's own line): refusals name lines so",
@@ -154,7 +157,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
         if args.gpu_estimate is not None:
             details["gpu_estimate"] = args.gpu_estimate.model_dump()
             details["gpu_memory"] = estimate_line(details["gpu_estimate"])
-        if args.segments is not None:
+        if args.segments is not None or args.requeue:
             return _chain_preview(ctx, args, script, slug, details)
         original = _replaced(ctx, args)
         if original is not None:
@@ -171,7 +174,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
             summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
             return ToolOutcome(summary=summary, data={"job_id": ident, "cluster": ctx.profile.name, "page": None})
         estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump()
-        if args.segments is not None:
+        if args.segments is not None or args.requeue:
             return await _submit_chain(ctx, args, script, estimate)
         original = _replaced(ctx, args)
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
@@ -189,7 +192,7 @@ def _chain_plan(args: SubmitArgs, script: "SbatchScript") -> ChainPlan:
     """The chain the person asked for, checked against the script's time limit; ToolError in one line."""
     if not args.record or args.replaces is not None:
         raise ToolError("segments: a chain is recorded as a new experiment; leave record and replaces out")
-    plan = ChainPlan(cap=int(args.segments or 0), signal_seconds=args.checkpoint_seconds)
+    plan = ChainPlan(cap=int(args.segments or 1), signal_seconds=args.checkpoint_seconds, requeue=args.requeue)
     try:
         plan.check(script.time_minutes())
     except UsageError as error:
@@ -207,8 +210,11 @@ def _chain_preview(ctx: ToolContext, args: SubmitArgs, script: "SbatchScript", s
         raise ToolError(str(error)) from error
     gpus = script.gpu_request()
     details["chain"] = chain_card(plan, script.time_minutes() or 0, gpus[1] if gpus else 0)
-    details["command"] += f"  (then {plan.cap - 1} more, each with --dependency=afterany:<the one before>)"
-    title = f"submit {slug} to {ctx.profile.name} as a chain of up to {plan.cap} segments: {details['resources']}"
+    if plan.cap > 1:
+        details["command"] += f"  (then {plan.cap - 1} more, each with --dependency=afterany:<the one before>)"
+    shape = f"as a chain of up to {plan.cap} segments" if plan.cap > 1 else "to resume from its checkpoint"
+    title = (f"submit {slug} to {ctx.profile.name} {shape}" + (", requeued if preempted" if plan.requeue else "")
+             + f": {details['resources']}")
     return Preview(kind="script", title=title, text=text, details=details)
 
 
@@ -223,7 +229,7 @@ async def _submit_chain(ctx: ToolContext, args: SubmitArgs, script: "SbatchScrip
         raise ToolError(str(error)) from error
     jobs = (experiment.chain or {}).get("jobs") or [experiment.job_id]
     page = f"wiki/{experiment.page}"
-    summary = (f"submitted a chain of {len(jobs)} segments on {experiment.cluster} as {experiment.slug} "
+    summary = (f"submitted a chain of {len(jobs)} segment{'s' if len(jobs) > 1 else ''} on {experiment.cluster} as {experiment.slug} "
                f"(jobs {', '.join(jobs)}); page {page}, notebook {experiment.notebook}")
     return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
                        data=experiment, artifacts=[page, experiment.notebook])

@@ -34,6 +34,9 @@ class SubmitCommands(JobCommands):
                                "checkpoint (docs/long-runs.md)")
         made.add_argument("--checkpoint-seconds", type=int, metavar="S",
                           help="with --segments: tell the program to checkpoint S seconds before each limit")
+        made.add_argument("--requeue", action="store_true",
+                          help="if Slurm preempts the job, it goes back in the queue and resumes from its last "
+                               "checkpoint (docs/long-runs.md)")
         return made
 
     def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
@@ -43,6 +46,8 @@ class SubmitCommands(JobCommands):
             asked["segments"] = args.segments
         if args.checkpoint_seconds is not None:
             asked["checkpoint_seconds"] = args.checkpoint_seconds
+        if args.requeue:
+            asked["requeue"] = True
         return self._submit_cell("submit", "cluster_submit", cell, asked)
 
     def _submit_cell(self, command: str, tool: str, cell: str | None, tool_args: dict[str, Any]) -> Any:
