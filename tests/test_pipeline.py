@@ -84,3 +84,16 @@ def test_the_card_shows_every_steps_script_under_its_edges() -> None:
     text = pipeline_text([Step("prep", "#!/bin/bash\necho a\n"), Step("train", "#!/bin/bash\necho b", ("prep",))])
     assert text == ("# ==== step prep (starts at once) ====\n#!/bin/bash\necho a\n\n"
                     "# ==== step train (after prep) ====\n#!/bin/bash\necho b\n")
+
+
+def test_a_cell_of_steps_is_read_under_the_header_lines_the_card_shows() -> None:
+    from betty_jupyter.cluster.pipeline import steps_from_text
+
+    shown = pipeline_text([Step("prep", "#!/bin/bash\necho a\n"), Step("train", "#!/bin/bash\necho b", ("prep",)),
+                           Step("score", "#!/bin/bash\necho c", ("prep", "train"))])
+    assert steps_from_text(shown) == [{"name": "prep", "script": "#!/bin/bash\necho a\n", "after": []},
+                                      {"name": "train", "script": "#!/bin/bash\necho b\n", "after": ["prep"]},
+                                      {"name": "score", "script": "#!/bin/bash\necho c\n", "after": ["prep", "train"]}]
+    assert steps_from_text("# ==== step a ====\necho\n# ==== step b ====\necho\n")[1]["after"] is None
+    with pytest.raises(UsageError, match="start each step with a line"):
+        steps_from_text("#!/bin/bash\necho\n# ==== step a ====\necho\n")

@@ -56,6 +56,29 @@ def checked_steps(steps: Sequence[Step]) -> list[Step]:
     return list(steps)
 
 
+HEADER = re.compile(r"^# ==== step (?P<name>\S+)(?: \((?:after (?P<after>[^)]*)|(?P<first>starts at once))\))? ====[ \t]*$",
+                    re.MULTILINE)
+"""The line above each step's script, as the card shows it: ``# ==== step train (after prep) ====``."""
+
+
+def steps_from_text(text: str) -> list[dict[str, Any]]:
+    """The steps of a text that is every step's script under its header line (:data:`HEADER`, the card's form):
+    ``name``, ``script`` and ``after`` (None when the header names none: the step before). UsageError when the text
+    has no header line first."""
+    found = list(HEADER.finditer(text))
+    if not found or text[:found[0].start()].strip():
+        raise UsageError("pipeline: start each step with a line '# ==== step NAME ====' (or '# ==== step NAME "
+                         "(after A, B) ====') above its script")
+    steps: list[dict[str, Any]] = []
+    for number, header in enumerate(found):
+        end = found[number + 1].start() if number + 1 < len(found) else len(text)
+        after = [] if header["first"] else None
+        if header["after"] is not None:
+            after = [name.strip() for name in header["after"].split(",") if name.strip()]
+        steps.append({"name": header["name"], "script": text[header.end():end].strip("\n") + "\n", "after": after})
+    return steps
+
+
 def linear(names: Sequence[str], after: dict[str, tuple[str, ...]] | None = None) -> dict[str, tuple[str, ...]]:
     """Each step's earlier steps: the one before it unless ``after`` names them (``()``: it starts at once)."""
     given = after or {}
