@@ -72,7 +72,7 @@ def steps_from_text(text: str) -> list[dict[str, Any]]:
     steps: list[dict[str, Any]] = []
     for number, header in enumerate(found):
         end = found[number + 1].start() if number + 1 < len(found) else len(text)
-        after = [] if header["first"] else None
+        after: list[str] | None = [] if header["first"] else None
         if header["after"] is not None:
             after = [name.strip() for name in header["after"].split(",") if name.strip()]
         steps.append({"name": header["name"], "script": text[header.end():end].strip("\n") + "\n", "after": after})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..cluster.continuation import ChainPlan, chain_script, deciding_job, dependency, segment_outcomes
 from ..cluster.pipeline import deciding_step, step_outcomes
 from ..errors import BettyError, ExperimentError
+from .chain_page import PIPELINE
 from .ledger import Experiment, Ledger
 from .record import check_recordable, new_slug, record_submission, resources_asked
 from .workspace import Workspace
@@ -25,10 +26,6 @@ if TYPE_CHECKING:
     from ..cluster.jobs import Job
     from ..cluster.sbatch import SbatchScript
     from ..cluster.slurm import SlurmClient, Snapshot
-
-
-PIPELINE = "pipeline"
-"""The ``kind`` of a record's ``chain`` that is a pipeline of steps, not segments of one script."""
 
 
 def chain_dir(work_dir: str, slug: str) -> str:

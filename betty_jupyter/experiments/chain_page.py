@@ -28,9 +28,13 @@ def interrupted(segment: dict[str, Any]) -> str:
     return f" · interrupted {len(runs)}× (preempted and requeued; runs from {', '.join(runs)})"
 
 
+PIPELINE = "pipeline"
+"""The ``kind`` of a record's ``chain`` that is a pipeline of steps, not segments of one script."""
+
+
 def is_pipeline(experiment: Experiment) -> bool:
     """Whether the record's chain is a pipeline of steps (``experiments/pipeline.py``)."""
-    return (experiment.chain or {}).get("kind") == "pipeline"
+    return (experiment.chain or {}).get("kind") == PIPELINE
 
 
 def page_section(experiment: Experiment) -> str:

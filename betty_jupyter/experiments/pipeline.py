@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..cluster.pipeline import Step, checked_steps, dependency_options, stranded
 from ..errors import BettyError, ExperimentError
-from .chain import PIPELINE
+from .chain_page import PIPELINE
 from .ledger import Experiment, Ledger
 from .record import check_recordable, new_slug, record_submission, resources_asked
 from .workspace import Workspace
@@ -56,12 +56,12 @@ async def submit_pipeline(slurm: "SlurmClient", workspace: Workspace, cluster: s
                 raise ExperimentError(f"pipeline {slug}: step {step.name} could not be submitted ({failed}); the "
                                       f"steps already queued ({', '.join(jobs.values())}) were cancelled") from failed
             raise
-    recorded = [{"name": step.name, "after": list(step.after), "job_id": jobs[step.name],
+    recorded: list[dict[str, Any]] = [{"name": step.name, "after": list(step.after), "job_id": jobs[step.name],
                  "script_path": f"{slurm.work_dir}/scripts/{slug}-{step.name}.sbatch"} for step in plain]
     experiment = Experiment(
         slug=slug, job_id=jobs[plain[0].name], cluster=cluster,
         submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"), goal=goal, script=text,
-        script_path=recorded[0]["script_path"], partition=first.get("partition"), resources=resources_asked(first),
+        script_path=str(recorded[0]["script_path"]), partition=first.get("partition"), resources=resources_asked(first),
         chain={"kind": PIPELINE, "cap": len(plain), "steps": recorded, "jobs": list(jobs.values()),
                "segments": [{"step": step.name, "job_id": jobs[step.name], "state": "PENDING", "ended": None,
                              "why": "waiting"} for step in plain], "ended": None},

@@ -16,9 +16,9 @@ from ...experiments.diagnosis import script_diff
 from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError, UsageError
-from ...experiments.chain import PIPELINE, read_chain, segment_script, submit_chain
+from ...experiments.chain import read_chain, segment_script, submit_chain
+from ...experiments.chain_page import PIPELINE, timeline_rows
 from ...experiments.pipeline import cancel_stranded
-from ...experiments.chain_page import timeline_rows
 from ...experiments.refresh import refresh_page
 from ...safe_text import terminal_line
 from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome
@@ -229,7 +229,8 @@ async def _submit_chain(ctx: ToolContext, args: SubmitArgs, script: "SbatchScrip
         raise ToolError(str(error)) from error
     jobs = (experiment.chain or {}).get("jobs") or [experiment.job_id]
     page = f"wiki/{experiment.page}"
-    summary = (f"submitted a chain of {len(jobs)} segment{'s' if len(jobs) > 1 else ''} on {experiment.cluster} as {experiment.slug} "
+    segments = f"{len(jobs)} segments" if len(jobs) > 1 else "1 segment"
+    summary = (f"submitted a chain of {segments} on {experiment.cluster} as {experiment.slug} "
                f"(jobs {', '.join(jobs)}); page {page}, notebook {experiment.notebook}")
     return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
                        data=experiment, artifacts=[page, experiment.notebook])
@@ -346,10 +347,11 @@ class ClusterStatus(Tool[JobArgs]):
         if experiment is not None and experiment.chain:
             snapshot = await ctx.slurm.snapshot(experiment.chain.get("jobs") or [experiment.job_id])
             experiment, deciding = read_chain(experiment, snapshot.jobs)
-            if experiment.chain.get("kind") == PIPELINE:
+            kind = "pipeline" if (experiment.chain or {}).get("kind") == PIPELINE else "chain"
+            if kind == "pipeline":
                 cancelled = await cancel_stranded(ctx.slurm, experiment, snapshot.jobs)
                 line += f"; cancelled {', '.join(cancelled)}: they wait on a step that failed" if cancelled else ""
-            line += f"; chain {experiment.slug}: " + "; ".join(
+            line += f"; {kind} {experiment.slug}: " + "; ".join(
                 f"{'segment' if number.isdigit() else 'step'} {number} job {ident} {why}"
                 for number, ident, _, why in timeline_rows(experiment))
             job = deciding or job

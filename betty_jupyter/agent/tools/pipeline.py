@@ -104,7 +104,8 @@ class ClusterPipeline(Tool[PipelineArgs]):
         scripts = []
         for step in steps:
             try:
-                scripts.append(checked_submission(SubmitArgs(script=step.script, goal=args.goal), partitions))
+                scripts.append(checked_submission(SubmitArgs.model_validate({"script": step.script, "goal": args.goal}),
+                                                  partitions))
             except ToolError as error:
                 raise ToolError(f"step {step.name}: {error}") from error
         return steps, scripts
