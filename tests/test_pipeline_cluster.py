@@ -3,6 +3,9 @@ recorded as one experiment; when a step fails, the steps after it are cancelled,
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +17,7 @@ from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.watcher import JobWatcher
 
-from conftest import ssh_profile_in
+from conftest import run_betty, ssh, ssh_profile_in
 from test_long_runs_cluster import open_context
 
 pytestmark = pytest.mark.cluster
@@ -94,3 +97,34 @@ def test_the_steps_after_a_failed_one_are_cancelled_not_left_waiting(pipelines) 
     assert not (folder / "ran.txt").exists()
     queue = run_sync(context.slurm.snapshot(chain["jobs"]))
     assert all(queue.jobs[ident].state.finished for ident in chain["jobs"])
+
+
+
+def test_betty_pipeline_names_steps_after_their_files_and_takes_edges_from_after(dev_cluster, tmp_path: Path) -> None:
+    config = tmp_path / "betty.json"
+    profile = {"name": "devssh", "transport": "ssh", "host": dev_cluster["BETTY_DEV_SSH_HOST"],
+               "ssh_config": dev_cluster["BETTY_DEV_SSH_CONFIG"], "work_dir": str(tmp_path / "work")}
+    config.write_text(json.dumps({"BettyConfig": {"clusters": [profile]}}))
+    env = {**os.environ, "BETTY_CONFIG": str(config), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter")}
+    project = tmp_path / "project"
+    assert run_betty("init", str(project), env=env).returncode == 0
+    tag = uuid.uuid4().hex[:6]
+    files = []
+    for name in ("prep", "train", "report"):
+        (tmp_path / f"{name}.sbatch").write_text(step_script(tmp_path, f"cli-{tag}-{name}", "sleep 300"))
+        files.append(str(tmp_path / f"{name}.sbatch"))
+    wrong = run_betty("pipeline", *files, "--after", "nothing=prep", "--yes", "--dir", str(project), env=env)
+    assert wrong.returncode != 0 and "--after 'nothing=prep': write STEP=A,B with STEP one of prep, train, report" \
+        in wrong.stderr
+    done = run_betty("pipeline", *files, "--after", "train=", "report=prep,train", "--yes", "--dir", str(project),
+                     env=env)
+    assert done.returncode == 0, done.stderr
+    assert "edges: prep starts at once; train starts at once; report after prep and train" in done.stderr
+    jobs = dict(re.findall(r"^step (\w+): job (\d+)$", done.stdout, re.MULTILINE))
+    try:
+        assert set(jobs) == {"prep", "train", "report"}, done.stdout
+        report = ssh(dev_cluster, f"scontrol -o show job {jobs['report']}").stdout
+        assert f"afterok:{jobs['prep']}" in report and f"afterok:{jobs['train']}" in report, report
+        assert "Dependency=(null)" in ssh(dev_cluster, f"scontrol -o show job {jobs['train']}").stdout
+    finally:
+        ssh(dev_cluster, f"scancel {' '.join(jobs.values())}")
