@@ -10,6 +10,10 @@ use it, to the programs its commands start), waits for it to checkpoint, and end
 forever; a segment that starts after the work was done (or failed) exits at once without running it,
 and the segment that finished the work cancels the ones after it.
 
+With the person's consent (``ChainPlan.requeue``) segments also carry ``#SBATCH --requeue``: one Slurm preempts
+goes back in the queue under the same job id and runs again from the top of the helper, which resumes the program from
+its checkpoint; a segment stopped by ``SIGTERM`` never marks the chain failed. A chain may then have one segment.
+
 Everything here is pure: the script Betty writes, the card's figures, and each segment's outcome
 read from Slurm's states.
 """
