@@ -67,9 +67,9 @@ class ClusterPipeline(Tool[PipelineArgs]):
         asked = {step.name: request_summary(script, default_partition(partitions))
                  for step, script in zip(steps, scripts)}
         checked = {step.name: await preflight(ctx, script) for step, script in zip(steps, scripts)}
-        commands = {step.name: shlex.join(["sbatch", *dependency_options([f"<{n}>" for n in step.after]),
-                                           f"{ctx.slurm.work_dir}/scripts/{slug}-{step.name}.sbatch"])
-                    for step in steps}
+        commands = {step.name: " ".join(["sbatch", *dependency_options([f"${n}_job" for n in step.after]),
+                                         shlex.quote(f"{ctx.slurm.work_dir}/scripts/{slug}-{step.name}.sbatch")])
+                    for step in steps}  # $prep_job: the job id step prep gets
         details: dict[str, Any] = {
             "cluster": ctx.profile.name, "goal": args.goal, "pipeline": card(steps), "resources": asked,
             "commands": commands, "checked on the cluster": checked,
