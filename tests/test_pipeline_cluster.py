@@ -69,7 +69,8 @@ def test_every_step_runs_once_in_order_and_the_record_shows_each(pipelines) -> N
     assert "# ==== step train (after prep) ====" in preview.text and "#SBATCH --array=0-1" in preview.text
     assert preview.details["pipeline"]["edges"] == ("prep starts at once; train after prep (--dependency=afterok); "
                                                     "eval after train (--dependency=afterok)")
-    assert preview.details["commands"]["eval"].startswith("sbatch --dependency=afterok:$train_job --kill-on-invalid-dep=yes ")
+    assert preview.details["commands"]["eval"].startswith(
+        "sbatch --dependency=afterok:$train_job --kill-on-invalid-dep=yes ")
     ledger = watch(context, 240)
     (tracked,) = ledger.all()
     chain = tracked.experiment.chain
