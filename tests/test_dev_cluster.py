@@ -103,6 +103,16 @@ def test_up_twice_is_harmless(dev_cluster):
     assert after["services"] == before["services"]
 
 
+def test_a_running_cluster_preempts_by_qos_and_up_applies_nothing_twice(dev_cluster, cluster_env):
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, env=cluster_env,
+                            timeout=30)
+    settings = {line.split("=")[0].strip(): line.split("=", 1)[1].strip() for line in config.stdout.splitlines()
+                if "=" in line}
+    assert (settings["PreemptType"], settings["PreemptMode"]) == ("preempt/qos", "REQUEUE")
+    again = run_betty("dev-cluster", "up")
+    assert again.returncode == 0 and "slurm.conf changed" not in again.stderr
+
+
 def test_status_reports_every_service_running(dev_cluster):
     status = run_betty("dev-cluster", "status")
     assert status.returncode == 0

@@ -95,7 +95,7 @@ sys.exit(int(sys.argv[2]))
 
 
 def run_segment(tmp_path: Path, job_id: str, code: int = 0, signal_it: bool = False,
-                whole: bool = False) -> tuple[int, str]:
+                whole: bool = False, stop_all: bool = False) -> tuple[int, str]:
     program = tmp_path / "program.py"
     program.write_text(PROGRAM)
     started = tmp_path / f"started-{job_id}"
@@ -104,13 +104,17 @@ def run_segment(tmp_path: Path, job_id: str, code: int = 0, signal_it: bool = Fa
     script = chain_script(text, ChainPlan(3), "s", str(tmp_path / "chain"))
     (tmp_path / "segment.sh").write_text(script)
     bash = subprocess.Popen(["bash", str(tmp_path / "segment.sh")], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "SLURM_JOB_ID": job_id, "PATH": os.environ["PATH"]})
+                            env={**os.environ, "SLURM_JOB_ID": job_id, "PATH": os.environ["PATH"]},
+                            start_new_session=stop_all)
     if signal_it:
         deadline = time.monotonic() + 30
         while not started.exists():
             assert time.monotonic() < deadline and bash.poll() is None
             time.sleep(0.02)
-        bash.send_signal(signal.SIGUSR1)
+        if stop_all:  # as Slurm stops a job it preempts: SIGTERM to every process of it
+            os.killpg(bash.pid, signal.SIGTERM)
+        else:
+            bash.send_signal(signal.SIGUSR1)
     out, _ = bash.communicate(timeout=60)
     return bash.returncode, out
 
@@ -138,3 +142,42 @@ def test_a_whole_script_run_as_one_program_passes_the_signal_to_the_program_it_r
     assert code == CONTINUE_EXIT and "checkpointed" in out
     code, out = run_segment(tmp_path, "12", whole=True)
     assert code == 0 and out.rstrip().endswith("after") and (tmp_path / "chain" / "done").read_text().strip() == "12"
+
+
+def test_a_segment_slurm_stops_is_not_marked_failed_so_it_resumes_when_requeued(tmp_path: Path) -> None:
+    code, out = run_segment(tmp_path, "13", signal_it=True, stop_all=True)
+    assert code == 143 and "stopped by Slurm" in out
+    assert not (tmp_path / "chain" / "failed").exists() and not (tmp_path / "chain" / "done").exists()
+
+
+def test_a_job_the_person_lets_slurm_requeue_is_one_segment_with_requeue_on_its_card() -> None:
+    plan = ChainPlan(1, 60, requeue=True)
+    plan.check(10)
+    with pytest.raises(UsageError, match="2 to 50 segments"):
+        ChainPlan(1, 60).check(10)
+    lines = chain_script(SCRIPT.format(command="python train.py"), plan, "s", "/w/s").splitlines()
+    assert lines[3:5] == ["#SBATCH --signal=B:USR1@60", "#SBATCH --requeue"]
+    shown = card(plan, 10, 0)
+    assert shown["requeue"].startswith("--requeue: if Slurm preempts a segment") and "one job of 10 min" in shown[
+        "segments"]
+
+
+def test_a_preempted_segment_that_may_be_requeued_waits_and_its_interruption_is_listed() -> None:
+    first = datetime(2026, 1, 1, 10, 0, 0)
+    running = Job("41", "t", "me", "p", JobState("RUNNING"), started=first)
+    (seen,), _ = segment_outcomes(["41"], {"41": running}, requeue=True)
+    assert (seen["why"], seen["started"], "interruptions" in seen) == ("running", "2026-01-01 10:00:00", False)
+    preempted = Job("41", "t", "me", "p", JobState("PREEMPTED"), started=first, ended=datetime(2026, 1, 1, 10, 1))
+    (waiting,), ended = segment_outcomes(["41"], {"41": preempted}, [seen], requeue=True,
+                                         now=datetime(2026, 1, 1, 10, 2))
+    assert (waiting["why"], ended) == ("waiting", None)
+    (given_up,), ended = segment_outcomes(["41"], {"41": preempted}, [seen], requeue=True,
+                                          now=datetime(2026, 1, 1, 10, 30))
+    assert ended == "cap reached"
+    pending = Job("41", "t", "me", "p", JobState("PENDING"))
+    (requeued,), _ = segment_outcomes(["41"], {"41": pending}, [seen], requeue=True)
+    assert requeued["interruptions"] == ["2026-01-01 10:00:00"]
+    again = Job("41", "t", "me", "p", JobState("COMPLETED"), started=datetime(2026, 1, 1, 10, 3),
+                ended=datetime(2026, 1, 1, 10, 4))
+    (done,), ended = segment_outcomes(["41"], {"41": again}, [requeued], requeue=True)
+    assert (done["why"], done["interruptions"], ended) == ("done", ["2026-01-01 10:00:00"], "done")

@@ -350,3 +350,20 @@ def test_a_sweep_cell_is_one_card_for_the_whole_array(kernel: Kernel, dev_cluste
         assert "ArrayTaskThrottle=2" in tasks and f"ArrayJobId={array}" in tasks
     finally:
         ssh(dev_cluster, f"scancel {array}")
+
+
+def test_a_pipeline_cell_is_one_card_for_every_step(kernel: Kernel, dev_cluster) -> None:
+    steps = "".join(f"# ==== step {name} ====\n" + SCRIPT.format(name=f"nb-{name}", seconds=300)
+                    for name in ("prep", "train"))  # prep runs until cancelled: train stays behind it
+    cell = kernel.run(f"%%betty pipeline --goal 'two steps from a cell'\n{steps}")
+    root = cell.widgets[0]
+    approve = kernel.wait_for(lambda: kernel.find(root, "betty-approve"), what="the card")[0]
+    shown = kernel.texts(root)
+    assert "# ==== step train (after prep) ====" in shown and "train after prep (--dependency=afterok)" in shown
+    kernel.click(approve)
+    found = kernel.wait_for(lambda: re.search(r"\(prep (\d+), train (\d+)\)", kernel.texts(root)), what="the jobs")
+    prep, train = found.groups()
+    try:
+        assert f"Dependency=afterok:{prep}" in ssh(dev_cluster, f"scontrol -o show job {train}").stdout
+    finally:
+        ssh(dev_cluster, f"scancel {prep} {train}")

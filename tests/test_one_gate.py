@@ -118,6 +118,7 @@ WRITE_FUNCTIONS = {"submit_experiment", "submit_server"}
 WRITERS_OUTSIDE_TOOLS = {
     "experiments/record.py": "submit_experiment itself, which only tools call",
     "experiments/chain.py": "submit_chain and extend_chain themselves, which only tools call",
+    "experiments/pipeline.py": "submit_pipeline and cancel_stranded themselves, which only tools call",
     "llmserve.py": "`betty llm serve`: the person's own foreground command, which shows its job before it runs",
     "cli/llm.py": "`betty llm serve` cancels its own job when the person stops it",
     "compute/cell_transfer.py": "upload, which only tools call",

@@ -27,7 +27,7 @@ COMMAND_MODULES = (
 )
 COMMANDS = {
     "dev-cluster": "devcluster", "cluster": "cluster", "run": "cluster", "submit": "cluster", "sweep": "cluster",
-    "cancel": "cluster", "extend": "cluster", "advise": "advise", "gpu": "gpu",
+    "cancel": "cluster", "extend": "cluster", "pipeline": "cluster", "advise": "advise", "gpu": "gpu",
     **{name: "reads" for name in read_commands.names("cli")},
     "experiments": "experiments", "sweeps": "sweeps", "watch": "experiments", "init": "wiki", "wiki": "wiki", "log": "actions",
     "ask": "agent", "llm": "llm", "mcp": "mcp", "submit-notebook": "notebooks", "policy": "policy",

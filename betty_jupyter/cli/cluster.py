@@ -53,6 +53,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                         help="the job's GPU memory estimate (`betty gpu estimate … --json > FILE`), shown and recorded")
     submit.add_argument("--measure-gpu-peak", action="store_true",
                         help="record the job's real GPU peak beside its estimate (docs/gpu.md#measured-peaks)")
+    submit.add_argument("--requeue", action="store_true",
+                        help="if Slurm preempts the job, it goes back in the queue and resumes from its last "
+                             "checkpoint (docs/long-runs.md)")
     submit.set_defaults(run=_submit)
 
     sweep = commands.add_parser("sweep", parents=[which, as_json],
@@ -67,6 +70,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     sweep.add_argument("--slug", help="the experiment's name (default: the script's --job-name)")
     sweep.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
     sweep.set_defaults(run=_sweep)
+
+    pipeline = commands.add_parser(
+        "pipeline", parents=[which, as_json], help="submit batch scripts as one pipeline, each step after the one "
+                                                  "before (or as --after says), one approval")
+    pipeline.add_argument("scripts", type=Path, nargs="+", metavar="FILE",
+                          help="each step's batch script, in order; a step is named after its file (train.sbatch: "
+                               "train)")
+    pipeline.add_argument("--after", nargs="+", default=[], metavar="STEP=A,B",
+                          help="which earlier steps a step runs after (default: the one before; STEP= starts it "
+                               "at once)")
+    pipeline.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pipeline.add_argument("--goal", default="", help="what the pipeline is for (goes into the experiment's page)")
+    pipeline.add_argument("--slug", help="the experiment's name (default: the first script's --job-name)")
+    pipeline.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it "
+                                                                       "(default: here)")
+    pipeline.set_defaults(run=_pipeline)
 
     cancel = commands.add_parser("cancel", parents=[which], help="cancel a job")
     cancel.add_argument("job_id", metavar="JOBID")
@@ -249,6 +268,8 @@ def _submit(args: argparse.Namespace) -> int:
         asked["gpu_estimate"] = _estimate_file(args.gpu_estimate)
     if args.measure_gpu_peak:
         asked["measure_gpu_peak"] = True
+    if args.requeue:
+        asked["requeue"] = True
     done = _as_person(args, workspace, "cluster_submit", asked, f"Submit {args.script}?")
     if record:
         _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
@@ -273,6 +294,30 @@ def _sweep(args: argparse.Namespace) -> int:
                       {"script": text, "grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug},
                       f"Run the sweep of {args.script}?")
     _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
+    return 0
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    """``betty pipeline``: the ``cluster_pipeline`` tool, its one card (every step) answered on the terminal."""
+    from ..experiments.workspace import Workspace  # lazy: the workspace; only `betty pipeline` needs it
+
+    workspace = Workspace.at(args.dir)
+    if not workspace.wiki.is_dir():
+        raise UsageError(f"{args.dir.absolute()} has no wiki/ to record the pipeline in; run `betty init` there first")
+    steps: list[dict[str, object]] = [{"name": path.stem, "script": _script_text(path)} for path in args.scripts]
+    named = {str(step["name"]): step for step in steps}
+    for given in args.after:
+        step, equals, needs = given.partition("=")
+        if not equals or step not in named:
+            raise UsageError(f"--after {given!r}: write STEP=A,B with STEP one of {', '.join(named)}")
+        named[step]["after"] = [name for name in needs.split(",") if name]
+    goal = args.goal.strip() or " → ".join(named) + ", run with betty pipeline"
+    done = _as_person(args, workspace, "cluster_pipeline", {"steps": steps, "goal": goal, "name": args.slug},
+                      f"Submit the pipeline {' → '.join(named)}?")
+    _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
+    if not args.json:
+        for step in (done.data.chain or {}).get("steps") or []:
+            print(f"step {terminal_line(str(step['name']))}: job {step['job_id']}")
     return 0
 
 
@@ -355,10 +400,11 @@ def _show_card(request: Any) -> None:
     for key in ("environment", "command", "page", "injected"):
         if preview.details.get(key):
             print(f"{key}: {terminal_line(str(preview.details[key]))}", file=sys.stderr)
-    chain = preview.details.get("chain")
-    if isinstance(chain, dict):  # a continuation chain: the whole of it on the one card
-        for key, value in chain.items():
-            print(f"{key}: {terminal_line(str(value))}", file=sys.stderr)
+    for whole in ("chain", "pipeline", "commands"):  # a chain's or pipeline's card: the whole of it
+        shown = preview.details.get(whole)
+        if isinstance(shown, dict):
+            for key, value in shown.items():
+                print(f"{key}: {terminal_line(str(value))}", file=sys.stderr)
     if preview.details.get("the running job"):
         print(f"the running job: {terminal_line(str(preview.details['the running job']))}", file=sys.stderr)
     if preview.details.get("parameters"):  # a notebook run's cell of parameters, exactly as it is inserted

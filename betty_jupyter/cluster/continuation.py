@@ -10,6 +10,10 @@ use it, to the programs its commands start), waits for it to checkpoint, and end
 forever; a segment that starts after the work was done (or failed) exits at once without running it,
 and the segment that finished the work cancels the ones after it.
 
+With the person's consent (``ChainPlan.requeue``) segments also carry ``#SBATCH --requeue``: one Slurm preempts
+goes back in the queue under the same job id and runs again from the top of the helper, which resumes the program from
+its checkpoint; a segment stopped by ``SIGTERM`` never marks the chain failed. A chain may then have one segment.
+
 Everything here is pure: the script Betty writes, the card's figures, and each segment's outcome
 read from Slurm's states.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import UsageError
@@ -26,6 +31,8 @@ from ..errors import UsageError
 if TYPE_CHECKING:
     from .jobs import Job
 
+REQUEUE_WAIT = timedelta(minutes=5)
+"""How long a preempted segment that may be requeued is waited for before it counts as ended."""
 CONTINUE_EXIT = 85
 """The exit code of a segment that checkpointed at its time limit and leaves the work to the next one."""
 MAX_SEGMENTS = 50
@@ -53,10 +60,15 @@ if [ -e "$BETTY_CHAIN_DIR/done" ] || [ -e "$BETTY_CHAIN_DIR/failed" ]; then
   echo "betty: the work already ended; segment $SLURM_JOB_ID is not needed"
   exit 0
 fi
-echo "betty: segment $SLURM_JOB_ID of chain {slug} starts"
+if [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ]; then
+  echo "betty: segment $SLURM_JOB_ID of chain {slug} starts again after an interruption (restart $SLURM_RESTART_COUNT)"
+else
+  echo "betty: segment $SLURM_JOB_ID of chain {slug} starts"
+fi
 betty_run() {{
   local signalled=0 rc child=
   trap 'signalled=1; echo "betty: time limit near, telling the program to checkpoint"; _betty_forward' USR1
+  trap 'echo "betty: stopped by Slurm (preempted or cancelled)"; exit 143' TERM
   "$@" &
   child=$!
   while :; do
@@ -100,10 +112,13 @@ class ChainPlan:
 
     cap: int
     signal_seconds: int = SIGNAL_SECONDS
+    requeue: bool = False
+    """The person agreed that Slurm may put a preempted segment back in the queue (``--requeue``): it starts again
+    under the same job id and resumes from the last checkpoint."""
 
     def check(self, time_minutes: int | None) -> None:
         """UsageError, in one line, when the plan cannot work with the script's time limit."""
-        if not 2 <= self.cap <= MAX_SEGMENTS:
+        if not (1 if self.requeue else 2) <= self.cap <= MAX_SEGMENTS:
             raise UsageError(f"continuations: a chain has 2 to {MAX_SEGMENTS} segments, not {self.cap}")
         if time_minutes is None:
             raise UsageError("continuations: the script needs #SBATCH --time= (each segment's limit)")
@@ -112,8 +127,9 @@ class ChainPlan:
                              f"give 10 s to less than the limit ({time_minutes * 60} s)")
 
     def option(self) -> str:
-        """The ``#SBATCH`` line of the signal."""
-        return f"#SBATCH --signal=B:USR1@{self.signal_seconds}"
+        """The ``#SBATCH`` lines of the signal (and of ``--requeue`` when the person agreed to it)."""
+        signal = f"#SBATCH --signal=B:USR1@{self.signal_seconds}"
+        return f"{signal}\n#SBATCH --requeue" if self.requeue else signal
 
 
 def chain_script(text: str, plan: ChainPlan, slug: str, chain_dir: str) -> str:
@@ -131,7 +147,7 @@ def chain_script(text: str, plan: ChainPlan, slug: str, chain_dir: str) -> str:
     commands = lines[header:]
     if not _USES_HELPER.search(text):  # the whole script is the program: its commands get the signal
         commands = [f"betty_run_script {shlex.quote(chr(10).join(commands))}"]
-    body = lines[:last_option + 1] + [plan.option()] + lines[last_option + 1:header] + \
+    body = lines[:last_option + 1] + plan.option().splitlines() + lines[last_option + 1:header] + \
         helper.rstrip("\n").splitlines() + commands
     return "\n".join(body) + "\n"
 
@@ -161,6 +177,13 @@ def card(plan: ChainPlan, time_minutes: int, gpus: int) -> dict[str, Any]:
         "ends early": "once the work is done (or fails) the segments after it are cancelled, and any that still "
                       "starts exits at once without running the work",
     }
+    if plan.requeue:
+        shown["requeue"] = ("--requeue: if Slurm preempts a segment for another job, it puts it back in the queue under "
+                            "the same job id; it starts again and resumes from the last checkpoint (work since then "
+                            "runs again), and the record lists each interruption")
+    if plan.cap == 1:
+        shown["segments"] = (f"one job of {time_minutes} min, told to checkpoint before its limit; one approval "
+                             "covers its restarts")
     return shown
 
 
@@ -168,22 +191,29 @@ def _hours(hours: float) -> str:
     return f"{hours:.1f} h" if hours >= 1 else f"{round(hours * 60)} min"
 
 
-def segment_outcomes(job_ids: list[str], jobs: dict[str, "Job"]) -> tuple[list[dict[str, Any]], str | None]:
+def segment_outcomes(job_ids: list[str], jobs: dict[str, "Job"], before: Iterable[dict[str, Any]] = (),
+                     requeue: bool = False, now: datetime | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Each segment's record (``job_id``, ``state``, ``ended``, ``why``) and how the chain ended (None: not yet).
 
     ``why``: ``waiting``, ``running``, ``time limit → continued``, ``done``, ``failed``, ``cancelled``,
-    ``cap reached``, ``not needed`` (after the work ended).
+    ``cap reached``, ``not needed`` (after the work ended). ``before``: the segments as last recorded; a segment
+    that ran and now waits again, or started again, was interrupted (preempted and requeued): its ``interruptions``
+    list when each interrupted run had started (:func:`interruptions`). With ``requeue`` a segment Slurm preempted
+    waits to run again (accounting says ``PREEMPTED`` until the requeued job is recorded), unless it ended more than
+    :data:`REQUEUE_WAIT` ago (the site cancelled it instead): then it counts as continued.
     """
     segments: list[dict[str, Any]] = []
     ended: str | None = None
+    earlier = {str(record.get("job_id")): record for record in before}
     for position, ident in enumerate(job_ids):
         job = jobs.get(ident)
         state = job.state.value if job is not None else "UNKNOWN"
         record: dict[str, Any] = {"job_id": ident, "state": state,
                                   "ended": job.ended.strftime("%Y-%m-%d %H:%M:%S") if job and job.ended else None}
+        record.update(interruptions(earlier.get(ident), job))
         if ended is not None:
             record["why"] = "not needed"
-        elif job is None or not job.state.finished:
+        elif job is None or not job.state.finished or (requeue and _requeued(job, now or datetime.now())):
             record["why"] = "running" if state == "RUNNING" else "waiting"
         elif _continued(job):
             last = position == len(job_ids) - 1
@@ -198,6 +228,25 @@ def segment_outcomes(job_ids: list[str], jobs: dict[str, "Job"]) -> tuple[list[d
             record["why"] = ended = "failed"
         segments.append(record)
     return segments, ended
+
+
+def interruptions(before: dict[str, Any] | None, job: "Job | None") -> dict[str, Any]:
+    """A segment's ``started`` now and its ``interruptions`` (when each interrupted run had started): a run recorded
+    before whose start is no longer the job's (it waits again, or started again) was interrupted."""
+    started = job.started.strftime("%Y-%m-%d %H:%M:%S") if job is not None and job.started else None
+    runs = list((before or {}).get("interruptions") or [])
+    previous = (before or {}).get("started")
+    if previous and previous != started and previous not in runs:
+        runs.append(previous)
+    found: dict[str, Any] = {"started": started}
+    if runs:
+        found["interruptions"] = runs
+    return found
+
+
+def _requeued(job: "Job", now: datetime) -> bool:
+    """A preempted job of a chain that asked for ``--requeue``, recently enough that it is being put back."""
+    return job.state.value in ("PREEMPTED", "REQUEUED") and (job.ended is None or now - job.ended < REQUEUE_WAIT)
 
 
 def _continued(job: "Job") -> bool:

@@ -118,6 +118,7 @@ class DevCluster:
                     "run `betty dev-cluster down` before changing --port-base"
                 )
         if all(s.running for s in states):
+            self._apply_config()
             return False
         ensure_packages(install)
         self._check_ports(states)
@@ -130,6 +131,22 @@ class DevCluster:
         self._register_user()
         self._progress(f"dev cluster up in {time.monotonic() - started:.1f} s")
         return True
+
+    def _apply_config(self) -> None:
+        """On a running cluster, a ``slurm.conf`` that this version of Betty writes differently (a partition added) is
+        written and read again by ``scontrol reconfigure``: running and queued jobs stay."""
+        enforcement = self.memory_enforcement()
+        if enforcement is None:
+            return
+        wanted = configs.slurm_conf(self.layout, enforcement)
+        try:
+            if self.layout.slurm_conf.read_text() == wanted:
+                return
+        except OSError:
+            return
+        _write(self.layout.slurm_conf, wanted)
+        self._slurm([_program("scontrol"), "reconfigure"])
+        self._progress("slurm.conf changed: written and applied (scontrol reconfigure)")
 
     def _check_ports(self, states: list[ServiceState]) -> None:
         """Refuse before starting anything when a port we need is held by another program."""

@@ -77,6 +77,14 @@ PriorityWeightQOS=1000
 AccountingStorageEnforce=associations,limits,qos"""
 
 
+PREEMPT_SETTINGS = """\
+# Preemption by QOS: a job preempts only the jobs of the QOS its own QOS names (sacctmgr ... set Preempt=...), and
+# they are requeued when they may be (--requeue) or else cancelled. The QOS a cluster starts with names none, so
+# nothing is preempted until a QOS that does is made.
+PreemptType=preempt/qos
+PreemptMode=REQUEUE"""
+
+
 def slurm_conf(layout: DevClusterLayout, enforcement: MemoryEnforcement) -> str:
     """``slurm.conf`` for one node in two partitions, ``cpu`` (default) and ``gpu``."""
     cpus = max(os.cpu_count() or 1, MIN_DECLARED_CPUS)
@@ -106,6 +114,7 @@ ProctrackType=proctrack/linuxproc
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/backfill
+{PREEMPT_SETTINGS}
 {PRIORITY_LINES}
 SlurmdParameters=config_overrides
 GresTypes=gpu

@@ -1,5 +1,8 @@
 """A continuation chain as one experiment: submitting its segments, and its timeline on the page and notebook.
 
+A pipeline (``experiments/pipeline.py``) is recorded the same way, its steps' jobs as the chain's ``jobs``, with
+``kind`` :data:`PIPELINE` and its ``steps`` (name, the steps it runs after, job id); it is read here too.
+
 The record's ``chain`` holds the plan (``cap``, ``signal_seconds``), the chain's folder on the cluster, every
 segment's job id (``jobs``, in order) and what became of each (``segments``, as the watcher last read them:
 :func:`~betty_jupyter.cluster.continuation.segment_outcomes`) and how the chain ended (``ended``).
@@ -12,7 +15,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ..cluster.continuation import ChainPlan, chain_script, deciding_job, dependency, segment_outcomes
+from ..cluster.pipeline import deciding_step, step_outcomes
 from ..errors import BettyError, ExperimentError
+from .chain_page import PIPELINE
 from .ledger import Experiment, Ledger
 from .record import check_recordable, new_slug, record_submission, resources_asked
 from .workspace import Workspace
@@ -69,7 +74,8 @@ async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str,
         slug=slug, job_id=jobs[0], cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
         goal=goal, script=segment.text, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
         partition=script.get("partition"), resources=resources_asked(script), gpu_estimate=gpu_estimate,
-        chain={"cap": plan.cap, "signal_seconds": plan.signal_seconds, "dir": folder, "jobs": jobs,
+        chain={"cap": plan.cap, "signal_seconds": plan.signal_seconds, "requeue": plan.requeue, "dir": folder,
+               "jobs": jobs,
                "segments": [{"job_id": ident, "state": "PENDING", "ended": None, "why": "waiting"}
                             for ident in jobs], "ended": None},
     )
@@ -84,9 +90,14 @@ def read_chain(experiment: Experiment, jobs: dict[str, "Job"]) -> tuple[Experime
     """The experiment with its segments as ``jobs`` (a snapshot's) show them, and the job that speaks for it."""
     chain = experiment.chain or {}
     ids = [str(ident) for ident in chain.get("jobs") or [experiment.job_id]]
-    segments, ended = segment_outcomes(ids, jobs)
+    if chain.get("kind") == PIPELINE:
+        segments, ended = step_outcomes(chain.get("steps") or [], jobs)
+        deciding = deciding_step(segments) or ids[-1]
+    else:
+        segments, ended = segment_outcomes(ids, jobs, chain.get("segments") or (), bool(chain.get("requeue")))
+        deciding = deciding_job(ids, jobs, segments)
     updated = replace(experiment, chain={**chain, "segments": segments, "ended": ended})
-    job = jobs.get(deciding_job(ids, jobs, segments))
+    job = jobs.get(deciding)
     if job is not None and ended is None and job.state.finished:
         job = None  # a segment ended but the chain goes on: the next one's record is not read yet
     return updated, job

@@ -131,9 +131,10 @@ def status_text(experiment: Experiment, job: "Job | None", state: str) -> str:
     """One line for the notebook's status cell."""
     if experiment.chain:
         # lazy: as in auto_region
-        from .chain_page import status_words
+        from .chain_page import is_pipeline, status_words
 
-        return f"chain {experiment.slug} on {experiment.cluster}: {state}{status_words(experiment)}"
+        kind = "pipeline" if is_pipeline(experiment) else "chain"
+        return f"{kind} {experiment.slug} on {experiment.cluster}: {state}{status_words(experiment)}"
     measured = _peak_words(experiment)
     return f"job {experiment.job_id} on {experiment.cluster}: {state}{_status_details(job)}" + \
         (f" · {measured}" if measured else "")
@@ -212,8 +213,13 @@ def notebook(experiment: Experiment) -> Notebook:
         ),
     ]
     if experiment.chain:
+        # lazy: as in auto_region
+        from .chain_page import is_pipeline
+
         slug = json.dumps(experiment.slug)
         cells += [
+            markdown_cell("## Steps\n\nThe pipeline's steps now: each one's job, when it ended and why (`done`, "
+                          "`failed`, `cancelled`, `not run: <step> failed`).") if is_pipeline(experiment) else
             markdown_cell("## Segments\n\nThe chain's segments now: each one's job, when it ended and why "
                           "(`time limit → continued`, `done`, `failed`, `cap reached`, `not needed`)."),
             code_cell(f"from betty_jupyter.experiments.live import segments\n\n"

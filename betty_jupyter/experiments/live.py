@@ -87,8 +87,10 @@ def segments(chain: str, cluster: str | None = None, project: str = "../..") -> 
     read, _ = read_chain(experiment, snapshot.jobs)
     found: list[dict[str, Any]] = list((read.chain or {}).get("segments") or [])
     for number, segment in enumerate(found, start=1):
-        print(f"segment {number}: job {segment['job_id']} {segment['state']}"
+        label = f"step {segment['step']}" if segment.get("step") else f"segment {number}"
+        print(f"{label}: job {segment['job_id']} {segment['state']}"
               + (f", ended {segment['ended']}" if segment.get("ended") else "") + f" — {segment['why']}")
     ended = (read.chain or {}).get("ended")
-    print(f"the chain ended: {ended}" if ended else "the chain goes on")
+    kind = "pipeline" if (read.chain or {}).get("kind") == "pipeline" else "chain"
+    print(f"the {kind} ended: {ended}" if ended else f"the {kind} goes on")
     return found

@@ -17,8 +17,9 @@ from ...experiments.ledger import Ledger
 from ...experiments.record import check_recordable, new_slug, submit_experiment
 from ...errors import ScriptError, UsageError
 from ...experiments.chain import read_chain, segment_script, submit_chain
-from ...experiments.chain_page import timeline_rows
+from ...experiments.chain_page import PIPELINE, timeline_rows
 from ...experiments.gpu_peak import peak_words
+from ...experiments.pipeline import cancel_stranded
 from ...experiments.refresh import refresh_page
 from ...gpu.measured import MARKER, with_sampler
 from ...safe_text import terminal_line
@@ -110,6 +111,9 @@ class SubmitArgs(ToolArgs):
                                               "to the address Slurm has for their login; never an address they "
                                               "did not type); only where the site offers it and the person asks",
                            json_schema_extra=ADVANCED_FIELD)
+    requeue: bool = Field(False, description="the person agreed that a job Slurm preempts goes back in the queue and "
+                                             "resumes from its last checkpoint (--requeue, with Betty's checkpoint "
+                                             "helper; docs/long-runs.md); only when the person says so")
     first_line: int = Field(1, ge=1, le=1_000_000,
                             description="the number the person sees beside the script's first line (2 in a "
                                         "%%betty submit cell, under the magic's own line): refusals name lines so",
@@ -185,7 +189,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
         if args.measure_gpu_peak:
             details["gpu_peak"] = PEAK_WORDS
             details["gpu_memory"] = "; ".join(filter(None, [details.get("gpu_memory"), "its real peak is measured"]))
-        if args.segments is not None:
+        if args.segments is not None or args.requeue:
             return _chain_preview(ctx, args, script, slug, details)
         original = _replaced(ctx, args)
         if original is not None:
@@ -203,7 +207,7 @@ class ClusterSubmit(Tool[SubmitArgs]):
             summary = f"submitted job {ident} on {ctx.profile.name}; not recorded (no page, no notebook)"
             return ToolOutcome(summary=summary, data={"job_id": ident, "cluster": ctx.profile.name, "page": None})
         estimate = None if args.gpu_estimate is None else args.gpu_estimate.model_dump()
-        if args.segments is not None:
+        if args.segments is not None or args.requeue:
             return await _submit_chain(ctx, args, script, estimate)
         original = _replaced(ctx, args)
         replaces = None if original is None else {"slug": original.slug, "job_id": original.job_id}
@@ -239,7 +243,7 @@ def _chain_plan(args: SubmitArgs, script: "SbatchScript") -> ChainPlan:
     """The chain the person asked for, checked against the script's time limit; ToolError in one line."""
     if not args.record or args.replaces is not None:
         raise ToolError("segments: a chain is recorded as a new experiment; leave record and replaces out")
-    plan = ChainPlan(cap=int(args.segments or 0), signal_seconds=args.checkpoint_seconds)
+    plan = ChainPlan(cap=int(args.segments or 1), signal_seconds=args.checkpoint_seconds, requeue=args.requeue)
     try:
         plan.check(script.time_minutes())
     except UsageError as error:
@@ -257,8 +261,11 @@ def _chain_preview(ctx: ToolContext, args: SubmitArgs, script: "SbatchScript", s
         raise ToolError(str(error)) from error
     gpus = script.gpu_request()
     details["chain"] = chain_card(plan, script.time_minutes() or 0, gpus[1] if gpus else 0)
-    details["command"] += f"  (then {plan.cap - 1} more, each with --dependency=afterany:<the one before>)"
-    title = f"submit {slug} to {ctx.profile.name} as a chain of up to {plan.cap} segments: {details['resources']}"
+    if plan.cap > 1:
+        details["command"] += f"  (then {plan.cap - 1} more, each with --dependency=afterany:<the one before>)"
+    shape = f"as a chain of up to {plan.cap} segments" if plan.cap > 1 else "to resume from its checkpoint"
+    title = (f"submit {slug} to {ctx.profile.name} {shape}" + (", requeued if preempted" if plan.requeue else "")
+             + f": {details['resources']}")
     return Preview(kind="script", title=title, text=text, details=details)
 
 
@@ -273,7 +280,8 @@ async def _submit_chain(ctx: ToolContext, args: SubmitArgs, script: "SbatchScrip
         raise ToolError(str(error)) from error
     jobs = (experiment.chain or {}).get("jobs") or [experiment.job_id]
     page = f"wiki/{experiment.page}"
-    summary = (f"submitted a chain of {len(jobs)} segments on {experiment.cluster} as {experiment.slug} "
+    segments = f"{len(jobs)} segments" if len(jobs) > 1 else "1 segment"
+    summary = (f"submitted a chain of {segments} on {experiment.cluster} as {experiment.slug} "
                f"(jobs {', '.join(jobs)}); page {page}, notebook {experiment.notebook}")
     return ToolOutcome(summary=summary, full=f"{summary}\nscript: {experiment.script_path}",
                        data=experiment, artifacts=[page, experiment.notebook])
@@ -390,8 +398,13 @@ class ClusterStatus(Tool[JobArgs]):
         if experiment is not None and experiment.chain:
             snapshot = await ctx.slurm.snapshot(experiment.chain.get("jobs") or [experiment.job_id])
             experiment, deciding = read_chain(experiment, snapshot.jobs)
-            line += f"; chain {experiment.slug}: " + "; ".join(
-                f"segment {number} job {ident} {why}" for number, ident, _, why in timeline_rows(experiment))
+            kind = "pipeline" if (experiment.chain or {}).get("kind") == PIPELINE else "chain"
+            if kind == "pipeline":
+                cancelled = await cancel_stranded(ctx.slurm, experiment, snapshot.jobs)
+                line += f"; cancelled {', '.join(cancelled)}: they wait on a step that failed" if cancelled else ""
+            line += f"; {kind} {experiment.slug}: " + "; ".join(
+                f"{'segment' if number.isdigit() else 'step'} {number} job {ident} {why}"
+                for number, ident, _, why in timeline_rows(experiment))
             job = deciding or job
         if experiment is not None and experiment.gpu_peak:
             words = peak_words(experiment)

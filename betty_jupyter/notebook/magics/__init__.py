@@ -59,6 +59,7 @@ _HELP = """\
   gpu [estimate] --model M --method X …      GPU memory per GPU (options of `betty gpu estimate`; --trace runs the step)
   gpu calculator                sliders for model, method, batch, sequence, GPUs
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
+  %%betty pipeline [--slug S] [--goal "…"]   steps under '# ==== step NAME (after A) ====' lines: one approval
   %%betty sweep --grid lr=1e-4,3e-4 seed=0,1 [--at-once N]   the cell at every point of a grid: one job array
   sweep SLUG                    a sweep's tasks side by side: states, metrics, plots
   %%betty run --partition P --time MIN [--gpus N] [--env NAME] [--in x,y] [--out a,b]   the cell's Python as a job

@@ -22,7 +22,8 @@ class SubmitCommands(JobCommands):
         """The commands of this module."""
         return {"submit": (self._submit_parser, self._submit), "sweep": (self._sweep_parser, self._sweep),
                 "run": (self._run_parser, self._run_cell), "advise": (self._advise_parser, self._advise),
-                "kernel": (self._kernel_parser, self._kernel)}
+                "kernel": (self._kernel_parser, self._kernel),
+                "pipeline": (self._pipeline_parser, self._pipeline)}
 
     @staticmethod
     def _submit_parser() -> MagicParser:
@@ -39,6 +40,9 @@ class SubmitCommands(JobCommands):
                           help="the variable holding this job's estimate (`est = %%betty gpu …`): shown and recorded")
         made.add_argument("--measure-gpu-peak", action="store_true",
                           help="record the job's real GPU peak beside its estimate (docs/gpu.md#measured-peaks)")
+        made.add_argument("--requeue", action="store_true",
+                          help="if Slurm preempts the job, it goes back in the queue and resumes from its last "
+                               "checkpoint (docs/long-runs.md)")
         return made
 
     def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
@@ -52,6 +56,8 @@ class SubmitCommands(JobCommands):
             asked["gpu_estimate"] = self._named_estimate(args.gpu_estimate)
         if args.measure_gpu_peak:
             asked["measure_gpu_peak"] = True
+        if args.requeue:
+            asked["requeue"] = True
         return self._submit_cell("submit", "cluster_submit", cell, asked)
 
     def _named_estimate(self, name: str) -> dict[str, Any]:
@@ -76,6 +82,30 @@ class SubmitCommands(JobCommands):
         # the cell's first line is the magic's own: the script's line 1 is the cell's line 2
         return self._run(tool, {"script": cell, **tool_args, "first_line": 2},
                          f"checking the script against {self._where()}", follow_job)
+
+    @staticmethod
+    def _pipeline_parser() -> MagicParser:
+        made = parser("pipeline", "%%betty pipeline: the cell holds every step's batch script, each under a line "
+                         "'# ==== step NAME ====' or '# ==== step NAME (after A, B) ===='; each step runs once the "
+                         "steps it needs (default: the one before) succeeded; one approval, one experiment")
+        made.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the first job name)")
+        made.add_argument("--goal", metavar="TEXT", help="what the pipeline is for (recorded on its wiki page)")
+        return made
+
+    def _pipeline(self, args: argparse.Namespace, cell: str | None) -> Any:
+        from ...cluster.pipeline import steps_from_text  # lazy: only `%%betty pipeline` reads steps
+
+        if cell is None or not cell.strip():
+            raise UsageError("%%betty pipeline takes the steps' scripts as the cell's body (use the cell magic "
+                             "%%betty)")
+        steps = steps_from_text(cell)
+        goal = args.goal or " → ".join(step["name"] for step in steps) + ", from a notebook"
+
+        def follow_job(outcome: "ToolOutcome") -> list[Any]:
+            return [self._live_view(self._quiet("cluster_status", {"job_id": outcome.data.job_id}).data)]
+
+        return self._run("cluster_pipeline", {"steps": steps, "goal": goal, "name": args.slug},
+                         f"checking the steps against {self._where()}", follow_job)
 
     @staticmethod
     def _sweep_parser() -> MagicParser:

@@ -1,0 +1,111 @@
+"""``cluster_pipeline``: several batch scripts (preprocess → train → evaluate) submitted as one card, each step queued
+after the steps it needs (``afterok``), recorded as one experiment (``docs/long-runs.md``)."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field
+
+from ...cluster.commands import default_partition, request_summary
+from ...cluster.pipeline import MAX_STEPS, Step, card, checked_steps, dependency_options, linear
+from ...errors import UsageError
+from ...experiments.pipeline import pipeline_text, submit_pipeline
+from ...experiments.record import check_recordable
+from ..models import Preview, Tier, ToolOutcome
+from .base import Tool, ToolArgs, ToolContext, ToolError
+from .jobs import MAX_SCRIPT_CHARS, SubmitArgs, checked_submission, planned_slug, preflight
+
+if TYPE_CHECKING:
+    from ...cluster.sbatch import SbatchScript
+
+
+class PipelineStep(ToolArgs):
+    """One step: its name, its whole batch script, and the earlier steps it runs after."""
+
+    name: str = Field(min_length=1, max_length=40, description="the step's short name: preprocess, train, evaluate…")
+    script: str = Field(min_length=1, max_length=MAX_SCRIPT_CHARS,
+                        description="the step's whole batch script, '#!/bin/bash' and '#SBATCH' lines first (a "
+                                    "job array with #SBATCH --array is one step)")
+    after: list[str] | None = Field(None, max_length=MAX_STEPS,
+                                    description="the names of earlier steps it runs after, once they all succeeded "
+                                                "(default: the step before; [] starts at once)")
+
+
+class PipelineArgs(ToolArgs):
+    """The steps in order and what the pipeline is for."""
+
+    steps: list[PipelineStep] = Field(min_length=2, max_length=MAX_STEPS, description="the steps, in order")
+    goal: str = Field(min_length=1, max_length=4000, description="what the pipeline is for, in the researcher's words")
+    name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: the first "
+                                                               "step's job name)")
+
+    def planned(self) -> list[Step]:
+        """The steps with their edges (a step that names none runs after the one before); UsageError when wrong."""
+        names = [step.name for step in self.steps]
+        edges = linear(names, {s.name: tuple(s.after) for s in self.steps if s.after is not None})
+        return checked_steps([Step(s.name, s.script, edges[s.name]) for s in self.steps])
+
+
+class ClusterPipeline(Tool[PipelineArgs]):
+    """Submit a pipeline of steps with dependencies once and record it as one experiment."""
+
+    name = "cluster_pipeline"
+    description = ("Submit several batch scripts as one pipeline (e.g. preprocess → train → evaluate): every step "
+                   "now, each queued after the steps it needs succeed (--dependency=afterok); when a step fails the "
+                   "steps after it are cancelled. Recorded as one experiment (page and notebook) with every step.")
+    Args = PipelineArgs
+    tier = Tier.ALWAYS_ASK
+    only_adds = True
+
+    async def preview(self, ctx: ToolContext, args: PipelineArgs) -> Preview:
+        """Every step's script as uploaded, the edges between them, what each asks for, checked on the cluster."""
+        steps, scripts = await self._checked(ctx, args)
+        partitions = await ctx.slurm.partitions()
+        slug = planned_slug(ctx.workspace, args.name or scripts[0].get("job-name") or steps[0].name)
+        asked = {step.name: request_summary(script, default_partition(partitions))
+                 for step, script in zip(steps, scripts)}
+        checked = {step.name: await preflight(ctx, script) for step, script in zip(steps, scripts)}
+        commands = {step.name: " ".join(["sbatch", *dependency_options([f"${n}_job" for n in step.after]),
+                                         shlex.quote(f"{ctx.slurm.work_dir}/scripts/{slug}-{step.name}.sbatch")])
+                    for step in steps}  # $prep_job: the job id step prep gets
+        details: dict[str, Any] = {
+            "cluster": ctx.profile.name, "goal": args.goal, "pipeline": card(steps), "resources": asked,
+            "commands": commands, "checked on the cluster": checked,
+            "page": f"wiki/experiments/{slug}.md", "notebook": f"notebooks/experiments/{slug}.ipynb",
+        }
+        title = f"submit pipeline {slug} to {ctx.profile.name}: " + " → ".join(step.name for step in steps)
+        return Preview(kind="script", title=title, text=pipeline_text(steps), details=details)
+
+    async def run(self, ctx: ToolContext, args: PipelineArgs) -> ToolOutcome:
+        """Check every step again, submit each once, and record the pipeline."""
+        steps, scripts = await self._checked(ctx, args)
+        for script in scripts:
+            await preflight(ctx, script)
+        try:
+            experiment = await submit_pipeline(ctx.slurm, ctx.workspace, ctx.profile.name, list(zip(steps, scripts)),
+                                               goal=args.goal, name=args.name)
+        except UsageError as error:
+            raise ToolError(str(error)) from error
+        jobs = ", ".join(f"{s['name']} {s['job_id']}" for s in (experiment.chain or {}).get("steps") or [])
+        page = f"wiki/{experiment.page}"
+        summary = (f"submitted pipeline {experiment.slug} on {experiment.cluster} ({jobs}); page {page}, notebook "
+                   f"{experiment.notebook}")
+        return ToolOutcome(summary=summary, full=summary, data=experiment, artifacts=[page, experiment.notebook])
+
+    async def _checked(self, ctx: ToolContext, args: PipelineArgs) -> tuple[list[Step], list["SbatchScript"]]:
+        try:
+            steps = args.planned()
+            check_recordable(pipeline_text(steps), args.goal, args.name)
+        except UsageError as error:
+            raise ToolError(str(error)) from error
+        partitions = await ctx.slurm.partitions()
+        scripts = []
+        for step in steps:
+            try:
+                scripts.append(checked_submission(SubmitArgs.model_validate({"script": step.script, "goal": args.goal}),
+                                                  partitions))
+            except ToolError as error:
+                raise ToolError(f"step {step.name}: {error}") from error
+        return steps, scripts

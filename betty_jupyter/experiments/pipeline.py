@@ -1,0 +1,93 @@
+"""A pipeline as one experiment: its steps submitted once, each after the steps it needs, and recorded together.
+
+The record is a chain's (``experiments/chain.py``) with ``kind`` ``pipeline``: the steps' jobs in order (so the
+watcher, the ledger's ``segments`` table and ``cluster_status`` follow every step), and ``steps``: each step's name,
+the steps it runs after, its job and its script's path on the cluster.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..cluster.pipeline import Step, checked_steps, dependency_options, stranded
+from ..errors import BettyError, ExperimentError
+from .chain_page import PIPELINE
+from .ledger import Experiment, Ledger
+from .record import check_recordable, new_slug, record_submission, resources_asked
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from ..cluster.jobs import Job
+    from ..cluster.sbatch import SbatchScript
+    from ..cluster.slurm import SlurmClient
+
+
+def pipeline_text(steps: Sequence[Step]) -> str:
+    """Every step's script, one after the other under a line naming the step and what it runs after: the card's and
+    the record's script."""
+    parts = []
+    for step in steps:
+        after = f" (after {', '.join(step.after)})" if step.after else " (starts at once)"
+        parts.append(f"# ==== step {step.name}{after} ====\n{step.script.rstrip()}\n")
+    return "\n".join(parts)
+
+
+async def submit_pipeline(slurm: "SlurmClient", workspace: Workspace, cluster: str,
+                          steps: Sequence[tuple[Step, "SbatchScript"]], *, goal: str = "",
+                          name: str | None = None) -> Experiment:
+    """Submit every step once, each with ``afterok`` on the jobs of the steps it needs, and record them as one
+    experiment. When a later step cannot be submitted, the ones already queued are cancelled, so none waits on a
+    pipeline that is not whole, and the error says so."""
+    plain = checked_steps([step for step, _ in steps])
+    text = pipeline_text(plain)
+    check_recordable(text, goal, name)
+    ledger = Ledger(workspace.ledger_path)
+    first = steps[0][1]
+    slug = new_slug(workspace, ledger, name or first.get("job-name") or plain[0].name)
+    jobs: dict[str, str] = {}
+    for step, script in steps:
+        try:
+            jobs[step.name] = await slurm.submit(script, dependency_options([jobs[n] for n in step.after]),
+                                                 script_name=f"{slug}-{step.name}.sbatch")
+        except BettyError as failed:
+            if jobs:
+                await _cancel(slurm, list(jobs.values()))
+                raise ExperimentError(f"pipeline {slug}: step {step.name} could not be submitted ({failed}); the "
+                                      f"steps already queued ({', '.join(jobs.values())}) were cancelled") from failed
+            raise
+    recorded: list[dict[str, Any]] = [{"name": step.name, "after": list(step.after), "job_id": jobs[step.name],
+                 "script_path": f"{slurm.work_dir}/scripts/{slug}-{step.name}.sbatch"} for step in plain]
+    experiment = Experiment(
+        slug=slug, job_id=jobs[plain[0].name], cluster=cluster,
+        submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"), goal=goal, script=text,
+        script_path=str(recorded[0]["script_path"]), partition=first.get("partition"), resources=resources_asked(first),
+        chain={"kind": PIPELINE, "cap": len(plain), "steps": recorded, "jobs": list(jobs.values()),
+               "segments": [{"step": step.name, "job_id": jobs[step.name], "state": "PENDING", "ended": None,
+                             "why": "waiting"} for step in plain], "ended": None},
+    )
+    record_submission(workspace, experiment, ledger)
+    return experiment
+
+
+async def cancel_stranded(slurm: "SlurmClient", experiment: Experiment, jobs: dict[str, "Job"]) -> list[str]:
+    """Cancel the steps of a pipeline that wait on a step that did not succeed (they would never run); their ids."""
+    found = stranded((experiment.chain or {}).get("steps") or [], jobs)
+    if found:
+        await _cancel(slurm, found)
+    return found
+
+
+async def _cancel(slurm: "SlurmClient", job_ids: list[str]) -> None:
+    for ident in job_ids:
+        try:
+            await slurm.cancel(ident)
+        except BettyError:
+            pass  # already ended: nothing waits on it
+
+
+def step_table(experiment: Experiment) -> list[dict[str, Any]]:
+    """Each step as recorded: name, what it runs after, job, state and why (for ``segments()`` and the status)."""
+    steps = {str(s.get("job_id")): s for s in (experiment.chain or {}).get("steps") or []}
+    return [{**record, "after": list(steps.get(str(record.get("job_id")), {}).get("after") or [])}
+            for record in (experiment.chain or {}).get("segments") or []]
