@@ -183,3 +183,5 @@ def test_a_script_that_carries_the_sampler_is_measured_again_when_resubmitted() 
     assert with_sampler_asked(SubmitArgs(script=measured, goal="g", record=False)).measure_gpu_peak is False
     with pytest.raises(ToolError, match="measure_gpu_peak"):
         with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, segments=3))
+    with pytest.raises(ToolError, match="leave record, segments and requeue out"):
+        with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, requeue=True))

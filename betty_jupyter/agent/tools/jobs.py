@@ -230,12 +230,14 @@ PEAK_WORDS = ("measured: nvidia-smi samples every GPU's memory in the background
 
 def with_sampler_asked(args: SubmitArgs) -> SubmitArgs:
     """``args`` with the GPU peak sampler in its script when the person asked to measure the peak, or the script
-    carries it already (a measured job resubmitted); ToolError when it cannot be (not recorded, or a chain)."""
-    if not args.measure_gpu_peak and (MARKER not in args.script or not args.record or args.segments is not None):
+    carries it already (a measured job resubmitted); ToolError when it cannot be (not recorded, or a chain: segments
+    or requeue)."""
+    chained = args.segments is not None or args.requeue
+    if not args.measure_gpu_peak and (MARKER not in args.script or not args.record or chained):
         return args
-    if not args.record or args.segments is not None:
-        raise ToolError("measure_gpu_peak: the peak is recorded on a single job's experiment; leave record and "
-                        "segments out")
+    if not args.record or chained:
+        raise ToolError("measure_gpu_peak: the peak is recorded on a single job's experiment; leave record, "
+                        "segments and requeue out")
     return args.model_copy(update={"script": with_sampler(args.script), "measure_gpu_peak": True})
 
 
