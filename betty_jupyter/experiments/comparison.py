@@ -21,8 +21,8 @@ from ..cluster.arrays import array_job, is_task_of
 from ..cluster.jobs import Job, JobState
 from ..errors import BettyError, ExperimentError
 from .ledger import Experiment
-from .sweep import Grid
-from .sweep_page import array_ids, clock_text, notes_text, number_text, retries, task_cell
+from .sweep import Grid, recorded_grid
+from .sweep_page import array_ids, clock_text, notes_text, number_text, retries, rounds, task_cell
 from .task_metrics import TaskMetrics, read_metrics
 
 if TYPE_CHECKING:
@@ -91,7 +91,8 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (the series as ``[step, value]`` pairs): what a tool's outcome carries to a notebook."""
-        return {"slug": self.slug, "grid": self.grid.words(),
+        listed = {"points": self.grid.points()} if self.grid.rows is not None else {}
+        return {"slug": self.slug, "grid": self.grid.words(), **listed,
                 "tasks": [{**task.record(), "series": {name: [list(point) for point in points]
                                                        for name, points in task.metrics.series.items()}}
                           for task in self.tasks]}
@@ -100,7 +101,9 @@ class Comparison:
     def from_json(cls, data: Mapping[str, Any]) -> "Comparison":
         """Back from :meth:`to_json`; a one-line error for anything else."""
         try:
-            grid = Grid.parse([str(word) for word in data["grid"]])
+            grid = Grid.parse([str(word) for word in data["grid"]]) if data.get("points") is None else \
+                Grid.listed(list(data["points"][0]) if data["points"] else [],
+                            [{str(k): str(v) for k, v in point.items()} for point in data["points"]])
             points = grid.points()
             tasks = tuple(TaskResult(
                 index=int(task["index"]), point=points[int(task["index"])], job_id=str(task["job_id"]),
@@ -119,9 +122,9 @@ class Comparison:
 
 def latest_attempts(experiment: Experiment) -> dict[int, str]:
     """Each task's latest array, by index (the first array for a task never resubmitted)."""
-    grid = Grid.parse((experiment.sweep or {}).get("grid") or [])
+    grid = recorded_grid(experiment.sweep)
     latest = {index: experiment.job_id for index in range(len(grid))}
-    for retry in retries(experiment):
+    for retry in [*rounds(experiment), *retries(experiment)]:
         for index in retry.get("tasks") or []:
             latest[int(index)] = str(retry["job_id"])
     return latest
@@ -144,7 +147,7 @@ def followed_job(experiment: Experiment, snapshot: "Snapshot") -> Job | None:
     """The sweep as one job, each task at its latest attempt; the first array's own record when it has none.
 
     Its ``shown_task`` (the task whose log tells why it did not complete) is that attempt's real id (``4250_3``)."""
-    if not retries(experiment):
+    if not retries(experiment) and not rounds(experiment):
         return snapshot.jobs.get(experiment.job_id)
     latest = latest_attempts(experiment)
     job = array_job(experiment.job_id, followed_tasks(experiment, snapshot.tasks))
@@ -171,7 +174,7 @@ def task_indices(task_id: str) -> list[int]:
 
 async def read_comparison(slurm: "SlurmClient", experiment: Experiment) -> Comparison:
     """Every task of ``experiment`` (a sweep) now: one ``sacct`` for all, each task's output, each failure's cause."""
-    grid = Grid.parse((experiment.sweep or {}).get("grid") or [])
+    grid = recorded_grid(experiment.sweep)
     snapshot = await slurm.snapshot(array_ids(experiment))
     figures = snapshot.efficiency()
     records = _by_index(experiment, snapshot.tasks)
@@ -260,7 +263,7 @@ def with_tasks(experiment: Experiment, comparison: Comparison) -> Experiment:
 def task_states(experiment: Experiment, snapshot: "Snapshot") -> dict[int, str]:
     """Each task's state at its latest attempt, from one snapshot (no log read); tasks Slurm has no record of left
     out."""
-    grid_size = len(Grid.parse((experiment.sweep or {}).get("grid") or []))
+    grid_size = len(recorded_grid(experiment.sweep))
     records = _by_index(experiment, snapshot.tasks)
     return {index: attempts[-1].state.value for index, attempts in records.items() if 0 <= index < grid_size}
 

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from ..safe_text import table_cell
 from .ledger import Experiment
-from .sweep import Grid
+from .sweep import Grid, recorded_grid
 
 
 def retries(experiment: Experiment) -> list[dict[str, Any]]:
@@ -18,9 +18,16 @@ def retries(experiment: Experiment) -> list[dict[str, Any]]:
     return [retry for retry in (experiment.sweep or {}).get("retries") or [] if isinstance(retry, dict)]
 
 
+def rounds(experiment: Experiment) -> list[dict[str, Any]]:
+    """A search's later rounds, oldest first: ``{"round": 2, "job_id": "4251", "tasks": [4, 5, 6, 7], …}``."""
+    return [step for step in (experiment.sweep or {}).get("rounds") or []
+            if isinstance(step, dict) and step.get("job_id")]
+
+
 def array_ids(experiment: Experiment) -> list[str]:
-    """The sweep's job array and its resubmissions' arrays, first submitted first."""
-    return [experiment.job_id, *(str(retry["job_id"]) for retry in retries(experiment))]
+    """The sweep's job array, a search's later rounds' arrays, then its resubmissions' arrays."""
+    return [experiment.job_id, *(str(step["job_id"]) for step in rounds(experiment)),
+            *(str(retry["job_id"]) for retry in retries(experiment))]
 
 
 def comparison_table(grid: Grid, records: Iterable[Mapping[str, Any]]) -> str:
@@ -73,8 +80,8 @@ def page_section(experiment: Experiment) -> str:
     records = (experiment.sweep or {}).get("tasks")
     if not records:
         return ""
-    grid = Grid.parse((experiment.sweep or {}).get("grid") or [])
-    attempts = ", ".join(array_ids(experiment)[1:])
+    grid = recorded_grid(experiment.sweep)
+    attempts = ", ".join(str(retry["job_id"]) for retry in retries(experiment))
     again = f" Failed tasks were resubmitted by index as job array {attempts}." if attempts else ""
     return ("## Comparison\n\nEvery task's last value of each `name=value` it printed (the notebook plots the "
             f"series).{again}\n\n{comparison_table(grid, records)}")

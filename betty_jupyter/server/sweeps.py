@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 def sweep_json(tracked: "Tracked") -> "Sweep":
     """One recorded sweep: its experiment, its grid's words, its size and how often it was resubmitted."""
     # lazy: the grid's parser; the server's extension loads without it
-    from ..experiments.sweep import Grid
+    from ..experiments.sweep import recorded_grid
 
     sweep = tracked.experiment.sweep or {}
     grid = [str(word) for word in sweep.get("grid") or []]
-    return {"experiment": experiment_json(tracked), "grid": grid, "tasks": len(Grid.parse(grid)),
+    return {"experiment": experiment_json(tracked), "grid": grid, "tasks": len(recorded_grid(sweep)),
             "at_once": sweep.get("at_once"), "retries": len(sweep.get("retries") or [])}
 
 

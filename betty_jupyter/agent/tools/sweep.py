@@ -16,7 +16,7 @@ from ...errors import UsageError
 from ...experiments.comparison import FAILED_TASK_STATES, comparison_rows, read_comparison, retry_script, task_states
 from ...experiments.ledger import Experiment, Ledger
 from ...experiments.record import submit_experiment
-from ...experiments.sweep import MAX_TASKS, Grid, grid_table, size_line, sweep_script
+from ...experiments.sweep import MAX_TASKS, Grid, grid_table, recorded_grid, size_line, sweep_script
 from ...experiments.sweep_page import array_ids, retries
 from ...safe_text import terminal_line
 from ...wiki import WikiStore
@@ -166,7 +166,7 @@ class SweepRetry(Tool[RetryArgs]):
         experiment = recorded_sweep(ctx, args.experiment)
         indices = await _failed_indices(ctx, experiment, args.tasks)
         script = retry_script(experiment, indices)
-        grid = Grid.parse((experiment.sweep or {}).get("grid") or [])
+        grid = recorded_grid(experiment.sweep)
         points = grid.points()
         shown = ", ".join(map(str, indices))
         listing = "\n".join(f"task {index}: " + " ".join(f"{name}={value}" for name, value in points[index].items())
@@ -242,7 +242,7 @@ def recorded_sweep(ctx: ToolContext, experiment: str) -> Experiment:
 async def _failed_indices(ctx: ToolContext, experiment: Experiment, asked: list[int]) -> list[int]:
     """``asked``, sorted, once every one of them is a task of the sweep whose latest attempt failed."""
     indices = sorted(set(asked))
-    size = len(Grid.parse((experiment.sweep or {}).get("grid") or []))
+    size = len(recorded_grid(experiment.sweep))
     outside = [index for index in indices if not 0 <= index < size]
     if outside:
         raise ToolError(f"the sweep has tasks 0 to {size - 1}; there is no task {outside[0]}")
