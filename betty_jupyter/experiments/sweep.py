@@ -32,6 +32,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _RESERVED = {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "IFS", "PS4", "ENV", "BASH_ENV", "CDPATH", "TMPDIR",
              "PWD", "OLDPWD", "HOSTNAME", "LANG", "TERM", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"}
 _RESERVED_PREFIXES = ("SLURM_", "SBATCH_", "BETTY_", "LD_", "BASH_", "LC_")
+_BLOCK_START = "# Betty's sweep: task N runs with the Nth point of the grid"
+_BLOCK_END = 'echo "betty sweep: task $SLURM_ARRAY_TASK_ID: '
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
@@ -191,11 +193,12 @@ def _value(name: str, value: str) -> str:
     return text
 
 
-def sweep_script(script: "str | SbatchScript", grid: Grid, at_once: int | None = None) -> str:
+def sweep_script(script: "str | SbatchScript", grid: Grid, at_once: int | None = None, first: int = 0) -> str:
     """The job array that runs ``script`` at every point of ``grid`` (at most ``at_once`` tasks at a time).
 
     Refused (one line) when the script has an ``--array`` of its own, runs no command, or writes every task's
     output to one file (an ``--output``/``--error`` without ``%a``). A script already read is not read again.
+    A search's later round numbers its tasks on from ``first``.
     """
     # lazy: the batch-script parser; the server's start loads the experiments package without it
     from ..cluster.sbatch import SbatchScript
@@ -213,24 +216,36 @@ def sweep_script(script: "str | SbatchScript", grid: Grid, at_once: int | None =
         raise UsageError("the script runs no command; a sweep runs its commands once for every point of the grid")
     if at_once is not None and not 1 <= at_once <= MAX_TASKS:
         raise UsageError(f"at most {at_once} at once: give a number from 1 to {MAX_TASKS}")
-    last = len(grid) - 1
-    arrayed = parsed.with_options(array=f"0-{last}" + (f"%{at_once}" if at_once else ""))
+    last = first + len(grid) - 1
+    arrayed = parsed.with_options(array=f"{first}-{last}" + (f"%{at_once}" if at_once else ""))
     header = arrayed.text[:len(arrayed.text) - len(arrayed.body)]
-    return header + parameter_block(grid) + arrayed.body
+    return header + parameter_block(grid, first) + arrayed.body
 
 
-def parameter_block(grid: Grid) -> str:
-    """The lines that give task N the Nth point of ``grid`` as exported shell variables."""
+def parameter_block(grid: Grid, first: int = 0) -> str:
+    """The lines that give task ``first`` + N the Nth point of ``grid`` as exported shell variables."""
     names = " ".join(grid.names)
-    lines = ["# Betty's sweep: task N runs with the Nth point of the grid", 'case "$SLURM_ARRAY_TASK_ID" in']
-    for index, point in enumerate(grid.points()):
+    lines = [_BLOCK_START, 'case "$SLURM_ARRAY_TASK_ID" in']
+    for index, point in enumerate(grid.points(), start=first):
         settings = " ".join(f"{name}={shlex.quote(value)}" for name, value in point.items())
         lines.append(f"  {index}) {settings} ;;")
     lines += ['  *) echo "betty sweep: task $SLURM_ARRAY_TASK_ID has no point in the grid" >&2; exit 2 ;;', "esac",
               f"export {names}",
-              'echo "betty sweep: task $SLURM_ARRAY_TASK_ID: ' + " ".join(f"{n}=${{{n}}}" for n in grid.names) + '"',
+              _BLOCK_END + " ".join(f"{n}=${{{n}}}" for n in grid.names) + '"',
               ""]
     return "\n".join(lines) + "\n"
+
+
+def own_script(text: str) -> "SbatchScript":
+    """A sweep's script as the person wrote it: its ``--array`` and the block that sets each task's point taken out
+    (a search's later round puts its own in)."""
+    # lazy: the batch-script parser
+    from ..cluster.sbatch import SbatchScript
+
+    start, end = text.find(_BLOCK_START), text.find(_BLOCK_END)
+    if start >= 0 and end > start and text.find("\n", end) >= 0:
+        text = text[:start] + text[text.index("\n", end) + 2:]
+    return SbatchScript.parse(text).with_options(array=None)
 
 
 def grid_table(grid: Grid) -> str:
