@@ -79,6 +79,9 @@ class Comparison:
     slug: str
     grid: Grid
     tasks: tuple[TaskResult, ...]
+    search: dict[str, Any] = field(default_factory=dict)
+    """A search's summary as its last round read it (each task's objective, the best so far, the parameters'
+    importance) and its stopped tasks (``stopped``: index → why); empty for a grid."""
 
     @property
     def metric_names(self) -> list[str]:
@@ -92,7 +95,7 @@ class Comparison:
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (the series as ``[step, value]`` pairs): what a tool's outcome carries to a notebook."""
         listed = {"points": self.grid.points()} if self.grid.rows is not None else {}
-        return {"slug": self.slug, "grid": self.grid.words(), **listed,
+        return {"slug": self.slug, "grid": self.grid.words(), **listed, "search": self.search,
                 "tasks": [{**task.record(), "series": {name: [list(point) for point in points]
                                                        for name, points in task.metrics.series.items()}}
                           for task in self.tasks]}
@@ -117,7 +120,8 @@ class Comparison:
                 for task in data["tasks"])
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ExperimentError(f"not a sweep's comparison ({type(error).__name__}: {error})") from error
-        return cls(str(data["slug"]), grid, tasks)
+        search = data.get("search")
+        return cls(str(data["slug"]), grid, tasks, dict(search) if isinstance(search, Mapping) else {})
 
 
 def latest_attempts(experiment: Experiment) -> dict[int, str]:
@@ -188,7 +192,16 @@ async def read_comparison(slurm: "SlurmClient", experiment: Experiment) -> Compa
         kept = before.get(result.job_id) if result.note else None
         results.append(replace(result, recorded=kept, note=f"{result.note}; its values as read before")
                        if kept else result)
-    return Comparison(experiment.slug, grid, tuple(results))
+    return Comparison(experiment.slug, grid, tuple(results), search_record(experiment))
+
+
+def search_record(experiment: Experiment) -> dict[str, Any]:
+    """What the comparison shows of a search: its last summary and its stopped tasks; empty for a grid."""
+    sweep = experiment.sweep or {}
+    summary = sweep.get("summary")
+    if not sweep.get("search") or not isinstance(summary, Mapping):
+        return {}
+    return {**summary, "stopped": dict(sweep.get("stopped") or {})}
 
 
 def _by_index(experiment: Experiment, tasks: Mapping[str, Sequence[Job]]) -> dict[int, list[Job]]:

@@ -28,7 +28,6 @@ from ..errors import UsageError
 from .sweep import MAX_TASKS, Space
 
 if TYPE_CHECKING:
-    # lazy: Optuna (and the standard library's statistics), only while a search runs
     import optuna
 
 SEARCHES = ("bayes", "random", "grid")

@@ -18,7 +18,7 @@ from ...experiments.comparison import (FAILED_TASK_STATES, comparison_rows, late
 from ...experiments.ledger import Experiment, Ledger
 from ...experiments.record import submit_experiment
 from ...experiments.search import (Objective, Observation, Round, Search, consent_line, first_points, open_study,
-                                   plan_round, seed_for, start_study, study_path, within_consent)
+                                   plan_round, seed_for, start_study, study_path, summarize, within_consent)
 from ...experiments.sweep import (MAX_TASKS, Grid, Space, grid_table, own_script, recorded_grid, size_line,
                                   sweep_script)
 from ...experiments.sweep_page import array_ids, retries, rounds
@@ -406,12 +406,14 @@ async def next_round(ctx: ToolContext, experiment: Experiment) -> Round:
     stopped = {int(k): str(v) for k, v in (sweep.get("stopped") or {}).items()}
     study = open_study(study_path(ctx.workspace.state, experiment.slug), space, search)
     proposal = plan_round(study, space, search, observations, stopped)
+    read = summarize(study, search, {trial: index for index, trial in enumerate(trials)}).to_json()
+    kept = {"proposal": proposal.to_json()} if proposal else {}
+    Ledger(ctx.workspace.ledger_path).change_sweep(experiment.slug, lambda now: {**(now or {}), "summary": read,
+                                                                                 **kept})
     if not proposal:
         raise ToolError(f"sweep {experiment.slug} has no round to run now: "
                         + ("its budget of tasks is spent" if len(trials) >= search.budget else
                            f"{search.batch} task(s) are still running"))
-    Ledger(ctx.workspace.ledger_path).change_sweep(experiment.slug, lambda now: {**(now or {}),
-                                                                                 "proposal": proposal.to_json()})
     return proposal
 
 
