@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 import pytest
@@ -16,6 +17,7 @@ from betty_jupyter.experiments.ledger import Ledger
 from betty_jupyter.experiments.search import Search, open_study, study_path, summarize
 from betty_jupyter.experiments.sweep import Space
 from betty_jupyter.experiments.workspace import Workspace
+from betty_jupyter.notebook.sweep import SweepView
 from test_cli_cluster import betty, betty_env  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.cluster
@@ -104,7 +106,19 @@ def test_a_bayes_search_finds_the_optimum_stops_lagging_tasks_and_asks_beyond_th
     assert {(record.tier, record.digest is None) for record in records} == {(0, True), (2, False)}
     assert all(record.args["within_budget"] for record in records if record.tier == 0)
     carded = [record for record in records if record.tier == 2]
-    assert all("round " in r.preview.title and "task(s) to stop" in r.preview.title for r in carded)
-    assert any("task " in str(r.preview.details.get("points")) for r in carded)
-    page = (project / "wiki" / f"experiments/{slug}.md").read_text()
-    assert f"round {rounds[-1]['round']}" in (project / "wiki" / "log.md").read_text() or page
+    assert all(re.match(r"round \d+ of sweep .*: \d+ new task\(s\), \d+ to stop", r.preview.title) for r in carded)
+    assert any(re.search(r"task \d+: lr=\S+ layers=\d opt=(adam|sgd)", str(r.preview)) for r in carded)
+    # The comparison shows the search: on the page (once the watcher rewrote it), in `betty sweeps show` and the
+    # notebook's view.
+    page = project / "wiki" / f"experiments/{slug}.md"
+    while "### Search" not in page.read_text() or "| best so far |" not in page.read_text():
+        watched = betty(betty_env, "watch", "--once", "--dir", str(project))
+        assert time.monotonic() < deadline, watched.stdout + watched.stderr + page.read_text()[-3000:]
+        time.sleep(1)
+    text = page.read_text()
+    assert f"- round {rounds[-1]['round']}: tasks " in text and "approved by card" in text
+    assert "median rule: loss=" in text
+    shown = betty(betty_env, "sweeps", "show", slug, "--json", "--dir", str(project))
+    assert shown.returncode == 0, shown.stderr
+    view = SweepView(json.loads(shown.stdout))._repr_html_()
+    assert "<b>Search</b>" in view and "best so far" in view and "pruned" in view
