@@ -358,7 +358,7 @@ class SweepRound(Tool[RoundArgs]):
         """Stop the lagging tasks, submit the proposed points once, record the round on the sweep."""
         experiment = searching_sweep(ctx, args.experiment)
         proposal = await next_round(ctx, experiment)
-        if args.within_budget and not _within(experiment, proposal):
+        if args.within_budget and not round_within_budget(experiment, proposal):
             raise ToolError(f"round {len(rounds(experiment)) + 2} of {experiment.slug} would go beyond the budget "
                             "approved for later rounds; it needs its own card (call again without within_budget)")
         latest = latest_attempts(experiment)
@@ -432,7 +432,8 @@ def _round_script(experiment: Experiment, proposal: Round) -> str:
                         first=len(sweep.get("trials") or []))
 
 
-def _within(experiment: Experiment, proposal: Round) -> bool:
+def round_within_budget(experiment: Experiment, proposal: Round) -> bool:
+    """Whether ``proposal`` runs without a card: within the tasks and GPU-hours approved for later rounds."""
     # lazy: the batch-script parser, for each task's request
     from ...cluster.sbatch import SbatchScript
 
