@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BettyError
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
 class Desks(Protocol):
     """Where the rounds run: each cluster's desk session, and the Assistant that calls tools in it."""
 
-    assistant: Any
+    @property
+    def assistant(self) -> Any:
+        """The Assistant whose ``call`` runs a tool in a session, through its policy and approvals."""
+        ...
 
     async def desk(self, cluster: str | None = None) -> "AgentSession":
         """The cluster's desk session."""
@@ -48,7 +52,10 @@ class SearchRounds:
                 continue
             task = asyncio.get_running_loop().create_task(self._round(slug, experiment.cluster))
             self._busy[slug] = task
-            task.add_done_callback(lambda _, slug=slug: self._busy.pop(slug, None))
+            task.add_done_callback(partial(self._done, slug))
+
+    def _done(self, slug: str, _: "asyncio.Task[None]") -> None:
+        self._busy.pop(slug, None)
 
     async def _round(self, slug: str, cluster: str) -> None:
         """Plan the round; run it without a card within the approved budget, else on one card."""

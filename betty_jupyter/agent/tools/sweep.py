@@ -369,13 +369,14 @@ class SweepRound(Tool[RoundArgs]):
         number = len(rounds(experiment)) + 2
         job_id = await ctx.slurm.submit(script, script_name=f"{experiment.slug}-round-{number}.sbatch") \
             if script else ""
-        step = {"round": number, "job_id": job_id, "tasks": [index for index, _ in numbered],
+        tasks = [index for index, _ in numbered]
+        step: dict[str, Any] = {"round": number, "job_id": job_id, "tasks": tasks,
                 "stops": [{"index": s.index, "why": s.why} for s in proposal.stops],
                 "approved": "within the approved budget" if args.within_budget else "card",
                 "submitted": datetime.now().strftime("%Y-%m-%dT%H:%M:%S")}
         Ledger(ctx.workspace.ledger_path).change_sweep(experiment.slug, lambda now: record_round(now, step, proposal))
         summary = (f"round {number} of sweep {experiment.slug}: "
-                   + (f"tasks {', '.join(map(str, step['tasks']))} submitted as job array {job_id}" if job_id else
+                   + (f"tasks {', '.join(map(str, tasks))} submitted as job array {job_id}" if job_id else
                       "nothing new submitted")
                    + (f"; stopped tasks {', '.join(str(s.index) for s in proposal.stops)}" if proposal.stops else ""))
         WikiStore(ctx.workspace.wiki).log(summary)
