@@ -135,7 +135,8 @@ def test_a_later_round_runs_the_persons_script_with_only_its_points() -> None:
 
 def test_a_searchs_record_lists_its_tasks_points_in_order() -> None:
     record = {"grid": ["x=0..1", "opt=a,b"], "search": {"method": "bayes"},
-              "trials": [{"trial": 0, "point": {"x": "0.5", "opt": "a"}}, {"trial": 1, "point": {"x": "0.1", "opt": "b"}}]}
+              "trials": [{"trial": 0, "point": {"x": "0.5", "opt": "a"}},
+                         {"trial": 1, "point": {"x": "0.1", "opt": "b"}}]}
     grid = recorded_grid(record)
     assert len(grid) == 2 and grid.points()[1] == {"x": "0.1", "opt": "b"}
     assert len(recorded_grid({"grid": ["x=0..1"], "search": {"method": "bayes"}})) == 0

@@ -314,7 +314,8 @@ def _why(study: "optuna.Study", search: Search, seen: Observation) -> str:
               if int(step) in t.intermediate_values]
     metric = search.objective.metric
     if search.early_stop == "median" and others:
-        return (f"median rule: {metric}={value:.6g} at step {int(step)}, worse than the median {statistics.median(others):.6g} "
+        median = statistics.median(others)
+        return (f"median rule: {metric}={value:.6g} at step {int(step)}, worse than the median {median:.6g} "
                 f"of {len(others)} other task(s) at that step")
     return f"successive halving: {metric}={value:.6g} at step {int(step)} is not among the best at that step"
 

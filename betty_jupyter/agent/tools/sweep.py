@@ -21,7 +21,7 @@ from ...experiments.search import (Objective, Observation, Round, Search, consen
                                    plan_round, seed_for, start_study, study_path, summarize, within_consent)
 from ...experiments.sweep import (MAX_TASKS, Grid, Space, grid_table, own_script, recorded_grid, size_line,
                                   sweep_script)
-from ...experiments.sweep_page import array_ids, retries, rounds
+from ...experiments.sweep_page import array_ids, retries, rounds_of
 from ...safe_text import terminal_line
 from ...wiki import WikiStore
 from ..models import Preview, Tier, ToolOutcome
@@ -343,7 +343,7 @@ class SweepRound(Tool[RoundArgs]):
         experiment = searching_sweep(ctx, args.experiment)
         proposal = await next_round(ctx, experiment)
         script = _round_script(experiment, proposal)
-        number = len(rounds(experiment)) + 2
+        number = len(rounds_of(experiment.sweep or {})) + 2
         points = "\n".join(f"task {index}: " + " ".join(f"{k}={v}" for k, v in point.items())
                            for index, point in _numbered(experiment, proposal))
         stops = "\n".join(f"stop task {stop.index}: {stop.why}" for stop in proposal.stops)
@@ -359,14 +359,15 @@ class SweepRound(Tool[RoundArgs]):
         experiment = searching_sweep(ctx, args.experiment)
         proposal = await next_round(ctx, experiment)
         if args.within_budget and not round_within_budget(experiment, proposal):
-            raise ToolError(f"round {len(rounds(experiment)) + 2} of {experiment.slug} would go beyond the budget "
-                            "approved for later rounds; it needs its own card (call again without within_budget)")
+            number = len(rounds_of(experiment.sweep or {})) + 2
+            raise ToolError(f"round {number} of {experiment.slug} would go beyond the budget approved for later "
+                            "rounds; it needs its own card (call again without within_budget)")
         latest = latest_attempts(experiment)
         for stop in proposal.stops:
             await ctx.slurm.cancel(f"{latest.get(stop.index, experiment.job_id)}_{stop.index}")
         numbered = _numbered(experiment, proposal)
         script = _round_script(experiment, proposal)
-        number = len(rounds(experiment)) + 2
+        number = len(rounds_of(experiment.sweep or {})) + 2
         job_id = await ctx.slurm.submit(script, script_name=f"{experiment.slug}-round-{number}.sbatch") \
             if script else ""
         tasks = [index for index, _ in numbered]
