@@ -141,3 +141,25 @@ def test_a_searchs_record_lists_its_tasks_points_in_order() -> None:
     assert len(grid) == 2 and grid.points()[1] == {"x": "0.1", "opt": "b"}
     assert len(recorded_grid({"grid": ["x=0..1"], "search": {"method": "bayes"}})) == 0
     assert math.isclose(float(grid.points()[0]["x"]), 0.5)
+
+
+def test_the_pages_search_section_lists_every_round_and_trial_escaped() -> None:
+    from betty_jupyter.experiments.sweep_page import search_section
+
+    hostile = "<img src=x onerror=alert(1)> | `id`"
+    sweep = {"search": {"method": "bayes"}, "stopped": {"1": f"median rule: {hostile}"},
+             "rounds": [{"round": 2, "job_id": "4251", "tasks": [2, 3], "stops": [{"index": 1, "why": "…"}],
+                         "approved": "within the approved budget"}],
+             "summary": {"objective": "loss:min", "best_so_far": [0.5, 0.5, 0.25, 0.25],
+                         "trials": [{"index": 0, "value": 0.5, "state": "COMPLETE", "why": ""},
+                                    {"index": 1, "value": None, "state": "PRUNED", "why": ""},
+                                    {"index": 2, "value": 0.25, "state": "COMPLETE", "why": ""},
+                                    {"index": 3, "value": None, "state": "FAIL", "why": "no loss printed"}],
+                         "importance": {"lr": 0.8, "opt": 0.2}}}
+    text = search_section(sweep)
+    assert "### Search" in text and "- round 2: tasks 2, 3 (job array 4251), stopped 1; approved by within the " \
+                                     "approved budget" in text
+    assert "| 2 | 0.25 | 0.25 | complete |  |" in text and "| 3 |  | 0.25 | fail | no loss printed |" in text
+    assert "<img" not in text and "\\| \\`id\\`" in text
+    assert "parameter importance (Optuna): lr 0.8, opt 0.2" in text
+    assert search_section({"grid": ["lr=1,2"]}) == ""
