@@ -82,8 +82,8 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     registry = default_registry()
     assert registry.names() == [
         "cluster_run", "cluster_queue", "cluster_partitions", "cluster_overview", "cluster_history", "cluster_submit",
-        "cluster_sweep", "sweep_compare", "sweep_retry", "sweep_cancel", "cluster_status", "cluster_cancel", "cluster_extend",
-        "cluster_pipeline", "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
+        "cluster_sweep", "sweep_compare", "sweep_retry", "sweep_round", "sweep_cancel", "cluster_status", "cluster_cancel",
+        "cluster_extend", "cluster_pipeline", "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
         "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write", "scratchpad", "delegate_tasks", "propose_plan", "cell_run",
         "cell_run_status", "notebook_submit", "notebook_collect",
         "notebook_read", "notebook_edit", "notebook_run_cell", "node_kernel", "node_kernel_status", "node_kernel_stop",

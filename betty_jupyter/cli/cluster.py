@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..agent.vocabulary import Decision
 from ..errors import UsageError
+from ..experiments.search_options import add_search_options, search_fields
 from ..json_text import parse_json
 from ..safe_text import terminal_line
 from .parser import Parser
@@ -69,6 +70,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     sweep.add_argument("--goal", default="", help="what the sweep is for (goes into the experiment's page)")
     sweep.add_argument("--slug", help="the experiment's name (default: the script's --job-name)")
     sweep.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
+    add_search_options(sweep)
     sweep.set_defaults(run=_sweep)
 
     pipeline = commands.add_parser(
@@ -291,7 +293,8 @@ def _sweep(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dir.absolute()} has no wiki/ to record the sweep in; run `betty init` there first")
     goal = args.goal.strip() or f"{args.script.name} over {' '.join(args.grid)}, run with betty sweep"
     done = _as_person(args, workspace, "cluster_sweep",
-                      {"script": text, "grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug},
+                      {"script": text, "grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug,
+                       **search_fields(args)},
                       f"Run the sweep of {args.script}?")
     _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)
     return 0

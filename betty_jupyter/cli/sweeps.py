@@ -1,4 +1,5 @@
-"""``betty sweeps show|retry|cancel``: a recorded sweep's tasks side by side, its failed tasks run again, its end."""
+"""``betty sweeps show|retry|cancel|next``: a recorded sweep's tasks side by side, its failed tasks run again, its end,
+a search's next round."""
 
 from __future__ import annotations
 
@@ -38,6 +39,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                                                                  "(one card)")
     cancel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     cancel.set_defaults(run=_cancel)
+    step = actions.add_parser("next", parents=[which], help="a search's next round: the points it proposes from the "
+                                                            "results so far and the lagging tasks it stops (one card)")
+    step.add_argument("--within-budget", action="store_true",
+                      help="no card: run the round within the budget approved for later rounds (refused beyond it)")
+    step.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    step.set_defaults(run=_next)
 
 
 def _sweep(args: argparse.Namespace) -> tuple["Workspace", "Experiment"]:
@@ -103,6 +110,18 @@ def _cancel(args: argparse.Namespace) -> int:
     workspace, experiment = _sweep(args)
     done = _as_person(args, workspace, "sweep_cancel", {"experiment": experiment.slug},
                       f"Cancel sweep {experiment.slug}?")
+    print(terminal_line(done.summary))
+    return 0
+
+
+def _next(args: argparse.Namespace) -> int:
+    # lazy: the terminal's card; only `betty sweeps next` needs it
+    from .cluster import _as_person
+
+    workspace, experiment = _sweep(args)
+    done = _as_person(args, workspace, "sweep_round",
+                      {"experiment": experiment.slug, "within_budget": args.within_budget},
+                      f"Run this round of sweep {experiment.slug}?")
     print(terminal_line(done.summary))
     return 0
 

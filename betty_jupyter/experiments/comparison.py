@@ -21,8 +21,8 @@ from ..cluster.arrays import array_job, is_task_of
 from ..cluster.jobs import Job, JobState
 from ..errors import BettyError, ExperimentError
 from .ledger import Experiment
-from .sweep import Grid
-from .sweep_page import array_ids, clock_text, notes_text, number_text, retries, task_cell
+from .sweep import Grid, recorded_grid
+from .sweep_page import array_ids, clock_text, notes_text, number_text, retries, rounds, task_cell
 from .task_metrics import TaskMetrics, read_metrics
 
 if TYPE_CHECKING:
@@ -79,6 +79,9 @@ class Comparison:
     slug: str
     grid: Grid
     tasks: tuple[TaskResult, ...]
+    search: dict[str, Any] = field(default_factory=dict)
+    """A search's summary as its last round read it (each task's objective, the best so far, the parameters'
+    importance) and its stopped tasks (``stopped``: index → why); empty for a grid."""
 
     @property
     def metric_names(self) -> list[str]:
@@ -91,7 +94,8 @@ class Comparison:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (the series as ``[step, value]`` pairs): what a tool's outcome carries to a notebook."""
-        return {"slug": self.slug, "grid": self.grid.words(),
+        listed = {"points": self.grid.points()} if self.grid.rows is not None else {}
+        return {"slug": self.slug, "grid": self.grid.words(), **listed, "search": self.search,
                 "tasks": [{**task.record(), "series": {name: [list(point) for point in points]
                                                        for name, points in task.metrics.series.items()}}
                           for task in self.tasks]}
@@ -100,7 +104,9 @@ class Comparison:
     def from_json(cls, data: Mapping[str, Any]) -> "Comparison":
         """Back from :meth:`to_json`; a one-line error for anything else."""
         try:
-            grid = Grid.parse([str(word) for word in data["grid"]])
+            grid = Grid.parse([str(word) for word in data["grid"]]) if data.get("points") is None else \
+                Grid.listed(list(data["points"][0]) if data["points"] else [],
+                            [{str(k): str(v) for k, v in point.items()} for point in data["points"]])
             points = grid.points()
             tasks = tuple(TaskResult(
                 index=int(task["index"]), point=points[int(task["index"])], job_id=str(task["job_id"]),
@@ -114,14 +120,15 @@ class Comparison:
                 for task in data["tasks"])
         except (KeyError, TypeError, ValueError, IndexError) as error:
             raise ExperimentError(f"not a sweep's comparison ({type(error).__name__}: {error})") from error
-        return cls(str(data["slug"]), grid, tasks)
+        search = data.get("search")
+        return cls(str(data["slug"]), grid, tasks, dict(search) if isinstance(search, Mapping) else {})
 
 
 def latest_attempts(experiment: Experiment) -> dict[int, str]:
     """Each task's latest array, by index (the first array for a task never resubmitted)."""
-    grid = Grid.parse((experiment.sweep or {}).get("grid") or [])
+    grid = recorded_grid(experiment.sweep)
     latest = {index: experiment.job_id for index in range(len(grid))}
-    for retry in retries(experiment):
+    for retry in [*rounds(experiment), *retries(experiment)]:
         for index in retry.get("tasks") or []:
             latest[int(index)] = str(retry["job_id"])
     return latest
@@ -144,7 +151,7 @@ def followed_job(experiment: Experiment, snapshot: "Snapshot") -> Job | None:
     """The sweep as one job, each task at its latest attempt; the first array's own record when it has none.
 
     Its ``shown_task`` (the task whose log tells why it did not complete) is that attempt's real id (``4250_3``)."""
-    if not retries(experiment):
+    if not retries(experiment) and not rounds(experiment):
         return snapshot.jobs.get(experiment.job_id)
     latest = latest_attempts(experiment)
     job = array_job(experiment.job_id, followed_tasks(experiment, snapshot.tasks))
@@ -171,7 +178,7 @@ def task_indices(task_id: str) -> list[int]:
 
 async def read_comparison(slurm: "SlurmClient", experiment: Experiment) -> Comparison:
     """Every task of ``experiment`` (a sweep) now: one ``sacct`` for all, each task's output, each failure's cause."""
-    grid = Grid.parse((experiment.sweep or {}).get("grid") or [])
+    grid = recorded_grid(experiment.sweep)
     snapshot = await slurm.snapshot(array_ids(experiment))
     figures = snapshot.efficiency()
     records = _by_index(experiment, snapshot.tasks)
@@ -185,7 +192,16 @@ async def read_comparison(slurm: "SlurmClient", experiment: Experiment) -> Compa
         kept = before.get(result.job_id) if result.note else None
         results.append(replace(result, recorded=kept, note=f"{result.note}; its values as read before")
                        if kept else result)
-    return Comparison(experiment.slug, grid, tuple(results))
+    return Comparison(experiment.slug, grid, tuple(results), search_record(experiment))
+
+
+def search_record(experiment: Experiment) -> dict[str, Any]:
+    """What the comparison shows of a search: its last summary and its stopped tasks; empty for a grid."""
+    sweep = experiment.sweep or {}
+    summary = sweep.get("summary")
+    if not sweep.get("search") or not isinstance(summary, Mapping):
+        return {}
+    return {**summary, "stopped": dict(sweep.get("stopped") or {})}
 
 
 def _by_index(experiment: Experiment, tasks: Mapping[str, Sequence[Job]]) -> dict[int, list[Job]]:
@@ -260,7 +276,7 @@ def with_tasks(experiment: Experiment, comparison: Comparison) -> Experiment:
 def task_states(experiment: Experiment, snapshot: "Snapshot") -> dict[int, str]:
     """Each task's state at its latest attempt, from one snapshot (no log read); tasks Slurm has no record of left
     out."""
-    grid_size = len(Grid.parse((experiment.sweep or {}).get("grid") or []))
+    grid_size = len(recorded_grid(experiment.sweep))
     records = _by_index(experiment, snapshot.tasks)
     return {index: attempts[-1].state.value for index, attempts in records.items() if 0 <= index < grid_size}
 

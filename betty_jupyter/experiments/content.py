@@ -80,9 +80,9 @@ def _sweep_section(experiment: Experiment) -> str:
     if not experiment.sweep:
         return ""
     # lazy: the sweep's grid; a page of a single job never needs it
-    from .sweep import Grid, grid_table
+    from .sweep import grid_table, recorded_grid
 
-    grid = Grid.parse(experiment.sweep.get("grid") or [])
+    grid = recorded_grid(experiment.sweep)
     at_once = experiment.sweep.get("at_once")
     limit = f", at most {at_once} at once" if at_once else ""
     return (f"\n\n### Sweep\n\nOne job array of {len(grid)} tasks{limit}; task N runs with row N "

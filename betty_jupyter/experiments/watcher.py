@@ -86,6 +86,7 @@ class JobWatcher:
         self.interval = min_interval
         self.subscribers: list[Callable[[JobUpdate], None]] = []
         self._written_subscribers: list[Callable[[StatusCheck], None]] = []
+        self._tick_subscribers: list[Callable[[list[Tracked]], None]] = []
         self.settle_seconds = 60.0
         """How long an ended job may wait for accounting's exit code before it is recorded without one."""
         self._unsettled: dict[str, float] = {}
@@ -96,6 +97,10 @@ class JobWatcher:
     def subscribe(self, callback: Callable[[JobUpdate], None]) -> None:
         """Call ``callback`` with every :class:`JobUpdate`."""
         self.subscribers.append(callback)
+
+    def subscribe_tick(self, callback: Callable[[list[Tracked]], None]) -> None:
+        """Call ``callback`` after every tick with the experiments it held (a search proposes its next round)."""
+        self._tick_subscribers.append(callback)
 
     def subscribe_written(self, callback: Callable[[StatusCheck], None]) -> None:
         """Call ``callback`` with every notebook whose status :meth:`run` wrote once it was closed."""
@@ -117,6 +122,8 @@ class JobWatcher:
             except BettyError:
                 troubled = True  # the link or Slurm erred: try again later, more slowly
         self._adjust_interval(changed=bool(updates) or submitted, troubled=troubled)
+        for callback in self._tick_subscribers:
+            callback(held)
         return updates
 
     def _adjust_interval(self, changed: bool, troubled: bool) -> None:

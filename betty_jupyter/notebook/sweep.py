@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from IPython.display import HTML, display
 
 from ..experiments.comparison import Comparison, comparison_rows
+from ..experiments.sweep_page import importance_line, search_rows
 from ..safe_text import html_text, terminal_line
 from .charts import chart_image
 from .widgets.html import state_badge_html
@@ -34,7 +35,19 @@ class SweepView:
         note = (f"<p>Failed: tasks {html_text(', '.join(map(str, failed)))}. Resubmit them by index with "
                 f"<code>betty sweeps retry {html_text(self.comparison.slug)}</code> (one card).</p>") if failed else ""
         return (f"<div class='betty-sweep'><p><b>sweep {html_text(self.comparison.slug)}</b></p>"
-                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}</div>")
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}{self._search_html()}</div>")
+
+    def _search_html(self) -> str:
+        """A search's trials: each task's objective, the best so far, stopped and failed tasks and why."""
+        search = self.comparison.search
+        if not search:
+            return ""
+        header, rows = search_rows(search, search.get("stopped") or {})
+        head = "".join(f"<th>{html_text(cell)}</th>" for cell in header)
+        body = "".join("<tr>" + "".join(f"<td>{html_text(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+        importance = importance_line(search)
+        return (f"<p><b>Search</b></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                + (f"<p>{html_text(importance)}</p>" if importance else ""))
 
     def figures(self) -> list["Figure"]:
         """For each metric: its curves by step, then its final value by parameter."""

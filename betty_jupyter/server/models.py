@@ -260,6 +260,11 @@ class SweepComparison(TypedDict):
     states: list[str]
     failed: list[int]
     charts: list[SweepChart]
+    search_header: list[str]
+    """A search's table (empty for a grid): task, objective, best so far, state, why it stopped or failed."""
+    search_rows: list[list[str]]
+    search_note: str
+    """The parameters' importance by Optuna, once enough tasks completed; "" before."""
 
 
 class NotebookStatus(TypedDict):

@@ -30,6 +30,7 @@ from ..config import beyond_files, config_signature, load_config
 from ..errors import BettyError, ConfigError, LinkProblem
 from . import prometheus
 from .login_desk import LoginDesk
+from .search_rounds import SearchRounds
 from .model_setup import no_model_setup
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ class BettyServices:
         From now on a cluster's login questions (a second factor) wait in :attr:`login_desk` for the panel.
         """
         answer_login_questions_with(self.login_desk)
-        self.assistant.watch()
+        self.assistant.watch().subscribe_tick(SearchRounds(self))
         self.automations.start()
 
     # ----- clusters -----------------------------------------------------------------------------

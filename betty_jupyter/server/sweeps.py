@@ -25,11 +25,11 @@ if TYPE_CHECKING:
 def sweep_json(tracked: "Tracked") -> "Sweep":
     """One recorded sweep: its experiment, its grid's words, its size and how often it was resubmitted."""
     # lazy: the grid's parser; the server's extension loads without it
-    from ..experiments.sweep import Grid
+    from ..experiments.sweep import recorded_grid
 
     sweep = tracked.experiment.sweep or {}
     grid = [str(word) for word in sweep.get("grid") or []]
-    return {"experiment": experiment_json(tracked), "grid": grid, "tasks": len(Grid.parse(grid)),
+    return {"experiment": experiment_json(tracked), "grid": grid, "tasks": len(recorded_grid(sweep)),
             "at_once": sweep.get("at_once"), "retries": len(sweep.get("retries") or [])}
 
 
@@ -38,11 +38,12 @@ def comparison_json(tracked: "Tracked", outcome: "ToolOutcome") -> "SweepCompari
     # lazy: the comparison and its pictures; the server's extension loads without them
     from ..experiments.comparison import Comparison, comparison_rows
     from ..experiments.sweep_charts import sweep_charts
+    from ..experiments.sweep_page import importance_line, search_rows
 
     e = tracked.experiment
     answer: SweepComparison = {"ok": outcome.ok, "summary": outcome.summary.split("\n", 1)[0], "slug": e.slug,
                                "job_id": e.job_id, "cluster": e.cluster, "header": [], "rows": [], "states": [],
-                               "failed": [], "charts": []}
+                               "failed": [], "charts": [], "search_header": [], "search_rows": [], "search_note": ""}
     if not outcome.ok or not isinstance(outcome.data, dict):
         return answer
     comparison = Comparison.from_json(outcome.data)
@@ -50,6 +51,10 @@ def comparison_json(tracked: "Tracked", outcome: "ToolOutcome") -> "SweepCompari
     answer["header"], answer["rows"] = header, rows
     answer["states"], answer["failed"] = [task.state for task in comparison.tasks], comparison.failed()
     answer["charts"] = [{"metric": c.metric, "parameter": c.parameter, "svg": c.svg} for c in sweep_charts(comparison)]
+    if comparison.search:
+        answer["search_header"], answer["search_rows"] = search_rows(comparison.search,
+                                                                     comparison.search.get("stopped") or {})
+        answer["search_note"] = importance_line(comparison.search)
     return answer
 
 

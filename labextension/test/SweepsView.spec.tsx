@@ -65,7 +65,10 @@ function comparison(states: string[], failed: number[]): ISweepComparison {
         svg: '<svg xmlns="http://www.w3.org/2000/svg"></svg>'
       },
       { metric: 'loss', parameter: 'lr', svg: '<div>not a chart</div>' }
-    ]
+    ],
+    search_header: [],
+    search_rows: [],
+    search_note: ''
   };
 }
 
@@ -125,6 +128,30 @@ describe('SweepsView', () => {
     expect(charts).toHaveLength(2);
     expect(charts[0].getAttribute('src')).toMatch(/^data:image\/svg\+xml;charset=utf-8,%3Csvg/);
     expect(charts[1].getAttribute('alt')).toBe('final loss by tag');
+    expect(container.querySelector('[data-testid="betty-sweep-search"]')).toBeNull();
+  });
+
+  it("shows a search's trials as text, and no search table for a grid", async () => {
+    const searched = {
+      ...comparison(['COMPLETED', 'CANCELLED'], []),
+      search_header: ['task', 'loss', 'best so far', 'state', 'why'],
+      search_rows: [
+        ['0', '0.25', '0.25', 'complete', ''],
+        ['1', '', '0.25', 'pruned', `median rule: ${HOSTILE}`]
+      ],
+      search_note: 'parameter importance (Optuna): lr 0.9, layers 0.1'
+    };
+    const { container } = view(searched);
+    await settle();
+    await click(byTestId(byTestId(container, 'betty-sweep-row'), 'betty-sweep-compare'));
+    await settle();
+    const trials = allByTestId(container, 'betty-sweep-trial');
+    expect(trials.map(trial => trial.textContent)).toEqual([
+      '00.250.25complete',
+      `10.25prunedmedian rule: ${HOSTILE}`
+    ]);
+    expect(byTestId(container, 'betty-sweep-search').textContent).toContain('lr 0.9, layers 0.1');
+    expect(container.querySelector('img[onerror], script')).toBeNull();
   });
 
   it('starts sweep_retry with only the failed tasks, and offers no cancel once every task ended', async () => {

@@ -18,6 +18,7 @@ TOOL_CLASSES: dict[str, str] = {
     "cluster_partitions": "cluster:ClusterPartitions", "cluster_overview": "overview:ClusterOverview",
     "cluster_history": "cluster:ClusterHistory", "cluster_submit": "jobs:ClusterSubmit",
     "cluster_sweep": "sweep:ClusterSweep", "sweep_compare": "sweep:SweepCompare", "sweep_retry": "sweep:SweepRetry",
+    "sweep_round": "sweep:SweepRound",
     "sweep_cancel": "sweep:SweepCancel", "cluster_status": "jobs:ClusterStatus", "cluster_cancel": "jobs:ClusterCancel",
     "cluster_extend": "extend:ClusterExtend", "cluster_pipeline": "pipeline:ClusterPipeline",
     "job_logs": "cluster:JobLogs", "cluster_advise": "advise:ClusterAdvise", "cluster_why": "why:ClusterWhy",

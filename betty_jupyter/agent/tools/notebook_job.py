@@ -32,7 +32,7 @@ from ...errors import UsageError
 from ...experiments.ledger import Ledger
 from ...experiments.notebook_file import write_notebook
 from ...experiments.record import slugify, submit_experiment
-from ...experiments.sweep import Grid, grid_table, sweep_script
+from ...experiments.sweep import Grid, grid_table, recorded_grid, sweep_script
 from ...wiki import WikiStore
 from ..models import Preview, Tier, ToolOutcome
 from .base import Tool, ToolArgs, ToolContext, ToolError
@@ -216,7 +216,7 @@ async def bring_back(slurm: "SlurmClient", workspace: "Workspace", experiment: "
     (it comes from the cluster); a missing one (the job ended before the notebook started) is left out.
     """
     where = SbatchScript.parse(experiment.script).get("chdir")
-    tasks = len(Grid.parse(experiment.sweep["grid"])) if experiment.sweep else 0
+    tasks = len(recorded_grid(experiment.sweep)) if experiment.sweep else 0
     if not where or "/runs/notebook-" not in where:
         raise UsageError(f"{experiment.slug} is not a notebook run; nothing to bring back")
     kept = PrivateFolder(workspace.state, ("notebook-runs", experiment.slug)).make()

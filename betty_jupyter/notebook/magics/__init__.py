@@ -61,6 +61,7 @@ _HELP = """\
   %%betty submit [--slug S] [--goal "…"]     submit the cell as a batch script (after your approval)
   %%betty pipeline [--slug S] [--goal "…"]   steps under '# ==== step NAME (after A) ====' lines: one approval
   %%betty sweep --grid lr=1e-4,3e-4 seed=0,1 [--at-once N]   the cell at every point of a grid: one job array
+  %%betty sweep --grid lr=1e-5..1e-2:log --search bayes --budget 20 --objective loss:min   a search, round by round
   sweep SLUG                    a sweep's tasks side by side: states, metrics, plots
   %%betty run --partition P --time MIN [--gpus N] [--env NAME] [--in x,y] [--out a,b]   the cell's Python as a job
   kernel --partition P --time MIN [--gpus N] [--env NAME] [--grace MIN]   the next cells run on a compute node

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import ToolError, UsageError
+from ...experiments.search_options import add_search_options, search_fields
 from ..session import Call
 from .jobs import JobCommands
 from .parsing import MagicParser, parser
@@ -118,6 +119,7 @@ class SubmitCommands(JobCommands):
         made.add_argument("--at-once", type=int, metavar="N", help="at most N tasks running at a time")
         made.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
         made.add_argument("--goal", metavar="TEXT", help="what this sweep is for (recorded on its wiki page)")
+        add_search_options(made)
         return made
 
     def _sweep(self, args: argparse.Namespace, cell: str | None) -> Any:
@@ -127,7 +129,8 @@ class SubmitCommands(JobCommands):
             raise UsageError("%%betty sweep needs --grid NAME=V1,V2 … (e.g. --grid lr=1e-4,3e-4 seed=0,1)")
         goal = args.goal or f"a sweep over {' '.join(args.grid)}, from a notebook"
         return self._submit_cell("sweep", "cluster_sweep", cell,
-                                 {"grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug})
+                                 {"grid": args.grid, "at_once": args.at_once, "goal": goal, "name": args.slug,
+                                  **search_fields(args)})
 
     def _compare_sweep(self, experiment: str | None) -> Any:
         """``%betty sweep SLUG``: every task of a recorded sweep side by side, with plots."""

@@ -181,6 +181,7 @@ export function SweepComparisonView({
         </div>
       )}
       {comparison?.ok && <ComparisonTable comparison={comparison} />}
+      {comparison?.ok && comparison.search_header.length > 0 && <SearchTable comparison={comparison} />}
       {comparison?.ok &&
         comparison.charts.map(chart => (
           <ChartImage
@@ -229,6 +230,36 @@ function ComparisonTable({ comparison }: { comparison: ISweepComparison }): JSX.
           ))}
         </tbody>
       </table>
+    </div>
+  );
+}
+
+/** A search's table: each task's objective, the best so far, and why a task stopped or failed. */
+function SearchTable({ comparison }: { comparison: ISweepComparison }): JSX.Element {
+  return (
+    <div className="betty-SweepTable-scroll" data-testid="betty-sweep-search">
+      <b>Search</b>
+      <table className="betty-SweepTable">
+        <thead>
+          <tr>
+            {comparison.search_header.map((name, column) => (
+              <th key={column}>{visibleText(name)}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {comparison.search_rows.map((row, index) => (
+            <tr key={index} data-testid="betty-sweep-trial">
+              {row.map((cell, column) => (
+                <td key={column} title={visibleText(cell)}>
+                  {visibleText(cell)}
+                </td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {comparison.search_note && <div>{visibleText(comparison.search_note)}</div>}
     </div>
   );
 }

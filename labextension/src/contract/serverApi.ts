@@ -814,6 +814,9 @@ export interface ISweepComparison {
   states: string[];
   failed: number[];
   charts: ISweepChart[];
+  search_header: string[];
+  search_rows: string[][];
+  search_note: string;
 }
 /**
  * Answer of ``GET sweeps``, oldest first.
