@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import time
 import uuid
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import run_betty
+from test_advise_cluster import slurm, wait_until
 
 from betty_jupyter.agent.models import Preview
 from betty_jupyter.agent.site import Budget, SitePolicy
@@ -20,21 +21,6 @@ from betty_jupyter.agent.site_gate import budget_fact
 from betty_jupyter.agent.tools.base import ToolContext
 from betty_jupyter.cluster.account_usage import Cost, month_start, parse_usage, usage_argv
 from betty_jupyter.experiments.workspace import Workspace
-from tests.conftest import run_betty
-
-
-def slurm(dev_cluster: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60,
-                          env={"SLURM_CONF": dev_cluster["SLURM_CONF"], "PATH": "/usr/bin:/bin"})
-
-
-def wait_until(check, what: str, timeout: float = 180):
-    deadline = time.monotonic() + timeout
-    while not (found := check()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {timeout} s")
-        time.sleep(0.5)
-    return found
 
 
 @pytest.fixture
@@ -55,11 +41,14 @@ def test_the_card_says_what_the_account_used_this_month_as_sacct_recorded_it(
     submitted = wait_until(lambda: (r := slurm(dev_cluster, "sbatch", "--parsable", f"--account={account}",
                                                "--partition=cpu", "--time=00:05:00", "--cpus-per-task=1",
                                                "--mem=100M", f"--output={tmp_path}/out", "--wrap=sleep 3"))
-                           .returncode == 0 and r, "the account reaching the controller")
+                           .returncode == 0 and r, "the account reaching the controller", timeout=180)
     job = submitted.stdout.strip().split(";")[0]
-    recorded = wait_until(lambda: (r := slurm(dev_cluster, "sacct", "-X", "-P", "-n", "-j", job, "-o",
+    # Waited for as the account's read finds it: accounting may list a job by its id before by its account.
+    recorded = wait_until(lambda: (r := slurm(dev_cluster, "sacct", "-a", "-X", "-P", "-n", "-A", account, "-S",
+                                              month_start(datetime.now()).strftime("%Y-%m-%dT00:00:00"), "-o",
                                               "State,ElapsedRaw,AllocTRES").stdout.strip())
-                          .startswith("COMPLETED") and r, f"job {job} completing in accounting")
+                          .startswith("COMPLETED") and r, f"job {job} completing in the account's accounting",
+                          timeout=180)
     _, elapsed, tres = recorded.split("|")
     cpus = int(tres.split("cpu=")[1].split(",")[0])
     expected = round(cpus * int(elapsed) / 3600, 1)
