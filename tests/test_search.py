@@ -8,8 +8,8 @@ import math
 import pytest
 
 from betty_jupyter.errors import UsageError
-from betty_jupyter.experiments.search import (Objective, Observation, Search, first_points, open_study, plan_round,
-                                              study_path, summarize, within_consent)
+from betty_jupyter.experiments.search import (Objective, Observation, Round, Search, first_points, open_study,
+                                              plan_round, study_path, summarize, within_consent)
 from betty_jupyter.experiments.sweep import Grid, Space, own_script, recorded_grid, sweep_script
 
 
@@ -163,3 +163,19 @@ def test_the_pages_search_section_lists_every_round_and_trial_escaped() -> None:
     assert "<img" not in text and "\\| \\`id\\`" in text
     assert "parameter importance (Optuna): lr 0.8, opt 0.2" in text
     assert search_section({"grid": ["lr=1,2"]}) == ""
+
+
+def test_a_round_is_claimed_once_however_many_calls_ask_for_it_at_the_same_moment() -> None:
+    """Two calls that read the same proposed round: the first claims it in the ledger's transaction, the second
+    changes nothing (and is refused); a claim left by a process that ended lapses; a round run clears it."""
+    from betty_jupyter.agent.tools.sweep import CLAIM_SECONDS, SUBMITTING, _claimed, record_round
+
+    proposal = Round(points=((4, {"lr": "0.001"}),), stops=()).to_json()
+    sweep = {"proposal": proposal, "trials": [{"trial": n} for n in range(4)]}
+    first = _claimed(proposal, 1000.0, sweep)
+    assert first is not None and first[SUBMITTING] == 1000.0
+    assert _claimed(proposal, 1001.0, first) is None, "a second call submits nothing"
+    assert _claimed({**proposal, "points": []}, 1001.0, sweep) is None, "a round no longer proposed is not claimed"
+    assert _claimed(proposal, 1000.0 + CLAIM_SECONDS, first) is not None, "a claim cut off by an ended process lapses"
+    done = record_round(first, {"round": 2, "tasks": [4]}, Round.from_json(proposal))
+    assert SUBMITTING not in done and "proposal" not in done and len(done["trials"]) == 5

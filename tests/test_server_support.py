@@ -157,11 +157,12 @@ async def submit_and_approve(jp_fetch, script: str, goal: str) -> str:
     return re.search(r"job (\d+)", outcome["summary"]).group(1)
 
 
-async def sweep_and_approve(jp_fetch, script: str, grid: list[str], goal: str) -> str:
-    """A person runs ``script`` over ``grid`` with ``cluster_sweep`` and approves its one card; the slug."""
+async def sweep_and_approve(jp_fetch, script: str, grid: list[str], goal: str, **more: Any) -> str:
+    """A person runs ``script`` over ``grid`` with ``cluster_sweep`` (and ``more`` of its arguments: a search's) and
+    approves its one card; the slug."""
     session_id = (await open_session(jp_fetch))["session_id"]
     sweeping = asyncio.ensure_future(call(jp_fetch, "POST", "sessions", session_id, "tools", "cluster_sweep",
-                                          body={"args": {"script": script, "grid": grid, "goal": goal}}))
+                                          body={"args": {"script": script, "grid": grid, "goal": goal, **more}}))
 
     async def card() -> dict[str, Any] | None:
         pending = (await call(jp_fetch, "GET", "approvals", params={"session": session_id}))["approvals"]

@@ -10,6 +10,7 @@ while this server runs: ``betty sweeps next`` asks again.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -64,6 +65,7 @@ class SearchRounds:
         from ..agent.tools.sweep import next_round, round_within_budget, searching_sweep
 
         try:
+            await asyncio.to_thread(importlib.import_module, "optuna")  # seconds of imports, never on the server's loop
             session = await self.services.desk(cluster)
             experiment = searching_sweep(session.context, slug)
             proposal = await next_round(session.context, experiment)

@@ -90,6 +90,7 @@ class BettyServices:
         self._sockets: dict[str, set[Socket]] = {}
         self._calls: set[asyncio.Task[Any]] = set()
         self._mcp: Closing | None = None
+        self._search_rounds: SearchRounds | None = None
         self.login_desk = LoginDesk()
 
     @property
@@ -127,7 +128,9 @@ class BettyServices:
         From now on a cluster's login questions (a second factor) wait in :attr:`login_desk` for the panel.
         """
         answer_login_questions_with(self.login_desk)
-        self.assistant.watch().subscribe_tick(SearchRounds(self))
+        if self._search_rounds is None:  # every request starts the services: one subscriber, or rounds run twice
+            self._search_rounds = SearchRounds(self)
+            self.assistant.watch().subscribe_tick(self._search_rounds)
         self.automations.start()
 
     # ----- clusters -----------------------------------------------------------------------------

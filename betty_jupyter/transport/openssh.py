@@ -20,7 +20,6 @@ the person's ssh config. Betty runs the ``ssh`` the person already uses, with th
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import os
 import shlex
@@ -37,6 +36,7 @@ from typing import IO, Sequence, Union
 from ..errors import HostKeyError, LinkProblem, TransportError
 from ..secret_names import without_secrets
 from .askpass import AskpassListener
+from .threads import in_cluster_thread
 from .remote_shell import PipeChannel, RemoteShell, ShellClosed, ShellPool, shell_command
 from .ssh import SSHTarget, presented_host_key
 from .interface import CommandResult
@@ -157,15 +157,15 @@ class OpenSSHTransport(ShellPool):
     # ----- the Transport interface -------------------------------------------------------
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
         """Run ``argv`` in a pooled shell; a read is retried once on a fresh link if the link drops."""
-        return await asyncio.to_thread(self.run_blocking, tuple(argv), timeout, idempotent)
+        return await in_cluster_thread(self.run_blocking, tuple(argv), timeout, idempotent)
 
     async def put(self, data: bytes, remote_path: str) -> str:
         """Write ``data`` to ``remote_path`` (parents created, temp name renamed into place); returns the path."""
-        return await asyncio.to_thread(self._put_blocking, data, remote_path)
+        return await in_cluster_thread(self._put_blocking, data, remote_path)
 
     async def close(self) -> None:
         """Close every shell; the master connection stays for ``ControlPersist`` (that is its point)."""
-        await asyncio.to_thread(self.close_blocking)
+        await in_cluster_thread(self.close_blocking)
 
     async def __aenter__(self) -> "OpenSSHTransport":
         return self

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import getpass
 import hashlib
@@ -28,6 +27,7 @@ from ..errors import ConfigError, HostKeyError, LinkProblem, TransportError
 from ..safe_text import terminal_line
 from . import paramiko_lib
 from .login import keyboard_interactive_handler
+from .threads import in_cluster_thread
 from .remote_shell import LoginPostponed, RemoteShell, ShellClosed, ShellPool
 from .interface import CommandResult
 
@@ -123,15 +123,15 @@ class SSHTransport(ShellPool):
     # ----- the Transport interface -------------------------------------------------------
     async def run(self, argv: Sequence[str], timeout: float = 60.0, *, idempotent: bool = True) -> CommandResult:
         """Run ``argv`` in a pooled shell; a read is retried once on a fresh link if the link drops."""
-        return await asyncio.to_thread(self.run_blocking, tuple(argv), timeout, idempotent)
+        return await in_cluster_thread(self.run_blocking, tuple(argv), timeout, idempotent)
 
     async def put(self, data: bytes, remote_path: str) -> str:
         """Upload ``data`` over SFTP (parents created, temp name renamed into place); returns the path."""
-        return await asyncio.to_thread(self._put_blocking, data, remote_path)
+        return await in_cluster_thread(self._put_blocking, data, remote_path)
 
     async def close(self) -> None:
         """Close every shell and the connection; closing twice is fine."""
-        await asyncio.to_thread(self.close_blocking)
+        await in_cluster_thread(self.close_blocking)
 
     async def __aenter__(self) -> "SSHTransport":
         return self

@@ -5,6 +5,8 @@ experiment; ``sweep_compare`` puts its tasks side by side, ``sweep_retry`` runs 
 from __future__ import annotations
 
 import shlex
+import time
+from functools import partial
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -362,20 +364,28 @@ class SweepRound(Tool[RoundArgs]):
             number = len(rounds_of(experiment.sweep or {})) + 2
             raise ToolError(f"round {number} of {experiment.slug} would go beyond the budget approved for later "
                             "rounds; it needs its own card (call again without within_budget)")
-        latest = latest_attempts(experiment)
-        for stop in proposal.stops:
-            await ctx.slurm.cancel(f"{latest.get(stop.index, experiment.job_id)}_{stop.index}")
-        numbered = _numbered(experiment, proposal)
-        script = _round_script(experiment, proposal)
-        number = len(rounds_of(experiment.sweep or {})) + 2
-        job_id = await ctx.slurm.submit(script, script_name=f"{experiment.slug}-round-{number}.sbatch") \
-            if script else ""
+        ledger = Ledger(ctx.workspace.ledger_path)
+        if ledger.change_sweep(experiment.slug, partial(_claimed, proposal.to_json(), time.time())) is None:
+            raise ToolError(f"the next round of {experiment.slug} is being submitted now (or just was); nothing "
+                            "more was submitted")
+        try:
+            latest = latest_attempts(experiment)
+            for stop in proposal.stops:
+                await ctx.slurm.cancel(f"{latest.get(stop.index, experiment.job_id)}_{stop.index}")
+            numbered = _numbered(experiment, proposal)
+            script = _round_script(experiment, proposal)
+            number = len(rounds_of(experiment.sweep or {})) + 2
+            job_id = await ctx.slurm.submit(script, script_name=f"{experiment.slug}-round-{number}.sbatch") \
+                if script else ""
+        except BaseException:
+            ledger.change_sweep(experiment.slug, lambda now: {k: v for k, v in (now or {}).items() if k != SUBMITTING})
+            raise
         tasks = [index for index, _ in numbered]
         step: dict[str, Any] = {"round": number, "job_id": job_id, "tasks": tasks,
                 "stops": [{"index": s.index, "why": s.why} for s in proposal.stops],
                 "approved": "within the approved budget" if args.within_budget else "card",
                 "submitted": datetime.now().strftime("%Y-%m-%dT%H:%M:%S")}
-        Ledger(ctx.workspace.ledger_path).change_sweep(experiment.slug, lambda now: record_round(now, step, proposal))
+        ledger.change_sweep(experiment.slug, lambda now: record_round(now, step, proposal))
         summary = (f"round {number} of sweep {experiment.slug}: "
                    + (f"tasks {', '.join(map(str, tasks))} submitted as job array {job_id}" if job_id else
                       "nothing new submitted")
@@ -453,4 +463,21 @@ def record_round(now: dict[str, Any] | None, step: dict[str, Any], proposal: Rou
     trials += [{"trial": trial, "point": point, "round": step["round"]} for trial, point in proposal.points]
     stopped = {**(sweep.get("stopped") or {}), **{str(s.index): s.why for s in proposal.stops}}
     sweep.pop("proposal", None)
+    sweep.pop(SUBMITTING, None)
     return {**sweep, "trials": trials, "stopped": stopped, "rounds": [*(sweep.get("rounds") or []), step]}
+
+
+SUBMITTING = "submitting"
+"""On a sweep's record while its proposed round is being submitted: when that began (seconds since the epoch)."""
+CLAIM_SECONDS = 600
+"""A round being submitted for longer than this was cut off (the process ended): it may be submitted again."""
+
+
+def _claimed(proposal: dict[str, Any], now_seconds: float, sweep: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The sweep's record with ``proposal`` claimed for submitting, in the ledger's one transaction; None (nothing
+    changes) when that round is no longer the one proposed or another call is submitting it: a round runs once,
+    however many calls ask for it at the same moment."""
+    record = dict(sweep or {})
+    if record.get("proposal") != proposal or now_seconds - float(record.get(SUBMITTING) or 0) < CLAIM_SECONDS:
+        return None
+    return {**record, SUBMITTING: now_seconds}
