@@ -154,6 +154,22 @@ describe('SweepsView', () => {
     expect(container.querySelector('img[onerror], script')).toBeNull();
   });
 
+  it("asks for a search's next round in the chat, and offers no resubmission by index", async () => {
+    const searched = {
+      ...comparison(['COMPLETED', 'FAILED'], [1]),
+      search_header: ['task', 'loss', 'best so far', 'state', 'why'],
+      search_rows: [['0', '0.25', '0.25', 'complete', '']],
+      search_note: ''
+    };
+    const { container, onAction } = view(searched);
+    await settle();
+    await click(byTestId(container, 'betty-sweep-compare'));
+    await settle();
+    expect(container.querySelector('[data-testid="betty-sweep-retry"]')).toBeNull();
+    await click(byTestId(container, 'betty-sweep-next-round'));
+    expect(onAction).toHaveBeenCalledWith('sweep_round', { experiment: '2026-11-25-lr' });
+  });
+
   it('starts sweep_retry with only the failed tasks, and offers no cancel once every task ended', async () => {
     const { container, onAction } = view(
       comparison(['COMPLETED', 'FAILED', 'COMPLETED', 'FAILED'], [1, 3])

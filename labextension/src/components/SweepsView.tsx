@@ -3,7 +3,8 @@
  * experiment), and for the one the person opens its comparison — a row per task (its point,
  * state, runtime, efficiency, the metrics it printed), each metric's curves by step and its
  * final value by parameter (SVG Betty drew, shown through `ChartImage`), and the buttons
- * that start `sweep_retry` and `sweep_cancel` in the chat, where their cards wait for approval.
+ * that start `sweep_retry` (or a search's `sweep_round`) and `sweep_cancel` in the chat, where their cards wait
+ * for approval.
  */
 import * as React from 'react';
 
@@ -27,7 +28,7 @@ export interface ISweepsViewProps {
   visible: boolean;
   loadSweeps: () => Promise<ISweeps>;
   loadComparison: (slug: string) => Promise<ISweepComparison>;
-  /** Start `tool` (`sweep_retry`, `sweep_cancel`) with `args` in the chat: its card waits there for approval. */
+  /** Start `tool` (`sweep_retry`, `sweep_round`, `sweep_cancel`) with `args` in the chat: its card waits there. */
   onAction: (tool: string, args: Record<string, unknown>) => Promise<void>;
 }
 
@@ -134,25 +135,37 @@ export function SweepComparisonView({
     onAction(tool, args).catch(reason => setError((reason as Error).message));
   const failed = comparison?.failed ?? [];
   const live = (comparison?.states ?? []).some(state => LIVE_STATES.includes(state));
+  const searching = (comparison?.search_header.length ?? 0) > 0;
   return (
     <div className="betty-SweepComparison" data-testid="betty-sweep-comparison">
       <div className="betty-JobRow-links">
         <button className="betty-Button" data-testid="betty-sweep-refresh" onClick={refresh}>
           Refresh
         </button>
-        <button
-          className="betty-Button"
-          data-testid="betty-sweep-retry"
-          disabled={failed.length === 0}
-          title={
-            failed.length
-              ? `${retryWords(failed)} (a card to approve)`
-              : 'No task failed'
-          }
-          onClick={() => void act('sweep_retry', { experiment: slug, tasks: failed })}
-        >
-          {retryWords(failed)}
-        </button>
+        {searching ? (
+          <button
+            className="betty-Button"
+            data-testid="betty-sweep-next-round"
+            title="The search's next round: the points it proposes and the tasks it stops (a card to approve)"
+            onClick={() => void act('sweep_round', { experiment: slug })}
+          >
+            Next round
+          </button>
+        ) : (
+          <button
+            className="betty-Button"
+            data-testid="betty-sweep-retry"
+            disabled={failed.length === 0}
+            title={
+              failed.length
+                ? `${retryWords(failed)} (a card to approve)`
+                : 'No task failed'
+            }
+            onClick={() => void act('sweep_retry', { experiment: slug, tasks: failed })}
+          >
+            {retryWords(failed)}
+          </button>
+        )}
         <button
           className="betty-Button"
           data-testid="betty-sweep-cancel"
