@@ -340,6 +340,11 @@ class SweepRound(Tool[RoundArgs]):
         """No card for a round within the budget the person approved (checked again when it runs)."""
         return Tier.AUTO if args.within_budget else Tier.ALWAYS_ASK
 
+    def asks(self) -> str:
+        """A card every round, but one inside the budget the person approved with the sweep."""
+        return ("Asks the person first, unless within_budget: a round inside the tasks and GPU-hours the person "
+                "approved with the sweep runs without a card, and one beyond them is refused.")
+
     async def preview(self, ctx: ToolContext, args: RoundArgs) -> Preview:
         """The round: each proposed point, each task to stop and why, the array's script exactly as uploaded."""
         experiment = searching_sweep(ctx, args.experiment)
