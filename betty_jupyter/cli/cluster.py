@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..agent.vocabulary import Decision
 from ..errors import UsageError
 from ..experiments.search_options import add_search_options, search_fields
+from ..experiments.submit_options import add_run_options, run_fields
 from ..json_text import parse_json
 from ..safe_text import terminal_line
 from .parser import Parser
@@ -43,20 +44,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     submit.add_argument("--slug", help="the experiment's name (default: the script's --job-name)")
     submit.add_argument("--dir", type=Path, default=Path("."), help="the project whose wiki records it (default: here)")
     submit.add_argument("--no-record", action="store_true", help="submit without writing an experiment record")
-    submit.add_argument("--end-mail", action="store_true",
-                        help="Slurm mails you when the job ends (#SBATCH --mail-type=END; where your site offers it)")
-    submit.add_argument("--segments", type=int, metavar="N",
-                        help="run longer than the time limit: at most N jobs, each resuming from the last checkpoint "
-                             "(docs/long-runs.md)")
-    submit.add_argument("--checkpoint-seconds", type=int, metavar="S",
-                        help="with --segments: tell the program to checkpoint S seconds before each limit")
+    add_run_options(submit)
     submit.add_argument("--gpu-estimate", type=Path, metavar="FILE",
                         help="the job's GPU memory estimate (`betty gpu estimate … --json > FILE`), shown and recorded")
-    submit.add_argument("--measure-gpu-peak", action="store_true",
-                        help="record the job's real GPU peak beside its estimate (docs/gpu.md#measured-peaks)")
-    submit.add_argument("--requeue", action="store_true",
-                        help="if Slurm preempts the job, it goes back in the queue and resumes from its last "
-                             "checkpoint (docs/long-runs.md)")
     submit.set_defaults(run=_submit)
 
     sweep = commands.add_parser("sweep", parents=[which, as_json],
@@ -260,18 +250,9 @@ def _submit(args: argparse.Namespace) -> int:
     record = not args.no_record and workspace.wiki.is_dir()
     goal = args.goal.strip() or f"{args.script.name}, submitted with betty submit"
     asked: dict[str, object] = {"script": text, "goal": goal, "name": args.slug, "record": record}
-    if args.segments is not None:
-        asked["segments"] = args.segments
-    if args.checkpoint_seconds is not None:
-        asked["checkpoint_seconds"] = args.checkpoint_seconds
-    if args.end_mail:
-        asked["end_mail"] = True
+    asked.update(run_fields(args))
     if args.gpu_estimate is not None:
         asked["gpu_estimate"] = _estimate_file(args.gpu_estimate)
-    if args.measure_gpu_peak:
-        asked["measure_gpu_peak"] = True
-    if args.requeue:
-        asked["requeue"] = True
     done = _as_person(args, workspace, "cluster_submit", asked, f"Submit {args.script}?")
     if record:
         _print_submitted(args, done.data.job_id, done.data.cluster, done.data.page)

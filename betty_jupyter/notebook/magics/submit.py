@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import ToolError, UsageError
 from ...experiments.search_options import add_search_options, search_fields
+from ...experiments.submit_options import add_run_options, run_fields
 from ..session import Call
 from .jobs import JobCommands
 from .parsing import MagicParser, parser
@@ -32,33 +33,17 @@ class SubmitCommands(JobCommands):
                          "approval, submits it once and records it as an experiment (wiki page + notebook)")
         made.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the job name)")
         made.add_argument("--goal", metavar="TEXT", help="what this run is for (recorded on its wiki page)")
-        made.add_argument("--segments", type=int, metavar="N",
-                          help="run longer than the time limit: at most N jobs, each resuming from the last "
-                               "checkpoint (docs/long-runs.md)")
-        made.add_argument("--checkpoint-seconds", type=int, metavar="S",
-                          help="with --segments: tell the program to checkpoint S seconds before each limit")
+        add_run_options(made)
         made.add_argument("--gpu-estimate", metavar="NAME",
                           help="the variable holding this job's estimate (`est = %%betty gpu …`): shown and recorded")
-        made.add_argument("--measure-gpu-peak", action="store_true",
-                          help="record the job's real GPU peak beside its estimate (docs/gpu.md#measured-peaks)")
-        made.add_argument("--requeue", action="store_true",
-                          help="if Slurm preempts the job, it goes back in the queue and resumes from its last "
-                               "checkpoint (docs/long-runs.md)")
         return made
 
     def _submit(self, args: argparse.Namespace, cell: str | None) -> Any:
         goal = args.goal or "submitted from a notebook"
         asked: dict[str, Any] = {"goal": goal, "name": args.slug}
-        if args.segments is not None:
-            asked["segments"] = args.segments
-        if args.checkpoint_seconds is not None:
-            asked["checkpoint_seconds"] = args.checkpoint_seconds
+        asked.update(run_fields(args))
         if args.gpu_estimate is not None:
             asked["gpu_estimate"] = self._named_estimate(args.gpu_estimate)
-        if args.measure_gpu_peak:
-            asked["measure_gpu_peak"] = True
-        if args.requeue:
-            asked["requeue"] = True
         return self._submit_cell("submit", "cluster_submit", cell, asked)
 
     def _named_estimate(self, name: str) -> dict[str, Any]:
