@@ -97,6 +97,7 @@ def test_a_preempted_job_is_requeued_resumes_from_its_checkpoint_and_runs_every_
         outcome = run_sync(ClusterSubmit().execute(context, args))
         assert outcome.ok, outcome.summary
         ident = outcome.data.job_id
+        admin.jobs.append(ident)  # cancelled when the test ends, however it ends: no job of it stays queued
         watcher = JobWatcher(context.workspace, lambda cluster: context.slurm, min_interval=0.5)
         steps = tmp_path / "steps.txt"
         tick_until(watcher, lambda: steps.exists() and len(steps.read_text().split()) >= 6, 120, "never ran")
