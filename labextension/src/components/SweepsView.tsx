@@ -214,17 +214,37 @@ export function SweepComparisonView({
   );
 }
 
+/** A table's header row, each name as text. */
+function HeaderRow({ names }: { names: string[] }): JSX.Element {
+  return (
+    <tr>
+      {names.map((name, column) => (
+        <th key={column}>{visibleText(name)}</th>
+      ))}
+    </tr>
+  );
+}
+
+/** A row's cells, each as text (its whole text as its tooltip too). */
+function TextCells({ row }: { row: string[] }): JSX.Element {
+  return (
+    <>
+      {row.map((cell, column) => (
+        <td key={column} title={visibleText(cell)}>
+          {visibleText(cell)}
+        </td>
+      ))}
+    </>
+  );
+}
+
 /** The comparison's table: a row per task, every cell text (a failed task's row marked). */
 function ComparisonTable({ comparison }: { comparison: ISweepComparison }): JSX.Element {
   return (
     <div className="betty-SweepTable-scroll">
       <table className="betty-SweepTable" data-testid="betty-sweep-table">
         <thead>
-          <tr>
-            {comparison.header.map((name, column) => (
-              <th key={column}>{visibleText(name)}</th>
-            ))}
-          </tr>
+          <HeaderRow names={comparison.header} />
         </thead>
         <tbody>
           {comparison.rows.map((row, index) => (
@@ -234,11 +254,7 @@ function ComparisonTable({ comparison }: { comparison: ISweepComparison }): JSX.
               data-state={comparison.states[index]}
               className={comparison.failed.includes(index) ? 'betty-SweepTable-failed' : undefined}
             >
-              {row.map((cell, column) => (
-                <td key={column} title={visibleText(cell)}>
-                  {visibleText(cell)}
-                </td>
-              ))}
+              <TextCells row={row} />
             </tr>
           ))}
         </tbody>
@@ -254,20 +270,12 @@ function SearchTable({ comparison }: { comparison: ISweepComparison }): JSX.Elem
       <b>Search</b>
       <table className="betty-SweepTable">
         <thead>
-          <tr>
-            {comparison.search_header.map((name, column) => (
-              <th key={column}>{visibleText(name)}</th>
-            ))}
-          </tr>
+          <HeaderRow names={comparison.search_header} />
         </thead>
         <tbody>
           {comparison.search_rows.map((row, index) => (
             <tr key={index} data-testid="betty-sweep-trial">
-              {row.map((cell, column) => (
-                <td key={column} title={visibleText(cell)}>
-                  {visibleText(cell)}
-                </td>
-              ))}
+              <TextCells row={row} />
             </tr>
           ))}
         </tbody>
