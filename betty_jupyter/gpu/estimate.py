@@ -29,7 +29,7 @@ from .activations import Layout, inference_activations, training_activations
 from .architecture import Architecture
 from .model_catalog import resolve_model
 from .hardware import GpuType
-from .request import KV_BYTES, WEIGHT_BYTES, EstimateRequest
+from .request import KV_BYTES, WEIGHT_BYTES, EstimateRequest, attention_that_runs
 
 GIB = 1024**3
 ITEMS = ("weights", "gradients", "optimizer", "activations", "kv_cache", "quantization", "runtime")
@@ -135,11 +135,13 @@ def estimate(model: str | Path | Mapping[str, Any] | Architecture, request: Esti
     ``model`` is a catalog name, a ``config.json`` path or dict, or an :class:`Architecture`.
     """
     arch = resolve_model(model)
-    request = (request or EstimateRequest(**options)).checked()
-    layout = _layout(arch, request)
-    if request.training:
-        return _training(layout)
-    return _inference(layout)
+    asked = (request or EstimateRequest(**options)).checked()
+    runs, note = attention_that_runs(arch, asked)
+    layout = _layout(arch, runs)
+    result = _training(layout) if runs.training else _inference(layout)
+    if runs is asked:
+        return result
+    return replace(result, request=asked, notes=(*result.notes, note))
 
 
 def _layout(arch: Architecture, request: EstimateRequest) -> Layout:

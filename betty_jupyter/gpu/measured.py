@@ -2,7 +2,9 @@
 
 A submission marked to measure its GPU peak runs :data:`SAMPLER` before its first command:
 ``nvidia-smi`` reports every GPU's used memory every :data:`INTERVAL_MS` milliseconds in the
-background, and ``awk`` keeps the highest in ``betty-gpu-peak-<job id>.txt`` in the job's working
+background (one query per sample: a looping ``nvidia-smi -lms`` writes into a pipe in blocks of
+4 KiB, so minutes of samples wait unseen and the last ones are lost when the job ends; on an H200
+it delivered none within ten seconds), and ``awk`` keeps the highest in ``betty-gpu-peak-<job id>.txt`` in the job's working
 directory (one line, ``peak_mib=N samples=S``, rewritten as the peak grows). The watcher reads that
 file when the job ends (:func:`parse_peak_file`: the job may have written anything there, so only
 that one line of numbers is taken). With the estimate recorded at submission, the page says
@@ -34,7 +36,8 @@ MARKER = "# Betty: GPU peak sampler"
 SAMPLER = f"""{MARKER} (nvidia-smi every {INTERVAL_MS} ms; the highest use of any GPU goes to
 # betty-gpu-peak-$SLURM_JOB_ID.txt here, which Betty reads when the job ends)
 betty_gpu_peak_file="$PWD/betty-gpu-peak-${{SLURM_JOB_ID:-local}}.txt"
-nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms {INTERVAL_MS} 2>/dev/null | awk -v out="$betty_gpu_peak_file" '
+while nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null; do sleep {INTERVAL_MS / 1000:g}; done |
+  awk -v out="$betty_gpu_peak_file" '
   $1 ~ /^[0-9]+$/ {{ n++; if (n == 1 || $1 + 0 > peak || n % 20 == 0) {{ if ($1 + 0 > peak) peak = $1 + 0;
     printf "peak_mib=%d samples=%d\\n", peak, n > out; close(out) }} }}' &
 """

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from ..errors import GpuEstimateError
-from .architecture import ATTENTION_MODULES, MLP_MODULES
+from .architecture import ATTENTION_MODULES, MLP_MODULES, Architecture
 from .frameworks import FrameworkProfile, framework_profile
 
 Method = Literal["inference", "full", "lora", "qlora"]
@@ -218,3 +218,23 @@ def lora_targets(text: str) -> tuple[str, ...]:
     if text.strip().lower() == ALL_LINEAR:
         return LORA_MODULES
     return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+SDPA_MATH_NOTE = ("attention counted with its seq × seq scores stored: in float32 with grouped key/value heads, "
+                  "PyTorch's scaled-dot-product attention runs its math kernel (its flash kernel needs half "
+                  "precision; its memory-efficient kernel takes no grouped heads)")
+"""Why a float32 job with grouped-query attention is sized with eager attention (measured on an H200:
+``tests/data/gpu_real_peaks.csv``, Llama-3.1-8B in float32 at 4,096 tokens)."""
+
+
+def attention_that_runs(arch: Architecture, request: EstimateRequest) -> tuple[EstimateRequest, str]:
+    """``request`` with the attention kernel the Hugging Face stack really runs, and the note that says why
+    it differs from the one asked for ('' when it does not).
+
+    transformers asks PyTorch's SDPA for grouped heads (``enable_gqa``) when there is no padding mask, and
+    in float32 only SDPA's math kernel serves that call: its memory is eager attention's.
+    """
+    if (request.attention == "flash" and request.framework == "hf" and request.resolved_precision == "fp32"
+            and arch.kv_heads < arch.heads):
+        return request.changed(attention="eager"), SDPA_MATH_NOTE
+    return request, ""

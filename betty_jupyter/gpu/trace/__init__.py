@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -31,7 +32,7 @@ from ...errors import GpuEstimateError
 from ..architecture import Architecture
 from ..model_catalog import resolve_model
 from ..hardware import GpuType
-from ..request import EstimateRequest
+from ..request import EstimateRequest, attention_that_runs
 from .extended import at_depth, depths_for, extended
 from .refusals import check_traceable
 from .result import TracedEstimate, TracePoint
@@ -92,9 +93,14 @@ def trace_estimate(model: str | Path | Mapping[str, Any] | Architecture, request
             raise TraceUnavailableError(EXTRA) from error
         raise
     hopper = gpu is not None and gpu.name.startswith(_HOPPER_AND_LATER)
+    runs, note = attention_that_runs(arch, request)
     depths = depths_for(arch, MAX_LAYERS)
     if depths is None:
-        return run_trace(arch, request, hopper=hopper, progress=progress)
-    shallow, deep = (run_trace(at_depth(arch, layers), request, hopper=hopper, progress=progress)
-                     for layers in depths)
-    return extended(shallow, deep, arch, depths)
+        traced = run_trace(arch, runs, hopper=hopper, progress=progress)
+    else:
+        shallow, deep = (run_trace(at_depth(arch, layers), runs, hopper=hopper, progress=progress)
+                         for layers in depths)
+        traced = extended(shallow, deep, arch, depths)
+    if runs is request:
+        return traced
+    return replace(traced, request=request, notes=(*traced.notes, note))
