@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import pwd
@@ -307,6 +308,8 @@ class Hub:
     """``jupyterhub`` on 127.0.0.1 in ``folder`` (its config, database and log), started at once; :meth:`stop`."""
 
     def __init__(self, folder: Path, users: list[HubUser], environment: dict[str, str], python_path: str) -> None:
+        if importlib.util.find_spec("jupyterhub") is None:
+            raise HubError("jupyterhub is missing: install the test extra again (pip install -e '.[test]')")
         self.folder, self.users = folder, users
         self.password = secrets.token_hex(12)
         self.service_token = secrets.token_hex(24)
