@@ -123,6 +123,7 @@ def open_card(hub: Hub, user: HubUser, token: str, session: str) -> dict[str, An
 
 
 def new_session(hub: Hub, user: HubUser, token: str) -> str:
+    """A new chat session in ``user``'s Betty; its id."""
     made = call("POST", hub.betty(user, "sessions"), token, {})
     assert made.status == 201, made.body
     return str(made.body["session_id"])
