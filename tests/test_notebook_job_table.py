@@ -166,10 +166,13 @@ def test_another_users_job_is_never_a_cancel_choice(kernel: Kernel, project: dic
 
 
 def test_a_first_squeue_in_a_new_kernel_imports_no_chat_client_and_no_plotting(project: dict[str, Any]) -> None:
+    modules = "import sys\nprint(sorted(m for m in ('openai', 'matplotlib', 'pandas', 'ipywidgets') if m in sys.modules))"
     with betty_kernel(project["root"], project["env"]) as fresh:
-        cell = fresh.run("%betty squeue --me")
-        assert cell.status == "ok" and not cell.stderr, cell.stderr
-        loaded = fresh.run("import sys\n"
-                           "print(sorted(m for m in ('openai', 'matplotlib', 'pandas') if m in sys.modules))")
-        assert loaded.stdout.strip() == "['pandas']", "the DataFrame needs pandas; nothing needs a chart or a model"
+        kept = fresh.run("_q = %betty squeue --me")
+        assert kept.status == "ok" and not kept.stderr and not kept.widgets, kept.stderr
+        assert fresh.run(modules).stdout.strip() == "['pandas']", \
+            "the DataFrame needs pandas; nothing needs a chart or a model, and a table kept unshown needs no widgets"
+        cell = fresh.run("_q")
+        assert cell.status == "ok" and not cell.stderr and cell.widgets, cell.stderr
+        assert fresh.run(modules).stdout.strip() == "['ipywidgets', 'pandas']"
         assert fresh.run("type(_).__mro__[1].__name__").text == "'DataFrame'"

@@ -12,9 +12,11 @@ from conftest import REPO
 
 pytestmark = pytest.mark.cluster
 
-UNUSED = ("invoke", "betty_jupyter.agent.delegation", "pandas", "numpy", "openai", "matplotlib", "ipywidgets")
+UNUSED = ("invoke", "betty_jupyter.agent.delegation", "pandas", "numpy", "openai", "matplotlib", "ipywidgets", "yaml",
+          "filelock", "betty_jupyter.wiki.store")
 """Modules a queue read never needs: paramiko's task runner, the child sessions, the DataFrame and chart stack, the
-chat model's client and the notebook's widgets."""
+chat model's client, the notebook's widgets, and the wiki's pages (PyYAML, the page store: a person's one call writes
+no prompt, and the action log takes its lock itself)."""
 
 READ = """
 import json, sys

@@ -7,7 +7,8 @@
     <workspace>/.betty/actions/.lock                 held while a line or an output is written
 
 - The day is the local date of the record's ``ts``; lines are only ever appended, never
-  rewritten, under a ``filelock`` shared by every process, each append reaching the disk.
+  rewritten, under a lock file shared by every process (``flock``, as ``filelock`` takes it), each append
+  reaching the disk.
 - A line torn by a crash (or edited by hand into nonsense) is skipped when reading and
   counted in :attr:`ActionLog.skipped`; the next append starts on a fresh line.
 - Each day file has an index beside it (``.index/<day>.json``, :mod:`.action_index`) that
@@ -38,13 +39,13 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterable, Iterator, Literal
 
-from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ActionLogError as ActionLogError  # defined with the others, importable here too
 from ..errors import BettyError
 from ..secret_names import REDACTED as REDACTED, blank_secret_text, is_secret_name
 from ..wiki.files import append_durably, sync_directory
+from ..wiki.page_lock import LockTimeout, acquire
 from .action_index import IndexedLine, load_index, parse_line
 from .models import Preview
 from .vocabulary import Decision
@@ -241,16 +242,15 @@ class ActionLog:
         except OSError as exc:
             raise ActionLogError(f"cannot create the action log folder {self.directory}: "
                                  f"{exc.strerror or exc}") from exc
-        lock = FileLock(self.directory / ".lock", timeout=LOCK_TIMEOUT, poll_interval=0.005)
         try:
-            lock.acquire()
-        except Timeout:
+            release = acquire(self.directory / ".lock", timeout=LOCK_TIMEOUT)
+        except LockTimeout:
             raise ActionLogError(f"the action log in {self.directory} is held by another process for more than "
                                  f"{LOCK_TIMEOUT:g} s; try again in a moment") from None
         try:
             yield
         finally:
-            lock.release()
+            release()
 
     def _append(self, path: Path, line: str) -> None:
         try:

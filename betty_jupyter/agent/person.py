@@ -48,9 +48,11 @@ async def call_as_person(workspace: "Workspace", config: "BettyConfig", tool: st
             answering.add(task)
             task.add_done_callback(answering.discard)
 
-    # one call, never a model's turn: the prompt's facts about the cluster are not asked, no other tool is loaded
+    # one call, never a model's turn: no prompt is written, its facts about the cluster are not asked, no other tool
+    # is loaded
     session = await open_session(workspace, config, SessionSpec(cluster=cluster, broker=broker, listeners=(on_event,),
                                                                 require_model=False, reads_cluster_facts=False,
+                                                                prompts_model=False,
                                                                 tools=(tool,)))
     try:
         return await session.run_tool(tool, args, person)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BettyError
-from ..wiki import WikiStore, seed_dir
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -112,6 +111,8 @@ def _partitions_text(partitions: "pd.DataFrame | None", can_ask: bool) -> str:
 
 def persona_text(wiki_root: object) -> str:
     """``personas/betty.md`` from the project's wiki, else the seed's, without its frontmatter."""
+    from ..wiki import WikiStore, seed_dir  # lazy: PyYAML and the page store; a person's one call writes no prompt
+
     for root in (Path(str(wiki_root)), seed_dir()):
         try:
             return WikiStore(root).read("personas/betty.md").body

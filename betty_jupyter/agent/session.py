@@ -70,6 +70,9 @@ class SessionSpec:
     session never closes); a fast test passes Betty's :class:`~betty_jupyter.cluster.scripted.ScriptedTransport`."""
     reads_cluster_facts: bool = True
     """False: the prompt's partitions and login name are not asked (a session that only runs one person's call)."""
+    prompts_model: bool = True
+    """False: no system prompt is written, the persona page is not read (a session that only runs one person's call
+    and never asks the model)."""
 
 
 def new_session_id() -> str:
@@ -138,7 +141,8 @@ async def open_session(workspace: "Workspace", config: "BettyConfig", spec: Sess
     partitions, user = (facts.partitions, facts.user) if facts is not None else (None, None)
     offer = ToolOffer(registry, progressive=_offers_core(config.llm),
                       notes={"cluster_run": allowlist_text(profile.policy())})
-    prompt = system_prompt(persona_text(workspace.wiki), offer, profile.policy(), profile.name, partitions, user)
+    prompt = system_prompt(persona_text(workspace.wiki), offer, profile.policy(), profile.name, partitions, user) \
+        if spec.prompts_model else ""
     stream = spec.stream or ev.EventStream(ident)
     for listener in spec.listeners:
         stream.subscribe(listener)

@@ -84,14 +84,15 @@ def open_cluster_early(words: Sequence[str]) -> None:
     Nothing runs on the cluster before the person's rules allowed the read, and a login that would ask the person
     something waits for the read itself (:meth:`~betty_jupyter.transport.remote_shell.ShellPool.open_early`). Any
     trouble here (an unknown cluster, a profile that cannot be used) is left for the read to meet and report."""
+    # Only these load before the login starts: the rest of Betty loads while the login waits on the cluster.
     # lazy: the configuration, the shared cluster and its transport; only a read that runs needs them
     from ..cluster.shared import shared_cluster
-    from .cluster import _config
+    from ..config import load_config
 
     named = [word.split("=", 1)[1] for word in words if word.startswith("--cluster=")]
     named += [after for word, after in zip(words, words[1:]) if word == "--cluster"]
     try:
-        shared_cluster(_config().profile(named[-1] if named else None)).open_early()
+        shared_cluster(load_config().profile(named[-1] if named else None)).open_early()
     except Exception:  # the read meets it again and reports it as it always has; starting early changes nothing
         pass
 

@@ -19,7 +19,6 @@ only a read of the facts in progress belongs to the loop that started it.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import threading
 import time
@@ -28,10 +27,13 @@ from typing import TYPE_CHECKING, Awaitable, TypeVar
 
 from ..errors import BettyError
 from ..transport.link import Link
-from .slurm import SlurmClient
 
 if TYPE_CHECKING:
+    import asyncio
+
     import pandas as pd
+
+    from .slurm import SlurmClient
 
     from .profiles import ClusterProfile
     from ..transport.interface import Transport
@@ -63,14 +65,26 @@ class Cluster:
         self.profile = profile
         self.link: "Transport" = transport if transport is not None else Link(profile.open_transport)
         self.shared = shared
-        self.slurm = SlurmClient(self.link, work_dir=profile.work_dir, job_env=profile.job_env,
-                                 readable_roots=profile.readable_roots)
+        self._slurm: "SlurmClient | None" = None
         self.fact_reads = 0
         """How many times the facts were read from the cluster."""
         self._user: str | None = None
         self._partitions: tuple[float, "pd.DataFrame"] | None = None
         self._reading: dict[asyncio.AbstractEventLoop, asyncio.Task[ClusterFacts]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def slurm(self) -> "SlurmClient":
+        """The one Slurm client, configured from the whole profile (made on first use: a link starts logging in
+        before the Slurm layer has loaded)."""
+        with self._lock:
+            if self._slurm is None:
+                from .slurm import SlurmClient  # lazy: the Slurm layer loads while the link logs in
+
+                profile = self.profile
+                self._slurm = SlurmClient(self.link, work_dir=profile.work_dir, job_env=profile.job_env,
+                                          readable_roots=profile.readable_roots)
+            return self._slurm
 
     def __repr__(self) -> str:
         return f"Cluster({self.profile.name!r}, {self.profile.transport}{', shared' if self.shared else ''})"
@@ -87,6 +101,8 @@ class Cluster:
         kept = self._kept()
         if kept is not None:
             return kept
+        import asyncio  # lazy: the event loop's module loads while the link logs in
+
         loop = asyncio.get_running_loop()
         with self._lock:
             reading = self._reading.get(loop)
@@ -112,6 +128,8 @@ class Cluster:
                 del self._reading[loop]
 
     async def _read(self) -> ClusterFacts:
+        import asyncio  # lazy: the event loop's module loads while the link logs in
+
         self.fact_reads += 1
         user, partitions = await asyncio.gather(self._login_name(), self._read_partitions())
         return ClusterFacts(user, partitions)

@@ -39,9 +39,21 @@ def _take(value: Any) -> "widgets.Widget | None":
         return _views.pop(id(value), None)
 
 
-def job_frame(frame: Any, view: "widgets.Widget") -> Any:
-    """``frame`` as a DataFrame that shows as ``view`` (operations on it give plain DataFrames)."""
-    return _frame_shown(frame, lambda: display(view))
+def job_frame(frame: Any, view: "Callable[[Any], widgets.Widget]") -> Any:
+    """``frame`` as a DataFrame that shows as the widget ``view`` makes of it (operations on it give plain
+    DataFrames). The widget is made the first time the frame is shown, and shown again after: a result kept in
+    a variable and never shown loads no widgets."""
+    made: list["widgets.Widget"] = []
+    lock = threading.Lock()
+
+    def show() -> None:
+        with lock:
+            if not made:
+                made.append(view(shown))
+        display(made[0])
+
+    shown = _frame_shown(frame, show)
+    return shown
 
 
 def table_frame(frame: Any, columns: list[str]) -> Any:

@@ -8,7 +8,6 @@ the server behind them; in this pool they wait only for each other.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import threading
@@ -34,5 +33,7 @@ def _executor() -> ThreadPoolExecutor:
 
 async def in_cluster_thread(function: Callable[..., T], *args: Any) -> T:
     """``function(*args)`` in Betty's own pool (with this task's context variables), awaited."""
+    import asyncio  # lazy: the event loop's module is loaded by whoever awaits this; a login started early needs none
+
     call = functools.partial(contextvars.copy_context().run, function, *args)
     return await asyncio.get_running_loop().run_in_executor(_executor(), call)

@@ -112,8 +112,6 @@ class JobCommands(Connected):
 
     # ----- tables and live jobs ----------------------------------------------------------------------------------
     def _job_table(self, tool: str, query: dict[str, Any], title: str, columns: list[str]) -> Any:
-        from ..widgets.jobs import JobTable  # lazy: ipywidgets; `%load_ext` never needs it
-
         frame = self._read(tool, query, f"reading the {title}")
         if isinstance(frame, Call):
             return frame
@@ -122,10 +120,14 @@ class JobCommands(Connected):
             frame: pd.DataFrame = self._quiet(tool, {k: v for k, v in query.items() if v is not None}).data
             return frame
 
-        table = JobTable(title, frame, columns, fetch, mine=self.connection.user(), cancel=self._cancel_view)
-        shown = job_frame(frame, table)
-        table.kept_with(shown)  # the table pages through the person's DataFrame while they keep it
-        return shown
+        def table(shown: "pd.DataFrame") -> Any:
+            from ..widgets.jobs import JobTable  # lazy: ipywidgets; only a table that is shown needs it
+
+            made = JobTable(title, frame, columns, fetch, mine=self.connection.user(), cancel=self._cancel_view)
+            made.kept_with(shown)  # the table pages through the person's DataFrame while they keep it
+            return made
+
+        return job_frame(frame, table)
 
     def _cancel_view(self, job_id: str) -> Any:
         from ..widgets.calls import CallView  # lazy: ipywidgets; `%load_ext` never needs it

@@ -6,7 +6,6 @@ import uuid
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-import ipywidgets as widgets
 from IPython.display import display, update_display
 
 from ...safe_text import html_text
@@ -35,6 +34,8 @@ def stages(label: str) -> Iterator[Callable[[str], None]]:
 
 def _progress_line(label: str) -> tuple[Callable[[str], None], Callable[[], None]]:
     """Show ``⏳ label…``; (the function that shows a stage after the label, the function that removes the line)."""
+    import ipywidgets as widgets  # lazy: a call done within a second shows no line, and loads no widgets
+
     line = widgets.HTML(_line_html(label))
     output = f"betty-progress-{uuid.uuid4().hex}"
     # Only the widget view, no text, and nothing once removed: a saved notebook keeps nothing of a line
