@@ -19,7 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
-from ..errors import BettyError, ModelError
+from ..errors import BettyError, ModelError, ToolError
 from ..json_text import parse_json
 from . import events as ev
 from .approvals import DEFAULT_TIMEOUT
@@ -616,7 +616,8 @@ class AgentSession:
 
     async def repreview(self, tool: str, proposal: Mapping[str, Any], edited: Mapping[str, Any]) -> "Preview":
         """The preview of a person's edit of an open card of ``tool`` (``proposal``: the call's arguments), checked
-        and previewed by the same tool and policy code as the model's call; ToolError (one line) when it is refused.
+        and previewed by the same tool and policy code as the model's call; ToolError (one line) when it is refused,
+        also by the site (its limits, its mail offer), whose refusal would otherwise come only after the approval.
         Nothing runs and nothing is kept."""
         # lazy: every tool module; the server's start loads the loop without them
         from .tools.base import revalidated
@@ -626,7 +627,10 @@ class AgentSession:
         if isinstance(found, SessionTool):
             call = ToolCallRequest(call_id="", name=found.name, arguments="{}")
             return await found.review(_CallFace(self, call, found, None, time.perf_counter()), proposal, edited)
-        return (await revalidated(found, self.context, edited))[1]
+        preview = (await revalidated(found, self.context, edited))[1]
+        if (refusal := self._site_refusal(preview)) is not None:
+            raise ToolError(refusal)
+        return preview
 
     def _stand(self, standing: "Standing[Any]") -> None:
         if self._standing is not None:
