@@ -35,7 +35,7 @@ from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.config import BettyConfig
-from betty_jupyter.errors import ApprovalError, ConfigError, SiteRefusal, SlurmError
+from betty_jupyter.errors import ApprovalError, ConfigError, SiteRefusal, SlurmError, ToolError
 from betty_jupyter.experiments.workspace import Workspace
 
 APPROVER, APPROVER_UID = "daemon", 1
@@ -411,6 +411,32 @@ def test_end_mail_is_refused_where_the_site_does_not_offer_it(tmp_path: Path) ->
         assert asyncio.run(turn()) == "finished"
         told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert "does not offer Slurm's end mail (mail.end_mail)" in told[0] and not cluster.ran("sbatch")
+
+
+def test_an_edit_the_site_refuses_is_refused_when_it_is_previewed_before_anyone_approves_it(tmp_path: Path) -> None:
+    """The end-mail choice and any other edit are checked against the site as the model's own call is."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    workspace = Workspace.at(tmp_path / "project")
+    site = load_policy(write_policy(tmp_path, {"mail": {"end_mail": False}, "limits": {"nodes": 2}}))
+    cluster = ScriptedTransport().on("sinfo", stdout=SINFO).on("id", "-un", stdout="ada\n")
+    asked = {"script": script("--time=01:00:00"), "goal": "g", "record": False}
+
+    async def edits() -> list[str]:
+        config = BettyConfig(clusters=[{"name": "scripted", "transport": "local"}], site=site,
+                             llm={"base_url": "http://127.0.0.1:9/v1", "model": "never-asked"})
+        session = await open_session(workspace, config, SessionSpec(broker=ApprovalBroker(timeout=5),
+                                                                    transport=cluster))
+        refused = []
+        for edited in ({**asked, "end_mail": True}, {**asked, "script": script("--nodes=3", "--time=01:00:00")}):
+            with pytest.raises(ToolError) as error:
+                await session.repreview("cluster_submit", asked, edited)
+            refused.append(str(error.value))
+        assert "--time=01:00:00" in (await session.repreview("cluster_submit", asked, asked)).text
+        return refused
+
+    mail, nodes = asyncio.run(edits())
+    assert "does not offer Slurm's end mail (mail.end_mail)" in mail
+    assert "at most 2 node(s) per job (limits.nodes)" in nodes and not cluster.ran("sbatch")
 
 
 # ----- the approver's own command ----------------------------------------------------------------------------------
