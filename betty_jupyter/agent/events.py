@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidatorFunctio
 
 from .bulletin import SentContext
 from .models import Preview
+from .second_approver import SecondState
 from .vocabulary import Decision, DoneReason, EventType, Resolved, StepStatus
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ class SecondApproval(Payload):
 
     approval_id: str
     call_id: str
-    state: Literal["waiting", "approved", "denied", "refused"]
+    state: SecondState
     approvers: list[str]
     since: float = Field(description="when the person approved it and it began to wait (unix seconds)")
     approver: str | None = None

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
-    from .second_approver import SecondRequest
+    from .second_approver import SecondRequest, SecondState
     from .task_specs import Delegator
     from .tools.base import Tool, ToolContext
     from .turn import Standing
@@ -542,10 +542,10 @@ class AgentSession:
                                        "needs a card of its own for the second approver; call it again")
         approvers, since = list(self.policy.site.limits.approvers), time.time()
 
-        def said(state: str, approver: str | None = None, why: str = "") -> None:
+        def said(state: "SecondState", approver: str | None = None, why: str = "") -> None:
             self.stream.emit("second_approval", ev.SecondApproval(
-                approval_id=approval_id, call_id=call.call_id, state=state, approvers=approvers,  # type: ignore[arg-type]
-                since=since, approver=approver, why=why))
+                approval_id=approval_id, call_id=call.call_id, state=state, approvers=approvers, since=since,
+                approver=approver, why=why))
 
         said("waiting")
         state, approver, why = await second_answer(self.policy.site, *second, self.broker_timeout)

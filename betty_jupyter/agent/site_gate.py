@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ApprovalError, BettyError, ScriptError
-from .second_approver import SecondRequest, check_spool, wait_for_answer, withdraw, write_request
+from .second_approver import SecondRequest, SecondState, check_spool, wait_for_answer, withdraw, write_request
 
 if TYPE_CHECKING:
     from ..cluster.allowlist import CommandPolicy
@@ -133,7 +133,7 @@ def open_second(site: "SitePolicy", why: str, tool: str, args: dict[str, Any], p
 
 
 async def second_answer(site: "SitePolicy", spool: Path, request: SecondRequest,
-                        timeout: float) -> tuple[str, str | None, str]:
+                        timeout: float) -> tuple[SecondState, str | None, str]:
     """How ``request`` ended, as ``(state, approver, why)``: ``approved`` (by ``approver``), ``denied`` (by
     ``approver``), or ``refused`` (an answer that did not count, or none in time), ``why`` in one line when it does
     not run; the request is withdrawn either way."""
