@@ -210,7 +210,16 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
 }
 
 /** The calls that submit jobs: each one that ran changes what the cost meter shows. */
-const SUBMITTING = new Set(['cluster_submit', 'cluster_sweep', 'sweep_round', 'notebook_submit']);
+const SUBMITTING = new Set([
+  'cluster_submit',
+  'cluster_sweep',
+  'sweep_round',
+  'sweep_retry',
+  'cluster_pipeline',
+  'cluster_extend',
+  'cell_run',
+  'notebook_submit'
+]);
 
 /** How many submissions of the chat ran (the cost meter reads again after each). */
 function submissionCount(model: BettyModel): number {
