@@ -26,12 +26,16 @@ from betty_jupyter.agent.second_approver import (SecondRequest, answer_path, che
 from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.agent.site import load_policy
 from betty_jupyter.agent.tools.jobs import SubmitArgs
-from betty_jupyter.cluster.account_usage import Cost, budget_line, job_cost, month_start, parse_usage, usage_argv
+from betty_jupyter.agent.site_gate import account_use, use_words
+from betty_jupyter.cluster.account_usage import (Cost, budget_line, hidden_usage, job_cost, month_start, parse_usage,
+                                                 usage_argv)
+from betty_jupyter.cluster.allowlist import CommandPolicy
+from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.parsing import SEPARATOR
 from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.config import BettyConfig
-from betty_jupyter.errors import ApprovalError, ConfigError, SiteRefusal, SlurmError
+from betty_jupyter.errors import ApprovalError, ConfigError, SiteRefusal, SlurmError, ToolError
 from betty_jupyter.experiments.workspace import Workspace
 
 APPROVER, APPROVER_UID = "daemon", 1
@@ -130,6 +134,37 @@ def test_the_read_is_one_allowlisted_sacct_of_the_account_since_the_month_began(
                                         "-o", "JobID,ElapsedRaw,AllocTRES"]
     with pytest.raises(SlurmError):
         usage_argv("lab,other", since)
+
+
+@pytest.mark.parametrize(("config", "hidden"), [
+    ("PrivateData             = usage\n", "PrivateData=usage"),
+    ("MailProg = /bin/mail\nPrivateData = accounts,jobs,usage\n", "PrivateData=jobs,usage"),
+    ("PrivateData             = accounts,reservations\n", None),
+    ("PrivateData             = none\n", None),
+    ("", None),
+])
+def test_slurms_private_data_is_read_from_its_config(config: str, hidden: str | None) -> None:
+    assert hidden_usage(config) == hidden
+
+
+@pytest.mark.parametrize(("uid", "private", "known"), [("1000", "usage", False), ("1000", "accounts", True),
+                                                       ("0", "usage", True)])
+def test_the_cost_meter_says_not_known_where_slurm_keeps_usage_private(uid: str, private: str, known: bool,
+                                                                     tmp_path: Path) -> None:
+    cluster = (ScriptedTransport().on("id", "-u", stdout=f"{uid}\n")
+               .on("scontrol", "show", "config", stdout=f"PrivateData             = {private}\n")
+               .on("sacct", stdout="1|7200|cpu=4,gres/gpu=2\n"))
+    site = load_policy(write_policy(tmp_path, {"budgets": {"lab": {"gpu_hours": 500, "cpu_hours": 100}}}))
+    (use,) = asyncio.run(account_use(site, SlurmClient(cluster), CommandPolicy()))
+    assert use["account"] == "lab" and use["known"] is known
+    assert (use["gpu_hours_budget"], use["cpu_hours_budget"]) == (500, 100)
+    if known:
+        assert (use["gpu_hours_used"], use["cpu_hours_used"], use["why"]) == (4, 8, "")
+        assert use_words(use) == "4.0 of 500 GPU-hours, 8.0 of 100 CPU-hours this month"
+    else:
+        assert use["gpu_hours_used"] is None and use["cpu_hours_used"] is None
+        assert "(PrivateData=usage)" in use["why"] and not cluster.ran("sacct")
+        assert use_words(use).startswith("not known: Slurm keeps other users' usage private here")
 
 
 def test_the_budget_is_said_in_the_persons_words() -> None:
@@ -320,6 +355,10 @@ def test_a_job_above_the_limits_runs_once_the_person_and_the_approver_approve_an
     events, cluster, workspace, told = gate_turn(tmp_path, second_site(
         spool, budgets={"lab": {"gpu_hours": 500}}, audit={"directory": str(audit)}), "approved")
     (card,) = [e.payload for e in events if e.type == "approval_request"]
+    waited, answered = [e.payload for e in events if e.type == "second_approval"]
+    assert (waited.state, waited.approvers, waited.approver) == ("waiting", [APPROVER], None)
+    assert (answered.state, answered.approver, answered.why) == ("approved", APPROVER, "")
+    assert waited.approval_id == answered.approval_id == card.approval_id and answered.since == waited.since
     facts = {fact.label: fact.text for fact in card.preview.facts}
     assert f"one of {APPROVER} approve it; they answer with `betty approve {spool}/" in facts["second approver"]
     assert facts["budget"] == "uses up to 12 GPU-hours; this month 4 of 500 GPU-hours of account lab used"
@@ -336,6 +375,8 @@ def test_a_job_above_the_limits_does_not_run_when_the_approver_denies_it_or_the_
         tmp_path: Path, spool: Path) -> None:
     events, cluster, workspace, told = gate_turn(tmp_path / "a", second_site(spool), "denied")
     assert not cluster.ran("sbatch") and f"the second approver {APPROVER} denied it" in told[0]
+    assert [(e.payload.state, e.payload.approver) for e in events if e.type == "second_approval"] == [
+        ("waiting", None), ("denied", APPROVER)]
     (record,) = ActionLog(workspace.root).read()
     assert record.decision == "refused" and record.approver == "ada, then no (second approver)"
     events, cluster, workspace, told = gate_turn(tmp_path / "b", second_site(spool), None, person="denied",
@@ -370,6 +411,32 @@ def test_end_mail_is_refused_where_the_site_does_not_offer_it(tmp_path: Path) ->
         assert asyncio.run(turn()) == "finished"
         told = [m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "tool"]
     assert "does not offer Slurm's end mail (mail.end_mail)" in told[0] and not cluster.ran("sbatch")
+
+
+def test_an_edit_the_site_refuses_is_refused_when_it_is_previewed_before_anyone_approves_it(tmp_path: Path) -> None:
+    """The end-mail choice and any other edit are checked against the site as the model's own call is."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    workspace = Workspace.at(tmp_path / "project")
+    site = load_policy(write_policy(tmp_path, {"mail": {"end_mail": False}, "limits": {"nodes": 2}}))
+    cluster = ScriptedTransport().on("sinfo", stdout=SINFO).on("id", "-un", stdout="ada\n")
+    asked = {"script": script("--time=01:00:00"), "goal": "g", "record": False}
+
+    async def edits() -> list[str]:
+        config = BettyConfig(clusters=[{"name": "scripted", "transport": "local"}], site=site,
+                             llm={"base_url": "http://127.0.0.1:9/v1", "model": "never-asked"})
+        session = await open_session(workspace, config, SessionSpec(broker=ApprovalBroker(timeout=5),
+                                                                    transport=cluster))
+        refused = []
+        for edited in ({**asked, "end_mail": True}, {**asked, "script": script("--nodes=3", "--time=01:00:00")}):
+            with pytest.raises(ToolError) as error:
+                await session.repreview("cluster_submit", asked, edited)
+            refused.append(str(error.value))
+        assert "--time=01:00:00" in (await session.repreview("cluster_submit", asked, asked)).text
+        return refused
+
+    mail, nodes = asyncio.run(edits())
+    assert "does not offer Slurm's end mail (mail.end_mail)" in mail
+    assert "at most 2 node(s) per job (limits.nodes)" in nodes and not cluster.ran("sbatch")
 
 
 # ----- the approver's own command ----------------------------------------------------------------------------------

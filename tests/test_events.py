@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from betty_jupyter.agent import events
 from betty_jupyter.agent.events import (
     EVENT_TYPES, ApprovalRequest, ApprovalResolved, Budget, Done, ErrorInfo, Event, EventStream, JobUpdateInfo,
-    Message, MessageDelta, Plan, PlanStepUpdate, Replanning, ToolCallInfo, ToolResultInfo, parse_event,
+    Message, MessageDelta, Plan, PlanStepUpdate, Replanning, SecondApproval, ToolCallInfo, ToolResultInfo, parse_event,
 )
 from betty_jupyter.agent.models import Preview, Tier
 from betty_jupyter.schemas import events_schema
@@ -35,6 +35,8 @@ EXAMPLES: dict[str, BaseModel] = {
                                         args={"script": "train.sh"}, preview=PREVIEW, reason="tier 2 always asks"),
     "approval_resolved": ApprovalResolved(approval_id="ap_1", call_id="call_1", decision="edited", approver="ada",
                                           args={"script": "train.sh", "partition": "gpu"}),
+    "second_approval": SecondApproval(approval_id="ap_1", call_id="call_1", state="waiting",
+                                      approvers=["hpcadmin", "ops"], since=1714550400.0),
     "tool_result": ToolResultInfo(call_id="call_1", tool="submit_job", ok=True, decision="edited", approver="ada",
                                   summary="job 42 submitted",
                                   duration_ms=12.5, output_ref=".betty/actions/outputs/call_1.txt",
@@ -50,7 +52,7 @@ EXAMPLES: dict[str, BaseModel] = {
 
 def test_the_examples_cover_every_type() -> None:
     assert set(EXAMPLES) == set(EVENT_TYPES)
-    assert len(EVENT_TYPES) == 13
+    assert len(EVENT_TYPES) == 14
     assert {type(p) for p in EXAMPLES.values()} == set(events.PAYLOADS.values())
 
 

@@ -1,10 +1,12 @@
 """Word when jobs end on the real dev cluster: through the server's own watcher (the Assistant), once per ended job,
-also for a job that ended while no server ran; a hostile job name never reaches a message."""
+also for a job that ended while no server ran, in one process and across real Jupyter server processes; a hostile
+job name never reaches a message."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
 from betty_jupyter.agent.assistant import Assistant
@@ -14,6 +16,7 @@ from betty_jupyter.experiments.notify.targets import TargetBook, target
 from betty_jupyter.experiments.record import submit_experiment
 from betty_jupyter.experiments.workspace import Workspace
 from conftest import run_betty
+from jupyter_server_proc import JupyterServer
 from notify_sinks import HttpSink, SmtpSink
 
 CLUSTER = "betty-dev"
@@ -81,3 +84,64 @@ def test_each_ended_job_reaches_mail_and_webhook_once_across_a_server_restart(ss
     for text in [item["body"] for item in http.items] + [message.as_string() for message in smtp.messages()]:
         for piece in ("img", "onerror", "@channel", "$(", "pwned", "`"):
             assert piece not in text, text
+
+
+def test_a_job_that_ends_while_the_jupyter_server_is_down_is_told_once_by_the_next_server(
+        ssh_profile, dev_cluster, tmp_path):
+    """The same across real ``jupyter server`` processes: the first is stopped, a job ends meanwhile, and the next
+    one started on the same project tells of it exactly once, and of nothing told before."""
+    assert run_betty("init", str(tmp_path / "project")).returncode == 0
+    workspace = Workspace.at(tmp_path / "project")
+    http = HttpSink()
+    jupyter_config = tmp_path / "jupyter-config"
+    TargetBook(jupyter_config / "betty_notify").add(target("hook", "webhook", f"{http.url}/hook-secret"))
+    env = {**os.environ, **dev_cluster, "JUPYTER_CONFIG_DIR": str(jupyter_config)}
+    transport = ssh_profile.open_transport()
+    slurm = SlurmClient(transport, work_dir=ssh_profile.work_dir)
+
+    def server(name: str) -> JupyterServer:
+        runtime = tmp_path / f"runtime-{name}"
+        runtime.mkdir()
+        return JupyterServer(workspace.root, env, runtime)
+
+    async def submitted(body: str) -> str:
+        script = f"#!/bin/bash\n#SBATCH --job-name=restart\n#SBATCH --chdir={workspace.root}\n{body}\n"
+        return (await submit_experiment(slurm, workspace, ssh_profile.name, script, goal="restart")).job_id
+
+    async def ended(job_id: str) -> None:
+        deadline = time.monotonic() + 300
+        while True:
+            job = (await slurm.snapshot([job_id])).jobs.get(job_id)
+            if job is not None and job.state.finished:
+                return
+            assert time.monotonic() < deadline, f"job {job_id} never ended"
+            await asyncio.sleep(0.5)
+
+    async def scenario() -> list[str]:
+        first = await asyncio.to_thread(server, "first")
+        try:
+            before = await submitted("echo before")
+            await asyncio.to_thread(http.wait_for, 1, 300)
+        finally:
+            await asyncio.to_thread(first.stop)
+        later = await submitted("echo later")  # ends while no server runs
+        await ended(later)
+        assert len(http.items) == 1, http.items
+        second = await asyncio.to_thread(server, "second")
+        try:
+            await asyncio.to_thread(http.wait_for, 2, 300)
+            # A new job's word arrives after the late one's: had anything been told twice, it would be here too.
+            last = await submitted("echo last")
+            await asyncio.to_thread(http.wait_for, 3, 300)
+        finally:
+            await asyncio.to_thread(second.stop)
+        return [before, later, last]
+
+    try:
+        jobs = asyncio.run(scenario())
+    finally:
+        asyncio.run(transport.close())
+        http.close()
+    told = [json.loads(item["body"])["job_id"] for item in http.items]
+    assert sorted(told) == sorted(jobs), told  # each once, none twice
+    assert told[:2] == jobs[:2], "the late job is told by the next server, before any new one"

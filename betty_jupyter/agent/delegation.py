@@ -16,7 +16,7 @@ delegation as their ``ToolContext.delegator``. Each task runs as a child session
 - the parent's session id for approvals and the action log: the person's front-end lists a
   child's cards, a disconnect or a stop cancels them, and the session's history shows what
   the children did. Cards carry the task's title (``task``);
-- its own event stream: of it only ``approval_request`` and ``approval_resolved`` are passed
+- its own event stream: of it only ``approval_request``, ``approval_resolved`` and ``second_approval`` are passed
   on to the parent's stream (a child's deltas, budget and ``done`` would end the parent's
   turn in the person's chat). Each task's end is one ``tool_result`` in the parent's stream
   whose ``call_id`` is the task id.
@@ -184,6 +184,8 @@ class _Forwarder:
             case ev.ApprovalResolvedEvent(payload=resolved):
                 self.open.pop(resolved.approval_id, None)
                 self.parent.emit(event.type, resolved)
+            case ev.SecondApprovalEvent(payload=second):  # where its approved card waits for a second approver
+                self.parent.emit(event.type, second)
             case ev.ErrorEvent(payload=error):
                 self.errors.append(error.message)
 

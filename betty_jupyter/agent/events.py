@@ -9,6 +9,7 @@ Every event is ``{type, session_id, seq, ts, payload}``; ``type`` names the payl
     tool_call         ToolCallInfo       the agent asked for a tool
     approval_request  ApprovalRequest    a person must approve a call (with its preview)
     approval_resolved ApprovalResolved   how that approval ended
+    second_approval   SecondApproval     an approved job above the site's limits waits for, or got, a second approver
     tool_result       ToolResultInfo     what a tool did
     error             ErrorInfo          something failed (retryable or not)
     replanning        Replanning         the agent changes course, and why
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidatorFunctio
 
 from .bulletin import SentContext
 from .models import Preview
+from .second_approver import SecondState
 from .vocabulary import Decision, DoneReason, EventType, Resolved, StepStatus
 
 log = logging.getLogger(__name__)
@@ -146,6 +148,20 @@ class ApprovalResolved(Payload):
     decision: Resolved
     approver: str | None = None
     args: dict[str, Any] | None = None
+
+
+class SecondApproval(Payload):
+    """A job above the site's limits that the person approved: it waits for one of ``approvers`` since ``since``
+    (``waiting``), then one approved it (``approved``, ``approver`` names them) or it does not run (``denied``,
+    ``refused``: an answer that did not count, or none in time), ``why`` in one line."""
+
+    approval_id: str
+    call_id: str
+    state: SecondState
+    approvers: list[str]
+    since: float = Field(description="when the person approved it and it began to wait (unix seconds)")
+    approver: str | None = None
+    why: str = ""
 
 
 class ToolResultInfo(Payload):
@@ -284,6 +300,13 @@ class ApprovalResolvedEvent(Event):
     payload: ApprovalResolved
 
 
+class SecondApprovalEvent(Event):
+    """``second_approval``: a job above the site's limits waits for, or got, its second approver."""
+
+    type: Literal[EventType.SECOND_APPROVAL] = EventType.SECOND_APPROVAL
+    payload: SecondApproval
+
+
 class ToolResultEvent(Event):
     """``tool_result``: what a tool did."""
 
@@ -328,7 +351,8 @@ class DoneEvent(Event):
 
 AnyEvent = Annotated[
     Union[MessageDeltaEvent, MessageEvent, PlanEvent, PlanStepEvent, ToolCallEvent, ApprovalRequestEvent,
-          ApprovalResolvedEvent, ToolResultEvent, ErrorEvent, ReplanningEvent, JobUpdateEvent, BudgetEvent, DoneEvent],
+          ApprovalResolvedEvent, SecondApprovalEvent, ToolResultEvent, ErrorEvent, ReplanningEvent, JobUpdateEvent,
+          BudgetEvent, DoneEvent],
     Field(discriminator="type"),
 ]
 """Every event class, tagged by ``type``: narrow with ``if event.type == "tool_call": …``."""

@@ -19,7 +19,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping, Protocol
 
-from ..errors import BettyError, ModelError
+from ..errors import BettyError, ModelError, ToolError
 from ..json_text import parse_json
 from . import events as ev
 from .approvals import DEFAULT_TIMEOUT
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from .models import Preview
     from .policy import ApprovalPolicy, Ruling, SessionGrants
     from .registry import ToolRegistry
-    from .second_approver import SecondRequest
+    from .second_approver import SecondRequest, SecondState
     from .task_specs import Delegator
     from .tools.base import Tool, ToolContext
     from .turn import Standing
@@ -512,10 +512,11 @@ class AgentSession:
             except (BettyError, OSError) as error:
                 return self._refused(call, tool, f"{refusal}, and {error}", time.perf_counter(), tier)
         preview.say_again()
-        resolution = await self._card(call, tool, tier, args, preview, reason, digest)
+        approval_id = f"apr_{uuid.uuid4().hex[:12]}"
+        resolution = await self._card(call, tool, tier, args, preview, reason, digest, approval_id)
         approval = Approval(resolution.decision, resolution.approver, preview, digest)
         if second is not None and resolution.approved:
-            return await self._second(call, tool, tier, args, approval, resolution, second)
+            return await self._second(call, tool, tier, args, approval, resolution, second, approval_id)
         if second is not None:
             withdraw(second[0], second[1].request_id)
         if not resolution.approved:
@@ -530,14 +531,27 @@ class AgentSession:
         return args, approval
 
     async def _second(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, approval: Approval,
-                      resolution: "Resolution", second: "tuple[Path, SecondRequest]") -> tuple[Any, Approval] | Answer:
+                      resolution: "Resolution", second: "tuple[Path, SecondRequest]",
+                      approval_id: str) -> tuple[Any, Approval] | Answer:
         """A job above the site's limits that the person approved: it runs once a second approver approves this
-        very card too; both answers are logged and audited (``approver``: the person, then the approver)."""
+        very card too; both answers are logged and audited (``approver``: the person, then the approver). The card
+        says meanwhile whom it waits for and since when, then how it ended (``second_approval`` events)."""
         if resolution.decision == Decision.EDITED:
             withdraw(second[0], second[1].request_id)
             return self._refused_after(call, tool, tier, args, approval, "an edited job above your site's limits "
                                        "needs a card of its own for the second approver; call it again")
-        approver, why = await second_answer(self.policy.site, *second, self.broker_timeout)
+        approvers, since = list(self.policy.site.limits.approvers), time.time()
+
+        def said(state: "SecondState", approver: str | None = None, why: str = "") -> None:
+            self.stream.emit("second_approval", ev.SecondApproval(
+                approval_id=approval_id, call_id=call.call_id, state=state, approvers=approvers, since=since,
+                approver=approver, why=why))
+
+        said("waiting")
+        state, approver, why = await second_answer(self.policy.site, *second, self.broker_timeout)
+        said(state, approver, why)
+        if state != "approved":
+            approver = None
         approval.approver = f"{resolution.approver or 'the person'}, then {approver or 'no'} (second approver)"
         if approver is None:
             return self._refused_after(call, tool, tier, args, approval, f"not run: {why}")
@@ -550,9 +564,10 @@ class AgentSession:
         return float(getattr(self.broker, "timeout", DEFAULT_TIMEOUT))
 
     async def _card(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, preview: "Preview",
-                    reason: str, digest: str) -> "Resolution":
-        """Show the card (bound to ``digest``), wait for the person's answer (or none), and say how it ended."""
-        request = ev.ApprovalRequest(approval_id=f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
+                    reason: str, digest: str, approval_id: str | None = None) -> "Resolution":
+        """Show the card (bound to ``digest``; ``approval_id`` when the caller names it), wait for the person's
+        answer (or none), and say how it ended."""
+        request = ev.ApprovalRequest(approval_id=approval_id or f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
                                      tool=tool.name, tier=tier, args=args.model_dump(mode="json"),
                                      preview=preview, reason=reason, task=self.task, digest=digest)
         self.stream.emit("approval_request", request)
@@ -601,7 +616,8 @@ class AgentSession:
 
     async def repreview(self, tool: str, proposal: Mapping[str, Any], edited: Mapping[str, Any]) -> "Preview":
         """The preview of a person's edit of an open card of ``tool`` (``proposal``: the call's arguments), checked
-        and previewed by the same tool and policy code as the model's call; ToolError (one line) when it is refused.
+        and previewed by the same tool and policy code as the model's call; ToolError (one line) when it is refused,
+        also by the site (its limits, its mail offer), whose refusal would otherwise come only after the approval.
         Nothing runs and nothing is kept."""
         # lazy: every tool module; the server's start loads the loop without them
         from .tools.base import revalidated
@@ -611,7 +627,10 @@ class AgentSession:
         if isinstance(found, SessionTool):
             call = ToolCallRequest(call_id="", name=found.name, arguments="{}")
             return await found.review(_CallFace(self, call, found, None, time.perf_counter()), proposal, edited)
-        return (await revalidated(found, self.context, edited))[1]
+        preview = (await revalidated(found, self.context, edited))[1]
+        if (refusal := self._site_refusal(preview)) is not None:
+            raise ToolError(refusal)
+        return preview
 
     def _stand(self, standing: "Standing[Any]") -> None:
         if self._standing is not None:

@@ -25,7 +25,7 @@ import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..errors import ApprovalError, SiteRefusal
 from ..json_text import parse_json
@@ -35,6 +35,9 @@ MAX_FILE = 256 * 1024
 """The largest request or answer file read."""
 REQUEST_ID = re.compile(r"^sec_[0-9a-f]{12,32}$")
 ANSWERS = ("approved", "denied")
+SecondState = Literal["waiting", "approved", "denied", "refused"]
+"""Where a job waiting for a second approver stands: waiting, approved, denied, or refused (an answer that did not
+count, or none in time)."""
 POLL_SECONDS = 0.2
 
 

@@ -194,6 +194,7 @@ class EventType(Word):
     TOOL_CALL = "tool_call"
     APPROVAL_REQUEST = "approval_request"
     APPROVAL_RESOLVED = "approval_resolved"
+    SECOND_APPROVAL = "second_approval"
     TOOL_RESULT = "tool_result"
     ERROR = "error"
     REPLANNING = "replanning"

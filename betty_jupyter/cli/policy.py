@@ -70,7 +70,7 @@ def meter(config: "BettyConfig") -> list[tuple[str, str, str]]:
     if not config.site.budgets or not config.cluster_names:
         return []
     # lazy: the Slurm client and the accounting reads; only a site with budgets needs them
-    from ..agent.site_gate import account_use
+    from ..agent.site_gate import account_use, use_words
     from ..cluster.slurm import SlurmClient
     from ..cluster.sync import run_sync
 
@@ -80,7 +80,7 @@ def meter(config: "BettyConfig") -> list[tuple[str, str, str]]:
         used = run_sync(account_use(config.site, SlurmClient(transport), profile.policy()))
     finally:
         run_sync(transport.close())
-    return [(name, value, f"sacct on {profile.name}") for name, value in used]
+    return [(f"budgets.{use['account']}.used", use_words(use), f"sacct on {profile.name}") for use in used]
 
 
 def own_rules(config: "BettyConfig") -> "Rules":

@@ -5,6 +5,10 @@ A job's cost is read from its batch script alone: the most it can use if it runs
 accounting, one allowlisted ``sacct`` read of every allocation in the account since the month began
 (``sacct -a -A ACCOUNT -S START -X -P -n -o JobID,ElapsedRaw,AllocTRES``): each allocation's elapsed
 hours times the GPUs and CPUs it held. Rows that do not parse are refused, never guessed at.
+
+Where Slurm keeps other users' jobs or usage private (``PrivateData=jobs`` or ``usage`` in ``slurm.conf``), that
+read lists only the person's own allocations, so an account's use is not known from it (:func:`hidden_usage`):
+Betty says so rather than show the person's own share as the account's.
 """
 
 from __future__ import annotations
@@ -77,6 +81,22 @@ def parse_usage(text: str) -> Cost:
         cpus = re.search(r"(?:^|,)cpu=(\d+)", cells[2])
         total += Cost(gpu_hours=tres_gpus(cells[2])[0] * hours, cpu_hours=(int(cpus.group(1)) if cpus else 0) * hours)
     return total
+
+
+HIDING = ("jobs", "usage")
+"""``PrivateData`` flags under which ``sacct -a`` lists only the person's own allocations."""
+
+
+def hidden_usage(config: str) -> str | None:
+    """The ``PrivateData`` setting (``PrivateData=usage``) that hides other users' allocations from the usage read,
+    as ``scontrol show config`` prints it; None when it hides none."""
+    for line in config.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip().lower() == "privatedata":
+            flags = [flag.strip().lower() for flag in value.split(",")]
+            hiding = [flag for flag in flags if flag in HIDING]
+            return f"PrivateData={','.join(hiding)}" if hiding else None
+    return None
 
 
 def month_start(now: datetime) -> datetime:

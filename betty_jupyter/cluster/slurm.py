@@ -368,6 +368,10 @@ class SlurmClient:
             raise SlurmError(f"cannot read {path}: {_first_error(result)}")
         return result.stdout
 
+    async def config(self) -> str:
+        """What ``scontrol show config`` prints: the controller's settings; a one-line SlurmError when it fails."""
+        return (await self._run(["scontrol", "show", "config"])).stdout
+
     async def login_uid(self) -> int:
         """The connected user's numeric id on the cluster (``id -u``, asked once)."""
         if self._uid is None:

@@ -151,13 +151,29 @@ class Session(TypedDict):
     site_policy: str | None
 
 
+class AccountUse(TypedDict):
+    """One budgeted account's use this month against its budget (the cost meter), in GPU-hours and CPU-hours; a
+    budget the site does not set is None, and so is a use that is not known (``why`` says why: Slurm keeps other
+    users' usage private, or accounting could not be read)."""
+
+    account: str
+    gpu_hours_used: float | None
+    gpu_hours_budget: float | None
+    cpu_hours_used: float | None
+    cpu_hours_budget: float | None
+    known: bool
+    why: str
+
+
 class SitePolicyView(TypedDict):
-    """Answer of ``GET policy``: the site's policy in effect, each field with its value and where it came from."""
+    """Answer of ``GET policy``: the site's policy in effect, each field with its value and where it came from;
+    with ``?usage=1`` where the site sets budgets, ``usage``: each budgeted account's use this month."""
 
     source: str | None
     fields: list[PolicyField]
     modes: list[Mode]
     mcp: bool
+    usage: NotRequired[list[AccountUse]]
 
 
 class AskAnswer(TypedDict):

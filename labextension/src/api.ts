@@ -30,6 +30,7 @@ import {
   IRunQueued,
   ISession,
   ISessionRequest,
+  ISitePolicyView,
   IStartEstimate,
   ISweepComparison,
   ISweeps,
@@ -81,6 +82,14 @@ export class BettyAPI {
   /** What `cluster` is doing: partitions by state, the queue, the person's share (kept a few seconds by the server). */
   clusterOverview(cluster: string): Promise<IClusterOverview> {
     return this.get(`clusters/${encodeURIComponent(cluster)}/overview`);
+  }
+
+  /**
+   * The site's policy in effect with the cost meter: each budgeted account's use this month
+   * (`usage`, absent where the site sets no budgets), read from the default cluster's accounting.
+   */
+  costMeter(): Promise<ISitePolicyView> {
+    return this.get('policy?usage=1');
   }
 
   /** A new session, or the kept one `request.session_id` resumed. */

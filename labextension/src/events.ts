@@ -20,6 +20,7 @@ export type {
   IPlan,
   IPreview,
   IReplanning,
+  ISecondApproval,
   IToolCallInfo,
   IToolResultInfo
 } from './contract/events';

@@ -7,6 +7,7 @@ import { IDecisionRequest, IExperiment, IModeRequest, IOutcome } from './contrac
 
 export type {
   ColumnType,
+  IAccountUse,
   IApprovals,
   IAskAnswer,
   IAskMessage,
@@ -49,6 +50,7 @@ export type {
   ISession,
   ISessionRequest,
   IShare,
+  ISitePolicyView,
   IStartEstimate,
   IStopMessage,
   ISweep,

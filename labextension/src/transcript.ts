@@ -16,6 +16,7 @@ import {
   IEventOf,
   IJobUpdateInfo,
   isObject,
+  ISecondApproval,
   IToolResultInfo,
   parseEvent,
   Tier
@@ -60,6 +61,11 @@ export interface IApprovalItem {
   request: IApprovalRequest;
   status: ApprovalStatus;
   resolution: IApprovalResolved | null;
+  /**
+   * A job above the site's limits that the person approved: whom it waits for since when, then
+   * how its second approver answered.
+   */
+  second?: ISecondApproval;
 }
 
 /** The card of an approval that waits for an answer. */
@@ -376,6 +382,17 @@ const HANDLERS: { [T in EventType]: Handler<T> } = {
     return APPROVING.includes(resolution.decision)
       ? decided
       : markNotRun(decided, row => row.callId === resolution.call_id, resolution.decision);
+  },
+
+  second_approval: (state, event) => {
+    const index = indexOf(state, `approval-${event.payload.approval_id}`);
+    if (index < 0) {
+      return state;
+    }
+    return replaceAt(state, index, {
+      ...(state.items[index] as IApprovalItem),
+      second: event.payload
+    });
   },
 
   error: (state, event) =>

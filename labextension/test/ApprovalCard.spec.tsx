@@ -4,8 +4,13 @@
 import * as React from 'react';
 import { act } from 'react';
 
-import { ApprovalCard, decisionRecord } from '../src/components/ApprovalCard';
+import {
+  ApprovalCard,
+  decisionRecord,
+  secondApproverLine
+} from '../src/components/ApprovalCard';
 import { EditingContext, IEditing, RECHECK_DELAY_MS } from '../src/editing';
+import { END_MAIL_LINE } from '../src/endMail';
 import { withResource } from '../src/sbatch';
 import { IApprovalResolved, IPreview } from '../src/events';
 import { ApprovalStatus, IApprovalItem } from '../src/transcript';
@@ -493,5 +498,128 @@ describe('ApprovalCard: expired and decided', () => {
     ['denied', null, 'denied']
   ])('the record of %s by %s reads "%s"', (decision, approver, text) => {
     expect(decisionRecord(decision, approver)).toBe(text);
+  });
+});
+
+describe('ApprovalCard: e-mail me when it ends', () => {
+  it('ticking it checks the edit again, shows the new script and approves it as edited', async () => {
+    const editing = fakeEditing();
+    const { container, onDecide } = renderCard(card({}, { tier: 2 }), jest.fn(), editing);
+    const box = byTestId<HTMLInputElement>(container, 'betty-end-mail');
+    expect(box.checked).toBe(false);
+    await click(box);
+    await settle();
+    const asked = { script: SCRIPT, goal: 'train', name: null, end_mail: true };
+    expect(editing.repreview).toHaveBeenCalledWith('a1', asked);
+    expect(box.checked).toBe(true);
+    await click(byTestId(container, 'betty-approve'));
+    expect(onDecide).toHaveBeenCalledWith('edited', asked);
+  });
+
+  it('approve waits while the edit is checked, and a refused one says why and holds approve back', async () => {
+    const editing = fakeEditing();
+    let refuse: (reason: Error) => void = () => undefined;
+    editing.repreview.mockImplementation(
+      () => new Promise<IPreview>((_, reject) => (refuse = reject))
+    );
+    const { container, onDecide } = renderCard(card({}, { tier: 2 }), jest.fn(), editing);
+    await click(byTestId(container, 'betty-end-mail'));
+    expect(byTestId<HTMLButtonElement>(container, 'betty-approve').disabled).toBe(true);
+    await act(async () => refuse(new Error('your site does not offer Slurm end mail')));
+    expect(byTestId(container, 'betty-end-mail-problem').textContent).toBe(
+      'your site does not offer Slurm end mail'
+    );
+    expect(byTestId<HTMLButtonElement>(container, 'betty-approve').disabled).toBe(true);
+    // Untick: the card is as the model asked again, approved as it is.
+    await click(byTestId(container, 'betty-end-mail'));
+    expect(allByTestId(container, 'betty-end-mail-problem')).toHaveLength(0);
+    await click(byTestId(container, 'betty-approve'));
+    expect(onDecide).toHaveBeenCalledWith('approved', undefined);
+  });
+
+  it('unticking a card that asked for it takes out the line Betty added, not the script own', async () => {
+    const editing = fakeEditing();
+    const asked = card({}, { tier: 2 });
+    const withMail = SCRIPT.replace('#!/bin/bash\n', `#!/bin/bash\n${END_MAIL_LINE}\n`);
+    asked.request = { ...asked.request, args: { ...asked.request.args, script: withMail, end_mail: true } };
+    const { container, onDecide } = renderCard(asked, jest.fn(), editing);
+    const box = byTestId<HTMLInputElement>(container, 'betty-end-mail');
+    expect(box.checked).toBe(true);
+    await click(box);
+    await settle();
+    await click(byTestId(container, 'betty-approve'));
+    expect(onDecide).toHaveBeenCalledWith('edited', {
+      script: SCRIPT,
+      goal: 'train',
+      name: null,
+      end_mail: false
+    });
+  });
+
+  it('is not offered on a card a second approver must see as it is, nor without edit services', () => {
+    const second = card({ details: { 'second approver': 'above your site limits' } }, { tier: 2 });
+    expect(allByTestId(renderCard(second).container, 'betty-end-mail')).toHaveLength(0);
+    expect(allByTestId(renderCard(card(), jest.fn(), null).container, 'betty-end-mail')).toHaveLength(0);
+  });
+});
+
+describe('ApprovalCard: a second approver', () => {
+  const approved: IApprovalResolved = {
+    approval_id: 'a1',
+    call_id: 'c1',
+    decision: 'approved',
+    approver: 'ada',
+    args: null
+  };
+  const since = new Date(2026, 10, 29, 14, 2).getTime() / 1000;
+
+  it('says whom an approved card waits for since when, then how they answered', () => {
+    const item = { ...card({}, { status: 'decided', resolution: approved }) };
+    const waiting = {
+      approval_id: 'a1',
+      call_id: 'c1',
+      state: 'waiting' as const,
+      approvers: ['hpcadmin', 'ops'],
+      since,
+      approver: null,
+      why: ''
+    };
+    const { container, rerender } = renderCard({ ...item, second: waiting });
+    const line = byTestId(container, 'betty-second-approver');
+    expect(line.dataset.state).toBe('waiting');
+    expect(line.textContent).toMatch(
+      /waiting for a second approver \(hpcadmin or ops\) since (14:02|0?2:02 PM)/
+    );
+    rerender({ ...item, second: { ...waiting, state: 'approved', approver: 'ops' } });
+    expect(byTestId(container, 'betty-second-approver').textContent).toContain(
+      'approved by ops (second approver)'
+    );
+    rerender({
+      ...item,
+      second: { ...waiting, state: 'denied', approver: 'ops', why: 'the second approver ops denied it' }
+    });
+    expect(byTestId(container, 'betty-second-approver').textContent).toContain(
+      'not run: the second approver ops denied it'
+    );
+  });
+
+  it('words each state in one line', () => {
+    const base = {
+      approval_id: 'a1',
+      call_id: 'c1',
+      approvers: ['hpcadmin'],
+      since,
+      approver: null,
+      why: ''
+    };
+    const now = new Date(since * 1000);
+    expect(secondApproverLine({ ...base, state: 'waiting' }, now)).toMatch(
+      /^waiting for a second approver \(hpcadmin\) since \S+/
+    );
+    expect(
+      secondApproverLine({ ...base, state: 'refused', why: 'no second approver answered within 600 s' }, now)
+    ).toBe('not run: no second approver answered within 600 s');
+    const later = new Date(now.getTime() + 3 * 86400 * 1000);
+    expect(secondApproverLine({ ...base, state: 'waiting' }, later)).toMatch(/since Nov 29/);
   });
 });

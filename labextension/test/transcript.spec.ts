@@ -494,3 +494,45 @@ describe('reduce: notes', () => {
     expect(jobEnded(state)).toBe(ended);
   });
 });
+
+describe('transcript: a second approver', () => {
+  it('puts where an approved card stands with its second approver on that card, and ignores one of no card', () => {
+    let state = emptyTranscript('s1');
+    const frame = (seq: number, type: string, payload: Record<string, unknown>) => ({
+      type,
+      session_id: 's1',
+      seq,
+      ts: 1,
+      payload
+    });
+    state = reduce(
+      state,
+      frame(1, 'approval_request', {
+        approval_id: 'a1',
+        call_id: 'c1',
+        tool: 'cluster_submit',
+        tier: 2,
+        args: {},
+        preview: { kind: 'script', title: 't', text: '#!/bin/bash\n', details: {} },
+        reason: 'r',
+        task: null,
+        digest: ''
+      })
+    );
+    const second = {
+      approval_id: 'a1',
+      call_id: 'c1',
+      state: 'waiting',
+      approvers: ['hpcadmin'],
+      since: 5,
+      approver: null,
+      why: ''
+    };
+    state = reduce(state, frame(2, 'second_approval', second));
+    const card = state.items.find(item => item.kind === 'approval') as IApprovalItem;
+    expect(card.second).toEqual(second);
+    const elsewhere = reduce(state, frame(3, 'second_approval', { ...second, approval_id: 'zz' }));
+    expect(elsewhere.items).toBe(state.items);
+    expect(elsewhere.lastSeq).toBe(3);
+  });
+});

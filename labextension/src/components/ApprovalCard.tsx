@@ -5,8 +5,9 @@
 import * as React from 'react';
 
 import { EditingContext } from '../editing';
+import { asksEndMail, offersEndMail, withEndMail } from '../endMail';
 import { tierWords } from '../format';
-import { APPROVING, Decision, PersonDecision } from '../events';
+import { APPROVING, Decision, IPreview, ISecondApproval, PersonDecision } from '../events';
 import { visibleText } from '../safe';
 import { IApprovalItem } from '../transcript';
 import { argumentTexts, EditForm } from './EditForm';
@@ -74,10 +75,63 @@ function DecidedRecord({ item }: { item: IApprovalItem }): JSX.Element {
           {approving ? '✓' : '✗'}
         </span>{' '}
         <code>{item.request.tool}</code> {decisionRecord(decision, resolution?.approver ?? null)}
+        {item.second && <SecondApprover second={item.second} />}
       </summary>
       <PreviewView preview={item.request.preview} />
       {decision === 'edited' && resolution?.args && <EditedArguments args={resolution.args} />}
     </details>
+  );
+}
+
+/**
+ * Where a job above the site's limits stands once the person approved it: "waiting for a second
+ * approver (hpcadmin or ops) since 14:02", then "approved by hpcadmin (second approver)", or
+ * why it does not run, in one line.
+ */
+export function secondApproverLine(second: ISecondApproval, now: Date = new Date()): string {
+  switch (second.state) {
+    case 'waiting': {
+      const who = second.approvers.join(' or ');
+      return `waiting for a second approver (${who}) since ${clockTime(second.since, now)}`;
+    }
+    case 'approved':
+      return `approved by ${second.approver ?? 'a second approver'} (second approver)`;
+    case 'denied':
+      return `not run: ${second.why || `denied by ${second.approver ?? 'the second approver'}`}`;
+    default:
+      return `not run: ${second.why || 'the second approver did not approve it'}`;
+  }
+}
+
+/** `14:02` for a time today, else `Nov 29 14:02`; `since` in unix seconds. */
+function clockTime(since: number, now: Date): string {
+  const at = new Date(since * 1000);
+  const time = at.toLocaleTimeString([], {
+    hour: '2-digit',
+    minute: '2-digit'
+  });
+  return at.toDateString() === now.toDateString()
+    ? time
+    : `${at.toLocaleDateString([], { month: 'short', day: 'numeric' })} ${time}`;
+}
+
+function SecondApprover({ second }: { second: ISecondApproval }): JSX.Element {
+  const tone =
+    second.state === 'waiting'
+      ? 'betty-waiting'
+      : second.state === 'approved'
+        ? 'betty-ok'
+        : 'betty-not-ok';
+  return (
+    <span
+      className={`betty-ApprovalCard-second ${tone}`}
+      data-testid="betty-second-approver"
+      data-state={second.state}
+      role={second.state === 'waiting' ? 'status' : undefined}
+    >
+      {' · '}
+      {visibleText(secondApproverLine(second))}
+    </span>
   );
 }
 
@@ -123,6 +177,88 @@ function StartEstimate({ approvalId }: { approvalId: string }): JSX.Element | nu
   );
 }
 
+/** The end-mail choice of a card: what it asks now, and the edit (checked again) when the person changed it. */
+interface IEndMailChoice {
+  offered: boolean;
+  on: boolean;
+  /** The edited arguments once the server previewed them; null while unchanged (or not yet checked). */
+  args: Record<string, unknown> | null;
+  preview: IPreview | null;
+  /** The server's one line when it refused the change. */
+  problem: string | null;
+  /** Whether Approve waits: the change is being checked, or was refused. */
+  holds: boolean;
+  choose: (on: boolean) => void;
+}
+
+function useEndMailChoice(item: IApprovalItem): IEndMailChoice {
+  const { request } = item;
+  const edits = React.useContext(EditingContext);
+  const asked = asksEndMail(request.args);
+  const [on, setOn] = React.useState(asked);
+  const [checked, setChecked] = React.useState<{
+    on: boolean;
+    args: Record<string, unknown>;
+    preview: IPreview | null;
+    problem: string | null;
+  } | null>(null);
+  const choose = (wanted: boolean) => {
+    setOn(wanted);
+    if (wanted === asked || edits === null) {
+      setChecked(null);
+      return;
+    }
+    const args = withEndMail(request.args, wanted);
+    setChecked({ on: wanted, args, preview: null, problem: null });
+    edits.repreview(request.approval_id, args).then(
+      preview => setChecked(now => (now?.on === wanted ? { ...now, preview } : now)),
+      (reason: Error) =>
+        setChecked(now =>
+          now?.on === wanted ? { ...now, problem: reason.message ?? String(reason) } : now
+        )
+    );
+  };
+  const current = checked?.on === on ? checked : null;
+  return {
+    offered: edits !== null && offersEndMail(request),
+    on,
+    args: current?.preview ? current.args : null,
+    preview: current?.preview ?? null,
+    problem: current?.problem ?? null,
+    holds: current !== null && current.preview === null,
+    choose
+  };
+}
+
+/** "E-mail me when it ends": Slurm's end mail, to the address it has for the login; a change is checked again. */
+function EndMailChoice({
+  mail,
+  disabled
+}: {
+  mail: IEndMailChoice;
+  disabled: boolean;
+}): JSX.Element {
+  return (
+    <div className="betty-ApprovalCard-endMail">
+      <label title="Slurm mails the address it has for your login when the job ends (#SBATCH --mail-type=END)">
+        <input
+          type="checkbox"
+          data-testid="betty-end-mail"
+          checked={mail.on}
+          disabled={disabled}
+          onChange={event => mail.choose(event.target.checked)}
+        />{' '}
+        e-mail me when it ends
+      </label>
+      {mail.problem !== null && (
+        <div className="betty-ApprovalCard-error" role="alert" data-testid="betty-end-mail-problem">
+          {visibleText(mail.problem)}
+        </div>
+      )}
+    </div>
+  );
+}
+
 function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
   const { request, status } = item;
   const edits = React.useContext(EditingContext);
@@ -139,6 +275,7 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
     }
   }, [editing, backToEdit]);
   const expired = status === 'expired';
+  const mail = useEndMailChoice(item);
   const disabled = expired || sending;
 
   const send = async (decision: PersonDecision, args?: Record<string, unknown>) => {
@@ -161,7 +298,8 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
         </span>
       </div>
       <div className="betty-ApprovalCard-reason">{visibleText(request.reason)}</div>
-      {!(editing && !expired) && <PreviewView preview={request.preview} />}
+      {!(editing && !expired) && <PreviewView preview={mail.preview ?? request.preview} />}
+      {!expired && !editing && mail.offered && <EndMailChoice mail={mail} disabled={disabled} />}
       {!expired && request.tool === 'cluster_submit' && (
         <StartEstimate approvalId={request.approval_id} />
       )}
@@ -187,8 +325,8 @@ function PendingCard({ item, onDecide }: IApprovalCardProps): JSX.Element {
           <button
             className="betty-Button betty-Button-accept"
             data-testid="betty-approve"
-            disabled={disabled}
-            onClick={() => void send('approved')}
+            disabled={disabled || mail.holds}
+            onClick={() => void (mail.args ? send('edited', mail.args) : send('approved'))}
           >
             Approve
           </button>

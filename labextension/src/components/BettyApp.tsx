@@ -15,6 +15,7 @@ import { useChanges } from './changes';
 import { ChatList } from './ChatList';
 import { ChatView } from './ChatView';
 import { ClusterView } from './ClusterView';
+import { CostMeter } from './CostMeter';
 import { ExperimentsView } from './ExperimentsView';
 import { GpuView } from './GpuView';
 import { Header } from './Header';
@@ -58,7 +59,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadSweeps: () => model.api.sweeps(),
       loadSweep: (slug: string) => model.api.sweepComparison(slug),
       sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args),
-      fetchResult: (slug: string) => model.startInChat('notebook_collect', { experiment: slug })
+      fetchResult: (slug: string) => model.startInChat('notebook_collect', { experiment: slug }),
+      loadUsage: () => model.api.costMeter()
     }),
     [model]
   );
@@ -147,6 +149,11 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'jobs'}>
+        <CostMeter
+          visible={shown('jobs')}
+          submissions={submissionCount(model)}
+          loadUsage={loaders.loadUsage}
+        />
         <JobsView
           cluster={model.cluster}
           visible={shown('jobs')}
@@ -200,6 +207,25 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       </div>
     </div>
   );
+}
+
+/** The calls that submit jobs: each one that ran changes what the cost meter shows. */
+const SUBMITTING = new Set([
+  'cluster_submit',
+  'cluster_sweep',
+  'sweep_round',
+  'sweep_retry',
+  'cluster_pipeline',
+  'cluster_extend',
+  'cell_run',
+  'notebook_submit'
+]);
+
+/** How many submissions of the chat ran (the cost meter reads again after each). */
+function submissionCount(model: BettyModel): number {
+  return model.transcript.items.filter(
+    item => item.kind === 'tool' && item.result?.ok === true && SUBMITTING.has(item.tool)
+  ).length;
 }
 
 /** The cards waiting for a person: the chat's own, and every other session's (Waiting for you). */

@@ -11,7 +11,7 @@ import type { BettyEvent } from './events';
 import type { IServerError } from './serverApi';
 
 export const isBettyEventSchema = validate20;
-const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"Fact":{"properties":{"label":{"type":"string"},"text":{"type":"string"},"table":{"anyOf":[{"items":{"items":{"type":"string"},"type":"array"},"type":"array"},{"type":"null"}]}},"required":["label","text","table"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]},"context":{"anyOf":[{"$ref":"#/$defs/SentContext"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStep":{"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"},"PlanStepEvent":{"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStepUpdate":{"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"},"summary":{"items":{"type":"string"},"type":"array"},"facts":{"items":{"$ref":"#/$defs/Fact"},"type":"array"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"SentContext":{"properties":{"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]},"cell":{"anyOf":[{"type":"integer"},{"type":"null"}]},"directory":{"anyOf":[{"type":"string"},{"type":"null"}]},"branch":{"anyOf":[{"type":"string"},{"type":"null"}]},"dirty":{"anyOf":[{"type":"boolean"},{"type":"null"}]},"errors":{"items":{"type":"string"},"type":"array"}},"required":["notebook","cell","directory","branch","dirty","errors"],"type":"object"},"StepStatus":{"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","plan_step":"#/$defs/PlanStepEvent","replanning":"#/$defs/ReplanningEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/PlanStepEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
+const schema31 = {"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"https://betty-jupyter.org/schemas/events/v1","$defs":{"ApprovalRequest":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"tool":{"type":"string"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"args":{"additionalProperties":true,"type":"object"},"preview":{"$ref":"#/$defs/Preview"},"reason":{"type":"string"},"task":{"anyOf":[{"type":"string"},{"type":"null"}]},"digest":{"type":"string"}},"required":["approval_id","call_id","tool","tier","args","preview","reason","task","digest"],"type":"object"},"ApprovalRequestEvent":{"properties":{"type":{"const":"approval_request","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalRequest"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ApprovalResolved":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"decision":{"enum":["approved","approved_for_session","edited","denied","timed_out","cancelled"],"type":"string"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]}},"required":["approval_id","call_id","decision","approver","args"],"type":"object"},"ApprovalResolvedEvent":{"properties":{"type":{"const":"approval_resolved","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ApprovalResolved"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Budget":{"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"},"BudgetEvent":{"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Decision":{"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"},"Done":{"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"},"DoneEvent":{"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"DoneReason":{"enum":["finished","denied","breaker","error","stopped"],"type":"string"},"ErrorEvent":{"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ErrorInfo":{"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"},"Fact":{"properties":{"label":{"type":"string"},"text":{"type":"string"},"table":{"anyOf":[{"items":{"items":{"type":"string"},"type":"array"},"type":"array"},{"type":"null"}]}},"required":["label","text","table"],"type":"object"},"JobUpdateEvent":{"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"JobUpdateInfo":{"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"},"Message":{"properties":{"role":{"enum":["assistant","user"],"type":"string"},"text":{"type":"string"},"model":{"anyOf":[{"type":"string"},{"type":"null"}]},"context":{"anyOf":[{"$ref":"#/$defs/SentContext"},{"type":"null"}]}},"required":["role","text","model"],"type":"object"},"MessageDelta":{"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"},"MessageDeltaEvent":{"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"MessageEvent":{"properties":{"type":{"const":"message","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Message"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"Plan":{"properties":{"steps":{"items":{"type":"string"},"type":"array"},"plan_id":{"type":"string"},"call_id":{"type":"string"},"goal":{"type":"string"},"calls":{"items":{"$ref":"#/$defs/PlanStep"},"type":"array"}},"required":["steps","plan_id","call_id","goal","calls"],"type":"object"},"PlanEvent":{"properties":{"type":{"const":"plan","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Plan"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStep":{"properties":{"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"},"preview":{"anyOf":[{"$ref":"#/$defs/Preview"},{"type":"null"}]},"depends_on":{"items":{"type":"integer"},"type":"array"},"status":{"$ref":"#/$defs/StepStatus"},"reason":{"type":"string"}},"required":["index","tool","args","tier","preview","depends_on","status","reason"],"type":"object"},"PlanStepEvent":{"properties":{"type":{"const":"plan_step","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/PlanStepUpdate"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"PlanStepUpdate":{"properties":{"plan_id":{"type":"string"},"index":{"minimum":1,"type":"integer"},"tool":{"type":"string"},"status":{"$ref":"#/$defs/StepStatus"},"call_id":{"anyOf":[{"type":"string"},{"type":"null"}]},"args":{"anyOf":[{"additionalProperties":true,"type":"object"},{"type":"null"}]},"summary":{"type":"string"}},"required":["plan_id","index","tool","status","call_id","args","summary"],"type":"object"},"Preview":{"properties":{"kind":{"enum":["command","script","diff","text"],"type":"string"},"title":{"type":"string"},"text":{"type":"string"},"details":{"additionalProperties":true,"type":"object"},"summary":{"items":{"type":"string"},"type":"array"},"facts":{"items":{"$ref":"#/$defs/Fact"},"type":"array"}},"required":["kind","title","text","details"],"type":"object"},"Replanning":{"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"},"ReplanningEvent":{"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"SecondApproval":{"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"state":{"enum":["waiting","approved","denied","refused"],"type":"string"},"approvers":{"items":{"type":"string"},"type":"array"},"since":{"type":"number"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"why":{"type":"string"}},"required":["approval_id","call_id","state","approvers","since","approver","why"],"type":"object"},"SecondApprovalEvent":{"properties":{"type":{"const":"second_approval","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/SecondApproval"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"SentContext":{"properties":{"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]},"cell":{"anyOf":[{"type":"integer"},{"type":"null"}]},"directory":{"anyOf":[{"type":"string"},{"type":"null"}]},"branch":{"anyOf":[{"type":"string"},{"type":"null"}]},"dirty":{"anyOf":[{"type":"boolean"},{"type":"null"}]},"errors":{"items":{"type":"string"},"type":"array"}},"required":["notebook","cell","directory","branch","dirty","errors"],"type":"object"},"StepStatus":{"enum":["proposed","refused","approved","edited","denied","running","done","failed","not_run"],"type":"string"},"ToolCallEvent":{"properties":{"type":{"const":"tool_call","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolCallInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolCallInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"args":{"additionalProperties":true,"type":"object"},"tier":{"maximum":2,"minimum":0,"type":"integer"}},"required":["call_id","tool","args","tier"],"type":"object"},"ToolResultEvent":{"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"},"ToolResultInfo":{"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"}},"discriminator":{"mapping":{"approval_request":"#/$defs/ApprovalRequestEvent","approval_resolved":"#/$defs/ApprovalResolvedEvent","budget":"#/$defs/BudgetEvent","done":"#/$defs/DoneEvent","error":"#/$defs/ErrorEvent","job_update":"#/$defs/JobUpdateEvent","message":"#/$defs/MessageEvent","message_delta":"#/$defs/MessageDeltaEvent","plan":"#/$defs/PlanEvent","plan_step":"#/$defs/PlanStepEvent","replanning":"#/$defs/ReplanningEvent","second_approval":"#/$defs/SecondApprovalEvent","tool_call":"#/$defs/ToolCallEvent","tool_result":"#/$defs/ToolResultEvent"},"propertyName":"type"},"oneOf":[{"$ref":"#/$defs/MessageDeltaEvent"},{"$ref":"#/$defs/MessageEvent"},{"$ref":"#/$defs/PlanEvent"},{"$ref":"#/$defs/PlanStepEvent"},{"$ref":"#/$defs/ToolCallEvent"},{"$ref":"#/$defs/ApprovalRequestEvent"},{"$ref":"#/$defs/ApprovalResolvedEvent"},{"$ref":"#/$defs/SecondApprovalEvent"},{"$ref":"#/$defs/ToolResultEvent"},{"$ref":"#/$defs/ErrorEvent"},{"$ref":"#/$defs/ReplanningEvent"},{"$ref":"#/$defs/JobUpdateEvent"},{"$ref":"#/$defs/BudgetEvent"},{"$ref":"#/$defs/DoneEvent"}]};
 const schema32 = {"properties":{"type":{"const":"message_delta","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/MessageDelta"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
 const schema33 = {"properties":{"text":{"type":"string"}},"required":["text"],"type":"object"};
 
@@ -2735,283 +2735,8 @@ return errors === 0;
 }
 validate46.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema52 = {"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema53 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"};
-const schema54 = {"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"};
-
-function validate49(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate49.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((((((((((data.call_id === undefined) && (missing0 = "call_id")) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.ok === undefined) && (missing0 = "ok"))) || ((data.decision === undefined) && (missing0 = "decision"))) || ((data.approver === undefined) && (missing0 = "approver"))) || ((data.summary === undefined) && (missing0 = "summary"))) || ((data.duration_ms === undefined) && (missing0 = "duration_ms"))) || ((data.output_ref === undefined) && (missing0 = "output_ref"))) || ((data.artifacts === undefined) && (missing0 = "artifacts"))){
-validate49.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.call_id !== undefined){
-const _errs1 = errors;
-if(typeof data.call_id !== "string"){
-validate49.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs1 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.tool !== undefined){
-const _errs3 = errors;
-if(typeof data.tool !== "string"){
-validate49.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs3 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.ok !== undefined){
-const _errs5 = errors;
-if(typeof data.ok !== "boolean"){
-validate49.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
-return false;
-}
-var valid0 = _errs5 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.decision !== undefined){
-let data3 = data.decision;
-const _errs7 = errors;
-if(typeof data3 !== "string"){
-validate49.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if(!(((((((((data3 === "auto") || (data3 === "approved")) || (data3 === "approved_for_session")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "timed_out")) || (data3 === "cancelled")) || (data3 === "proposed")) || (data3 === "refused"))){
-validate49.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema54.enum}}];
-return false;
-}
-var valid0 = _errs7 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.approver !== undefined){
-let data4 = data.approver;
-const _errs10 = errors;
-const _errs11 = errors;
-let valid2 = false;
-const _errs12 = errors;
-if(typeof data4 !== "string"){
-const err0 = {instancePath:instancePath+"/approver",schemaPath:"#/properties/approver/anyOf/0/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-var _valid0 = _errs12 === errors;
-valid2 = valid2 || _valid0;
-const _errs14 = errors;
-if(data4 !== null){
-const err1 = {instancePath:instancePath+"/approver",schemaPath:"#/properties/approver/anyOf/1/type",keyword:"type",params:{type: "null"}};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-var _valid0 = _errs14 === errors;
-valid2 = valid2 || _valid0;
-if(!valid2){
-const err2 = {instancePath:instancePath+"/approver",schemaPath:"#/properties/approver/anyOf",keyword:"anyOf",params:{}};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-validate49.errors = vErrors;
-return false;
-}
-else {
-errors = _errs11;
-if(vErrors !== null){
-if(_errs11){
-vErrors.length = _errs11;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid0 = _errs10 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.summary !== undefined){
-const _errs16 = errors;
-if(typeof data.summary !== "string"){
-validate49.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid0 = _errs16 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.duration_ms !== undefined){
-let data6 = data.duration_ms;
-const _errs18 = errors;
-if(errors === _errs18){
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 < 0 || isNaN(data6)){
-validate49.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
-else {
-validate49.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
-return false;
-}
-}
-var valid0 = _errs18 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.output_ref !== undefined){
-let data7 = data.output_ref;
-const _errs20 = errors;
-const _errs21 = errors;
-let valid3 = false;
-const _errs22 = errors;
-if(typeof data7 !== "string"){
-const err3 = {instancePath:instancePath+"/output_ref",schemaPath:"#/properties/output_ref/anyOf/0/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-var _valid1 = _errs22 === errors;
-valid3 = valid3 || _valid1;
-const _errs24 = errors;
-if(data7 !== null){
-const err4 = {instancePath:instancePath+"/output_ref",schemaPath:"#/properties/output_ref/anyOf/1/type",keyword:"type",params:{type: "null"}};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-var _valid1 = _errs24 === errors;
-valid3 = valid3 || _valid1;
-if(!valid3){
-const err5 = {instancePath:instancePath+"/output_ref",schemaPath:"#/properties/output_ref/anyOf",keyword:"anyOf",params:{}};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-validate49.errors = vErrors;
-return false;
-}
-else {
-errors = _errs21;
-if(vErrors !== null){
-if(_errs21){
-vErrors.length = _errs21;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid0 = _errs20 === errors;
-}
-else {
-var valid0 = true;
-}
-if(valid0){
-if(data.artifacts !== undefined){
-let data8 = data.artifacts;
-const _errs26 = errors;
-if(errors === _errs26){
-if(Array.isArray(data8)){
-var valid4 = true;
-const len0 = data8.length;
-for(let i0=0; i0<len0; i0++){
-const _errs28 = errors;
-if(typeof data8[i0] !== "string"){
-validate49.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid4 = _errs28 === errors;
-if(!valid4){
-break;
-}
-}
-}
-else {
-validate49.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
-return false;
-}
-}
-var valid0 = _errs26 === errors;
-}
-else {
-var valid0 = true;
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-}
-else {
-validate49.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate49.errors = vErrors;
-return errors === 0;
-}
-validate49.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
-
+const schema52 = {"properties":{"type":{"const":"second_approval","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/SecondApproval"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema53 = {"properties":{"approval_id":{"type":"string"},"call_id":{"type":"string"},"state":{"enum":["waiting","approved","denied","refused"],"type":"string"},"approvers":{"items":{"type":"string"},"type":"array"},"since":{"type":"number"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"why":{"type":"string"}},"required":["approval_id","call_id","state","approvers","since","approver","why"],"type":"object"};
 
 function validate48(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3038,8 +2763,8 @@ if(typeof data0 !== "string"){
 validate48.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("tool_result" !== data0){
-validate48.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
+if("second_approval" !== data0){
+validate48.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "second_approval"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3095,10 +2820,184 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
+let data4 = data.payload;
 const _errs9 = errors;
-if(!(validate49(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate49.errors : vErrors.concat(validate49.errors);
-errors = vErrors.length;
+const _errs10 = errors;
+if(errors === _errs10){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if((((((((data4.approval_id === undefined) && (missing1 = "approval_id")) || ((data4.call_id === undefined) && (missing1 = "call_id"))) || ((data4.state === undefined) && (missing1 = "state"))) || ((data4.approvers === undefined) && (missing1 = "approvers"))) || ((data4.since === undefined) && (missing1 = "since"))) || ((data4.approver === undefined) && (missing1 = "approver"))) || ((data4.why === undefined) && (missing1 = "why"))){
+validate48.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/SecondApproval/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data4.approval_id !== undefined){
+const _errs12 = errors;
+if(typeof data4.approval_id !== "string"){
+validate48.errors = [{instancePath:instancePath+"/payload/approval_id",schemaPath:"#/$defs/SecondApproval/properties/approval_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.call_id !== undefined){
+const _errs14 = errors;
+if(typeof data4.call_id !== "string"){
+validate48.errors = [{instancePath:instancePath+"/payload/call_id",schemaPath:"#/$defs/SecondApproval/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs14 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.state !== undefined){
+let data7 = data4.state;
+const _errs16 = errors;
+if(typeof data7 !== "string"){
+validate48.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/SecondApproval/properties/state/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!((((data7 === "waiting") || (data7 === "approved")) || (data7 === "denied")) || (data7 === "refused"))){
+validate48.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/SecondApproval/properties/state/enum",keyword:"enum",params:{allowedValues: schema53.properties.state.enum}}];
+return false;
+}
+var valid2 = _errs16 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.approvers !== undefined){
+let data8 = data4.approvers;
+const _errs18 = errors;
+if(errors === _errs18){
+if(Array.isArray(data8)){
+var valid3 = true;
+const len0 = data8.length;
+for(let i0=0; i0<len0; i0++){
+const _errs20 = errors;
+if(typeof data8[i0] !== "string"){
+validate48.errors = [{instancePath:instancePath+"/payload/approvers/" + i0,schemaPath:"#/$defs/SecondApproval/properties/approvers/items/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid3 = _errs20 === errors;
+if(!valid3){
+break;
+}
+}
+}
+else {
+validate48.errors = [{instancePath:instancePath+"/payload/approvers",schemaPath:"#/$defs/SecondApproval/properties/approvers/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid2 = _errs18 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.since !== undefined){
+let data10 = data4.since;
+const _errs22 = errors;
+if(!((typeof data10 == "number") && (isFinite(data10)))){
+validate48.errors = [{instancePath:instancePath+"/payload/since",schemaPath:"#/$defs/SecondApproval/properties/since/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid2 = _errs22 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.approver !== undefined){
+let data11 = data4.approver;
+const _errs24 = errors;
+const _errs25 = errors;
+let valid4 = false;
+const _errs26 = errors;
+if(typeof data11 !== "string"){
+const err0 = {instancePath:instancePath+"/payload/approver",schemaPath:"#/$defs/SecondApproval/properties/approver/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var _valid0 = _errs26 === errors;
+valid4 = valid4 || _valid0;
+const _errs28 = errors;
+if(data11 !== null){
+const err1 = {instancePath:instancePath+"/payload/approver",schemaPath:"#/$defs/SecondApproval/properties/approver/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+var _valid0 = _errs28 === errors;
+valid4 = valid4 || _valid0;
+if(!valid4){
+const err2 = {instancePath:instancePath+"/payload/approver",schemaPath:"#/$defs/SecondApproval/properties/approver/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+validate48.errors = vErrors;
+return false;
+}
+else {
+errors = _errs25;
+if(vErrors !== null){
+if(_errs25){
+vErrors.length = _errs25;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid2 = _errs24 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.why !== undefined){
+const _errs30 = errors;
+if(typeof data4.why !== "string"){
+validate48.errors = [{instancePath:instancePath+"/payload/why",schemaPath:"#/$defs/SecondApproval/properties/why/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs30 === errors;
+}
+else {
+var valid2 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate48.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/SecondApproval/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
 }
 var valid0 = _errs9 === errors;
 }
@@ -3121,13 +3020,288 @@ return errors === 0;
 }
 validate48.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema55 = {"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema56 = {"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"};
+const schema54 = {"properties":{"type":{"const":"tool_result","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ToolResultInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema55 = {"properties":{"call_id":{"type":"string"},"tool":{"type":"string"},"ok":{"type":"boolean"},"decision":{"$ref":"#/$defs/Decision"},"approver":{"anyOf":[{"type":"string"},{"type":"null"}]},"summary":{"type":"string"},"duration_ms":{"minimum":0,"type":"number"},"output_ref":{"anyOf":[{"type":"string"},{"type":"null"}]},"artifacts":{"items":{"type":"string"},"type":"array"}},"required":["call_id","tool","ok","decision","approver","summary","duration_ms","output_ref","artifacts"],"type":"object"};
+const schema56 = {"enum":["auto","approved","approved_for_session","edited","denied","timed_out","cancelled","proposed","refused"],"type":"string"};
 
-function validate52(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate51(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate52.evaluated;
+const evaluated0 = validate51.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((((((data.call_id === undefined) && (missing0 = "call_id")) || ((data.tool === undefined) && (missing0 = "tool"))) || ((data.ok === undefined) && (missing0 = "ok"))) || ((data.decision === undefined) && (missing0 = "decision"))) || ((data.approver === undefined) && (missing0 = "approver"))) || ((data.summary === undefined) && (missing0 = "summary"))) || ((data.duration_ms === undefined) && (missing0 = "duration_ms"))) || ((data.output_ref === undefined) && (missing0 = "output_ref"))) || ((data.artifacts === undefined) && (missing0 = "artifacts"))){
+validate51.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.call_id !== undefined){
+const _errs1 = errors;
+if(typeof data.call_id !== "string"){
+validate51.errors = [{instancePath:instancePath+"/call_id",schemaPath:"#/properties/call_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.tool !== undefined){
+const _errs3 = errors;
+if(typeof data.tool !== "string"){
+validate51.errors = [{instancePath:instancePath+"/tool",schemaPath:"#/properties/tool/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ok !== undefined){
+const _errs5 = errors;
+if(typeof data.ok !== "boolean"){
+validate51.errors = [{instancePath:instancePath+"/ok",schemaPath:"#/properties/ok/type",keyword:"type",params:{type: "boolean"}}];
+return false;
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.decision !== undefined){
+let data3 = data.decision;
+const _errs7 = errors;
+if(typeof data3 !== "string"){
+validate51.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!(((((((((data3 === "auto") || (data3 === "approved")) || (data3 === "approved_for_session")) || (data3 === "edited")) || (data3 === "denied")) || (data3 === "timed_out")) || (data3 === "cancelled")) || (data3 === "proposed")) || (data3 === "refused"))){
+validate51.errors = [{instancePath:instancePath+"/decision",schemaPath:"#/$defs/Decision/enum",keyword:"enum",params:{allowedValues: schema56.enum}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.approver !== undefined){
+let data4 = data.approver;
+const _errs10 = errors;
+const _errs11 = errors;
+let valid2 = false;
+const _errs12 = errors;
+if(typeof data4 !== "string"){
+const err0 = {instancePath:instancePath+"/approver",schemaPath:"#/properties/approver/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var _valid0 = _errs12 === errors;
+valid2 = valid2 || _valid0;
+const _errs14 = errors;
+if(data4 !== null){
+const err1 = {instancePath:instancePath+"/approver",schemaPath:"#/properties/approver/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+var _valid0 = _errs14 === errors;
+valid2 = valid2 || _valid0;
+if(!valid2){
+const err2 = {instancePath:instancePath+"/approver",schemaPath:"#/properties/approver/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+validate51.errors = vErrors;
+return false;
+}
+else {
+errors = _errs11;
+if(vErrors !== null){
+if(_errs11){
+vErrors.length = _errs11;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs10 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.summary !== undefined){
+const _errs16 = errors;
+if(typeof data.summary !== "string"){
+validate51.errors = [{instancePath:instancePath+"/summary",schemaPath:"#/properties/summary/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs16 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.duration_ms !== undefined){
+let data6 = data.duration_ms;
+const _errs18 = errors;
+if(errors === _errs18){
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 < 0 || isNaN(data6)){
+validate51.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/duration_ms",schemaPath:"#/properties/duration_ms/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+}
+var valid0 = _errs18 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.output_ref !== undefined){
+let data7 = data.output_ref;
+const _errs20 = errors;
+const _errs21 = errors;
+let valid3 = false;
+const _errs22 = errors;
+if(typeof data7 !== "string"){
+const err3 = {instancePath:instancePath+"/output_ref",schemaPath:"#/properties/output_ref/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid1 = _errs22 === errors;
+valid3 = valid3 || _valid1;
+const _errs24 = errors;
+if(data7 !== null){
+const err4 = {instancePath:instancePath+"/output_ref",schemaPath:"#/properties/output_ref/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid1 = _errs24 === errors;
+valid3 = valid3 || _valid1;
+if(!valid3){
+const err5 = {instancePath:instancePath+"/output_ref",schemaPath:"#/properties/output_ref/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+validate51.errors = vErrors;
+return false;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid0 = _errs20 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.artifacts !== undefined){
+let data8 = data.artifacts;
+const _errs26 = errors;
+if(errors === _errs26){
+if(Array.isArray(data8)){
+var valid4 = true;
+const len0 = data8.length;
+for(let i0=0; i0<len0; i0++){
+const _errs28 = errors;
+if(typeof data8[i0] !== "string"){
+validate51.errors = [{instancePath:instancePath+"/artifacts/" + i0,schemaPath:"#/properties/artifacts/items/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid4 = _errs28 === errors;
+if(!valid4){
+break;
+}
+}
+}
+else {
+validate51.errors = [{instancePath:instancePath+"/artifacts",schemaPath:"#/properties/artifacts/type",keyword:"type",params:{type: "array"}}];
+return false;
+}
+}
+var valid0 = _errs26 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+}
+else {
+validate51.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate51.errors = vErrors;
+return errors === 0;
+}
+validate51.evaluated = {"props":{"call_id":true,"tool":true,"ok":true,"decision":true,"approver":true,"summary":true,"duration_ms":true,"output_ref":true,"artifacts":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate50(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate50.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -3138,7 +3312,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
-validate52.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate50.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -3146,11 +3320,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate50.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("error" !== data0){
-validate52.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
+if("tool_result" !== data0){
+validate50.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "tool_result"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3162,7 +3336,7 @@ if(valid0){
 if(data.session_id !== undefined){
 const _errs3 = errors;
 if(typeof data.session_id !== "string"){
-validate52.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+validate50.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -3175,13 +3349,13 @@ if(data.seq !== undefined){
 let data2 = data.seq;
 const _errs5 = errors;
 if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
-validate52.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+validate50.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
 return false;
 }
 if(errors === _errs5){
 if((typeof data2 == "number") && (isFinite(data2))){
 if(data2 < 1 || isNaN(data2)){
-validate52.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+validate50.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
 return false;
 }
 }
@@ -3196,7 +3370,7 @@ if(data.ts !== undefined){
 let data3 = data.ts;
 const _errs7 = errors;
 if(!((typeof data3 == "number") && (isFinite(data3)))){
-validate52.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+validate50.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
 return false;
 }
 var valid0 = _errs7 === errors;
@@ -3206,60 +3380,10 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
-let data4 = data.payload;
 const _errs9 = errors;
-const _errs10 = errors;
-if(errors === _errs10){
-if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
-let missing1;
-if((((data4.message === undefined) && (missing1 = "message")) || ((data4.code === undefined) && (missing1 = "code"))) || ((data4.retryable === undefined) && (missing1 = "retryable"))){
-validate52.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
-return false;
-}
-else {
-if(data4.message !== undefined){
-const _errs12 = errors;
-if(typeof data4.message !== "string"){
-validate52.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs12 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.code !== undefined){
-const _errs14 = errors;
-if(typeof data4.code !== "string"){
-validate52.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs14 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.retryable !== undefined){
-const _errs16 = errors;
-if(typeof data4.retryable !== "boolean"){
-validate52.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
-return false;
-}
-var valid2 = _errs16 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
-else {
-validate52.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
+if(!(validate51(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate51.errors : vErrors.concat(validate51.errors);
+errors = vErrors.length;
 }
 var valid0 = _errs9 === errors;
 }
@@ -3273,17 +3397,17 @@ var valid0 = true;
 }
 }
 else {
-validate52.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate50.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate52.errors = vErrors;
+validate50.errors = vErrors;
 return errors === 0;
 }
-validate52.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+validate50.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema57 = {"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema58 = {"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"};
+const schema57 = {"properties":{"type":{"const":"error","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/ErrorInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema58 = {"properties":{"message":{"type":"string"},"code":{"type":"string"},"retryable":{"type":"boolean"}},"required":["message","code","retryable"],"type":"object"};
 
 function validate54(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3310,8 +3434,8 @@ if(typeof data0 !== "string"){
 validate54.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("replanning" !== data0){
-validate54.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
+if("error" !== data0){
+validate54.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "error"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3373,21 +3497,52 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
-if((data4.reason === undefined) && (missing1 = "reason")){
-validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
+if((((data4.message === undefined) && (missing1 = "message")) || ((data4.code === undefined) && (missing1 = "code"))) || ((data4.retryable === undefined) && (missing1 = "retryable"))){
+validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
-if(data4.reason !== undefined){
-if(typeof data4.reason !== "string"){
-validate54.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
+if(data4.message !== undefined){
+const _errs12 = errors;
+if(typeof data4.message !== "string"){
+validate54.errors = [{instancePath:instancePath+"/payload/message",schemaPath:"#/$defs/ErrorInfo/properties/message/type",keyword:"type",params:{type: "string"}}];
 return false;
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.code !== undefined){
+const _errs14 = errors;
+if(typeof data4.code !== "string"){
+validate54.errors = [{instancePath:instancePath+"/payload/code",schemaPath:"#/$defs/ErrorInfo/properties/code/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid2 = _errs14 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.retryable !== undefined){
+const _errs16 = errors;
+if(typeof data4.retryable !== "boolean"){
+validate54.errors = [{instancePath:instancePath+"/payload/retryable",schemaPath:"#/$defs/ErrorInfo/properties/retryable/type",keyword:"type",params:{type: "boolean"}}];
+return false;
+}
+var valid2 = _errs16 === errors;
+}
+else {
+var valid2 = true;
+}
 }
 }
 }
 }
 else {
-validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
+validate54.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/ErrorInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3412,8 +3567,8 @@ return errors === 0;
 }
 validate54.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema59 = {"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema60 = {"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"};
+const schema59 = {"properties":{"type":{"const":"replanning","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Replanning"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema60 = {"properties":{"reason":{"type":"string"}},"required":["reason"],"type":"object"};
 
 function validate56(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3440,8 +3595,8 @@ if(typeof data0 !== "string"){
 validate56.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("job_update" !== data0){
-validate56.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
+if("replanning" !== data0){
+validate56.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "replanning"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3503,187 +3658,21 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
-if(((((((data4.job_id === undefined) && (missing1 = "job_id")) || ((data4.cluster === undefined) && (missing1 = "cluster"))) || ((data4.state === undefined) && (missing1 = "state"))) || ((data4.previous === undefined) && (missing1 = "previous"))) || ((data4.page === undefined) && (missing1 = "page"))) || ((data4.notebook === undefined) && (missing1 = "notebook"))){
-validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
+if((data4.reason === undefined) && (missing1 = "reason")){
+validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
-if(data4.job_id !== undefined){
-const _errs12 = errors;
-if(typeof data4.job_id !== "string"){
-validate56.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
+if(data4.reason !== undefined){
+if(typeof data4.reason !== "string"){
+validate56.errors = [{instancePath:instancePath+"/payload/reason",schemaPath:"#/$defs/Replanning/properties/reason/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-var valid2 = _errs12 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.cluster !== undefined){
-const _errs14 = errors;
-if(typeof data4.cluster !== "string"){
-validate56.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs14 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.state !== undefined){
-const _errs16 = errors;
-if(typeof data4.state !== "string"){
-validate56.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs16 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.previous !== undefined){
-const _errs18 = errors;
-if(typeof data4.previous !== "string"){
-validate56.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-var valid2 = _errs18 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.page !== undefined){
-let data9 = data4.page;
-const _errs20 = errors;
-const _errs21 = errors;
-let valid3 = false;
-const _errs22 = errors;
-if(typeof data9 !== "string"){
-const err0 = {instancePath:instancePath+"/payload/page",schemaPath:"#/$defs/JobUpdateInfo/properties/page/anyOf/0/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err0];
-}
-else {
-vErrors.push(err0);
-}
-errors++;
-}
-var _valid0 = _errs22 === errors;
-valid3 = valid3 || _valid0;
-const _errs24 = errors;
-if(data9 !== null){
-const err1 = {instancePath:instancePath+"/payload/page",schemaPath:"#/$defs/JobUpdateInfo/properties/page/anyOf/1/type",keyword:"type",params:{type: "null"}};
-if(vErrors === null){
-vErrors = [err1];
-}
-else {
-vErrors.push(err1);
-}
-errors++;
-}
-var _valid0 = _errs24 === errors;
-valid3 = valid3 || _valid0;
-if(!valid3){
-const err2 = {instancePath:instancePath+"/payload/page",schemaPath:"#/$defs/JobUpdateInfo/properties/page/anyOf",keyword:"anyOf",params:{}};
-if(vErrors === null){
-vErrors = [err2];
-}
-else {
-vErrors.push(err2);
-}
-errors++;
-validate56.errors = vErrors;
-return false;
-}
-else {
-errors = _errs21;
-if(vErrors !== null){
-if(_errs21){
-vErrors.length = _errs21;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid2 = _errs20 === errors;
-}
-else {
-var valid2 = true;
-}
-if(valid2){
-if(data4.notebook !== undefined){
-let data10 = data4.notebook;
-const _errs26 = errors;
-const _errs27 = errors;
-let valid4 = false;
-const _errs28 = errors;
-if(typeof data10 !== "string"){
-const err3 = {instancePath:instancePath+"/payload/notebook",schemaPath:"#/$defs/JobUpdateInfo/properties/notebook/anyOf/0/type",keyword:"type",params:{type: "string"}};
-if(vErrors === null){
-vErrors = [err3];
-}
-else {
-vErrors.push(err3);
-}
-errors++;
-}
-var _valid1 = _errs28 === errors;
-valid4 = valid4 || _valid1;
-const _errs30 = errors;
-if(data10 !== null){
-const err4 = {instancePath:instancePath+"/payload/notebook",schemaPath:"#/$defs/JobUpdateInfo/properties/notebook/anyOf/1/type",keyword:"type",params:{type: "null"}};
-if(vErrors === null){
-vErrors = [err4];
-}
-else {
-vErrors.push(err4);
-}
-errors++;
-}
-var _valid1 = _errs30 === errors;
-valid4 = valid4 || _valid1;
-if(!valid4){
-const err5 = {instancePath:instancePath+"/payload/notebook",schemaPath:"#/$defs/JobUpdateInfo/properties/notebook/anyOf",keyword:"anyOf",params:{}};
-if(vErrors === null){
-vErrors = [err5];
-}
-else {
-vErrors.push(err5);
-}
-errors++;
-validate56.errors = vErrors;
-return false;
-}
-else {
-errors = _errs27;
-if(vErrors !== null){
-if(_errs27){
-vErrors.length = _errs27;
-}
-else {
-vErrors = null;
-}
-}
-}
-var valid2 = _errs26 === errors;
-}
-else {
-var valid2 = true;
-}
-}
-}
-}
-}
 }
 }
 }
 else {
-validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
+validate56.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Replanning/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3708,8 +3697,8 @@ return errors === 0;
 }
 validate56.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema61 = {"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema62 = {"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"};
+const schema61 = {"properties":{"type":{"const":"job_update","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/JobUpdateInfo"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema62 = {"properties":{"job_id":{"type":"string"},"cluster":{"type":"string"},"state":{"type":"string"},"previous":{"type":"string"},"page":{"anyOf":[{"type":"string"},{"type":"null"}]},"notebook":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["job_id","cluster","state","previous","page","notebook"],"type":"object"};
 
 function validate58(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3736,8 +3725,8 @@ if(typeof data0 !== "string"){
 validate58.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("budget" !== data0){
-validate58.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
+if("job_update" !== data0){
+validate58.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "job_update"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -3799,25 +3788,16 @@ const _errs10 = errors;
 if(errors === _errs10){
 if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
 let missing1;
-if(((((data4.iterations === undefined) && (missing1 = "iterations")) || ((data4.max_iterations === undefined) && (missing1 = "max_iterations"))) || ((data4.tokens === undefined) && (missing1 = "tokens"))) || ((data4.max_tokens === undefined) && (missing1 = "max_tokens"))){
-validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
+if(((((((data4.job_id === undefined) && (missing1 = "job_id")) || ((data4.cluster === undefined) && (missing1 = "cluster"))) || ((data4.state === undefined) && (missing1 = "state"))) || ((data4.previous === undefined) && (missing1 = "previous"))) || ((data4.page === undefined) && (missing1 = "page"))) || ((data4.notebook === undefined) && (missing1 = "notebook"))){
+validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/required",keyword:"required",params:{missingProperty: missing1}}];
 return false;
 }
 else {
-if(data4.iterations !== undefined){
-let data5 = data4.iterations;
+if(data4.job_id !== undefined){
 const _errs12 = errors;
-if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
-validate58.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
+if(typeof data4.job_id !== "string"){
+validate58.errors = [{instancePath:instancePath+"/payload/job_id",schemaPath:"#/$defs/JobUpdateInfo/properties/job_id/type",keyword:"type",params:{type: "string"}}];
 return false;
-}
-if(errors === _errs12){
-if((typeof data5 == "number") && (isFinite(data5))){
-if(data5 < 0 || isNaN(data5)){
-validate58.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
 }
 var valid2 = _errs12 === errors;
 }
@@ -3825,20 +3805,11 @@ else {
 var valid2 = true;
 }
 if(valid2){
-if(data4.max_iterations !== undefined){
-let data6 = data4.max_iterations;
+if(data4.cluster !== undefined){
 const _errs14 = errors;
-if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
-validate58.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
+if(typeof data4.cluster !== "string"){
+validate58.errors = [{instancePath:instancePath+"/payload/cluster",schemaPath:"#/$defs/JobUpdateInfo/properties/cluster/type",keyword:"type",params:{type: "string"}}];
 return false;
-}
-if(errors === _errs14){
-if((typeof data6 == "number") && (isFinite(data6))){
-if(data6 < 0 || isNaN(data6)){
-validate58.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
 }
 var valid2 = _errs14 === errors;
 }
@@ -3846,20 +3817,11 @@ else {
 var valid2 = true;
 }
 if(valid2){
-if(data4.tokens !== undefined){
-let data7 = data4.tokens;
+if(data4.state !== undefined){
 const _errs16 = errors;
-if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
-validate58.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
+if(typeof data4.state !== "string"){
+validate58.errors = [{instancePath:instancePath+"/payload/state",schemaPath:"#/$defs/JobUpdateInfo/properties/state/type",keyword:"type",params:{type: "string"}}];
 return false;
-}
-if(errors === _errs16){
-if((typeof data7 == "number") && (isFinite(data7))){
-if(data7 < 0 || isNaN(data7)){
-validate58.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
 }
 var valid2 = _errs16 === errors;
 }
@@ -3867,22 +3829,133 @@ else {
 var valid2 = true;
 }
 if(valid2){
-if(data4.max_tokens !== undefined){
-let data8 = data4.max_tokens;
+if(data4.previous !== undefined){
 const _errs18 = errors;
-if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
-validate58.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
+if(typeof data4.previous !== "string"){
+validate58.errors = [{instancePath:instancePath+"/payload/previous",schemaPath:"#/$defs/JobUpdateInfo/properties/previous/type",keyword:"type",params:{type: "string"}}];
 return false;
-}
-if(errors === _errs18){
-if((typeof data8 == "number") && (isFinite(data8))){
-if(data8 < 0 || isNaN(data8)){
-validate58.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
-return false;
-}
-}
 }
 var valid2 = _errs18 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.page !== undefined){
+let data9 = data4.page;
+const _errs20 = errors;
+const _errs21 = errors;
+let valid3 = false;
+const _errs22 = errors;
+if(typeof data9 !== "string"){
+const err0 = {instancePath:instancePath+"/payload/page",schemaPath:"#/$defs/JobUpdateInfo/properties/page/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err0];
+}
+else {
+vErrors.push(err0);
+}
+errors++;
+}
+var _valid0 = _errs22 === errors;
+valid3 = valid3 || _valid0;
+const _errs24 = errors;
+if(data9 !== null){
+const err1 = {instancePath:instancePath+"/payload/page",schemaPath:"#/$defs/JobUpdateInfo/properties/page/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err1];
+}
+else {
+vErrors.push(err1);
+}
+errors++;
+}
+var _valid0 = _errs24 === errors;
+valid3 = valid3 || _valid0;
+if(!valid3){
+const err2 = {instancePath:instancePath+"/payload/page",schemaPath:"#/$defs/JobUpdateInfo/properties/page/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err2];
+}
+else {
+vErrors.push(err2);
+}
+errors++;
+validate58.errors = vErrors;
+return false;
+}
+else {
+errors = _errs21;
+if(vErrors !== null){
+if(_errs21){
+vErrors.length = _errs21;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid2 = _errs20 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.notebook !== undefined){
+let data10 = data4.notebook;
+const _errs26 = errors;
+const _errs27 = errors;
+let valid4 = false;
+const _errs28 = errors;
+if(typeof data10 !== "string"){
+const err3 = {instancePath:instancePath+"/payload/notebook",schemaPath:"#/$defs/JobUpdateInfo/properties/notebook/anyOf/0/type",keyword:"type",params:{type: "string"}};
+if(vErrors === null){
+vErrors = [err3];
+}
+else {
+vErrors.push(err3);
+}
+errors++;
+}
+var _valid1 = _errs28 === errors;
+valid4 = valid4 || _valid1;
+const _errs30 = errors;
+if(data10 !== null){
+const err4 = {instancePath:instancePath+"/payload/notebook",schemaPath:"#/$defs/JobUpdateInfo/properties/notebook/anyOf/1/type",keyword:"type",params:{type: "null"}};
+if(vErrors === null){
+vErrors = [err4];
+}
+else {
+vErrors.push(err4);
+}
+errors++;
+}
+var _valid1 = _errs30 === errors;
+valid4 = valid4 || _valid1;
+if(!valid4){
+const err5 = {instancePath:instancePath+"/payload/notebook",schemaPath:"#/$defs/JobUpdateInfo/properties/notebook/anyOf",keyword:"anyOf",params:{}};
+if(vErrors === null){
+vErrors = [err5];
+}
+else {
+vErrors.push(err5);
+}
+errors++;
+validate58.errors = vErrors;
+return false;
+}
+else {
+errors = _errs27;
+if(vErrors !== null){
+if(_errs27){
+vErrors.length = _errs27;
+}
+else {
+vErrors = null;
+}
+}
+}
+var valid2 = _errs26 === errors;
 }
 else {
 var valid2 = true;
@@ -3892,8 +3965,10 @@ var valid2 = true;
 }
 }
 }
+}
+}
 else {
-validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
+validate58.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/JobUpdateInfo/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
@@ -3918,51 +3993,8 @@ return errors === 0;
 }
 validate58.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
-const schema63 = {"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
-const schema64 = {"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"};
-const schema65 = {"enum":["finished","denied","breaker","error","stopped"],"type":"string"};
-
-function validate61(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
-let vErrors = null;
-let errors = 0;
-const evaluated0 = validate61.evaluated;
-if(evaluated0.dynamicProps){
-evaluated0.props = undefined;
-}
-if(evaluated0.dynamicItems){
-evaluated0.items = undefined;
-}
-if(errors === 0){
-if(data && typeof data == "object" && !Array.isArray(data)){
-let missing0;
-if((data.reason === undefined) && (missing0 = "reason")){
-validate61.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
-return false;
-}
-else {
-if(data.reason !== undefined){
-let data0 = data.reason;
-if(typeof data0 !== "string"){
-validate61.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
-return false;
-}
-if(!(((((data0 === "finished") || (data0 === "denied")) || (data0 === "breaker")) || (data0 === "error")) || (data0 === "stopped"))){
-validate61.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema65.enum}}];
-return false;
-}
-}
-}
-}
-else {
-validate61.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
-return false;
-}
-}
-validate61.errors = vErrors;
-return errors === 0;
-}
-validate61.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
-
+const schema63 = {"properties":{"type":{"const":"budget","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Budget"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema64 = {"properties":{"iterations":{"minimum":0,"type":"integer"},"max_iterations":{"minimum":0,"type":"integer"},"tokens":{"minimum":0,"type":"integer"},"max_tokens":{"minimum":0,"type":"integer"}},"required":["iterations","max_iterations","tokens","max_tokens"],"type":"object"};
 
 function validate60(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
@@ -3989,8 +4021,8 @@ if(typeof data0 !== "string"){
 validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
-if("done" !== data0){
-validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
+if("budget" !== data0){
+validate60.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "budget"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -4046,10 +4078,109 @@ var valid0 = true;
 }
 if(valid0){
 if(data.payload !== undefined){
+let data4 = data.payload;
 const _errs9 = errors;
-if(!(validate61(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate61.errors : vErrors.concat(validate61.errors);
-errors = vErrors.length;
+const _errs10 = errors;
+if(errors === _errs10){
+if(data4 && typeof data4 == "object" && !Array.isArray(data4)){
+let missing1;
+if(((((data4.iterations === undefined) && (missing1 = "iterations")) || ((data4.max_iterations === undefined) && (missing1 = "max_iterations"))) || ((data4.tokens === undefined) && (missing1 = "tokens"))) || ((data4.max_tokens === undefined) && (missing1 = "max_tokens"))){
+validate60.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/required",keyword:"required",params:{missingProperty: missing1}}];
+return false;
+}
+else {
+if(data4.iterations !== undefined){
+let data5 = data4.iterations;
+const _errs12 = errors;
+if(!(((typeof data5 == "number") && (!(data5 % 1) && !isNaN(data5))) && (isFinite(data5)))){
+validate60.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs12){
+if((typeof data5 == "number") && (isFinite(data5))){
+if(data5 < 0 || isNaN(data5)){
+validate60.errors = [{instancePath:instancePath+"/payload/iterations",schemaPath:"#/$defs/Budget/properties/iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+var valid2 = _errs12 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.max_iterations !== undefined){
+let data6 = data4.max_iterations;
+const _errs14 = errors;
+if(!(((typeof data6 == "number") && (!(data6 % 1) && !isNaN(data6))) && (isFinite(data6)))){
+validate60.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs14){
+if((typeof data6 == "number") && (isFinite(data6))){
+if(data6 < 0 || isNaN(data6)){
+validate60.errors = [{instancePath:instancePath+"/payload/max_iterations",schemaPath:"#/$defs/Budget/properties/max_iterations/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+var valid2 = _errs14 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.tokens !== undefined){
+let data7 = data4.tokens;
+const _errs16 = errors;
+if(!(((typeof data7 == "number") && (!(data7 % 1) && !isNaN(data7))) && (isFinite(data7)))){
+validate60.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs16){
+if((typeof data7 == "number") && (isFinite(data7))){
+if(data7 < 0 || isNaN(data7)){
+validate60.errors = [{instancePath:instancePath+"/payload/tokens",schemaPath:"#/$defs/Budget/properties/tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+var valid2 = _errs16 === errors;
+}
+else {
+var valid2 = true;
+}
+if(valid2){
+if(data4.max_tokens !== undefined){
+let data8 = data4.max_tokens;
+const _errs18 = errors;
+if(!(((typeof data8 == "number") && (!(data8 % 1) && !isNaN(data8))) && (isFinite(data8)))){
+validate60.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs18){
+if((typeof data8 == "number") && (isFinite(data8))){
+if(data8 < 0 || isNaN(data8)){
+validate60.errors = [{instancePath:instancePath+"/payload/max_tokens",schemaPath:"#/$defs/Budget/properties/max_tokens/minimum",keyword:"minimum",params:{comparison: ">=", limit: 0}}];
+return false;
+}
+}
+}
+var valid2 = _errs18 === errors;
+}
+else {
+var valid2 = true;
+}
+}
+}
+}
+}
+}
+else {
+validate60.errors = [{instancePath:instancePath+"/payload",schemaPath:"#/$defs/Budget/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
 }
 var valid0 = _errs9 === errors;
 }
@@ -4071,6 +4202,160 @@ validate60.errors = vErrors;
 return errors === 0;
 }
 validate60.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
+
+const schema65 = {"properties":{"type":{"const":"done","type":"string"},"session_id":{"type":"string"},"seq":{"minimum":1,"type":"integer"},"ts":{"type":"number"},"payload":{"$ref":"#/$defs/Done"}},"required":["type","session_id","seq","ts","payload"],"type":"object"};
+const schema66 = {"properties":{"reason":{"$ref":"#/$defs/DoneReason"}},"required":["reason"],"type":"object"};
+const schema67 = {"enum":["finished","denied","breaker","error","stopped"],"type":"string"};
+
+function validate63(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate63.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((data.reason === undefined) && (missing0 = "reason")){
+validate63.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.reason !== undefined){
+let data0 = data.reason;
+if(typeof data0 !== "string"){
+validate63.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if(!(((((data0 === "finished") || (data0 === "denied")) || (data0 === "breaker")) || (data0 === "error")) || (data0 === "stopped"))){
+validate63.errors = [{instancePath:instancePath+"/reason",schemaPath:"#/$defs/DoneReason/enum",keyword:"enum",params:{allowedValues: schema67.enum}}];
+return false;
+}
+}
+}
+}
+else {
+validate63.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate63.errors = vErrors;
+return errors === 0;
+}
+validate63.evaluated = {"props":{"reason":true},"dynamicProps":false,"dynamicItems":false};
+
+
+function validate62(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+let vErrors = null;
+let errors = 0;
+const evaluated0 = validate62.evaluated;
+if(evaluated0.dynamicProps){
+evaluated0.props = undefined;
+}
+if(evaluated0.dynamicItems){
+evaluated0.items = undefined;
+}
+if(errors === 0){
+if(data && typeof data == "object" && !Array.isArray(data)){
+let missing0;
+if((((((data.type === undefined) && (missing0 = "type")) || ((data.session_id === undefined) && (missing0 = "session_id"))) || ((data.seq === undefined) && (missing0 = "seq"))) || ((data.ts === undefined) && (missing0 = "ts"))) || ((data.payload === undefined) && (missing0 = "payload"))){
+validate62.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+return false;
+}
+else {
+if(data.type !== undefined){
+let data0 = data.type;
+const _errs1 = errors;
+if(typeof data0 !== "string"){
+validate62.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+if("done" !== data0){
+validate62.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "done"}}];
+return false;
+}
+var valid0 = _errs1 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.session_id !== undefined){
+const _errs3 = errors;
+if(typeof data.session_id !== "string"){
+validate62.errors = [{instancePath:instancePath+"/session_id",schemaPath:"#/properties/session_id/type",keyword:"type",params:{type: "string"}}];
+return false;
+}
+var valid0 = _errs3 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.seq !== undefined){
+let data2 = data.seq;
+const _errs5 = errors;
+if(!(((typeof data2 == "number") && (!(data2 % 1) && !isNaN(data2))) && (isFinite(data2)))){
+validate62.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/type",keyword:"type",params:{type: "integer"}}];
+return false;
+}
+if(errors === _errs5){
+if((typeof data2 == "number") && (isFinite(data2))){
+if(data2 < 1 || isNaN(data2)){
+validate62.errors = [{instancePath:instancePath+"/seq",schemaPath:"#/properties/seq/minimum",keyword:"minimum",params:{comparison: ">=", limit: 1}}];
+return false;
+}
+}
+}
+var valid0 = _errs5 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.ts !== undefined){
+let data3 = data.ts;
+const _errs7 = errors;
+if(!((typeof data3 == "number") && (isFinite(data3)))){
+validate62.errors = [{instancePath:instancePath+"/ts",schemaPath:"#/properties/ts/type",keyword:"type",params:{type: "number"}}];
+return false;
+}
+var valid0 = _errs7 === errors;
+}
+else {
+var valid0 = true;
+}
+if(valid0){
+if(data.payload !== undefined){
+const _errs9 = errors;
+if(!(validate63(data.payload, {instancePath:instancePath+"/payload",parentData:data,parentDataProperty:"payload",rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate63.errors : vErrors.concat(validate63.errors);
+errors = vErrors.length;
+}
+var valid0 = _errs9 === errors;
+}
+else {
+var valid0 = true;
+}
+}
+}
+}
+}
+}
+}
+else {
+validate62.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+return false;
+}
+}
+validate62.errors = vErrors;
+return errors === 0;
+}
+validate62.evaluated = {"props":{"type":true,"session_id":true,"seq":true,"ts":true,"payload":true},"dynamicProps":false,"dynamicItems":false};
 
 
 function validate20(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
@@ -4265,8 +4550,8 @@ props0.payload = true;
 }
 }
 const _errs9 = errors;
-if(!(validate52(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
-vErrors = vErrors === null ? validate52.errors : vErrors.concat(validate52.errors);
+if(!(validate50(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate50.errors : vErrors.concat(validate50.errors);
 errors = vErrors.length;
 }
 var _valid0 = _errs9 === errors;
@@ -4379,6 +4664,30 @@ props0.ts = true;
 props0.payload = true;
 }
 }
+const _errs14 = errors;
+if(!(validate62(data, {instancePath,parentData,parentDataProperty,rootData,dynamicAnchors}))){
+vErrors = vErrors === null ? validate62.errors : vErrors.concat(validate62.errors);
+errors = vErrors.length;
+}
+var _valid0 = _errs14 === errors;
+if(_valid0 && valid0){
+valid0 = false;
+passing0 = [passing0, 13];
+}
+else {
+if(_valid0){
+valid0 = true;
+passing0 = 13;
+if(props0 !== true){
+props0 = props0 || {};
+props0.type = true;
+props0.session_id = true;
+props0.seq = true;
+props0.ts = true;
+props0.payload = true;
+}
+}
+}
 }
 }
 }
@@ -4420,13 +4729,13 @@ return errors === 0;
 }
 validate20.evaluated = {"dynamicProps":true,"dynamicItems":false};
 
-export const isServerErrorSchema = validate65;
-const schema67 = {"properties":{"type":{"const":"server_error","type":"string"},"message":{"type":"string"}},"required":["type","message"],"type":"object"};
+export const isServerErrorSchema = validate67;
+const schema69 = {"properties":{"type":{"const":"server_error","type":"string"},"message":{"type":"string"}},"required":["type","message"],"type":"object"};
 
-function validate65(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
+function validate67(data, {instancePath="", parentData, parentDataProperty, rootData=data, dynamicAnchors={}}={}){
 let vErrors = null;
 let errors = 0;
-const evaluated0 = validate65.evaluated;
+const evaluated0 = validate67.evaluated;
 if(evaluated0.dynamicProps){
 evaluated0.props = undefined;
 }
@@ -4437,7 +4746,7 @@ if(errors === 0){
 if(data && typeof data == "object" && !Array.isArray(data)){
 let missing0;
 if(((data.type === undefined) && (missing0 = "type")) || ((data.message === undefined) && (missing0 = "message"))){
-validate65.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
+validate67.errors = [{instancePath,schemaPath:"#/required",keyword:"required",params:{missingProperty: missing0}}];
 return false;
 }
 else {
@@ -4445,11 +4754,11 @@ if(data.type !== undefined){
 let data0 = data.type;
 const _errs1 = errors;
 if(typeof data0 !== "string"){
-validate65.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
+validate67.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 if("server_error" !== data0){
-validate65.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
+validate67.errors = [{instancePath:instancePath+"/type",schemaPath:"#/properties/type/const",keyword:"const",params:{allowedValue: "server_error"}}];
 return false;
 }
 var valid0 = _errs1 === errors;
@@ -4461,7 +4770,7 @@ if(valid0){
 if(data.message !== undefined){
 const _errs3 = errors;
 if(typeof data.message !== "string"){
-validate65.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
+validate67.errors = [{instancePath:instancePath+"/message",schemaPath:"#/properties/message/type",keyword:"type",params:{type: "string"}}];
 return false;
 }
 var valid0 = _errs3 === errors;
@@ -4473,14 +4782,14 @@ var valid0 = true;
 }
 }
 else {
-validate65.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
+validate67.errors = [{instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"}}];
 return false;
 }
 }
-validate65.errors = vErrors;
+validate67.errors = vErrors;
 return errors === 0;
 }
-validate65.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
+validate67.evaluated = {"props":{"type":true,"message":true},"dynamicProps":false,"dynamicItems":false};
 
 /** Whether `value` is a valid `BettyEvent` (https://betty-jupyter.org/schemas/events/v1). */
 export function isBettyEvent(value: unknown): value is BettyEvent {

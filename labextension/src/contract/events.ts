@@ -13,6 +13,7 @@ export type BettyEvent =
   | IToolCallEvent
   | IApprovalRequestEvent
   | IApprovalResolvedEvent
+  | ISecondApprovalEvent
   | IToolResultEvent
   | IErrorEvent
   | IReplanningEvent
@@ -306,6 +307,33 @@ export interface IApprovalResolved {
   args: {
     [k: string]: unknown;
   } | null;
+}
+/**
+ * ``second_approval``: a job above the site's limits waits for, or got, its second approver.
+ */
+export interface ISecondApprovalEvent {
+  type: 'second_approval';
+  session_id: string;
+  seq: number;
+  ts: number;
+  payload: ISecondApproval;
+}
+/**
+ * A job above the site's limits that the person approved: it waits for one of ``approvers`` since ``since``
+ * (``waiting``), then one approved it (``approved``, ``approver`` names them) or it does not run (``denied``,
+ * ``refused``: an answer that did not count, or none in time), ``why`` in one line.
+ */
+export interface ISecondApproval {
+  approval_id: string;
+  call_id: string;
+  state: 'waiting' | 'approved' | 'denied' | 'refused';
+  approvers: string[];
+  /**
+   * when the person approved it and it began to wait (unix seconds)
+   */
+  since: number;
+  approver: string | null;
+  why: string;
 }
 /**
  * ``tool_result``: what a tool did.

@@ -33,6 +33,20 @@ export type Mode = 'off' | 'propose' | 'confirm' | 'auto';
 export type SocketMessage = IAskMessage | IApprovalMessage | IStopMessage;
 
 /**
+ * One budgeted account's use this month against its budget (the cost meter), in GPU-hours and CPU-hours; a
+ * budget the site does not set is None, and so is a use that is not known (``why`` says why: Slurm keeps other
+ * users' usage private, or accounting could not be read).
+ */
+export interface IAccountUse {
+  account: string;
+  gpu_hours_used: number | null;
+  gpu_hours_budget: number | null;
+  cpu_hours_used: number | null;
+  cpu_hours_budget: number | null;
+  known: boolean;
+  why: string;
+}
+/**
  * ``{"type": "approval", "approval_id": …, "decision": …, "args": …?}``: answer a card.
  */
 export interface IApprovalMessage {
@@ -759,13 +773,15 @@ export interface ISessionRequest {
   agent?: string | null;
 }
 /**
- * Answer of ``GET policy``: the site's policy in effect, each field with its value and where it came from.
+ * Answer of ``GET policy``: the site's policy in effect, each field with its value and where it came from;
+ * with ``?usage=1`` where the site sets budgets, ``usage``: each budgeted account's use this month.
  */
 export interface ISitePolicyView {
   source: string | null;
   fields: IPolicyField[];
   modes: Mode[];
   mcp: boolean;
+  usage?: IAccountUse[];
 }
 /**
  * ``{"type": "stop"}``: stop the agent's answer.
