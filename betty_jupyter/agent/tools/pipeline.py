@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from ...cluster.commands import default_partition, request_summary
+from ...cluster.jobs import array_task_count
 from ...cluster.pipeline import MAX_STEPS, Step, card, checked_steps, dependency_options, linear
+from ...cluster.step_outputs import MAX_OUTPUTS, checked_output
 from ...errors import UsageError
 from ...experiments.pipeline import pipeline_text, submit_pipeline
 from ...experiments.record import check_recordable
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 
 
 class PipelineStep(ToolArgs):
-    """One step: its name, its whole batch script, and the earlier steps it runs after."""
+    """One step: its name, its whole batch script, the earlier steps it runs after, and the files it leaves."""
 
     name: str = Field(min_length=1, max_length=40, description="the step's short name: preprocess, train, evaluate…")
     script: str = Field(min_length=1, max_length=MAX_SCRIPT_CHARS,
@@ -30,7 +32,18 @@ class PipelineStep(ToolArgs):
                                     "job array with #SBATCH --array is one step)")
     after: list[str] | None = Field(None, max_length=MAX_STEPS,
                                     description="the names of earlier steps it runs after, once they all succeeded "
-                                                "(default: the step before; [] starts at once)")
+                                                "(default: the step before, unless aftercorr names steps; [] "
+                                                "starts at once)")
+    aftercorr: list[str] = Field([], max_length=MAX_STEPS,
+                                 description="earlier job-array steps this job-array step runs after task by task "
+                                             "(--dependency=aftercorr: its task N once their task N succeeded); "
+                                             "both arrays of the same size")
+    singleton: bool = Field(False, description="wait until no other job of the person with this step's job name "
+                                               "runs (--dependency=singleton)")
+    outputs: list[str] = Field([], max_length=MAX_OUTPUTS,
+                               description="files or folders this step leaves for the steps after it (absolute, or "
+                                           "relative to its working directory); checked on the cluster when it "
+                                           "ends: a missing one stops the steps after it")
 
 
 class PipelineArgs(ToolArgs):
@@ -41,11 +54,15 @@ class PipelineArgs(ToolArgs):
     name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: the first "
                                                                "step's job name)")
 
-    def planned(self) -> list[Step]:
-        """The steps with their edges (a step that names none runs after the one before); UsageError when wrong."""
+    def planned(self, tasks: dict[str, int] | None = None) -> list[Step]:
+        """The steps with their edges (a step that names none runs after the one before) and, from ``tasks``, each
+        one's number of tasks; UsageError when wrong."""
         names = [step.name for step in self.steps]
-        edges = linear(names, {s.name: tuple(s.after) for s in self.steps if s.after is not None})
-        return checked_steps([Step(s.name, s.script, edges[s.name]) for s in self.steps])
+        edges = linear(names, {s.name: tuple(s.after) if s.after is not None else () for s in self.steps
+                               if s.after is not None or s.aftercorr})
+        return checked_steps([Step(s.name, s.script, edges[s.name], tuple(s.aftercorr), s.singleton,
+                                   (tasks or {}).get(s.name), tuple(checked_output(path) for path in s.outputs))
+                              for s in self.steps])
 
 
 class ClusterPipeline(Tool[PipelineArgs]):
@@ -67,7 +84,9 @@ class ClusterPipeline(Tool[PipelineArgs]):
         asked = {step.name: request_summary(script, default_partition(partitions))
                  for step, script in zip(steps, scripts)}
         checked = {step.name: await preflight(ctx, script) for step, script in zip(steps, scripts)}
-        commands = {step.name: " ".join(["sbatch", *dependency_options([f"${n}_job" for n in step.after]),
+        commands = {step.name: " ".join(["sbatch", *dependency_options([f"${n}_job" for n in step.after],
+                                                                       [f"${n}_job" for n in step.aftercorr],
+                                                                       step.singleton),
                                          shlex.quote(f"{ctx.slurm.work_dir}/scripts/{slug}-{step.name}.sbatch")])
                     for step in steps}  # $prep_job: the job id step prep gets
         details: dict[str, Any] = {
@@ -96,16 +115,21 @@ class ClusterPipeline(Tool[PipelineArgs]):
 
     async def _checked(self, ctx: ToolContext, args: PipelineArgs) -> tuple[list[Step], list["SbatchScript"]]:
         try:
-            steps = args.planned()
-            check_recordable(pipeline_text(steps), args.goal, args.name)
+            args.planned()  # the edges and names first: one line for a pipeline that cannot run
         except UsageError as error:
             raise ToolError(str(error)) from error
         partitions = await ctx.slurm.partitions()
         scripts = []
-        for step in steps:
+        for step in args.steps:
             try:
                 scripts.append(checked_submission(SubmitArgs.model_validate({"script": step.script, "goal": args.goal}),
                                                   partitions))
             except ToolError as error:
                 raise ToolError(f"step {step.name}: {error}") from error
+        try:
+            steps = args.planned({step.name: array_task_count(script.get("array") or "")
+                                  for step, script in zip(args.steps, scripts)})
+            check_recordable(pipeline_text(steps), args.goal, args.name)
+        except UsageError as error:
+            raise ToolError(str(error)) from error
         return steps, scripts
