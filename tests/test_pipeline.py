@@ -151,3 +151,25 @@ def test_a_missing_output_stops_the_steps_after_it_and_names_the_path() -> None:
                                            "not run: prep's output /d/x.npz is missing",
                                            "not run: train did not finish"]
     assert ended == "failed"
+
+
+def test_a_failed_step_is_run_again_with_the_steps_after_it_not_the_ones_that_succeeded() -> None:
+    from betty_jupyter.experiments.pipeline import failed_step, retry_steps
+
+    steps = [Step("prep", "#!/bin/bash\necho a\n"), Step("train", "#!/bin/bash\necho b\n", ("prep",), tasks=2),
+             Step("score", "#!/bin/bash\necho c\n", aftercorr=("train",), singleton=True, tasks=2),
+             Step("plot", "#!/bin/bash\necho d\n", ("prep",))]
+    recorded = [{"name": s.name, "after": list(s.after), "job_id": str(11 + n),
+                 **({"aftercorr": list(s.aftercorr), "singleton": True} if s.aftercorr else {})}
+                for n, s in enumerate(steps)]
+    records, _ = step_outcomes(recorded, {"11": job("11", "COMPLETED"), "12": job("12", "OUT_OF_MEMORY"),
+                                          "13": job("13", "CANCELLED"), "14": job("14", "COMPLETED")})
+    experiment = Experiment(slug="2026-01-01-p", job_id="11", cluster="dev", submitted="2026-01-01T00:00:00",
+                            goal="g", script=pipeline_text(steps), script_path="",
+                            chain={"kind": "pipeline", "steps": recorded, "segments": records})
+    failed = failed_step(experiment)
+    assert (failed["name"], failed["job_id"], failed["script"]) == ("train", "12", "#!/bin/bash\necho b\n")
+    again = retry_steps(experiment, "train", "#!/bin/bash\necho B\n")
+    assert again == [{"name": "train", "script": "#!/bin/bash\necho B\n", "after": [], "aftercorr": []},
+                     {"name": "score", "script": "#!/bin/bash\necho c\n", "after": [], "aftercorr": ["train"],
+                      "singleton": True}]

@@ -63,10 +63,11 @@ def needs(step: dict[str, Any]) -> list[str]:
     return [*(step.get("after") or ()), *(step.get("aftercorr") or ())]
 
 
-def checked_steps(steps: Sequence[Step]) -> list[Step]:
-    """The steps, each named once and needing only earlier steps; UsageError in one line otherwise."""
-    if not 2 <= len(steps) <= MAX_STEPS:
-        raise UsageError(f"pipeline: give 2 to {MAX_STEPS} steps, not {len(steps)}")
+def checked_steps(steps: Sequence[Step], least: int = 2) -> list[Step]:
+    """The steps, each named once and needing only earlier steps; UsageError in one line otherwise. ``least``: 1
+    for the steps that run a failed step of a pipeline again with those after it."""
+    if not least <= len(steps) <= MAX_STEPS:
+        raise UsageError(f"pipeline: give {least} to {MAX_STEPS} steps, not {len(steps)}")
     seen: list[str] = []
     for step in steps:
         if not STEP_NAME.match(step.name):

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..cluster.pipeline import Step, checked_steps, dependents, dependency_options, header_clauses, outputs_due, \
-    stranded
+    steps_from_text, stranded
 from ..errors import BettyError, ExperimentError
 from .chain_page import PIPELINE
 from .ledger import Experiment, Ledger
@@ -36,11 +36,12 @@ def pipeline_text(steps: Sequence[Step]) -> str:
 
 async def submit_pipeline(slurm: "SlurmClient", workspace: Workspace, cluster: str,
                           steps: Sequence[tuple[Step, "SbatchScript"]], *, goal: str = "",
-                          name: str | None = None) -> Experiment:
+                          name: str | None = None, replaces: dict[str, str] | None = None) -> Experiment:
     """Submit every step once, each with ``afterok`` on the jobs of the steps it needs, and record them as one
-    experiment. When a later step cannot be submitted, the ones already queued are cancelled, so none waits on a
-    pipeline that is not whole, and the error says so."""
-    plain = checked_steps([step for step, _ in steps])
+    experiment (``replaces``: the pipeline and failed step's job these steps run again). When a later step cannot be
+    submitted, the ones already queued are cancelled, so none waits on a pipeline that is not whole, and the error
+    says so."""
+    plain = checked_steps([step for step, _ in steps], least=1 if replaces else 2)
     text = pipeline_text(plain)
     check_recordable(text, goal, name)
     ledger = Ledger(workspace.ledger_path)
@@ -64,6 +65,7 @@ async def submit_pipeline(slurm: "SlurmClient", workspace: Workspace, cluster: s
         slug=slug, job_id=jobs[plain[0].name], cluster=cluster,
         submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"), goal=goal, script=text,
         script_path=str(recorded[0]["script_path"]), partition=first.get("partition"), resources=resources_asked(first),
+        replaces=replaces,
         chain={"kind": PIPELINE, "cap": len(plain), "steps": recorded, "jobs": list(jobs.values()),
                "segments": [{"step": step.name, "job_id": jobs[step.name], "state": "PENDING", "ended": None,
                              "why": "waiting"} for step in plain], "ended": None},
@@ -134,3 +136,32 @@ def step_table(experiment: Experiment) -> list[dict[str, Any]]:
     return [{**record, "after": list(steps.get(str(record.get("job_id")), {}).get("after") or []),
              "aftercorr": list(steps.get(str(record.get("job_id")), {}).get("aftercorr") or [])}
             for record in (experiment.chain or {}).get("segments") or []]
+
+
+def failed_step(experiment: Experiment) -> dict[str, Any] | None:
+    """The first step of a pipeline that failed (its record, with ``script``: its own batch script as the card showed
+    it), None when no step failed or its script cannot be found in the record."""
+    chain = experiment.chain or {}
+    failed = next((s for s in chain.get("segments") or [] if s.get("why") == "failed"), None)
+    step = next((s for s in chain.get("steps") or [] if failed and s.get("name") == failed.get("step")), None)
+    if step is None:
+        return None
+    scripts = {read["name"]: read["script"] for read in steps_from_text(experiment.script)}
+    return {**step, "script": scripts[step["name"]]} if step["name"] in scripts else None
+
+
+def retry_steps(experiment: Experiment, name: str, script: str) -> list[dict[str, Any]]:
+    """The ``cluster_pipeline`` steps that run step ``name`` again with ``script`` and every step after it with its
+    own script: the steps that succeeded are not run again, and the edges to them are left out."""
+    recorded = (experiment.chain or {}).get("steps") or []
+    scripts = {read["name"]: read["script"] for read in steps_from_text(experiment.script)}
+    chosen = [step for step in recorded if step.get("name") == name] + dependents(recorded, name)
+    names = {str(step.get("name")) for step in chosen}
+    steps = []
+    for step in chosen:
+        again: dict[str, Any] = {
+            "name": step["name"], "script": script if step["name"] == name else scripts[step["name"]],
+            "after": [n for n in step.get("after") or () if n in names],
+            "aftercorr": [n for n in step.get("aftercorr") or () if n in names]}
+        steps.append({**again, **{key: step[key] for key in ("singleton", "outputs") if step.get(key)}})
+    return steps

@@ -16,11 +16,12 @@ from ...errors import UsageError
 from ...experiments.pipeline import pipeline_text, submit_pipeline
 from ...experiments.record import check_recordable
 from ..models import Preview, Tier, ToolOutcome
-from .base import Tool, ToolArgs, ToolContext, ToolError
-from .jobs import MAX_SCRIPT_CHARS, SubmitArgs, checked_submission, planned_slug, preflight
+from .base import OptionalJobId, Tool, ToolArgs, ToolContext, ToolError
+from .jobs import MAX_SCRIPT_CHARS, SubmitArgs, checked_submission, planned_slug, preflight, recorded_experiment
 
 if TYPE_CHECKING:
     from ...cluster.sbatch import SbatchScript
+    from ...experiments.ledger import Experiment
 
 
 class PipelineStep(ToolArgs):
@@ -49,10 +50,14 @@ class PipelineStep(ToolArgs):
 class PipelineArgs(ToolArgs):
     """The steps in order and what the pipeline is for."""
 
-    steps: list[PipelineStep] = Field(min_length=2, max_length=MAX_STEPS, description="the steps, in order")
+    steps: list[PipelineStep] = Field(min_length=1, max_length=MAX_STEPS,
+                                      description="the steps, in order (2 or more, unless replaces is given)")
     goal: str = Field(min_length=1, max_length=4000, description="what the pipeline is for, in the researcher's words")
     name: str | None = Field(None, max_length=80, description="a short name for the experiment (default: the first "
                                                                "step's job name)")
+    replaces: OptionalJobId = Field(None, description="the job of a failed step of a pipeline Betty recorded: these "
+                                                      "steps run that step again and the steps after it (one step "
+                                                      "is enough), recorded as linked to that pipeline")
 
     def planned(self, tasks: dict[str, int] | None = None) -> list[Step]:
         """The steps with their edges (a step that names none runs after the one before) and, from ``tasks``, each
@@ -62,7 +67,7 @@ class PipelineArgs(ToolArgs):
                                if s.after is not None or s.aftercorr})
         return checked_steps([Step(s.name, s.script, edges[s.name], tuple(s.aftercorr), s.singleton,
                                    (tasks or {}).get(s.name), tuple(checked_output(path) for path in s.outputs))
-                              for s in self.steps])
+                              for s in self.steps], least=1 if self.replaces else 2)
 
 
 class ClusterPipeline(Tool[PipelineArgs]):
@@ -94,6 +99,10 @@ class ClusterPipeline(Tool[PipelineArgs]):
             "commands": commands, "checked on the cluster": checked,
             "page": f"wiki/experiments/{slug}.md", "notebook": f"notebooks/experiments/{slug}.ipynb",
         }
+        original = self._replaced(ctx, args)
+        if original is not None:
+            details["replaces"] = {"job_id": args.replaces, "experiment": original.slug,
+                                   "page": f"wiki/{original.page}", "runs again": " → ".join(s.name for s in steps)}
         title = f"submit pipeline {slug} to {ctx.profile.name}: " + " → ".join(step.name for step in steps)
         return Preview(kind="script", title=title, text=pipeline_text(steps), details=details)
 
@@ -103,8 +112,10 @@ class ClusterPipeline(Tool[PipelineArgs]):
         for script in scripts:
             await preflight(ctx, script)
         try:
-            experiment = await submit_pipeline(ctx.slurm, ctx.workspace, ctx.profile.name, list(zip(steps, scripts)),
-                                               goal=args.goal, name=args.name)
+            original = self._replaced(ctx, args)
+            experiment = await submit_pipeline(
+                ctx.slurm, ctx.workspace, ctx.profile.name, list(zip(steps, scripts)), goal=args.goal, name=args.name,
+                replaces=None if original is None else {"slug": original.slug, "job_id": str(args.replaces)})
         except UsageError as error:
             raise ToolError(str(error)) from error
         jobs = ", ".join(f"{s['name']} {s['job_id']}" for s in (experiment.chain or {}).get("steps") or [])
@@ -112,6 +123,17 @@ class ClusterPipeline(Tool[PipelineArgs]):
         summary = (f"submitted pipeline {experiment.slug} on {experiment.cluster} ({jobs}); page {page}, notebook "
                    f"{experiment.notebook}")
         return ToolOutcome(summary=summary, full=summary, data=experiment, artifacts=[page, experiment.notebook])
+
+    @staticmethod
+    def _replaced(ctx: ToolContext, args: PipelineArgs) -> "Experiment | None":
+        """The pipeline whose failed step ``args.replaces`` names (None when it names none); ToolError otherwise."""
+        if args.replaces is None:
+            return None
+        original = recorded_experiment(ctx.workspace, ctx.profile.name, args.replaces)
+        if original is None or (original.chain or {}).get("kind") != "pipeline":
+            raise ToolError(f"replaces: job {args.replaces} is not a step of a pipeline Betty recorded on "
+                            f"{ctx.profile.name}; leave replaces out")
+        return original
 
     async def _checked(self, ctx: ToolContext, args: PipelineArgs) -> tuple[list[Step], list["SbatchScript"]]:
         try:
