@@ -165,3 +165,20 @@ def retry_steps(experiment: Experiment, name: str, script: str) -> list[dict[str
             "aftercorr": [n for n in step.get("aftercorr") or () if n in names]}
         steps.append({**again, **{key: step[key] for key in ("singleton", "outputs") if step.get(key)}})
     return steps
+
+
+def graph(experiment: Experiment) -> dict[str, Any]:
+    """The pipeline as the side panel draws it: each step with its state as last read, why, and its edges of each
+    kind (``GET experiments/{slug}/pipeline``)."""
+    chain = experiment.chain or {}
+    read = {str(segment.get("job_id")): segment for segment in chain.get("segments") or []}
+    steps = []
+    for step in chain.get("steps") or []:
+        segment = read.get(str(step.get("job_id")), {})
+        edges = [{"step": str(name), "kind": "afterok"} for name in step.get("after") or ()] + \
+            [{"step": str(name), "kind": "aftercorr"} for name in step.get("aftercorr") or ()]
+        steps.append({"name": str(step.get("name")), "job_id": str(step.get("job_id")),
+                      "state": str(segment.get("state") or "PENDING"), "why": str(segment.get("why") or "waiting"),
+                      "ended": segment.get("ended"), "edges": edges, "singleton": bool(step.get("singleton")),
+                      "outputs": [str(path) for path in step.get("outputs") or ()]})
+    return {"slug": experiment.slug, "ended": chain.get("ended"), "steps": steps}
