@@ -141,7 +141,8 @@ def test_an_array_runs_after_an_array_task_by_task_and_the_card_names_each_edges
     assert card.details["commands"]["report"].startswith("sbatch --dependency=afterok:$train_job,singleton ")
     ledger = watch(context, 240)
     (tracked,) = ledger.all()
-    assert [s["why"] for s in tracked.experiment.chain["segments"]] == ["done", "done", "done"], tracked.experiment.chain
+    chain = tracked.experiment.chain
+    assert [s["why"] for s in chain["segments"]] == ["done", "done", "done"], chain
     ran = (folder / "ran.txt").read_text().split()
     assert sorted(ran[:4]) == ["split-0", "split-1", "train-0", "train-1"] and ran[-1] == "report", ran
     assert ran.index("train-0") < ran.index("split-1"), ran  # task by task: train 0 did not wait for split 1

@@ -6,7 +6,8 @@ Every step is submitted at approval; a step that needs others gets ``--dependenc
 (``aftercorr``: its task 3 starts once that array's task 3 succeeded), and a step may ask ``singleton`` (it waits
 until no other job of the person with its job name runs). When a step it needs fails (or is cancelled), Slurm
 cancels it instead of leaving it pending for good with the reason ``DependencyNeverSatisfied``. A step still seen
-pending with that reason (a site whose Slurm ignores the option) is one :func:`stranded` names, and Betty cancels it when it reads the pipeline.
+pending with that reason (a site whose Slurm ignores the option) is one :func:`stranded` names, and Betty cancels
+it when it reads the pipeline.
 
 Everything here is pure: the steps as checked, the card's figures, and each step's outcome read from Slurm's states.
 """
@@ -254,7 +255,8 @@ def outputs_due(steps: Sequence[dict[str, Any]], jobs: dict[str, "Job"]) -> list
 def stranded(steps: Sequence[dict[str, Any]], jobs: dict[str, "Job"]) -> list[str]:
     """The jobs of steps still pending on a step that ended without success: they would never run."""
     ended_badly = {str(step.get("name")) for step in steps
-                   if (job := jobs.get(str(step.get("job_id")))) is not None and job.state.value in _NOT_OK or step.get("missing")}
+                   if step.get("missing")
+                   or (job := jobs.get(str(step.get("job_id")))) is not None and job.state.value in _NOT_OK}
     found = []
     for step in steps:
         job = jobs.get(str(step.get("job_id")))

@@ -77,7 +77,8 @@ async def submit_pipeline(slurm: "SlurmClient", workspace: Workspace, cluster: s
 def recorded_step(step: Step, job_id: str, script_path: str) -> dict[str, Any]:
     """A step as the record keeps it: name, edges of each kind, job and script path (and, when asked, ``singleton``
     and ``outputs``)."""
-    record: dict[str, Any] = {"name": step.name, "after": list(step.after), "job_id": job_id, "script_path": script_path}
+    record: dict[str, Any] = {"name": step.name, "after": list(step.after), "job_id": job_id,
+                              "script_path": script_path}
     if step.aftercorr:
         record["aftercorr"] = list(step.aftercorr)
     if step.singleton:

@@ -306,8 +306,9 @@ def _arrays(experiment: Experiment) -> list[str]:
 async def _with_outputs(slurm: "SlurmClient", tracked_jobs: list[Tracked], snapshot: "Snapshot") -> list[Tracked]:
     """``tracked_jobs`` with the outputs of each pipeline step that just ended looked for on the cluster (a missing
     one stops the steps after it: ``experiments/pipeline.py``)."""
-    if not any((t.experiment.chain or {}).get("kind") == "pipeline" and any(
-            s.get("outputs") for s in t.experiment.chain.get("steps") or []) for t in tracked_jobs):
+    chains = [t.experiment.chain or {} for t in tracked_jobs]
+    if not any(chain.get("kind") == "pipeline" and any(s.get("outputs") for s in chain.get("steps") or [])
+               for chain in chains):
         return tracked_jobs
     # lazy: the pipeline's outputs; a tick without one needs none of it
     from .pipeline import check_outputs
