@@ -186,10 +186,11 @@ def test_betty_pipeline_names_steps_after_their_files_and_takes_edges_from_after
     wrong = run_betty("pipeline", *files, "--after", "nothing=prep", "--yes", "--dir", str(project), env=env)
     assert wrong.returncode != 0 and "--after 'nothing=prep': write STEP=A,B with STEP one of prep, train, report" \
         in wrong.stderr
-    done = run_betty("pipeline", *files, "--after", "train=", "report=prep,train", "--yes", "--dir", str(project),
-                     env=env)
+    done = run_betty("pipeline", *files, "--after", "train=", "report=prep,train", "--singleton", "report", "--yes",
+                     "--dir", str(project), env=env)
     assert done.returncode == 0, done.stderr
     assert "edges: prep starts at once; train starts at once; report after prep and train" in done.stderr
+    assert "(--dependency=singleton" in done.stderr
     jobs = dict(re.findall(r"^step (\w+): job (\d+)$", done.stdout, re.MULTILINE))
     try:
         assert set(jobs) == {"prep", "train", "report"}, done.stdout
