@@ -379,3 +379,65 @@ def test_a_resubmission_names_a_job_betty_recorded(workspace, config):
             await betty.close()
 
     run_scenario(scenario)
+
+
+def test_a_failed_pipeline_step_is_proposed_again_with_the_steps_after_it_only(workspace, config):
+    """prep → train (out of time) → eval: Slurm cancels eval, the record says so, and the one card runs train again
+    with the time its progress asks for, then eval; prep, which succeeded, is not run again."""
+    tag = f"babysat-{uuid.uuid4().hex[:6]}"
+    root = workspace.root
+
+    def step(name: str, body: str) -> str:
+        return f"#!/bin/bash\n#SBATCH --job-name={tag}-{name}\n#SBATCH --chdir={root}\n#SBATCH --time=2\n{body}\n"
+
+    train = SLEEPER.format(name=f"{tag}-train", root=root)
+    steps = [{"name": "prep", "script": step("prep", f"echo prep >> {root}/ran.txt")},
+             {"name": "train", "script": train},
+             {"name": "eval", "script": step("eval", f"echo eval >> {root}/ran.txt")}]
+
+    async def scenario() -> None:
+        betty = Betty(workspace, config)
+        slurm = None
+        again = None
+        try:
+            betty.runner.resume(BABYSITTER_ID)
+            desk = await betty.assistant.session("test-desk")
+            slurm = desk.context.slurm
+            call = asyncio.ensure_future(desk.run_tool("cluster_pipeline", {"steps": steps, "goal": "prep, train, eval",
+                                                                            "name": tag}, "a test"))
+            first = (await until("the pipeline's card", lambda: betty.cards(None)))[0]
+            betty.assistant.respond(first.approval_id, "approved", "the researcher")
+            outcome = await call
+            assert outcome.ok, outcome.summary
+            original = outcome.data
+            prep_job, train_job, eval_job = original.chain["jobs"]
+            run = (await until("the babysitter's run", lambda: [r for r in betty.runs()
+                                                               if r.status not in ("queued", "running")]))[0]
+            assert "proposed a resubmission" in (run.result or ""), (run.status, run.result)
+            card = (await until("the babysitter's card", lambda: betty.cards(f"job babysitter: job {train_job}")))[0]
+            chain = betty.experiment(original.slug).chain
+            assert [s["why"] for s in chain["segments"]] == ["done", "failed", "not run: train failed"], chain
+            recorded = betty.experiment(original.slug).diagnosis
+            assert recorded["cause"] == "timeout" and recorded["step"] == {"name": "train", "job_id": train_job}
+            assert card.tool == "cluster_pipeline" and card.args["replaces"] == train_job
+            assert [s["name"] for s in card.args["steps"]] == ["train", "eval"], card.args
+            assert card.args["steps"][0]["script"] == recorded["corrected_script"] != train
+            shown = card.args["steps"][1]
+            assert (shown["name"], shown["script"], shown["after"], shown["aftercorr"]) == (
+                "eval", steps[2]["script"], ["train"], [])
+            assert card.preview.details["replaces"]["experiment"] == original.slug
+            assert "## Diagnosis" in region(workspace, original)
+            betty.assistant.respond(card.approval_id, "approved", "the researcher")
+            await until("the resubmission", lambda: (betty.experiment(original.slug).diagnosis or {})
+                        .get("resubmission", {}).get("state") == "submitted")
+            again = betty.experiment(betty.experiment(original.slug).diagnosis["resubmission"]["slug"])
+            assert [s["name"] for s in again.chain["steps"]] == ["train", "eval"]
+            assert [s["after"] for s in again.chain["steps"]] == [[], ["train"]]
+            assert again.replaces == {"slug": original.slug, "job_id": train_job}
+            assert (root / "ran.txt").read_text().split() == ["prep"]
+        finally:
+            for ident in (again.chain or {}).get("jobs") or [] if again is not None and slurm is not None else []:
+                await slurm.cancel(ident)  # the rerun of a 200 s step is not waited for
+            await betty.close()
+
+    run_scenario(scenario)

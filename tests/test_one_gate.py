@@ -78,6 +78,7 @@ ROUTES: dict[tuple[str, str], str] = {
     ("/betty/api/experiments", "get"): READ,
     ("/betty/api/notebooks/open", "put"): OWN,
     ("/betty/api/experiments/(?P<slug>[^/]+)", "get"): READ,
+    ("/betty/api/experiments/(?P<slug>[^/]+)/pipeline", "get"): READ,
     ("/betty/api/sweeps", "get"): READ,
     ("/betty/api/sweeps/(?P<slug>[^/]+)", "get"): GATE,
     ("/betty/api/notebooks/context", "get"): READ,

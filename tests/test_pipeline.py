@@ -97,3 +97,79 @@ def test_a_cell_of_steps_is_read_under_the_header_lines_the_card_shows() -> None
     assert steps_from_text("# ==== step a ====\necho\n# ==== step b ====\necho\n")[1]["after"] is None
     with pytest.raises(UsageError, match="start each step with a line"):
         steps_from_text("#!/bin/bash\necho\n# ==== step a ====\necho\n")
+
+
+def test_an_array_step_runs_after_an_array_of_its_size_task_by_task_and_a_step_may_ask_singleton() -> None:
+    steps = checked_steps([Step("split", "", tasks=4), Step("train", "", aftercorr=("split",), tasks=4),
+                           Step("report", "", ("train",), singleton=True)])
+    assert dependency_options(["11"], ["12"], True) == ["--dependency=afterok:11,aftercorr:12,singleton",
+                                                       "--kill-on-invalid-dep=yes"]
+    assert dependency_options([], [], True) == ["--dependency=singleton"]
+    edges = card(steps)["edges"]
+    assert "train aftercorr split (--dependency=aftercorr: task by task" in edges
+    assert "report after train (--dependency=afterok) (--dependency=singleton" in edges
+    text = pipeline_text(steps)
+    assert "# ==== step train (aftercorr split) ====" in text and "# ==== step report (after train; singleton) ====" \
+        in text
+    from betty_jupyter.cluster.pipeline import steps_from_text
+
+    read = steps_from_text(text)
+    assert read[1]["aftercorr"] == ["split"] and read[1]["after"] == [] and read[2]["singleton"] is True
+
+
+@pytest.mark.parametrize(("steps", "refusal"), [
+    ([Step("a", "", tasks=4), Step("b", "", aftercorr=("a",), tasks=3)],
+     r"step 'b' \(3 tasks\) runs aftercorr 'a' \(4 tasks\); aftercorr needs arrays of the same size"),
+    ([Step("a", "", tasks=1), Step("b", "", aftercorr=("a",), tasks=3)], "'a' is not a job array"),
+    ([Step("a", "", tasks=2), Step("b", "", ("a",), ("a",), tasks=2)], "both afterok and aftercorr"),
+])
+def test_aftercorr_between_anything_but_two_arrays_of_one_size_is_refused(steps, refusal) -> None:
+    with pytest.raises(UsageError, match=refusal):
+        checked_steps(steps)
+
+
+@pytest.mark.parametrize("path", ["../etc/passwd", "data/../../x", "a\nb", "~/x", "x;rm", "-rf", "", "a b"])
+def test_an_output_path_that_could_leave_the_persons_folders_is_refused(path) -> None:
+    from betty_jupyter.cluster.step_outputs import checked_output
+
+    with pytest.raises(UsageError, match="output"):
+        checked_output(path)
+
+
+def test_a_missing_output_stops_the_steps_after_it_and_names_the_path() -> None:
+    from betty_jupyter.cluster.pipeline import dependents, outputs_due
+
+    steps = [{**STEPS[0], "outputs": ["/d/x.npz"]}, STEPS[1], STEPS[2]]
+    jobs = {"11": job("11", "COMPLETED"), "12": job("12", "RUNNING"), "13": job("13", "PENDING")}
+    assert outputs_due(steps, jobs) == [steps[0]]
+    assert [s["name"] for s in dependents(steps, "prep")] == ["train", "eval"]
+    steps[0] = {**steps[0], "missing": "output /d/x.npz is missing"}
+    assert outputs_due(steps, jobs) == []
+    records, ended = step_outcomes(steps, {"11": job("11", "COMPLETED"), "12": job("12", "CANCELLED"),
+                                           "13": job("13", "CANCELLED")})
+    assert [r["why"] for r in records] == ["done, but output /d/x.npz is missing",
+                                           "not run: prep's output /d/x.npz is missing",
+                                           "not run: train did not finish"]
+    assert ended == "failed"
+
+
+def test_a_failed_step_is_run_again_with_the_steps_after_it_not_the_ones_that_succeeded() -> None:
+    from betty_jupyter.experiments.pipeline import failed_step, retry_steps
+
+    steps = [Step("prep", "#!/bin/bash\necho a\n"), Step("train", "#!/bin/bash\necho b\n", ("prep",), tasks=2),
+             Step("score", "#!/bin/bash\necho c\n", aftercorr=("train",), singleton=True, tasks=2),
+             Step("plot", "#!/bin/bash\necho d\n", ("prep",))]
+    recorded = [{"name": s.name, "after": list(s.after), "job_id": str(11 + n),
+                 **({"aftercorr": list(s.aftercorr), "singleton": True} if s.aftercorr else {})}
+                for n, s in enumerate(steps)]
+    records, _ = step_outcomes(recorded, {"11": job("11", "COMPLETED"), "12": job("12", "OUT_OF_MEMORY"),
+                                          "13": job("13", "CANCELLED"), "14": job("14", "COMPLETED")})
+    experiment = Experiment(slug="2026-01-01-p", job_id="11", cluster="dev", submitted="2026-01-01T00:00:00",
+                            goal="g", script=pipeline_text(steps), script_path="",
+                            chain={"kind": "pipeline", "steps": recorded, "segments": records})
+    failed = failed_step(experiment)
+    assert (failed["name"], failed["job_id"], failed["script"]) == ("train", "12", "#!/bin/bash\necho b\n")
+    again = retry_steps(experiment, "train", "#!/bin/bash\necho B\n")
+    assert again == [{"name": "train", "script": "#!/bin/bash\necho B\n", "after": [], "aftercorr": []},
+                     {"name": "score", "script": "#!/bin/bash\necho c\n", "after": [], "aftercorr": ["train"],
+                      "singleton": True}]

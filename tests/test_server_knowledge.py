@@ -60,3 +60,8 @@ async def test_no_experiments_yet(jp_fetch):
     assert await call(jp_fetch, "GET", "experiments") == {"experiments": []}
     code, error = await refusal(jp_fetch, "GET", "experiments", "2026-01-01-nothing")
     assert code == 404 and "no experiment '2026-01-01-nothing'" in error
+
+
+async def test_a_pipeline_graph_of_what_is_no_pipeline_is_refused_with_one_line(jp_fetch):
+    code, error = await refusal(jp_fetch, "GET", "experiments", "2026-01-01-nothing", "pipeline")
+    assert code == 404 and error.startswith("no pipeline '2026-01-01-nothing' is recorded in ")

@@ -72,6 +72,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     pipeline.add_argument("--after", nargs="+", default=[], metavar="STEP=A,B",
                           help="which earlier steps a step runs after (default: the one before; STEP= starts it "
                                "at once)")
+    pipeline.add_argument("--aftercorr", nargs="+", default=[], metavar="STEP=A",
+                          help="an array step that runs after an earlier array of its size task by task "
+                               "(--dependency=aftercorr)")
+    pipeline.add_argument("--singleton", nargs="+", default=[], metavar="STEP",
+                          help="steps that wait until no other job of yours with their job name runs")
+    pipeline.add_argument("--outputs", nargs="+", default=[], metavar="STEP=PATH,PATH",
+                          help="files a step leaves for the steps after it, checked on the cluster when it ends: "
+                               "a missing one stops the steps after it")
     pipeline.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     pipeline.add_argument("--goal", default="", help="what the pipeline is for (goes into the experiment's page)")
     pipeline.add_argument("--slug", help="the experiment's name (default: the first script's --job-name)")
@@ -290,11 +298,16 @@ def _pipeline(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.dir.absolute()} has no wiki/ to record the pipeline in; run `betty init` there first")
     steps: list[dict[str, object]] = [{"name": path.stem, "script": _script_text(path)} for path in args.scripts]
     named = {str(step["name"]): step for step in steps}
-    for given in args.after:
-        step, equals, needs = given.partition("=")
-        if not equals or step not in named:
-            raise UsageError(f"--after {given!r}: write STEP=A,B with STEP one of {', '.join(named)}")
-        named[step]["after"] = [name for name in needs.split(",") if name]
+    for option, key in (("--after", "after"), ("--aftercorr", "aftercorr"), ("--outputs", "outputs")):
+        for given in getattr(args, key):
+            step, equals, listed = given.partition("=")
+            if not equals or step not in named:
+                raise UsageError(f"{option} {given!r}: write STEP=A,B with STEP one of {', '.join(named)}")
+            named[step][key] = [name for name in listed.split(",") if name]
+    for step in args.singleton:
+        if step not in named:
+            raise UsageError(f"--singleton {step!r}: name one of the steps: {', '.join(named)}")
+        named[step]["singleton"] = True
     goal = args.goal.strip() or " → ".join(named) + ", run with betty pipeline"
     done = _as_person(args, workspace, "cluster_pipeline", {"steps": steps, "goal": goal, "name": args.slug},
                       f"Submit the pipeline {' → '.join(named)}?")

@@ -112,7 +112,9 @@ def moved(before: Experiment, after: Experiment) -> bool:
     """Whether any segment's state or outcome differs between two readings of a chain."""
     def key(experiment: Experiment) -> list[tuple[str, str, str]]:
         return [(str(s.get("job_id")), str(s.get("state")), str(s.get("why")))
-                for s in (experiment.chain or {}).get("segments") or []]
+                for s in (experiment.chain or {}).get("segments") or []] + \
+            [(str(s.get("name")), "outputs", str(s.get("missing"))) for s in (experiment.chain or {}).get("steps") or []
+             if "missing" in s]
     return key(before) != key(after)
 
 

@@ -69,11 +69,20 @@ def status_words(experiment: Experiment) -> str:
     return " · " + " · ".join(parts)
 
 
+def edges_text(step: dict[str, Any]) -> str:
+    """A recorded step's edges as its page's ``after`` column says them: ``prep, split (aftercorr), singleton``."""
+    words = [*map(str, step.get("after") or ()), *(f"{name} (aftercorr)" for name in step.get("aftercorr") or ())]
+    if step.get("singleton"):
+        words.append("singleton")
+    return ", ".join(words) or "—"
+
+
 def _steps_section(experiment: Experiment) -> str:
     chain = experiment.chain or {}
-    after = {str(s.get("name")): ", ".join(s.get("after") or ()) or "—" for s in chain.get("steps") or []}
+    after = {str(s.get("name")): edges_text(s) for s in chain.get("steps") or []}
     ended = chain.get("ended")
-    head = (f"A pipeline of {len(after)} steps, each queued after the steps it needs (afterok); a step whose earlier "
+    head = (f"A pipeline of {len(after)} steps, each queued after the steps it needs (afterok, or aftercorr: task by "
+            "task); a step whose earlier "
             "step fails is cancelled" + (f". The pipeline ended: **{ended}**." if ended else "; still going."))
     rows = "\n".join("| " + " | ".join(table_cell(cell) for cell in (step, after.get(step, "—"), job, when, why))
                      + " |" for step, job, when, why in timeline_rows(experiment))

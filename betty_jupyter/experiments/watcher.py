@@ -136,7 +136,7 @@ class JobWatcher:
 
     async def _check_cluster(self, slurm: "SlurmClient", tracked_jobs: list[Tracked]) -> list[JobUpdate]:
         snapshot = await slurm.snapshot([ident for t in tracked_jobs for ident in _arrays(t.experiment)])
-        chains = _read_chains(tracked_jobs, snapshot)
+        chains = _read_chains(await _with_outputs(slurm, tracked_jobs, snapshot), snapshot)
         changed = [(chains.get(tracked.experiment.slug, tracked), job) for tracked in tracked_jobs
                    if (job := _followed(chains.get(tracked.experiment.slug, tracked).experiment, snapshot)) is not None
                    and (job.state.value != tracked.state or _chain_moved(tracked, chains))
@@ -301,6 +301,20 @@ def _arrays(experiment: Experiment) -> list[str]:
     from .sweep_page import array_ids
 
     return array_ids(experiment)
+
+
+async def _with_outputs(slurm: "SlurmClient", tracked_jobs: list[Tracked], snapshot: "Snapshot") -> list[Tracked]:
+    """``tracked_jobs`` with the outputs of each pipeline step that just ended looked for on the cluster (a missing
+    one stops the steps after it: ``experiments/pipeline.py``)."""
+    chains = [t.experiment.chain or {} for t in tracked_jobs]
+    if not any(chain.get("kind") == "pipeline" and any(s.get("outputs") for s in chain.get("steps") or [])
+               for chain in chains):
+        return tracked_jobs
+    # lazy: the pipeline's outputs; a tick without one needs none of it
+    from .pipeline import check_outputs
+
+    return [replace(t, experiment=await check_outputs(slurm, t.experiment, snapshot.jobs))
+            if (t.experiment.chain or {}).get("kind") == "pipeline" else t for t in tracked_jobs]
 
 
 def _read_chains(tracked_jobs: list[Tracked], snapshot: "Snapshot") -> dict[str, Tracked]:

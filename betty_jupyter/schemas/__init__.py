@@ -79,7 +79,7 @@ def events_schema() -> dict[str, Any]:
 def _server_api_types() -> list[tuple[str, JsonSchemaMode, Any]]:
     """Every type of the REST API and the chat socket, by the name the schema gives it, with its mode."""
     answers = [m.Health, m.SitePolicyView, m.Clusters, m.ClusterHealth, m.ClusterCheck, m.LoginQuestions, m.Session, m.AskAnswer,
-               m.Tools, m.CallStarted, m.Approvals, Resolution, m.Experiments, wire.Outcome, m.Automations, m.AutomationRuns,
+               m.Tools, m.CallStarted, m.Approvals, Resolution, m.Experiments, m.PipelineGraph, wire.Outcome, m.Automations, m.AutomationRuns,
                m.AutomationRunTranscript, m.RunQueued, m.KilledRuns, m.EditPreview, m.StartEstimate,
                m.NotebookStatuses, m.WorkingPlace, m.ClusterOverview, m.Sweeps, m.SweepComparison, m.ServerError]
     bodies = [m.SessionRequest, m.ModeRequest, m.AskRequest, m.ToolRequest, m.DecisionRequest, m.EditRequest,

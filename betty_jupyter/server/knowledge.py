@@ -145,6 +145,22 @@ class ExperimentHandler(ExperimentsHandler):
         self.answer(experiment_json(tracked))
 
 
+class PipelineHandler(ExperimentsHandler):
+    """``GET experiments/{slug}/pipeline``: a recorded pipeline's steps, states and edges, as the ledger has them."""
+
+    @web.authenticated
+    def get(self, slug: str) -> None:
+        """The PipelineGraph, or 404 when no pipeline is recorded under ``slug``."""
+        # lazy: the pipeline's record; the server's extension loads without it
+        from ..experiments.chain_page import is_pipeline
+        from ..experiments.pipeline import graph
+
+        tracked = self.ledger().get(slug)
+        if tracked is None or not is_pipeline(tracked.experiment):
+            raise refused(404, f"no pipeline {slug[:80]!r} is recorded in {self.services.workspace.root}")
+        self.answer(graph(tracked.experiment))
+
+
 class OpenNotebooksHandler(ExperimentsHandler):
     """``PUT notebooks/open``: the notebooks one JupyterLab page has open, so Betty leaves their files alone."""
 
@@ -184,5 +200,6 @@ handlers = [
     (r"/betty/api/experiments", ExperimentListHandler),
     (r"/betty/api/notebooks/open", OpenNotebooksHandler),
     (r"/betty/api/experiments/(?P<slug>[^/]+)", ExperimentHandler),
+    (r"/betty/api/experiments/(?P<slug>[^/]+)/pipeline", PipelineHandler),
 ]
 """The GPU, wiki and experiment routes."""

@@ -237,6 +237,35 @@ class Experiments(TypedDict):
     experiments: list[Experiment]
 
 
+class PipelineEdge(TypedDict):
+    """One edge into a pipeline step: the earlier step it runs after, and how (``afterok``, ``aftercorr``)."""
+
+    step: str
+    kind: Literal["afterok", "aftercorr"]
+
+
+class PipelineStep(TypedDict):
+    """One step of a recorded pipeline as the watcher last read it (``GET experiments/{slug}/pipeline``)."""
+
+    name: str
+    job_id: str
+    state: str
+    why: str
+    ended: str | None
+    edges: list[PipelineEdge]
+    singleton: bool
+    outputs: list[str]
+
+
+class PipelineGraph(TypedDict):
+    """Answer of ``GET experiments/{slug}/pipeline``: a pipeline's steps in order, each with its edges and state;
+    ``ended``: ``done``, ``failed`` or None while it goes on."""
+
+    slug: str
+    ended: str | None
+    steps: list[PipelineStep]
+
+
 class Sweep(TypedDict):
     """A recorded sweep (``GET sweeps``): its experiment, its grid and how many tasks it has."""
 

@@ -25,6 +25,7 @@ import {
   INotebookStatuses,
   IOpenNotebooksRequest,
   IOutcome,
+  IPipelineGraph,
   IResolution,
   IResubmitRequest,
   IRunQueued,
@@ -257,6 +258,11 @@ export class BettyAPI {
   /** The experiments recorded in the workspace, with their jobs' states. */
   experiments(): Promise<IExperiments> {
     return this.get('experiments');
+  }
+
+  /** A recorded pipeline's steps, each with its state and edges, as the ledger has them. */
+  pipeline(slug: string): Promise<IPipelineGraph> {
+    return this.get(`experiments/${encodeURIComponent(slug)}/pipeline`);
   }
 
   /** Every recorded sweep, oldest first. */

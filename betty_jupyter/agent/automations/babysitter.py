@@ -16,7 +16,10 @@ trigger queues a run and the runner hands it to :func:`babysit`, which
    <id>`` — in a task of its own, so the run ends at once and the next failed job is not held
    up. Whatever happens to the card, the outcome goes back into the record and the page.
    For a sweep the proposal is its failed tasks, by index, with the same script (one
-   ``sweep_retry`` card, ``--array=3,7``); the change Betty would make is a suggestion.
+   ``sweep_retry`` card, ``--array=3,7``); the change Betty would make is a suggestion. For a
+   pipeline, the job is its first failed step: the diagnosis is that step's, and the proposal
+   one ``cluster_pipeline`` card that runs that step again, corrected, with the steps after it
+   (the steps that succeeded are not run again).
 
 Once per failed job, across restarts and servers: a diagnosis is recorded only where the
 record has none, and a proposal moves from ``ready`` to ``proposed`` in one ledger
@@ -33,7 +36,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BettyError
+from ...experiments.chain_page import is_pipeline
 from ...experiments.ledger import Experiment, Ledger
+from ...experiments.pipeline import failed_step, retry_steps
 from ...experiments.refresh import LOG_LINES_ON_FAILURE, failure_log, write_page
 from ...wiki import WikiStore
 from .. import events as ev
@@ -62,7 +67,7 @@ BABYSITTER = AutomationSpec(
             "OUT_OF_MEMORY or TIMEOUT, it reads the job's log and accounting, writes a diagnosis into the "
             "experiment's page and proposes a corrected resubmission for a person to approve."),
     trigger=Trigger(kind="job", states=["FAILED", "OUT_OF_MEMORY", "TIMEOUT"]),
-    tools=["cluster_submit", "sweep_retry"],
+    tools=["cluster_submit", "sweep_retry", "cluster_pipeline"],
     limits=AutomationLimits(seconds=86_400),
     mode=Mode.AUTO,
 )
@@ -92,14 +97,18 @@ class _Visit:
 
     async def look_after(self, experiment: Experiment) -> str:
         """Diagnose (unless done before), show, and start the proposal (unless made before); the run's result."""
-        session = await self._open(experiment)
+        step = failed_step(experiment) if is_pipeline(experiment) else None
+        if is_pipeline(experiment) and step is None:
+            return f"{experiment.slug}: no step of the pipeline failed; nothing to do"
+        failed = str(step["job_id"]) if step else experiment.job_id
+        session = await self._open(experiment, failed)
         handed_over = False
         try:
             slurm = session.context.slurm
-            job = await slurm.job(experiment.job_id)
+            job = await slurm.job(failed)
             tail = await _log(slurm, job)
             if not experiment.diagnosis:
-                experiment = await self._diagnose(slurm, experiment, job, tail)
+                experiment = await self._diagnose(slurm, experiment, job, tail, step)
             self._show(experiment, job, tail)
             proposed = self.ledger.change_diagnosis(experiment.slug, self._claim)
             if proposed is None:
@@ -113,19 +122,24 @@ class _Visit:
             if not handed_over:
                 await session.context.close()
 
-    async def _open(self, experiment: Experiment) -> "AgentSession":
-        spec = SessionSpec(cluster=experiment.cluster, mode="auto", task=f"{PERSON}: job {experiment.job_id}")
+    async def _open(self, experiment: Experiment, job_id: str) -> "AgentSession":
+        spec = SessionSpec(cluster=experiment.cluster, mode="auto", task=f"{PERSON}: job {job_id}")
         return await open_run_session(self.runner, self.run, spec, self.automation.limits.seconds)
 
-    async def _diagnose(self, slurm: "SlurmClient", experiment: Experiment, job: "Job", tail: str | None) -> Experiment:
+    async def _diagnose(self, slurm: "SlurmClient", experiment: Experiment, job: "Job", tail: str | None,
+                        step: dict[str, Any] | None = None) -> Experiment:
+        """The diagnosis of the job (of a pipeline's failed ``step``: its own script), recorded once."""
         # lazy: the diagnosis and the Slurm commands behind it; the server's start builds the runner without them
         from ...experiments.diagnosis import diagnose, partition_limits
 
-        requested, earlier = await self._memory_history(slurm, experiment)
-        found = diagnose(job, tail, experiment.script, partition_limits(await slurm.partitions()),
+        script = step["script"] if step else experiment.script
+        requested, earlier = await self._memory_history(slurm, experiment) if step is None else (None, [])
+        found = diagnose(job, tail, script, partition_limits(await slurm.partitions()),
                          experiment.gpu_estimate, requested_memory_bytes=requested, earlier=earlier)
-        record = found.as_record(experiment.script)
+        record = found.as_record(script)
         record["resubmission"] = None if found.unchanged else {"state": "ready", "task": f"{PERSON}: job {job.job_id}"}
+        if step is not None:
+            record["step"] = {"name": step["name"], "job_id": str(step["job_id"])}
         if experiment.sweep:
             record = await _sweep_record(slurm, experiment, record)
         recorded = self.ledger.change_diagnosis(experiment.slug, lambda now: record if now is None else None)
@@ -225,7 +239,21 @@ def _proposal(experiment: Experiment) -> tuple[str, dict[str, Any]]:
     step = (experiment.diagnosis or {}).get("resubmission") or {}
     if experiment.sweep:
         return "sweep_retry", {"experiment": experiment.slug, "tasks": list(step.get("tasks") or [])}
+    if is_pipeline(experiment):
+        return "cluster_pipeline", _pipeline_resubmission(experiment)
     return "cluster_submit", _resubmission(experiment)
+
+
+def _pipeline_resubmission(experiment: Experiment) -> dict[str, Any]:
+    """The ``cluster_pipeline`` arguments that run the failed step again, corrected, and the steps after it."""
+    record = experiment.diagnosis or {}
+    failed = record["step"]
+    changes = "; ".join(record.get("changes") or [])
+    base = re.sub(r"^\d{4}-\d{2}-\d{2}-", "", experiment.slug).removesuffix("-retry")
+    return {"steps": retry_steps(experiment, failed["name"], record["corrected_script"]), "name": f"{base}-retry",
+            "goal": f"Resubmission of {experiment.slug} from step {failed['name']}: "
+                    f"{str(record.get('title', '')).lower()}" + (f" — {changes}" if changes else ""),
+            "replaces": failed["job_id"]}
 
 
 def _resubmission(experiment: Experiment) -> dict[str, Any]:

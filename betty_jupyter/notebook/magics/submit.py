@@ -73,7 +73,9 @@ class SubmitCommands(JobCommands):
     def _pipeline_parser() -> MagicParser:
         made = parser("pipeline", "%%betty pipeline: the cell holds every step's batch script, each under a line "
                          "'# ==== step NAME ====' or '# ==== step NAME (after A, B) ===='; each step runs once the "
-                         "steps it needs (default: the one before) succeeded; one approval, one experiment")
+                         "steps it needs (default: the one before) succeeded; more clauses, '; '-separated: "
+                         "'aftercorr A' (an array after an array, task by task), 'singleton', 'outputs PATH, PATH' "
+                         "(checked when the step ends); one approval, one experiment")
         made.add_argument("--slug", metavar="S", help="a short name for the experiment (default: the first job name)")
         made.add_argument("--goal", metavar="TEXT", help="what the pipeline is for (recorded on its wiki page)")
         return made

@@ -49,6 +49,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
     () => ({
       loadJobs: (cluster: string) => model.api.myJobs(cluster),
       loadExperiments: () => model.api.experiments(),
+      loadPipeline: (slug: string) => model.api.pipeline(slug),
       cancel: (jobId: string) => model.cancelJob(jobId),
       extend: (jobId: string) => model.extendJob(jobId),
       loadHistory: (cluster: string) => model.api.history(cluster, 'now-7days'),
@@ -189,6 +190,7 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           onOpen={onOpen}
           onResubmit={loaders.resubmit}
           onFetchResult={loaders.fetchResult}
+          loadPipeline={loaders.loadPipeline}
         />
       </div>
       <div className="betty-TabPanel" role="tabpanel" hidden={model.tab !== 'automations'}>

@@ -5,11 +5,12 @@
  */
 import * as React from 'react';
 
-import { experimentNotebook, experimentPage, IExperiment, IExperiments } from '../models';
+import { experimentNotebook, experimentPage, IExperiment, IExperiments, IPipelineGraph } from '../models';
 import { formatStamp, resourceWords } from '../format';
 import { visibleText } from '../safe';
 import { OpenLink } from './OpenLink';
 import { ActionButton, ResubmitButton } from './FinishedJobs';
+import { PipelineGraphLoader } from './PipelineGraph';
 
 /** Props of {@link ExperimentsView}. */
 export interface IExperimentsViewProps {
@@ -21,6 +22,8 @@ export interface IExperimentsViewProps {
   onResubmit?: (jobId: string) => Promise<void>;
   /** Bring an ended notebook run's executed notebook back into the project (through the chat's approval). */
   onFetchResult?: (slug: string) => Promise<void>;
+  /** A pipeline's steps and edges: a pipeline's row shows them as a graph. */
+  loadPipeline?: (slug: string) => Promise<IPipelineGraph>;
 }
 
 /** The Experiments tab. */
@@ -29,15 +32,18 @@ export function ExperimentsView({
   loadExperiments,
   onOpen,
   onResubmit,
-  onFetchResult
+  onFetchResult,
+  loadPipeline
 }: IExperimentsViewProps): JSX.Element {
   const [experiments, setExperiments] = React.useState<IExperiment[] | null>(null);
   const [error, setError] = React.useState<string | null>(null);
+  const [version, setVersion] = React.useState(0);
 
   const refresh = React.useCallback(async () => {
     try {
       const answer = await loadExperiments();
       setExperiments(newestFirst(answer.experiments));
+      setVersion(read => read + 1);
       setError(null);
     } catch (reason) {
       setError((reason as Error).message);
@@ -95,6 +101,9 @@ export function ExperimentsView({
               {experiment.partition ? ` · ${visibleText(experiment.partition)}` : ''} · submitted{' '}
               {formatStamp(experiment.submitted)}
             </div>
+            {loadPipeline && isPipeline(experiment) && (
+              <PipelineGraphLoader slug={experiment.slug} version={version} loadPipeline={loadPipeline} />
+            )}
             {resourceWords(experiment.resources ?? {}) && (
               <div className="betty-JobRow-sub" data-testid="betty-experiment-resources">
                 asked for {visibleText(resourceWords(experiment.resources ?? {}))}
@@ -126,6 +135,11 @@ export function ExperimentsView({
 /** Whether `experiment` is a notebook run (`notebook_submit`): its job runs in a notebook run's directory. */
 export function isNotebookRun(experiment: IExperiment): boolean {
   return /^#SBATCH --chdir=\S*\/runs\/notebook-/m.test(experiment.script);
+}
+
+/** Whether `experiment` is a pipeline of steps (`cluster_pipeline`): its script is every step's under its header line. */
+export function isPipeline(experiment: IExperiment): boolean {
+  return (experiment.segments?.length ?? 0) > 0 && /^# ==== step \S+/.test(experiment.script);
 }
 
 /** "Fetch result": ask for the executed notebook in the chat; a refusal shows its one line. */

@@ -693,6 +693,35 @@ export interface ITable {
   rows: unknown[][];
 }
 /**
+ * One edge into a pipeline step: the earlier step it runs after, and how (``afterok``, ``aftercorr``).
+ */
+export interface IPipelineEdge {
+  step: string;
+  kind: 'afterok' | 'aftercorr';
+}
+/**
+ * Answer of ``GET experiments/{slug}/pipeline``: a pipeline's steps in order, each with its edges and state;
+ * ``ended``: ``done``, ``failed`` or None while it goes on.
+ */
+export interface IPipelineGraph {
+  slug: string;
+  ended: string | null;
+  steps: IPipelineStep[];
+}
+/**
+ * One step of a recorded pipeline as the watcher last read it (``GET experiments/{slug}/pipeline``).
+ */
+export interface IPipelineStep {
+  name: string;
+  job_id: string;
+  state: string;
+  why: string;
+  ended: string | null;
+  edges: IPipelineEdge[];
+  singleton: boolean;
+  outputs: string[];
+}
+/**
  * One field of the site's policy: its value in words, and where it came from (the site's file, or default).
  */
 export interface IPolicyField {
