@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,8 +18,10 @@ import pytest
 from betty_jupyter.experiments.content import auto_region, status_text
 from betty_jupyter.experiments.ledger import Experiment, Ledger
 from betty_jupyter.experiments.workspace import Workspace
-from betty_jupyter.gpu.measured import (MARKER, MAX_FILE_BYTES, MIN_PAIRS, calibration_for, calibrations,
-                                        measured_line, parse_peak_file, peak_file, with_sampler)
+from betty_jupyter.gpu.measured import (MARKER, MAX_FILE_BYTES, MAX_TORCH_FILE_BYTES, MIN_PAIRS, calibration_for,
+                                        calibrations, measured_line, parse_peak_file, parse_torch_file, peak_file,
+                                        torch_oom_file, torch_peak_file, torch_words, with_sampler)
+from betty_jupyter.gpu.torch_hook import MAX_SUMMARY_BYTES
 from betty_jupyter.wiki import init_workspace
 from conftest import betty_in_process
 
@@ -185,3 +188,93 @@ def test_a_script_that_carries_the_sampler_is_measured_again_when_resubmitted() 
         with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, segments=3))
     with pytest.raises(ToolError, match="leave record, segments and requeue out"):
         with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, requeue=True))
+
+
+FAKE_TORCH = Path(__file__).parent / "data" / "fake-torch"
+TRAIN = "import torch\nprint('trained')\n"
+
+
+def run_python_job(tmp_path: Path, body: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a measured script (no nvidia-smi on its PATH) whose body runs Python, with the job id 4244."""
+    script = tmp_path / "job.sh"
+    (tmp_path / "train.py").write_text(TRAIN)
+    script.write_text(with_sampler(f"#!/bin/bash\n#SBATCH --time=1\n{body}\nwait\n"))
+    run_env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "SLURM_JOB_ID": "4244",
+               "TMPDIR": str(tmp_path), **(env or {})}
+    run_env.pop("PYTHONPATH", None)
+    return subprocess.run(["bash", str(script)], cwd=tmp_path, env=run_env, capture_output=True, text=True,
+                          timeout=GUARD, start_new_session=True)
+
+
+def test_a_measured_job_that_uses_cuda_through_torch_reports_its_own_peaks(tmp_path: Path) -> None:
+    ran = run_python_job(tmp_path, f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} python train.py\n"
+                                   f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} python -c 'import torch'\n"
+                                   "python -c 'print(2)'")
+    assert ran.returncode == 0 and ran.stdout == "trained\n2\n" and ran.stderr == "", ran.stderr
+    text = (tmp_path / torch_peak_file("4244")).read_text()
+    assert text == ("torch_device=0 allocated_mib=27648 reserved_mib=30208\n"
+                    "torch_device=1 allocated_mib=1024 reserved_mib=2048\n") * 2  # each Python of the job
+    assert not (tmp_path / torch_oom_file("4244")).exists()
+    assert [entry.name for entry in tmp_path.iterdir() if entry.name.startswith("betty-torch-hook")] == []
+    torch = parse_torch_file(text)
+    assert torch == {"devices": [{"device": 0, "allocated_mib": 27648, "reserved_mib": 30208},
+                                 {"device": 1, "allocated_mib": 1024, "reserved_mib": 2048}]}
+    assert measured_line({"peak_mib": 31948, "torch": torch}, {"peak_gib": 29.8}) == (
+        "measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%) · PyTorch allocated 27.0 GiB (reserved 29.5 GiB) on "
+        "the busiest of 2 GPUs")
+
+
+def test_a_cuda_out_of_memory_error_leaves_a_bounded_memory_summary(tmp_path: Path) -> None:
+    (tmp_path / "oom.py").write_text("import torch\nraise torch.cuda.OutOfMemoryError('CUDA out of memory')\n")
+    ran = run_python_job(tmp_path, f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} python oom.py || echo failed as it would")
+    assert ran.stdout == "failed as it would\n" and "OutOfMemoryError: CUDA out of memory" in ran.stderr
+    summary = (tmp_path / torch_oom_file("4244")).read_bytes()
+    assert summary.startswith(b"== GPU 0 (pid ") and len(summary) == MAX_SUMMARY_BYTES
+    torch = parse_torch_file((tmp_path / torch_peak_file("4244")).read_text())
+    assert torch is not None and torch["out_of_memory"] is True and len(torch["devices"]) == 2
+
+
+def test_a_job_without_torch_or_without_cuda_writes_nothing_and_runs_as_written(tmp_path: Path) -> None:
+    ran = run_python_job(tmp_path, f"python -c 'import json; print(1)'\n"
+                                   f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} FAKE_TORCH_CUDA=off python train.py")
+    assert ran.returncode == 0 and ran.stdout == "1\ntrained\n" and ran.stderr == "", ran.stderr
+    assert not (tmp_path / torch_peak_file("4244")).exists()
+
+
+def test_the_real_torch_without_cuda_writes_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    ran = run_python_job(tmp_path, "python -c 'import torch; print(torch.ones(2).sum().item())'")
+    assert ran.returncode == 0 and ran.stdout == "2.0\n" and ran.stderr == "", ran.stderr
+    assert not (tmp_path / torch_peak_file("4244")).exists()
+
+
+def test_the_jobs_own_sitecustomize_still_runs_and_torch_is_not_imported_by_the_hook(tmp_path: Path) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_WAS_HERE = 'yes'\n")
+    check = ("import sys, builtins; print(builtins.SITE_WAS_HERE, 'torch' in sys.modules, "
+             "sys.modules['sitecustomize'].__file__.startswith(sys.argv[1]))")
+    ran = run_python_job(tmp_path, f"PYTHONPATH=$PYTHONPATH:{own}:{FAKE_TORCH} python -c \"{check}\" {own}")
+    assert ran.returncode == 0 and ran.stdout == "yes False True\n", ran.stderr
+    assert not (tmp_path / torch_peak_file("4244")).exists()
+
+
+@pytest.mark.parametrize("text", [
+    "", "torch_device=0 allocated_mib=-1 reserved_mib=2\n", "torch_device=0 allocated_mib=1 reserved_mib=2 x\n",
+    "torch_device=1234 allocated_mib=1 reserved_mib=2\n", "torch_out_of_memory=yes\n",
+    "x" * (MAX_TORCH_FILE_BYTES + 10) + "\ntorch_device=0 allocated_mib=1 reserved_mib=2\n",
+    "\x1b[31mtorch_device=0 allocated_mib=1 reserved_mib=2\n", "<img src=x>\n",
+])
+def test_a_torch_file_that_holds_no_peak_line_gives_nothing(text: str) -> None:
+    assert parse_torch_file(text) is None
+
+
+def test_the_page_says_what_pytorch_measured_even_without_nvidia_smi() -> None:
+    torch = {"devices": [{"device": 0, "allocated_mib": 2048, "reserved_mib": 3072}], "out_of_memory": True,
+             "summary": "betty-torch-oom-1001.txt"}
+    ended = experiment(1, "lora", "1 × a100", 29.8, None)
+    ended = Experiment(**{**asdict(ended), "gpu_peak": {"sampled": True, "note": "no peak file", "torch": torch}})
+    line = ("GPU peak not measured: no peak file · PyTorch allocated 2.0 GiB (reserved 3.0 GiB) · PyTorch ran out of "
+            "GPU memory (its memory summary: betty-torch-oom-1001.txt)")
+    assert line in status_text(ended, None, "FAILED") and line in auto_region(ended, None, "FAILED")
+    assert torch_words({"devices": [{"device": 0, "allocated_mib": "lots", "reserved_mib": 1}]}) == ""

@@ -1,4 +1,5 @@
-"""An ended job's measured GPU peak, read from its sampler's file (``gpu/measured.py``) for its record and page."""
+"""An ended job's measured GPU peak, read from its sampler's file and its PyTorch hook's (``gpu/measured.py``) for its
+record and page."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BettyError
-from ..gpu.measured import MAX_FILE_BYTES, measured_line, parse_peak_file, peak_file
+from ..gpu.measured import (MAX_FILE_BYTES, MAX_TORCH_FILE_BYTES, measured_line, parse_peak_file, parse_torch_file,
+                            peak_file, torch_oom_file, torch_peak_file)
 from .ledger import Experiment, Tracked
 
 if TYPE_CHECKING:
@@ -20,18 +22,34 @@ def measures_peak(experiment: Experiment) -> bool:
 
 
 async def read_peak(slurm: "SlurmClient", job: "Job") -> dict[str, Any]:
-    """What the ended ``job``'s sampler file says: ``peak_mib`` and ``samples``, or a ``note`` saying why none."""
+    """What the ended ``job``'s sampler file says: ``peak_mib`` and ``samples``, or a ``note`` saying why none; and
+    ``torch``, what its PyTorch hook's file says, when the job used CUDA through torch."""
+    torch = await read_torch_peak(slurm, job)
+    found: dict[str, Any] = {"sampled": True, **({"torch": torch} if torch else {})}
     name = peak_file(job.job_id)
     try:
         text = await slurm.read_work_file(job, name, MAX_FILE_BYTES)
     except BettyError as error:
         first = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        return {"sampled": True, "note": f"no peak file {name} ({first}): nvidia-smi did not run in the job, or it "
-                                         "ended before the first sample"}
+        return {**found, "note": f"no peak file {name} ({first}): nvidia-smi did not run in the job, or it ended "
+                                 "before the first sample"}
     peak = parse_peak_file(text)
     if peak is None:
-        return {"sampled": True, "note": f"{name} holds no peak_mib=N samples=S line"}
-    return {"sampled": True, **peak.as_dict()}
+        return {**found, "note": f"{name} holds no peak_mib=N samples=S line"}
+    return {**found, **peak.as_dict()}
+
+
+async def read_torch_peak(slurm: "SlurmClient", job: "Job") -> dict[str, Any] | None:
+    """What the ended ``job``'s PyTorch hook wrote (``parse_torch_file``), with the name of its out-of-memory summary
+    when it ran out; None when it wrote nothing (no Python of the job used CUDA through torch)."""
+    try:
+        text = await slurm.read_work_file(job, torch_peak_file(job.job_id), MAX_TORCH_FILE_BYTES)
+    except BettyError:
+        return None
+    torch = parse_torch_file(text)
+    if torch is not None and torch.get("out_of_memory"):
+        torch["summary"] = torch_oom_file(job.job_id)
+    return torch
 
 
 async def with_peaks(slurm: "SlurmClient", changed: list[tuple[Tracked, "Job"]]
