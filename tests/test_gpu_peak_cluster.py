@@ -1,7 +1,7 @@
 """A submission that measures its GPU peak, on the dev cluster: the person approves the card (which says so), the
 job runs Betty's sampler against a stand-in ``nvidia-smi`` (the dev cluster has no GPU) that reports what the job
-writes, and when it ends the watcher records the peak, and the page, the notebook's status and ``cluster_status``
-show it beside the estimate."""
+writes, and a Python that imports a stand-in ``torch`` whose CUDA reports set peaks; when it ends the watcher records
+both, and the page, the notebook's status and ``cluster_status`` show them beside the estimate."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.cluster
 
 GUARD = 240.0  # a guard against a hang, not a measurement
 FAKE = Path(__file__).parent / "data" / "fake-nvidia-smi"
+FAKE_TORCH = Path(__file__).parent / "data" / "fake-torch"
 SCRIPT = """#!/bin/bash
 #SBATCH --job-name=measured
 #SBATCH --chdir={root}
@@ -31,9 +32,11 @@ SCRIPT = """#!/bin/bash
 echo 31948 > {tools}/memory-used
 until grep -q 'peak_mib=31948 ' "betty-gpu-peak-$SLURM_JOB_ID.txt" 2>/dev/null; do sleep 0.2; done
 echo 1024 > {tools}/memory-used
+PYTHONPATH=$PYTHONPATH:{torch} python3 -c 'import torch'
 echo trained
 """
-LINE = "measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%)"
+LINE = ("measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%) · PyTorch allocated 27.0 GiB (reserved 29.5 GiB) on "
+        "the busiest of 2 GPUs")
 
 
 async def until(what: str, check):
@@ -53,7 +56,7 @@ def test_a_measured_job_records_its_peak_beside_its_estimate(ssh_profile, tmp_pa
     tools.mkdir()
     shutil.copy(FAKE, tools / "nvidia-smi")
     config = BettyConfig(clusters=[{**ssh_profile.to_dict(), "name": "betty-dev"}])
-    args = {"script": SCRIPT.format(root=tmp_path, tools=tools), "goal": "fine-tune, measured",
+    args = {"script": SCRIPT.format(root=tmp_path, tools=tools, torch=FAKE_TORCH), "goal": "fine-tune, measured",
             "measure_gpu_peak": True,
             "gpu_estimate": {"peak_gib": 29.8, "model": "Llama-3.1-8B", "method": "lora", "breakdown": {"w": 1.0}}}
 
@@ -87,6 +90,9 @@ def test_a_measured_job_records_its_peak_beside_its_estimate(ssh_profile, tmp_pa
 
     ended, status = asyncio.run(scenario())
     assert (ended.gpu_peak or {}).get("peak_mib") == 31948, ended.gpu_peak
+    assert (ended.gpu_peak or {}).get("torch") == {"devices": [
+        {"device": 0, "allocated_mib": 27648, "reserved_mib": 30208},
+        {"device": 1, "allocated_mib": 1024, "reserved_mib": 2048}]}, ended.gpu_peak
     page = (workspace.wiki / ended.page).read_text()
     assert "## GPU memory" in page and LINE in page
     assert LINE in (Ledger(workspace.ledger_path).notebook_status(ended.slug) or "")
