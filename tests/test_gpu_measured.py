@@ -3,6 +3,7 @@ as numbers whatever else is in it, the page's "measured beside estimated" line, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -102,8 +103,9 @@ def test_measured_beside_estimated_in_words() -> None:
     assert measured_line({"note": "no peak file"}, {"peak_gib": 3.0}) == "GPU peak not measured: no peak file"
 
 
-def experiment(n: int, method: str, gpus: str, estimated, measured_mib, **more) -> Experiment:
-    return Experiment(slug=f"2026-11-29-run-{n}", job_id=str(1000 + n), cluster="c", submitted="2026-11-29T10:00:00",
+def experiment(n: int, method: str, gpus: str, estimated, measured_mib, submitted: str = "2026-11-29T10:00:00",
+               **more) -> Experiment:
+    return Experiment(slug=f"2026-11-29-run-{n}", job_id=str(1000 + n), cluster="c", submitted=submitted,
                       goal="g", script="#!/bin/bash\n", script_path="/s", resources={"gpus": gpus},
                       gpu_estimate={"peak_gib": estimated, "method": method, "model": "Llama-3.1-8B"},
                       gpu_peak={"sampled": True, "peak_mib": measured_mib}, **more)
@@ -278,3 +280,46 @@ def test_the_page_says_what_pytorch_measured_even_without_nvidia_smi() -> None:
             "GPU memory (its memory summary: betty-torch-oom-1001.txt)")
     assert line in status_text(ended, None, "FAILED") and line in auto_region(ended, None, "FAILED")
     assert torch_words({"devices": [{"device": 0, "allocated_mib": "lots", "reserved_mib": 1}]}) == ""
+
+
+def measured_project(root: Path) -> None:
+    """Four measured Llama-3.1-8B lora jobs on an A100 (one with PyTorch's own peak, one whose GPUs are named with
+    control characters), a full fine-tune on two H100 and an unmeasured job."""
+    ledger = Ledger(Workspace.at(root).ledger_path)
+    torch = {"devices": [{"device": 0, "allocated_mib": 18432, "reserved_mib": 19456}]}
+    runs = [(1.10, "1 × a100"), (1.05, "1 × a100"), (0.95, "1 × a100"), (1.0, "1 × a100\x1b[2J\nfake line")]
+    for n, (ratio, gpus) in enumerate(runs, start=1):
+        ran = experiment(n, "lora", gpus, 20.0, round(20480 * ratio), submitted=f"2026-11-2{n}T10:00:00")
+        if n == 3:
+            ran = Experiment(**{**asdict(ran), "gpu_peak": {**(ran.gpu_peak or {}), "torch": torch}})
+        ledger.add(ran)
+    ledger.add(experiment(7, "full", "2 × h100", 60.0, 61440))
+    ledger.add(Experiment(**{**asdict(experiment(8, "lora", "1 × a100", 20.0, None)), "gpu_peak": {"sampled": True}}))
+
+
+def test_the_gpu_tools_answer_with_the_persons_measured_peaks_and_calibration(offline_context) -> None:
+    from betty_jupyter.agent.tools.catalog import GpuAdvise, GpuEstimate
+
+    args = {"model": "Llama-3.1-8B", "method": "lora", "gpu": "a100"}
+    before = asyncio.run(GpuEstimate().execute(offline_context, args))
+    assert before.ok and "measured" not in before.data and "your measured" not in before.summary
+    measured_project(offline_context.workspace.root)
+    outcome = asyncio.run(GpuEstimate().execute(offline_context, args))
+    assert outcome.ok, outcome.summary
+    measured = outcome.data["measured"]
+    assert [run["slug"] for run in measured["runs"]] == [f"2026-11-29-run-{n}" for n in (4, 3, 2, 1)]  # newest first
+    assert measured["runs"][1]["torch"]["devices"][0]["allocated_mib"] == 18432
+    assert [item["factor"] for item in measured["calibrations"]] == [1.05]
+    assert ("your measured Llama-3.1-8B lora job 2026-11-29-run-3 (job 1003, 1 × a100): measured GPU peak 19.0 GiB "
+            "(estimated 20.0 GiB, -5.0%) · PyTorch allocated 18.0 GiB (reserved 19.0 GiB)") in outcome.summary
+    assert "your calibration: lora on A100-40GB: × 1.050, median of 3 jobs" in outcome.summary
+    assert f"calibrated {outcome.data['peak_gib'] * 1.05:.2f} GiB per GPU" in outcome.summary
+    assert "\x1b" not in outcome.summary and "\nfake line" not in outcome.summary
+    full = asyncio.run(GpuEstimate().execute(offline_context, {**args, "method": "full"}))
+    assert [run["slug"] for run in full.data["measured"]["runs"]] == ["2026-11-29-run-7"]
+    assert full.data["measured"]["calibrations"] == []  # measured on H100s only
+    assert "not calibrated: none of your measured jobs ran full on A100-40GB" in full.data["measured"]["calibrated"]
+    other = asyncio.run(GpuEstimate().execute(offline_context, {**args, "model": "Qwen2.5-7B"}))
+    assert other.data["measured"]["runs"] == [] and other.data["measured"]["calibrations"][0]["factor"] == 1.05
+    advice = asyncio.run(GpuAdvise().execute(offline_context, {**args, "gpu_types": ["a100-40gb"]}))
+    assert advice.ok and len(advice.data["measured"]["runs"]) == 4 and "your calibration: lora on A100-40GB" in advice.summary

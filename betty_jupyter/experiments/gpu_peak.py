@@ -3,13 +3,15 @@ record and page."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BettyError
 from ..gpu.measured import (MAX_FILE_BYTES, MAX_TORCH_FILE_BYTES, measured_line, parse_peak_file, parse_torch_file,
                             peak_file, torch_oom_file, torch_peak_file)
-from .ledger import Experiment, Tracked
+from .ledger import Experiment, Ledger, Tracked
+from .workspace import Workspace
 
 if TYPE_CHECKING:
     from ..cluster.jobs import Job
@@ -71,3 +73,12 @@ def peak_words(experiment: Experiment) -> str:
     if "peak_mib" not in peak and "note" not in peak:
         return ""
     return measured_line(peak, experiment.gpu_estimate)
+
+
+def measured_records(root: Path) -> list[dict[str, Any]]:
+    """Every experiment's record in the project at ``root``, as the ledger keeps them: where measured peaks and their
+    estimates are read from (none when nothing is recorded there)."""
+    path = Workspace.at(root).ledger_path
+    if not path.is_file():
+        return []
+    return [asdict(tracked.experiment) for tracked in Ledger(path).all()]

@@ -287,3 +287,59 @@ def calibrated_line(peak_gib: float, calibration: Calibration | None, method: st
     if not calibration.usable:
         return calibration.line()
     return (f"calibrated {peak_gib * calibration.factor:.2f} GiB per GPU: your {calibration.line()}")
+
+
+MAX_RUNS_SHOWN = 5
+"""The most measured jobs an estimate shows beside itself (the newest)."""
+
+
+def measured_beside(records: Iterable[Mapping[str, Any]], model: str, method: str,
+                    gpu: str | None = None, peak_gib: float | None = None) -> dict[str, Any]:
+    """What the person's own measured jobs say beside an estimate of ``model`` with ``method``: ``runs``, the newest
+    :data:`MAX_RUNS_SHOWN` measured jobs that recorded an estimate of the same model and method (slug, job, GPUs,
+    estimated and measured GiB, what PyTorch said, and ``line``), ``calibrations`` of ``method`` on every GPU type
+    (on ``gpu`` only, when given, with ``calibrated`` corrected from ``peak_gib``) and ``lines``, all of it in words;
+    empty lists when there are none."""
+    records = list(records)
+    runs = [run for run in (_measured_run(record, model, method) for record in records) if run is not None]
+    runs = sorted(runs, key=lambda run: str(run["submitted"]), reverse=True)[:MAX_RUNS_SHOWN]
+    found = [item for item in calibrations(records) if item.method == method]
+    if gpu:
+        found = [item for item in found if item.gpu == gpu_key(gpu)]
+    shown = [{**item.as_dict(), "line": item.line()} for item in found]
+    lines = [f"your measured {model} {method} job {run['slug']} (job {run['job_id']}, {run['gpus'] or 'GPUs not said'}): "
+             f"{run['line']}" for run in runs]
+    lines += [f"your calibration: {item['line']}" for item in shown]
+    result: dict[str, Any] = {"runs": runs, "calibrations": shown}
+    if gpu and peak_gib is not None and (runs or found):
+        chosen = found[0] if found else None
+        result["calibrated"] = calibrated_line(peak_gib, chosen, method, gpu)
+        if chosen is not None and chosen.usable:
+            lines.append(result["calibrated"])
+    result["lines"] = lines
+    return result
+
+
+def _measured_run(record: Mapping[str, Any], model: str, method: str) -> dict[str, Any] | None:
+    """One record as a measured run of ``model`` with ``method``, or None when it is not one (or has no peak)."""
+    estimate, peak = record.get("gpu_estimate"), record.get("gpu_peak")
+    if not isinstance(estimate, Mapping) or not isinstance(peak, Mapping):
+        return None
+    same = (str(estimate.get("model") or "").casefold() == model.casefold()
+            and str(estimate.get("method") or "") == method)
+    measured = _number(peak.get("peak_mib"))
+    torch = peak.get("torch") if isinstance(peak.get("torch"), Mapping) else None
+    if not same or (measured is None and not torch_words(torch)):
+        return None
+    estimated = _number(estimate.get("peak_gib"))
+    resources = record.get("resources")
+    return {"slug": _plain(record.get("slug")), "job_id": _plain(record.get("job_id")),
+            "submitted": _plain(record.get("submitted")),
+            "gpus": _plain(resources.get("gpus")) if isinstance(resources, Mapping) else "",
+            "estimated_gib": estimated, "measured_gib": None if measured is None else round(measured / 1024, 3),
+            "torch": dict(torch) if torch else None, "line": measured_line(peak, estimate)}
+
+
+def _plain(value: Any) -> str:
+    """A record's field as one short line of text, control characters blanked (the ledger holds what jobs named)."""
+    return re.sub(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]", " ", str(value or ""))[:120]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -152,7 +152,23 @@ class GpuEstimate(Tool[EstimateArgs]):
             lines.append(f"on {gpu.name}: " + (f"fits, {room:.1f} GiB to spare" if room >= 0
                                                else f"does not fit, {-room:.1f} GiB short"))
         lines += [f"note: {note}" for note in result.notes]
+        measured = your_measurements(ctx, result.model, result.request.method, gpu, result.peak_gib)
+        if measured is not None:
+            data["measured"] = measured
+            lines += [terminal_line(line) for line in measured["lines"]]
         return ToolOutcome(summary="\n".join(lines), full="\n".join(lines), data=data)
+
+
+def your_measurements(ctx: ToolContext, model: str, method: str, gpu: "GpuType | None",
+                      peak_gib: float) -> dict[str, Any] | None:
+    """What the person's measured jobs of ``model`` with ``method`` say beside an estimate (``measured_beside``), or
+    None when none of their jobs measured it."""
+    # lazy: the ledger's reader; only an estimate of a project with measured jobs uses more than a file check
+    from ...experiments.gpu_peak import measured_records
+    from ...gpu.measured import measured_beside
+
+    found = measured_beside(measured_records(ctx.workspace.root), model, method, gpu.name if gpu else None, peak_gib)
+    return found if found["lines"] else None
 
 
 def _trace(arch: "Architecture", request: "EstimateRequest", gpu: "GpuType | None") -> "TracedEstimate":
@@ -226,8 +242,12 @@ class GpuAdvise(Tool[AdviseArgs]):
         arch, request = model_architecture(ctx, args.model), args.request()
         traced = await asyncio.to_thread(_trace, arch, request, limits_on) if args.trace else None
         advice = advise(arch, request, targets_from(partitions, types), limits_on, traced)
-        text = advice.summary()
-        return ToolOutcome(summary=text, full=text, data=advice.as_dict())
+        text, data = advice.summary(), advice.as_dict()
+        measured = your_measurements(ctx, advice.estimate.model, request.method, limits_on, advice.estimate.peak_gib)
+        if measured is not None:
+            data["measured"] = measured
+            text += "\n" + "\n".join(terminal_line(line) for line in measured["lines"])
+        return ToolOutcome(summary=text, full=text, data=data)
 
 
 async def cluster_partitions(ctx: ToolContext) -> list["Partition"]:
