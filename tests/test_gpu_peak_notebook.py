@@ -46,17 +46,28 @@ def test_a_cell_submits_with_its_kept_estimate_and_the_peak_measured(kernel: Ker
     assert "--gpu-estimate nothing_here: no estimate in that variable" in one_error_line(missing)
 
 
+def add_ended(root: Any, experiment: Any) -> None:
+    """Record ``experiment`` in the project at ``root`` as a job that ended long ago (no watcher reads it again)."""
+    from dataclasses import asdict
+
+    from betty_jupyter.experiments.ledger import Ledger
+
+    Ledger(Workspace.at(root).ledger_path).get(experiment.slug)  # the ledger's tables, made when missing
+    with sqlite3.connect(Workspace.at(root).ledger_path) as db:  # one statement: no watcher sees it unfinished
+        db.execute("INSERT INTO experiments (slug, cluster, job_id, record, updated, finished) VALUES (?, ?, ?, ?, 0, 1)",
+                   (experiment.slug, experiment.cluster, experiment.job_id, json.dumps(asdict(experiment))))
+
+
 def test_betty_gpu_shows_the_persons_measured_peaks_and_calibration_beside_the_estimate(
         kernel: Kernel, project: dict[str, Any]) -> None:
-    from betty_jupyter.experiments.ledger import Experiment, Ledger
+    from betty_jupyter.experiments.ledger import Experiment
 
     plain = kernel.run("%betty gpu --model Llama-3.2-1B --method qlora --batch-size 2")
     assert plain.status == "ok" and not plain.stderr and "GiB per GPU" in plain.plain
     assert "measured" not in plain.plain  # nothing measured: the estimate alone
-    ledger = Ledger(Workspace.at(project["root"]).ledger_path)
     torch = {"devices": [{"device": 0, "allocated_mib": 3072, "reserved_mib": 4096}]}
     for n, ratio in enumerate((1.10, 1.00, 1.20), start=1):
-        ledger.add(Experiment(
+        add_ended(project["root"], Experiment(
             slug=f"2026-11-2{n}-tiny", job_id=str(900 + n), cluster="betty-dev", submitted=f"2026-11-2{n}T10:00:00",
             goal="g", script="#!/bin/bash\n", script_path="/s", resources={"gpus": "1 × l40s"},
             gpu_estimate={"peak_gib": 4.0, "method": "qlora", "model": "Llama-3.2-1B"},
