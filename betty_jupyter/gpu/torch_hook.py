@@ -12,6 +12,8 @@ it, as if this one were not there. Nothing it does can fail the job.
 Standard library only, and no imports of Betty: the file runs alone in the job's Python.
 """
 
+import atexit
+import importlib
 import os
 import sys
 
@@ -86,8 +88,6 @@ def _import_hidden():
     ours = sys.modules.pop("sitecustomize", None)
     sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
     try:
-        import importlib
-
         importlib.import_module("sitecustomize")
     except ModuleNotFoundError as error:
         if error.name != "sitecustomize":
@@ -102,8 +102,6 @@ def _install():
     finally:
         path = os.environ.get("BETTY_TORCH_PEAK_FILE")
         if path:
-            import atexit
-
             atexit.register(report_peaks, path)
             before = sys.excepthook
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Callable
 
 from ...errors import UsageError
@@ -72,9 +73,8 @@ class GpuCommands(Connected):
 def _measured_lines(result: Any, gpu: str | None) -> list[str]:
     """What the person's measured jobs of the estimate's model and method say beside it, in the project holding the
     notebook's folder (``measured_beside``); none outside a project."""
-    from pathlib import Path
-
-    from ...experiments.gpu_peak import measured_records  # lazy: the ledger; only an estimate in a project reads it
+    # lazy: the ledger and the measured peaks; only an estimate shown in a notebook reads them
+    from ...experiments.gpu_peak import measured_records
     from ...experiments.workspace import project_holding
     from ...gpu.measured import measured_beside
 
