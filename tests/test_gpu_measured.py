@@ -186,10 +186,32 @@ def test_a_script_that_carries_the_sampler_is_measured_again_when_resubmitted() 
     plain = SubmitArgs(script="#!/bin/bash\ntrue\n", goal="g")
     assert with_sampler_asked(plain) is plain
     assert with_sampler_asked(SubmitArgs(script=measured, goal="g", record=False)).measure_gpu_peak is False
-    with pytest.raises(ToolError, match="measure_gpu_peak"):
-        with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, segments=3))
-    with pytest.raises(ToolError, match="leave record, segments and requeue out"):
-        with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, requeue=True))
+    with pytest.raises(ToolError, match="measure_gpu_peak: .* leave record out"):
+        with_sampler_asked(SubmitArgs(script=plain.script, goal="g", measure_gpu_peak=True, record=False))
+
+
+def test_each_segment_of_a_measured_chain_carries_the_sampler_after_its_signal_line() -> None:
+    from types import SimpleNamespace
+
+    from betty_jupyter.agent.tools.jobs import SubmitArgs, with_sampler_asked
+    from betty_jupyter.cluster.continuation import ChainPlan
+    from betty_jupyter.experiments.chain import segment_script
+
+    script = "#!/bin/bash\n#SBATCH --time=10\n#SBATCH --gres=gpu:a100:1\npython train.py\n"
+    for asked in ({"segments": 3}, {"requeue": True}):
+        args = with_sampler_asked(SubmitArgs(script=script, goal="g", measure_gpu_peak=True, **asked))
+        assert args.measure_gpu_peak and args.script == script  # the segments' script gets it, not the person's
+    slurm = SimpleNamespace(work_dir="/home/me/.betty")
+    plain = segment_script(slurm, script, ChainPlan(cap=3), "2026-11-29-long")
+    measured = segment_script(slurm, script, ChainPlan(cap=3), "2026-11-29-long", measured=True)
+    assert MARKER not in plain and measured.count(MARKER) == 1
+    lines = measured.splitlines()
+    signal = next(n for n, line in enumerate(lines) if line.startswith("#SBATCH --signal"))
+    assert lines[signal + 1].startswith(MARKER)
+    assert measured.index("nvidia-smi") < measured.index("betty_run_script")
+    assert with_sampler(measured) == measured  # a continuation of the chain runs its script as recorded
+    checked = subprocess.run(["bash", "-n"], input=measured, capture_output=True, text=True, timeout=GUARD)
+    assert checked.returncode == 0, checked.stderr
 
 
 FAKE_TORCH = Path(__file__).parent / "data" / "fake-torch"

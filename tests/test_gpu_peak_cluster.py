@@ -146,3 +146,60 @@ def test_a_peak_file_is_read_only_where_the_job_ran_and_only_as_numbers(ssh_prof
         assert peak == {"sampled": True, "peak_mib": found, "samples": 3}
     else:
         assert "peak_mib" not in peak and found in peak["note"] and "999" not in peak["note"], peak
+
+
+SEGMENT = """#!/bin/bash
+#SBATCH --chdir={root}
+#SBATCH --time=00:05:00
+#SBATCH --mem=100M
+echo "peak_mib={mib} samples=4" > "betty-gpu-peak-$SLURM_JOB_ID.txt"
+{torch}
+"""
+
+
+def test_a_measured_chain_records_each_segments_peak_and_the_highest(ssh_profile, tmp_path: Path) -> None:
+    """Two jobs in one folder stand for two segments that each wrote their own peak files; the chain's record reads
+    each once, as it ends, and keeps the highest."""
+    from dataclasses import replace
+
+    from betty_jupyter.cluster.slurm import SlurmClient
+    from betty_jupyter.experiments.gpu_peak import peak_words, read_segment_peaks
+
+    torch = 'echo "torch_device=0 allocated_mib=28672 reserved_mib=30720" > "betty-torch-peak-$SLURM_JOB_ID.txt"'
+
+    async def scenario() -> tuple[dict, dict | None, dict, str]:
+        transport = ssh_profile.open_transport()
+        try:
+            slurm = SlurmClient(transport, work_dir=ssh_profile.work_dir, readable_roots=ssh_profile.readable_roots)
+            first = await slurm.submit(SEGMENT.format(root=tmp_path, mib=30720, torch=""))
+            second = await slurm.submit(SEGMENT.format(root=tmp_path, mib=32768, torch=torch))
+            deadline = asyncio.get_running_loop().time() + GUARD
+            while not all([(await slurm.job(ident)).state.finished for ident in (first, second)]):
+                assert asyncio.get_running_loop().time() < deadline, "the jobs did not end within the guard"
+                await asyncio.sleep(0.3)
+            last = await slurm.job(second)
+            chain = {"jobs": [first, second], "segments": [
+                {"job_id": first, "why": "time limit → continued"}, {"job_id": second, "why": "running"}]}
+            running = Experiment(slug="2026-11-29-long", job_id=first, cluster="betty-dev",
+                                 submitted="2026-11-29T10:00:00", goal="g", script="#!/bin/bash\n", script_path="/s",
+                                 gpu_estimate={"peak_gib": 30.0}, gpu_peak={"sampled": True}, chain=chain)
+            after_first = await read_segment_peaks(slurm, running, last)
+            assert after_first is not None
+            again = await read_segment_peaks(slurm, replace(running, gpu_peak=after_first), last)
+            done = {**chain, "segments": [chain["segments"][0], {"job_id": second, "why": "done"}]}
+            ended = replace(running, gpu_peak=after_first, chain=done)
+            after_both = await read_segment_peaks(slurm, ended, last)
+            assert after_both is not None
+            return after_first, again, after_both, peak_words(replace(ended, gpu_peak=after_both))
+        finally:
+            await transport.close()
+
+    after_first, again, after_both, words = asyncio.run(scenario())
+    first, second = list(after_both["segments"])
+    assert after_first["peak_mib"] == 30720 and list(after_first["segments"]) == [first]
+    assert again is None  # a segment already read is not read again
+    assert after_both["peak_mib"] == 32768 and after_both["segment"] == second
+    assert after_both["torch"]["devices"][0]["reserved_mib"] == 30720
+    assert words == (f"measured GPU peak 32.0 GiB (estimated 30.0 GiB, +6.7%) · PyTorch allocated 28.0 GiB (reserved "
+                     f"30.0 GiB) · the highest of 2 segments, in job {second} · per segment: job {first} 30.0 GiB, "
+                     f"job {second} 32.0 GiB (PyTorch reserved 30.0 GiB)")
