@@ -112,7 +112,7 @@ def highest(segments: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def peak_words(experiment: Experiment) -> str:
     """``measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%)`` once measured; "" before the job ended. A chain's:
-    its highest, then each segment's (``· per segment: 41 31.2 GiB, 42 30.9 GiB``)."""
+    its highest and whose, then each segment's (``· per segment: job 41 31.2 GiB, job 42 30.9 GiB``)."""
     peak = experiment.gpu_peak or {}
     if "peak_mib" not in peak and "note" not in peak:
         return ""
