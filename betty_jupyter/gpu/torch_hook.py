@@ -16,6 +16,7 @@ import atexit
 import importlib
 import os
 import sys
+import types
 
 MAX_DEVICES = 64
 """The most GPUs one process reports."""
@@ -26,7 +27,7 @@ MAX_SUMMARY_BYTES = 65536
 MIB = 1024 * 1024
 
 
-def report_peaks(path):
+def report_peaks(path: str) -> None:
     """Append this process's PyTorch peaks, one line per GPU it used, to ``path``; nothing without torch or CUDA."""
     torch = sys.modules.get("torch")
     if torch is None:
@@ -46,7 +47,7 @@ def report_peaks(path):
         pass
 
 
-def report_out_of_memory(path, summary_path):
+def report_out_of_memory(path: str, summary_path: "str | None") -> None:
     """Note in ``path`` that the process ran out of GPU memory, and write its GPUs' memory summary (bounded) to
     ``summary_path``."""
     torch = sys.modules.get("torch")
@@ -71,7 +72,7 @@ def report_out_of_memory(path, summary_path):
         pass
 
 
-def _append(path, text):
+def _append(path: str, text: str) -> None:
     """Append ``text`` to ``path`` in one write (the job's other processes append to the same file)."""
     if not text:
         return
@@ -82,7 +83,7 @@ def _append(path, text):
         os.close(handle)
 
 
-def _import_hidden():
+def _import_hidden() -> None:
     """Import the ``sitecustomize`` this file hides (the job's own, later on the path), if there is one."""
     here = os.path.dirname(os.path.abspath(__file__))
     ours = sys.modules.pop("sitecustomize", None)
@@ -92,10 +93,11 @@ def _import_hidden():
     except ModuleNotFoundError as error:
         if error.name != "sitecustomize":
             raise
-        sys.modules["sitecustomize"] = ours
+        if ours is not None:
+            sys.modules["sitecustomize"] = ours
 
 
-def _install():
+def _install() -> None:
     """Import the job's own ``sitecustomize``, then report at exit and on a CUDA out-of-memory error."""
     try:
         _import_hidden()
@@ -105,7 +107,8 @@ def _install():
             atexit.register(report_peaks, path)
             before = sys.excepthook
 
-            def on_error(kind, error, trace):
+            def on_error(kind: "type[BaseException]", error: BaseException,
+                         trace: "types.TracebackType | None") -> None:
                 if getattr(kind, "__name__", "") == "OutOfMemoryError":
                     report_out_of_memory(path, os.environ.get("BETTY_TORCH_OOM_FILE"))
                 before(kind, error, trace)

@@ -81,4 +81,6 @@ def _measured_lines(result: Any, gpu: str | None) -> list[str]:
     root = project_holding(Path.cwd())
     if root is None:
         return []
-    return measured_beside(measured_records(root), result.model, result.request.method, gpu, result.peak_gib)["lines"]
+    lines: list[str] = measured_beside(measured_records(root), result.model, result.request.method, gpu,
+                                       result.peak_gib)["lines"]
+    return lines
