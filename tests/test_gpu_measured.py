@@ -3,12 +3,14 @@ as numbers whatever else is in it, the page's "measured beside estimated" line, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,8 +19,10 @@ import pytest
 from betty_jupyter.experiments.content import auto_region, status_text
 from betty_jupyter.experiments.ledger import Experiment, Ledger
 from betty_jupyter.experiments.workspace import Workspace
-from betty_jupyter.gpu.measured import (MARKER, MAX_FILE_BYTES, MIN_PAIRS, calibration_for, calibrations,
-                                        measured_line, parse_peak_file, peak_file, with_sampler)
+from betty_jupyter.gpu.measured import (MARKER, MAX_FILE_BYTES, MAX_TORCH_FILE_BYTES, MIN_PAIRS, calibration_for,
+                                        calibrations, measured_line, parse_peak_file, parse_torch_file, peak_file,
+                                        torch_oom_file, torch_peak_file, torch_words, with_sampler)
+from betty_jupyter.gpu.torch_hook import MAX_SUMMARY_BYTES
 from betty_jupyter.wiki import init_workspace
 from conftest import betty_in_process
 
@@ -99,8 +103,9 @@ def test_measured_beside_estimated_in_words() -> None:
     assert measured_line({"note": "no peak file"}, {"peak_gib": 3.0}) == "GPU peak not measured: no peak file"
 
 
-def experiment(n: int, method: str, gpus: str, estimated, measured_mib, **more) -> Experiment:
-    return Experiment(slug=f"2026-11-29-run-{n}", job_id=str(1000 + n), cluster="c", submitted="2026-11-29T10:00:00",
+def experiment(n: int, method: str, gpus: str, estimated, measured_mib, submitted: str = "2026-11-29T10:00:00",
+               **more) -> Experiment:
+    return Experiment(slug=f"2026-11-29-run-{n}", job_id=str(1000 + n), cluster="c", submitted=submitted,
                       goal="g", script="#!/bin/bash\n", script_path="/s", resources={"gpus": gpus},
                       gpu_estimate={"peak_gib": estimated, "method": method, "model": "Llama-3.1-8B"},
                       gpu_peak={"sampled": True, "peak_mib": measured_mib}, **more)
@@ -181,7 +186,162 @@ def test_a_script_that_carries_the_sampler_is_measured_again_when_resubmitted() 
     plain = SubmitArgs(script="#!/bin/bash\ntrue\n", goal="g")
     assert with_sampler_asked(plain) is plain
     assert with_sampler_asked(SubmitArgs(script=measured, goal="g", record=False)).measure_gpu_peak is False
-    with pytest.raises(ToolError, match="measure_gpu_peak"):
-        with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, segments=3))
-    with pytest.raises(ToolError, match="leave record, segments and requeue out"):
-        with_sampler_asked(SubmitArgs(script=measured, goal="g", measure_gpu_peak=True, requeue=True))
+    with pytest.raises(ToolError, match="measure_gpu_peak: .* leave record out"):
+        with_sampler_asked(SubmitArgs(script=plain.script, goal="g", measure_gpu_peak=True, record=False))
+
+
+def test_each_segment_of_a_measured_chain_carries_the_sampler_after_its_signal_line() -> None:
+    from types import SimpleNamespace
+
+    from betty_jupyter.agent.tools.jobs import SubmitArgs, with_sampler_asked
+    from betty_jupyter.cluster.continuation import ChainPlan
+    from betty_jupyter.experiments.chain import segment_script
+
+    script = "#!/bin/bash\n#SBATCH --time=10\n#SBATCH --gres=gpu:a100:1\npython train.py\n"
+    for asked in ({"segments": 3}, {"requeue": True}):
+        args = with_sampler_asked(SubmitArgs(script=script, goal="g", measure_gpu_peak=True, **asked))
+        assert args.measure_gpu_peak and args.script == script  # the segments' script gets it, not the person's
+    slurm = SimpleNamespace(work_dir="/home/me/.betty")
+    plain = segment_script(slurm, script, ChainPlan(cap=3), "2026-11-29-long")
+    measured = segment_script(slurm, script, ChainPlan(cap=3), "2026-11-29-long", measured=True)
+    assert MARKER not in plain and measured.count(MARKER) == 1
+    lines = measured.splitlines()
+    signal = next(n for n, line in enumerate(lines) if line.startswith("#SBATCH --signal"))
+    assert lines[signal + 1].startswith(MARKER)
+    assert measured.index("nvidia-smi") < measured.index("betty_run_script")
+    assert with_sampler(measured) == measured  # a continuation of the chain runs its script as recorded
+    checked = subprocess.run(["bash", "-n"], input=measured, capture_output=True, text=True, timeout=GUARD)
+    assert checked.returncode == 0, checked.stderr
+
+
+FAKE_TORCH = Path(__file__).parent / "data" / "fake-torch"
+TRAIN = "import torch\nprint('trained')\n"
+
+
+def run_python_job(tmp_path: Path, body: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a measured script (no nvidia-smi on its PATH) whose body runs Python, with the job id 4244."""
+    script = tmp_path / "job.sh"
+    (tmp_path / "train.py").write_text(TRAIN)
+    script.write_text(with_sampler(f"#!/bin/bash\n#SBATCH --time=1\n{body}\nwait\n"))
+    run_env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "SLURM_JOB_ID": "4244",
+               "TMPDIR": str(tmp_path), **(env or {})}
+    run_env.pop("PYTHONPATH", None)
+    return subprocess.run(["bash", str(script)], cwd=tmp_path, env=run_env, capture_output=True, text=True,
+                          timeout=GUARD, start_new_session=True)
+
+
+def test_a_measured_job_that_uses_cuda_through_torch_reports_its_own_peaks(tmp_path: Path) -> None:
+    ran = run_python_job(tmp_path, f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} python train.py\n"
+                                   f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} python -c 'import torch'\n"
+                                   "python -c 'print(2)'")
+    assert ran.returncode == 0 and ran.stdout == "trained\n2\n" and ran.stderr == "", ran.stderr
+    text = (tmp_path / torch_peak_file("4244")).read_text()
+    assert text == ("torch_device=0 allocated_mib=27648 reserved_mib=30208\n"
+                    "torch_device=1 allocated_mib=1024 reserved_mib=2048\n") * 2  # each Python of the job
+    assert not (tmp_path / torch_oom_file("4244")).exists()
+    assert [entry.name for entry in tmp_path.iterdir() if entry.name.startswith("betty-torch-hook")] == []
+    torch = parse_torch_file(text)
+    assert torch == {"devices": [{"device": 0, "allocated_mib": 27648, "reserved_mib": 30208},
+                                 {"device": 1, "allocated_mib": 1024, "reserved_mib": 2048}]}
+    assert measured_line({"peak_mib": 31948, "torch": torch}, {"peak_gib": 29.8}) == (
+        "measured GPU peak 31.2 GiB (estimated 29.8 GiB, +4.7%) · PyTorch allocated 27.0 GiB (reserved 29.5 GiB) on "
+        "the busiest of 2 GPUs")
+
+
+def test_a_cuda_out_of_memory_error_leaves_a_bounded_memory_summary(tmp_path: Path) -> None:
+    (tmp_path / "oom.py").write_text("import torch\nraise torch.cuda.OutOfMemoryError('CUDA out of memory')\n")
+    ran = run_python_job(tmp_path, f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} python oom.py || echo failed as it would")
+    assert ran.stdout == "failed as it would\n" and "OutOfMemoryError: CUDA out of memory" in ran.stderr
+    summary = (tmp_path / torch_oom_file("4244")).read_bytes()
+    assert summary.startswith(b"== GPU 0 (pid ") and len(summary) == MAX_SUMMARY_BYTES
+    torch = parse_torch_file((tmp_path / torch_peak_file("4244")).read_text())
+    assert torch is not None and torch["out_of_memory"] is True and len(torch["devices"]) == 2
+
+
+def test_a_job_without_torch_or_without_cuda_writes_nothing_and_runs_as_written(tmp_path: Path) -> None:
+    ran = run_python_job(tmp_path, f"python -c 'import json; print(1)'\n"
+                                   f"PYTHONPATH=$PYTHONPATH:{FAKE_TORCH} FAKE_TORCH_CUDA=off python train.py")
+    assert ran.returncode == 0 and ran.stdout == "1\ntrained\n" and ran.stderr == "", ran.stderr
+    assert not (tmp_path / torch_peak_file("4244")).exists()
+
+
+def test_the_real_torch_without_cuda_writes_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    ran = run_python_job(tmp_path, "python -c 'import torch; print(torch.ones(2).sum().item())'")
+    assert ran.returncode == 0 and ran.stdout == "2.0\n" and ran.stderr == "", ran.stderr
+    assert not (tmp_path / torch_peak_file("4244")).exists()
+
+
+def test_the_jobs_own_sitecustomize_still_runs_and_torch_is_not_imported_by_the_hook(tmp_path: Path) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import builtins\nbuiltins.SITE_WAS_HERE = 'yes'\n")
+    check = ("import sys, builtins; print(builtins.SITE_WAS_HERE, 'torch' in sys.modules, "
+             "sys.modules['sitecustomize'].__file__.startswith(sys.argv[1]))")
+    ran = run_python_job(tmp_path, f"PYTHONPATH=$PYTHONPATH:{own}:{FAKE_TORCH} python -c \"{check}\" {own}")
+    assert ran.returncode == 0 and ran.stdout == "yes False True\n", ran.stderr
+    assert not (tmp_path / torch_peak_file("4244")).exists()
+
+
+@pytest.mark.parametrize("text", [
+    "", "torch_device=0 allocated_mib=-1 reserved_mib=2\n", "torch_device=0 allocated_mib=1 reserved_mib=2 x\n",
+    "torch_device=1234 allocated_mib=1 reserved_mib=2\n", "torch_out_of_memory=yes\n",
+    "x" * (MAX_TORCH_FILE_BYTES + 10) + "\ntorch_device=0 allocated_mib=1 reserved_mib=2\n",
+    "\x1b[31mtorch_device=0 allocated_mib=1 reserved_mib=2\n", "<img src=x>\n",
+])
+def test_a_torch_file_that_holds_no_peak_line_gives_nothing(text: str) -> None:
+    assert parse_torch_file(text) is None
+
+
+def test_the_page_says_what_pytorch_measured_even_without_nvidia_smi() -> None:
+    torch = {"devices": [{"device": 0, "allocated_mib": 2048, "reserved_mib": 3072}], "out_of_memory": True,
+             "summary": "betty-torch-oom-1001.txt"}
+    ended = experiment(1, "lora", "1 × a100", 29.8, None)
+    ended = Experiment(**{**asdict(ended), "gpu_peak": {"sampled": True, "note": "no peak file", "torch": torch}})
+    line = ("GPU peak not measured: no peak file · PyTorch allocated 2.0 GiB (reserved 3.0 GiB) · PyTorch ran out of "
+            "GPU memory (its memory summary: betty-torch-oom-1001.txt)")
+    assert line in status_text(ended, None, "FAILED") and line in auto_region(ended, None, "FAILED")
+    assert torch_words({"devices": [{"device": 0, "allocated_mib": "lots", "reserved_mib": 1}]}) == ""
+
+
+def measured_project(root: Path) -> None:
+    """Four measured Llama-3.1-8B lora jobs on an A100 (one with PyTorch's own peak, one whose GPUs are named with
+    control characters), a full fine-tune on two H100 and an unmeasured job."""
+    ledger = Ledger(Workspace.at(root).ledger_path)
+    torch = {"devices": [{"device": 0, "allocated_mib": 18432, "reserved_mib": 19456}]}
+    runs = [(1.10, "1 × a100"), (1.05, "1 × a100"), (0.95, "1 × a100"), (1.0, "1 × a100\x1b[2J\nfake line")]
+    for n, (ratio, gpus) in enumerate(runs, start=1):
+        ran = experiment(n, "lora", gpus, 20.0, round(20480 * ratio), submitted=f"2026-11-2{n}T10:00:00")
+        if n == 3:
+            ran = Experiment(**{**asdict(ran), "gpu_peak": {**(ran.gpu_peak or {}), "torch": torch}})
+        ledger.add(ran)
+    ledger.add(experiment(7, "full", "2 × h100", 60.0, 61440))
+    ledger.add(Experiment(**{**asdict(experiment(8, "lora", "1 × a100", 20.0, None)), "gpu_peak": {"sampled": True}}))
+
+
+def test_the_gpu_tools_answer_with_the_persons_measured_peaks_and_calibration(offline_context) -> None:
+    from betty_jupyter.agent.tools.catalog import GpuAdvise, GpuEstimate
+
+    args = {"model": "Llama-3.1-8B", "method": "lora", "gpu": "a100"}
+    before = asyncio.run(GpuEstimate().execute(offline_context, args))
+    assert before.ok and "measured" not in before.data and "your measured" not in before.summary
+    measured_project(offline_context.workspace.root)
+    outcome = asyncio.run(GpuEstimate().execute(offline_context, args))
+    assert outcome.ok, outcome.summary
+    measured = outcome.data["measured"]
+    assert [run["slug"] for run in measured["runs"]] == [f"2026-11-29-run-{n}" for n in (4, 3, 2, 1)]  # newest first
+    assert measured["runs"][1]["torch"]["devices"][0]["allocated_mib"] == 18432
+    assert [item["factor"] for item in measured["calibrations"]] == [1.05]
+    assert ("your measured Llama-3.1-8B lora job 2026-11-29-run-3 (job 1003, 1 × a100): measured GPU peak 19.0 GiB "
+            "(estimated 20.0 GiB, -5.0%) · PyTorch allocated 18.0 GiB (reserved 19.0 GiB)") in outcome.summary
+    assert "your calibration: lora on A100-40GB: × 1.050, median of 3 jobs" in outcome.summary
+    assert f"calibrated {outcome.data['peak_gib'] * 1.05:.2f} GiB per GPU" in outcome.summary
+    assert "\x1b" not in outcome.summary and "\nfake line" not in outcome.summary
+    full = asyncio.run(GpuEstimate().execute(offline_context, {**args, "method": "full"}))
+    assert [run["slug"] for run in full.data["measured"]["runs"]] == ["2026-11-29-run-7"]
+    assert full.data["measured"]["calibrations"] == []  # measured on H100s only
+    assert "not calibrated: none of your measured jobs ran full on A100-40GB" in full.data["measured"]["calibrated"]
+    other = asyncio.run(GpuEstimate().execute(offline_context, {**args, "model": "Qwen2.5-7B"}))
+    assert other.data["measured"]["runs"] == [] and other.data["measured"]["calibrations"][0]["factor"] == 1.05
+    advice = asyncio.run(GpuAdvise().execute(offline_context, {**args, "gpu_types": ["a100-40gb"]}))
+    assert advice.ok and len(advice.data["measured"]["runs"]) == 4 and "your calibration: lora on A100-40GB" in advice.summary

@@ -3,6 +3,7 @@ checkpoint and resume, recorded as one experiment; a chain stops at its cap."""
 
 from __future__ import annotations
 
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from conftest import ssh_profile_in
 pytestmark = pytest.mark.cluster
 
 STEPS = 360
+FAKE_NVIDIA_SMI = Path(__file__).parent / "data" / "fake-nvidia-smi"
 """Steps of half a second: three minutes of work, three times a segment's one-minute limit."""
 
 LOOP = """\
@@ -84,6 +86,8 @@ def chains(dev_cluster, tmp_path_factory):
         context = open_context(ssh_profile_in(dev_cluster, folder), folder)
         args = {"script": loop_script(folder, f"{key}-{uuid.uuid4().hex[:6]}"), "goal": goal, "segments": segments,
                 "checkpoint_seconds": 20}
+        if key == "capped":  # each segment measures its GPU peak, against a stand-in nvidia-smi
+            args.update(script=measured_loop_script(folder, args["script"]), measure_gpu_peak=True)
         card = run_sync(ClusterSubmit().dry_run(context, args)) if key == "long" else None
         shown = context.workspace.ledger_path.exists()
         started[key] = (Started(context, folder, args, run_sync(ClusterSubmit().execute(context, args)), shown), card)
@@ -97,6 +101,16 @@ def loop_script(folder: Path, name: str) -> str:
     return (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --time=1\n#SBATCH --chdir={folder}\n"
             f"#SBATCH --output={folder}/segment-%j.out\n"
             f"betty_run python3 {folder}/loop.py {folder}/step {folder}/steps.txt\n")
+
+
+def measured_loop_script(folder: Path, script: str) -> str:
+    """``script`` run with the stand-in nvidia-smi first on its PATH, reporting 2048 MiB used."""
+    tools = folder / "bin"
+    tools.mkdir()
+    shutil.copy(FAKE_NVIDIA_SMI, tools / "nvidia-smi")
+    (tools / "memory-used").write_text("2048\n")
+    first, _, rest = script.partition("\n")
+    return f"{first}\n#SBATCH --export=ALL,PATH={tools}:/usr/local/bin:/usr/bin:/bin\n{rest}"
 
 
 def watch_chain(ctx, limit: float) -> Ledger:
@@ -196,3 +210,9 @@ def test_a_chain_stops_at_its_cap(chains) -> None:
     assert tracked.experiment.chain["ended"] == "cap reached"
     steps = [int(line) for line in (tmp_path / "steps.txt").read_text().split()]
     assert steps == list(range(len(steps))) and 0 < len(steps) < STEPS
+    jobs = tracked.experiment.chain["jobs"]
+    peak = tracked.experiment.gpu_peak or {}
+    assert list(peak.get("segments") or {}) == jobs and peak.get("peak_mib") == 2048, peak
+    assert all(segment.get("peak_mib") == 2048 for segment in peak["segments"].values()), peak
+    page = (ctx.workspace.wiki / tracked.experiment.page).read_text()
+    assert f"per segment: job {jobs[0]} 2.0 GiB, job {jobs[1]} 2.0 GiB" in page

@@ -1,6 +1,6 @@
 """The GPU tab in Debian's Chromium against a real JupyterLab: a job's shape, "Trace the real step", and the traced
 breakdown, where its peak happens and Betty's timeline of the step, the same numbers ``betty gpu estimate --trace``
-gives."""
+gives; a formula estimate with the person's measured peak of the same model and method under it."""
 
 from __future__ import annotations
 
@@ -65,7 +65,17 @@ def test_the_gpu_tab_traces_the_real_step_and_draws_its_timeline(lab: JupyterSer
         screenshot(page, "traced", "gpu")
 
 
-def test_the_gpu_tabs_recipe_select_reaches_the_formula_estimate(lab: JupyterServer, page: Page) -> None:
+def test_the_gpu_tabs_recipe_select_reaches_the_formula_estimate(lab: JupyterServer, page: Page,
+                                                                  project: dict) -> None:
+    from betty_jupyter.experiments.ledger import Experiment
+    from test_gpu_peak_notebook import add_ended
+
+    add_ended(project["root"], Experiment(  # a measured full fine-tune that ended, shown beside the estimate
+        slug="2026-11-29-fsdp", job_id="951", cluster="betty-dev", submitted="2026-11-29T10:00:00", goal="g",
+        script="#!/bin/bash\n", script_path="/s", resources={"gpus": "8 × h100"},
+        gpu_estimate={"peak_gib": 30.0, "method": "full", "model": "Llama-3.1-8B"},
+        gpu_peak={"sampled": True, "peak_mib": 31744,
+                  "torch": {"devices": [{"device": 0, "allocated_mib": 27648, "reserved_mib": 30208}]}}))
     argv = ["--model", "Llama-3.1-8B", "--method", "full", "--seq-len", "2048", "--gpus", "8", "--sharding", "fsdp",
             "--fsdp-mixed-precision"]
     expected = run_betty("gpu", "estimate", *argv, "--json")
@@ -83,6 +93,9 @@ def test_the_gpu_tabs_recipe_select_reaches_the_formula_estimate(lab: JupyterSer
         view.get_by_test_id("betty-gpu-recipe").select_option(label="FSDP2 mixed precision")
         view.get_by_test_id("betty-gpu-run").click()
         expect(view.get_by_test_id("betty-gpu-peak")).to_have_text(f"{peak:.1f} GiB per GPU for Llama-3.1-8B")
+        expect(view.get_by_test_id("betty-gpu-measured")).to_contain_text(
+            "your measured Llama-3.1-8B full job 2026-11-29-fsdp (job 951, 8 × h100): measured GPU peak 31.0 GiB "
+            "(estimated 30.0 GiB, +3.3%) · PyTorch allocated 27.0 GiB (reserved 29.5 GiB)")
         assert_tabs_legible(panel)
         assert_nothing_hidden_sideways(panel)
         screenshot(page, "recipe", "gpu")

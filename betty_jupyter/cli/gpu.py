@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -109,14 +108,14 @@ def _calibrated_record(peak_gib: float, calibration: Any, method: str, gpu: str)
 def _calibrations(folder: Path) -> list[Any]:
     """Every (method, GPU type) calibration the project's measured experiments give."""
     # lazy: the ledger; only `betty gpu calibrate` and `--calibrated` read it
-    from ..experiments.ledger import Ledger
+    from ..experiments.gpu_peak import measured_records
     from ..experiments.workspace import Workspace
 
     workspace = Workspace.at(folder)
     if not workspace.ledger_path.exists():
         raise UsageError(f"no experiments are recorded in {workspace.root}, so there are no measured peaks; submit "
                          "with the GPU peak measured there first")
-    return calibrations(asdict(tracked.experiment) for tracked in Ledger(workspace.ledger_path).all())
+    return calibrations(measured_records(workspace.root))
 
 
 def _calibrate(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..cluster.continuation import ChainPlan, chain_script, deciding_job, dependency, segment_outcomes
 from ..cluster.pipeline import deciding_step, step_outcomes
 from ..errors import BettyError, ExperimentError
+from ..gpu.measured import with_sampler
 from .chain_page import PIPELINE
 from .ledger import Experiment, Ledger
 from .record import check_recordable, new_slug, record_submission, resources_asked
@@ -33,18 +34,21 @@ def chain_dir(work_dir: str, slug: str) -> str:
     return f"{work_dir}/chains/{slug}"
 
 
-def segment_script(slurm: "SlurmClient", text: str, plan: ChainPlan, slug: str) -> str:
-    """The script each segment of ``slug``'s chain runs (the person's, with the signal and Betty's helper)."""
-    return chain_script(text, plan, slug, chain_dir(slurm.work_dir, slug))
+def segment_script(slurm: "SlurmClient", text: str, plan: ChainPlan, slug: str, measured: bool = False) -> str:
+    """The script each segment of ``slug``'s chain runs (the person's, with the signal and Betty's helper); with
+    ``measured``, the GPU peak sampler too (``gpu/measured.py``), so that each segment measures its own peak."""
+    script = chain_script(text, plan, slug, chain_dir(slurm.work_dir, slug))
+    return with_sampler(script) if measured else script
 
 
 async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str, script: "SbatchScript",
                        plan: ChainPlan, *, goal: str = "", name: str | None = None,
-                       gpu_estimate: dict[str, Any] | None = None) -> Experiment:
+                       gpu_estimate: dict[str, Any] | None = None, measure_gpu_peak: bool = False) -> Experiment:
     """Submit every segment of the chain once, each after the one before, and record them as one experiment.
 
-    ``script`` is the person's script as checked; each segment runs :func:`segment_script` of it. When a later
-    segment cannot be submitted, the ones already queued are recorded (the chain is shorter) and the error says so.
+    ``script`` is the person's script as checked; each segment runs :func:`segment_script` of it (measuring its GPU
+    peak with ``measure_gpu_peak``). When a later segment cannot be submitted, the ones already queued are recorded
+    (the chain is shorter) and the error says so.
     """
     # lazy: the batch-script parser; the server's start loads this module without it
     from ..cluster.sbatch import SbatchScript
@@ -53,7 +57,7 @@ async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str,
     plan.check(script.time_minutes())
     ledger = Ledger(workspace.ledger_path)
     slug = new_slug(workspace, ledger, name or script.get("job-name") or "job")
-    segment = SbatchScript.parse(segment_script(slurm, script.text, plan, slug))
+    segment = SbatchScript.parse(segment_script(slurm, script.text, plan, slug, measure_gpu_peak))
     folder = chain_dir(slurm.work_dir, slug)
     jobs: list[str] = []
     error: BettyError | None = None
@@ -74,6 +78,7 @@ async def submit_chain(slurm: "SlurmClient", workspace: Workspace, cluster: str,
         slug=slug, job_id=jobs[0], cluster=cluster, submitted=datetime.now().strftime("%Y-%m-%dT%H:%M:%S"),
         goal=goal, script=segment.text, script_path=f"{slurm.work_dir}/scripts/{slug}.sbatch",
         partition=script.get("partition"), resources=resources_asked(script), gpu_estimate=gpu_estimate,
+        gpu_peak={"sampled": True} if measure_gpu_peak else None,
         chain={"cap": plan.cap, "signal_seconds": plan.signal_seconds, "requeue": plan.requeue, "dir": folder,
                "jobs": jobs,
                "segments": [{"job_id": ident, "state": "PENDING", "ended": None, "why": "waiting"}

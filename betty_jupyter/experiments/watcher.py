@@ -380,8 +380,10 @@ async def _with_comparisons(slurm: "SlurmClient", changed: list[tuple[Tracked, "
 
 async def _with_peaks(slurm: "SlurmClient", changed: list[tuple[Tracked, "Job"]]
                       ) -> tuple[list[tuple[Tracked, "Job"]], dict[str, dict[str, Any]]]:
-    """The ended jobs that measured their GPU peak with it read from their sampler's file (``gpu_peak.py``)."""
-    if not any(job.state.finished and (tracked.experiment.gpu_peak or {}).get("sampled") for tracked, job in changed):
+    """The ended jobs that measured their GPU peak with it read from their sampler's file, and a measured chain's
+    segments as each ends (``gpu_peak.py``)."""
+    if not any((job.state.finished or tracked.experiment.chain) and (tracked.experiment.gpu_peak or {}).get("sampled")
+               for tracked, job in changed):
         return changed, {}
     # lazy: the peak file's reader; a tick in which no measured job ended needs none of it
     from .gpu_peak import with_peaks

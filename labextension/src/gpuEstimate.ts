@@ -1,6 +1,7 @@
 /**
  * A GPU memory estimate as the GPU tab shows it, read from the `gpu_estimate` tool's
- * outcome (`POST gpu/estimate`): the formula estimate, or the traced one with its charts.
+ * outcome (`POST gpu/estimate`): the formula estimate, or the traced one with its charts, and
+ * what the person's own measured jobs say beside it.
  * The outcome comes over the wire, so every field is checked here; what is not a number
  * or a string is left out.
  */
@@ -33,7 +34,12 @@ export interface IEstimateShown {
   /** Betty's SVG charts (traced): the breakdown bar and the memory over the step. */
   charts: { breakdown: string | null; timeline: string | null };
   notes: string[];
+  /** What the person's own measured jobs of this model and method say beside it: their peaks and calibration. */
+  measured: string[];
 }
+
+/** The most lines of the person's measurements shown under one estimate. */
+const MEASURED_LINES = 12;
 
 type Json = Record<string, unknown>;
 
@@ -49,6 +55,13 @@ function num(value: unknown): number | null {
 
 function text(value: unknown): string {
   return typeof value === 'string' ? value : '';
+}
+
+/** The strings of a list from the wire (anything else in it left out). */
+function lines(value: unknown): string[] {
+  return Array.isArray(value)
+    ? value.filter((line): line is string => typeof line === 'string')
+    : [];
 }
 
 /** The parts of a breakdown object that are numbers, in its order; a part that is nothing on either side is left out. */
@@ -101,6 +114,7 @@ export function shownEstimate(outcome: IOutcome): IEstimateShown | null {
     },
     notes: Array.isArray(value.notes)
       ? value.notes.filter((n): n is string => typeof n === 'string')
-      : []
+      : [],
+    measured: lines(record(value.measured).lines).slice(0, MEASURED_LINES)
   };
 }

@@ -201,6 +201,38 @@ describe('GpuView', () => {
     expect(allByTestId(container, 'betty-gpu-result')).toHaveLength(0);
   });
 
+  it("shows the person's measured peaks and calibration under the estimate, as text", async () => {
+    const outcome = traced();
+    const value = (outcome.data as { value: Record<string, unknown> }).value;
+    value.measured = {
+      lines: [
+        'your measured Llama-3.2-1B lora job 2026-11-29-tiny (job 901, 1 × a100): measured GPU peak ' +
+          '6.1 GiB (estimated 5.9 GiB, +3.4%) · PyTorch allocated 5.0 GiB (reserved 5.5 GiB)',
+        `your calibration: ${HOSTILE}`,
+        42
+      ]
+    };
+    const { container } = render(<GpuView api={api(outcome)} visible={true} />);
+    await settle();
+    await click(byTestId(container, 'betty-gpu-run'));
+    await settle();
+    const shown = byTestId(container, 'betty-gpu-measured');
+    expect(shown.querySelectorAll('.betty-Gpu-note')).toHaveLength(2);
+    expect(shown.textContent).toContain('PyTorch allocated 5.0 GiB (reserved 5.5 GiB)');
+    expect(shown.textContent).toContain(
+      'your calibration: evil<img src=x onerror=alert(1)>\\u202e'
+    );
+    expect(shown.querySelectorAll('img')).toHaveLength(0);
+  });
+
+  it('shows no measurements when the answer has none', async () => {
+    const { container } = render(<GpuView api={api(traced())} visible={true} />);
+    await settle();
+    await click(byTestId(container, 'betty-gpu-run'));
+    await settle();
+    expect(allByTestId(container, 'betty-gpu-measured')).toHaveLength(0);
+  });
+
   it('reads only numbers as numbers from the wire, and leaves out what is nothing on both sides', () => {
     const outcome = traced();
     const value = (outcome.data as { value: Record<string, unknown> }).value;

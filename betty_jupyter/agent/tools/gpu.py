@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -144,7 +144,8 @@ class GpuEstimate(Tool[EstimateArgs]):
         result = estimate(arch, args.request())
         gpu = gpu_type(args.gpu) if args.gpu else None
         if args.trace:
-            return traced_outcome(await asyncio.to_thread(_trace, arch, result.request, gpu), result, gpu)
+            traced = await asyncio.to_thread(_trace, arch, result.request, gpu)
+            return with_measurements(ctx, traced_outcome(traced, result, gpu), result, gpu)
         data = result.as_dict(gpu)
         lines = [estimate_summary(result)]
         if gpu is not None:
@@ -152,7 +153,32 @@ class GpuEstimate(Tool[EstimateArgs]):
             lines.append(f"on {gpu.name}: " + (f"fits, {room:.1f} GiB to spare" if room >= 0
                                                else f"does not fit, {-room:.1f} GiB short"))
         lines += [f"note: {note}" for note in result.notes]
-        return ToolOutcome(summary="\n".join(lines), full="\n".join(lines), data=data)
+        outcome = ToolOutcome(summary="\n".join(lines), full="\n".join(lines), data=data)
+        return with_measurements(ctx, outcome, result, gpu)
+
+
+def with_measurements(ctx: ToolContext, outcome: ToolOutcome, result: "Estimate",
+                      gpu: "GpuType | None") -> ToolOutcome:
+    """``outcome`` with what the person's measured jobs say beside ``result`` (:func:`your_measurements`) in its
+    ``data["measured"]`` and text; unchanged when none of their jobs measured it."""
+    measured = your_measurements(ctx, result.model, result.request.method, gpu, result.peak_gib)
+    if measured is None or not isinstance(outcome.data, dict):
+        return outcome
+    text = "\n".join([outcome.summary, *(terminal_line(line) for line in measured["lines"])])
+    return ToolOutcome(summary=text, full=text, data={**outcome.data, "measured": measured},
+                       artifacts=outcome.artifacts)
+
+
+def your_measurements(ctx: ToolContext, model: str, method: str, gpu: "GpuType | None",
+                      peak_gib: float) -> dict[str, Any] | None:
+    """What the person's measured jobs of ``model`` with ``method`` say beside an estimate (``measured_beside``), or
+    None when none of their jobs measured it."""
+    # lazy: the ledger's reader; only an estimate of a project with measured jobs uses more than a file check
+    from ...experiments.gpu_peak import measured_records
+    from ...gpu.measured import measured_beside
+
+    found = measured_beside(measured_records(ctx.workspace.root), model, method, gpu.name if gpu else None, peak_gib)
+    return found if found["lines"] else None
 
 
 def _trace(arch: "Architecture", request: "EstimateRequest", gpu: "GpuType | None") -> "TracedEstimate":
@@ -227,7 +253,8 @@ class GpuAdvise(Tool[AdviseArgs]):
         traced = await asyncio.to_thread(_trace, arch, request, limits_on) if args.trace else None
         advice = advise(arch, request, targets_from(partitions, types), limits_on, traced)
         text = advice.summary()
-        return ToolOutcome(summary=text, full=text, data=advice.as_dict())
+        outcome = ToolOutcome(summary=text, full=text, data=advice.as_dict())
+        return with_measurements(ctx, outcome, advice.formula or advice.estimate, limits_on)
 
 
 async def cluster_partitions(ctx: ToolContext) -> list["Partition"]:

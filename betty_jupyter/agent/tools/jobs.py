@@ -230,14 +230,14 @@ PEAK_WORDS = ("measured: nvidia-smi samples every GPU's memory in the background
 
 def with_sampler_asked(args: SubmitArgs) -> SubmitArgs:
     """``args`` with the GPU peak sampler in its script when the person asked to measure the peak, or the script
-    carries it already (a measured job resubmitted); ToolError when it cannot be (not recorded, or a chain: segments
-    or requeue)."""
-    chained = args.segments is not None or args.requeue
-    if not args.measure_gpu_peak and (MARKER not in args.script or not args.record or chained):
+    carries it already (a measured job resubmitted); ToolError when it cannot be (not recorded). A chain (segments or
+    requeue) keeps the person's script: each segment's script gets the sampler (``segment_script``)."""
+    if not args.measure_gpu_peak and (MARKER not in args.script or not args.record):
         return args
-    if not args.record or chained:
-        raise ToolError("measure_gpu_peak: the peak is recorded on a single job's experiment; leave record, "
-                        "segments and requeue out")
+    if not args.record:
+        raise ToolError("measure_gpu_peak: the peak is recorded on the job's experiment; leave record out")
+    if args.segments is not None or args.requeue:
+        return args.model_copy(update={"measure_gpu_peak": True})
     return args.model_copy(update={"script": with_sampler(args.script), "measure_gpu_peak": True})
 
 
@@ -258,7 +258,7 @@ def _chain_preview(ctx: ToolContext, args: SubmitArgs, script: "SbatchScript", s
     """The whole chain on one card: the script every segment runs, its segments, signal, cap and most time."""
     plan = _chain_plan(args, script)
     try:
-        text = segment_script(ctx.slurm, args.script, plan, slug)
+        text = segment_script(ctx.slurm, args.script, plan, slug, args.measure_gpu_peak)
     except UsageError as error:
         raise ToolError(str(error)) from error
     gpus = script.gpu_request()
@@ -277,7 +277,8 @@ async def _submit_chain(ctx: ToolContext, args: SubmitArgs, script: "SbatchScrip
     plan = _chain_plan(args, script)
     try:
         experiment = await submit_chain(ctx.slurm, ctx.workspace, ctx.profile.name, script, plan, goal=args.goal,
-                                        name=args.name, gpu_estimate=estimate)
+                                        name=args.name, gpu_estimate=estimate,
+                                        measure_gpu_peak=args.measure_gpu_peak)
     except UsageError as error:
         raise ToolError(str(error)) from error
     jobs = (experiment.chain or {}).get("jobs") or [experiment.job_id]

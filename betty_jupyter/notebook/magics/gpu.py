@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any, Callable
 
 from ...errors import UsageError
@@ -49,10 +50,11 @@ class GpuCommands(Connected):
         gpus = [gpu_type(args.gpu)] if args.gpu else []
         if args.trace:
             return self._traced(args.model, result, gpus)
-        if args.gpu:
+        measured = _measured_lines(result, gpus[0].name if gpus else None)
+        if args.gpu or measured:
             from ..widgets.gpu import EstimateView  # lazy: ipywidgets; `%load_ext` never needs them
 
-            return shown_as(result, EstimateView(result, gpus))
+            return shown_as(result, EstimateView(result, gpus, measured))
         return result
 
     @staticmethod
@@ -66,3 +68,19 @@ class GpuCommands(Connected):
         with stages(f"tracing one step of {formula.model}") as tell:
             traced = trace_estimate(model, formula.request, gpus[0] if gpus else None, tell)
         return shown_as(traced, TracedView(traced, formula, gpus))
+
+
+def _measured_lines(result: Any, gpu: str | None) -> list[str]:
+    """What the person's measured jobs of the estimate's model and method say beside it, in the project holding the
+    notebook's folder (``measured_beside``); none outside a project."""
+    # lazy: the ledger and the measured peaks; only an estimate shown in a notebook reads them
+    from ...experiments.gpu_peak import measured_records
+    from ...experiments.workspace import project_holding
+    from ...gpu.measured import measured_beside
+
+    root = project_holding(Path.cwd())
+    if root is None:
+        return []
+    lines: list[str] = measured_beside(measured_records(root), result.model, result.request.method, gpu,
+                                       result.peak_gib)["lines"]
+    return lines

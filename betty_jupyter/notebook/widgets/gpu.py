@@ -135,11 +135,14 @@ class GpuCalculator(Recorded, widgets.VBox):
 
 
 class EstimateView(Recorded, widgets.VBox):
-    """One estimate: its breakdown as text and as a stacked bar, with capacity lines for ``gpus``."""
+    """One estimate: its breakdown as text and as a stacked bar, with capacity lines for ``gpus``, and what the
+    person's own measured jobs said (``measured``: lines, ``gpu.measured.measured_beside``) under it."""
 
-    def __init__(self, result: "Estimate", gpus: Sequence[Any] = ()) -> None:
+    def __init__(self, result: "Estimate", gpus: Sequence[Any] = (), measured: Sequence[str] = ()) -> None:
         self.result = result
         self.text = render_estimate(result, gpus[0] if len(gpus) == 1 else None)
+        if measured:
+            self.text += "\n\nmeasured beside it:\n" + "\n".join(f"  {line}" for line in measured)
         self.chart = breakdown_svg(result, gpus)
         super().__init__([widgets.HTML(pre_html(self.text)), widgets.HTML(self.chart)])
         self.add_class("betty-estimate")

@@ -228,7 +228,8 @@ function NumberField(props: {
   );
 }
 
-/** One estimate: its peak, where it happens, its parts and (traced) Betty's two charts. */
+/** One estimate: its peak, where it happens, its parts, (traced) Betty's two charts and the person's measured
+ * peaks. */
 function EstimateShown({ shown }: { shown: IEstimateShown }): JSX.Element {
   return (
     <div className="betty-Gpu-result" data-testid="betty-gpu-result" data-traced={shown.traced}>
@@ -293,6 +294,16 @@ function EstimateShown({ shown }: { shown: IEstimateShown }): JSX.Element {
           note: {visibleText(note)}
         </div>
       ))}
+      {shown.measured.length > 0 && (
+        <div className="betty-Gpu-measured" data-testid="betty-gpu-measured">
+          <div className="betty-JobRow-sub">measured beside it:</div>
+          {shown.measured.map((line, index) => (
+            <div key={index} className="betty-Gpu-note">
+              {visibleText(line)}
+            </div>
+          ))}
+        </div>
+      )}
     </div>
   );
 }
