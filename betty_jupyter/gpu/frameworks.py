@@ -9,7 +9,7 @@ the stack's code (named in ``docs/gpu.md``), not a fudge factor fitted to measur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import GpuEstimateError
 
@@ -36,6 +36,7 @@ class FrameworkProfile:
     memory_utilization: float = 1.0  # share of the card the stack lets itself use
     batched_tokens: int | None = None  # tokens the stack pushes through at once when serving
     window_keeps_prompt: bool = False  # a sliding-window cache layer still holds the whole prompt after prefill
+    compiles_loss: bool = True  # with torch.compile the loss is compiled too, not only the model
     training: bool = True
     inference: bool = True
 
@@ -123,6 +124,31 @@ PROFILES: dict[str, FrameworkProfile] = {
         ),
     )
 }
+
+
+# torchtune's recipes before 0.3 (2024): the training loop held the logits through backward
+# (``del logits`` came in July 2024, torchtune commit 8a98fbaa3) and ``compile: True`` wrapped the model only.
+PROFILES["torchtune-0.2"] = replace(
+    PROFILES["torchtune"],
+    name="torchtune-0.2",
+    summary="torchtune 0.1-0.2 recipes: as torchtune, but logits held through backward and only the model compiled",
+    logits_kept=True,
+    compiles_loss=False,
+)
+
+# torchtitan (train.py and torchtitan/ at 9dec370, December 2024): FSDP2 with bf16 compute and float32
+# shards, ``repeat_kv`` before SDPA, RMSNorm on ``x.float()``, the loss on ``pred.float()`` with
+# ``del pred`` before backward, foreach AdamW, and ``compile`` applied to each TransformerBlock
+# (the loss's compile is commented out).
+PROFILES["torchtitan"] = replace(
+    PROFILES["torchtune"],
+    name="torchtitan",
+    summary="torchtitan pre-training: FSDP2 bf16 compute over float32 shards, blocks compiled one by one",
+    default_precision="bf16-mixed",
+    fused_optimizer=False,
+    compiles_loss=False,
+    inference=False,
+)
 
 
 def framework_profile(name: str) -> FrameworkProfile:
