@@ -263,3 +263,19 @@ def test_a_compiled_unchunked_loss_keeps_the_upcast_logits_and_casts_its_gradien
 def test_older_torchtune_holds_float32_logits_and_compiles_only_the_model() -> None:
     assert _loss_per_token(framework="torchtune-0.2", compiled=True) == 1000 * (4 + 8 + 4)
     assert _loss_per_token(framework="torchtitan", compiled=True) == 1000 * (4 + 8)
+
+
+def test_litgpt_lora_keeps_one_dropped_input_and_mask_for_its_fused_qkv_adapter() -> None:
+    request = EstimateRequest(method="lora", framework="litgpt", lora_targets=("q_proj", "v_proj")).checked()
+    layout = Layout(TINY, request, compute_bytes=2, quantized=False)
+    assert layout.input_bytes(("q_proj", "k_proj", "v_proj"), 64) == 64 * (2 + 1)
+    assert layout.input_bytes(("gate_proj", "up_proj"), 64) == 0  # frozen, no adapter: nothing kept
+    both = EstimateRequest(method="lora", framework="litgpt", lora_targets=("gate_proj", "up_proj")).checked()
+    assert Layout(TINY, both, compute_bytes=2, quantized=False).input_bytes(("gate_proj", "up_proj"), 64) == 64 * 6
+
+
+def test_litgpt_qlora_keeps_the_input_for_the_4_bit_matmul_besides_the_dropped_copy() -> None:
+    request = EstimateRequest(method="qlora", framework="litgpt", lora_targets=("q_proj", "v_proj")).checked()
+    layout = Layout(TINY, request, compute_bytes=2, quantized=True, keeps_quantized_inputs=True)
+    assert layout.input_bytes(("q_proj", "k_proj", "v_proj"), 64) == 64 * (2 + 2 + 1)
+    assert layout.input_bytes(("gate_proj", "up_proj"), 64) == 64 * 2

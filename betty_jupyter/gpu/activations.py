@@ -103,11 +103,26 @@ class Layout:
         if after_norm and self.float32_stream:
             return width * self.compute_bytes * sum(1 for m in modules if self.saves_input(m))
         copy = self.adapter_input_bytes
+        if self.request.adapters and self.request.profile.adapter_dropout:
+            return width * self._dropout_input_bytes(modules)
         if not copy:
             return width * self.compute_bytes if any(self.saves_input(m) for m in modules) else 0.0
         copies = sum(1 for m in modules if m in self.request.lora_targets)
         # Besides the adapters' copies, the input itself is kept only by a quantized matmul that keeps it.
         return width * (copy * copies + (self.compute_bytes if self.keeps_quantized_inputs else 0))
+
+    def _dropout_input_bytes(self, modules: tuple[str, ...]) -> float:
+        """Per element of an input the ``modules`` share, when LoRA dropout is on.
+
+        Each adapter's dropout makes a dropped copy, which its ``A`` keeps, and a 1-byte mask
+        (one adapter for Q, K and V when the stack fuses them). The input itself is kept only by
+        a quantized matmul that keeps it.
+        """
+        targeted = sum(1 for m in modules if m in self.request.lora_targets)
+        if targeted and self.request.profile.fused_qkv and "q_proj" in modules:
+            targeted = 1
+        kept = self.compute_bytes if self.keeps_quantized_inputs and any(self.saves_input(m) for m in modules) else 0
+        return kept + targeted * (self.compute_bytes + 1)
 
     @property
     def profile_upcasts_norm(self) -> bool:

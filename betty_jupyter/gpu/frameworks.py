@@ -37,6 +37,8 @@ class FrameworkProfile:
     batched_tokens: int | None = None  # tokens the stack pushes through at once when serving
     window_keeps_prompt: bool = False  # a sliding-window cache layer still holds the whole prompt after prefill
     compiles_loss: bool = True  # with torch.compile the loss is compiled too, not only the model
+    adapter_dropout: bool = False  # LoRA dropout is on: each adapter keeps its dropped input and a 1-byte mask
+    fused_qkv: bool = False  # one linear layer (and so one adapter) computes Q, K and V together
     training: bool = True
     inference: bool = True
 
@@ -94,13 +96,17 @@ PROFILES: dict[str, FrameworkProfile] = {
             # The bitsandbytes of LitGPT's measured tables (2023), before 0.43.2 freed the 4-bit input.
             kept_quantized_inputs=("int8", "nf4"),
             quantizes_output_layer=True,
-            loss_fp32=False,
+            # Fabric's precision plugin returns the model's outputs in the default dtype (``convert_output``),
+            # so the chunked loss runs on float32 logits, which the loop holds through backward
+            loss_fp32=True,
             logits_kept=True,
             loss_chunked=True,
             fused_optimizer=False,
             prefill_logits_all_tokens=True,
             cuda_context_gib=0.5,
             caching_allocator=True,
+            adapter_dropout=True,  # finetune/lora.py sets lora_dropout = 0.05
+            fused_qkv=True,  # CausalSelfAttention's ``attn`` (LoRAQKVLinear: one dropout for query and value)
         ),
         FrameworkProfile(
             name="vllm",
