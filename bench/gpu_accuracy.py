@@ -2,7 +2,7 @@
 
 Run it from the repository root::
 
-    python bench/gpu_accuracy.py            # a table, then median and max absolute error
+    python bench/gpu_accuracy.py            # a table, then median and max absolute error, overall and per method
     python bench/gpu_accuracy.py --json     # the same as JSON
 
 Each row of ``tests/data/gpu_measured_public.csv`` carries the measurement as published
@@ -45,6 +45,7 @@ class Comparison:
 
     row_id: str
     model: str
+    method: str
     setting: str
     measured_gib: float
     betty_gib: float
@@ -90,9 +91,30 @@ def compare(rows: list[dict[str, str]]) -> tuple[list[Comparison], list[dict[str
         args = parser.parse_args(["--model", row["betty_model"], *shlex.split(row["betty_args"])])
         result = estimate(resolve_model(args.model), request_from(args))
         setting = describe(result)
-        done.append(Comparison(row["id"], row["betty_model"], setting, float(row["peak_gib"]),
+        done.append(Comparison(row["id"], row["betty_model"], method_of(result), setting, float(row["peak_gib"]),
                                predicted_gib(result, row["measure"]), accelerate_gib(result), row["source"]))
     return done, skipped
+
+
+METHODS = ("inference", "full", "LoRA", "QLoRA", "multi-GPU")
+
+
+def method_of(result: Estimate) -> str:
+    """The method a row is summarised under: ``multi-GPU`` for any run on more than one GPU."""
+    request = result.request
+    if request.gpus > 1:
+        return "multi-GPU"
+    return {"lora": "LoRA", "qlora": "QLoRA"}.get(request.method, request.method)
+
+
+def per_method(comparisons: list[Comparison]) -> dict[str, dict[str, float]]:
+    """Rows, median and max absolute relative error of Betty's estimate for each method that has rows."""
+    result = {}
+    for method in METHODS:
+        errors = [abs(c.betty_error) for c in comparisons if c.method == method]
+        if errors:
+            result[method] = {"rows": len(errors), "median": statistics.median(errors), "max": max(errors)}
+    return result
 
 
 def describe(result: Estimate) -> str:
@@ -102,6 +124,8 @@ def describe(result: Estimate) -> str:
     if request.training:
         words.append(request.optimizer)
     words.append(f"{request.batch_size}x{request.seq_len}")
+    if request.gpus > 1:
+        words.append(f"{request.sharding} on {request.gpus} GPUs")
     switches = {"ckpt": request.grad_ckpt == "full", "compile": request.compiled, "chunked": request.chunked_loss,
                 "opt-in-bwd": request.optimizer_in_backward, "act-offload": request.activation_offload,
                 "eager": request.attention == "eager", "no-dq": request.method != "full" and not request.double_quant
@@ -134,6 +158,8 @@ def render(comparisons: list[Comparison], skipped: list[dict[str, str]]) -> str:
     lines.append(f"GiB per GPU, {stats['rows']} rows. Absolute error: Betty median {stats['betty_median']:.1%}, "
                  f"max {stats['betty_max']:.1%}; accelerate median {stats['accelerate_median']:.1%}, "
                  f"max {stats['accelerate_max']:.1%}")
+    lines += [f"  {method:<10} {stats['rows']:>2} rows: median {stats['median']:.1%}, max {stats['max']:.1%}"
+              for method, stats in per_method(comparisons).items()]
     lines += [f"skipped {row['id']} ({row['model']}, {row['method']}): {row['note']}" for row in skipped]
     return "\n".join(lines)
 
@@ -157,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         print(render_markdown(comparisons))
     elif args.json:
-        print(json.dumps({"summary": summary(comparisons), "rows": [vars(c) for c in comparisons],
+        print(json.dumps({"summary": summary(comparisons), "per_method": per_method(comparisons),
+                          "rows": [vars(c) for c in comparisons],
                           "skipped": [row["id"] for row in skipped]}, indent=2))
     else:
         print(render(comparisons, skipped))

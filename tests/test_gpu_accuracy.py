@@ -18,6 +18,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 MEDIAN_BOUND = 0.15
 MAX_BOUND = 0.35
+# (median, worst) absolute error per method, for methods with at least three rows
+METHOD_BOUNDS = {
+    "inference": (0.05, 0.08),
+    "full": (0.05, 0.26),
+    "LoRA": (0.07, 0.10),
+    "QLoRA": (0.11, 0.15),
+    "multi-GPU": (0.08, 0.13),
+}
 
 
 def _bench() -> ModuleType:
@@ -72,6 +80,21 @@ def test_betty_is_within_the_error_bound(comparisons: list) -> None:
     assert errors[worst] <= MAX_BOUND, f"row {worst} is off by {errors[worst]:.0%}"
 
 
+@pytest.mark.parametrize("method", METHOD_BOUNDS)
+def test_each_method_is_within_its_bound(bench: ModuleType, comparisons: list, method: str) -> None:
+    stats = bench.per_method(comparisons)[method]
+    assert stats["rows"] >= 3
+    median_bound, worst_bound = METHOD_BOUNDS[method]
+    assert stats["median"] <= median_bound, f"{method}: median {stats['median']:.1%}"
+    assert stats["max"] <= worst_bound, f"{method}: worst {stats['max']:.1%}"
+
+
+def test_multi_gpu_rows_are_sharded_runs(comparisons: list) -> None:
+    multi = [c for c in comparisons if c.method == "multi-GPU"]
+    assert len(multi) >= 4
+    assert all("fsdp on" in c.setting for c in multi)
+
+
 def test_betty_beats_accelerates_method(comparisons: list) -> None:
     betty = statistics.median(abs(c.betty_error) for c in comparisons)
     accelerate = statistics.median(abs(c.accelerate_error) for c in comparisons)
@@ -90,3 +113,4 @@ def test_the_script_prints_the_table(bench: ModuleType, capsys: pytest.CaptureFi
     assert bench.main([]) == 0
     out = capsys.readouterr().out
     assert "Betty median" in out and "accelerate median" in out and "skipped 29" in out
+    assert "QLoRA" in out and "multi-GPU" in out and "rows: median" in out

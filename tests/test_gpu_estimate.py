@@ -312,8 +312,9 @@ def test_bitsandbytes_before_0_43_2_kept_every_4bit_input_and_the_breakdown_says
     lora, qlora = (estimate(LLAMA2_7B, method=method, **options) for method in ("lora", "qlora"))
     assert qlora.peak_gib > lora.peak_gib  # right for that stack at this batch: the kept inputs outweigh the weights
     kept = qlora.breakdown["activations"] - lora.breakdown["activations"]
-    # every frozen projection without an adapter keeps its bf16 input: o_proj (h), gate/up (h), down (i)
-    per_token = 2 * (LLAMA2_7B.hidden + LLAMA2_7B.hidden + LLAMA2_7B.intermediate) * LLAMA2_7B.layers
+    # every frozen 4-bit projection keeps its bf16 input: q/k/v (h: LitGPT's adapter keeps its own dropped copy
+    # beside it), o_proj (h), gate/up (h), down (i)
+    per_token = 2 * (3 * LLAMA2_7B.hidden + LLAMA2_7B.intermediate) * LLAMA2_7B.layers
     assert kept * GIB == pytest.approx(4 * 2048 * per_token)
     assert f"{kept:.2f} GiB of it are the inputs the nf4 matmul keeps for every frozen layer" in qlora.terms[
         "activations"]

@@ -103,11 +103,26 @@ class Layout:
         if after_norm and self.float32_stream:
             return width * self.compute_bytes * sum(1 for m in modules if self.saves_input(m))
         copy = self.adapter_input_bytes
+        if self.request.adapters and self.request.profile.adapter_dropout:
+            return width * self._dropout_input_bytes(modules)
         if not copy:
             return width * self.compute_bytes if any(self.saves_input(m) for m in modules) else 0.0
         copies = sum(1 for m in modules if m in self.request.lora_targets)
         # Besides the adapters' copies, the input itself is kept only by a quantized matmul that keeps it.
         return width * (copy * copies + (self.compute_bytes if self.keeps_quantized_inputs else 0))
+
+    def _dropout_input_bytes(self, modules: tuple[str, ...]) -> float:
+        """Per element of an input the ``modules`` share, when LoRA dropout is on.
+
+        Each adapter's dropout makes a dropped copy, which its ``A`` keeps, and a 1-byte mask
+        (one adapter for Q, K and V when the stack fuses them). The input itself is kept only by
+        a quantized matmul that keeps it.
+        """
+        targeted = sum(1 for m in modules if m in self.request.lora_targets)
+        if targeted and self.request.profile.fused_qkv and "q_proj" in modules:
+            targeted = 1
+        kept = self.compute_bytes if self.keeps_quantized_inputs and any(self.saves_input(m) for m in modules) else 0
+        return kept + targeted * (self.compute_bytes + 1)
 
     @property
     def profile_upcasts_norm(self) -> bool:
@@ -198,21 +213,30 @@ def layer_bytes(layout: Layout, seq_len: int, cross_attention: bool = False, rec
 def loss_bytes(layout: Layout) -> float:
     """Logits and cross-entropy at the start of the backward pass, per token.
 
-    The loss keeps its log-probabilities (float32 when the stack upcasts the logits;
-    with ``torch.compile`` the fused kernel keeps the logits and recomputes the softmax),
-    and the backward pass allocates two more logit-sized gradients. A chunked loss only
-    holds one chunk's gradients at a time.
+    Uncompiled, the loss keeps its log-probabilities (float32 when the stack upcasts the
+    logits) and the backward pass allocates two more logit-sized gradients. Compiled
+    (when the stack compiles its loss), one fused kernel keeps the logits it is given and
+    writes their gradient once, in their dtype: a chunked loss is given each chunk's bf16
+    logits (it upcasts inside), an unchunked one the logits the model already upcast, whose
+    gradient the upcast's backward then casts back. A chunked loss only holds one chunk's
+    gradients at a time. A recipe that keeps the logits referenced through the backward
+    pass (``logits_kept``) adds them, in the loss's dtype.
     """
     arch, request, dtype = layout.arch, layout.request, layout.compute_bytes
     if arch.kind == "encoder":
         return 0.0  # classification heads have a handful of outputs
     profile = request.profile
     loss_dtype = 4 if profile.loss_fp32 else dtype
-    saved = dtype if request.compiled else loss_dtype
-    transient: float = 2 * loss_dtype
-    if request.chunked_loss or profile.loss_chunked:
+    chunked = request.chunked_loss or profile.loss_chunked
+    if request.compiled and profile.compiles_loss:
+        given = dtype if chunked else loss_dtype
+        saved: float = given
+        transient: float = given + (dtype if given != dtype else 0)
+    else:
+        saved, transient = loss_dtype, 2 * loss_dtype
+    if chunked:
         transient /= LOSS_CHUNKS
-    kept = dtype if profile.logits_kept else 0
+    kept = loss_dtype if profile.logits_kept else 0
     return arch.vocab * (saved + transient + kept) + norm_bytes(layout) + dtype * arch.hidden
 
 

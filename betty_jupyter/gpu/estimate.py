@@ -427,7 +427,9 @@ def slack_kind(request: EstimateRequest) -> str:
     """Which of :data:`ALLOCATOR_SLACK`'s shares applies: how the step makes and frees its tensors."""
     if not request.training:
         return "inference"
-    return "recomputed" if request.grad_ckpt in ("full", "op") else "accumulating"
+    # torchtitan's op-level policy keeps every other matmul's output from the forward pass, as an
+    # unchecked layer does; backward rebuilds only the cheap rest (norms, RoPE, the activation function)
+    return "recomputed" if request.grad_ckpt == "full" else "accumulating"
 
 
 def allocator_slack(layout: Layout, parts: Mapping[str, float]) -> float:

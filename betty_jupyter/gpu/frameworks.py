@@ -9,7 +9,7 @@ the stack's code (named in ``docs/gpu.md``), not a fudge factor fitted to measur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import GpuEstimateError
 
@@ -36,6 +36,9 @@ class FrameworkProfile:
     memory_utilization: float = 1.0  # share of the card the stack lets itself use
     batched_tokens: int | None = None  # tokens the stack pushes through at once when serving
     window_keeps_prompt: bool = False  # a sliding-window cache layer still holds the whole prompt after prefill
+    compiles_loss: bool = True  # with torch.compile the loss is compiled too, not only the model
+    adapter_dropout: bool = False  # LoRA dropout is on: each adapter keeps its dropped input and a 1-byte mask
+    fused_qkv: bool = False  # one linear layer (and so one adapter) computes Q, K and V together
     training: bool = True
     inference: bool = True
 
@@ -93,13 +96,17 @@ PROFILES: dict[str, FrameworkProfile] = {
             # The bitsandbytes of LitGPT's measured tables (2023), before 0.43.2 freed the 4-bit input.
             kept_quantized_inputs=("int8", "nf4"),
             quantizes_output_layer=True,
-            loss_fp32=False,
+            # Fabric's precision plugin returns the model's outputs in the default dtype (``convert_output``),
+            # so the chunked loss runs on float32 logits, which the loop holds through backward
+            loss_fp32=True,
             logits_kept=True,
             loss_chunked=True,
             fused_optimizer=False,
             prefill_logits_all_tokens=True,
             cuda_context_gib=0.5,
             caching_allocator=True,
+            adapter_dropout=True,  # finetune/lora.py sets lora_dropout = 0.05
+            fused_qkv=True,  # CausalSelfAttention's ``attn`` (LoRAQKVLinear: one dropout for query and value)
         ),
         FrameworkProfile(
             name="vllm",
@@ -123,6 +130,31 @@ PROFILES: dict[str, FrameworkProfile] = {
         ),
     )
 }
+
+
+# torchtune's recipes before 0.3 (2024): the training loop held the logits through backward
+# (``del logits`` came in July 2024, torchtune commit 8a98fbaa3) and ``compile: True`` wrapped the model only.
+PROFILES["torchtune-0.2"] = replace(
+    PROFILES["torchtune"],
+    name="torchtune-0.2",
+    summary="torchtune 0.1-0.2 recipes: as torchtune, but logits held through backward and only the model compiled",
+    logits_kept=True,
+    compiles_loss=False,
+)
+
+# torchtitan (train.py and torchtitan/ at 9dec370, December 2024): FSDP2 with bf16 compute and float32
+# shards, ``repeat_kv`` before SDPA, RMSNorm on ``x.float()``, the loss on ``pred.float()`` with
+# ``del pred`` before backward, foreach AdamW, and ``compile`` applied to each TransformerBlock
+# (the loss's compile is commented out).
+PROFILES["torchtitan"] = replace(
+    PROFILES["torchtune"],
+    name="torchtitan",
+    summary="torchtitan pre-training: FSDP2 bf16 compute over float32 shards, blocks compiled one by one",
+    default_precision="bf16-mixed",
+    fused_optimizer=False,
+    compiles_loss=False,
+    inference=False,
+)
 
 
 def framework_profile(name: str) -> FrameworkProfile:
