@@ -25,7 +25,7 @@ import secrets
 import shlex
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -231,14 +231,29 @@ def ends_at(job: "Job") -> datetime | None:
     return job.started + job.time_limit
 
 
+DEFAULT_WARN_MINUTES = 10
+"""How many minutes before the allocation's end the notebook warns."""
+
+
+def time_left(end: datetime, now: datetime, warn_minutes: int = DEFAULT_WARN_MINUTES) -> tuple[str, bool]:
+    """``ends at 21:04 (118 min left)`` and whether the end is within ``warn_minutes`` (then the words say so; 0: never).
+
+    The minutes are rounded up: ``1 min left`` until the very end, ``0 min left`` only once it is reached."""
+    seconds = max((end - now).total_seconds(), 0.0)
+    minutes = int(-(-seconds // 60))
+    words = f"ends at {end:%H:%M} ({minutes} min left)"
+    warning = warn_minutes > 0 and seconds <= warn_minutes * 60
+    return (f"{words}: save what you need, the allocation ends soon" if warning else words), warning
+
+
 def status_line(job: "Job", now: datetime | None = None) -> str:
-    """``job 12 RUNNING on node1 · ends at 21:04 (1:58:12 left)``, or its state while it waits or once it ended."""
+    """``job 12 RUNNING on node1 · ends at 21:04 (118 min left)``, or its state while it waits or once it ended."""
     end = ends_at(job)
     where = f" on {job.nodelist}" if job.nodelist else ""
     if end is None or job.state.finished:
         return f"job {job.job_id} {job.state.value}{where}"
-    left = max(end - (now or datetime.now(end.tzinfo)), timedelta(0))
-    return f"job {job.job_id} {job.state.value}{where} · ends at {end:%H:%M} ({str(left).split('.')[0]} left)"
+    words, _ = time_left(end, now or datetime.now(end.tzinfo), warn_minutes=0)
+    return f"job {job.job_id} {job.state.value}{where} · {words}"
 
 
 def _dumps(info: dict[str, Any]) -> bytes:

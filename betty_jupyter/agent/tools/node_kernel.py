@@ -20,9 +20,11 @@ from pydantic import Field
 from ...cluster.job_request import cell_environment
 from ...compute import cell_transfer
 from ...compute.node_kernel import (
-    DEFAULT_GRACE_MINUTES, NodeKernelJob, kernel_dir, kernel_files, ready, status_line, upload,
+    DEFAULT_GRACE_MINUTES, NodeKernelJob, ends_at, kernel_dir, kernel_files, ready, status_line, upload,
 )
 from ...errors import UsageError
+from ...experiments.ledger import Ledger
+from ...experiments.node_cells import started_record
 from ...experiments.record import submit_experiment
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
@@ -83,6 +85,7 @@ class NodeKernel(Tool[NodeKernelArgs]):
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
                                              name=args.name or "kernel")
         files.write(_JOB_FILE, f"{ctx.profile.name}\n{experiment.job_id}\n{job.run_dir}\n".encode())
+        Ledger(ctx.workspace.ledger_path).change_node_cells(experiment.slug, lambda _: started_record())
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}: a notebook "
                    f"kernel in {job.run_dir}; page {page}")
@@ -127,7 +130,9 @@ class NodeKernelStatus(Tool[NodeKernelRef]):
                 found = await ready(ctx.slurm.transport, ctx.workspace.state, args.kernel, where)
             except UsageError as error:
                 raise ToolError(str(error)) from error
+        end = ends_at(job)
         data = {"state": job.state.value, "finished": job.state.finished, "line": line,
+                "ends": None if end is None else end.isoformat(timespec="seconds"),
                 "ready": None if found is None else {"ip": found.ip, "ports": found.ports, "host": found.host,
                                                      "checked": found.checked}}
         return ToolOutcome(summary=line, full=line, data=data)
