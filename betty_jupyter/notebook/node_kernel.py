@@ -346,10 +346,14 @@ def to_node(lines: list[str]) -> list[str]:
 
 
 def run_on_node(code: str) -> None:
-    """Run ``code`` on the node kernel in use (see :func:`to_node`)."""
-    if _ACTIVE is None:
-        raise UsageError("no node kernel is in use; `%betty kernel --partition P --time MIN` starts one")
-    _ACTIVE.run(code)
+    """Run ``code`` on the node kernel in use (see :func:`to_node`); what stopped it is said in one ``betty:`` line
+    (the allocation ended, the node's kernel did not answer)."""
+    try:
+        if _ACTIVE is None:
+            raise UsageError("no node kernel is in use; `%betty kernel --partition P --time MIN` starts one")
+        _ACTIVE.run(code)
+    except BettyError as error:
+        print(f"betty: {error}", file=sys.stderr)
 
 
 def latest() -> NodeKernelHandle | None:
