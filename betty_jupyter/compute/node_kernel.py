@@ -68,6 +68,46 @@ def kernel_files(state: Path, token: str) -> PrivateFolder:
     return kernels_folder(state).child(token)
 
 
+JOB_FILE = "job"
+"""Written once the allocation is submitted: the cluster, the job id and the kernel's directory there, a line each."""
+_MAX_LISTED = 200
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A node kernel this project started: its token, and the allocation recorded for it."""
+
+    token: str
+    cluster: str
+    job_id: str
+    run_dir: str
+
+
+def recorded(state: Path, token: str) -> Recorded:
+    """The allocation recorded for the node kernel ``token``; a one-line UsageError when it was never started."""
+    lines = kernel_files(state, token).read(JOB_FILE, 4096).decode("utf-8", "replace").split("\n")
+    if len(lines) < 3:
+        raise UsageError(f"node kernel {token}'s record of its job is not Betty's")
+    return Recorded(token, lines[0], lines[1], lines[2])
+
+
+def recorded_kernels(state: Path) -> list[Recorded]:
+    """Every node kernel of this project whose allocation was submitted (the newest :data:`_MAX_LISTED`)."""
+    folder = kernels_folder(state).path
+    try:
+        folders = sorted((entry for entry in folder.iterdir() if entry.is_dir() and (entry / JOB_FILE).exists()),
+                         key=lambda entry: (entry / JOB_FILE).stat().st_mtime, reverse=True)[:_MAX_LISTED]
+    except OSError:
+        return []
+    found = []
+    for entry in folders:
+        try:
+            found.append(recorded(state, entry.name))
+        except UsageError:
+            continue  # not a node kernel's folder, or one whose files are not the person's alone
+    return found
+
+
 def stage(state: Path) -> str:
     """A new node kernel's token, its connection file (a fresh key, ports chosen on the node) written here."""
     token = uuid.uuid4().hex

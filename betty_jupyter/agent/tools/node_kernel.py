@@ -20,7 +20,8 @@ from pydantic import Field
 from ...cluster.job_request import cell_environment
 from ...compute import cell_transfer
 from ...compute.node_kernel import (
-    DEFAULT_GRACE_MINUTES, NodeKernelJob, ends_at, kernel_dir, kernel_files, ready, status_line, upload,
+    DEFAULT_GRACE_MINUTES, JOB_FILE, NodeKernelJob, ends_at, kernel_dir, kernel_files, ready, recorded, status_line,
+    upload,
 )
 from ...errors import UsageError
 from ...experiments.ledger import Ledger
@@ -32,7 +33,6 @@ from .job_args import JobRequestArgs
 from .jobs import ClusterSubmit, SubmitArgs, checked_submission
 
 _TOKEN = Field(pattern=r"^[0-9a-f]{32}$", description="the token of the node kernel the notebook staged")
-_JOB_FILE = "job"
 
 
 class NodeKernelArgs(JobRequestArgs):
@@ -77,14 +77,14 @@ class NodeKernel(Tool[NodeKernelArgs]):
         script = checked_submission(_as_submission(args, written.text), await ctx.slurm.partitions(), written)
         try:
             files = kernel_files(ctx.workspace.state, args.kernel)
-            if files.exists(_JOB_FILE):
+            if files.exists(JOB_FILE):
                 raise UsageError(f"node kernel {args.kernel} was started already; run %betty kernel again")
             await upload(ctx.slurm.transport, ctx.workspace.state, args.kernel, job)
         except UsageError as error:
             raise ToolError(str(error)) from error
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
                                              name=args.name or "kernel")
-        files.write(_JOB_FILE, f"{ctx.profile.name}\n{experiment.job_id}\n{job.run_dir}\n".encode())
+        files.write(JOB_FILE, f"{ctx.profile.name}\n{experiment.job_id}\n{job.run_dir}\n".encode())
         Ledger(ctx.workspace.ledger_path).change_node_cells(experiment.slug, lambda _: started_record())
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}: a notebook "
@@ -180,13 +180,12 @@ async def _planned(ctx: ToolContext, args: NodeKernelArgs) -> NodeKernelJob:
 async def _recorded(ctx: ToolContext, args: NodeKernelRef) -> str:
     """The kernel's directory on the cluster, when ``job_id`` is the job recorded for it on this cluster."""
     try:
-        files = kernel_files(ctx.workspace.state, args.kernel)
-        recorded = files.read(_JOB_FILE, 4096).decode("utf-8", "replace").split("\n")
+        found = recorded(ctx.workspace.state, args.kernel)
     except UsageError as error:
         raise ToolError(f"no node kernel {args.kernel} was started in this project ({error})") from error
-    if recorded[:2] != [ctx.profile.name, args.job_id]:
+    if (found.cluster, found.job_id) != (ctx.profile.name, args.job_id):
         raise ToolError(f"job {args.job_id} on {ctx.profile.name} is not node kernel {args.kernel}'s allocation")
-    return recorded[2]
+    return found.run_dir
 
 
 def _as_submission(args: NodeKernelArgs, script: str) -> SubmitArgs:
