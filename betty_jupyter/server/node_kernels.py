@@ -9,6 +9,7 @@ recorded for that kernel.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from tornado import web
@@ -24,7 +25,7 @@ class NodeKernelsHandler(BettyHandler):
 
     @web.authenticated
     async def get(self) -> None:
-        """``{cluster, kernels: [{kernel, job_id, state, line, ends, slug}]}``, newest first."""
+        """``{cluster, kernels: [{kernel, job_id, state, line, ends, seconds_left, slug}]}``, newest first."""
         # lazy: the node kernel's files and the ledger; the server's extension loads without them
         from ..compute.node_kernel import recorded_kernels
         from ..experiments.ledger import Ledger
@@ -44,7 +45,8 @@ class NodeKernelsHandler(BettyHandler):
             if data is None or data.get("finished"):
                 continue
             kernels.append({"kernel": kernel.token, "job_id": kernel.job_id, "state": data["state"],
-                            "line": data["line"], "ends": data.get("ends"), "slug": tracked.experiment.slug})
+                            "line": data["line"], "ends": data.get("ends"), "seconds_left": _seconds_left(data),
+                            "slug": tracked.experiment.slug})
         self.answer({"cluster": cluster, "kernels": kernels})
 
 
@@ -61,6 +63,15 @@ class NodeKernelStopHandler(BettyHandler):
         session = await self.services.desk(self.cluster_name(cluster))
         await self.call_tool(session, "node_kernel_stop", {"kernel": token, "job_id": job},
                              person=approver(self.current_user, Face.SIDE_PANEL))
+
+
+def _seconds_left(status: dict[str, Any]) -> float | None:
+    """Seconds until the allocation's end, read with the cluster's clock as ``node_kernel_status`` wrote it."""
+    try:
+        end = datetime.fromisoformat(str(status["ends"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return max((end - datetime.now(end.tzinfo)).total_seconds(), 0.0)
 
 
 handlers = [
