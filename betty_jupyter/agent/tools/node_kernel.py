@@ -6,9 +6,10 @@ submission, and only once approved uploads the connection file and the runner in
 own directory and submits the script, recorded as an experiment. ``node_kernel_status`` reads the
 allocation's state and its end, and where the kernel listens once it does. ``node_kernel_stop``
 cancels the allocation of a kernel this project started: the card that started it said so, and
-it cancels nothing else (the job must be the one recorded for that kernel). Only the person's
-notebook calls it (``%betty kernel --stop``, the notebook's kernel shutting down): a model or
-another agent is never offered it and is refused when it calls it.
+it cancels nothing else (the job must be the one recorded for that kernel). Only the person
+calls it (``%betty kernel --stop``, the notebook's kernel shutting down, the side panel's Stop): a
+model or another agent is never offered it and is refused when it calls it. Each cell run on the
+node is noted in the experiment's record (:mod:`~...experiments.node_cells`), started here.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class NodeKernelStop(Tool[NodeKernelRef]):
     Args = NodeKernelRef
     tier = Tier.AUTO
     chat_only = True
-    person_only = True  # it cancels without a card of its own: only the person's notebook may ask for it
+    person_only = True  # it cancels without a card of its own: only the person (notebook, panel) may ask for it
 
     async def preview(self, ctx: ToolContext, args: NodeKernelRef) -> Preview:
         """The scancel of that one job."""
