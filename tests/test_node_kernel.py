@@ -16,7 +16,9 @@ import pytest
 
 from betty_jupyter.agent.tools.catalog import betty_tool
 from betty_jupyter.cluster.jobs import Job, JobState
-from betty_jupyter.compute.node_kernel import connection, kernel_files, stage, status_line, time_left
+from betty_jupyter.compute.node_kernel import (
+    connection, kernel_files, note_notebook_kernel, recorded_kernels, stage, status_line, time_left,
+)
 from betty_jupyter.errors import UsageError
 from betty_jupyter.experiments import content
 from betty_jupyter.experiments.ledger import Experiment, Ledger
@@ -158,3 +160,16 @@ def test_a_record_without_cells_says_so_and_a_batch_job_has_no_such_section() ->
     batch = Experiment(slug="b", job_id="2", cluster="c", submitted="2026-01-01T10:00:00", goal="", script="",
                        script_path="s")
     assert "Cells on the node kernel" not in content.auto_region(batch, None, "PENDING")
+
+
+def test_the_notebook_kernel_that_started_it_is_noted_only_when_jupyter_named_it(offline_context) -> None:
+    state = offline_context.workspace.state
+    token, other, never = stage(state), stage(state), stage(state)
+    for started in (token, other):
+        kernel_files(state, started).write("job", b"c\n12\n/work/runs/kernel-x\n")
+    note_notebook_kernel(state, token, "/run/jupyter/kernel-0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9.json")
+    note_notebook_kernel(state, other, "/tmp/kernel-../../x.json")
+    found = {kernel.token: kernel for kernel in recorded_kernels(state)}
+    assert found[token].notebook_kernel == "0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+    assert found[other].notebook_kernel is None and found[other].job_id == "12"
+    assert never not in found  # staged, never submitted: not listed

@@ -21,6 +21,7 @@ so ends the job) once no client has been connected for the grace period the pers
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 import uuid
@@ -70,6 +71,10 @@ def kernel_files(state: Path, token: str) -> PrivateFolder:
 
 JOB_FILE = "job"
 """Written once the allocation is submitted: the cluster, the job id and the kernel's directory there, a line each."""
+NOTEBOOK_KERNEL_FILE = "notebook-kernel"
+"""The id of the Jupyter kernel of the notebook that started it (when Jupyter started that kernel): the status bar
+shows the time left of the node kernel of the notebook in front."""
+_KERNEL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _MAX_LISTED = 200
 
 
@@ -81,6 +86,8 @@ class Recorded:
     cluster: str
     job_id: str
     run_dir: str
+    notebook_kernel: str | None = None
+    """The Jupyter kernel id of the notebook that started it (None when not known)."""
 
 
 def recorded(state: Path, token: str) -> Recorded:
@@ -88,7 +95,18 @@ def recorded(state: Path, token: str) -> Recorded:
     lines = kernel_files(state, token).read(JOB_FILE, 4096).decode("utf-8", "replace").split("\n")
     if len(lines) < 3:
         raise UsageError(f"node kernel {token}'s record of its job is not Betty's")
-    return Recorded(token, lines[0], lines[1], lines[2])
+    files = kernel_files(state, token)
+    notebook = files.read(NOTEBOOK_KERNEL_FILE, 100).decode("ascii", "replace").strip() \
+        if files.exists(NOTEBOOK_KERNEL_FILE) else ""
+    return Recorded(token, lines[0], lines[1], lines[2], notebook if _KERNEL_ID.fullmatch(notebook) else None)
+
+
+def note_notebook_kernel(state: Path, token: str, connection_file: str) -> None:
+    """Note which Jupyter kernel started the node kernel ``token``, from that kernel's connection file's name
+    (``kernel-<id>.json``, as Jupyter names it); nothing is noted for a name of another shape."""
+    name = Path(connection_file).name
+    if name.startswith("kernel-") and name.endswith(".json") and _KERNEL_ID.fullmatch(name[7:-5]):
+        kernel_files(state, token).write(NOTEBOOK_KERNEL_FILE, name[7:-5].encode())
 
 
 def recorded_kernels(state: Path) -> list[Recorded]:

@@ -25,7 +25,7 @@ class NodeKernelsHandler(BettyHandler):
 
     @web.authenticated
     async def get(self) -> None:
-        """``{cluster, kernels: [{kernel, job_id, state, line, ends, seconds_left, slug}]}``, newest first."""
+        """``{cluster, kernels: [{kernel, job_id, state, line, ends, seconds_left, slug, notebook_kernel}]}``, newest first."""
         # lazy: the node kernel's files and the ledger; the server's extension loads without them
         from ..compute.node_kernel import recorded_kernels
         from ..experiments.ledger import Ledger
@@ -46,7 +46,7 @@ class NodeKernelsHandler(BettyHandler):
                 continue
             kernels.append({"kernel": kernel.token, "job_id": kernel.job_id, "state": data["state"],
                             "line": data["line"], "ends": data.get("ends"), "seconds_left": _seconds_left(data),
-                            "slug": tracked.experiment.slug})
+                            "slug": tracked.experiment.slug, "notebook_kernel": kernel.notebook_kernel})
         self.answer({"cluster": cluster, "kernels": kernels})
 
 

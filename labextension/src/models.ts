@@ -97,6 +97,8 @@ export interface INodeKernel {
   /** Seconds left when the server read it; null before it starts. */
   seconds_left: number | null;
   slug: string;
+  /** The Jupyter kernel id of the notebook that started it (null when not known). */
+  notebook_kernel: string | null;
 }
 
 /** `GET node-kernels`: the running node kernels of the project on one cluster. */

@@ -226,6 +226,7 @@ class SubmitCommands(JobCommands):
         betty = self.connection
         state = Workspace.at(_staging_project(betty.backend.project())).state
         token = stage(state)
+        _note_notebook_kernel(state, token)
         cluster = betty.cluster
         call = betty.start("node_kernel", {"kernel": token, "partition": args.partition, "gpus": args.gpus,
                                            "time": args.time, "env": args.env, "grace": args.grace,
@@ -280,6 +281,19 @@ class SubmitCommands(JobCommands):
         if isinstance(outcome, Call):
             return outcome
         return ShownAdvice(outcome.data)
+
+
+def _note_notebook_kernel(state: Path, token: str) -> None:
+    """Note this notebook's Jupyter kernel beside the node kernel ``token`` (the status bar finds it by that id)."""
+    # lazy: ipykernel and the node kernel's files; only `%betty kernel` needs them
+    from ipykernel.connect import get_connection_file
+
+    from ...compute.node_kernel import note_notebook_kernel
+
+    try:
+        note_notebook_kernel(state, token, get_connection_file())
+    except (RuntimeError, OSError, UsageError):
+        pass  # not a kernel Jupyter started: the status bar does not show this one
 
 
 def _staging_project(served: Path | None) -> Path:
