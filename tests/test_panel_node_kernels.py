@@ -1,15 +1,19 @@
 """The Jobs tab's node kernels, in Debian's Chromium against the dev cluster: a running ``%betty kernel`` allocation of
-the project shows with its time left, and its Stop (after the confirm dialog) cancels the real job. A screenshot of
-the row is kept as ``test-artifacts/screenshots/panel-node-kernel.png``."""
+the project shows with its time left, the status bar shows it while the notebook that started it is in front, and its
+Stop (after the confirm dialog) cancels the real job. A screenshot of the row is kept as
+``test-artifacts/screenshots/panel-node-kernel.png``."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +25,7 @@ from playwright.sync_api import Page, expect
 
 from betty_jupyter.agent.tools import ToolContext
 from betty_jupyter.agent.tools.catalog import betty_tool
-from betty_jupyter.compute.node_kernel import stage
+from betty_jupyter.compute.node_kernel import note_notebook_kernel, stage
 from betty_jupyter.config import load_config
 from betty_jupyter.experiments.workspace import Workspace
 
@@ -32,6 +36,19 @@ pytestmark = pytest.mark.cluster
 def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory, llm: ScriptedLLM) -> dict[str, Any]:
     """A project whose profiles of the dev cluster have an environment ``betty``: this test run's own venv."""
     return cell_run_project(tmp_path_factory.mktemp("panel-kernel"), dev_cluster, llm, {"betty": {"venv": sys.prefix}})
+
+
+def start_session(lab: JupyterServer, root: Path, path: str) -> str:
+    """A notebook ``path`` in ``root`` (where ``lab`` serves from) with a running kernel, as JupyterLab opens one;
+    its kernel's id."""
+    (root / path).write_text(json.dumps(
+        {"cells": [], "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+         "nbformat": 4, "nbformat_minor": 5}))
+    request = urllib.request.Request(f"{lab.url}api/sessions", method="POST", headers={
+        "Authorization": f"token {lab.token}", "Content-Type": "application/json"}, data=json.dumps(
+        {"path": path, "name": path, "type": "notebook", "kernel": {"name": "python3"}}).encode())
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        return str(json.load(answer)["kernel"]["id"])
 
 
 class Tools:
@@ -69,7 +86,8 @@ def tools(project: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 def test_a_running_node_kernel_shows_its_time_left_and_stop_cancels_the_job(lab: JupyterServer, page: Page,
-                                                                             tools: Tools) -> None:
+                                                                             tools: Tools, project: dict[str, Any]
+                                                                             ) -> None:
     token = stage(tools.workspace.state)
     job_id = tools.call("node_kernel", {"kernel": token, "partition": "cpu", "time": 10, "env": "betty",
                                         "grace": 5}).data["job_id"]
@@ -79,12 +97,21 @@ def test_a_running_node_kernel_shows_its_time_left_and_stop_cancels_the_job(lab:
         while tools.call("node_kernel_status", ref).data["state"] != "RUNNING":
             assert time.monotonic() < deadline, "the allocation did not start within 180 s"
             time.sleep(0.5)
+        # the notebook that started it: its Jupyter kernel's id is noted beside the node kernel, as the magic does
+        notebook_kernel = start_session(lab, Path(project["root"]), "started-it.ipynb")
+        note_notebook_kernel(tools.workspace.state, token, f"/run/kernel-{notebook_kernel}.json")
         with screenshot_on_failure(page, "node-kernel-failed"):
             panel = open_the_panel(page, lab)
             panel.get_by_test_id("betty-tab-jobs").click()
             row = panel.locator(f'[data-testid="betty-node-kernel"][data-job="{job_id}"]')
             expect(row.get_by_test_id("betty-node-kernel-left")).to_have_text(
                 re.compile(r"^ends at \d\d:\d\d \((9|10) min left\)$"), timeout=60_000)
+            status = page.get_by_test_id("betty-node-kernel-status")
+            expect(status).to_be_hidden()  # no notebook in front
+            page.locator(".jp-DirListing-item", has_text="started-it.ipynb").dblclick()
+            expect(status).to_be_visible(timeout=60_000)
+            expect(status).to_have_text(re.compile(r"^node kernel: (9|10) min left$"))
+            expect(status).to_have_attribute("title", re.compile(rf"^node kernel job {job_id} ends at \d\d:\d\d$"))
             screenshot(page, "node-kernel")
 
             row.get_by_test_id("betty-node-kernel-stop").click()

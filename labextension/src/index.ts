@@ -380,7 +380,7 @@ function addNodeKernelStatus(
     isActive: () => item.shown,
     activeStateChanged: changed
   });
-  labShell?.currentChanged.connect(() => item.show());
+  labShell?.currentChanged.connect(() => void item.read());
   item.start();
 }
 

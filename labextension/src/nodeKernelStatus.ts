@@ -1,7 +1,8 @@
 /**
  * The status bar's node kernel: while the notebook in front has started a `%betty kernel`
  * allocation that has not ended, `node kernel: 118 min left` (its end in the tooltip), counted
- * down between reads of `GET node-kernels`, which it makes only while the page is visible.
+ * down between reads of `GET node-kernels`: when another tab comes in front, and every half minute
+ * while the page is visible.
  */
 import { Widget } from '@lumino/widgets';
 
@@ -75,12 +76,12 @@ export class NodeKernelStatus extends Widget {
           void this.read();
         }
       }, READ_MS),
-      window.setInterval(() => this.show(), TICK_MS)
+      window.setInterval(() => this.showLeft(), TICK_MS)
     );
   }
 
-  /** Show the tab in front's node kernel again (its tab changed, or its kernel). */
-  show(): void {
+  /** Show the time left of the tab in front's node kernel again (not Lumino's `show`, which the status bar calls). */
+  showLeft(): void {
     const now = (this.options.now ?? Date.now)();
     const { text, title } = statusOf(this.kernels, this.options.current(), (now - this.at) / 1000);
     this.node.textContent = text;
@@ -99,7 +100,7 @@ export class NodeKernelStatus extends Widget {
       this.kernels = [];
     }
     this.at = (this.options.now ?? Date.now)();
-    this.show();
+    this.showLeft();
   }
 
   dispose(): void {

@@ -2,6 +2,9 @@
  * The status bar's node kernel: shown only for the notebook in front whose kernel started a running allocation,
  * the minutes left counted down between reads, the job id as text; nothing at all when the read fails.
  */
+import { StatusBar } from '@jupyterlab/statusbar';
+import { Signal } from '@lumino/signaling';
+
 import { INodeKernel, INodeKernels } from '../src/models';
 import { kernelOf, NodeKernelStatus, statusOf } from '../src/nodeKernelStatus';
 
@@ -35,21 +38,25 @@ test('only the node kernel the notebook in front started shows, its minutes left
   expect(statusOf([pending], NOTEBOOK, 0)).toEqual({ text: 'node kernel: PENDING', title: 'node kernel job <b>1</b>' });
 });
 
-test('the item reads the allocations, shows itself only with something to say, and hides when a read fails', async () => {
+test('in the status bar, the item shows only with something to say, and hides when a read fails', async () => {
   let answer: Promise<INodeKernels | null> = Promise.resolve({ cluster: 'dev', kernels: [KERNEL] });
   let clock = 1_000;
   const item = new NodeKernelStatus({ load: () => answer, current: () => NOTEBOOK, now: () => clock });
-  const changed = jest.fn();
-  item.changed = changed;
+  const bar = new StatusBar();
+  const changed = new Signal<NodeKernelStatus, void>(item);
+  item.changed = () => changed.emit();
+  bar.registerStatusItem('node-kernel', { item, isActive: () => item.shown, activeStateChanged: changed });
+  expect(item.isHidden).toBe(true);
   await item.read();
   expect(item.shown).toBe(true);
+  expect(item.isHidden).toBe(false);
   expect(item.node.textContent).toBe('node kernel: 30 min left');
   clock += 10 * 60 * 1000;
-  item.show();
+  item.showLeft();
   expect(item.node.textContent).toBe('node kernel: 20 min left');
   answer = Promise.reject(new Error('the server did not answer'));
   await item.read();
   expect(item.shown).toBe(false);
-  expect(changed).toHaveBeenCalled();
-  item.dispose();
+  expect(item.isHidden).toBe(true);
+  bar.dispose();
 });
