@@ -224,7 +224,8 @@ class SubmitCommands(JobCommands):
             raise UsageError("%betty kernel needs --partition P and --time MIN to start a kernel on a node")
         assert self.shell is not None
         betty = self.connection
-        state = Workspace.at(_staging_project(betty.backend.project())).state
+        workspace = Workspace.at(_staging_project(betty.backend.project()))
+        state = workspace.state
         token = stage(state)
         _note_notebook_kernel(state, token)
         cluster = betty.cluster
@@ -245,7 +246,7 @@ class SubmitCommands(JobCommands):
         def transport() -> Any:
             return load_config().profile(cluster).open_transport()
 
-        ledger = Ledger(Workspace.at(_staging_project(betty.backend.project())).ledger_path)
+        ledger = Ledger(workspace.ledger_path)
 
         def note(slug: str, code: str, started: datetime, seconds: float, ok: bool) -> None:
             note_cell(ledger, slug, code, started, seconds, ok)
