@@ -288,7 +288,6 @@ def _note_notebook_kernel(state: Path, token: str) -> None:
     """Note this notebook's Jupyter kernel beside the node kernel ``token`` (the status bar finds it by that id)."""
     # lazy: ipykernel and the node kernel's files; only `%betty kernel` needs them
     from ipykernel.connect import get_connection_file
-
     from ...compute.node_kernel import note_notebook_kernel
 
     try:
