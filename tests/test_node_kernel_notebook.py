@@ -1,14 +1,19 @@
 """``%betty kernel`` in a real kernel on the dev cluster: one card, then the notebook's next cells run in the
-allocation; ``--back`` runs them here again, ``--stop`` cancels the allocation."""
+allocation, each noted in its record; ``--back`` runs them here again, ``--stop`` cancels the allocation; the
+notebook shows the time left, warns before the end, and a cell whose allocation ends under it says so in one line."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from betty_jupyter.experiments.ledger import Ledger
+from betty_jupyter.experiments.workspace import Workspace
 from kernel_driver import Kernel
 from llm_server import ScriptedLLM
 from notebook_support import betty_kernel, cell_run_project, llm  # noqa: F401 (a fixture)
@@ -29,10 +34,11 @@ def kernel(project: dict[str, Any]) -> Iterator[Kernel]:
 
 
 @pytest.mark.parametrize("cluster", ["betty-dev", "betty-dev-local"])
-def test_the_next_cells_run_in_the_allocation_until_back_and_stop_ends_it(kernel: Kernel, cluster: str) -> None:
+def test_the_next_cells_run_in_the_allocation_until_back_and_stop_ends_it(kernel: Kernel, cluster: str,
+                                                                          project: dict[str, Any]) -> None:
     assert kernel.run(f"%betty use {cluster}").status == "ok"
     assert kernel.run("here = 'the notebook'").status == "ok"
-    started = kernel.run("node = %betty kernel --partition cpu --time 10 --env betty --grace 2")
+    started = kernel.run("node = %betty kernel --partition cpu --time 10 --env betty --grace 2 --warn 5")
     assert started.status == "ok" and not started.stderr, started.stderr
     shown = kernel.run("node")
     card = kernel.wait_for(lambda: kernel.find(shown.widgets[0], "betty-approve"), what="the card")
@@ -41,6 +47,9 @@ def test_the_next_cells_run_in_the_allocation_until_back_and_stop_ends_it(kernel
     waited = kernel.run("node.wait(180); print(node.status)")
     assert waited.status == "ok" and "RUNNING" in waited.stdout and "ends at" in waited.stdout, waited.stderr
     job_id = waited.stdout.split()[1]
+    clock = kernel.find(shown.widgets[0], "betty-node-clock")[0]
+    kernel.wait_for(lambda: re.search(r"ends at \d\d:\d\d \((9|10) min left\)$", kernel.models[clock]["value"]),
+                    what="the time left")
     on_node = kernel.run("import os\nprint(os.environ['SLURM_JOB_ID'], 'here' in dir())\nx = 41")
     assert on_node.stdout.split() == [job_id, "False"], (on_node.stdout, on_node.stderr)
     raised = kernel.run("1 / 0")
@@ -53,3 +62,37 @@ def test_the_next_cells_run_in_the_allocation_until_back_and_stop_ends_it(kernel
     stopped = kernel.run("%betty kernel --stop\nprint(node.line)")
     assert f"cancelled job {job_id}" in stopped.stdout, (stopped.stdout, stopped.stderr)
     assert kernel.run("print(here)").stdout.strip() == "the notebook"
+    assert kernel.models[clock]["value"].startswith(f"cancelled job {job_id}")
+
+    # the record: the allocation, the three cells that ran on it, its cost; its page once the watcher saw the end
+    experiment = Ledger(Workspace.at(project["root"]).ledger_path).get(job_id)
+    assert experiment is not None and experiment.experiment.node_cells is not None
+    cells = experiment.experiment.node_cells
+    assert (cells["count"], cells["failed"]) == (3, 1), cells
+    assert [cell["line"] for cell in cells["cells"]] == ["import os", "1 / 0", "print(x + 1)"]
+    page = Path(project["root"]) / "wiki" / experiment.experiment.page
+    kernel.wait_for(lambda: "**CANCELLED**" in page.read_text(), timeout=120, what="the page of the ended job")
+    text = page.read_text()
+    assert "3 cells ran on this allocation, 1 raised" in text and "Cost: 0.00 GPU-hours (0 GPUs × " in text, text
+
+
+def test_a_cell_whose_allocation_ends_under_it_says_so_in_one_line_and_the_warning_shows(kernel: Kernel) -> None:
+    assert kernel.run("%betty use betty-dev-local").status == "ok"
+    started = kernel.run("node = %betty kernel --partition cpu --time 10 --env betty --grace 2 --warn 15")
+    assert started.status == "ok" and not started.stderr, started.stderr
+    shown = kernel.run("node")
+    kernel.click(kernel.wait_for(lambda: kernel.find(shown.widgets[0], "betty-approve"), what="the card")[0])
+    assert kernel.run("_ = node.wait(180)").status == "ok"
+    clock = kernel.find(shown.widgets[0], "betty-node-clock")[0]
+    kernel.wait_for(lambda: "betty-node-warning" in kernel.models[clock]["_dom_classes"], what="the warning")
+    assert "the allocation ends soon" in kernel.models[clock]["value"]
+    # the job is cancelled under a running cell: the cell ends with one line instead of hanging
+    cancelled = kernel.run("import os, subprocess, time\nsubprocess.run(['scancel', os.environ['SLURM_JOB_ID']])\n"
+                           "time.sleep(600)", timeout=120)
+    job_id = kernel.run("print(node.job_id)").stdout.strip()
+    lines = cancelled.stderr.strip().splitlines()
+    assert lines[-1] == f"betty: job {job_id} ended (CANCELLED): the node kernel is gone; cells run in this " \
+                       "notebook's kernel again", cancelled.stderr
+    assert lines[0].startswith("betty: job") and "ends soon" in lines[0]  # the warning, once, before the cell
+    assert kernel.run("import os\nprint(os.environ.get('SLURM_JOB_ID'))").stdout.strip() == "None"
+    assert kernel.models[clock]["value"] == lines[-1].removeprefix("betty: ")

@@ -66,6 +66,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("/betty/api/jobs/(?P<job>[^/]+)/resubmit", "post"): GATE,
     ("/betty/api/jobs/(?P<job>[^/]+)/extend", "post"): GATE,
     ("/betty/api/partitions", "get"): READ,
+    ("/betty/api/node-kernels", "get"): GATE,
+    ("/betty/api/node-kernels/(?P<token>[^/]+)/stop", "post"): GATE,
     ("/betty/api/login-questions", "get"): READ,
     ("/betty/api/login-questions/(?P<ident>[^/]+)", "post"): ANSWER,
     ("/betty/api/login-questions/(?P<ident>[^/]+)", "delete"): ANSWER,

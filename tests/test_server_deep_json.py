@@ -40,7 +40,7 @@ def routes() -> list[tuple[str, str]]:
 
 ROUTES = routes()
 VALUES = {"session_id": "", "tool": "cluster_queue", "approval_id": "a-missing", "name": "ood", "job": "123",
-          "automation_id": "auto-missing", "ident": "q-missing", "change_id": "c-missing"}
+          "automation_id": "auto-missing", "ident": "q-missing", "change_id": "c-missing", "token": "0" * 32}
 
 
 @pytest.fixture

@@ -21,11 +21,12 @@ so ends the job) once no client has been connected for the grace period the pers
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,63 @@ def kernel_files(state: Path, token: str) -> PrivateFolder:
     if len(token) != _TOKEN_LENGTH or not all(c in "0123456789abcdef" for c in token):
         raise UsageError(f"{token[:40]!r} is not a node kernel (32 hexadecimal digits)")
     return kernels_folder(state).child(token)
+
+
+JOB_FILE = "job"
+"""Written once the allocation is submitted: the cluster, the job id and the kernel's directory there, a line each."""
+NOTEBOOK_KERNEL_FILE = "notebook-kernel"
+"""The id of the Jupyter kernel of the notebook that started it (when Jupyter started that kernel): the status bar
+shows the time left of the node kernel of the notebook in front."""
+_KERNEL_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_MAX_LISTED = 200
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A node kernel this project started: its token, and the allocation recorded for it."""
+
+    token: str
+    cluster: str
+    job_id: str
+    run_dir: str
+    notebook_kernel: str | None = None
+    """The Jupyter kernel id of the notebook that started it (None when not known)."""
+
+
+def recorded(state: Path, token: str) -> Recorded:
+    """The allocation recorded for the node kernel ``token``; a one-line UsageError when it was never started."""
+    lines = kernel_files(state, token).read(JOB_FILE, 4096).decode("utf-8", "replace").split("\n")
+    if len(lines) < 3:
+        raise UsageError(f"node kernel {token}'s record of its job is not Betty's")
+    files = kernel_files(state, token)
+    notebook = files.read(NOTEBOOK_KERNEL_FILE, 100).decode("ascii", "replace").strip() \
+        if files.exists(NOTEBOOK_KERNEL_FILE) else ""
+    return Recorded(token, lines[0], lines[1], lines[2], notebook if _KERNEL_ID.fullmatch(notebook) else None)
+
+
+def note_notebook_kernel(state: Path, token: str, connection_file: str) -> None:
+    """Note which Jupyter kernel started the node kernel ``token``, from that kernel's connection file's name
+    (``kernel-<id>.json``, as Jupyter names it); nothing is noted for a name of another shape."""
+    name = Path(connection_file).name
+    if name.startswith("kernel-") and name.endswith(".json") and _KERNEL_ID.fullmatch(name[7:-5]):
+        kernel_files(state, token).write(NOTEBOOK_KERNEL_FILE, name[7:-5].encode())
+
+
+def recorded_kernels(state: Path) -> list[Recorded]:
+    """Every node kernel of this project whose allocation was submitted (the newest :data:`_MAX_LISTED`)."""
+    folder = kernels_folder(state).path
+    try:
+        folders = sorted((entry for entry in folder.iterdir() if entry.is_dir() and (entry / JOB_FILE).exists()),
+                         key=lambda entry: (entry / JOB_FILE).stat().st_mtime, reverse=True)[:_MAX_LISTED]
+    except OSError:
+        return []
+    found = []
+    for entry in folders:
+        try:
+            found.append(recorded(state, entry.name))
+        except UsageError:
+            continue  # not a node kernel's folder, or one whose files are not the person's alone
+    return found
 
 
 def stage(state: Path) -> str:
@@ -231,14 +289,29 @@ def ends_at(job: "Job") -> datetime | None:
     return job.started + job.time_limit
 
 
+DEFAULT_WARN_MINUTES = 10
+"""How many minutes before the allocation's end the notebook warns."""
+
+
+def time_left(end: datetime, now: datetime, warn_minutes: int = DEFAULT_WARN_MINUTES) -> tuple[str, bool]:
+    """``ends at 21:04 (118 min left)`` and whether the end is within ``warn_minutes`` (then the words say so; 0: never).
+
+    The minutes are rounded up: ``1 min left`` until the very end, ``0 min left`` only once it is reached."""
+    seconds = max((end - now).total_seconds(), 0.0)
+    minutes = int(-(-seconds // 60))
+    words = f"ends at {end:%H:%M} ({minutes} min left)"
+    warning = warn_minutes > 0 and seconds <= warn_minutes * 60
+    return (f"{words}: save what you need, the allocation ends soon" if warning else words), warning
+
+
 def status_line(job: "Job", now: datetime | None = None) -> str:
-    """``job 12 RUNNING on node1 · ends at 21:04 (1:58:12 left)``, or its state while it waits or once it ended."""
+    """``job 12 RUNNING on node1 · ends at 21:04 (118 min left)``, or its state while it waits or once it ended."""
     end = ends_at(job)
     where = f" on {job.nodelist}" if job.nodelist else ""
     if end is None or job.state.finished:
         return f"job {job.job_id} {job.state.value}{where}"
-    left = max(end - (now or datetime.now(end.tzinfo)), timedelta(0))
-    return f"job {job.job_id} {job.state.value}{where} · ends at {end:%H:%M} ({str(left).split('.')[0]} left)"
+    words, _ = time_left(end, now or datetime.now(end.tzinfo), warn_minutes=0)
+    return f"job {job.job_id} {job.state.value}{where} · {words}"
 
 
 def _dumps(info: dict[str, Any]) -> bytes:

@@ -114,6 +114,11 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
         from .sweep_page import page_section as comparison_section
 
         lines += ["", comparison_section(experiment)]
+    if experiment.node_cells is not None:
+        # lazy: a node kernel's cells; a page of a batch job never needs them
+        from .node_cells import page_section as cells_section
+
+        lines += ["", cells_section(experiment, job)]
     if experiment.efficiency:
         # lazy: the advisor's figures and rules; the server's start loads this module without them
         from .efficiency import page_section as efficiency_section

@@ -105,6 +105,9 @@ class Experiment:
     chain: dict[str, Any] | None = None
     """A continuation chain's plan, its segments' jobs and what became of each (``experiments/chain.py``); its
     ``job_id`` is the first segment's."""
+    node_cells: dict[str, Any] | None = None
+    """A node kernel's allocation (``%betty kernel``): how many cells ran on it, when, and the latest ones' first
+    lines and digests (``experiments/node_cells.py``)."""
 
     @property
     def page(self) -> str:
@@ -348,6 +351,11 @@ class Ledger:
                 db.execute("UPDATE experiments SET finished = 0, owner = NULL, lease_until = 0 WHERE slug = ?",
                            (slug,))
         return changed
+
+    def change_node_cells(self, slug: str,
+                          change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:
+        """Rewrite a node kernel's record of its cells in one transaction, as :meth:`change_diagnosis`."""
+        return self._change(slug, "node_cells", change)
 
     def _change(self, slug: str, name: str,
                 change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from tornado import web
 
 from .._version import __version__
-from . import (approvals, automations, cluster_routes, docs, knowledge, login, mcp_http, mcp_tokens, open_notebook,
-               sessions, sweeps, timeline, ws)
+from . import (approvals, automations, cluster_routes, docs, knowledge, login, mcp_http, mcp_tokens, node_kernels,
+               open_notebook, sessions, sweeps, timeline, ws)
 from .base import BettyHandler
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ handlers: list[tuple[str, type[Any]]] = [
     *approvals.handlers,
     *timeline.handlers,
     *cluster_routes.handlers,
+    *node_kernels.handlers,
     *login.handlers,
     *knowledge.handlers,
     *sweeps.handlers,

@@ -22,6 +22,8 @@ import {
   IExperiments,
   IKilledRuns,
   ILoginQuestions,
+  INodeKernel,
+  INodeKernels,
   INotebookStatuses,
   IOpenNotebooksRequest,
   IOutcome,
@@ -225,6 +227,19 @@ export class BettyAPI {
   /** Why the person's pending job `jobId` on `cluster` waits (`cluster_why`'s outcome: its data holds the lines). */
   whyPending(cluster: string, jobId: string): Promise<IOutcome> {
     return this.get(`clusters/${encodeURIComponent(cluster)}/jobs/${encodeURIComponent(jobId)}/why`);
+  }
+
+  /** The person's running node kernels (`%betty kernel`) on `cluster`, with their time left. */
+  nodeKernels(cluster: string): Promise<INodeKernels> {
+    return this.get(`node-kernels?cluster=${encodeURIComponent(cluster)}`);
+  }
+
+  /** Stop a node kernel: the person's own click (after the panel's confirm dialog) cancels its allocation. */
+  stopNodeKernel(kernel: INodeKernel, cluster: string): Promise<IOutcome> {
+    return this.send(`node-kernels/${encodeURIComponent(kernel.kernel)}/stop`, 'POST', {
+      job_id: kernel.job_id,
+      cluster
+    });
   }
 
   /** The partitions of `cluster` (`cluster_partitions`'s outcome: a table). */

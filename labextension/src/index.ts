@@ -14,9 +14,10 @@ import { CodeEditor, IEditorServices } from '@jupyterlab/codeeditor';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { ReadonlyPartialJSONObject } from '@lumino/coreutils';
-import { ISignal } from '@lumino/signaling';
+import { ISignal, Signal } from '@lumino/signaling';
 
 import { BettyAPI } from './api';
 import { IJobUpdateInfo } from './events';
@@ -24,6 +25,7 @@ import { BettyModel, ISavedSession, keptChats, panelSettings } from './model';
 import { applyChange, IChangeableTab } from './notebookChanges';
 import { NotebookContext } from './notebookContext';
 import { NotebookLeases } from './notebooks';
+import { kernelOf, NodeKernelStatus } from './nodeKernelStatus';
 import { BettyPanel } from './panel';
 import { askAboutCellPrompt, sizeGpusPrompt, submitScriptPrompt } from './prompts';
 import { visibleText } from './safe';
@@ -78,7 +80,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     IStateDB,
     IDefaultFileBrowser,
     IEditorServices,
-    ILabShell
+    ILabShell,
+    IStatusBar
   ],
   activate: (
     app: JupyterFrontEnd,
@@ -88,7 +91,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     state: IStateDB | null,
     fileBrowser: IDefaultFileBrowser | null,
     editorServices: IEditorServices | null,
-    labShell: ILabShell | null
+    labShell: ILabShell | null,
+    statusBar: IStatusBar | null
   ) => {
     const api = new BettyAPI();
     const model = new BettyModel({ api });
@@ -105,6 +109,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.title.caption = 'Betty';
     app.shell.add(panel, 'right', { rank: 600 });
     restorer?.add(panel, panel.id);
+    if (statusBar) {
+      addNodeKernelStatus(app, api, model, statusBar, labShell);
+    }
 
     // A job's end shows in the chat while the panel is open; a toast there would cover its prompt and Send.
     model.jobEnded.connect((_, job) => {
@@ -350,6 +357,31 @@ function toastWhileWaiting<T>(
       }
     }
   });
+}
+
+/** The status bar's time left of the node kernel (`%betty kernel`) of the notebook in front. */
+function addNodeKernelStatus(
+  app: JupyterFrontEnd,
+  api: BettyAPI,
+  model: BettyModel,
+  statusBar: IStatusBar,
+  labShell: ILabShell | null
+): void {
+  const item = new NodeKernelStatus({
+    load: () => (model.cluster === null ? Promise.resolve(null) : api.nodeKernels(model.cluster)),
+    current: () => kernelOf(app.shell.currentWidget)
+  });
+  const changed = new Signal<NodeKernelStatus, void>(item);
+  item.changed = () => changed.emit();
+  statusBar.registerStatusItem(`${PLUGIN_ID}:node-kernel`, {
+    item,
+    align: 'left',
+    rank: 900,
+    isActive: () => item.shown,
+    activeStateChanged: changed
+  });
+  labShell?.currentChanged.connect(() => void item.read());
+  item.start();
 }
 
 export default plugin;

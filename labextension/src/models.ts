@@ -88,3 +88,26 @@ export function experimentPage(experiment: IExperiment): string {
   const page = experiment.page ?? `experiments/${experiment.slug}.md`;
   return page.startsWith('wiki/') ? page : `wiki/${page}`;
 }
+
+/** One of the person's running node kernels (`%betty kernel`), as `GET node-kernels` lists it. */
+export interface INodeKernel {
+  /** The kernel's token (the stop route's `{token}`). */
+  kernel: string;
+  job_id: string;
+  state: string;
+  /** `job 12 RUNNING on n1 · ends at 21:04 (118 min left)` as the server read it. */
+  line: string;
+  /** When the allocation ends, in the cluster's time (ISO, no zone); null before it starts. */
+  ends: string | null;
+  /** Seconds left when the server read it; null before it starts. */
+  seconds_left: number | null;
+  slug: string;
+  /** The Jupyter kernel id of the notebook that started it (null when not known). */
+  notebook_kernel: string | null;
+}
+
+/** `GET node-kernels`: the running node kernels of the project on one cluster. */
+export interface INodeKernels {
+  cluster: string;
+  kernels: INodeKernel[];
+}

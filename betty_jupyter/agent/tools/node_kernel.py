@@ -6,9 +6,10 @@ submission, and only once approved uploads the connection file and the runner in
 own directory and submits the script, recorded as an experiment. ``node_kernel_status`` reads the
 allocation's state and its end, and where the kernel listens once it does. ``node_kernel_stop``
 cancels the allocation of a kernel this project started: the card that started it said so, and
-it cancels nothing else (the job must be the one recorded for that kernel). Only the person's
-notebook calls it (``%betty kernel --stop``, the notebook's kernel shutting down): a model or
-another agent is never offered it and is refused when it calls it.
+it cancels nothing else (the job must be the one recorded for that kernel). Only the person
+calls it (``%betty kernel --stop``, the notebook's kernel shutting down, the side panel's Stop): a
+model or another agent is never offered it and is refused when it calls it. Each cell run on the
+node is noted in the experiment's record (:mod:`~...experiments.node_cells`), started here.
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ from pydantic import Field
 from ...cluster.job_request import cell_environment
 from ...compute import cell_transfer
 from ...compute.node_kernel import (
-    DEFAULT_GRACE_MINUTES, NodeKernelJob, kernel_dir, kernel_files, ready, status_line, upload,
+    DEFAULT_GRACE_MINUTES, JOB_FILE, NodeKernelJob, ends_at, kernel_dir, kernel_files, ready, recorded, status_line,
+    upload,
 )
 from ...errors import UsageError
+from ...experiments.ledger import Ledger
+from ...experiments.node_cells import started_record
 from ...experiments.record import submit_experiment
 from ..models import Preview, Tier, ToolOutcome
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
@@ -30,7 +34,6 @@ from .job_args import JobRequestArgs
 from .jobs import ClusterSubmit, SubmitArgs, checked_submission
 
 _TOKEN = Field(pattern=r"^[0-9a-f]{32}$", description="the token of the node kernel the notebook staged")
-_JOB_FILE = "job"
 
 
 class NodeKernelArgs(JobRequestArgs):
@@ -75,14 +78,15 @@ class NodeKernel(Tool[NodeKernelArgs]):
         script = checked_submission(_as_submission(args, written.text), await ctx.slurm.partitions(), written)
         try:
             files = kernel_files(ctx.workspace.state, args.kernel)
-            if files.exists(_JOB_FILE):
+            if files.exists(JOB_FILE):
                 raise UsageError(f"node kernel {args.kernel} was started already; run %betty kernel again")
             await upload(ctx.slurm.transport, ctx.workspace.state, args.kernel, job)
         except UsageError as error:
             raise ToolError(str(error)) from error
         experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
                                              name=args.name or "kernel")
-        files.write(_JOB_FILE, f"{ctx.profile.name}\n{experiment.job_id}\n{job.run_dir}\n".encode())
+        files.write(JOB_FILE, f"{ctx.profile.name}\n{experiment.job_id}\n{job.run_dir}\n".encode())
+        Ledger(ctx.workspace.ledger_path).change_node_cells(experiment.slug, lambda _: started_record())
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}: a notebook "
                    f"kernel in {job.run_dir}; page {page}")
@@ -127,7 +131,9 @@ class NodeKernelStatus(Tool[NodeKernelRef]):
                 found = await ready(ctx.slurm.transport, ctx.workspace.state, args.kernel, where)
             except UsageError as error:
                 raise ToolError(str(error)) from error
+        end = ends_at(job)
         data = {"state": job.state.value, "finished": job.state.finished, "line": line,
+                "ends": None if end is None else end.isoformat(timespec="seconds"),
                 "ready": None if found is None else {"ip": found.ip, "ports": found.ports, "host": found.host,
                                                      "checked": found.checked}}
         return ToolOutcome(summary=line, full=line, data=data)
@@ -142,7 +148,7 @@ class NodeKernelStop(Tool[NodeKernelRef]):
     Args = NodeKernelRef
     tier = Tier.AUTO
     chat_only = True
-    person_only = True  # it cancels without a card of its own: only the person's notebook may ask for it
+    person_only = True  # it cancels without a card of its own: only the person (notebook, panel) may ask for it
 
     async def preview(self, ctx: ToolContext, args: NodeKernelRef) -> Preview:
         """The scancel of that one job."""
@@ -175,13 +181,12 @@ async def _planned(ctx: ToolContext, args: NodeKernelArgs) -> NodeKernelJob:
 async def _recorded(ctx: ToolContext, args: NodeKernelRef) -> str:
     """The kernel's directory on the cluster, when ``job_id`` is the job recorded for it on this cluster."""
     try:
-        files = kernel_files(ctx.workspace.state, args.kernel)
-        recorded = files.read(_JOB_FILE, 4096).decode("utf-8", "replace").split("\n")
+        found = recorded(ctx.workspace.state, args.kernel)
     except UsageError as error:
         raise ToolError(f"no node kernel {args.kernel} was started in this project ({error})") from error
-    if recorded[:2] != [ctx.profile.name, args.job_id]:
+    if (found.cluster, found.job_id) != (ctx.profile.name, args.job_id):
         raise ToolError(f"job {args.job_id} on {ctx.profile.name} is not node kernel {args.kernel}'s allocation")
-    return recorded[2]
+    return found.run_dir
 
 
 def _as_submission(args: NodeKernelArgs, script: str) -> SubmitArgs:

@@ -64,7 +64,7 @@ _HELP = """\
   %%betty sweep --grid lr=1e-5..1e-2:log --search bayes --budget 20 --objective loss:min   a search, round by round
   sweep SLUG                    a sweep's tasks side by side: states, metrics, plots
   %%betty run --partition P --time MIN [--gpus N] [--env NAME] [--in x,y] [--out a,b]   the cell's Python as a job
-  kernel --partition P --time MIN [--gpus N] [--env NAME] [--grace MIN]   the next cells run on a compute node
+  kernel --partition P --time MIN [--gpus N] [--env NAME] [--grace MIN] [--warn MIN]   the next cells run on a node
   kernel [--back | --here | --stop | --reattach]   back to this kernel, to the node again, end the allocation
   advise FILE  /  %%betty advise [--partition P] [--nodes N…]   when and where a script would start
   ask "PROMPT"  /  %%betty ask  ask Betty's agent (quote a question: IPython reads a trailing ? as help)

@@ -14,6 +14,8 @@ from .jobs import JobCommands
 from .parsing import MagicParser, parser
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ...agent.models import ToolOutcome
 
 
@@ -178,6 +180,8 @@ class SubmitCommands(JobCommands):
 
     @staticmethod
     def _kernel_parser() -> MagicParser:
+        from ...compute.node_kernel import DEFAULT_WARN_MINUTES  # lazy: with the node kernel; `%load_ext` never needs it
+
         made = parser("kernel", "%betty kernel: the next cells run in a kernel inside an allocation on a compute "
                          "node (after your approval); --back runs them here again, --stop ends the allocation "
                          "(docs/node-kernel.md)")
@@ -188,6 +192,8 @@ class SubmitCommands(JobCommands):
                             "(default: the cluster's python3; it needs ipykernel)")
         made.add_argument("--grace", type=int, default=10, metavar="MIN",
                           help="minutes the kernel waits for this notebook after a dropped link (default 10)")
+        made.add_argument("--warn", type=int, default=DEFAULT_WARN_MINUTES, metavar="MIN",
+                          help=f"warn this many minutes before the allocation ends (default {DEFAULT_WARN_MINUTES})")
         made.add_argument("--slug", metavar="S", help="a short name for the experiment")
         for flag, what in (("--back", "run the next cells here again (the node's kernel keeps its state)"),
                            ("--here", "run the next cells on the node again"),
@@ -200,6 +206,8 @@ class SubmitCommands(JobCommands):
         # lazy: jupyter_client, the card and its view; `%load_ext` never needs them
         from ...compute.node_kernel import stage
         from ...config import load_config
+        from ...experiments.ledger import Ledger
+        from ...experiments.node_cells import note_cell
         from ...experiments.workspace import Workspace
         from ..node_kernel import NodeKernelHandle, latest
         from ..widgets.calls import CallView
@@ -218,8 +226,10 @@ class SubmitCommands(JobCommands):
             raise UsageError("%betty kernel needs --partition P and --time MIN to start a kernel on a node")
         assert self.shell is not None
         betty = self.connection
-        state = Workspace.at(_staging_project(betty.backend.project())).state
+        workspace = Workspace.at(_staging_project(betty.backend.project()))
+        state = workspace.state
         token = stage(state)
+        _note_notebook_kernel(state, token)
         cluster = betty.cluster
         call = betty.start("node_kernel", {"kernel": token, "partition": args.partition, "gpus": args.gpus,
                                            "time": args.time, "env": args.env, "grace": args.grace,
@@ -238,8 +248,14 @@ class SubmitCommands(JobCommands):
         def transport() -> Any:
             return load_config().profile(cluster).open_transport()
 
+        ledger = Ledger(workspace.ledger_path)
+
+        def note(slug: str, code: str, started: datetime, seconds: float, ok: bool) -> None:
+            note_cell(ledger, slug, code, started, seconds, ok)
+
         view = CallView(call, betty.respond, None, check=betty.repreview)
-        return NodeKernelHandle(call, token, state, poll, stop, transport, self.shell, view)
+        return NodeKernelHandle(call, token, state, poll, stop, transport, self.shell, view, note=note,
+                                warn=args.warn)
 
     @staticmethod
     def _advise_parser() -> MagicParser:
@@ -268,6 +284,18 @@ class SubmitCommands(JobCommands):
         if isinstance(outcome, Call):
             return outcome
         return ShownAdvice(outcome.data)
+
+
+def _note_notebook_kernel(state: Path, token: str) -> None:
+    """Note this notebook's Jupyter kernel beside the node kernel ``token`` (the status bar finds it by that id)."""
+    # lazy: ipykernel and the node kernel's files; only `%betty kernel` needs them
+    from ipykernel.connect import get_connection_file
+    from ...compute.node_kernel import note_notebook_kernel
+
+    try:
+        note_notebook_kernel(state, token, get_connection_file())
+    except (RuntimeError, OSError, UsageError):
+        pass  # not a kernel Jupyter started: the status bar does not show this one
 
 
 def _staging_project(served: Path | None) -> Path:

@@ -9,6 +9,7 @@ import * as React from 'react';
 
 import { IPlacement } from '../api';
 import { BettyModel, Tab } from '../model';
+import { INodeKernel } from '../models';
 import { othersThan } from '../waiting';
 import { AutomationsView } from './AutomationsView';
 import { useChanges } from './changes';
@@ -20,6 +21,7 @@ import { ExperimentsView } from './ExperimentsView';
 import { GpuView } from './GpuView';
 import { Header } from './Header';
 import { JobsView } from './JobsView';
+import { NodeKernelsView } from './NodeKernelsView';
 import { TimelineTab } from './TimelineView';
 import { LoginQuestionsView } from './LoginQuestionCard';
 import { ReadOutBar } from './ReadOutBar';
@@ -57,6 +59,8 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
       loadOverview: (cluster: string) => model.api.clusterOverview(cluster),
       resubmit: (jobId: string, placement?: IPlacement) => model.resubmitJob(jobId, placement),
       loadWhy: (cluster: string, jobId: string) => model.api.whyPending(cluster, jobId),
+      loadNodeKernels: (cluster: string) => model.api.nodeKernels(cluster),
+      stopNodeKernel: (kernel: INodeKernel, cluster: string) => model.api.stopNodeKernel(kernel, cluster),
       loadSweeps: () => model.api.sweeps(),
       loadSweep: (slug: string) => model.api.sweepComparison(slug),
       sweepAction: (tool: string, args: Record<string, unknown>) => model.startInChat(tool, args),
@@ -154,6 +158,13 @@ export function BettyApp({ model, onOpen }: IBettyAppProps): JSX.Element {
           visible={shown('jobs')}
           submissions={submissionCount(model)}
           loadUsage={loaders.loadUsage}
+        />
+        <NodeKernelsView
+          cluster={model.cluster}
+          visible={shown('jobs')}
+          refreshSeconds={model.settings.jobsRefreshSeconds}
+          load={loaders.loadNodeKernels}
+          stop={loaders.stopNodeKernel}
         />
         <JobsView
           cluster={model.cluster}
