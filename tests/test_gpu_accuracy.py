@@ -22,8 +22,8 @@ MAX_BOUND = 0.35
 METHOD_BOUNDS = {
     "inference": (0.05, 0.08),
     "full": (0.05, 0.26),
-    "LoRA": (0.07, 0.10),
-    "QLoRA": (0.11, 0.15),
+    "LoRA": (0.05, 0.06),
+    "QLoRA": (0.07, 0.15),
     "multi-GPU": (0.08, 0.13),
 }
 

@@ -17,7 +17,7 @@ from betty_jupyter.agent.tools.gpu import EstimateArgs
 from betty_jupyter.errors import GpuEstimateError
 from betty_jupyter.gpu import EstimateRequest, Target, advise, estimate, find_model, gpu_type
 from betty_jupyter.gpu.estimate_options import job_options, request_from
-from betty_jupyter.gpu.activations import Layout, training_activations
+from betty_jupyter.gpu.activations import Layout, padded_adapter_bytes, training_activations
 from betty_jupyter.gpu.architecture import load_config
 from betty_jupyter.gpu.estimate import GIB
 
@@ -272,6 +272,17 @@ def test_litgpt_lora_keeps_one_dropped_input_and_mask_for_its_fused_qkv_adapter(
     assert layout.input_bytes(("gate_proj", "up_proj"), 64) == 0  # frozen, no adapter: nothing kept
     both = EstimateRequest(method="lora", framework="litgpt", lora_targets=("gate_proj", "up_proj")).checked()
     assert Layout(TINY, both, compute_bytes=2, quantized=False).input_bytes(("gate_proj", "up_proj"), 64) == 64 * 6
+
+
+def test_litgpt_keeps_the_padded_output_of_a_fused_qkv_adapter_on_some_of_q_k_v() -> None:
+    def padded(framework: str, targets: tuple[str, ...]) -> float:
+        request = EstimateRequest(method="lora", framework=framework, lora_targets=targets).checked()
+        return padded_adapter_bytes(Layout(TINY, request, compute_bytes=2, quantized=False))
+
+    assert padded("litgpt", ("q_proj", "v_proj")) == 2 * (64 + 32)  # B's output: query (4 × 16) and value (2 × 16)
+    assert padded("litgpt", ("q_proj", "k_proj", "v_proj")) == 0  # all three adapted: no padding
+    assert padded("litgpt", ("gate_proj",)) == 0
+    assert padded("hf", ("q_proj", "v_proj")) == 0  # separate projections, separate adapters
 
 
 def test_litgpt_qlora_keeps_the_input_for_the_4_bit_matmul_besides_the_dropped_copy() -> None:

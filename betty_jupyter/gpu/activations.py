@@ -12,6 +12,8 @@ today's layers instead of assuming GPT's:
 * flash / memory-efficient attention, which saves the output and a log-sum-exp instead
   of the ``a·s²`` score matrices (Dao et al. 2022);
 * RMSNorm that keeps a float32 copy of its input when the stack upcasts;
+* a fused QKV adapter that pads ``B``'s output to the fused width (LitGPT), which keeps
+  that output;
 * frozen weights (LoRA): PyTorch only saves a linear layer's input when its weight needs
   a gradient, so a frozen projection without an adapter saves nothing; nor does a frozen
   4-bit one in bitsandbytes since 0.43.2 (before, ``MatMul4Bit`` kept every input, which
@@ -156,7 +158,25 @@ def attention_bytes(layout: Layout, seq_len: int, recompute_scores: bool = False
     total += layout.input_bytes(("o_proj",), arch.q_dim)  # the output projection's input (a contiguous copy)
     if arch.dropout:
         total += arch.hidden  # dropout mask after the output projection (1 byte)
+    total += padded_adapter_bytes(layout)
     return total + _adapter_bytes(layout, ("q_proj", "k_proj", "v_proj", "o_proj"))
+
+
+def padded_adapter_bytes(layout: Layout) -> float:
+    """The output of a fused QKV adapter's ``B`` that its padding keeps, per token (0 where nothing pads it).
+
+    LitGPT's ``LoRAQKVLinear`` adapts some of Q, K and V with one ``B`` and pads its output to
+    the fused width by ``index_copy`` into zeros (``zero_pad``); ``index_copy``'s backward keeps
+    its source. Adapting all three needs no padding.
+    """
+    arch, request = layout.arch, layout.request
+    if not request.adapters or not request.profile.pads_qkv_adapter:
+        return 0.0
+    widths = {"q_proj": arch.q_dim, "k_proj": arch.kv_dim, "v_proj": arch.kv_dim}
+    adapted = [module for module in widths if module in request.lora_targets]
+    if not adapted or len(adapted) == len(widths):
+        return 0.0
+    return layout.adapter_output_bytes * sum(widths[module] for module in adapted)
 
 
 def scores_bytes(layout: Layout) -> float:

@@ -39,6 +39,7 @@ class FrameworkProfile:
     compiles_loss: bool = True  # with torch.compile the loss is compiled too, not only the model
     adapter_dropout: bool = False  # LoRA dropout is on: each adapter keeps its dropped input and a 1-byte mask
     fused_qkv: bool = False  # one linear layer (and so one adapter) computes Q, K and V together
+    pads_qkv_adapter: bool = False  # a fused QKV adapter on some of Q, K, V scatters B's output (index_copy keeps it)
     training: bool = True
     inference: bool = True
 
@@ -107,6 +108,9 @@ PROFILES: dict[str, FrameworkProfile] = {
             caching_allocator=True,
             adapter_dropout=True,  # finetune/lora.py sets lora_dropout = 0.05
             fused_qkv=True,  # CausalSelfAttention's ``attn`` (LoRAQKVLinear: one dropout for query and value)
+            # LoRAQKVLinear.zero_pad writes B's output into a zero Q|K|V-wide tensor with ``index_copy``,
+            # whose backward keeps its source: the adapted projections' width, per token
+            pads_qkv_adapter=True,
         ),
         FrameworkProfile(
             name="vllm",
