@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 from conftest import run_betty
+import polling
 from jupyter_server_proc import JupyterServer
 from llm_server import ScriptedLLM, call, respond, say, stall
 
@@ -26,13 +26,7 @@ DONE_NOTE = "- appended the nightly check to log.md (done)"
 
 def until(what: str, check: Callable[[], Any]) -> Any:
     """Poll ``check`` until it returns something true; that value."""
-    deadline = time.monotonic() + GUARD
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"{what} did not happen")
+    return polling.until(what, check, GUARD, every=0.2)
 
 
 @pytest.fixture

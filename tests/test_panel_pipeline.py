@@ -7,9 +7,9 @@ with its state, each edge labelled with its kind. Screenshot: ``test-artifacts/s
 
 from __future__ import annotations
 
-import time
-from typing import Any
+from typing import Any, Callable
 
+import polling
 from jupyter_server_proc import JupyterServer
 from notebook_support import llm, project  # noqa: F401 (fixtures)
 from panel_support import lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
@@ -23,15 +23,9 @@ def step(name: str, body: str, array: bool = False) -> str:
             + ("#SBATCH --array=0-1\n" if array else "") + f"{body}\n")
 
 
-def until(what: str, check: Any) -> Any:
+def until(what: str, check: Callable[[], Any]) -> Any:
     """Poll ``check`` until it returns something true; that value."""
-    deadline = time.monotonic() + GUARD
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{what} did not happen")
+    return polling.until(what, check, GUARD, every=0.5)
 
 
 def run_pipeline(lab: JupyterServer) -> str:

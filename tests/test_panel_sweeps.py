@@ -10,9 +10,9 @@ before the card is answered (it is denied). Screenshots: ``test-artifacts/screen
 from __future__ import annotations
 
 import subprocess
-import time
-from typing import Any
+from typing import Any, Callable
 
+import polling
 from jupyter_server_proc import JupyterServer
 from notebook_support import llm, project  # noqa: F401 (fixtures)
 from panel_support import lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
@@ -40,15 +40,9 @@ def run_sweep(lab: JupyterServer) -> str:
     return str(until("the sweep's record", lambda: lab.request("GET", "sweeps")["sweeps"])[0]["experiment"]["slug"])
 
 
-def until(what: str, check: Any) -> Any:
+def until(what: str, check: Callable[[], Any]) -> Any:
     """Poll ``check`` until it returns something true; that value."""
-    deadline = time.monotonic() + GUARD
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"{what} did not happen")
+    return polling.until(what, check, GUARD, every=0.5)
 
 
 def queued(cluster: dict[str, str]) -> str:

@@ -16,9 +16,10 @@ import json
 import time
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pytest
+import polling
 from jupyter_server_proc import JupyterServer
 from llm_server import ScriptedLLM, call, say
 from notebook_support import llm, new_project  # noqa: F401 (fixtures)
@@ -54,15 +55,9 @@ def project(dev_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactor
     return {**made, "env": {**made["env"], ENV_NAME: ENV_TOKEN}}
 
 
-def until(what: str, check: Any) -> Any:
+def until(what: str, check: Callable[[], Any]) -> Any:
     """Poll ``check`` until it returns something true; that value."""
-    deadline = time.monotonic() + GUARD
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    pytest.fail(f"{what} did not happen")
+    return polling.until(what, check, GUARD, every=0.2)
 
 
 def work_to_show(lab: JupyterServer, llm: ScriptedLLM) -> None:
