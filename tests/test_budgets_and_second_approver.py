@@ -9,7 +9,7 @@ import asyncio
 import json
 import os
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,9 @@ from betty_jupyter.agent.session import SessionSpec, open_session
 from betty_jupyter.agent.site import load_policy
 from betty_jupyter.agent.tools.jobs import SubmitArgs
 from betty_jupyter.agent.site_gate import account_use, use_words
-from betty_jupyter.cluster.account_usage import (Cost, budget_line, hidden_usage, job_cost, month_start, parse_usage,
-                                                 usage_argv)
+from betty_jupyter.cluster.account_usage import (Cost, billed_line, budget_line, hidden_usage, hours_text, job_cost,
+                                                 month_start, parse_usage, usage_argv)
+from betty_jupyter.cluster.jobs import Job, JobState
 from betty_jupyter.cluster.allowlist import CommandPolicy
 from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.parsing import SEPARATOR
@@ -36,6 +37,8 @@ from betty_jupyter.cluster.sbatch import SbatchScript
 from betty_jupyter.cluster.scripted import ScriptedTransport
 from betty_jupyter.config import BettyConfig
 from betty_jupyter.errors import ApprovalError, ConfigError, SiteRefusal, SlurmError, ToolError
+from betty_jupyter.experiments.content import auto_region
+from betty_jupyter.experiments.ledger import Experiment
 from betty_jupyter.experiments.workspace import Workspace
 
 APPROVER, APPROVER_UID = "daemon", 1
@@ -173,6 +176,29 @@ def test_the_budget_is_said_in_the_persons_words() -> None:
     over = budget_line(Cost(8, 32), Cost(495.5, 0), 500, 100, "lab")
     assert "(this job would take it over by 3.5)" in over and "uses up to 32 CPU-hours; this month 0 of 100" in over
     assert budget_line(None, Cost(1, 1), 500, None, "lab").startswith("uses up to ? (no --time)")
+
+
+def test_hours_below_one_keep_two_significant_digits() -> None:
+    assert [hours_text(h) for h in (0, 8, 41.34, 0.5, 2 / 60, 0.999, 0.0004)] == \
+        ["0", "8", "41.3", "0.5", "0.033", "1", "<0.001"]
+
+
+def test_an_ended_gpu_jobs_page_says_what_it_was_billed_against_its_card() -> None:
+    text = script("--gres=gpu:a100:2", "--time=1")
+    assert billed_line(2, 67, text) == ("billed: 0.037 GPU-hours (card said 0.033 at the limit; it ran 7 s past its "
+                                        "limit before Slurm ended it)")
+    assert billed_line(2, 30, text) == "billed: 0.017 GPU-hours (card said 0.033 at the limit)"
+    assert billed_line(2, 30, script("--gres=gpu:2")) == "billed: 0.017 GPU-hours"
+    assert billed_line(0, 30, text) == ""
+    experiment = Experiment(slug="2026-11-30-run", job_id="5", cluster="c", submitted="2026-11-30T00:00:00",
+                            goal="g", script=text, script_path="run.sbatch")
+    ended = Job(job_id="5", name="run", user="ada", partition="gpu", state=JobState.parse("TIMEOUT"),
+                elapsed=timedelta(seconds=67), gpus=2)
+    page = auto_region(experiment, ended, "TIMEOUT")
+    assert "billed: 0.037 GPU-hours (card said 0.033 at the limit; it ran 7 s past" in page
+    running = replace(ended, state=JobState.parse("RUNNING"))
+    assert "billed" not in auto_region(experiment, running, "RUNNING")
+    assert "billed" not in auto_region(replace(experiment, sweep={"grid": []}), ended, "TIMEOUT")
 
 
 # ----- Slurm's mail in words, and the end-mail option ------------------------------------------------------------

@@ -113,12 +113,33 @@ def budget_line(cost: Cost | None, used: Cost, allowed_gpu: float | None, allowe
                                         ("CPU-hours", used.cpu_hours, allowed_cpu, cost and cost.cpu_hours)):
         if allowed is None:
             continue
-        uses = "uses up to ? (no --time)" if cost is None else f"uses up to {_figure(asked or 0)} {unit}"
-        line = f"{uses}; this month {_figure(spent)} of {_figure(allowed)} {unit} of account {account} used"
+        uses = "uses up to ? (no --time)" if cost is None else f"uses up to {hours_text(asked or 0)} {unit}"
+        line = f"{uses}; this month {hours_text(spent)} of {hours_text(allowed)} {unit} of account {account} used"
         if cost is not None and spent + (asked or 0) > allowed:
-            line += f" (this job would take it over by {_figure(spent + (asked or 0) - allowed)})"
+            line += f" (this job would take it over by {hours_text(spent + (asked or 0) - allowed)})"
         parts.append(line)
     return "; ".join(parts)
+
+
+def billed_line(gpus: int, elapsed_seconds: float, script_text: str) -> str:
+    """What accounting billed an ended job against what its card said at the limit:
+    ``billed: 0.037 GPU-hours (card said 0.033 at the limit; it ran 7 s past its limit before Slurm ended it)``, the
+    GPUs it held (``AllocTRES``) times the seconds it ran; "" for a job that held no GPUs. The card's figure is
+    :func:`job_cost` of the script it ran; Slurm ends a job at its limit only when it next checks limits, and
+    bills the seconds in between."""
+    if gpus <= 0 or elapsed_seconds < 0:
+        return ""
+    billed = f"billed: {hours_text(gpus * elapsed_seconds / 3600)} GPU-hours"
+    try:
+        script = SbatchScript.parse(script_text)
+        card, minutes = job_cost(script), script.time_minutes()
+    except ScriptError:
+        return billed
+    if card is None or minutes is None:
+        return billed
+    past = int(elapsed_seconds - minutes * 60)
+    late = f"; it ran {past} s past its limit before Slurm ended it" if past > 0 else ""
+    return f"{billed} (card said {hours_text(card.gpu_hours)} at the limit{late})"
 
 
 def max_nodes(value: str | None) -> int:
@@ -142,6 +163,11 @@ def _cpus_per_node(script: SbatchScript, nodes: int) -> int:
     return per_task * max(tasks, 1)
 
 
-def _figure(hours: float) -> str:
-    """Hours as a person reads them: ``8``, ``0.5``, ``41.3``."""
-    return f"{round(hours, 1):g}"
+def hours_text(hours: float) -> str:
+    """Hours as a person reads them: ``8``, ``0.5``, ``41.3``; below one hour two significant digits (``0.067``, a
+    GPU for four minutes), and ``<0.001`` below that."""
+    if hours >= 1 or hours <= 0:
+        return f"{round(hours, 1):g}"
+    if hours < 0.001:
+        return "<0.001"
+    return f"{float(f'{hours:.2g}'):f}".rstrip("0").rstrip(".")

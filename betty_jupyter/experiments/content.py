@@ -99,6 +99,9 @@ def auto_region(experiment: Experiment, job: "Job | None", state: str, log_tail:
              f"_Updated {now} by Betty's job watcher._", ""]
     lines += ["## Runtime", "", "| job | cluster | partition | submitted | started | ended | GPUs |",
               "|---|---|---|---|---|---|---|", _runtime_row(experiment, job)]
+    billed = _billed(experiment, job)
+    if billed:
+        lines += ["", markdown_text(billed) + "."]
     measured = _peak_words(experiment)
     if measured:
         lines += ["", "## GPU memory", "", markdown_text(measured) + "."]
@@ -172,6 +175,18 @@ def _status_details(job: "Job | None") -> str:
     if job.tasks:
         parts.append(task_summary(job.tasks))
     return (" · " + " · ".join(parts)) if parts else ""
+
+
+def _billed(experiment: Experiment, job: "Job | None") -> str:
+    """``billed: 0.033 GPU-hours (card said 0.067 at the limit)`` once a single GPU job ended; "" otherwise (a
+    sweep, chain or node kernel says its own cost)."""
+    if (job is None or not job.state.finished or job.elapsed is None or job.tasks or experiment.chain
+            or experiment.sweep or experiment.node_cells is not None):
+        return ""
+    # lazy: the cost arithmetic; a page of a running job never needs it
+    from ..cluster.account_usage import billed_line
+
+    return billed_line(job.gpus, job.elapsed.total_seconds(), experiment.script)
 
 
 def _runtime_row(experiment: Experiment, job: "Job | None") -> str:
