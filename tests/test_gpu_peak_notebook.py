@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ def test_a_cell_submits_with_its_kept_estimate_and_the_peak_measured(kernel: Ker
     assert "its real peak is measured" in shown and f"{peak:.1f} GiB per GPU" in shown
     kernel.click(approve)
     job = kernel.wait_for(lambda: re.search(r"submitted job (\d+)", kernel.texts(root)), what="the job id").group(1)
-    with sqlite3.connect(Workspace.at(project["root"]).ledger_path) as db:
+    with closing(sqlite3.connect(Workspace.at(project["root"]).ledger_path)) as db:
         record = json.loads(db.execute("SELECT record FROM experiments WHERE job_id = ?", (job,)).fetchone()[0])
     assert record["gpu_peak"] == {"sampled": True} and "nvidia-smi --query-gpu=memory.used" in record["script"]
     assert record["gpu_estimate"]["peak_gib"] == pytest.approx(peak, abs=1e-3)
@@ -53,7 +54,7 @@ def add_ended(root: Any, experiment: Any) -> None:
     from betty_jupyter.experiments.ledger import Ledger
 
     Ledger(Workspace.at(root).ledger_path).get(experiment.slug)  # the ledger's tables, made when missing
-    with sqlite3.connect(Workspace.at(root).ledger_path) as db:  # one statement: no watcher sees it unfinished
+    with closing(sqlite3.connect(Workspace.at(root).ledger_path)) as db, db:  # one statement: no watcher sees it
         db.execute("INSERT INTO experiments (slug, cluster, job_id, record, updated, finished) VALUES (?, ?, ?, ?, 0, 1)",
                    (experiment.slug, experiment.cluster, experiment.job_id, json.dumps(asdict(experiment))))
 
