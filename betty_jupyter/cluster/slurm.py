@@ -27,6 +27,9 @@ from .preflight import Preflight
 from .sbatch import SbatchScript
 from ..transport.interface import CommandResult, Transport
 
+PARTITION_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
+"""A partition name Betty passes to Slurm: letters, digits and ``_.+-``."""
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -480,6 +483,17 @@ class SlurmClient:
             if text.strip() == comment:
                 return ident.strip()
         return None
+
+    async def move(self, value: object, partition: str) -> None:
+        """Put a waiting job on another partition (``scontrol update JobId=… Partition=…``); Slurm lets a person move
+        only a job that has not started, and says why not in one line otherwise."""
+        ident = job_id(value)
+        if not PARTITION_NAME.fullmatch(partition):
+            raise UsageError(f"partition {partition[:64]!r} is not a partition name")
+        result = await self._run(["scontrol", "update", f"JobId={ident}", f"Partition={partition}"],
+                                 idempotent=False, check=False)
+        if not result.ok or "error" in result.stderr.lower():
+            raise SlurmError(_first_error(result))
 
     async def cancel(self, value: object) -> None:
         """Cancel a job (or one array task)."""
