@@ -421,7 +421,23 @@ class SlurmClient:
             return Preflight(checked)
         space = await self._run(preflight.free_space_argv(target), check=False)
         free = preflight.read_free_space(space.stdout) if space.ok else None
-        return Preflight(checked, free_bytes=free, free_at=target if free is not None else None)
+        quota = await self._quota(target)
+        return Preflight(checked, free_bytes=free, free_at=target if free is not None else None, quota=quota,
+                         quota_unknown_at=target if quota is None else None)
+
+    async def _quota(self, path: str) -> "preflight.Quota | None":
+        """The quota of the file system holding ``path``, from the first of ``lfs quota`` and ``quota`` that
+        answers; None when neither does (not installed, or an answer that is not a quota listing)."""
+        for source, argv in preflight.quota_argvs(path):
+            try:
+                result = await self._run(argv, check=False)
+            except TransportError:  # not installed where the commands run, or no answer in time
+                continue
+            if result.exit_code == 0 or (result.exit_code == 1 and result.stdout.strip()):  # 1: over a quota
+                found = preflight.read_quota(result.stdout, path, source)
+                if found is not None:
+                    return found
+        return None
 
     # ----- changing ------------------------------------------------------------------------
     def job_environment(self, script: str | SbatchScript) -> "JobEnvironment":
