@@ -65,6 +65,16 @@ def test_a_job_preempted_three_times_gets_one_card_moving_it_to_another_partitio
             log = (workspace.wiki / "log.md").read_text()
             assert f"job {ident} ({experiment.slug}) was preempted 3× on cpu; proposes moving it to gpu" in log
             assert f"moved job {ident} ({experiment.slug}) from cpu to gpu" in log
+
+            # Slurm moves only a waiting job: asked again once it runs, the tool says so before any card
+            desk = await betty.assistant.session("test-desk")
+            again = await desk.run_tool("cluster_move", {"job_id": ident, "partition": "gpu"}, "a test")
+            assert not again.ok and f"job {ident} is on gpu already" in again.summary
+            admin.run("scontrol", "update", f"JobId={ident}", "StartTime=now")
+            await asyncio.to_thread(admin.wait_for, ident, lambda state, reason: state == "RUNNING", 60)
+            running = await desk.run_tool("cluster_move", {"job_id": ident, "partition": "cpu"}, "a test")
+            assert not running.ok and f"job {ident} is RUNNING, not waiting" in running.summary
+            assert betty.cards() == []
         finally:
             await betty.close()
 

@@ -27,8 +27,8 @@ from .preflight import Preflight
 from .sbatch import SbatchScript
 from ..transport.interface import CommandResult, Transport
 
-PARTITION_NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
-"""A partition name Betty passes to Slurm: letters, digits and ``_.+-``."""
+PARTITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+"""A partition name Betty passes to Slurm: a letter or digit, then letters, digits and ``_.+-``."""
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -22,7 +22,7 @@ class MoveArgs(ToolArgs):
     """A waiting job and the partition to put it on."""
 
     job_id: JobId = Field(description="a waiting job Betty submitted (a chain's: its waiting segment)")
-    partition: str = Field(pattern=r"^[A-Za-z0-9_.+-]{1,64}$", description="the partition to move it to")
+    partition: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$", description="the partition to move it to")
 
 
 class ClusterMove(Tool[MoveArgs]):
