@@ -23,7 +23,7 @@ from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .allowlist import AllowedCommand, CommandPolicy
 from .file_reads import run_checked
-from .preflight import Preflight
+from .preflight import Preflight, Quota
 from .sbatch import SbatchScript
 from ..transport.interface import CommandResult, Transport
 
@@ -425,7 +425,7 @@ class SlurmClient:
         return Preflight(checked, free_bytes=free, free_at=target if free is not None else None, quota=quota,
                          quota_unknown_at=target if quota is None else None)
 
-    async def _quota(self, path: str) -> "preflight.Quota | None":
+    async def _quota(self, path: str) -> Quota | None:
         """The quota of the file system holding ``path``, from the first of ``lfs quota`` and ``quota`` that
         answers; None when neither does (not installed, or an answer that is not a quota listing)."""
         for source, argv in preflight.quota_argvs(path):

@@ -21,6 +21,7 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from ...errors import BettyError
 from ...experiments.chain import interruption_count, waiting_segment
 from ...experiments.ledger import Experiment, Ledger
 from ...wiki import WikiStore
@@ -90,7 +91,6 @@ async def _advice(session: "AgentSession", experiment: Experiment, partition: st
     # lazy: the advisor and the script parser; a run for a failed job needs neither
     from ...advisor.placement import PlacementAdvisor
     from ...cluster.sbatch import SbatchScript
-    from ...errors import BettyError
 
     try:
         script = SbatchScript.parse(experiment.script)
