@@ -257,7 +257,7 @@ def test_a_cell_runs_as_a_two_segment_chain_resuming_from_its_checkpoint(kernel:
     back = kernel.run("_chain.result(timeout=60)\n(seen, _chain.status)")
     assert back.text == "(['started', 'checkpointed', 'on', 'the', 'signal', 'resumed'], 'COMPLETED')", back.errors
     [tracked] = [t for t in Ledger(Workspace.at(project["root"]).ledger_path).all() if "c-chain" in t.experiment.slug]
-    assert [s["why"] for s in tracked.experiment.chain["segments"]] == ["time limit → continued", "done"]
+    assert len(tracked.experiment.chain["jobs"]) == 2  # one experiment: the two segments' jobs
 
 
 def test_under_a_jupyter_server_the_run_is_the_servers_and_its_value_comes_back(remote, project) -> None:
