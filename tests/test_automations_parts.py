@@ -263,11 +263,12 @@ def test_a_job_trigger_fires_on_its_states_and_cluster_once_per_change(store: Au
     assert triggers.job_changed(store, job_update("FAILED")) == []
     assert [r.automation for r in triggers.job_changed(store, job_update("COMPLETED", "other"))] == [anything.id]
     # a requeued job waits again after each interruption: each is a change of its own, once
-    pending, _ = store.create(AutomationSpec(name="p", prompt="p", trigger=Trigger(kind="job", states=["PENDING"])))
+    requeued, _ = store.create(AutomationSpec(name="r", prompt="p", trigger=Trigger(kind="job", states=["REQUEUED"])))
+    assert triggers.job_changed(store, job_update("PENDING")) == []  # waiting as usual: not a requeue
     for count in (1, 2):
         (run,) = triggers.job_changed(store, job_update("PENDING", interrupted=count))
-        assert run.automation == pending.id and run.delivery_id == f"job:dev:77:PENDING:{count}"
-        assert run.payload["interruptions"] == count
+        assert run.automation == requeued.id and run.delivery_id == f"job:dev:77:PENDING:{count}"
+        assert run.payload["interruptions"] == count and run.payload["state"] == "PENDING"
     assert triggers.job_changed(store, job_update("PENDING", interrupted=2)) == []
 
 

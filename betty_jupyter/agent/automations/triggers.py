@@ -34,22 +34,25 @@ def job_payload(update: "JobUpdate") -> dict[str, Any]:
             "interruptions": interruption_count(experiment)}
 
 
-def fits(automation: "Automation", update: "JobUpdate") -> bool:
-    """Whether ``update`` fires ``automation``'s job trigger."""
+def fits(automation: "Automation", update: "JobUpdate", interrupted: bool = False) -> bool:
+    """Whether ``update`` fires ``automation``'s job trigger. ``REQUEUED`` among its states also fires on a job that
+    waits again (``PENDING``) after an interruption (``interrupted``: its record counts one or more)."""
     trigger = automation.trigger
+    states = {update.state} | ({"REQUEUED"} if interrupted and update.state == "PENDING" else set())
     return (trigger.kind == "job" and automation.status in FIRING
-            and (not trigger.states or update.state in trigger.states)
+            and (not trigger.states or bool(states & set(trigger.states)))
             and (trigger.cluster is None or trigger.cluster == update.experiment.cluster))
 
 
 def job_changed(store: "AutomationStore", update: "JobUpdate") -> list["Run"]:
     """Queue a run of every automation whose job trigger ``update`` fires; the new runs."""
     payload = job_payload(update)
+    interrupted = bool(payload["interruptions"])
     delivery = f"job:{payload['cluster']}:{payload['id']}:{payload['state']}" + (
         f":{payload['interruptions']}" if payload["interruptions"] else "")  # each requeue is a change of its own
     queued = []
     for automation in store.all():
-        if fits(automation, update):
+        if fits(automation, update, interrupted):
             run, new = store.enqueue(automation.id, "job", payload, delivery)
             if new:
                 queued.append(run)
