@@ -83,7 +83,7 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     assert registry.names() == [
         "cluster_run", "cluster_queue", "cluster_partitions", "cluster_overview", "cluster_history", "cluster_submit",
         "cluster_sweep", "sweep_compare", "sweep_retry", "sweep_round", "sweep_cancel", "cluster_status", "cluster_cancel",
-        "cluster_extend", "cluster_pipeline", "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
+        "cluster_extend", "cluster_move", "cluster_pipeline", "job_logs", "cluster_advise", "cluster_why", "cluster_efficiency",
         "gpu_estimate", "gpu_advise", "wiki_read", "wiki_search", "wiki_write", "scratchpad", "delegate_tasks", "propose_plan", "cell_run",
         "cell_run_status", "notebook_submit", "notebook_collect",
         "notebook_read", "notebook_edit", "notebook_run_cell", "node_kernel", "node_kernel_status", "node_kernel_stop",
@@ -96,7 +96,7 @@ def test_every_tool_has_an_openai_schema_and_a_described_tier() -> None:
     submit = registry.get("cluster_submit").schema()["function"]["parameters"]
     assert set(submit["required"]) == {"script", "goal"}
     shown = {tool.name: model_schema(tool)["function"]["description"] for tool in registry}
-    for name in ("cluster_submit", "cluster_sweep", "sweep_retry", "sweep_cancel", "notebook_run_cell"):
+    for name in ("cluster_submit", "cluster_sweep", "sweep_retry", "sweep_cancel", "notebook_run_cell", "cluster_move"):
         assert shown[name].endswith("Always asks the person first."), name
     assert shown["cluster_run"].endswith("Asks the person once per session.")
     assert "A log.md line never asks" in shown["wiki_write"] and "A code cell always asks" in shown["notebook_edit"]

@@ -163,8 +163,10 @@ def test_submit_preview_shows_everything_and_changes_nothing(ctx, calls, ssh_pro
     assert files_under(ctx.workspace.root, work) == before and not ctx.workspace.ledger_path.exists()
     assert shown.details["checked on the cluster"][0] == f"found {ctx.workspace.root} (working directory, line 3)"
     assert re.fullmatch(rf"\d+\.\d [KMGT]iB free on the file system of {ctx.workspace.root}",
-                        shown.details["checked on the cluster"][-1])
-    assert [argv[0] for argv in calls] == ["sinfo", "printenv", "stat", "df"]  # reads only
+                        shown.details["checked on the cluster"][-2])
+    assert shown.details["checked on the cluster"][-1] == (  # the dev cluster has no quotas, nor their commands
+        f"quota not known: neither lfs quota nor quota answered for {ctx.workspace.root}")
+    assert [argv[0] for argv in calls] == ["sinfo", "printenv", "stat", "df", "lfs", "quota"]  # reads only
     assert jobs_named(ctx, name) == []
 
 

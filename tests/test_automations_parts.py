@@ -244,9 +244,10 @@ def test_a_due_schedule_fires_once_per_slot_and_counts_afresh_after_a_pause(stor
     assert store.get(automation.id).next_due is None
 
 
-def job_update(state: str, cluster: str = "dev") -> Any:
+def job_update(state: str, cluster: str = "dev", interrupted: int = 0) -> Any:
+    chain = {"segments": [{"job_id": "77", "interruptions": [f"2026-03-02 10:0{i}:00" for i in range(interrupted)]}]}
     experiment = SimpleNamespace(job_id="77", cluster=cluster, slug="2026-03-02-train", page="experiments/x.md",
-                                 notebook="notebooks/experiments/x.ipynb")
+                                 notebook="notebooks/experiments/x.ipynb", chain=chain)
     job = SimpleNamespace(name="train", exit_code="1:0", reason=None)
     return SimpleNamespace(experiment=experiment, job=job, state=state, previous="RUNNING")
 
@@ -261,6 +262,14 @@ def test_a_job_trigger_fires_on_its_states_and_cluster_once_per_change(store: Au
     assert runs[0].payload["id"] == "77" and runs[0].delivery_id == "job:dev:77:FAILED"
     assert triggers.job_changed(store, job_update("FAILED")) == []
     assert [r.automation for r in triggers.job_changed(store, job_update("COMPLETED", "other"))] == [anything.id]
+    # a requeued job waits again after each interruption: each is a change of its own, once
+    requeued, _ = store.create(AutomationSpec(name="r", prompt="p", trigger=Trigger(kind="job", states=["REQUEUED"])))
+    assert triggers.job_changed(store, job_update("PENDING")) == []  # waiting as usual: not a requeue
+    for count in (1, 2):
+        (run,) = triggers.job_changed(store, job_update("PENDING", interrupted=count))
+        assert run.automation == requeued.id and run.delivery_id == f"job:dev:77:PENDING:{count}"
+        assert run.payload["interruptions"] == count and run.payload["state"] == "PENDING"
+    assert triggers.job_changed(store, job_update("PENDING", interrupted=2)) == []
 
 
 # ----- the first message ---------------------------------------------------------------------------------------

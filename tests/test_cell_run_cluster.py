@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from betty_jupyter.agent.actions import ActionLog
+from betty_jupyter.experiments.ledger import Ledger
+from betty_jupyter.experiments.workspace import Workspace
 from conftest import ssh
 from jupyter_server_proc import JupyterServer
 from kernel_driver import Kernel
@@ -218,6 +220,44 @@ def test_cancel_from_the_cell_cancels_the_job(kernel: Kernel, dev_cluster) -> No
     assert kernel.run("_sleeper.cancel()").errors == [f"UsageError: job {job} already ended (CANCELLED); nothing to cancel"]
     assert "CANCELLED" in ssh(dev_cluster, f"sacct -n -X -j {job} -o State").stdout or \
         "CANCELLED" in ssh(dev_cluster, f"scontrol -o show job {job}").stdout
+
+
+CHAINED_CELL = """%%betty run --partition cpu --time 1 --env betty --segments 2 --checkpoint-seconds 20 --out seen --slug c-chain
+import os, signal, time
+stop = []
+signal.signal(signal.SIGUSR1, lambda *_: stop.append(1))
+resumed = os.path.exists("checkpoint")
+with open("segments.txt", "a") as log:
+    log.write(("resumed" if resumed else "started") + "\\n")
+if not resumed:  # the first segment works until it is told to checkpoint; the second finishes at once
+    while not stop:
+        time.sleep(0.2)
+    with open("checkpoint", "w") as saved:
+        saved.write("1")
+    with open("segments.txt", "a") as log:
+        log.write("checkpointed on the signal\\n")
+seen = open("segments.txt").read().split()
+print("segments:", seen)
+"""
+
+
+def test_a_cell_runs_as_a_two_segment_chain_resuming_from_its_checkpoint(kernel: Kernel, project) -> None:
+    assert kernel.run("%betty use betty-dev").status == "ok"
+    cell = kernel.run(CHAINED_CELL)
+    assert cell.status == "ok" and not cell.stderr, cell.stderr
+    kernel.wait_for(lambda: kernel.find(cell.widgets[0], "betty-approve"), what="the card")
+    kernel.run("_chain = _")
+    script = kernel.run("print(_chain.call.approval.preview.text)").stdout
+    assert "#SBATCH --signal=B:USR1@20" in script and f"betty_run {sys.prefix}/bin/python3 -u cell_runner.py" in script
+    assert "exec " not in script.split("end of Betty's continuation helper", 1)[1], script
+    view = approve(kernel, cell)
+    kernel.wait_for(lambda: kernel.find(view, "betty-cell-cancel"), timeout=120, what="the followed job's cancel")
+    text = ended(kernel, view)
+    assert "COMPLETED" in text, text
+    back = kernel.run("_chain.result(timeout=60)\n(seen, _chain.status)")
+    assert back.text == "(['started', 'checkpointed', 'on', 'the', 'signal', 'resumed'], 'COMPLETED')", back.errors
+    [tracked] = [t for t in Ledger(Workspace.at(project["root"]).ledger_path).all() if "c-chain" in t.experiment.slug]
+    assert len(tracked.experiment.chain["jobs"]) == 2  # one experiment: the two segments' jobs
 
 
 def test_under_a_jupyter_server_the_run_is_the_servers_and_its_value_comes_back(remote, project) -> None:

@@ -111,8 +111,8 @@ ENTRIES = {"call_tool", "call", "agent_call", "start_call", "ask", "handle", "ov
 """The names through which a handler reaches the gate: ``BettyHandler.call_tool``, ``Assistant.call`` and ``ask``,
 ``BettyServices.agent_call``/``start_call``/``overview``, and the MCP endpoint's ``handle``."""
 
-WRITES = {"submit", "cancel", "upload", "upload_files"}
-"""What changes the cluster: Slurm's ``sbatch`` and ``scancel``, and uploads into a run directory."""
+WRITES = {"submit", "cancel", "move", "upload", "upload_files"}
+"""What changes the cluster: Slurm's ``sbatch``, ``scancel`` and ``scontrol update``, and uploads into a run directory."""
 WRITE_RECEIVERS = {"slurm", "client", "cell_transfer"}
 """The objects those are called on (a ``SlurmClient`` by its usual names, the transfer module); ``submit`` of a
 thread pool or ``cancel`` of a task is not a write."""

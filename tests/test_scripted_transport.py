@@ -13,7 +13,7 @@ from betty_jupyter.cluster.slurm import SlurmClient
 from betty_jupyter.cluster.sync import run_sync
 from betty_jupyter.cluster.scripted import Reply, ScriptedTransport
 from betty_jupyter.transport.interface import Transport
-from betty_jupyter.errors import SlurmError
+from betty_jupyter.errors import SlurmError, UsageError
 
 ROW = SEPARATOR.join([
     "42", "42", "N/A", "train <b>x</b>", "alice", "lab", "gpu", "RUNNING", "None", "1:02:03", "1-00:00:00",
@@ -58,3 +58,18 @@ def test_a_slurm_refusal_is_one_line():
     cluster = ScriptedTransport().on("squeue", stderr="squeue: error: Invalid user: nobody\n", exit_code=1)
     with pytest.raises(SlurmError, match="Invalid user: nobody"):
         run_sync(SlurmClient(cluster).queue(user="nobody"))
+
+
+def test_moving_a_waiting_job_is_one_scontrol_update_and_a_name_with_shell_is_refused_before_it():
+    cluster = ScriptedTransport().on("scontrol", "update", stdout="")
+    slurm = SlurmClient(cluster)
+    run_sync(slurm.move("42", "gpu"))
+    assert cluster.ran("scontrol") == [("scontrol", "update", "JobId=42", "Partition=gpu")]
+    for hostile in ("gpu;rm -rf ~", "gpu Partition=x", "", "-h"):
+        with pytest.raises(UsageError, match="is not a partition name"):
+            run_sync(slurm.move("42", hostile))
+    assert len(cluster.ran("scontrol")) == 1  # nothing more reached the cluster
+    cluster.on("scontrol", "update", stderr="scontrol: error: Job is no longer pending execution for job 42\n",
+               exit_code=1)
+    with pytest.raises(SlurmError, match="no longer pending"):
+        run_sync(slurm.move("42", "gpu"))

@@ -70,9 +70,10 @@ class CellEnvironment:
             return f"{_shell_path(self.prefix.rstrip('/'))}/bin/python3"
         return "python3"
 
-    def command(self, gpus: int, program: str) -> str:
-        """The line that runs ``program`` (a runner and its arguments, already shell words) with :meth:`python`."""
-        return f"exec {self.python(gpus)} -u {program}"
+    def command(self, gpus: int, program: str, launcher: str = "exec") -> str:
+        """The line that runs ``program`` (a runner and its arguments, already shell words) with :meth:`python`:
+        ``exec`` it, or (in a continuation chain) ``betty_run`` it, which forwards the checkpoint signal to it."""
+        return f"{launcher} {self.python(gpus)} -u {program}"
 
     def imports_check(self, modules: Sequence[str]) -> tuple[list[str], str]:
         """A command that succeeds on the cluster when the environment's ``python3`` imports ``modules``."""
@@ -155,9 +156,11 @@ class JobRequest:
     name: str = "job"
     """The job's name (``--job-name``)."""
 
-    def script(self, run_dir: str, logs: str, preamble: Sequence[str], program: str) -> SbatchScript:
+    def script(self, run_dir: str, logs: str, preamble: Sequence[str], program: str,
+               launcher: str = "exec") -> SbatchScript:
         """The batch script that runs ``program`` (a runner and its arguments, shell words) in the environment,
         in ``run_dir``, after the lines of ``preamble``; it writes ``<logs>.out`` and ``<logs>.err`` there.
+        ``launcher``: as :meth:`CellEnvironment.command`.
 
         Its ``#SBATCH`` lines are written by :meth:`~.sbatch.SbatchScript.written`, as every directive
         Betty writes: a value sbatch would split is quoted, a line break in one is refused.
@@ -167,5 +170,5 @@ class JobRequest:
             options.append(("gpus", str(self.gpus)))
         options += [("chdir", run_dir), ("output", f"{run_dir}/{logs}.out"), ("error", f"{run_dir}/{logs}.err")]
         body = [*preamble, *self.environment.setup_lines(), "export MPLBACKEND=Agg",
-                self.environment.command(self.gpus, program)]
+                self.environment.command(self.gpus, program, launcher)]
         return SbatchScript.written(options, "\n".join(body) + "\n")

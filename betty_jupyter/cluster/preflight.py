@@ -86,6 +86,11 @@ class Preflight:
     free_at: str | None = None
     unchecked: str | None = None
     """Why nothing could be checked (the cluster did not answer ``stat``), or None."""
+    quota: "Quota | None" = None
+    """The quota of the file system the job writes to, as ``lfs quota`` or ``quota`` told it; None: not asked, or
+    not known (:attr:`quota_unknown_at`)."""
+    quota_unknown_at: str | None = None
+    """Where the job writes, when neither ``lfs quota`` nor ``quota`` answered for it (None: they did, or not asked)."""
 
     @property
     def missing(self) -> tuple[CheckedPath, ...]:
@@ -99,16 +104,20 @@ class Preflight:
             lines.append(f"not checked: {self.unchecked}")
         if self.free_bytes is not None and self.free_at is not None:
             lines.append(f"{_size(self.free_bytes)} free on the file system of {self.free_at}")
+        if self.quota is not None:
+            lines.append(self.quota.line())
+        elif self.quota_unknown_at is not None:
+            lines.append(f"quota not known: neither lfs quota nor quota answered for {self.quota_unknown_at}")
         return lines
 
     def refusal(self, first_line: int = 1) -> str | None:
         """``can't submit: line 6: environment /x is not on the cluster; …`` naming each missing thing, with lines
         numbered as the person sees them (``first_line``, as :func:`~.commands.cant_submit`), or None."""
-        if not self.missing:
-            return None
-        return "can't submit: " + "; ".join(
-            f"line {item.named.line + first_line - 1}: {item.named.role} {item.named.path} is not on the cluster "
-            "(or cannot be reached)" for item in self.missing)
+        reasons = [f"line {item.named.line + first_line - 1}: {item.named.role} {item.named.path} is not on the "
+                   "cluster (or cannot be reached)" for item in self.missing]
+        if self.quota is not None and self.quota.exhausted:
+            reasons.append(self.quota.exhausted)
+        return "can't submit: " + "; ".join(reasons) if reasons else None
 
 
 def named_paths(script: SbatchScript, home: str) -> list[NamedPath]:
@@ -156,6 +165,90 @@ def read_free_space(output: str) -> int | None:
     """The available bytes from :func:`free_space_argv`'s output, None if it says something else."""
     numbers = [word for word in output.split() if word.isdigit()]
     return int(numbers[-1]) if numbers else None
+
+
+QUOTA_LINES = 200
+"""At most this many lines of a quota command's answer are read."""
+_QUOTA_NUMBER = re.compile(r"^(\d{1,19})(\*?)$")
+
+
+@dataclass(frozen=True)
+class Quota:
+    """The tightest quota on the file system holding ``path`` (KiB and files used, and their limits; 0: none)."""
+
+    path: str
+    source: str
+    """``lfs quota`` or ``quota``: which command answered."""
+    used_kib: int
+    limit_kib: int
+    files: int
+    file_limit: int
+
+    @property
+    def exhausted(self) -> str | None:
+        """Why the job could not write there (a limit reached), in one line, or None."""
+        if self.limit_kib and self.used_kib >= self.limit_kib:
+            return (f"the quota of the file system of {self.path} is exhausted ({_size(self.used_kib * 1024)} used "
+                    f"of {_size(self.limit_kib * 1024)}, {self.source}): the job could not write its output")
+        if self.file_limit and self.files >= self.file_limit:
+            return (f"the quota of the file system of {self.path} is exhausted ({self.files} files of "
+                    f"{self.file_limit}, {self.source}): the job could not write its output")
+        return None
+
+    def line(self) -> str:
+        """The card's line: the headroom left under the quota, or that none limits the file system."""
+        if self.exhausted:
+            return f"quota exhausted: {self.exhausted}"
+        left = [f"{_size((self.limit_kib - self.used_kib) * 1024)} of {_size(self.limit_kib * 1024)}"
+                ] if self.limit_kib else []
+        left += [f"{self.file_limit - self.files} of {self.file_limit} files"] if self.file_limit else []
+        if not left:
+            return f"quota: no limit on the file system of {self.path} ({self.source})"
+        return f"quota: {' and '.join(left)} left on the file system of {self.path} ({self.source})"
+
+
+def quota_argvs(path: str) -> list[tuple[str, list[str]]]:
+    """The reads that tell the quota of the file system holding ``path``, in the order they are asked: Lustre's
+    ``lfs quota`` for that path (the person's, group's and project's rows), then the Linux ``quota`` (every
+    file system with a quota, without wrapping, mount points shown)."""
+    return [("lfs quota", ["lfs", "quota", "-q", path]), ("quota", ["quota", "-w", "--show-mntpoint"])]
+
+
+def read_quota(output: str, path: str, source: str) -> Quota | None:
+    """The tightest quota row of ``output`` whose file system holds ``path`` (one of its names is ``path`` or a
+    folder above it), or a :class:`Quota` without limits when the command listed no such row; None when ``output``
+    is not a quota listing at all. Rows are ``NAME… USED[*] QUOTA LIMIT [GRACE] FILES[*] QUOTA LIMIT [GRACE]``;
+    anything else is skipped, so no text of the answer reaches the card."""
+    rows: list[tuple[int, int, int, int]] = []
+    listing = False
+    for line in output.splitlines()[:QUOTA_LINES]:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] in ("Disk", "Filesystem") or "quotas for" in line:
+            listing = True
+            continue
+        names = [word for word in words if word.startswith("/") and not _QUOTA_NUMBER.match(word)]
+        numbers = [int(m.group(1)) for word in words if (m := _QUOTA_NUMBER.match(word))]
+        if not names or len(numbers) < 6:
+            continue
+        listing = True
+        if any(_holds(name, path) for name in names):
+            used, soft, hard, files, file_soft, file_hard = numbers[:6]
+            rows.append((used, hard or soft, files, file_hard or file_soft))
+    if not rows:
+        return Quota(path, source, 0, 0, 0, 0) if listing or not output.strip() else None
+
+    def left(row: tuple[int, int, int, int]) -> float:
+        return min(row[1] - row[0] if row[1] else float("inf"), (row[3] - row[2]) * 4 if row[3] else float("inf"))
+
+    used, limit, files, file_limit = min(rows, key=left)
+    return Quota(path, source, used, limit, files, file_limit)
+
+
+def _holds(name: str, path: str) -> bool:
+    mount = name.rstrip("/") or "/"
+    return mount == "/" or path == mount or path.startswith(mount + "/")
 
 
 def writes_to(named: Iterable[NamedPath]) -> str | None:

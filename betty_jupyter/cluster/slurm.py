@@ -23,9 +23,12 @@ from .job_env import job_environment
 from .jobs import Job, JobState, job_id, parse_sbatch_output
 from .allowlist import AllowedCommand, CommandPolicy
 from .file_reads import run_checked
-from .preflight import Preflight
+from .preflight import Preflight, Quota
 from .sbatch import SbatchScript
 from ..transport.interface import CommandResult, Transport
+
+PARTITION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
+"""A partition name Betty passes to Slurm: a letter or digit, then letters, digits and ``_.+-``."""
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -418,7 +421,23 @@ class SlurmClient:
             return Preflight(checked)
         space = await self._run(preflight.free_space_argv(target), check=False)
         free = preflight.read_free_space(space.stdout) if space.ok else None
-        return Preflight(checked, free_bytes=free, free_at=target if free is not None else None)
+        quota = await self._quota(target)
+        return Preflight(checked, free_bytes=free, free_at=target if free is not None else None, quota=quota,
+                         quota_unknown_at=target if quota is None else None)
+
+    async def _quota(self, path: str) -> Quota | None:
+        """The quota of the file system holding ``path``, from the first of ``lfs quota`` and ``quota`` that
+        answers; None when neither does (not installed, or an answer that is not a quota listing)."""
+        for source, argv in preflight.quota_argvs(path):
+            try:
+                result = await self._run(argv, check=False)
+            except TransportError:  # not installed where the commands run, or no answer in time
+                continue
+            if result.exit_code == 0 or (result.exit_code == 1 and result.stdout.strip()):  # 1: over a quota
+                found = preflight.read_quota(result.stdout, path, source)
+                if found is not None:
+                    return found
+        return None
 
     # ----- changing ------------------------------------------------------------------------
     def job_environment(self, script: str | SbatchScript) -> "JobEnvironment":
@@ -480,6 +499,17 @@ class SlurmClient:
             if text.strip() == comment:
                 return ident.strip()
         return None
+
+    async def move(self, value: object, partition: str) -> None:
+        """Put a waiting job on another partition (``scontrol update JobId=… Partition=…``); Slurm lets a person move
+        only a job that has not started, and says why not in one line otherwise."""
+        ident = job_id(value)
+        if not PARTITION_NAME.fullmatch(partition):
+            raise UsageError(f"partition {partition[:64]!r} is not a partition name")
+        result = await self._run(["scontrol", "update", f"JobId={ident}", f"Partition={partition}"],
+                                 idempotent=False, check=False)
+        if not result.ok or "error" in result.stderr.lower():
+            raise SlurmError(_first_error(result))
 
     async def cancel(self, value: object) -> None:
         """Cancel a job (or one array task)."""

@@ -253,6 +253,9 @@ class CellJob:
     """The run's directory on the cluster, absolute."""
     request: JobRequest
     outs: tuple[str, ...] = ()
+    chained: bool = False
+    """A segment of a continuation chain (``--segments``): the runner is started with ``betty_run``, which
+    forwards the checkpoint signal (SIGUSR1) to it, and each segment runs the cell again from the top."""
 
     @property
     def environment(self) -> CellEnvironment:
@@ -268,7 +271,7 @@ class CellJob:
             "# Nothing runs unless the directory is yours alone (mode 700).",
             f'cd -- {here} && [[ -O . ]] && (( (0$(stat -c %a .) & 077) == 0 )) || '
             f'{{ echo "betty: {self.run_dir} is not yours alone; the cell was not run" >&2; exit 1; }}',
-        ], f"{RUNNER} {shlex.quote(self.token)}")
+        ], f"{RUNNER} {shlex.quote(self.token)}", "betty_run" if self.chained else "exec")
 
     @property
     def token(self) -> str:

@@ -170,3 +170,17 @@ async def extend_chain(slurm: "SlurmClient", workspace: Workspace, experiment: E
         raise ExperimentError(f"queued {len(added)} of {plan.cap} continuations ({', '.join(added)}); the next could "
                               f"not be submitted: {error}")
     return changed
+
+
+def interruption_count(experiment: Experiment) -> int:
+    """How often Slurm interrupted the experiment's jobs (preempted and requeued), as its segments record it."""
+    segments = (experiment.chain or {}).get("segments") or []
+    return sum(len(segment.get("interruptions") or []) for segment in segments)
+
+
+def waiting_segment(experiment: Experiment) -> str | None:
+    """The job of the chain's segment that waits to run again after an interruption (None: none waits)."""
+    for segment in (experiment.chain or {}).get("segments") or []:
+        if segment.get("why") == "waiting" and segment.get("interruptions"):
+            return str(segment.get("job_id"))
+    return None

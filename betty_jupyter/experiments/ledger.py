@@ -108,6 +108,9 @@ class Experiment:
     node_cells: dict[str, Any] | None = None
     """A node kernel's allocation (``%betty kernel``): how many cells ran on it, when, and the latest ones' first
     lines and digests (``experiments/node_cells.py``)."""
+    preemption: dict[str, Any] | None = None
+    """A job Slurm kept preempting: how often, the partition Betty proposed moving it to and what became of the
+    proposal (the job babysitter's, ``agent/automations/preempted.py``)."""
 
     @property
     def page(self) -> str:
@@ -351,6 +354,11 @@ class Ledger:
                 db.execute("UPDATE experiments SET finished = 0, owner = NULL, lease_until = 0 WHERE slug = ?",
                            (slug,))
         return changed
+
+    def change_preemption(self, slug: str,
+                          change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:
+        """Rewrite the record of a job Slurm kept preempting in one transaction, as :meth:`change_diagnosis`."""
+        return self._change(slug, "preemption", change)
 
     def change_node_cells(self, slug: str,
                           change: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Experiment | None:

@@ -21,6 +21,10 @@ trigger queues a run and the runner hands it to :func:`babysit`, which
    one ``cluster_pipeline`` card that runs that step again, corrected, with the steps after it
    (the steps that succeeded are not run again).
 
+A job that waits again after an interruption (preempted and requeued: its trigger's ``REQUEUED``) fires it
+too; once its record counts :data:`~.preempted.PREEMPTIONS` interruptions, :mod:`.preempted` proposes moving it
+to another partition.
+
 Once per failed job, across restarts and servers: a diagnosis is recorded only where the
 record has none, and a proposal moves from ``ready`` to ``proposed`` in one ledger
 transaction before its card opens. A card lost with a server that died is not shown again;
@@ -46,6 +50,7 @@ from ..session import SessionSpec
 from ..vocabulary import Decision, Mode
 from .definitions import AutomationLimits, AutomationSpec, Trigger
 from .host import open_run_session
+from .preempted import propose_move
 
 if TYPE_CHECKING:
     from ...cluster.jobs import Job
@@ -65,9 +70,10 @@ BABYSITTER = AutomationSpec(
     persona="betty",
     prompt=("Betty's own code runs this automation, not a model: when a job Betty recorded ends FAILED, "
             "OUT_OF_MEMORY or TIMEOUT, it reads the job's log and accounting, writes a diagnosis into the "
-            "experiment's page and proposes a corrected resubmission for a person to approve."),
-    trigger=Trigger(kind="job", states=["FAILED", "OUT_OF_MEMORY", "TIMEOUT"]),
-    tools=["cluster_submit", "sweep_retry", "cluster_pipeline"],
+            "experiment's page and proposes a corrected resubmission for a person to approve; when Slurm preempted "
+            "and requeued a job 3 times, it proposes moving it to the partition where it would start soonest."),
+    trigger=Trigger(kind="job", states=["FAILED", "OUT_OF_MEMORY", "TIMEOUT", "REQUEUED"]),
+    tools=["cluster_submit", "sweep_retry", "cluster_pipeline", "cluster_move"],
     limits=AutomationLimits(seconds=86_400),
     mode=Mode.AUTO,
 )
@@ -82,6 +88,11 @@ async def babysit(runner: "RunHost", automation: "Automation", run: "Run") -> tu
     tracked = ledger.get(str(slug)) if slug else None
     if tracked is None or tracked.experiment.job_id != str(fired.get("id")):
         return "done", None, "nothing to do: the babysitter looks after jobs Betty recorded, when they fail"
+    if fired.get("state") in ("PENDING", "REQUEUED"):  # waiting again: preempted and requeued
+        try:
+            return "done", None, await propose_move(runner, automation, run, ledger, tracked.experiment)
+        except BettyError as error:
+            return "failed", "babysitter", f"job {tracked.experiment.job_id}: {error}"
     try:
         return "done", None, await _Visit(runner, automation, run, ledger).look_after(tracked.experiment)
     except BettyError as error:

@@ -1,6 +1,7 @@
 """What fires a run, besides a person and a webhook: a watched job changing state, and a schedule coming due.
 
-Both queue runs with a delivery id (``job:<cluster>:<id>:<state>``, ``schedule:<due time>``),
+Both queue runs with a delivery id (``job:<cluster>:<id>:<state>``, with ``:<n>`` for a job interrupted ``n``
+times, ``schedule:<due time>``),
 so the same change or the same slot is one run, whichever server or restart saw it.
 """
 
@@ -23,27 +24,35 @@ FIRING = ("idle", "active")
 
 def job_payload(update: "JobUpdate") -> dict[str, Any]:
     """The ``job`` fields a job-triggered run's prompt may name."""
+    # lazy: the chain's reading; the server's start loads this module without it
+    from ...experiments.chain import interruption_count
+
     job, experiment = update.job, update.experiment
     return {"id": experiment.job_id, "cluster": experiment.cluster, "state": update.state,
             "previous": update.previous, "name": job.name, "exit_code": job.exit_code, "reason": job.reason,
-            "experiment": experiment.slug, "page": f"wiki/{experiment.page}", "notebook": experiment.notebook}
+            "experiment": experiment.slug, "page": f"wiki/{experiment.page}", "notebook": experiment.notebook,
+            "interruptions": interruption_count(experiment)}
 
 
-def fits(automation: "Automation", update: "JobUpdate") -> bool:
-    """Whether ``update`` fires ``automation``'s job trigger."""
+def fits(automation: "Automation", update: "JobUpdate", interrupted: bool = False) -> bool:
+    """Whether ``update`` fires ``automation``'s job trigger. ``REQUEUED`` among its states also fires on a job that
+    waits again (``PENDING``) after an interruption (``interrupted``: its record counts one or more)."""
     trigger = automation.trigger
+    states = {update.state} | ({"REQUEUED"} if interrupted and update.state == "PENDING" else set())
     return (trigger.kind == "job" and automation.status in FIRING
-            and (not trigger.states or update.state in trigger.states)
+            and (not trigger.states or bool(states & set(trigger.states)))
             and (trigger.cluster is None or trigger.cluster == update.experiment.cluster))
 
 
 def job_changed(store: "AutomationStore", update: "JobUpdate") -> list["Run"]:
     """Queue a run of every automation whose job trigger ``update`` fires; the new runs."""
     payload = job_payload(update)
-    delivery = f"job:{payload['cluster']}:{payload['id']}:{payload['state']}"
+    interrupted = bool(payload["interruptions"])
+    delivery = f"job:{payload['cluster']}:{payload['id']}:{payload['state']}" + (
+        f":{payload['interruptions']}" if payload["interruptions"] else "")  # each requeue is a change of its own
     queued = []
     for automation in store.all():
-        if fits(automation, update):
+        if fits(automation, update, interrupted):
             run, new = store.enqueue(automation.id, "job", payload, delivery)
             if new:
                 queued.append(run)

@@ -14,14 +14,16 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ...compute import cell_transfer
+from ...cluster.continuation import SIGNAL_SECONDS, ChainPlan
 from ...cluster.job_request import cell_environment
 from ...compute.cell_job import RESULT_FILES, CellJob, StagedRun, parse_result, run_dir, run_files, staged
 from ...errors import UsageError
+from ...experiments.chain import read_chain, submit_chain
 from ...experiments.record import slugify, submit_experiment
-from ..models import Preview, Tier, ToolOutcome, sha256_of
+from ..models import ADVANCED_FIELD, Preview, Tier, ToolOutcome, sha256_of
 from .base import JobId, Tool, ToolArgs, ToolContext, ToolError
 from .job_args import JobRequestArgs
-from .jobs import ClusterSubmit, SubmitArgs, checked_submission
+from .jobs import ClusterSubmit, SubmitArgs, checked_submission, recorded_experiment
 
 
 class CellRunArgs(JobRequestArgs):
@@ -32,6 +34,14 @@ class CellRunArgs(JobRequestArgs):
         default_factory=list, max_length=50, description="the variables that come back")
     goal: str = Field("a notebook cell run on the cluster", min_length=1, max_length=4000,
                       description="what this run is for, in the researcher's words")
+    segments: int | None = Field(
+        None, ge=2, le=50, description="run longer than the time limit: a continuation chain of at most this many "
+                                       "jobs of --time each; the cell is told to checkpoint before each limit "
+                                       "(SIGUSR1) and runs again from the top in the next, resuming from its "
+                                       "checkpoint (docs/long-runs.md)")
+    checkpoint_seconds: int = Field(SIGNAL_SECONDS, ge=10, le=86_400,
+                                    description="with segments: how long before each limit the cell is told to "
+                                                "checkpoint (SIGUSR1)", json_schema_extra=ADVANCED_FIELD)
 
 
 class CellRun(Tool[CellRunArgs]):
@@ -58,8 +68,10 @@ class CellRun(Tool[CellRunArgs]):
             **submitted.details,
         }
         slug = str(details.get("page", "")).removeprefix("wiki/experiments/").removesuffix(".md")
-        return Preview(kind="script", title=f"run a cell as {slug} on {ctx.profile.name}: {details['resources']}",
-                       text=script.text, details=details,
+        shape = f" as a chain of up to {args.segments} segments" if args.segments else ""
+        return Preview(kind="script", title=f"run a cell as {slug} on {ctx.profile.name}{shape}: "
+                                            f"{details['resources']}",
+                       text=submitted.text if args.segments else script.text, details=details,
                        inputs={"cell.py": sha256_of(run.code), "inputs.pkl": f"sha256:{run.inputs_sha256}"})
 
     async def run(self, ctx: ToolContext, args: CellRunArgs) -> ToolOutcome:
@@ -68,8 +80,16 @@ class CellRun(Tool[CellRunArgs]):
         written = job.script()
         script = checked_submission(_as_submission(args, written.text), await ctx.slurm.partitions(), written)
         await cell_transfer.upload(ctx.slurm.transport, run, job)
-        experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
-                                             name=args.name or job.request.name)
+        if args.segments:
+            try:
+                experiment = await submit_chain(ctx.slurm, ctx.workspace, ctx.profile.name, script,
+                                                ChainPlan(cap=args.segments, signal_seconds=args.checkpoint_seconds),
+                                                goal=args.goal, name=args.name or job.request.name)
+            except UsageError as error:
+                raise ToolError(str(error)) from error
+        else:
+            experiment = await submit_experiment(ctx.slurm, ctx.workspace, ctx.profile.name, script, goal=args.goal,
+                                                 name=args.name or job.request.name)
         page = f"wiki/{experiment.page}"
         summary = (f"submitted job {experiment.job_id} on {experiment.cluster} as {experiment.slug}: a cell run in "
                    f"{job.run_dir}; page {page}, notebook {experiment.notebook}")
@@ -89,11 +109,13 @@ async def _planned(ctx: ToolContext, args: CellRunArgs) -> tuple[StagedRun, Cell
     except UsageError as error:
         raise ToolError(str(error)) from error
     name = f"cell-{slugify(args.name)}" if args.name else "cell"  # a job name of letters, digits and dashes only
-    return run, CellJob(run_dir(work, run.token), args.job_request(environment, name), tuple(args.outs))
+    return run, CellJob(run_dir(work, run.token), args.job_request(environment, name), tuple(args.outs),
+                        chained=bool(args.segments))
 
 
 def _as_submission(args: CellRunArgs, script: str) -> SubmitArgs:
-    return SubmitArgs.model_validate({"script": script, "goal": args.goal, "name": args.name or "cell"})
+    chain = {"segments": args.segments, "checkpoint_seconds": args.checkpoint_seconds} if args.segments else {}
+    return SubmitArgs.model_validate({"script": script, "goal": args.goal, "name": args.name or "cell", **chain})
 
 
 class CellRunStatusArgs(ToolArgs):
@@ -129,10 +151,17 @@ class CellRunStatus(Tool[CellRunStatusArgs]):
                 raise UsageError(f"no cell run {args.run} is staged in this project")
             where = run_dir(await cell_transfer.absolute_work_dir(ctx.slurm.transport, ctx.slurm.work_dir), args.run)
             job = await ctx.slurm.job(args.job_id)
+            finished = job.state.finished
+            experiment = recorded_experiment(ctx.workspace, ctx.profile.name, job.job_id)
+            if experiment is not None and experiment.chain:  # a chain: it ends when its last segment that runs does
+                snapshot = await ctx.slurm.snapshot(experiment.chain.get("jobs") or [experiment.job_id])
+                experiment, deciding = read_chain(experiment, snapshot.jobs)
+                finished = (experiment.chain or {}).get("ended") is not None
+                job = deciding or job
             out, err = await cell_transfer.tails(ctx.slurm.transport, where)
-            data: dict[str, Any] = {"state": job.state.value, "finished": job.state.finished, "line": job.line(),
+            data: dict[str, Any] = {"state": job.state.value, "finished": finished, "line": job.line(),
                                     "out": out, "err": err, "result": None}
-            if job.state.finished:
+            if finished:
                 back = files.child("back").make()
                 back.empty()
                 copied = await cell_transfer.fetch(ctx.slurm.transport, where, RESULT_FILES, back)

@@ -144,6 +144,11 @@ class SubmitCommands(JobCommands):
         made.add_argument("--out", dest="outs", metavar="a,b", help="variables that come back once it ends")
         made.add_argument("--slug", metavar="S", help="a short name for the experiment")
         made.add_argument("--goal", metavar="TEXT", help="what this run is for (recorded on its wiki page)")
+        made.add_argument("--segments", type=int, metavar="N", help="run longer than --time: up to N jobs one "
+                          "after another, the cell told to checkpoint (SIGUSR1) before each limit and run again from "
+                          "the top in the next (docs/long-runs.md)")
+        made.add_argument("--checkpoint-seconds", type=int, metavar="S", help="with --segments: how long before "
+                          "each limit the cell is told to checkpoint (default 120)")
         return made
 
     def _run_cell(self, args: argparse.Namespace, cell: str | None) -> Any:
@@ -164,7 +169,8 @@ class SubmitCommands(JobCommands):
         run = stage(Workspace.at(_staging_project(betty.backend.project())).state, cell, namespace, inputs)
         call = betty.start("cell_run", {"run": run.token, "partition": args.partition, "gpus": args.gpus,
                                         "time": args.time, "env": args.env, "outs": list(outs), "name": args.slug,
-                                        "goal": args.goal or "a notebook cell run on the cluster"})
+                                        "goal": args.goal or "a notebook cell run on the cluster",
+                                        **_chain_args(args)})
 
         if call.settle(waiting(f"checking the cell run against {self._where()}")):  # tier 2: done at once is refused
             summary = call.future.result().summary.strip()
@@ -284,6 +290,14 @@ class SubmitCommands(JobCommands):
         if isinstance(outcome, Call):
             return outcome
         return ShownAdvice(outcome.data)
+
+
+def _chain_args(args: argparse.Namespace) -> dict[str, Any]:
+    """``segments`` and ``checkpoint_seconds`` of a ``%%betty run`` that asked for a chain; none otherwise."""
+    chain: dict[str, Any] = {"segments": args.segments} if args.segments is not None else {}
+    if args.checkpoint_seconds is not None:
+        chain["checkpoint_seconds"] = args.checkpoint_seconds
+    return chain
 
 
 def _note_notebook_kernel(state: Path, token: str) -> None:
