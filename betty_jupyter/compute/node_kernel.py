@@ -13,8 +13,9 @@ secret), which :func:`ready` reads back through one checked step.
 :class:`~..transport.forward.PortForward` per kernel port (channels over the connection Betty
 already holds, listening on 127.0.0.1 only); with the local transport straight to the node. Every
 message is signed with the key (HMAC-SHA256), so a client without it is ignored by the kernel.
-A dropped SSH link does not end the kernel: its client reconnects through the same local ports,
-and each new connection opens a channel over the re-opened link. The runner stops the kernel (and
+A dropped SSH link does not end the kernel: the forwards go through the process's
+:class:`~..transport.link.Link`, which logs in again, and the next cell attaches a fresh client
+through fresh forwards (:meth:`AttachedKernel.dropped`, :meth:`AttachedKernel.reattach`). The runner stops the kernel (and
 so ends the job) once no client has been connected for the grace period the person chose.
 """
 
@@ -224,6 +225,11 @@ class AttachedKernel:
         self.client.stop_channels()
         for forward in self.forwards:
             forward.close()
+
+    def dropped(self) -> bool:
+        """Whether the cluster's side ended a forwarded connection since this client was attached (the SSH link
+        dropped, or the kernel is gone): a cell then attaches again first."""
+        return any(forward.dropped for forward in self.forwards)
 
     def reattach(self) -> "AttachedKernel":
         """A fresh client through fresh forwards (after a dropped link: each opens its channels over the link made

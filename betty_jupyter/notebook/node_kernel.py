@@ -166,6 +166,9 @@ class NodeKernelHandle:
         if self.warning and not self._warned:
             self._warned = True
             sys.stderr.write(f"betty: {self.clock()}\n")
+        if self.kernel.dropped():
+            self._attach_again()
+        assert self.kernel is not None
         client = self.kernel.client
         outcome = {"ok": True}
 
@@ -197,6 +200,19 @@ class NodeKernelHandle:
                 self._let_go()
             else:
                 self._noted(code, started, time.monotonic() - clock, outcome["ok"])
+
+    def _attach_again(self) -> None:
+        """After a dropped link: a fresh client through fresh forwards over the link made again (the node's kernel
+        and its variables are kept), unless the allocation ended meanwhile (then the cell says so in one line)."""
+        try:
+            self._look()
+        except BettyError:
+            pass  # the job is looked at again by the next look; attaching says whether the kernel answers
+        if self.ended or self.kernel is None:
+            raise UsageError(self.line)
+        self.kernel = self.kernel.reattach()
+        sys.stderr.write("betty: the link to the cluster dropped; the node kernel is attached again "
+                         "(its variables are kept)\n")
 
     def _until(self, read: Callable[[], dict[str, Any]], msg_id: str, shown: Callable[[dict[str, Any]], None] | None,
                idle: bool) -> dict[str, Any]:
@@ -288,13 +304,9 @@ class NodeKernelHandle:
             if self._running:
                 return
             kernel, self.kernel = self.kernel, None
-            opened, self._opened = self._opened, None
+            self._opened = None  # the process's link: its host closes it, not the node kernel
         if kernel is not None:
             kernel.close()
-        if opened is not None:
-            from ..cluster.sync import run_sync  # lazy: only a node kernel that ends closes its own connection
-
-            run_sync(opened.close())
 
     def _show(self) -> None:
         """Show the allocation's line and time left (once the handle is displayed)."""

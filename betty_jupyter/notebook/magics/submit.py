@@ -246,7 +246,13 @@ class SubmitCommands(JobCommands):
             return self._quiet("node_kernel_stop", {"kernel": kernel, "job_id": job})
 
         def transport() -> Any:
-            return load_config().profile(cluster).open_transport()
+            """The link to the cluster this process already holds (Betty's own, when Betty runs in this kernel): the
+            forwards are channels over it, so there is no second login, and a dropped link is made again."""
+            from ...cluster.shared import shared_cluster  # lazy: the Slurm client; only a node kernel's forwards need it
+
+            held = getattr(betty.backend, "assistant", None)
+            config = held.config if held is not None else load_config()
+            return shared_cluster(config.profile(cluster)).link
 
         ledger = Ledger(workspace.ledger_path)
 
