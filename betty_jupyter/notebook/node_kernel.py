@@ -26,6 +26,7 @@ from ..compute.node_kernel import DEFAULT_WARN_MINUTES, AttachedKernel, Ready, a
 from ..errors import BettyError, UsageError
 
 if TYPE_CHECKING:
+    from ..compute.node_kernel import ForwardedBy
     from ..transport.interface import Transport
     from .session import Call
 
@@ -46,11 +47,11 @@ class NodeKernelHandle:
     left (``ends at 21:04 (118 min left)``, a warning ``warn`` minutes before the end, one line once it ended)."""
 
     def __init__(self, call: "Call", token: str, state: Path, poll: Callable[[str, str], dict[str, Any]],
-                 stop: Callable[[str, str], Any], transport: Callable[[], "Transport"], shell: Any, view: Any,
+                 stop: Callable[[str, str], Any], transport: Callable[[], "Transport | ForwardedBy"], shell: Any, view: Any,
                  every: float = POLL_SECONDS, note: Note | None = None, warn: int = DEFAULT_WARN_MINUTES,
                  now: Callable[[], datetime] = datetime.now) -> None:
         """``poll``/``stop``: ``node_kernel_status``/``node_kernel_stop`` of ``(token, job id)``; ``transport``: the
-        cluster's transport the forwards go through; ``note``: records each cell run on the node; ``now``: the
+        cluster's transport the forwards go through (or the process that holds them); ``note``: records each cell run on the node; ``now``: the
         clock the time left is read with."""
         self.call, self.token, self._state, self._poll, self._stop_job = call, token, state, poll, stop
         self._transport, self._shell, self._view, self._every = transport, shell, view, every
@@ -63,7 +64,7 @@ class NodeKernelHandle:
         self.ended = False
         """The allocation ended on its own or by a cancel (not by :meth:`stop`): cells run here again."""
         self.kernel: AttachedKernel | None = None
-        self._opened: "Transport | None" = None
+        self._opened: "Transport | ForwardedBy | None" = None
         self.on_node = False
         self._warned = False
         self._running = False

@@ -246,11 +246,19 @@ class SubmitCommands(JobCommands):
             return self._quiet("node_kernel_stop", {"kernel": kernel, "job_id": job})
 
         def transport() -> Any:
-            """The link to the cluster this process already holds (Betty's own, when Betty runs in this kernel): the
-            forwards are channels over it, so there is no second login, and a dropped link is made again."""
-            from ...cluster.shared import shared_cluster  # lazy: the Slurm client; only a node kernel's forwards need it
+            """The connection to the cluster Betty already holds: the Jupyter server's (it forwards the kernel's
+            ports), else this process's link (Betty's own, when Betty runs in this kernel). So there is no second
+            login, and a dropped link is made again."""
+            # lazy: the Slurm client and the backend; only a node kernel's forwards need them
+            from ...cluster.shared import shared_cluster
+            from ...compute.node_kernel import ForwardedBy
+            from ..backend import ServerBackend
 
-            held = getattr(betty.backend, "assistant", None)
+            backend = betty.backend
+            if isinstance(backend, ServerBackend):
+                return ForwardedBy(lambda: backend.node_kernel_forwards(token),
+                                   lambda: backend.release_node_kernel_forwards(token))
+            held = getattr(backend, "assistant", None)
             config = held.config if held is not None else load_config()
             return shared_cluster(config.profile(cluster)).link
 
