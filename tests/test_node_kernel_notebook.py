@@ -112,7 +112,8 @@ def test_the_next_cells_run_in_the_allocation_until_back_and_stop_ends_it(kernel
     page = Path(project["root"]) / "wiki" / experiment.experiment.page
     kernel.wait_for(lambda: "**CANCELLED**" in page.read_text(), timeout=120, what="the page of the ended job")
     text = page.read_text()
-    assert f"{len(lines)} cells ran on this allocation, 1 raised" in text and "Cost: 0.00 GPU-hours (0 GPUs × " in text, text
+    assert f"{len(lines)} cells ran on this allocation, 1 raised" in text, text
+    assert "Cost: 0.00 GPU-hours (0 GPUs × " in text, text
 
 
 def test_a_cell_whose_allocation_ends_under_it_says_so_in_one_line_and_the_warning_shows(kernel: Kernel) -> None:

@@ -13,10 +13,13 @@ secret), which :func:`ready` reads back through one checked step.
 :class:`~..transport.forward.PortForward` per kernel port (channels over the connection Betty
 already holds, listening on 127.0.0.1 only); with the local transport straight to the node. Every
 message is signed with the key (HMAC-SHA256), so a client without it is ignored by the kernel.
-A dropped SSH link does not end the kernel: the forwards go through the process's
+With Betty in the Jupyter server, the server holds the forwards for the notebook's kernel
+(:func:`hold_forwards`, :class:`ForwardedBy`), so the kernel logs in nowhere. A dropped SSH link
+does not end the kernel: the forwards go through the holder's
 :class:`~..transport.link.Link`, which logs in again, and the next cell attaches a fresh client
-through fresh forwards (:meth:`AttachedKernel.dropped`, :meth:`AttachedKernel.reattach`). The runner stops the kernel (and
-so ends the job) once no client has been connected for the grace period the person chose.
+through fresh forwards (:meth:`AttachedKernel.dropped`, :meth:`AttachedKernel.reattach`). The
+runner stops the kernel (and so ends the job) once no client has been connected for the grace
+period the person chose.
 """
 
 from __future__ import annotations

@@ -47,12 +47,12 @@ class NodeKernelHandle:
     left (``ends at 21:04 (118 min left)``, a warning ``warn`` minutes before the end, one line once it ended)."""
 
     def __init__(self, call: "Call", token: str, state: Path, poll: Callable[[str, str], dict[str, Any]],
-                 stop: Callable[[str, str], Any], transport: Callable[[], "Transport | ForwardedBy"], shell: Any, view: Any,
-                 every: float = POLL_SECONDS, note: Note | None = None, warn: int = DEFAULT_WARN_MINUTES,
+                 stop: Callable[[str, str], Any], transport: Callable[[], "Transport | ForwardedBy"], shell: Any,
+                 view: Any, every: float = POLL_SECONDS, note: Note | None = None, warn: int = DEFAULT_WARN_MINUTES,
                  now: Callable[[], datetime] = datetime.now) -> None:
         """``poll``/``stop``: ``node_kernel_status``/``node_kernel_stop`` of ``(token, job id)``; ``transport``: the
-        cluster's transport the forwards go through (or the process that holds them); ``note``: records each cell run on the node; ``now``: the
-        clock the time left is read with."""
+        cluster's transport the forwards go through (or the process that holds them); ``note``: records each cell
+        run on the node; ``now``: the clock the time left is read with."""
         self.call, self.token, self._state, self._poll, self._stop_job = call, token, state, poll, stop
         self._transport, self._shell, self._view, self._every = transport, shell, view, every
         self._note, self.warn, self._now = note, warn, now

@@ -68,7 +68,7 @@ class NodeKernelStopHandler(BettyHandler):
 
 
 class NodeKernelForwardsHandler(BettyHandler):
-    """``POST|DELETE node-kernels/{token}/forwards``: the node kernel's ports forwarded over this server's connection."""
+    """``POST|DELETE node-kernels/{token}/forwards``: the node kernel's ports, forwarded over this server's link."""
 
     @web.authenticated
     async def post(self, token: str) -> None:
