@@ -1,10 +1,12 @@
 """A node kernel's parts without a cluster: its staged key, its status line and time left, the refusal to stop
-another job, which cells the notebook hands to the node, and how its cells are noted in the experiment's record."""
+another job, which cells the notebook hands to the node, how its cells are noted in the experiment's record, and how
+its forwards tell a link the cluster's side ended (the next cell then attaches again) from a client that left."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import socket
 import time
 from concurrent.futures import Future
 from datetime import datetime, timedelta
@@ -173,3 +175,44 @@ def test_the_notebook_kernel_that_started_it_is_noted_only_when_jupyter_named_it
     assert found[token].notebook_kernel == "0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
     assert found[other].notebook_kernel is None and found[other].job_id == "12"
     assert never not in found  # staged, never submitted: not listed
+
+
+class Socketpair:
+    """A forwarding transport whose channels are local socket pairs: the far ends stand for the cluster's side."""
+
+    def __init__(self) -> None:
+        self.far: list[socket.socket] = []
+
+    def open_channel(self, host: str, port: int, timeout: float = 15.0) -> socket.socket:
+        near, far = socket.socketpair()
+        self.far.append(far)
+        return near
+
+
+def until(check: Callable[[], object], what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout  # a guard against a hang on a busy machine, not a measurement
+    while not check():
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s"
+        time.sleep(0.05)
+
+
+def test_a_forward_counts_the_connections_the_clusters_side_ended_not_those_its_client_left() -> None:
+    from betty_jupyter.transport.forward import PortForward
+
+    cluster = Socketpair()
+    with PortForward(cluster, "node1", 5555) as forward:  # type: ignore[arg-type]  # the transport's one method
+        left = socket.create_connection(("127.0.0.1", forward.local_port))
+        until(lambda: cluster.far, "the first channel")
+        left.sendall(b"ping")
+        assert cluster.far[0].recv(4) == b"ping"
+        left.close()  # the client left: the far end sees the end, and nothing dropped
+        assert cluster.far[0].recv(4) == b""
+        assert forward.dropped == 0
+        dropped = socket.create_connection(("127.0.0.1", forward.local_port))
+        until(lambda: len(cluster.far) == 2, "the second channel")
+        cluster.far[1].close()  # the cluster's side ended it: a dropped link
+        assert dropped.recv(4) == b""
+        until(lambda: forward.dropped == 1, "the drop counted")
+        dropped.close()
+    for far in cluster.far:
+        far.close()

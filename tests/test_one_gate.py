@@ -68,6 +68,8 @@ ROUTES: dict[tuple[str, str], str] = {
     ("/betty/api/partitions", "get"): READ,
     ("/betty/api/node-kernels", "get"): GATE,
     ("/betty/api/node-kernels/(?P<token>[^/]+)/stop", "post"): GATE,
+    ("/betty/api/node-kernels/(?P<token>[^/]+)/forwards", "post"): GATE,
+    ("/betty/api/node-kernels/(?P<token>[^/]+)/forwards", "delete"): OWN,
     ("/betty/api/login-questions", "get"): READ,
     ("/betty/api/login-questions/(?P<ident>[^/]+)", "post"): ANSWER,
     ("/betty/api/login-questions/(?P<ident>[^/]+)", "delete"): ANSWER,

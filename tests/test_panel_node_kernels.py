@@ -1,13 +1,16 @@
 """The Jobs tab's node kernels, in Debian's Chromium against the dev cluster: a running ``%betty kernel`` allocation of
 the project shows with its time left, the status bar shows it while the notebook that started it is in front, and its
-Stop (after the confirm dialog) cancels the real job. A screenshot of the row is kept as
-``test-artifacts/screenshots/panel-node-kernel.png``."""
+Stop (after the confirm dialog) cancels the real job; a notebook in JupyterLab runs ``%betty kernel``, its next cell
+prints the allocation's ``SLURM_JOB_ID`` (through ports forwarded over the server's own SSH connection: the kernel
+logs in nowhere) and, after ``--back``, a cell runs in the notebook's own kernel again. A
+screenshot of the row is kept as ``test-artifacts/screenshots/panel-node-kernel.png``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import re
+import socket
 import sys
 import threading
 import time
@@ -16,12 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 from jupyter_server_proc import JupyterServer
 from llm_server import ScriptedLLM
 from notebook_support import cell_run_project, llm  # noqa: F401 (a fixture)
 from panel_support import lab, open_the_panel, page, screenshot, screenshot_on_failure  # noqa: F401 (fixtures)
 from playwright.sync_api import Page, expect
+from test_node_kernel_notebook import connections
+from test_notebook_browser import menu, open_notebook
+from test_ssh_transport import dev_cluster_port
 
 from betty_jupyter.agent.tools import ToolContext
 from betty_jupyter.agent.tools.catalog import betty_tool
@@ -128,3 +135,58 @@ def test_a_running_node_kernel_shows_its_time_left_and_stop_cancels_the_job(lab:
         assert look["state"] == "CANCELLED", look
     finally:
         tools.call("node_kernel_stop", ref)
+
+
+NODE_CELLS = ["%load_ext betty_jupyter", "%betty use betty-dev",
+              "node = %betty kernel --partition cpu --time 10 --env betty --grace 2 --warn 0", "node",
+              "_ = node.wait(180)",
+              "import os\nprint('on', os.environ['SLURM_JOB_ID'])",
+              "%betty kernel --back",
+              "import os, socket\nprint('back', os.getpid(), socket.gethostname(), os.environ.get('SLURM_JOB_ID'))",
+              "%betty kernel --stop"]
+
+
+def test_a_notebook_runs_its_next_cells_in_the_allocation_and_back_here(lab: JupyterServer, page: Page,
+                                                                         project: dict[str, Any],
+                                                                         dev_cluster: dict[str, str]) -> None:
+    book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in NODE_CELLS], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    (Path(project["root"]) / "on-the-node.ipynb").write_text(nbformat.writes(book))
+    with screenshot_on_failure(page, "node-kernel-notebook-failed"):
+        notebook = open_notebook(page, lab, "on-the-node.ipynb")
+        cells = notebook.locator(".jp-Cell")
+        cells.nth(NODE_CELLS.index("_ = node.wait(180)")).locator(".jp-InputPrompt").click()
+        menu(page, "Run", "Run All Above Selected Cell")
+        approve = notebook.locator(".betty-approve")
+        expect(approve).to_be_visible(timeout=60_000)
+        approve.click()  # the card, approved in the notebook
+        clock = notebook.locator(".betty-node-clock").first
+        expect(clock).to_contain_text("RUNNING", timeout=120_000)
+        found = re.search(r"job (\d+) RUNNING", clock.inner_text())
+        assert found is not None, clock.inner_text()
+        job_id = found[1]
+        menu(page, "Run", "Run Selected Cell and All Below")
+        on_node = cells.nth(NODE_CELLS.index("import os\nprint('on', os.environ['SLURM_JOB_ID'])"))
+        expect(on_node.locator(".jp-OutputArea-output")).to_have_text(f"on {job_id}", timeout=180_000)
+        back = cells.nth(len(NODE_CELLS) - 2).locator(".jp-OutputArea-output")
+        expect(on_node.locator(".jp-OutputArea-output")).to_have_count(1)  # nothing on stderr
+        # the node kernel's ports are forwarded over the server's connection: the notebook's kernel logs in nowhere
+        assert connections(notebook_kernel_pid(lab, "on-the-node.ipynb"), dev_cluster_port(dev_cluster)) == set()
+        expect(back).to_have_text(re.compile(r"^back \d+ \S+ None\s*$"), timeout=60_000)
+        expect(clock).to_contain_text(f"cancelled job {job_id}", timeout=60_000)
+    pid, host = back.inner_text().split()[1:3]
+    assert int(pid) == notebook_kernel_pid(lab, "on-the-node.ipynb") and host == socket.gethostname()
+
+
+def notebook_kernel_pid(lab: JupyterServer, path: str) -> int:
+    """The process id of the kernel ``lab`` started for the notebook ``path`` (the notebook's own, on this machine)."""
+    request = urllib.request.Request(f"{lab.url}api/sessions", headers={"Authorization": f"token {lab.token}"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        kernel = next(s["kernel"]["id"] for s in json.load(answer) if s["path"] == path)
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and f"kernel-{kernel}.json".encode() in (proc / "cmdline").read_bytes():
+                return int(proc.name)
+        except OSError:
+            continue
+    raise AssertionError(f"no process runs the kernel {kernel}")

@@ -54,7 +54,7 @@ def contract_routes() -> set[tuple[str, str]]:
 def test_the_route_table_is_the_contracts():
     served = {(method, url.removeprefix("/betty/api/").replace("x1", "{}")) for method, url in route_methods()}
     assert served == contract_routes()
-    assert len(served) == 71
+    assert len(served) == 73
 
 
 def test_only_the_webhook_and_mcp_routes_skip_jupyters_authentication():

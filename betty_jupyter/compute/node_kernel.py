@@ -13,9 +13,13 @@ secret), which :func:`ready` reads back through one checked step.
 :class:`~..transport.forward.PortForward` per kernel port (channels over the connection Betty
 already holds, listening on 127.0.0.1 only); with the local transport straight to the node. Every
 message is signed with the key (HMAC-SHA256), so a client without it is ignored by the kernel.
-A dropped SSH link does not end the kernel: its client reconnects through the same local ports,
-and each new connection opens a channel over the re-opened link. The runner stops the kernel (and
-so ends the job) once no client has been connected for the grace period the person chose.
+With Betty in the Jupyter server, the server holds the forwards for the notebook's kernel
+(:func:`hold_forwards`, :class:`ForwardedBy`), so the kernel logs in nowhere. A dropped SSH link
+does not end the kernel: the forwards go through the holder's
+:class:`~..transport.link.Link`, which logs in again, and the next cell attaches a fresh client
+through fresh forwards (:meth:`AttachedKernel.dropped`, :meth:`AttachedKernel.reattach`). The
+runner stops the kernel (and so ends the job) once no client has been connected for the grace
+period the person chose.
 """
 
 from __future__ import annotations
@@ -24,15 +28,16 @@ import json
 import re
 import secrets
 import shlex
+import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..cluster.job_request import JobRequest
 from ..cluster.sbatch import SbatchScript
-from ..errors import UsageError
+from ..errors import BettyError, UsageError
 from ..json_text import parse_json
 from ..transport.interface import ForwardingTransport, Transport
 from ..transport.link import Link
@@ -209,6 +214,16 @@ async def ready(transport: Transport, state: Path, token: str, where: str) -> Re
     return Ready(ip, ports, host, str(data.get("checked", ""))[:300])
 
 
+@dataclass(frozen=True)
+class ForwardedBy:
+    """The kernel's ports forwarded by another process that holds the connection to the cluster (the Jupyter
+    server's Betty): ``open`` asks it for fresh forwards (their ports on 127.0.0.1 by name, None when it reaches the
+    node directly), ``close`` for their end."""
+
+    open: Callable[[], "dict[str, int] | None"]
+    close: Callable[[], None]
+
+
 @dataclass
 class AttachedKernel:
     """A ``jupyter_client`` client of the node's kernel, and the forwards it goes through (none when local)."""
@@ -216,7 +231,7 @@ class AttachedKernel:
     client: "BlockingKernelClient"
     ready: Ready
     info: dict[str, Any] = field(repr=False)
-    transport: Transport = field(repr=False)
+    transport: "Transport | ForwardedBy" = field(repr=False)
     forwards: list["PortForward"] = field(default_factory=list)
 
     def close(self) -> None:
@@ -224,6 +239,16 @@ class AttachedKernel:
         self.client.stop_channels()
         for forward in self.forwards:
             forward.close()
+        if isinstance(self.transport, ForwardedBy):
+            try:
+                self.transport.close()
+            except (BettyError, OSError):
+                pass  # the process that held them is gone, and its forwards with it
+
+    def dropped(self) -> bool:
+        """Whether the cluster's side ended a forwarded connection since this client was attached (the SSH link
+        dropped, or the kernel is gone): a cell then attaches again first."""
+        return any(forward.dropped for forward in self.forwards)
 
     def reattach(self) -> "AttachedKernel":
         """A fresh client through fresh forwards (after a dropped link: each opens its channels over the link made
@@ -252,22 +277,67 @@ def forwarding(transport: Transport) -> ForwardingTransport | None:
     return transport if isinstance(transport, ForwardingTransport) else None
 
 
-def attach(transport: Transport, info: dict[str, Any], where: Ready, wait: float | None = 60.0) -> AttachedKernel:
-    """A started client of the kernel ``where`` signed with ``info``'s key (over forwards for an SSH transport), once
-    the kernel answered it (``wait``: for at most so many seconds; None: not waited for)."""
+def open_forwards(transport: Transport, where: Ready) -> list["PortForward"] | None:
+    """One forward per kernel port over ``transport`` (listening on 127.0.0.1), in :data:`PORTS` order; None when
+    ``transport`` reaches the node directly (local)."""
+    through = forwarding(transport)
+    if through is None:
+        return None
+    from ..transport.forward import PortForward  # lazy: paramiko's errors
+
+    forwards: list[PortForward] = []
+    try:
+        for name in PORTS:
+            forwards.append(PortForward(through, where.ip, where.ports[name]))
+    except BaseException:
+        for forward in forwards:
+            forward.close()
+        raise
+    return forwards
+
+
+_HELD: dict[str, list["PortForward"]] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def hold_forwards(token: str, transport: Transport, where: Ready) -> dict[str, int] | None:
+    """Forwards of the node kernel ``token``'s ports held by this process for another (the notebook's kernel, when
+    this is the Jupyter server): their local ports by name, None when ``transport`` reaches the node directly. The
+    forwards held before for ``token`` are closed."""
+    release_forwards(token)
+    forwards = open_forwards(transport, where)
+    if forwards is None:
+        return None
+    with _HELD_LOCK:
+        _HELD[token] = forwards
+    return {name: forward.local_port for name, forward in zip(PORTS, forwards)}
+
+
+def release_forwards(token: str) -> None:
+    """Close the forwards this process holds for the node kernel ``token`` (none is fine)."""
+    with _HELD_LOCK:
+        forwards = _HELD.pop(token, [])
+    for forward in forwards:
+        forward.close()
+
+
+def attach(transport: "Transport | ForwardedBy", info: dict[str, Any], where: Ready,
+           wait: float | None = 60.0) -> AttachedKernel:
+    """A started client of the kernel ``where`` signed with ``info``'s key (over forwards for an SSH transport, or
+    over those another process holds), once the kernel answered it (``wait``: for at most so many seconds; None: not
+    waited for)."""
     from jupyter_client.blocking.client import BlockingKernelClient  # lazy: only a node kernel needs it
 
     forwards: list[PortForward] = []
     ports, ip = dict(where.ports), where.ip
-    through = forwarding(transport)
-    if through is not None:
-        from ..transport.forward import PortForward  # lazy: paramiko's errors
-
-        for name, port in where.ports.items():
-            forward = PortForward(through, where.ip, port)
-            forwards.append(forward)
-            ports[name] = forward.local_port
-        ip = "127.0.0.1"
+    if isinstance(transport, ForwardedBy):
+        given = transport.open()
+        if given is not None:
+            ports, ip = {name: int(given[name]) for name in PORTS}, "127.0.0.1"
+    else:
+        forwards = open_forwards(transport, where) or []
+        if forwards:
+            ports, ip = {name: forward.local_port for name, forward in zip(PORTS, forwards)}, "127.0.0.1"
     client = BlockingKernelClient()
     settings: Any = {**info, **ports, "ip": ip}  # a connection file's fields, as jupyter_client reads them
     client.load_connection_info(settings)

@@ -278,6 +278,16 @@ class ServerBackend:
               **query: Any) -> dict[str, Any]:
         return _http(method, self.url, self._token, route, body, timeout, query)
 
+    def node_kernel_forwards(self, token: str) -> dict[str, int] | None:
+        """POST node-kernels/{token}/forwards: the node kernel's ports on 127.0.0.1, forwarded over the connection
+        the server holds (None when the server reaches the node directly)."""
+        ports = self._call("POST", f"node-kernels/{token}/forwards", {}).get("ports")
+        return {str(name): int(port) for name, port in ports.items()} if isinstance(ports, dict) else None
+
+    def release_node_kernel_forwards(self, token: str) -> None:
+        """DELETE node-kernels/{token}/forwards."""
+        self._call("DELETE", f"node-kernels/{token}/forwards")
+
     def clusters(self) -> list[dict[str, Any]]:
         """GET clusters."""
         clusters: list[dict[str, Any]] = self._call("GET", "clusters")["clusters"]

@@ -26,6 +26,7 @@ from ..compute.node_kernel import DEFAULT_WARN_MINUTES, AttachedKernel, Ready, a
 from ..errors import BettyError, UsageError
 
 if TYPE_CHECKING:
+    from ..compute.node_kernel import ForwardedBy
     from ..transport.interface import Transport
     from .session import Call
 
@@ -46,12 +47,12 @@ class NodeKernelHandle:
     left (``ends at 21:04 (118 min left)``, a warning ``warn`` minutes before the end, one line once it ended)."""
 
     def __init__(self, call: "Call", token: str, state: Path, poll: Callable[[str, str], dict[str, Any]],
-                 stop: Callable[[str, str], Any], transport: Callable[[], "Transport"], shell: Any, view: Any,
-                 every: float = POLL_SECONDS, note: Note | None = None, warn: int = DEFAULT_WARN_MINUTES,
+                 stop: Callable[[str, str], Any], transport: Callable[[], "Transport | ForwardedBy"], shell: Any,
+                 view: Any, every: float = POLL_SECONDS, note: Note | None = None, warn: int = DEFAULT_WARN_MINUTES,
                  now: Callable[[], datetime] = datetime.now) -> None:
         """``poll``/``stop``: ``node_kernel_status``/``node_kernel_stop`` of ``(token, job id)``; ``transport``: the
-        cluster's transport the forwards go through; ``note``: records each cell run on the node; ``now``: the
-        clock the time left is read with."""
+        cluster's transport the forwards go through (or the process that holds them); ``note``: records each cell
+        run on the node; ``now``: the clock the time left is read with."""
         self.call, self.token, self._state, self._poll, self._stop_job = call, token, state, poll, stop
         self._transport, self._shell, self._view, self._every = transport, shell, view, every
         self._note, self.warn, self._now = note, warn, now
@@ -63,7 +64,7 @@ class NodeKernelHandle:
         self.ended = False
         """The allocation ended on its own or by a cancel (not by :meth:`stop`): cells run here again."""
         self.kernel: AttachedKernel | None = None
-        self._opened: "Transport | None" = None
+        self._opened: "Transport | ForwardedBy | None" = None
         self.on_node = False
         self._warned = False
         self._running = False
@@ -166,6 +167,9 @@ class NodeKernelHandle:
         if self.warning and not self._warned:
             self._warned = True
             sys.stderr.write(f"betty: {self.clock()}\n")
+        if self.kernel.dropped():
+            self._attach_again()
+        assert self.kernel is not None
         client = self.kernel.client
         outcome = {"ok": True}
 
@@ -197,6 +201,19 @@ class NodeKernelHandle:
                 self._let_go()
             else:
                 self._noted(code, started, time.monotonic() - clock, outcome["ok"])
+
+    def _attach_again(self) -> None:
+        """After a dropped link: a fresh client through fresh forwards over the link made again (the node's kernel
+        and its variables are kept), unless the allocation ended meanwhile (then the cell says so in one line)."""
+        try:
+            self._look()
+        except BettyError:
+            pass  # the job is looked at again by the next look; attaching says whether the kernel answers
+        if self.ended or self.kernel is None:
+            raise UsageError(self.line)
+        self.kernel = self.kernel.reattach()
+        sys.stderr.write("betty: the link to the cluster dropped; the node kernel is attached again "
+                         "(its variables are kept)\n")
 
     def _until(self, read: Callable[[], dict[str, Any]], msg_id: str, shown: Callable[[dict[str, Any]], None] | None,
                idle: bool) -> dict[str, Any]:
@@ -288,13 +305,9 @@ class NodeKernelHandle:
             if self._running:
                 return
             kernel, self.kernel = self.kernel, None
-            opened, self._opened = self._opened, None
+            self._opened = None  # the process's link: its host closes it, not the node kernel
         if kernel is not None:
             kernel.close()
-        if opened is not None:
-            from ..cluster.sync import run_sync  # lazy: only a node kernel that ends closes its own connection
-
-            run_sync(opened.close())
 
     def _show(self) -> None:
         """Show the allocation's line and time left (once the handle is displayed)."""

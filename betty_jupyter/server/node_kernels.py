@@ -4,7 +4,9 @@
 allocations have not ended, each read with ``node_kernel_status`` (its state, its end, its line).
 ``POST node-kernels/{token}/stop {job_id, cluster?}`` is the person's own click on Stop: it runs
 ``node_kernel_stop`` as their call (a model is never offered it), which cancels only the job
-recorded for that kernel.
+recorded for that kernel. ``POST node-kernels/{token}/forwards`` is the notebook's kernel asking for the node
+kernel's ports to be forwarded over the connection this server already holds (no second login from the kernel):
+their ports on 127.0.0.1 here; ``DELETE`` closes them.
 """
 
 from __future__ import annotations
@@ -65,6 +67,40 @@ class NodeKernelStopHandler(BettyHandler):
                              person=approver(self.current_user, Face.SIDE_PANEL))
 
 
+class NodeKernelForwardsHandler(BettyHandler):
+    """``POST|DELETE node-kernels/{token}/forwards``: the node kernel's ports, forwarded over this server's link."""
+
+    @web.authenticated
+    async def post(self, token: str) -> None:
+        """``{ports: {shell_port: …, …}}`` on 127.0.0.1 (``ports`` is null when the cluster's nodes are reached
+        directly); 409 while the kernel does not listen."""
+        # lazy: the node kernel's files and forwards; the server's extension loads without them
+        from ..compute.node_kernel import Ready, hold_forwards, recorded
+
+        kernel = recorded(self.services.workspace.state, token)
+        session = await self.services.desk(self.cluster_name(kernel.cluster))
+        outcome = await self.assistant.call(session.session_id, "node_kernel_status",
+                                            {"kernel": token, "job_id": kernel.job_id}, self.person)
+        data = outcome.data if outcome.ok and isinstance(outcome.data, dict) else {}
+        where = data.get("ready")
+        if not where or data.get("finished"):
+            raise refused(409, f"node kernel job {kernel.job_id} is not listening: {outcome.summary.strip()[:200]}")
+        cluster = session.context.cluster
+        link = cluster.link if cluster is not None else session.context.slurm.transport
+        ready = Ready(str(where["ip"]), {name: int(port) for name, port in where["ports"].items()}, str(where["host"]),
+                      str(where.get("checked", "")))
+        self.answer({"ports": hold_forwards(token, link, ready)})
+
+    @web.authenticated
+    async def delete(self, token: str) -> None:
+        """Close the forwards held for the node kernel (none is fine): ``{}``."""
+        from ..compute.node_kernel import kernel_files, release_forwards  # lazy: as above
+
+        kernel_files(self.services.workspace.state, token)  # a one-line 400 for anything but a token
+        release_forwards(token)
+        self.answer({})
+
+
 def _seconds_left(status: dict[str, Any]) -> float | None:
     """Seconds until the allocation's end, read with the cluster's clock as ``node_kernel_status`` wrote it."""
     try:
@@ -77,5 +113,6 @@ def _seconds_left(status: dict[str, Any]) -> float | None:
 handlers = [
     (r"/betty/api/node-kernels", NodeKernelsHandler),
     (r"/betty/api/node-kernels/" + _TOKEN + r"/stop", NodeKernelStopHandler),
+    (r"/betty/api/node-kernels/" + _TOKEN + r"/forwards", NodeKernelForwardsHandler),
 ]
 """The node kernels' routes."""

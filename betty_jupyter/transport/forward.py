@@ -38,6 +38,8 @@ class PortForward:
             self._listener.close()
             raise TransportError(f"cannot listen on 127.0.0.1:{local_port} ({exc.strerror or exc}); "
                                  "pick another local port") from exc
+        self.dropped = 0
+        """How many forwarded connections the cluster's side ended (a dropped link, or nothing listening any more)."""
         self._listener.listen(16)
         self.local_port: int = self._listener.getsockname()[1]
         self._thread = threading.Thread(target=self._accept, name=f"betty-forward-{self.local_port}", daemon=True)
@@ -82,23 +84,31 @@ class PortForward:
             return
         with client:
             try:
-                _pump(client, channel, self._closed)
+                if _pump(client, channel, self._closed) and not self._closed.is_set():
+                    self.dropped += 1
             finally:
                 with contextlib.suppress(OSError, EOFError, SSHException):  # a dropped link cannot say goodbye
                     channel.close()
 
 
-def _pump(client: socket.socket, channel: Any, closed: threading.Event) -> None:
-    """Copy bytes both ways until either side ends or the forward is closed."""
+def _pump(client: socket.socket, channel: Any, closed: threading.Event) -> bool:
+    """Copy bytes both ways until either side ends or the forward is closed; whether the cluster's side ended it."""
     while not closed.is_set():
-        readable, _, _ = select.select([client, channel], [], [], 0.5)
+        try:
+            readable, _, _ = select.select([client, channel], [], [], 0.5)
+        except (OSError, ValueError):
+            return True  # the channel's link is gone under it
         for source, sink in ((client, channel), (channel, client)):
             if source not in readable:
                 continue
             try:
                 data = source.recv(_CHUNK)
-                if not data:
-                    return
+            except (OSError, EOFError, SSHException):
+                return source is channel
+            if not data:
+                return source is channel
+            try:
                 sink.sendall(data)
             except (OSError, EOFError, SSHException):
-                return
+                return sink is channel
+    return False

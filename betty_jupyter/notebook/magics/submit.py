@@ -252,7 +252,21 @@ class SubmitCommands(JobCommands):
             return self._quiet("node_kernel_stop", {"kernel": kernel, "job_id": job})
 
         def transport() -> Any:
-            return load_config().profile(cluster).open_transport()
+            """The connection to the cluster Betty already holds: the Jupyter server's (it forwards the kernel's
+            ports), else this process's link (Betty's own, when Betty runs in this kernel). So there is no second
+            login, and a dropped link is made again."""
+            # lazy: the Slurm client and the backend; only a node kernel's forwards need them
+            from ...cluster.shared import shared_cluster
+            from ...compute.node_kernel import ForwardedBy
+            from ..backend import ServerBackend
+
+            backend = betty.backend
+            if isinstance(backend, ServerBackend):
+                return ForwardedBy(lambda: backend.node_kernel_forwards(token),
+                                   lambda: backend.release_node_kernel_forwards(token))
+            held = getattr(backend, "assistant", None)
+            config = held.config if held is not None else load_config()
+            return shared_cluster(config.profile(cluster)).link
 
         ledger = Ledger(workspace.ledger_path)
 
