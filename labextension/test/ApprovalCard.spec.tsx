@@ -575,12 +575,14 @@ describe('ApprovalCard: a second approver', () => {
 
   it('says whom an approved card waits for since when, then how they answered', () => {
     const item = { ...card({}, { status: 'decided', resolution: approved }) };
+    const today = new Date();
+    today.setHours(14, 2, 0, 0); // a time today: the card shows the clock time alone
     const waiting = {
       approval_id: 'a1',
       call_id: 'c1',
       state: 'waiting' as const,
       approvers: ['hpcadmin', 'ops'],
-      since,
+      since: today.getTime() / 1000,
       approver: null,
       why: ''
     };

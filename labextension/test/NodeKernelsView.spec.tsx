@@ -17,7 +17,8 @@ const KERNEL: INodeKernel = {
   line: 'job 12 RUNNING on n1 · ends at 21:04 (30 min left)',
   ends: '2026-11-30T21:04:00',
   seconds_left: 30 * 60,
-  slug: '2026-11-30-kernel'
+  slug: '2026-11-30-kernel',
+  notebook_kernel: null
 };
 
 function outcome(summary: string): IOutcome {
