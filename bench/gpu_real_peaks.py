@@ -124,7 +124,7 @@ def step(model: Any, request: EstimateRequest) -> None:
     import torch
 
     from betty_jupyter.gpu.trace.model import Precision
-    from betty_jupyter.gpu.trace.step import DECODE_STEPS, _cache_argument, _cache_of
+    from betty_jupyter.gpu.trace.step import DECODE_STEPS, cache_argument, cache_of
 
     autocast = Precision.of(request).autocast
     cast = torch.autocast(DEVICE, dtype=autocast) if autocast is not None else nullcontext()
@@ -134,11 +134,11 @@ def step(model: Any, request: EstimateRequest) -> None:
         with torch.no_grad():
             output = model(input_ids=torch.zeros((request.batch_size, prompt), dtype=torch.long, device=DEVICE),
                            use_cache=True, logits_to_keep=1)
-            cache = _cache_of(output)
+            cache = cache_of(output)
             del output
             for _ in range(request.seq_len - prompt):
                 tokens = torch.zeros((request.batch_size, 1), dtype=torch.long, device=DEVICE)
-                output = model(input_ids=tokens, use_cache=True, **{_cache_argument(model): cache})
+                output = model(input_ids=tokens, use_cache=True, **{cache_argument(model): cache})
                 del output
         _settle()
         return

@@ -512,7 +512,7 @@ class AgentSession:
             except (BettyError, OSError) as error:
                 return self._refused(call, tool, f"{refusal}, and {error}", time.perf_counter(), tier)
         preview.say_again()
-        approval_id = f"apr_{uuid.uuid4().hex[:12]}"
+        approval_id = new_approval_id()
         resolution = await self._card(call, tool, tier, args, preview, reason, digest, approval_id)
         approval = Approval(resolution.decision, resolution.approver, preview, digest)
         if second is not None and resolution.approved:
@@ -564,10 +564,10 @@ class AgentSession:
         return float(getattr(self.broker, "timeout", DEFAULT_TIMEOUT))
 
     async def _card(self, call: "ToolCallRequest", tool: "Tool[Any]", tier: int, args: Any, preview: "Preview",
-                    reason: str, digest: str, approval_id: str | None = None) -> "Resolution":
-        """Show the card (bound to ``digest``; ``approval_id`` when the caller names it), wait for the person's
-        answer (or none), and say how it ended."""
-        request = ev.ApprovalRequest(approval_id=approval_id or f"apr_{uuid.uuid4().hex[:12]}", call_id=call.call_id,
+                    reason: str, digest: str, approval_id: str) -> "Resolution":
+        """Show the card ``approval_id`` (bound to ``digest``), wait for the person's answer (or none), and say how
+        it ended."""
+        request = ev.ApprovalRequest(approval_id=approval_id, call_id=call.call_id,
                                      tool=tool.name, tier=tier, args=args.model_dump(mode="json"),
                                      preview=preview, reason=reason, task=self.task, digest=digest)
         self.stream.emit("approval_request", request)
@@ -765,7 +765,8 @@ class _CallFace:
     async def card(self, tier: int, args: Any, preview: "Preview", reason: str) -> "tuple[Resolution, Approval]":
         """This call's card, bound to ``preview``, and the person's answer (or none) with its approval."""
         digest = card_digest(self._tool.name, args.model_dump(mode="json"), preview)
-        resolution = await self._session._card(self._call, self._tool, tier, args, preview, reason, digest)
+        resolution = await self._session._card(self._call, self._tool, tier, args, preview, reason, digest,
+                                               new_approval_id())
         return resolution, Approval(resolution.decision, resolution.approver, preview, digest)
 
     def log(self, tier: int, args: Any, approval: Approval, outcome: ToolOutcome | None) -> None:
@@ -783,6 +784,11 @@ class _CallFace:
     def stand(self, standing: "Standing[Any]") -> None:
         """``standing`` covers the later calls of this turn, replacing (and stopping) any older one."""
         self._session._stand(standing)
+
+
+def new_approval_id() -> str:
+    """A fresh card's id (``apr_`` and 12 hex digits)."""
+    return f"apr_{uuid.uuid4().hex[:12]}"
 
 
 def _repeat(call: "ToolCallRequest", earlier: str) -> Answer:

@@ -163,24 +163,25 @@ def _inference(model: torch.nn.Module, request: EstimateRequest, tracer: MemoryT
         with _phase(tracer, "prefill", progress, snapshots):
             tokens = torch.zeros((request.batch_size, prompt), dtype=torch.long, device=device)
             output = model(input_ids=tokens, use_cache=True, logits_to_keep=1)
-            cache = _cache_of(output)
+            cache = cache_of(output)
             _retag_cache(tracer, cache)
             del output
         with _phase(tracer, "decode", progress, snapshots):
             for _ in range(request.seq_len - prompt):
                 tokens = torch.zeros((request.batch_size, 1), dtype=torch.long, device=device)
-                output = model(input_ids=tokens, use_cache=True, **{_cache_argument(model): cache})
+                output = model(input_ids=tokens, use_cache=True, **{cache_argument(model): cache})
                 _retag_cache(tracer, cache)
                 del output
     return snapshots
 
 
-def _cache_argument(model: torch.nn.Module) -> str:
+def cache_argument(model: torch.nn.Module) -> str:
     """The name the model's forward takes the KV cache under (``cache`` since transformers 5.x)."""
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
-def _cache_of(output: object) -> object:
+def cache_of(output: object) -> object:
+    """The KV cache a forward with ``use_cache=True`` returned (``cache`` since transformers 5.x)."""
     cache = getattr(output, "cache", None)
     return cache if cache is not None else getattr(output, "past_key_values")
 
